@@ -1,0 +1,324 @@
+//! The engine loop against in-process fakes.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::*;
+use crate::manifest;
+
+type Script = Box<dyn Fn(&BlockContext, &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> + Send + Sync>;
+
+/// Workers implemented as closures; records every context it was given.
+#[derive(Default)]
+struct FakeWorkers {
+    scripts: HashMap<String, Script>,
+    seen: Mutex<Vec<BlockContext>>,
+}
+
+impl FakeWorkers {
+    fn with(mut self, name: &str, f: impl Fn(&BlockContext, &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> + Send + Sync + 'static) -> Self {
+        self.scripts.insert(name.to_string(), Box::new(f));
+        self
+    }
+
+    fn visited(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| format!("{}.{}", c.node_id, c.block_id))
+            .collect()
+    }
+}
+
+impl WorkerHost for FakeWorkers {
+    fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
+        self.seen.lock().unwrap().push(request.context.clone());
+        let outcome = (self.scripts[&request.worker])(&request.context, &request.payload);
+        async move { BlockResult { outcome, log: Vec::new() } }
+    }
+}
+
+/// The core grammar, interpreted in-process.
+struct CoreActions;
+
+impl ActionInterpreter for CoreActions {
+    fn interpret(&self, _handler: &str, action: &str, _view: &RunView) -> impl Future<Output = Result<EngineCommand, String>> + Send {
+        let result = crate::actions::parse(action).map_err(|e| e.to_string());
+        async move { result }
+    }
+}
+
+/// A worker that appends a segment naming its block and emits a signal taken
+/// from the block's config (`{"signal": ...}`), `SIGNAL:SUCCESS` by default.
+fn tagger(ctx: &BlockContext, payload: &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> {
+    let mut payload = payload.clone();
+    payload.push(ContextSegment::new(format!("s{}", ctx.step_index), "TAG", format!("{}.{}", ctx.node_id, ctx.block_id)));
+    let signal = ctx.config.get("signal").and_then(|s| s.as_str()).unwrap_or("SIGNAL:SUCCESS");
+    Ok(WorkerOutput {
+        payload,
+        signal: signal.to_string(),
+        structured_output: None,
+        statistics: Statistics { tokens_used: 10, lines_written: 1 },
+    })
+}
+
+fn workflow(json: serde_json::Value) -> Workflow {
+    let wf = manifest::parse(std::path::Path::new("t.json"), &json.to_string()).unwrap();
+    let errors = manifest::check(std::path::Path::new("t.json"), &wf, &["actions-core", "tag", "boom"]);
+    assert!(errors.is_empty(), "{errors:?}");
+    wf
+}
+
+fn block(signal: &str, transitions: &[(&str, &str)]) -> serde_json::Value {
+    serde_json::json!({
+        "worker": "tag",
+        "config": {"signal": signal},
+        "transitions": transitions.iter().map(|(on, action)| serde_json::json!({"on_signal": on, "action": action})).collect::<Vec<_>>(),
+    })
+}
+
+async fn execute(wf: &Workflow, workers: &FakeWorkers) -> RunReport {
+    let mut events = Vec::new();
+    let report = run(wf, workers, &CoreActions, &RunOptions::new("exec-1"), &mut |e: RunEvent<'_>| {
+        events.push(format!("{e:?}"))
+    })
+    .await;
+    assert!(!events.is_empty());
+    report
+}
+
+fn tags(report: &RunReport) -> Vec<&str> {
+    report.payload.iter().map(|s| s.content.as_str()).collect()
+}
+
+#[tokio::test]
+async fn linear_run_succeeds_and_aggregates_statistics() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:b")]),
+            "b": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(report.steps, 2);
+    assert_eq!(report.statistics, Statistics { tokens_used: 20, lines_written: 2 });
+    assert_eq!(tags(&report), ["main.a", "main.b"]);
+    let seen = workers.seen.lock().unwrap();
+    assert_eq!(seen[0].previous_block_id, None);
+    assert_eq!(seen[1].previous_block_id.as_deref(), Some("main.a"));
+    assert_eq!(seen[1].step_index, 1);
+    assert_eq!(seen[1].execution_id, "exec-1");
+}
+
+#[tokio::test]
+async fn unmatched_signal_falls_back_to_fail_default() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:ODD", &[("SIGNAL:SUCCESS", "JUMP:b"), ("SIGNAL:FAIL_DEFAULT", "JUMP:c")]),
+            "b": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+            "c": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(workers.visited(), ["main.a", "main.c"]);
+}
+
+#[tokio::test]
+async fn no_transition_and_no_fallback_fails_naming_block_and_signal() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:ODD", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }));
+    let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
+    let RunStatus::Failed { reason } = report.status else { panic!("{:?}", report.status) };
+    assert!(reason.contains("`main.a`") && reason.contains("SIGNAL:ODD"), "{reason}");
+}
+
+#[tokio::test]
+async fn worker_failure_becomes_a_signal_and_keeps_the_message() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "boom", "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "JUMP:recover"}]},
+            "recover": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+            "b": {"worker": "boom"},
+        }}}
+    }));
+    let workers = FakeWorkers::default()
+        .with("tag", tagger)
+        .with("boom", |_, _| Err(BlockFailure { message: "guest panicked: kaput".into() }));
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(report.payload[0].kind, "WORKER_ERROR");
+    assert!(report.payload[0].content.contains("kaput"));
+
+    let mut wf2 = wf.clone();
+    wf2.nodes.get_mut("main").unwrap().entry_block = "b".into();
+    let report = execute(&wf2, &workers).await;
+    let RunStatus::Failed { reason } = report.status else { panic!() };
+    assert!(reason.contains("SIGNAL:WORKER_ERROR") && reason.contains("kaput"), "{reason}");
+}
+
+#[tokio::test]
+async fn call_and_return_use_the_return_stack() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {
+            "main": {"entry_block": "a", "blocks": {
+                "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "CALL:sub@after")]),
+                "after": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+            }},
+            "sub": {"entry_block": "x", "blocks": {
+                "x": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "RETURN")]),
+            }}
+        }
+    }));
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(workers.visited(), ["main.a", "sub.x", "main.after"]);
+    assert_eq!(tags(&report), ["main.a", "sub.x", "main.after"]);
+}
+
+#[tokio::test]
+async fn isolated_subroutine_starts_empty_and_hands_back_its_results() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {
+            "main": {"entry_block": "a", "blocks": {
+                "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "CALL:pure@after")]),
+                "after": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+            }},
+            "pure": {"entry_block": "x", "context_inheritance": false, "blocks": {
+                "x": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "RETURN")]),
+            }}
+        }
+    }));
+    let seen_payload_len = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let lens = seen_payload_len.clone();
+    let workers = FakeWorkers::default().with("tag", move |ctx, payload| {
+        lens.lock().unwrap().push(payload.len());
+        tagger(ctx, payload)
+    });
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    // main.a saw 0, pure.x saw an empty payload (isolated), main.after saw a + x.
+    assert_eq!(*seen_payload_len.lock().unwrap(), [0, 0, 2]);
+    assert_eq!(tags(&report), ["main.a", "pure.x", "main.after"]);
+}
+
+#[tokio::test]
+async fn call_without_return_address_reruns_the_caller() {
+    // The caller emits SIGNAL:SUCCESS until the subroutine's tag is present.
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {
+            "main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "caller", "transitions": [
+                    {"on_signal": "SIGNAL:NEED", "action": "CALL:sub"},
+                    {"on_signal": "SIGNAL:DONE", "action": "END"}]},
+            }},
+            "sub": {"entry_block": "x", "blocks": {
+                "x": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "RETURN")]),
+            }}
+        }
+    }).to_string().replace("\"caller\"", "\"tag\"").parse::<serde_json::Value>().unwrap());
+    let workers = FakeWorkers::default().with("tag", |ctx, payload| {
+        if ctx.block_id == "a" {
+            let signal = if payload.iter().any(|s| s.content == "sub.x") { "SIGNAL:DONE" } else { "SIGNAL:NEED" };
+            return Ok(WorkerOutput { payload: payload.clone(), signal: signal.into(), ..Default::default() });
+        }
+        tagger(ctx, payload)
+    });
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(workers.visited(), ["main.a", "sub.x", "main.a"]);
+}
+
+#[tokio::test]
+async fn return_with_empty_stack_fails() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "RETURN")]),
+        }}}
+    }));
+    let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
+    let RunStatus::Failed { reason } = report.status else { panic!() };
+    assert!(reason.contains("empty return stack"), "{reason}");
+}
+
+#[tokio::test]
+async fn jump_cycles_hit_the_step_limit() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:a")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", |ctx, _| tagger(ctx, &Vec::new()));
+    let mut options = RunOptions::new("e");
+    options.max_steps = 50;
+    let report = run(&wf, &workers, &CoreActions, &options, &mut |_: RunEvent<'_>| {}).await;
+    let RunStatus::Failed { reason } = report.status else { panic!() };
+    assert!(reason.contains("step limit of 50"), "{reason}");
+    assert_eq!(report.steps, 50);
+}
+
+#[tokio::test]
+async fn recursive_calls_hit_the_depth_limit() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "CALL:main")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", |ctx, _| tagger(ctx, &Vec::new()));
+    let report = execute(&wf, &workers).await;
+    let RunStatus::Failed { reason } = report.status else { panic!() };
+    assert!(reason.contains("call depth limit of 64"), "{reason}");
+}
+
+#[tokio::test]
+async fn gate_pauses_the_run() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "GATE:ship it?")]),
+        }}}
+    }));
+    let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
+    assert_eq!(
+        report.status,
+        RunStatus::WaitingAtGate { node: "main".into(), block: "a".into(), prompt: "ship it?".into() }
+    );
+}
+
+#[tokio::test]
+async fn handler_errors_fail_the_run_naming_the_action() {
+    struct Refuse;
+    impl ActionInterpreter for Refuse {
+        fn interpret(&self, _: &str, _: &str, _: &RunView) -> impl Future<Output = Result<EngineCommand, String>> + Send {
+            async { Err("no such verb".to_string()) }
+        }
+    }
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let report = run(&wf, &workers, &Refuse, &RunOptions::new("e"), &mut |_: RunEvent<'_>| {}).await;
+    let RunStatus::Failed { reason } = report.status else { panic!() };
+    assert!(reason.contains("`END`") && reason.contains("no such verb"), "{reason}");
+}

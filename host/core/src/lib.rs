@@ -1,0 +1,22 @@
+//! The wfhost engine core.
+//!
+//! This crate owns the concepts of a workflow run and nothing about how
+//! blocks are executed: manifests ([`manifest`]), the Node/Block execution
+//! loop ([`engine`]), transition resolution ([`transitions`]), the engine
+//! commands that action handlers return ([`command`]) and the grammar of the
+//! default action handler ([`actions`]), file restrictions ([`restrictions`])
+//! and workspace snapshots used to enforce them ([`workspace`]).
+//!
+//! It must not depend on wasmtime, Docker or Slurm: those are adapters that
+//! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
+//! core is tested with in-process fakes.
+
+pub mod actions;
+pub mod command;
+pub mod engine;
+pub mod manifest;
+pub mod payload;
+pub mod restrictions;
+pub mod transitions;
+#[cfg(unix)]
+pub mod workspace;

@@ -1,0 +1,511 @@
+//! The workflow manifest: nodes of blocks, their workers and transitions.
+//!
+//! Manifests are JSON. Unknown fields are refused so that a typo never
+//! silently changes behaviour. [`load`] reads, parses and statically checks a
+//! manifest; every error names the file and the place (line and column for
+//! syntax, a JSON pointer for meaning).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::command::EngineCommand;
+
+/// The name of the default action handler, always available.
+pub const DEFAULT_ACTION_HANDLER: &str = "actions-core";
+
+/// A workflow: the whole manifest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workflow {
+    /// Stable identifier, handed to workers as `workflow-id`.
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Workflow-level rules, injected first into every block's system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<String>,
+    /// User plugins by name. Built-in plugins need no entry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plugins: BTreeMap<String, PluginSpec>,
+    /// The plugin that interprets transition actions.
+    #[serde(default = "default_action_handler")]
+    pub action_handler: String,
+    /// The node whose entry block runs first.
+    pub start_node: String,
+    pub nodes: BTreeMap<String, Node>,
+}
+
+fn default_action_handler() -> String {
+    DEFAULT_ACTION_HANDLER.to_string()
+}
+
+/// A user plugin: a WebAssembly component on disk and what it is granted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSpec {
+    /// Path to the `.wasm` component, relative to the manifest's directory.
+    pub path: PathBuf,
+    /// Host capabilities granted to this plugin beyond the base sandbox.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+}
+
+/// A logical container of blocks that owns context (seed 004).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    pub entry_block: String,
+    /// `false` makes a called node a pure subroutine: it starts with an empty
+    /// payload and hands back only what it produced.
+    #[serde(default = "default_true")]
+    pub context_inheritance: bool,
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub static_memory: serde_json::Map<String, serde_json::Value>,
+    pub blocks: BTreeMap<String, Block>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// An atomic unit of execution (seed 004).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Block {
+    /// The worker plugin that executes this block.
+    pub worker: String,
+    /// Worker-specific configuration, handed to the worker as JSON.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub config: serde_json::Value,
+    #[serde(default)]
+    pub transitions: Vec<Transition>,
+    /// Glob patterns of workspace paths the block may modify. Absent means
+    /// unrestricted; `[]` means read-only (except `.output/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_restrictions: Option<Vec<String>>,
+    /// Wall-clock limit for one execution of the block, e.g. `"30s"`,
+    /// `"500ms"`, `"2m"`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deserialize_duration",
+        serialize_with = "serialize_duration"
+    )]
+    pub timeout: Option<Duration>,
+}
+
+/// One row of a block's transition table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transition {
+    pub on_signal: String,
+    pub action: String,
+}
+
+/// Node and block names: letters, digits, `_` and `-`. The dot is reserved
+/// for `node.block` addresses.
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Parse `"250ms"`, `"30s"`, `"2m"`, `"1h"`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like \"30s\" or \"500ms\""))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit `{other}` in `{text}` (use ms, s, m or h)"
+            ));
+        }
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("duration `{text}` must be positive"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+fn deserialize_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn serialize_duration<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format!("{}ms", d.as_millis())),
+        None => s.serialize_none(),
+    }
+}
+
+/// A manifest error: the file, the place in it, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError {
+    pub file: PathBuf,
+    /// `line:column` for syntax errors, a JSON pointer for semantic ones.
+    pub location: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Some(at) => write!(f, "{}: {at}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+/// A list of manifest errors, displayed one per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestErrors(pub Vec<ManifestError>);
+
+impl fmt::Display for ManifestErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ManifestErrors {}
+
+/// A parsed, checked workflow together with where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedWorkflow {
+    pub workflow: Workflow,
+    pub file: PathBuf,
+}
+
+impl LoadedWorkflow {
+    /// The directory relative paths of the manifest are resolved against.
+    pub fn base_dir(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("."))
+    }
+}
+
+/// Read, parse and check a manifest. `builtin_plugins` are the plugin names
+/// available without a `plugins` entry.
+pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, ManifestErrors> {
+    let one = |location: Option<String>, message: String| {
+        ManifestErrors(vec![ManifestError {
+            file: file.to_path_buf(),
+            location,
+            message,
+        }])
+    };
+    let text = std::fs::read(file).map_err(|e| one(None, format!("cannot read manifest: {e}")))?;
+    let text = String::from_utf8(text).map_err(|e| {
+        one(
+            None,
+            format!("manifest is not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+        )
+    })?;
+    let workflow = parse(file, &text)?;
+    let errors = check(file, &workflow, builtin_plugins);
+    if !errors.is_empty() {
+        return Err(ManifestErrors(errors));
+    }
+    Ok(LoadedWorkflow {
+        workflow,
+        file: file.to_path_buf(),
+    })
+}
+
+/// Parse manifest text; errors carry line and column and the JSON path.
+pub fn parse(file: &Path, text: &str) -> Result<Workflow, ManifestErrors> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize::<_, Workflow>(de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let mut message = inner.to_string();
+        // serde_json appends " at line L column C"; we report that as the location.
+        if let Some(cut) = message.rfind(" at line ") {
+            message.truncate(cut);
+        }
+        if path != "." && !path.is_empty() {
+            message = format!("{message} (at `{path}`)");
+        }
+        ManifestErrors(vec![ManifestError {
+            file: file.to_path_buf(),
+            location: Some(format!("{}:{}", inner.line(), inner.column())),
+            message,
+        }])
+    })
+}
+
+fn pointer(parts: &[&str]) -> String {
+    let mut out = String::new();
+    for p in parts {
+        out.push('/');
+        out.push_str(&p.replace('~', "~0").replace('/', "~1"));
+    }
+    out
+}
+
+/// Static checks that JSON parsing cannot make: references between nodes,
+/// blocks, workers and plugins.
+pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<ManifestError> {
+    let mut errors = Vec::new();
+    let mut err = |at: String, message: String| {
+        errors.push(ManifestError {
+            file: file.to_path_buf(),
+            location: Some(at),
+            message,
+        })
+    };
+    let plugin_known =
+        |name: &str| wf.plugins.contains_key(name) || builtin_plugins.contains(&name);
+
+    if wf.id.trim().is_empty() {
+        err(pointer(&["id"]), "workflow id must not be empty".into());
+    }
+    if wf.nodes.is_empty() {
+        err(pointer(&["nodes"]), "a workflow needs at least one node".into());
+    }
+    if !wf.nodes.contains_key(&wf.start_node) {
+        err(
+            pointer(&["start_node"]),
+            format!("start node `{}` is not defined in `nodes`", wf.start_node),
+        );
+    }
+    if !plugin_known(&wf.action_handler) {
+        err(
+            pointer(&["action_handler"]),
+            format!(
+                "action handler `{}` is neither built in nor declared in `plugins`",
+                wf.action_handler
+            ),
+        );
+    }
+    for (name, spec) in &wf.plugins {
+        if spec.path.as_os_str().is_empty() {
+            err(
+                pointer(&["plugins", name, "path"]),
+                "plugin path must not be empty".into(),
+            );
+        }
+    }
+    let core_actions = wf.action_handler == DEFAULT_ACTION_HANDLER;
+    for (node_id, node) in &wf.nodes {
+        if !is_valid_id(node_id) {
+            err(
+                pointer(&["nodes", node_id]),
+                format!("node name `{node_id}` may only use letters, digits, `_` and `-`"),
+            );
+        }
+        if !node.blocks.contains_key(&node.entry_block) {
+            err(
+                pointer(&["nodes", node_id, "entry_block"]),
+                format!(
+                    "entry block `{}` is not a block of node `{node_id}`",
+                    node.entry_block
+                ),
+            );
+        }
+        for (block_id, block) in &node.blocks {
+            let at = |rest: &[&str]| {
+                let mut parts = vec!["nodes", node_id.as_str(), "blocks", block_id.as_str()];
+                parts.extend_from_slice(rest);
+                pointer(&parts)
+            };
+            if !is_valid_id(block_id) {
+                err(
+                    at(&[]),
+                    format!("block name `{block_id}` may only use letters, digits, `_` and `-`"),
+                );
+            }
+            if !plugin_known(&block.worker) {
+                err(
+                    at(&["worker"]),
+                    format!(
+                        "unknown worker `{}`: neither built in ({}) nor declared in `plugins`",
+                        block.worker,
+                        builtin_plugins.join(", ")
+                    ),
+                );
+            }
+            if let Some(patterns) = &block.file_restrictions
+                && let Err(e) = crate::restrictions::RestrictionPlan::new(Some(patterns))
+            {
+                err(at(&["file_restrictions"]), e.to_string());
+            }
+            for (i, t) in block.transitions.iter().enumerate() {
+                let idx = i.to_string();
+                if t.on_signal.trim().is_empty() {
+                    err(
+                        at(&["transitions", &idx, "on_signal"]),
+                        "on_signal must not be empty".into(),
+                    );
+                }
+                if !core_actions {
+                    continue;
+                }
+                let action_at = at(&["transitions", &idx, "action"]);
+                match crate::actions::parse(&t.action) {
+                    Err(e) => err(action_at, e.to_string()),
+                    Ok(EngineCommand::Jump(target)) => {
+                        let target_node = target.node.as_deref().unwrap_or(node_id);
+                        match wf.nodes.get(target_node) {
+                            None => err(
+                                action_at,
+                                format!("`{}` jumps to node `{target_node}`, which does not exist", t.action),
+                            ),
+                            Some(n) if !n.blocks.contains_key(&target.block) => err(
+                                action_at,
+                                format!(
+                                    "`{}` jumps to block `{}`, which does not exist in node `{target_node}`",
+                                    t.action, target.block
+                                ),
+                            ),
+                            Some(_) => {}
+                        }
+                    }
+                    Ok(EngineCommand::Call { node, return_to }) => {
+                        if !wf.nodes.contains_key(&node) {
+                            err(
+                                action_at.clone(),
+                                format!("`{}` calls node `{node}`, which does not exist", t.action),
+                            );
+                        }
+                        if let Some(back) = return_to {
+                            let back_node = back.node.as_deref().unwrap_or(node_id);
+                            let exists = wf
+                                .nodes
+                                .get(back_node)
+                                .is_some_and(|n| n.blocks.contains_key(&back.block));
+                            if !exists {
+                                err(
+                                    action_at,
+                                    format!(
+                                        "`{}` returns to `{back_node}.{}`, which does not exist",
+                                        t.action, back.block
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUILTINS: &[&str] = &["actions-core", "echo"];
+
+    fn manifest(text: &str) -> Result<Workflow, ManifestErrors> {
+        let file = Path::new("wf.json");
+        let wf = parse(file, text)?;
+        let errors = check(file, &wf, BUILTINS);
+        if errors.is_empty() {
+            Ok(wf)
+        } else {
+            Err(ManifestErrors(errors))
+        }
+    }
+
+    fn minimal(action: &str) -> String {
+        format!(
+            r#"{{"id":"w","start_node":"main","nodes":{{"main":{{"entry_block":"a","blocks":{{
+                "a":{{"worker":"echo","transitions":[{{"on_signal":"SIGNAL:SUCCESS","action":"{action}"}}]}},
+                "b":{{"worker":"echo"}}}}}}}}}}"#
+        )
+    }
+
+    #[test]
+    fn accepts_a_valid_manifest() {
+        let wf = manifest(&minimal("JUMP:b")).unwrap();
+        assert_eq!(wf.action_handler, DEFAULT_ACTION_HANDLER);
+        assert!(wf.nodes["main"].context_inheritance);
+    }
+
+    #[test]
+    fn syntax_errors_carry_line_and_column() {
+        let err = manifest("{\n  \"id\": \"w\",\n  oops\n}").unwrap_err();
+        assert_eq!(err.0[0].location.as_deref(), Some("3:3"));
+        assert!(err.to_string().starts_with("wf.json: 3:3: "), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_path() {
+        let text = minimal("END").replace("\"worker\":\"echo\",", "\"worker\":\"echo\",\"wrker\":1,");
+        let err = manifest(&text).unwrap_err().to_string();
+        assert!(err.contains("unknown field `wrker`"), "{err}");
+        assert!(err.contains("nodes.main.blocks.a"), "{err}");
+    }
+
+    #[test]
+    fn jump_to_a_missing_block_names_the_place() {
+        let err = manifest(&minimal("JUMP:nowhere")).unwrap_err();
+        assert_eq!(
+            err.0[0].location.as_deref(),
+            Some("/nodes/main/blocks/a/transitions/0/action")
+        );
+        assert!(err.0[0].message.contains("`nowhere`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_worker_is_refused() {
+        let text = minimal("END").replacen("\"worker\":\"echo\"", "\"worker\":\"ghost\"", 1);
+        let err = manifest(&text).unwrap_err();
+        assert_eq!(err.0[0].location.as_deref(), Some("/nodes/main/blocks/a/worker"));
+        assert!(err.0[0].message.contains("unknown worker `ghost`"));
+    }
+
+    #[test]
+    fn missing_start_node_and_entry_block_are_reported() {
+        let text = r#"{"id":"w","start_node":"x","nodes":{"main":{"entry_block":"zz","blocks":{"a":{"worker":"echo"}}}}}"#;
+        let err = manifest(text).unwrap_err();
+        let locations: Vec<_> = err.0.iter().map(|e| e.location.clone().unwrap()).collect();
+        assert_eq!(locations, ["/start_node", "/nodes/main/entry_block"]);
+    }
+
+    #[test]
+    fn calls_and_returns_are_checked() {
+        assert!(manifest(&minimal("CALL:main@b")).is_ok());
+        assert!(manifest(&minimal("CALL:ghost")).is_err());
+        assert!(manifest(&minimal("CALL:main@ghost")).is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("10 parsecs").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+}

@@ -1,0 +1,71 @@
+//! The execution payload and the per-block contract handed to workers.
+
+use serde::{Deserialize, Serialize};
+
+/// One ordered piece of the execution payload (seed 004's `ContextSegment`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextSegment {
+    pub id: String,
+    /// The semantic type, e.g. `SYSTEM_INSTRUCTION`, `WORKER_ERROR`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub content: String,
+}
+
+impl ContextSegment {
+    pub fn new(id: impl Into<String>, kind: impl Into<String>, content: impl Into<String>) -> Self {
+        ContextSegment {
+            id: id.into(),
+            kind: kind.into(),
+            content: content.into(),
+        }
+    }
+
+    /// Bytes this segment occupies, for output caps.
+    pub fn size(&self) -> usize {
+        self.id.len() + self.kind.len() + self.content.len()
+    }
+}
+
+/// The ordered "chatbox" history passed between blocks.
+pub type ExecutionPayload = Vec<ContextSegment>;
+
+/// Counters reported by workers and aggregated per run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Statistics {
+    pub tokens_used: u64,
+    pub lines_written: u64,
+}
+
+impl Statistics {
+    pub fn add(&mut self, other: Statistics) {
+        self.tokens_used = self.tokens_used.saturating_add(other.tokens_used);
+        self.lines_written = self.lines_written.saturating_add(other.lines_written);
+    }
+}
+
+/// Everything a worker is told about the block it executes (the WIT
+/// `block-context` record, host side).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlockContext {
+    pub workflow_id: String,
+    pub execution_id: String,
+    pub node_id: String,
+    pub block_id: String,
+    pub step_index: u64,
+    /// `node.block` of the previous step.
+    pub previous_block_id: Option<String>,
+    pub static_memory: serde_json::Value,
+    pub config: serde_json::Value,
+    pub file_restrictions: Option<Vec<String>>,
+    pub system_prompt: String,
+}
+
+/// What a worker returned.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkerOutput {
+    pub payload: ExecutionPayload,
+    pub signal: String,
+    pub structured_output: Option<String>,
+    pub statistics: Statistics,
+}

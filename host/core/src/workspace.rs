@@ -1,0 +1,341 @@
+//! Workspace trees on disk: mounting checks, staged copies, diffs and
+//! applying changes — all without ever following a symbolic link.
+//!
+//! Blocks can leave symlinks in the workspace (a sandboxed guest can create
+//! `out/evil -> ../..`). Every function here treats a symlink as an opaque
+//! entry: it is compared by its target text, copied as a link, removed as a
+//! link, and never traversed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::restrictions::RestrictionPlan;
+
+/// One entry of a workspace tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink(PathBuf),
+}
+
+/// What happened to a path between two trees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Removed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Workspace-relative, `/`-separated.
+    pub path: String,
+    pub kind: ChangeKind,
+    /// The entry's kind after the change (before it, for removals).
+    pub entry: EntryKind,
+}
+
+fn entry_kind(path: &Path) -> io::Result<EntryKind> {
+    let meta = fs::symlink_metadata(path)?;
+    let ft = meta.file_type();
+    Ok(if ft.is_symlink() {
+        EntryKind::Symlink(fs::read_link(path)?)
+    } else if ft.is_dir() {
+        EntryKind::Dir
+    } else {
+        EntryKind::File
+    })
+}
+
+/// List a tree, without following symlinks. `skip` prunes relative paths
+/// (and everything below them).
+pub fn scan(root: &Path, skip: &dyn Fn(&str) -> bool) -> io::Result<BTreeMap<String, EntryKind>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![String::new()];
+    while let Some(rel) = stack.pop() {
+        let dir = if rel.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(&rel)
+        };
+        for item in fs::read_dir(&dir)? {
+            let item = item?;
+            let name = item.file_name();
+            let Some(name) = name.to_str() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: file name is not UTF-8", item.path().display()),
+                ));
+            };
+            let child = if rel.is_empty() {
+                name.to_string()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if skip(&child) {
+                continue;
+            }
+            let kind = entry_kind(&item.path())?;
+            if kind == EntryKind::Dir {
+                stack.push(child.clone());
+            }
+            out.insert(child, kind);
+        }
+    }
+    Ok(out)
+}
+
+/// Copy a tree; symlinks are recreated as links, never followed.
+pub fn copy_tree(src: &Path, dst: &Path, skip: &dyn Fn(&str) -> bool) -> io::Result<()> {
+    fs::create_dir_all(dst)?;
+    for (rel, kind) in scan(src, skip)? {
+        copy_entry(&src.join(&rel), &dst.join(&rel), &kind)?;
+    }
+    Ok(())
+}
+
+fn copy_entry(from: &Path, to: &Path, kind: &EntryKind) -> io::Result<()> {
+    match kind {
+        EntryKind::Dir => fs::create_dir_all(to),
+        EntryKind::File => fs::copy(from, to).map(|_| ()),
+        EntryKind::Symlink(target) => std::os::unix::fs::symlink(target, to),
+    }
+}
+
+fn same_file_content(a: &Path, b: &Path) -> io::Result<bool> {
+    let (ma, mb) = (fs::symlink_metadata(a)?, fs::symlink_metadata(b)?);
+    if ma.len() != mb.len() {
+        return Ok(false);
+    }
+    Ok(fs::read(a)? == fs::read(b)?)
+}
+
+/// Changes that turn the tree at `before` into the tree at `after`.
+/// `skip_before` hides paths of `before` that the comparison must not see
+/// (for example directories mounted directly rather than staged).
+pub fn diff(
+    before: &Path,
+    after: &Path,
+    skip_before: &dyn Fn(&str) -> bool,
+) -> io::Result<Vec<Change>> {
+    let old = scan(before, skip_before)?;
+    let new = scan(after, &|_| false)?;
+    let mut changes = Vec::new();
+    for (path, kind) in &new {
+        match old.get(path) {
+            None => changes.push(Change {
+                path: path.clone(),
+                kind: ChangeKind::Added,
+                entry: kind.clone(),
+            }),
+            Some(old_kind) => {
+                let modified = match (old_kind, kind) {
+                    (EntryKind::File, EntryKind::File) => {
+                        !same_file_content(&before.join(path), &after.join(path))?
+                    }
+                    (a, b) => a != b,
+                };
+                if modified {
+                    changes.push(Change {
+                        path: path.clone(),
+                        kind: ChangeKind::Modified,
+                        entry: kind.clone(),
+                    });
+                }
+            }
+        }
+    }
+    for (path, kind) in &old {
+        if !new.contains_key(path) {
+            changes.push(Change {
+                path: path.clone(),
+                kind: ChangeKind::Removed,
+                entry: kind.clone(),
+            });
+        }
+    }
+    Ok(changes)
+}
+
+/// Changes a plan does not permit. A new or removed directory is judged by
+/// what it contains; an empty one by its own path.
+pub fn violations<'a>(changes: &'a [Change], plan: &RestrictionPlan) -> Vec<&'a Change> {
+    changes
+        .iter()
+        .filter(|c| !plan.permits(&c.path))
+        .filter(|c| {
+            c.entry != EntryKind::Dir
+                || !changes.iter().any(|other| {
+                    other.path.len() > c.path.len()
+                        && crate::restrictions::is_under(&other.path, &c.path)
+                        && other.entry != EntryKind::Dir
+                })
+        })
+        .collect()
+}
+
+/// Apply `changes` found by [`diff`] from the tree at `from` onto `to`.
+/// Parent directories in `to` are created as needed and must not be
+/// symlinks.
+pub fn apply(changes: &[Change], from: &Path, to: &Path) -> io::Result<()> {
+    // Removals deepest first, then additions shallowest first.
+    let mut removals: Vec<&Change> = changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Removed)
+        .collect();
+    removals.sort_by(|a, b| b.path.cmp(&a.path));
+    for c in removals {
+        let target = to.join(&c.path);
+        match entry_kind(&target) {
+            Ok(EntryKind::Dir) => fs::remove_dir_all(&target)?,
+            Ok(_) => fs::remove_file(&target)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut upserts: Vec<&Change> = changes
+        .iter()
+        .filter(|c| c.kind != ChangeKind::Removed)
+        .collect();
+    upserts.sort_by(|a, b| a.path.cmp(&b.path));
+    for c in upserts {
+        if let Some(parent) = Path::new(&c.path).parent()
+            && !parent.as_os_str().is_empty()
+        {
+            ensure_real_dir(to, parent.to_str().unwrap_or_default(), true)?;
+        }
+        let target = to.join(&c.path);
+        match entry_kind(&target) {
+            Ok(EntryKind::Dir) if c.entry == EntryKind::Dir => continue,
+            Ok(EntryKind::Dir) => fs::remove_dir_all(&target)?,
+            Ok(_) => fs::remove_file(&target)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        copy_entry(&from.join(&c.path), &target, &c.entry)?;
+    }
+    Ok(())
+}
+
+/// Make sure `root/rel` is a real directory reached without passing through
+/// a symlink, creating missing components when `create` is set. Returns the
+/// full path. This is what makes it safe to hand the directory to a sandbox:
+/// a symlink planted in the workspace can never redirect a mount outside.
+pub fn ensure_real_dir(root: &Path, rel: &str, create: bool) -> io::Result<PathBuf> {
+    let mut path = root.to_path_buf();
+    for part in rel.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        if part == ".." {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{rel}` leaves the workspace"),
+            ));
+        }
+        path.push(part);
+        match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} is a symbolic link; refusing to use it as a directory",
+                        path.display()
+                    ),
+                ));
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} is not a directory", path.display()),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => fs::create_dir(&path)?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tmp() -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "wfhost-core-ws-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn diff_and_apply_round_trip_without_following_links() {
+        let root = tmp();
+        let (a, b, outside) = (root.join("a"), root.join("b"), root.join("outside"));
+        fs::create_dir_all(a.join("docs")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("secret"), "s").unwrap();
+        fs::write(a.join("docs/keep.md"), "1").unwrap();
+        fs::write(a.join("docs/change.md"), "1").unwrap();
+        fs::write(a.join("gone.txt"), "x").unwrap();
+        copy_tree(&a, &b, &|_| false).unwrap();
+        fs::write(b.join("docs/change.md"), "2").unwrap();
+        fs::write(b.join("docs/new.md"), "3").unwrap();
+        fs::remove_file(b.join("gone.txt")).unwrap();
+        symlink("../../outside", b.join("docs/evil")).unwrap();
+
+        let changes = diff(&a, &b, &|_| false).unwrap();
+        let summary: Vec<_> = changes.iter().map(|c| (c.path.as_str(), c.kind.clone())).collect();
+        assert_eq!(
+            summary,
+            [
+                ("docs/change.md", ChangeKind::Modified),
+                ("docs/evil", ChangeKind::Added),
+                ("docs/new.md", ChangeKind::Added),
+                ("gone.txt", ChangeKind::Removed),
+            ]
+        );
+        apply(&changes, &b, &a).unwrap();
+        assert_eq!(fs::read_to_string(a.join("docs/change.md")).unwrap(), "2");
+        assert!(!a.join("gone.txt").exists());
+        // The link is carried as a link, and scanning never enters it.
+        assert!(fs::symlink_metadata(a.join("docs/evil")).unwrap().file_type().is_symlink());
+        let tree = scan(&a, &|_| false).unwrap();
+        assert!(!tree.keys().any(|k| k.contains("secret")));
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn ensure_real_dir_refuses_symlinked_components() {
+        let root = tmp();
+        let outside = tmp();
+        symlink(&outside, root.join("src")).unwrap();
+        let err = ensure_real_dir(&root, "src/workers", true).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        assert!(!outside.join("workers").exists());
+        let made = ensure_real_dir(&root, "a/b", true).unwrap();
+        assert!(made.is_dir());
+        assert!(ensure_real_dir(&root, "../x", true).is_err());
+    }
+
+    #[test]
+    fn violations_judge_directories_by_content() {
+        let plan = RestrictionPlan::new(Some(&["**/*.md".to_string()])).unwrap();
+        let changes = vec![
+            Change { path: "d".into(), kind: ChangeKind::Added, entry: EntryKind::Dir },
+            Change { path: "d/x.md".into(), kind: ChangeKind::Added, entry: EntryKind::File },
+            Change { path: "e".into(), kind: ChangeKind::Added, entry: EntryKind::Dir },
+            Change { path: "f.rs".into(), kind: ChangeKind::Added, entry: EntryKind::File },
+        ];
+        let bad: Vec<_> = violations(&changes, &plan).iter().map(|c| c.path.clone()).collect();
+        assert_eq!(bad, ["e", "f.rs"]);
+    }
+}

@@ -1,0 +1,92 @@
+//! Builds the guest components (first-party plugins and test guests) for
+//! `wasm32-wasip2` with a nested cargo invocation, then generates constants
+//! that embed them. The nested build uses its own target directory inside
+//! the workspace target dir, so it is cached like any other build and never
+//! contends for the outer build's lock.
+
+use std::env;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// (package, constant name, plugin name or "" for test-only guests)
+const GUESTS: &[(&str, &str, &str)] = &[
+    ("wfhost-plugin-actions-core", "ACTIONS_CORE", "actions-core"),
+    ("wfhost-plugin-echo", "ECHO", "echo"),
+    ("wfhost-test-probe", "TEST_PROBE", ""),
+    ("wfhost-test-net-probe", "TEST_NET_PROBE", ""),
+];
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
+    let workspace = manifest_dir.join("../..").canonicalize().unwrap();
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("target"))
+        .join("guests");
+
+    for dir in ["wit", "sdk", "plugins", "tests/guests", "host/core/src", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
+    }
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&workspace)
+        .arg("build")
+        .arg("--target")
+        .arg(TARGET)
+        .arg("--profile")
+        .arg(PROFILE)
+        .arg("--target-dir")
+        .arg(&target_dir);
+    for (package, _, _) in GUESTS {
+        cmd.arg("-p").arg(package);
+    }
+    // Flags and wrappers meant for the host build (clippy, coverage, sanitizers)
+    // must not leak into the guest build.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().expect("failed to run cargo for the wasm guests");
+    if !status.success() {
+        panic!(
+            "building the wasm guests failed ({status}); is the {TARGET} target installed? \
+             (`rustup target add {TARGET}`; rust-toolchain.toml lists it)"
+        );
+    }
+
+    let out_dir = target_dir.join(TARGET).join(PROFILE);
+    let mut code = String::new();
+    let mut builtins = String::new();
+    for (package, constant, plugin) in GUESTS {
+        let file = out_dir.join(format!("{}.wasm", package.replace('-', "_")));
+        assert!(file.exists(), "expected guest component at {}", file.display());
+        let path = file.display().to_string();
+        writeln!(code, "/// The `{package}` component.").unwrap();
+        writeln!(code, "pub const {constant}: &[u8] = include_bytes!({path:?});").unwrap();
+        writeln!(code, "/// Where the `{package}` component was built.").unwrap();
+        writeln!(code, "pub const {constant}_PATH: &str = {path:?};").unwrap();
+        if !plugin.is_empty() {
+            writeln!(builtins, "    ({plugin:?}, {constant}),").unwrap();
+        }
+    }
+    writeln!(
+        code,
+        "/// First-party plugins embedded in `wfhost`, by plugin name.\n\
+         pub const BUILTIN_PLUGINS: &[(&str, &[u8])] = &[\n{builtins}];"
+    )
+    .unwrap();
+    let dest = PathBuf::from(env::var_os("OUT_DIR").unwrap()).join("guests.rs");
+    std::fs::write(dest, code).unwrap();
+}

@@ -1,0 +1,123 @@
+//! Conveniences on the generated contract types.
+
+use serde::de::DeserializeOwned;
+
+use crate::{
+    BlockContext, BlockRef, CallTarget, ContextSegment, EngineCommand, PluginError, Statistics,
+    WorkerOutput,
+};
+
+/// A new context segment with a generated id (`<kind>-<n>`, unique within
+/// this component instance).
+pub fn segment(kind: impl Into<String>, content: impl Into<String>) -> ContextSegment {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let kind = kind.into();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    ContextSegment {
+        id: format!("{}-{n}", kind.to_ascii_lowercase()),
+        kind,
+        content: content.into(),
+    }
+}
+
+impl BlockContext {
+    /// The block's `config`, deserialized. An absent config reads as JSON
+    /// `null`, so use `Option<T>` or a type with defaults if it is optional.
+    pub fn config<T: DeserializeOwned>(&self) -> Result<T, PluginError> {
+        serde_json::from_str(&self.config)
+            .map_err(|e| PluginError::new("bad-config", format!("block config: {e}")))
+    }
+
+    /// The node's `static_memory`, deserialized.
+    pub fn static_memory<T: DeserializeOwned>(&self) -> Result<T, PluginError> {
+        serde_json::from_str(&self.static_memory)
+            .map_err(|e| PluginError::new("bad-static-memory", format!("static memory: {e}")))
+    }
+
+    /// A context for native unit tests of plugin logic.
+    pub fn for_test(block_id: &str, config: serde_json::Value) -> Self {
+        BlockContext {
+            workflow_id: "test-workflow".into(),
+            execution_id: "test-execution".into(),
+            node_id: "main".into(),
+            block_id: block_id.into(),
+            step_index: 0,
+            previous_block_id: None,
+            static_memory: "{}".into(),
+            config: config.to_string(),
+            file_restrictions: None,
+            workspace_dir: ".".into(),
+            system_prompt: String::new(),
+        }
+    }
+}
+
+impl PluginError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        PluginError {
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl WorkerOutput {
+    /// An output with the given payload and signal, no structured output and
+    /// zeroed statistics.
+    pub fn new(payload: Vec<ContextSegment>, signal: impl Into<String>) -> Self {
+        WorkerOutput {
+            payload,
+            signal: signal.into(),
+            structured_output: None,
+            statistics: Statistics {
+                tokens_used: 0,
+                lines_written: 0,
+            },
+        }
+    }
+
+    /// Attach structured output (JSON text) for the host to validate.
+    pub fn with_structured_output(mut self, json: impl Into<String>) -> Self {
+        self.structured_output = Some(json.into());
+        self
+    }
+
+    /// Set the statistics reported for this block.
+    pub fn with_statistics(mut self, tokens_used: u64, lines_written: u64) -> Self {
+        self.statistics = Statistics {
+            tokens_used,
+            lines_written,
+        };
+        self
+    }
+}
+
+impl BlockRef {
+    /// Parse `block` or `node.block`.
+    pub fn parse(target: &str) -> Self {
+        match target.split_once('.') {
+            Some((node, block)) => BlockRef {
+                node: Some(node.to_string()),
+                block: block.to_string(),
+            },
+            None => BlockRef {
+                node: None,
+                block: target.to_string(),
+            },
+        }
+    }
+}
+
+impl EngineCommand {
+    pub fn jump(target: &str) -> Self {
+        EngineCommand::Jump(BlockRef::parse(target))
+    }
+
+    pub fn call(node: &str, return_to: Option<&str>) -> Self {
+        EngineCommand::Call(CallTarget {
+            node: node.to_string(),
+            return_to: return_to.map(BlockRef::parse),
+        })
+    }
+}

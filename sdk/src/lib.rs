@@ -1,0 +1,173 @@
+//! # wfhost-sdk
+//!
+//! The plugin author's crate for [wfhost](../../README.md): write a block
+//! **worker** or a transition **action handler** in plain Rust, build it for
+//! `wasm32-wasip2`, and point a workflow at the resulting `.wasm` component.
+//!
+//! A complete worker:
+//!
+//! ```no_run
+//! use wfhost_sdk::prelude::*;
+//!
+//! struct Hello;
+//!
+//! impl Worker for Hello {
+//!     fn run(ctx: BlockContext, mut payload: Payload) -> Result<WorkerOutput, PluginError> {
+//!         payload.push(segment("GREETING", format!("hello from {}", ctx.block_id)));
+//!         Ok(WorkerOutput::new(payload, "SIGNAL:SUCCESS"))
+//!     }
+//! }
+//!
+//! export_worker!(Hello);
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2` (crate type
+//! `cdylib`) and reference `target/wasm32-wasip2/release/<name>.wasm` from
+//! the workflow's `plugins` table.
+//!
+//! ## Testing a plugin
+//! - **Its logic** is ordinary Rust: call `<Hello as Worker>::run` from a
+//!   `#[test]` with a context made by [`BlockContext::for_test`]. Logging
+//!   falls back to stderr off-wasm, so such tests run natively with
+//!   `cargo test`.
+//! - **The built component** runs through the real host: write a small
+//!   workflow that uses it and run `wfhost run workflow.json --workspace DIR`,
+//!   or drive it from Rust through the `wfhost-runtime` crate, as wfhost's own
+//!   tests do (`tests/e2e/`).
+//!
+//! ## The sandbox
+//! The workspace is mounted at `/workspace` (read-only, except the block's
+//! writable file restrictions and `.output/`); the SDK makes it the current
+//! directory before your code runs, so relative paths work. There is no
+//! network and no environment variables beyond the contract.
+
+// The generated bindings name this crate by its absolute path so that the
+// export macros also expand correctly inside plugin crates.
+extern crate self as wfhost_sdk;
+
+mod context;
+pub mod log;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use wit_bindgen;
+
+    /// Enter the workspace so that plugin code can use relative paths.
+    pub fn enter_workspace(dir: &str) {
+        // A worker with no readable workspace still runs; paths then fail
+        // with a clear error at the point of use.
+        let _ = std::env::set_current_dir(dir);
+    }
+}
+
+/// Generated bindings of the `wfhost:plugin` WIT package, one module per
+/// world. Most plugins never need them directly.
+pub mod bindings {
+    /// Bindings of the `worker` world.
+    pub mod worker {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "worker",
+            pub_export_macro: true,
+            export_macro_name: "export_worker_world",
+            default_bindings_module: "wfhost_sdk::bindings::worker",
+            runtime_path: "wfhost_sdk::__private::wit_bindgen::rt",
+        });
+    }
+
+    /// Bindings of the `action-handler` world. Shares the `types` and `log`
+    /// interfaces with the worker world.
+    pub mod action_handler {
+        wit_bindgen::generate!({
+            path: "../wit",
+            world: "action-handler",
+            pub_export_macro: true,
+            export_macro_name: "export_action_handler_world",
+            default_bindings_module: "wfhost_sdk::bindings::action_handler",
+            runtime_path: "wfhost_sdk::__private::wit_bindgen::rt",
+            with: {
+                "wfhost:plugin/types@0.1.0": crate::bindings::worker::wfhost::plugin::types,
+                "wfhost:plugin/log@0.1.0": crate::bindings::worker::wfhost::plugin::log,
+            },
+        });
+    }
+}
+
+pub use bindings::worker::wfhost::plugin::types::{
+    BlockContext, BlockRef, CallTarget, ContextSegment, EngineCommand, PluginError, RunView,
+    Statistics, WorkerOutput,
+};
+pub use context::segment;
+
+/// The execution payload: the ordered context segments flowing between blocks.
+pub type Payload = Vec<ContextSegment>;
+
+/// A block worker: takes the block's context and payload, returns the new
+/// payload and a signal. Export it with [`export_worker!`].
+pub trait Worker {
+    fn run(ctx: BlockContext, payload: Payload) -> Result<WorkerOutput, PluginError>;
+}
+
+/// A transition action interpreter. Export it with [`export_action_handler!`].
+pub trait ActionHandler {
+    fn interpret(action: &str, run: RunView) -> Result<EngineCommand, PluginError>;
+}
+
+/// Export a type implementing [`Worker`] as this component's block worker.
+#[macro_export]
+macro_rules! export_worker {
+    ($worker:ty) => {
+        #[doc(hidden)]
+        struct __WfhostWorkerExport;
+
+        impl $crate::bindings::worker::exports::wfhost::plugin::block_worker::Guest
+            for __WfhostWorkerExport
+        {
+            fn run(
+                context: $crate::BlockContext,
+                payload: ::std::vec::Vec<$crate::ContextSegment>,
+            ) -> ::std::result::Result<$crate::WorkerOutput, $crate::PluginError> {
+                $crate::__private::enter_workspace(&context.workspace_dir);
+                <$worker as $crate::Worker>::run(context, payload)
+            }
+        }
+
+        $crate::bindings::worker::export_worker_world!(
+            __WfhostWorkerExport with_types_in $crate::bindings::worker
+        );
+    };
+}
+
+/// Export a type implementing [`ActionHandler`] as this component's action
+/// interpreter.
+#[macro_export]
+macro_rules! export_action_handler {
+    ($handler:ty) => {
+        #[doc(hidden)]
+        struct __WfhostActionHandlerExport;
+
+        impl $crate::bindings::action_handler::exports::wfhost::plugin::action_interpreter::Guest
+            for __WfhostActionHandlerExport
+        {
+            fn interpret(
+                action: ::std::string::String,
+                run: $crate::RunView,
+            ) -> ::std::result::Result<$crate::EngineCommand, $crate::PluginError> {
+                <$handler as $crate::ActionHandler>::interpret(&action, run)
+            }
+        }
+
+        $crate::bindings::action_handler::export_action_handler_world!(
+            __WfhostActionHandlerExport with_types_in $crate::bindings::action_handler
+        );
+    };
+}
+
+/// Everything a plugin usually needs, in one import.
+pub mod prelude {
+    pub use crate::{
+        ActionHandler, BlockContext, BlockRef, CallTarget, ContextSegment, EngineCommand, Payload,
+        PluginError, RunView, Statistics, Worker, WorkerOutput, export_action_handler,
+        export_worker, log, segment,
+    };
+}
