@@ -12,6 +12,7 @@
 //! core is tested with in-process fakes.
 
 pub mod actions;
+pub mod capabilities;
 pub mod command;
 pub mod engine;
 pub mod manifest;

@@ -311,6 +311,19 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                 "plugin path must not be empty".into(),
             );
         }
+        for (i, grant) in spec.grants.iter().enumerate() {
+            if crate::capabilities::find(grant).is_none() {
+                let offered: Vec<&str> =
+                    crate::capabilities::CAPABILITIES.iter().map(|c| c.name).collect();
+                err(
+                    pointer(&["plugins", name, "grants", &i.to_string()]),
+                    format!(
+                        "`{grant}` is not a capability this host offers (offered: {})",
+                        if offered.is_empty() { "none yet".to_string() } else { offered.join(", ") }
+                    ),
+                );
+            }
+        }
     }
     let core_actions = wf.action_handler == DEFAULT_ACTION_HANDLER;
     for (node_id, node) in &wf.nodes {

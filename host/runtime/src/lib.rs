@@ -1,1 +1,31 @@
-pub fn _x(){}
+//! The wasmtime adapter of wfhost.
+//!
+//! It executes block workers and action handlers as sandboxed WebAssembly
+//! components and plugs into the engine core by implementing
+//! [`wfhost_core::engine::WorkerHost`] and
+//! [`wfhost_core::engine::ActionInterpreter`] (see [`PluginSet`]).
+//!
+//! - [`runtime`]: one wasmtime engine (pooling allocator, epoch ticker for
+//!   timeouts) shared by every plugin of the process;
+//! - [`cache`]: compiled components on disk, keyed by component digest and
+//!   engine compatibility, so a plugin's second start never recompiles;
+//! - [`admission`]: what a component must look like to be loaded: a
+//!   component (not a core module), of the expected world, importing only
+//!   what the workflow grants;
+//! - [`sandbox`]: WASI preopens cut to a block's file restrictions, with
+//!   staging for patterns that are not directory prefixes;
+//! - [`plugins`]: the plugins of one workflow, ready to run.
+
+pub mod admission;
+mod bindings;
+pub mod cache;
+mod capture;
+pub mod config;
+mod host_state;
+pub mod plugins;
+pub mod runtime;
+pub mod sandbox;
+
+pub use config::RuntimeConfig;
+pub use plugins::{LoadError, PluginLoad, PluginSet};
+pub use runtime::WasmRuntime;

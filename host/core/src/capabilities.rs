@@ -1,0 +1,119 @@
+//! Host capabilities that a workflow can grant to a plugin.
+//!
+//! Every plugin gets the base sandbox: the WASI interfaces listed in
+//! [`BASE_INTERFACES`] (never sockets or HTTP) and the `wfhost:plugin`
+//! interfaces of its world. Anything else it imports must belong to a
+//! capability the workflow grants it in `plugins.<name>.grants`, or the host
+//! refuses to load it.
+
+/// A grantable capability and the WIT interfaces it unlocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capability {
+    pub name: &'static str,
+    /// Interface names without version, e.g. `wfhost:plugin/exec`.
+    pub interfaces: &'static [&'static str],
+    pub summary: &'static str,
+}
+
+/// The capabilities this host offers. Exec, container and Slurm
+/// capabilities are added with their interfaces (see `wit/CHANGELOG.md`).
+pub const CAPABILITIES: &[Capability] = &[];
+
+/// Interface prefixes every plugin may import.
+pub const BASE_INTERFACES: &[&str] = &[
+    "wasi:cli/",
+    "wasi:clocks/",
+    "wasi:filesystem/",
+    "wasi:io/",
+    "wasi:random/",
+    "wfhost:plugin/types",
+    "wfhost:plugin/log",
+];
+
+/// Interface prefixes no workflow can grant: plugins have no network.
+pub const NEVER_GRANTED: &[&str] = &["wasi:sockets/", "wasi:http/"];
+
+pub fn find(name: &str) -> Option<&'static Capability> {
+    CAPABILITIES.iter().find(|c| c.name == name)
+}
+
+/// `wasi:cli/environment@0.2.6` → `wasi:cli/environment`.
+pub fn unversioned(import: &str) -> &str {
+    import.split_once('@').map_or(import, |(name, _)| name)
+}
+
+fn matches(import: &str, prefix: &str) -> bool {
+    let name = unversioned(import);
+    if prefix.ends_with('/') {
+        name.starts_with(prefix)
+    } else {
+        name == prefix
+    }
+}
+
+/// Why an import is not allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Network interfaces: never granted.
+    Network,
+    /// Part of a capability that was not granted.
+    NotGranted(&'static str),
+    /// Not offered by this host at all.
+    Unknown,
+}
+
+/// Decide whether `import` is allowed given the granted capability names.
+pub fn check_import(import: &str, grants: &[String]) -> Result<(), Refusal> {
+    if BASE_INTERFACES.iter().any(|p| matches(import, p)) {
+        return Ok(());
+    }
+    if NEVER_GRANTED.iter().any(|p| matches(import, p)) {
+        return Err(Refusal::Network);
+    }
+    match CAPABILITIES
+        .iter()
+        .find(|c| c.interfaces.iter().any(|i| matches(import, i)))
+    {
+        Some(c) if grants.iter().any(|g| g == c.name) => Ok(()),
+        Some(c) => Err(Refusal::NotGranted(c.name)),
+        None => Err(Refusal::Unknown),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_interfaces_pass_at_any_version() {
+        assert!(check_import("wasi:cli/environment@0.2.6", &[]).is_ok());
+        assert!(check_import("wasi:filesystem/preopens@0.2.0", &[]).is_ok());
+        assert!(check_import("wfhost:plugin/log@0.1.0", &[]).is_ok());
+    }
+
+    #[test]
+    fn network_is_never_granted() {
+        let all: Vec<String> = CAPABILITIES.iter().map(|c| c.name.to_string()).collect();
+        assert_eq!(
+            check_import("wasi:sockets/tcp@0.2.6", &all),
+            Err(Refusal::Network)
+        );
+        assert_eq!(
+            check_import("wasi:http/outgoing-handler@0.2.6", &all),
+            Err(Refusal::Network)
+        );
+    }
+
+    #[test]
+    fn unknown_interfaces_are_refused() {
+        assert_eq!(
+            check_import("acme:evil/steal@1.0.0", &[]),
+            Err(Refusal::Unknown)
+        );
+        // Prefix matching stops at interface boundaries.
+        assert_eq!(
+            check_import("wfhost:plugin/logger@0.1.0", &[]),
+            Err(Refusal::Unknown)
+        );
+    }
+}

@@ -1,0 +1,54 @@
+//! Limits and settings of the wasm runtime.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Settings of a [`crate::WasmRuntime`]. The defaults suit `wfhost run`.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Where compiled components are cached; `None` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+    /// Linear memory cap of one plugin instance, in bytes.
+    pub memory_limit: usize,
+    /// Timeout of a block that sets none.
+    pub default_timeout: Duration,
+    /// Timeout of one action-handler call.
+    pub action_timeout: Duration,
+    /// Cap on what a worker returns (payload and structured output), bytes.
+    pub max_output_bytes: usize,
+    /// Cap on each of a block's captured stdout, stderr and log, bytes.
+    pub max_log_bytes: usize,
+    /// Use the pooling instance allocator (faster instantiation; reserves
+    /// virtual address space up front).
+    pub pooling: bool,
+    /// Instances the pool holds at once (concurrently running plugins).
+    pub pool_instances: u32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        RuntimeConfig {
+            cache_dir: default_cache_dir(),
+            memory_limit: 256 << 20,
+            default_timeout: Duration::from_secs(300),
+            action_timeout: Duration::from_secs(5),
+            max_output_bytes: 16 << 20,
+            max_log_bytes: 1 << 20,
+            pooling: true,
+            pool_instances: 32,
+        }
+    }
+}
+
+/// `$WFHOST_CACHE_DIR`, else `$XDG_CACHE_HOME/wfhost/components`, else
+/// `~/.cache/wfhost/components`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("WFHOST_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("wfhost").join("components"))
+}

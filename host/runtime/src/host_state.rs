@@ -1,0 +1,101 @@
+//! The per-call store state: WASI context, resource limits, captured logs.
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::log;
+use crate::capture::CappedCapture;
+
+/// Lines a plugin logged through `wfhost:plugin/log`, capped in bytes.
+#[derive(Debug, Default)]
+pub struct BlockLog {
+    pub lines: Vec<String>,
+    bytes: usize,
+    cap: usize,
+    pub dropped: usize,
+}
+
+impl BlockLog {
+    pub fn with_cap(cap: usize) -> Self {
+        BlockLog {
+            cap,
+            ..Default::default()
+        }
+    }
+
+    pub fn push(&mut self, line: String) {
+        if self.bytes + line.len() > self.cap {
+            self.dropped += 1;
+            return;
+        }
+        self.bytes += line.len();
+        self.lines.push(line);
+    }
+}
+
+/// Caps linear memory and remembers that the cap was hit, so the failure
+/// can say so rather than report a bare trap.
+pub struct MemoryCap {
+    pub limit: usize,
+    pub hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.hit = true;
+            wasmtime::bail!(
+                "memory limit of {} MiB exceeded (wanted {} MiB)",
+                self.limit >> 20,
+                desired >> 20
+            );
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+pub struct HostState {
+    pub wasi: WasiCtx,
+    pub table: ResourceTable,
+    pub memory: MemoryCap,
+    pub log: BlockLog,
+    pub stdout: CappedCapture,
+    pub stderr: CappedCapture,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl log::Host for HostState {
+    fn log(&mut self, level: log::Level, message: String) {
+        let level = match level {
+            log::Level::Trace => "trace",
+            log::Level::Debug => "debug",
+            log::Level::Info => "info",
+            log::Level::Warn => "warn",
+            log::Level::Error => "error",
+        };
+        self.log.push(format!("[{level}] {message}"));
+    }
+}

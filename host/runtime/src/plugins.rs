@@ -1,0 +1,497 @@
+//! The plugins of one workflow, loaded, checked and ready to run.
+//!
+//! [`PluginSet`] implements the engine core's [`WorkerHost`] and
+//! [`ActionInterpreter`]: every block runs in a fresh store instantiated
+//! from a pre-instantiated component, with its own sandbox, memory cap,
+//! timeout and captured logs. Whatever the guest does (trap, panic, error,
+//! endless loop, memory bomb) becomes a failed block, never a host crash.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{Store, Trap};
+use wasmtime_wasi::WasiCtxBuilder;
+use wfhost_core::command::{BlockRef, EngineCommand};
+use wfhost_core::engine::{
+    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, RunView, WorkerHost,
+};
+use wfhost_core::manifest::LoadedWorkflow;
+use wfhost_core::payload::{BlockContext, ContextSegment, Statistics, WorkerOutput};
+use wfhost_core::restrictions::RestrictionPlan;
+
+use crate::admission::{self, World};
+use crate::bindings::action_handler::ActionHandlerPre;
+use crate::bindings::types as wit;
+use crate::bindings::worker::WorkerPre;
+use crate::cache::{CacheOutcome, ComponentCache};
+use crate::capture::CappedCapture;
+use crate::host_state::{BlockLog, HostState, MemoryCap};
+use crate::runtime::{WasmRuntime, ticks};
+use crate::sandbox::{GUEST_WORKSPACE, Sandbox};
+
+/// Where a plugin's component comes from.
+#[derive(Debug, Clone)]
+pub enum PluginSource {
+    /// Embedded in the binary (first-party plugins).
+    Builtin(&'static [u8]),
+    File(PathBuf),
+}
+
+/// One plugin to load.
+#[derive(Debug, Clone)]
+pub struct PluginRequest {
+    pub name: String,
+    pub source: PluginSource,
+    pub world: World,
+    pub grants: Vec<String>,
+}
+
+/// A plugin that could not be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError {
+    pub plugin: String,
+    /// `builtin` or the component's path.
+    pub origin: String,
+    pub message: String,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: plugin `{}`: {}", self.origin, self.plugin, self.message)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// What loading one plugin did, for diagnostics and tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginLoad {
+    pub name: String,
+    pub origin: String,
+    pub world: World,
+    pub digest: String,
+    pub outcome: CacheOutcome,
+}
+
+pub struct PluginSet {
+    runtime: Arc<WasmRuntime>,
+    workspace: PathBuf,
+    workers: HashMap<String, WorkerPre<HostState>>,
+    handlers: HashMap<String, ActionHandlerPre<HostState>>,
+    loads: Vec<PluginLoad>,
+}
+
+impl PluginSet {
+    /// Load every plugin `workflow` uses: its blocks' workers and its action
+    /// handler. `builtins` are the embedded first-party plugins by name.
+    /// `workspace` must exist; it is canonicalized.
+    pub fn for_workflow(
+        runtime: Arc<WasmRuntime>,
+        workflow: &LoadedWorkflow,
+        builtins: &[(&str, &'static [u8])],
+        workspace: &Path,
+    ) -> Result<Self, LoadError> {
+        let wf = &workflow.workflow;
+        let mut requests: Vec<PluginRequest> = Vec::new();
+        let mut want = |name: &str, world: World| {
+            if requests.iter().any(|r| r.name == name && r.world == world) {
+                return;
+            }
+            let (source, grants) = match wf.plugins.get(name) {
+                Some(spec) => (
+                    PluginSource::File(workflow.base_dir().join(&spec.path)),
+                    spec.grants.clone(),
+                ),
+                None => {
+                    let bytes = builtins
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|(_, b)| *b)
+                        .unwrap_or(&[]);
+                    (PluginSource::Builtin(bytes), Vec::new())
+                }
+            };
+            requests.push(PluginRequest {
+                name: name.to_string(),
+                source,
+                world,
+                grants,
+            });
+        };
+        want(&wf.action_handler, World::ActionHandler);
+        for node in wf.nodes.values() {
+            for block in node.blocks.values() {
+                want(&block.worker, World::Worker);
+            }
+        }
+        Self::load(runtime, &requests, workspace)
+    }
+
+    /// Load the given plugins.
+    pub fn load(
+        runtime: Arc<WasmRuntime>,
+        requests: &[PluginRequest],
+        workspace: &Path,
+    ) -> Result<Self, LoadError> {
+        let workspace = workspace.canonicalize().map_err(|e| LoadError {
+            plugin: String::new(),
+            origin: workspace.display().to_string(),
+            message: format!("workspace is not usable: {e}"),
+        })?;
+        let mut set = PluginSet {
+            runtime,
+            workspace,
+            workers: HashMap::new(),
+            handlers: HashMap::new(),
+            loads: Vec::new(),
+        };
+        for request in requests {
+            set.load_one(request)?;
+        }
+        Ok(set)
+    }
+
+    fn load_one(&mut self, request: &PluginRequest) -> Result<(), LoadError> {
+        let origin = match &request.source {
+            PluginSource::Builtin(_) => "builtin".to_string(),
+            PluginSource::File(path) => path.display().to_string(),
+        };
+        let fail = |message: String| LoadError {
+            plugin: request.name.clone(),
+            origin: origin.clone(),
+            message,
+        };
+        let file_bytes;
+        let bytes: &[u8] = match &request.source {
+            PluginSource::Builtin(bytes) if bytes.is_empty() => {
+                return Err(fail("no such built-in plugin".into()));
+            }
+            PluginSource::Builtin(bytes) => bytes,
+            PluginSource::File(path) => {
+                file_bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+                &file_bytes
+            }
+        };
+        admission::check_header(bytes).map_err(|m| fail(format!("is {m}")))?;
+        let rt = &self.runtime;
+        let (component, outcome) = rt
+            .cache
+            .load(&rt.engine, bytes)
+            .map_err(|e| fail(format!("is not a valid component: {e:#}")))?;
+        admission::check_world(&rt.engine, &component, request.world).map_err(fail)?;
+        admission::check_imports(&rt.engine, &component, &request.grants).map_err(fail)?;
+        let pre = rt
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| fail(format!("cannot be linked: {e:#}")))?;
+        match request.world {
+            World::Worker => {
+                let pre = WorkerPre::new(pre).map_err(|e| fail(format!("{e:#}")))?;
+                self.workers.insert(request.name.clone(), pre);
+            }
+            World::ActionHandler => {
+                let pre = ActionHandlerPre::new(pre).map_err(|e| fail(format!("{e:#}")))?;
+                self.handlers.insert(request.name.clone(), pre);
+            }
+        }
+        self.loads.push(PluginLoad {
+            name: request.name.clone(),
+            origin,
+            world: request.world,
+            digest: ComponentCache::digest(bytes),
+            outcome,
+        });
+        Ok(())
+    }
+
+    /// What each plugin load did (cache hit or compile).
+    pub fn loads(&self) -> &[PluginLoad] {
+        &self.loads
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    fn new_store(&self, mut wasi: WasiCtxBuilder, timeout: Duration) -> Store<HostState> {
+        let config = &self.runtime.config;
+        let stdout = CappedCapture::new(config.max_log_bytes);
+        let stderr = CappedCapture::new(config.max_log_bytes);
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        let state = HostState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            memory: MemoryCap {
+                limit: config.memory_limit,
+                hit: false,
+            },
+            log: BlockLog::with_cap(config.max_log_bytes),
+            stdout,
+            stderr,
+        };
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|s| &mut s.memory);
+        store.set_epoch_deadline(ticks(timeout));
+        store.epoch_deadline_trap();
+        store
+    }
+
+    /// Execute one block with its worker plugin.
+    pub async fn run_worker(&self, request: BlockRequest) -> BlockResult {
+        let name = request.worker.clone();
+        let failed = |message: String| BlockResult {
+            outcome: Err(BlockFailure { message }),
+            log: Vec::new(),
+        };
+        let Some(pre) = self.workers.get(&name) else {
+            return failed(format!("no worker plugin named `{name}` is loaded"));
+        };
+        let plan = match RestrictionPlan::new(request.context.file_restrictions.as_deref()) {
+            Ok(plan) => plan,
+            Err(e) => return failed(e.to_string()),
+        };
+        let sandbox = match Sandbox::prepare(&self.workspace, &plan) {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        };
+        let mut wasi = WasiCtxBuilder::new();
+        if let Err(e) = sandbox.apply_to(&mut wasi) {
+            return failed(e);
+        }
+        wasi.envs(&contract_env(&request.context));
+        let timeout = request.timeout.unwrap_or(self.runtime.config.default_timeout);
+        let mut store = self.new_store(wasi, timeout);
+
+        let context = to_wit_context(&request.context);
+        let payload: Vec<wit::ContextSegment> = request.payload.iter().map(to_wit_segment).collect();
+        let call = match pre.instantiate_async(&mut store).await {
+            Ok(instance) => {
+                instance
+                    .wfhost_plugin_block_worker()
+                    .call_run(&mut store, &context, &payload)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let mut outcome = match call {
+            Ok(Ok(output)) => self.accept_output(&name, output),
+            Ok(Err(e)) => Err(BlockFailure {
+                message: format!("plugin `{name}` failed: {}: {}", e.code, e.message),
+            }),
+            Err(e) => Err(BlockFailure {
+                message: describe_trap(&name, &e, store.data(), timeout),
+            }),
+        };
+        let log = drain_log(&mut store);
+        drop(store);
+        match sandbox.finish(outcome.is_ok()) {
+            Ok(_) => {}
+            Err(message) => outcome = Err(BlockFailure { message }),
+        }
+        BlockResult { outcome, log }
+    }
+
+    fn accept_output(&self, name: &str, output: wit::WorkerOutput) -> Result<WorkerOutput, BlockFailure> {
+        let size: usize = output
+            .payload
+            .iter()
+            .map(|s| s.id.len() + s.kind.len() + s.content.len())
+            .sum::<usize>()
+            + output.signal.len()
+            + output.structured_output.as_ref().map_or(0, String::len);
+        let cap = self.runtime.config.max_output_bytes;
+        if size > cap {
+            return Err(BlockFailure {
+                message: format!(
+                    "plugin `{name}` returned {size} bytes of output, over the cap of {cap} bytes"
+                ),
+            });
+        }
+        if output.signal.trim().is_empty() {
+            return Err(BlockFailure {
+                message: format!("plugin `{name}` returned an empty signal"),
+            });
+        }
+        Ok(WorkerOutput {
+            payload: output
+                .payload
+                .into_iter()
+                .map(|s| ContextSegment::new(s.id, s.kind, s.content))
+                .collect(),
+            signal: output.signal,
+            structured_output: output.structured_output,
+            statistics: Statistics {
+                tokens_used: output.statistics.tokens_used,
+                lines_written: output.statistics.lines_written,
+            },
+        })
+    }
+
+    /// Interpret one action with the named action-handler plugin.
+    pub async fn interpret_action(
+        &self,
+        handler: &str,
+        action: &str,
+        view: &RunView,
+    ) -> Result<EngineCommand, String> {
+        let Some(pre) = self.handlers.get(handler) else {
+            return Err(format!("no action handler plugin named `{handler}` is loaded"));
+        };
+        let timeout = self.runtime.config.action_timeout;
+        let mut store = self.new_store(WasiCtxBuilder::new(), timeout);
+        let view = wit::RunView {
+            workflow_id: view.workflow_id.clone(),
+            execution_id: view.execution_id.clone(),
+            node_id: view.node_id.clone(),
+            block_id: view.block_id.clone(),
+            signal: view.signal.clone(),
+            step_index: view.step_index,
+            return_stack: view.return_stack.clone(),
+            node_ids: view.node_ids.clone(),
+            block_ids: view.block_ids.clone(),
+        };
+        let call = match pre.instantiate_async(&mut store).await {
+            Ok(instance) => {
+                instance
+                    .wfhost_plugin_action_interpreter()
+                    .call_interpret(&mut store, action, &view)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match call {
+            Ok(Ok(command)) => Ok(from_wit_command(command)),
+            Ok(Err(e)) => Err(format!("handler `{handler}`: {}: {}", e.code, e.message)),
+            Err(e) => Err(describe_trap(handler, &e, store.data(), timeout)),
+        }
+    }
+}
+
+impl WorkerHost for PluginSet {
+    fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
+        self.run_worker(request)
+    }
+}
+
+impl ActionInterpreter for PluginSet {
+    fn interpret(
+        &self,
+        handler: &str,
+        action: &str,
+        view: &RunView,
+    ) -> impl Future<Output = Result<EngineCommand, String>> + Send {
+        self.interpret_action(handler, action, view)
+    }
+}
+
+/// The seed-000 environment contract, as far as it applies to a sandboxed
+/// worker (no telemetry: plugins have no network).
+fn contract_env(ctx: &BlockContext) -> Vec<(String, String)> {
+    let restrictions = serde_json::to_string(ctx.file_restrictions.as_deref().unwrap_or(&[]))
+        .unwrap_or_else(|_| "[]".into());
+    vec![
+        ("WORKFLOW_ID".into(), ctx.workflow_id.clone()),
+        ("EXECUTION_ID".into(), ctx.execution_id.clone()),
+        ("NODE_ID".into(), ctx.node_id.clone()),
+        ("BLOCK_ID".into(), ctx.block_id.clone()),
+        ("STEP_INDEX".into(), ctx.step_index.to_string()),
+        ("FILE_RESTRICTIONS".into(), restrictions),
+        ("TELEMETRY_ENABLED".into(), "0".into()),
+        ("OUTPUT_DIR".into(), format!("{GUEST_WORKSPACE}/.output")),
+        (
+            "PREVIOUS_BLOCK_ID".into(),
+            ctx.previous_block_id.clone().unwrap_or_default(),
+        ),
+    ]
+}
+
+fn to_wit_segment(s: &ContextSegment) -> wit::ContextSegment {
+    wit::ContextSegment {
+        id: s.id.clone(),
+        kind: s.kind.clone(),
+        content: s.content.clone(),
+    }
+}
+
+fn to_wit_context(ctx: &BlockContext) -> wit::BlockContext {
+    wit::BlockContext {
+        workflow_id: ctx.workflow_id.clone(),
+        execution_id: ctx.execution_id.clone(),
+        node_id: ctx.node_id.clone(),
+        block_id: ctx.block_id.clone(),
+        step_index: ctx.step_index,
+        previous_block_id: ctx.previous_block_id.clone(),
+        static_memory: ctx.static_memory.to_string(),
+        config: ctx.config.to_string(),
+        file_restrictions: ctx.file_restrictions.clone(),
+        workspace_dir: GUEST_WORKSPACE.into(),
+        system_prompt: ctx.system_prompt.clone(),
+    }
+}
+
+fn from_wit_ref(r: wit::BlockRef) -> BlockRef {
+    BlockRef {
+        node: r.node,
+        block: r.block,
+    }
+}
+
+fn from_wit_command(c: wit::EngineCommand) -> EngineCommand {
+    match c {
+        wit::EngineCommand::Jump(r) => EngineCommand::Jump(from_wit_ref(r)),
+        wit::EngineCommand::Call(t) => EngineCommand::Call {
+            node: t.node,
+            return_to: t.return_to.map(from_wit_ref),
+        },
+        wit::EngineCommand::Return => EngineCommand::Return,
+        wit::EngineCommand::End => EngineCommand::End,
+        wit::EngineCommand::Fail(reason) => EngineCommand::Fail(reason),
+        wit::EngineCommand::Gate(prompt) => EngineCommand::Gate(prompt),
+    }
+}
+
+fn drain_log(store: &mut Store<HostState>) -> Vec<String> {
+    let state = store.data_mut();
+    let mut lines = std::mem::take(&mut state.log.lines);
+    if state.log.dropped > 0 {
+        lines.push(format!("[wfhost] {} log lines dropped past the cap", state.log.dropped));
+    }
+    for (stream, capture) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let (text, dropped) = capture.take();
+        lines.extend(text.lines().map(|l| format!("[{stream}] {l}")));
+        if dropped > 0 {
+            lines.push(format!("[wfhost] {dropped} bytes of {stream} dropped past the cap"));
+        }
+    }
+    lines
+}
+
+/// Turn a wasmtime error into a failure message that says what happened.
+fn describe_trap(plugin: &str, error: &wasmtime::Error, state: &HostState, timeout: Duration) -> String {
+    if state.memory.hit {
+        return format!(
+            "plugin `{plugin}` exceeded its memory limit of {} MiB",
+            state.memory.limit >> 20
+        );
+    }
+    if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
+        return format!("plugin `{plugin}` timed out after {timeout:?}");
+    }
+    let mut message = format!("plugin `{plugin}` trapped: {}", first_line(&format!("{error:#}")));
+    // A panicking Rust guest prints its message to stderr before aborting.
+    let stderr = state.stderr.peek();
+    let stderr = stderr.trim();
+    if !stderr.is_empty() {
+        let tail: String = stderr.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+        message.push_str(&format!("; guest stderr: {}", tail.replace('\n', " | ")));
+    }
+    message
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or(text)
+}

@@ -1,0 +1,106 @@
+//! The process-wide wasmtime engine.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::bindings;
+use crate::cache::{CacheStats, ComponentCache};
+use crate::config::RuntimeConfig;
+use crate::host_state::HostState;
+
+/// How often the epoch advances; timeouts are measured in these ticks.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The wasmtime engine, linker and compiled-component cache, shared by
+/// every plugin of the process. Dropping it stops the epoch ticker.
+pub struct WasmRuntime {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<HostState>,
+    pub(crate) cache: ComponentCache,
+    pub(crate) config: RuntimeConfig,
+    ticker_stop: Arc<AtomicBool>,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl WasmRuntime {
+    pub fn new(config: RuntimeConfig) -> wasmtime::Result<Self> {
+        let mut wasm = Config::new();
+        wasm.wasm_component_model(true);
+        wasm.epoch_interruption(true);
+        if config.pooling {
+            let n = config.pool_instances;
+            let mut pool = PoolingAllocationConfig::new();
+            pool.total_component_instances(n)
+                .total_core_instances(n * 8)
+                .total_memories(n * 2)
+                .total_tables(n * 8)
+                .total_stacks(n)
+                .max_core_instances_per_component(32)
+                .max_memories_per_component(2)
+                .max_tables_per_component(8)
+                .max_memory_size(config.memory_limit);
+            wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&wasm)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+
+        let cache = ComponentCache::new(&engine, config.cache_dir.clone());
+
+        let ticker_stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let engine = engine.clone();
+            let stop = ticker_stop.clone();
+            std::thread::Builder::new()
+                .name("wfhost-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(EPOCH_TICK);
+                        engine.increment_epoch();
+                    }
+                })?
+        };
+
+        Ok(WasmRuntime {
+            engine,
+            linker,
+            cache,
+            config,
+            ticker_stop,
+            ticker: Some(ticker),
+        })
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.config
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl Drop for WasmRuntime {
+    fn drop(&mut self) {
+        self.ticker_stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Epoch ticks for a wall-clock timeout, rounded up.
+pub(crate) fn ticks(timeout: Duration) -> u64 {
+    (timeout.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64 + 1
+}
