@@ -28,7 +28,14 @@ fn main() {
         .unwrap_or_else(|| workspace.join("target"))
         .join("guests");
 
-    for dir in ["wit", "sdk", "plugins", "tests/guests", "host/core/src", "Cargo.lock"] {
+    for dir in [
+        "wit",
+        "sdk",
+        "plugins",
+        "tests/guests",
+        "host/core/src",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
@@ -58,7 +65,9 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().expect("failed to run cargo for the wasm guests");
+    let status = cmd
+        .status()
+        .expect("failed to run cargo for the wasm guests");
     if !status.success() {
         panic!(
             "building the wasm guests failed ({status}); is the {TARGET} target installed? \
@@ -71,10 +80,18 @@ fn main() {
     let mut builtins = String::new();
     for (package, constant, plugin) in GUESTS {
         let file = out_dir.join(format!("{}.wasm", package.replace('-', "_")));
-        assert!(file.exists(), "expected guest component at {}", file.display());
+        assert!(
+            file.exists(),
+            "expected guest component at {}",
+            file.display()
+        );
         let path = file.display().to_string();
         writeln!(code, "/// The `{package}` component.").unwrap();
-        writeln!(code, "pub const {constant}: &[u8] = include_bytes!({path:?});").unwrap();
+        writeln!(
+            code,
+            "pub const {constant}: &[u8] = include_bytes!({path:?});"
+        )
+        .unwrap();
         writeln!(code, "/// Where the `{package}` component was built.").unwrap();
         writeln!(code, "pub const {constant}_PATH: &str = {path:?};").unwrap();
         if !plugin.is_empty() {

@@ -118,6 +118,7 @@ pub trait ActionHandler {
 macro_rules! export_worker {
     ($worker:ty) => {
         #[doc(hidden)]
+        #[allow(dead_code)]
         struct __WfhostWorkerExport;
 
         impl $crate::bindings::worker::exports::wfhost::plugin::block_worker::Guest
@@ -132,6 +133,9 @@ macro_rules! export_worker {
             }
         }
 
+        // Component exports exist only on wasm; natively (unit tests of the
+        // plugin's logic) their names are not valid linker symbols.
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::worker::export_worker_world!(
             __WfhostWorkerExport with_types_in $crate::bindings::worker
         );
@@ -144,6 +148,7 @@ macro_rules! export_worker {
 macro_rules! export_action_handler {
     ($handler:ty) => {
         #[doc(hidden)]
+        #[allow(dead_code)]
         struct __WfhostActionHandlerExport;
 
         impl $crate::bindings::action_handler::exports::wfhost::plugin::action_interpreter::Guest
@@ -157,6 +162,7 @@ macro_rules! export_action_handler {
             }
         }
 
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::action_handler::export_action_handler_world!(
             __WfhostActionHandlerExport with_types_in $crate::bindings::action_handler
         );

@@ -1,6 +1,5 @@
 //! `wfhost`: run workflows of sandboxed WebAssembly block workers.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -20,7 +19,11 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(name = "wfhost", version, about = "Run workflows of sandboxed WebAssembly block workers")]
+#[command(
+    name = "wfhost",
+    version,
+    about = "Run workflows of sandboxed WebAssembly block workers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,6 +36,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`wfhost run ... | head`) instead of panicking on a broken pipe.
+    // SAFETY: called before any other thread exists; SIG_DFL is always valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run::run(args),
@@ -45,9 +54,4 @@ pub fn report_error(message: impl std::fmt::Display) {
     for line in message.to_string().lines() {
         eprintln!("error: {line}");
     }
-}
-
-/// Resolve a user-given directory for error messages.
-pub fn display_path(path: &std::path::Path) -> String {
-    PathBuf::from(path).display().to_string()
 }

@@ -56,7 +56,10 @@ pub fn run(args: RunArgs) -> u8 {
     match std::fs::metadata(&args.workspace) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            report_error(format!("workspace {} is not a directory", args.workspace.display()));
+            report_error(format!(
+                "workspace {} is not a directory",
+                args.workspace.display()
+            ));
             return exit::BAD_INPUT;
         }
         Err(e) => {
@@ -149,7 +152,9 @@ pub fn run(args: RunArgs) -> u8 {
                 }
             }
         }
-        RunEvent::ActionTaken { action, command, .. } => {
+        RunEvent::ActionTaken {
+            action, command, ..
+        } => {
             println!("        {action}: {command}");
         }
     };

@@ -108,7 +108,9 @@ impl<F: FnMut(RunEvent<'_>) + Send> RunObserver for F {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunStatus {
     Succeeded,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
     /// Paused at a human gate.
     WaitingAtGate {
         node: String,
@@ -184,7 +186,10 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
 
     let Some(start) = workflow.nodes.get(&workflow.start_node) else {
         return RunReport {
-            status: fail(format!("start node `{}` does not exist", workflow.start_node)),
+            status: fail(format!(
+                "start node `{}` does not exist",
+                workflow.start_node
+            )),
             steps,
             statistics,
             payload,
@@ -324,7 +329,10 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             EngineCommand::Jump(target) => {
                 at = resolve_ref(&target, &at.node);
             }
-            EngineCommand::Call { node: callee, return_to } => {
+            EngineCommand::Call {
+                node: callee,
+                return_to,
+            } => {
                 let Some(callee_node) = workflow.nodes.get(&callee) else {
                     break fail(format!(
                         "block `{}.{}` calls node `{callee}`, which does not exist",
@@ -405,7 +413,10 @@ fn lookup<'w>(workflow: &'w Workflow, node: &str, block: &str) -> Option<(&'w No
 
 fn resolve_ref(target: &BlockRef, current_node: &str) -> Cursor {
     Cursor {
-        node: target.node.clone().unwrap_or_else(|| current_node.to_string()),
+        node: target
+            .node
+            .clone()
+            .unwrap_or_else(|| current_node.to_string()),
         block: target.block.clone(),
     }
 }

@@ -224,7 +224,10 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
     let text = String::from_utf8(text).map_err(|e| {
         one(
             None,
-            format!("manifest is not UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+            format!(
+                "manifest is not UTF-8 (byte {})",
+                e.utf8_error().valid_up_to()
+            ),
         )
     })?;
     let workflow = parse(file, &text)?;
@@ -287,7 +290,10 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
         err(pointer(&["id"]), "workflow id must not be empty".into());
     }
     if wf.nodes.is_empty() {
-        err(pointer(&["nodes"]), "a workflow needs at least one node".into());
+        err(
+            pointer(&["nodes"]),
+            "a workflow needs at least one node".into(),
+        );
     }
     if !wf.nodes.contains_key(&wf.start_node) {
         err(
@@ -313,13 +319,19 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
         }
         for (i, grant) in spec.grants.iter().enumerate() {
             if crate::capabilities::find(grant).is_none() {
-                let offered: Vec<&str> =
-                    crate::capabilities::CAPABILITIES.iter().map(|c| c.name).collect();
+                let offered: Vec<&str> = crate::capabilities::CAPABILITIES
+                    .iter()
+                    .map(|c| c.name)
+                    .collect();
                 err(
                     pointer(&["plugins", name, "grants", &i.to_string()]),
                     format!(
                         "`{grant}` is not a capability this host offers (offered: {})",
-                        if offered.is_empty() { "none yet".to_string() } else { offered.join(", ") }
+                        if offered.is_empty() {
+                            "none yet".to_string()
+                        } else {
+                            offered.join(", ")
+                        }
                     ),
                 );
             }
@@ -388,7 +400,10 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                         match wf.nodes.get(target_node) {
                             None => err(
                                 action_at,
-                                format!("`{}` jumps to node `{target_node}`, which does not exist", t.action),
+                                format!(
+                                    "`{}` jumps to node `{target_node}`, which does not exist",
+                                    t.action
+                                ),
                             ),
                             Some(n) if !n.blocks.contains_key(&target.block) => err(
                                 action_at,
@@ -473,7 +488,8 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused_with_their_path() {
-        let text = minimal("END").replace("\"worker\":\"echo\",", "\"worker\":\"echo\",\"wrker\":1,");
+        let text =
+            minimal("END").replace("\"worker\":\"echo\",", "\"worker\":\"echo\",\"wrker\":1,");
         let err = manifest(&text).unwrap_err().to_string();
         assert!(err.contains("unknown field `wrker`"), "{err}");
         assert!(err.contains("nodes.main.blocks.a"), "{err}");
@@ -493,7 +509,10 @@ mod tests {
     fn unknown_worker_is_refused() {
         let text = minimal("END").replacen("\"worker\":\"echo\"", "\"worker\":\"ghost\"", 1);
         let err = manifest(&text).unwrap_err();
-        assert_eq!(err.0[0].location.as_deref(), Some("/nodes/main/blocks/a/worker"));
+        assert_eq!(
+            err.0[0].location.as_deref(),
+            Some("/nodes/main/blocks/a/worker")
+        );
         assert!(err.0[0].message.contains("unknown worker `ghost`"));
     }
 

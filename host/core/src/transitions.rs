@@ -48,10 +48,7 @@ mod tests {
     #[test]
     fn exact_match_wins_over_fallback() {
         let ts = [t(FAIL_DEFAULT, "FAIL"), t("SIGNAL:OK", "END")];
-        assert_eq!(
-            resolve(&ts, "SIGNAL:OK"),
-            Some(Resolution::Exact(&ts[1]))
-        );
+        assert_eq!(resolve(&ts, "SIGNAL:OK"), Some(Resolution::Exact(&ts[1])));
     }
 
     #[test]
@@ -73,6 +70,9 @@ mod tests {
     #[test]
     fn first_exact_match_is_used() {
         let ts = [t("SIGNAL:OK", "END"), t("SIGNAL:OK", "FAIL")];
-        assert_eq!(resolve(&ts, "SIGNAL:OK").unwrap().transition().action, "END");
+        assert_eq!(
+            resolve(&ts, "SIGNAL:OK").unwrap().transition().action,
+            "END"
+        );
     }
 }

@@ -293,7 +293,10 @@ mod tests {
         symlink("../../outside", b.join("docs/evil")).unwrap();
 
         let changes = diff(&a, &b, &|_| false).unwrap();
-        let summary: Vec<_> = changes.iter().map(|c| (c.path.as_str(), c.kind.clone())).collect();
+        let summary: Vec<_> = changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.kind.clone()))
+            .collect();
         assert_eq!(
             summary,
             [
@@ -307,7 +310,12 @@ mod tests {
         assert_eq!(fs::read_to_string(a.join("docs/change.md")).unwrap(), "2");
         assert!(!a.join("gone.txt").exists());
         // The link is carried as a link, and scanning never enters it.
-        assert!(fs::symlink_metadata(a.join("docs/evil")).unwrap().file_type().is_symlink());
+        assert!(
+            fs::symlink_metadata(a.join("docs/evil"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         let tree = scan(&a, &|_| false).unwrap();
         assert!(!tree.keys().any(|k| k.contains("secret")));
         fs::remove_dir_all(&root).unwrap();
@@ -330,12 +338,31 @@ mod tests {
     fn violations_judge_directories_by_content() {
         let plan = RestrictionPlan::new(Some(&["**/*.md".to_string()])).unwrap();
         let changes = vec![
-            Change { path: "d".into(), kind: ChangeKind::Added, entry: EntryKind::Dir },
-            Change { path: "d/x.md".into(), kind: ChangeKind::Added, entry: EntryKind::File },
-            Change { path: "e".into(), kind: ChangeKind::Added, entry: EntryKind::Dir },
-            Change { path: "f.rs".into(), kind: ChangeKind::Added, entry: EntryKind::File },
+            Change {
+                path: "d".into(),
+                kind: ChangeKind::Added,
+                entry: EntryKind::Dir,
+            },
+            Change {
+                path: "d/x.md".into(),
+                kind: ChangeKind::Added,
+                entry: EntryKind::File,
+            },
+            Change {
+                path: "e".into(),
+                kind: ChangeKind::Added,
+                entry: EntryKind::Dir,
+            },
+            Change {
+                path: "f.rs".into(),
+                kind: ChangeKind::Added,
+                entry: EntryKind::File,
+            },
         ];
-        let bad: Vec<_> = violations(&changes, &plan).iter().map(|c| c.path.clone()).collect();
+        let bad: Vec<_> = violations(&changes, &plan)
+            .iter()
+            .map(|c| c.path.clone())
+            .collect();
         assert_eq!(bad, ["e", "f.rs"]);
     }
 }

@@ -1,1 +1,205 @@
-fn main(){}
+//! Runtime benchmarks: `cargo bench -p wfhost-runtime`.
+//!
+//! A plain bench binary (no criterion) that prints medians, so the figures
+//! in the README can be reproduced with one command. Measured:
+//!
+//! 1. compiling a plugin vs loading it from the compiled-component cache;
+//! 2. the per-call cost of a no-op worker: fresh store, instantiate from a
+//!    pre-instantiated component, call — with the sandbox's preopens;
+//! 3. a 1,000-block linear workflow of no-op workers, end to end through
+//!    the engine core (worker and action handler both wasm).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wfhost_core::engine::{self, BlockRequest, RunOptions, RunStatus};
+use wfhost_core::manifest;
+use wfhost_core::payload::BlockContext;
+use wfhost_guest_artifacts as guests;
+use wfhost_runtime::admission::World;
+use wfhost_runtime::cache::ComponentCache;
+use wfhost_runtime::plugins::{PluginRequest, PluginSource};
+use wfhost_runtime::{PluginSet, RuntimeConfig, WasmRuntime};
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn fmt(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+fn runtime(cache_dir: Option<std::path::PathBuf>) -> Arc<WasmRuntime> {
+    Arc::new(
+        WasmRuntime::new(RuntimeConfig {
+            cache_dir,
+            ..RuntimeConfig::default()
+        })
+        .unwrap(),
+    )
+}
+
+fn bench_compile_vs_cache() {
+    let rt = runtime(None);
+    let compile: Vec<Duration> = (0..10)
+        .map(|_| {
+            let cache = ComponentCache::new(rt.engine(), None);
+            let t = Instant::now();
+            cache.load(rt.engine(), guests::ECHO).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ComponentCache::new(rt.engine(), Some(dir.path().to_path_buf()));
+    cache.load(rt.engine(), guests::ECHO).unwrap();
+    let cached: Vec<Duration> = (0..100)
+        .map(|_| {
+            let t = Instant::now();
+            cache.load(rt.engine(), guests::ECHO).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    assert_eq!(cache.stats().hits, 100);
+    println!(
+        "| load `echo` ({} KiB component) | compile: {} | cached: {} |",
+        guests::ECHO.len() / 1024,
+        fmt(median(compile)),
+        fmt(median(cached))
+    );
+}
+
+fn echo_set(rt: Arc<WasmRuntime>, ws: &std::path::Path) -> PluginSet {
+    PluginSet::load(
+        rt,
+        &[
+            PluginRequest {
+                name: "echo".into(),
+                source: PluginSource::Builtin(guests::ECHO),
+                world: World::Worker,
+                grants: vec![],
+            },
+            PluginRequest {
+                name: "actions-core".into(),
+                source: PluginSource::Builtin(guests::ACTIONS_CORE),
+                world: World::ActionHandler,
+                grants: vec![],
+            },
+        ],
+        ws,
+    )
+    .unwrap()
+}
+
+fn bench_per_call(tokio: &tokio::runtime::Runtime) {
+    let ws = tempfile::tempdir().unwrap();
+    let set = echo_set(runtime(None), ws.path());
+    for (label, restrictions) in [
+        ("unrestricted: 1 preopen", None),
+        ("`out/**`: 3 preopens", Some(vec!["out/**".to_string()])),
+    ] {
+        let request = BlockRequest {
+            worker: "echo".into(),
+            context: BlockContext {
+                workflow_id: "bench".into(),
+                execution_id: "e".into(),
+                node_id: "main".into(),
+                block_id: "noop".into(),
+                step_index: 0,
+                previous_block_id: None,
+                static_memory: json!({}),
+                config: serde_json::Value::Null,
+                file_restrictions: restrictions,
+                system_prompt: String::new(),
+            },
+            payload: vec![],
+            timeout: None,
+        };
+        let samples: Vec<Duration> = (0..3000)
+            .map(|_| {
+                let t = Instant::now();
+                let r = tokio.block_on(set.run_worker(request.clone()));
+                let d = t.elapsed();
+                assert!(r.outcome.is_ok());
+                d
+            })
+            .collect();
+        println!(
+            "| no-op worker call ({label}) | median {} | p90 {} |",
+            fmt(median(samples.clone())),
+            fmt({
+                let mut s = samples;
+                s.sort();
+                s[s.len() * 9 / 10]
+            })
+        );
+    }
+}
+
+fn bench_linear_workflow(tokio: &tokio::runtime::Runtime) {
+    const BLOCKS: usize = 1000;
+    let mut blocks = serde_json::Map::new();
+    for i in 0..BLOCKS {
+        let action = if i + 1 == BLOCKS {
+            "END".to_string()
+        } else {
+            format!("JUMP:b{}", i + 1)
+        };
+        blocks.insert(
+            format!("b{i}"),
+            json!({"worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
+        );
+    }
+    let text = json!({"id": "linear", "start_node": "main",
+        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}})
+    .to_string();
+    let path = std::path::Path::new("linear.json");
+    let wf = manifest::parse(path, &text).unwrap();
+    assert!(manifest::check(path, &wf, &["echo", "actions-core"]).is_empty());
+    let ws = tempfile::tempdir().unwrap();
+    let set = echo_set(runtime(None), ws.path());
+    let mut totals = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let report = tokio.block_on(engine::run(
+            &wf,
+            &set,
+            &set,
+            &RunOptions::new("bench"),
+            &mut |_: engine::RunEvent<'_>| {},
+        ));
+        totals.push(t.elapsed());
+        assert_eq!(report.status, RunStatus::Succeeded);
+        assert_eq!(report.steps, BLOCKS as u64);
+    }
+    let total = median(totals);
+    println!(
+        "| {BLOCKS}-block linear workflow (wasm worker + wasm action handler per step) | total {} | {} per block |",
+        fmt(total),
+        fmt(total / BLOCKS as u32)
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing
+    // and expects a quick run, so only the full run measures.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("run with `cargo bench -p wfhost-runtime` to measure");
+        return;
+    }
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    println!("| benchmark | result | |");
+    println!("|---|---|---|");
+    bench_compile_vs_cache();
+    bench_per_call(&tokio);
+    bench_linear_workflow(&tokio);
+}

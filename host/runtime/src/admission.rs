@@ -26,6 +26,14 @@ impl World {
         }
     }
 
+    /// The world's name with its indefinite article, for messages.
+    pub fn with_article(self) -> &'static str {
+        match self {
+            World::Worker => "a worker",
+            World::ActionHandler => "an action-handler",
+        }
+    }
+
     pub fn export(self) -> &'static str {
         match self {
             World::Worker => WORKER_EXPORT,
@@ -54,7 +62,10 @@ pub fn check_header(bytes: &[u8]) -> Result<(), String> {
 /// Check that the component exports the world's interface.
 pub fn check_world(engine: &Engine, component: &Component, world: World) -> Result<(), String> {
     let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
     if exports.iter().any(|e| e == world.export()) {
         return Ok(());
     }
@@ -64,9 +75,9 @@ pub fn check_world(engine: &Engine, component: &Component, world: World) -> Resu
     };
     if exports.iter().any(|e| e == other.export()) {
         return Err(format!(
-            "is an {} component, but it is used as a {}",
-            other.name(),
-            world.name()
+            "is {} component, but it is used as {}",
+            other.with_article(),
+            world.with_article()
         ));
     }
     let wanted = capabilities::unversioned(world.export());

@@ -71,7 +71,11 @@ impl ComponentCache {
     }
 
     /// Load a component, from the cache when possible.
-    pub fn load(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<(Component, CacheOutcome)> {
+    pub fn load(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let digest = Self::digest(bytes);
         let entry = self.entry(&digest);
         if let Some(path) = &entry

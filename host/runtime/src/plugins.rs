@@ -61,7 +61,11 @@ pub struct LoadError {
 
 impl fmt::Display for LoadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: plugin `{}`: {}", self.origin, self.plugin, self.message)
+        write!(
+            f,
+            "{}: plugin `{}`: {}",
+            self.origin, self.plugin, self.message
+        )
     }
 }
 
@@ -167,7 +171,7 @@ impl PluginSet {
         };
         let file_bytes;
         let bytes: &[u8] = match &request.source {
-            PluginSource::Builtin(bytes) if bytes.is_empty() => {
+            PluginSource::Builtin([]) => {
                 return Err(fail("no such built-in plugin".into()));
             }
             PluginSource::Builtin(bytes) => bytes,
@@ -263,11 +267,14 @@ impl PluginSet {
             return failed(e);
         }
         wasi.envs(&contract_env(&request.context));
-        let timeout = request.timeout.unwrap_or(self.runtime.config.default_timeout);
+        let timeout = request
+            .timeout
+            .unwrap_or(self.runtime.config.default_timeout);
         let mut store = self.new_store(wasi, timeout);
 
         let context = to_wit_context(&request.context);
-        let payload: Vec<wit::ContextSegment> = request.payload.iter().map(to_wit_segment).collect();
+        let payload: Vec<wit::ContextSegment> =
+            request.payload.iter().map(to_wit_segment).collect();
         let call = match pre.instantiate_async(&mut store).await {
             Ok(instance) => {
                 instance
@@ -295,7 +302,11 @@ impl PluginSet {
         BlockResult { outcome, log }
     }
 
-    fn accept_output(&self, name: &str, output: wit::WorkerOutput) -> Result<WorkerOutput, BlockFailure> {
+    fn accept_output(
+        &self,
+        name: &str,
+        output: wit::WorkerOutput,
+    ) -> Result<WorkerOutput, BlockFailure> {
         let size: usize = output
             .payload
             .iter()
@@ -339,7 +350,9 @@ impl PluginSet {
         view: &RunView,
     ) -> Result<EngineCommand, String> {
         let Some(pre) = self.handlers.get(handler) else {
-            return Err(format!("no action handler plugin named `{handler}` is loaded"));
+            return Err(format!(
+                "no action handler plugin named `{handler}` is loaded"
+            ));
         };
         let timeout = self.runtime.config.action_timeout;
         let mut store = self.new_store(WasiCtxBuilder::new(), timeout);
@@ -458,20 +471,30 @@ fn drain_log(store: &mut Store<HostState>) -> Vec<String> {
     let state = store.data_mut();
     let mut lines = std::mem::take(&mut state.log.lines);
     if state.log.dropped > 0 {
-        lines.push(format!("[wfhost] {} log lines dropped past the cap", state.log.dropped));
+        lines.push(format!(
+            "[wfhost] {} log lines dropped past the cap",
+            state.log.dropped
+        ));
     }
     for (stream, capture) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
         let (text, dropped) = capture.take();
         lines.extend(text.lines().map(|l| format!("[{stream}] {l}")));
         if dropped > 0 {
-            lines.push(format!("[wfhost] {dropped} bytes of {stream} dropped past the cap"));
+            lines.push(format!(
+                "[wfhost] {dropped} bytes of {stream} dropped past the cap"
+            ));
         }
     }
     lines
 }
 
 /// Turn a wasmtime error into a failure message that says what happened.
-fn describe_trap(plugin: &str, error: &wasmtime::Error, state: &HostState, timeout: Duration) -> String {
+fn describe_trap(
+    plugin: &str,
+    error: &wasmtime::Error,
+    state: &HostState,
+    timeout: Duration,
+) -> String {
     if state.memory.hit {
         return format!(
             "plugin `{plugin}` exceeded its memory limit of {} MiB",
@@ -481,12 +504,22 @@ fn describe_trap(plugin: &str, error: &wasmtime::Error, state: &HostState, timeo
     if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return format!("plugin `{plugin}` timed out after {timeout:?}");
     }
-    let mut message = format!("plugin `{plugin}` trapped: {}", first_line(&format!("{error:#}")));
+    let mut message = format!(
+        "plugin `{plugin}` trapped: {}",
+        first_line(&format!("{error:#}"))
+    );
     // A panicking Rust guest prints its message to stderr before aborting.
     let stderr = state.stderr.peek();
     let stderr = stderr.trim();
     if !stderr.is_empty() {
-        let tail: String = stderr.chars().rev().take(2000).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = stderr
+            .chars()
+            .rev()
+            .take(2000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         message.push_str(&format!("; guest stderr: {}", tail.replace('\n', " | ")));
     }
     message

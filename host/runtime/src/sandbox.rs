@@ -51,7 +51,8 @@ struct Staging {
 impl Sandbox {
     /// Prepare the mounts for `plan` over `workspace` (an absolute path).
     pub fn prepare(workspace: &Path, plan: &RestrictionPlan) -> Result<Sandbox, String> {
-        let fs_err = |what: &str, e: std::io::Error| format!("cannot prepare the sandbox ({what}): {e}");
+        let fs_err =
+            |what: &str, e: std::io::Error| format!("cannot prepare the sandbox ({what}): {e}");
         if plan.is_unrestricted() {
             return Ok(Sandbox {
                 mounts: vec![Mount {
@@ -74,7 +75,12 @@ impl Sandbox {
                 .map_err(|e| fs_err("staging copy", e))?;
             // Empty stand-ins keep the writable directories visible in
             // listings of their parents.
-            for rel in plan.writable_dirs().iter().map(String::as_str).chain([OUTPUT_DIR]) {
+            for rel in plan
+                .writable_dirs()
+                .iter()
+                .map(String::as_str)
+                .chain([OUTPUT_DIR])
+            {
                 workspace::ensure_real_dir(dir.path(), rel, true)
                     .map_err(|e| fs_err("staging copy", e))?;
             }
@@ -95,7 +101,12 @@ impl Sandbox {
                 writable: false,
             });
         }
-        for rel in plan.writable_dirs().iter().map(String::as_str).chain([OUTPUT_DIR]) {
+        for rel in plan
+            .writable_dirs()
+            .iter()
+            .map(String::as_str)
+            .chain([OUTPUT_DIR])
+        {
             let host = workspace::ensure_real_dir(workspace, rel, true)
                 .map_err(|e| fs_err(&format!("writable directory `{rel}`"), e))?;
             mounts.push(Mount {
@@ -153,7 +164,11 @@ impl Sandbox {
                 "the block changed paths outside its file restrictions ({}): {}{}; none of its staged changes were applied",
                 plan.exact_patterns().join(", "),
                 paths.join(", "),
-                if more > 0 { format!(" and {more} more") } else { String::new() }
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
             ));
         }
         workspace::apply(&changes, dir.path(), &workspace)
@@ -174,10 +189,18 @@ mod tests {
     fn prefix_restrictions_mount_read_only_root_and_writable_dirs() {
         let ws = tempfile::tempdir().unwrap();
         let sb = Sandbox::prepare(ws.path(), &plan(&["src/workers/**"])).unwrap();
-        let m: Vec<(&str, bool)> = sb.mounts().iter().map(|m| (m.guest.as_str(), m.writable)).collect();
+        let m: Vec<(&str, bool)> = sb
+            .mounts()
+            .iter()
+            .map(|m| (m.guest.as_str(), m.writable))
+            .collect();
         assert_eq!(
             m,
-            [("/workspace", false), ("/workspace/src/workers", true), ("/workspace/.output", true)]
+            [
+                ("/workspace", false),
+                ("/workspace/src/workers", true),
+                ("/workspace/.output", true)
+            ]
         );
         assert!(ws.path().join("src/workers").is_dir());
     }
@@ -203,7 +226,9 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), ws.path().join("src")).unwrap();
-        let err = Sandbox::prepare(ws.path(), &plan(&["src/**"])).err().unwrap();
+        let err = Sandbox::prepare(ws.path(), &plan(&["src/**"]))
+            .err()
+            .unwrap();
         assert!(err.contains("symbolic link"), "{err}");
     }
 }

@@ -95,9 +95,15 @@ mod tests {
         ));
         assert!(matches!(
             CoreActions::interpret("CALL:sub@b", view()),
-            Ok(EngineCommand::Call(CallTarget { return_to: Some(_), .. }))
+            Ok(EngineCommand::Call(CallTarget {
+                return_to: Some(_),
+                ..
+            }))
         ));
-        assert!(matches!(CoreActions::interpret("END", view()), Ok(EngineCommand::End)));
+        assert!(matches!(
+            CoreActions::interpret("END", view()),
+            Ok(EngineCommand::End)
+        ));
     }
 
     #[test]

@@ -72,15 +72,22 @@ mod tests {
 
     #[test]
     fn defaults_without_config() {
-        let out = Echo::run(BlockContext::for_test("greet", serde_json::Value::Null), vec![]).unwrap();
+        let out = Echo::run(
+            BlockContext::for_test("greet", serde_json::Value::Null),
+            vec![],
+        )
+        .unwrap();
         assert_eq!(out.signal, "SIGNAL:SUCCESS");
         assert_eq!(out.payload[0].content, "hello from greet");
     }
 
     #[test]
     fn rejects_unknown_config() {
-        let err = Echo::run(BlockContext::for_test("g", serde_json::json!({"mesage": 1})), vec![])
-            .unwrap_err();
+        let err = Echo::run(
+            BlockContext::for_test("g", serde_json::json!({"mesage": 1})),
+            vec![],
+        )
+        .unwrap_err();
         assert_eq!(err.code, "bad-config");
     }
 }

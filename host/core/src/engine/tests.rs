@@ -6,7 +6,9 @@ use std::sync::Mutex;
 use super::*;
 use crate::manifest;
 
-type Script = Box<dyn Fn(&BlockContext, &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> + Send + Sync>;
+type Script = Box<
+    dyn Fn(&BlockContext, &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> + Send + Sync,
+>;
 
 /// Workers implemented as closures; records every context it was given.
 #[derive(Default)]
@@ -16,7 +18,14 @@ struct FakeWorkers {
 }
 
 impl FakeWorkers {
-    fn with(mut self, name: &str, f: impl Fn(&BlockContext, &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> + Send + Sync + 'static) -> Self {
+    fn with(
+        mut self,
+        name: &str,
+        f: impl Fn(&BlockContext, &ExecutionPayload) -> Result<WorkerOutput, BlockFailure>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
         self.scripts.insert(name.to_string(), Box::new(f));
         self
     }
@@ -35,7 +44,12 @@ impl WorkerHost for FakeWorkers {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.seen.lock().unwrap().push(request.context.clone());
         let outcome = (self.scripts[&request.worker])(&request.context, &request.payload);
-        async move { BlockResult { outcome, log: Vec::new() } }
+        async move {
+            BlockResult {
+                outcome,
+                log: Vec::new(),
+            }
+        }
     }
 }
 
@@ -43,7 +57,12 @@ impl WorkerHost for FakeWorkers {
 struct CoreActions;
 
 impl ActionInterpreter for CoreActions {
-    fn interpret(&self, _handler: &str, action: &str, _view: &RunView) -> impl Future<Output = Result<EngineCommand, String>> + Send {
+    fn interpret(
+        &self,
+        _handler: &str,
+        action: &str,
+        _view: &RunView,
+    ) -> impl Future<Output = Result<EngineCommand, String>> + Send {
         let result = crate::actions::parse(action).map_err(|e| e.to_string());
         async move { result }
     }
@@ -53,19 +72,34 @@ impl ActionInterpreter for CoreActions {
 /// from the block's config (`{"signal": ...}`), `SIGNAL:SUCCESS` by default.
 fn tagger(ctx: &BlockContext, payload: &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> {
     let mut payload = payload.clone();
-    payload.push(ContextSegment::new(format!("s{}", ctx.step_index), "TAG", format!("{}.{}", ctx.node_id, ctx.block_id)));
-    let signal = ctx.config.get("signal").and_then(|s| s.as_str()).unwrap_or("SIGNAL:SUCCESS");
+    payload.push(ContextSegment::new(
+        format!("s{}", ctx.step_index),
+        "TAG",
+        format!("{}.{}", ctx.node_id, ctx.block_id),
+    ));
+    let signal = ctx
+        .config
+        .get("signal")
+        .and_then(|s| s.as_str())
+        .unwrap_or("SIGNAL:SUCCESS");
     Ok(WorkerOutput {
         payload,
         signal: signal.to_string(),
         structured_output: None,
-        statistics: Statistics { tokens_used: 10, lines_written: 1 },
+        statistics: Statistics {
+            tokens_used: 10,
+            lines_written: 1,
+        },
     })
 }
 
 fn workflow(json: serde_json::Value) -> Workflow {
     let wf = manifest::parse(std::path::Path::new("t.json"), &json.to_string()).unwrap();
-    let errors = manifest::check(std::path::Path::new("t.json"), &wf, &["actions-core", "tag", "boom"]);
+    let errors = manifest::check(
+        std::path::Path::new("t.json"),
+        &wf,
+        &["actions-core", "tag", "boom"],
+    );
     assert!(errors.is_empty(), "{errors:?}");
     wf
 }
@@ -80,9 +114,13 @@ fn block(signal: &str, transitions: &[(&str, &str)]) -> serde_json::Value {
 
 async fn execute(wf: &Workflow, workers: &FakeWorkers) -> RunReport {
     let mut events = Vec::new();
-    let report = run(wf, workers, &CoreActions, &RunOptions::new("exec-1"), &mut |e: RunEvent<'_>| {
-        events.push(format!("{e:?}"))
-    })
+    let report = run(
+        wf,
+        workers,
+        &CoreActions,
+        &RunOptions::new("exec-1"),
+        &mut |e: RunEvent<'_>| events.push(format!("{e:?}")),
+    )
     .await;
     assert!(!events.is_empty());
     report
@@ -105,7 +143,13 @@ async fn linear_run_succeeds_and_aggregates_statistics() {
     let report = execute(&wf, &workers).await;
     assert_eq!(report.status, RunStatus::Succeeded);
     assert_eq!(report.steps, 2);
-    assert_eq!(report.statistics, Statistics { tokens_used: 20, lines_written: 2 });
+    assert_eq!(
+        report.statistics,
+        Statistics {
+            tokens_used: 20,
+            lines_written: 2
+        }
+    );
     assert_eq!(tags(&report), ["main.a", "main.b"]);
     let seen = workers.seen.lock().unwrap();
     assert_eq!(seen[0].previous_block_id, None);
@@ -139,8 +183,13 @@ async fn no_transition_and_no_fallback_fails_naming_block_and_signal() {
         }}}
     }));
     let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
-    let RunStatus::Failed { reason } = report.status else { panic!("{:?}", report.status) };
-    assert!(reason.contains("`main.a`") && reason.contains("SIGNAL:ODD"), "{reason}");
+    let RunStatus::Failed { reason } = report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert!(
+        reason.contains("`main.a`") && reason.contains("SIGNAL:ODD"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
@@ -155,7 +204,11 @@ async fn worker_failure_becomes_a_signal_and_keeps_the_message() {
     }));
     let workers = FakeWorkers::default()
         .with("tag", tagger)
-        .with("boom", |_, _| Err(BlockFailure { message: "guest panicked: kaput".into() }));
+        .with("boom", |_, _| {
+            Err(BlockFailure {
+                message: "guest panicked: kaput".into(),
+            })
+        });
     let report = execute(&wf, &workers).await;
     assert_eq!(report.status, RunStatus::Succeeded);
     assert_eq!(report.payload[0].kind, "WORKER_ERROR");
@@ -164,8 +217,13 @@ async fn worker_failure_becomes_a_signal_and_keeps_the_message() {
     let mut wf2 = wf.clone();
     wf2.nodes.get_mut("main").unwrap().entry_block = "b".into();
     let report = execute(&wf2, &workers).await;
-    let RunStatus::Failed { reason } = report.status else { panic!() };
-    assert!(reason.contains("SIGNAL:WORKER_ERROR") && reason.contains("kaput"), "{reason}");
+    let RunStatus::Failed { reason } = report.status else {
+        panic!()
+    };
+    assert!(
+        reason.contains("SIGNAL:WORKER_ERROR") && reason.contains("kaput"),
+        "{reason}"
+    );
 }
 
 #[tokio::test]
@@ -219,23 +277,37 @@ async fn isolated_subroutine_starts_empty_and_hands_back_its_results() {
 #[tokio::test]
 async fn call_without_return_address_reruns_the_caller() {
     // The caller emits SIGNAL:SUCCESS until the subroutine's tag is present.
-    let wf = workflow(serde_json::json!({
-        "id": "w", "start_node": "main",
-        "nodes": {
-            "main": {"entry_block": "a", "blocks": {
-                "a": {"worker": "caller", "transitions": [
-                    {"on_signal": "SIGNAL:NEED", "action": "CALL:sub"},
-                    {"on_signal": "SIGNAL:DONE", "action": "END"}]},
-            }},
-            "sub": {"entry_block": "x", "blocks": {
-                "x": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "RETURN")]),
-            }}
-        }
-    }).to_string().replace("\"caller\"", "\"tag\"").parse::<serde_json::Value>().unwrap());
+    let wf = workflow(
+        serde_json::json!({
+            "id": "w", "start_node": "main",
+            "nodes": {
+                "main": {"entry_block": "a", "blocks": {
+                    "a": {"worker": "caller", "transitions": [
+                        {"on_signal": "SIGNAL:NEED", "action": "CALL:sub"},
+                        {"on_signal": "SIGNAL:DONE", "action": "END"}]},
+                }},
+                "sub": {"entry_block": "x", "blocks": {
+                    "x": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "RETURN")]),
+                }}
+            }
+        })
+        .to_string()
+        .replace("\"caller\"", "\"tag\"")
+        .parse::<serde_json::Value>()
+        .unwrap(),
+    );
     let workers = FakeWorkers::default().with("tag", |ctx, payload| {
         if ctx.block_id == "a" {
-            let signal = if payload.iter().any(|s| s.content == "sub.x") { "SIGNAL:DONE" } else { "SIGNAL:NEED" };
-            return Ok(WorkerOutput { payload: payload.clone(), signal: signal.into(), ..Default::default() });
+            let signal = if payload.iter().any(|s| s.content == "sub.x") {
+                "SIGNAL:DONE"
+            } else {
+                "SIGNAL:NEED"
+            };
+            return Ok(WorkerOutput {
+                payload: payload.clone(),
+                signal: signal.into(),
+                ..Default::default()
+            });
         }
         tagger(ctx, payload)
     });
@@ -253,7 +325,9 @@ async fn return_with_empty_stack_fails() {
         }}}
     }));
     let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
-    let RunStatus::Failed { reason } = report.status else { panic!() };
+    let RunStatus::Failed { reason } = report.status else {
+        panic!()
+    };
     assert!(reason.contains("empty return stack"), "{reason}");
 }
 
@@ -268,8 +342,13 @@ async fn jump_cycles_hit_the_step_limit() {
     let workers = FakeWorkers::default().with("tag", |ctx, _| tagger(ctx, &Vec::new()));
     let mut options = RunOptions::new("e");
     options.max_steps = 50;
-    let report = run(&wf, &workers, &CoreActions, &options, &mut |_: RunEvent<'_>| {}).await;
-    let RunStatus::Failed { reason } = report.status else { panic!() };
+    let report = run(&wf, &workers, &CoreActions, &options, &mut |_: RunEvent<
+        '_,
+    >| {})
+    .await;
+    let RunStatus::Failed { reason } = report.status else {
+        panic!()
+    };
     assert!(reason.contains("step limit of 50"), "{reason}");
     assert_eq!(report.steps, 50);
 }
@@ -284,7 +363,9 @@ async fn recursive_calls_hit_the_depth_limit() {
     }));
     let workers = FakeWorkers::default().with("tag", |ctx, _| tagger(ctx, &Vec::new()));
     let report = execute(&wf, &workers).await;
-    let RunStatus::Failed { reason } = report.status else { panic!() };
+    let RunStatus::Failed { reason } = report.status else {
+        panic!()
+    };
     assert!(reason.contains("call depth limit of 64"), "{reason}");
 }
 
@@ -299,7 +380,11 @@ async fn gate_pauses_the_run() {
     let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
     assert_eq!(
         report.status,
-        RunStatus::WaitingAtGate { node: "main".into(), block: "a".into(), prompt: "ship it?".into() }
+        RunStatus::WaitingAtGate {
+            node: "main".into(),
+            block: "a".into(),
+            prompt: "ship it?".into()
+        }
     );
 }
 
@@ -307,8 +392,8 @@ async fn gate_pauses_the_run() {
 async fn handler_errors_fail_the_run_naming_the_action() {
     struct Refuse;
     impl ActionInterpreter for Refuse {
-        fn interpret(&self, _: &str, _: &str, _: &RunView) -> impl Future<Output = Result<EngineCommand, String>> + Send {
-            async { Err("no such verb".to_string()) }
+        async fn interpret(&self, _: &str, _: &str, _: &RunView) -> Result<EngineCommand, String> {
+            Err("no such verb".to_string())
         }
     }
     let wf = workflow(serde_json::json!({
@@ -318,7 +403,19 @@ async fn handler_errors_fail_the_run_naming_the_action() {
         }}}
     }));
     let workers = FakeWorkers::default().with("tag", tagger);
-    let report = run(&wf, &workers, &Refuse, &RunOptions::new("e"), &mut |_: RunEvent<'_>| {}).await;
-    let RunStatus::Failed { reason } = report.status else { panic!() };
-    assert!(reason.contains("`END`") && reason.contains("no such verb"), "{reason}");
+    let report = run(
+        &wf,
+        &workers,
+        &Refuse,
+        &RunOptions::new("e"),
+        &mut |_: RunEvent<'_>| {},
+    )
+    .await;
+    let RunStatus::Failed { reason } = report.status else {
+        panic!()
+    };
+    assert!(
+        reason.contains("`END`") && reason.contains("no such verb"),
+        "{reason}"
+    );
 }

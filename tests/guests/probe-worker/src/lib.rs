@@ -9,23 +9,51 @@ use wfhost_sdk::prelude::*;
 #[derive(Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 enum Op {
-    Write { path: String, content: String },
-    Read { path: String },
-    Mkdir { path: String },
-    Remove { path: String },
-    Symlink { target: String, link: String },
-    List { path: String },
+    Write {
+        path: String,
+        content: String,
+    },
+    Read {
+        path: String,
+    },
+    Mkdir {
+        path: String,
+    },
+    Remove {
+        path: String,
+    },
+    Symlink {
+        target: String,
+        link: String,
+    },
+    List {
+        path: String,
+    },
     Env,
-    Print { stdout: String, stderr: String },
-    Log { message: String },
+    Print {
+        stdout: String,
+        stderr: String,
+    },
+    Log {
+        message: String,
+    },
     /// Loop forever.
     Spin,
     /// Allocate and touch this many MiB.
-    Alloc { mib: usize },
-    Panic { message: String },
-    Fail { code: String, message: String },
+    Alloc {
+        mib: usize,
+    },
+    Panic {
+        message: String,
+    },
+    Fail {
+        code: String,
+        message: String,
+    },
     /// Return a payload segment of this many bytes.
-    Huge { bytes: usize },
+    Huge {
+        bytes: usize,
+    },
 }
 
 #[derive(Deserialize)]
@@ -73,9 +101,7 @@ impl Worker for Probe {
                 Op::Read { path } => report(std::fs::read_to_string(&path)),
                 Op::Mkdir { path } => report(std::fs::create_dir_all(&path)),
                 Op::Remove { path } => report(std::fs::remove_file(&path)),
-                Op::Symlink { target, link } => {
-                    report(symlink(&target, &link))
-                }
+                Op::Symlink { target, link } => report(symlink(&target, &link)),
                 Op::List { path } => report(std::fs::read_dir(&path).map(|d| {
                     let mut names: Vec<String> = d
                         .filter_map(|e| e.ok())

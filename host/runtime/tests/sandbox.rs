@@ -1,0 +1,576 @@
+//! The sandbox and limits, exercised by a real guest component (the probe
+//! test guest) through the real runtime.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wfhost_core::engine::{BlockRequest, BlockResult};
+use wfhost_core::payload::BlockContext;
+use wfhost_guest_artifacts as guests;
+use wfhost_runtime::admission::World;
+use wfhost_runtime::cache::CacheOutcome;
+use wfhost_runtime::plugins::{PluginRequest, PluginSource};
+use wfhost_runtime::{PluginSet, RuntimeConfig, WasmRuntime};
+
+fn config(cache_dir: Option<PathBuf>) -> RuntimeConfig {
+    RuntimeConfig {
+        cache_dir,
+        memory_limit: 64 << 20,
+        pool_instances: 4,
+        ..RuntimeConfig::default()
+    }
+}
+
+/// A runtime whose cache lives in a directory shared by this test binary,
+/// so only the first test pays for compiling the probe.
+fn runtime() -> Arc<WasmRuntime> {
+    let dir =
+        std::env::temp_dir().join(format!("wfhost-sandbox-tests-cache-{}", std::process::id()));
+    Arc::new(WasmRuntime::new(config(Some(dir))).unwrap())
+}
+
+fn request(name: &str, source: PluginSource, world: World) -> PluginRequest {
+    PluginRequest {
+        name: name.into(),
+        source,
+        world,
+        grants: Vec::new(),
+    }
+}
+
+/// A workspace inside a parent directory, so escapes have somewhere to land.
+struct Fixture {
+    root: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("ws")).unwrap();
+        std::fs::create_dir(root.path().join("outside")).unwrap();
+        std::fs::write(root.path().join("outside/secret.txt"), "top secret").unwrap();
+        Fixture { root }
+    }
+    fn ws(&self) -> PathBuf {
+        self.root.path().join("ws")
+    }
+    fn outside(&self) -> PathBuf {
+        self.root.path().join("outside")
+    }
+    fn probe(&self) -> PluginSet {
+        PluginSet::load(
+            runtime(),
+            &[request(
+                "probe",
+                PluginSource::Builtin(guests::TEST_PROBE),
+                World::Worker,
+            )],
+            &self.ws(),
+        )
+        .unwrap()
+    }
+}
+
+fn context(restrictions: Option<&[&str]>, ops: Value) -> BlockContext {
+    BlockContext {
+        workflow_id: "wf".into(),
+        execution_id: "exec".into(),
+        node_id: "main".into(),
+        block_id: "probe".into(),
+        step_index: 3,
+        previous_block_id: Some("main.before".into()),
+        static_memory: json!({}),
+        config: json!({ "ops": ops }),
+        file_restrictions: restrictions.map(|r| r.iter().map(|s| s.to_string()).collect()),
+        system_prompt: String::new(),
+    }
+}
+
+async fn run(set: &PluginSet, restrictions: Option<&[&str]>, ops: Value) -> BlockResult {
+    run_with_timeout(set, restrictions, ops, None).await
+}
+
+async fn run_with_timeout(
+    set: &PluginSet,
+    restrictions: Option<&[&str]>,
+    ops: Value,
+    timeout: Option<Duration>,
+) -> BlockResult {
+    set.run_worker(BlockRequest {
+        worker: "probe".into(),
+        context: context(restrictions, ops),
+        payload: Vec::new(),
+        timeout,
+    })
+    .await
+}
+
+/// The guest's own report of each op.
+fn observed(result: &BlockResult) -> Vec<String> {
+    let output = result
+        .outcome
+        .as_ref()
+        .unwrap_or_else(|f| panic!("block failed: {}", f.message));
+    output.payload.iter().map(|s| s.content.clone()).collect()
+}
+
+fn failure(result: &BlockResult) -> String {
+    match &result.outcome {
+        Ok(o) => panic!("block unexpectedly succeeded: {:?}", o.payload),
+        Err(f) => f.message.clone(),
+    }
+}
+
+fn write(path: &str) -> Value {
+    json!({"op": "write", "path": path, "content": "x"})
+}
+
+fn no_file_named(root: &Path, name: &str) -> bool {
+    walk(root)
+        .iter()
+        .all(|p| p.file_name().is_none_or(|n| n != name))
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+            out.extend(walk(&path));
+        }
+        out.push(path);
+    }
+    out
+}
+
+#[tokio::test]
+async fn write_inside_a_restriction_lands() {
+    let fx = Fixture::new();
+    let result = run(
+        &fx.probe(),
+        Some(&["out/**"]),
+        json!([write("out/a.txt"), write("out/deep/b.txt")]),
+    )
+    .await;
+    let seen = observed(&result);
+    assert!(seen[0].starts_with("ok"), "{seen:?}");
+    assert_eq!(
+        std::fs::read_to_string(fx.ws().join("out/a.txt")).unwrap(),
+        "x"
+    );
+    // create_dir is not part of a plain write: the nested one needs its parent.
+    assert!(seen[1].starts_with("err"), "{seen:?}");
+}
+
+#[tokio::test]
+async fn write_outside_a_restriction_fails_in_the_guest_and_lands_nowhere() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.ws().join("src")).unwrap();
+    let result = run(
+        &fx.probe(),
+        Some(&["out/**"]),
+        json!([write("src/x.txt"), write("top.txt"), write("/workspace/abs.txt"),
+               {"op": "mkdir", "path": "newdir"}, {"op": "remove", "path": "out"}]),
+    )
+    .await;
+    for seen in observed(&result) {
+        assert!(seen.starts_with("err"), "{seen}");
+    }
+    assert!(!fx.ws().join("src/x.txt").exists());
+    assert!(!fx.ws().join("top.txt").exists());
+    assert!(!fx.ws().join("abs.txt").exists());
+    assert!(!fx.ws().join("newdir").exists());
+}
+
+#[tokio::test]
+async fn read_only_workspace_is_still_readable() {
+    let fx = Fixture::new();
+    std::fs::write(fx.ws().join("input.txt"), "data").unwrap();
+    let result = run(
+        &fx.probe(),
+        Some(&[]),
+        json!([{"op": "read", "path": "input.txt"}, write(".output/o.json")]),
+    )
+    .await;
+    let seen = observed(&result);
+    assert_eq!(seen[0], "ok: \"data\"");
+    assert!(
+        seen[1].starts_with("ok"),
+        "`.output/` is always writable: {seen:?}"
+    );
+    assert!(fx.ws().join(".output/o.json").exists());
+}
+
+#[tokio::test]
+async fn dot_dot_and_absolute_paths_cannot_leave_the_workspace() {
+    let fx = Fixture::new();
+    let escape_rel = "../outside/secret.txt";
+    let host_abs = fx.outside().join("secret.txt").display().to_string();
+    let result = run(
+        &fx.probe(),
+        None, // even an unrestricted block stays inside the workspace
+        json!([
+            {"op": "read", "path": escape_rel},
+            {"op": "read", "path": "out/../../outside/secret.txt"},
+            {"op": "read", "path": host_abs},
+            write("../escape.txt"),
+            write("/escape.txt"),
+            write("/tmp/wfhost-escape.txt"),
+            {"op": "list", "path": "/"},
+        ]),
+    )
+    .await;
+    let seen = observed(&result);
+    for s in &seen[..6] {
+        assert!(s.starts_with("err"), "{seen:?}");
+    }
+    assert!(
+        !seen[6].contains("etc"),
+        "the guest must not see the host root: {}",
+        seen[6]
+    );
+    assert!(no_file_named(fx.root.path(), "escape.txt"));
+    assert!(!Path::new("/tmp/wfhost-escape.txt").exists());
+}
+
+#[tokio::test]
+async fn planted_symlinks_do_not_lead_out() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.ws().join("out")).unwrap();
+    std::os::unix::fs::symlink(fx.outside(), fx.ws().join("link")).unwrap();
+    std::os::unix::fs::symlink(fx.outside(), fx.ws().join("out/link")).unwrap();
+    let result = run(
+        &fx.probe(),
+        Some(&["out/**"]),
+        json!([
+            {"op": "read", "path": "link/secret.txt"},
+            write("out/link/pwned.txt"),
+        ]),
+    )
+    .await;
+    let seen = observed(&result);
+    assert!(seen.iter().all(|s| s.starts_with("err")), "{seen:?}");
+    assert!(!fx.outside().join("pwned.txt").exists());
+}
+
+#[tokio::test]
+async fn a_symlink_the_guest_creates_does_not_lead_out_for_guest_or_host() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.ws().join("out")).unwrap();
+    let set = fx.probe();
+    let first = run(
+        &set,
+        Some(&["out/**"]),
+        json!([
+            {"op": "symlink", "target": "../..", "link": "out/evil"},
+            write("out/evil/outside/pwned.txt"),
+            {"op": "read", "path": "out/evil/outside/secret.txt"},
+        ]),
+    )
+    .await;
+    let seen = observed(&first);
+    assert!(
+        seen[1].starts_with("err") && seen[2].starts_with("err"),
+        "{seen:?}"
+    );
+    assert!(!fx.outside().join("pwned.txt").exists());
+
+    // WASI lets a guest create a link whose target leaves the preopen; it
+    // just cannot follow it.
+    assert!(seen[0].starts_with("ok"), "{seen:?}");
+    assert!(
+        std::fs::symlink_metadata(fx.ws().join("out/evil"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+
+    // The host's own copy, diff and apply (staging for an exact pattern)
+    // must carry the link as a link and never follow it.
+    let second = run(
+        &set,
+        Some(&["**/*.md"]),
+        json!([write("notes.md"), write("out/evil/outside/pwned.md")]),
+    )
+    .await;
+    let seen = observed(&second);
+    assert!(
+        seen[0].starts_with("ok") && seen[1].starts_with("err"),
+        "{seen:?}"
+    );
+    assert!(fx.ws().join("notes.md").exists());
+    assert!(
+        std::fs::symlink_metadata(fx.ws().join("out/evil"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(no_file_named(fx.root.path(), "pwned.txt"));
+    assert!(no_file_named(fx.root.path(), "pwned.md"));
+    assert_eq!(
+        std::fs::read_to_string(fx.outside().join("secret.txt")).unwrap(),
+        "top secret"
+    );
+}
+
+#[tokio::test]
+async fn exact_patterns_are_staged_and_applied_only_when_all_changes_match() {
+    let fx = Fixture::new();
+    let set = fx.probe();
+    let ok = run(
+        &set,
+        Some(&["**/*.md"]),
+        json!([
+            {"op": "mkdir", "path": "docs"}, write("docs/guide.md"), write("README.md")
+        ]),
+    )
+    .await;
+    assert!(observed(&ok).iter().all(|s| s.starts_with("ok")));
+    assert!(fx.ws().join("docs/guide.md").exists());
+    assert!(fx.ws().join("README.md").exists());
+
+    // The guest can write to its staged copy, but a non-matching change
+    // fails the block and nothing of it is applied.
+    let bad = run(
+        &set,
+        Some(&["**/*.md"]),
+        json!([write("more.md"), write("main.rs")]),
+    )
+    .await;
+    let message = failure(&bad);
+    assert!(
+        message.contains("main.rs") && message.contains("outside its file restrictions"),
+        "{message}"
+    );
+    assert!(!fx.ws().join("more.md").exists());
+    assert!(!fx.ws().join("main.rs").exists());
+}
+
+#[tokio::test]
+async fn endless_loop_times_out_and_the_host_stays_healthy() {
+    let fx = Fixture::new();
+    let set = fx.probe();
+    let started = std::time::Instant::now();
+    let result = run_with_timeout(
+        &set,
+        None,
+        json!([{"op": "spin"}]),
+        Some(Duration::from_millis(300)),
+    )
+    .await;
+    let message = failure(&result);
+    assert!(message.contains("timed out after 300ms"), "{message}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // The same plugin set keeps working.
+    let again = run(&set, None, json!([write("after.txt")])).await;
+    assert!(observed(&again)[0].starts_with("ok"));
+}
+
+#[tokio::test]
+async fn memory_bomb_hits_the_cap() {
+    let fx = Fixture::new();
+    let result = run(&fx.probe(), None, json!([{"op": "alloc", "mib": 512}])).await;
+    let message = failure(&result);
+    assert!(message.contains("memory limit of 64 MiB"), "{message}");
+    // Within the cap is fine.
+    let result = run(&fx.probe(), None, json!([{"op": "alloc", "mib": 16}])).await;
+    assert_eq!(observed(&result)[0], "ok: 16");
+}
+
+#[tokio::test]
+async fn a_panic_becomes_a_failed_block_with_the_guest_message() {
+    let fx = Fixture::new();
+    let result = run(
+        &fx.probe(),
+        None,
+        json!([{"op": "panic", "message": "kaboom 42"}]),
+    )
+    .await;
+    let message = failure(&result);
+    assert!(
+        message.contains("trapped") && message.contains("kaboom 42"),
+        "{message}"
+    );
+    assert!(result.log.iter().any(|l| l.contains("kaboom 42")));
+}
+
+#[tokio::test]
+async fn a_returned_error_becomes_a_failed_block() {
+    let fx = Fixture::new();
+    let result = run(
+        &fx.probe(),
+        None,
+        json!([{"op": "fail", "code": "bad-input", "message": "no spec.md"}]),
+    )
+    .await;
+    assert_eq!(
+        failure(&result),
+        "plugin `probe` failed: bad-input: no spec.md"
+    );
+}
+
+#[tokio::test]
+async fn output_and_logs_are_captured_and_capped() {
+    let fx = Fixture::new();
+    let rt = Arc::new(
+        WasmRuntime::new(RuntimeConfig {
+            max_output_bytes: 10_000,
+            max_log_bytes: 64,
+            ..config(None)
+        })
+        .unwrap(),
+    );
+    let set = PluginSet::load(
+        rt,
+        &[request(
+            "probe",
+            PluginSource::Builtin(guests::TEST_PROBE),
+            World::Worker,
+        )],
+        &fx.ws(),
+    )
+    .unwrap();
+    let result = run(
+        &set,
+        None,
+        json!([
+            {"op": "print", "stdout": "to stdout", "stderr": "to stderr"},
+            {"op": "log", "message": "to the log"},
+            {"op": "print", "stdout": "y".repeat(500), "stderr": ""},
+        ]),
+    )
+    .await;
+    assert!(result.outcome.is_ok());
+    let log = result.log.join("\n");
+    assert!(log.contains("[stdout] to stdout"), "{log}");
+    assert!(log.contains("[stderr] to stderr"), "{log}");
+    assert!(log.contains("[info] to the log"), "{log}");
+    assert!(
+        log.contains("bytes of stdout dropped past the cap"),
+        "{log}"
+    );
+
+    let huge = run(&set, None, json!([{"op": "huge", "bytes": 20_000}])).await;
+    assert!(failure(&huge).contains("over the cap of 10000 bytes"));
+}
+
+#[tokio::test]
+async fn the_environment_is_the_contract_and_nothing_else() {
+    let fx = Fixture::new();
+    let result = run(&fx.probe(), Some(&["src/**"]), json!([{"op": "env"}])).await;
+    let env = &observed(&result)[0];
+    for expected in [
+        "(\"WORKFLOW_ID\", \"wf\")",
+        "(\"EXECUTION_ID\", \"exec\")",
+        "(\"NODE_ID\", \"main\")",
+        "(\"STEP_INDEX\", \"3\")",
+        "(\"FILE_RESTRICTIONS\", \"[\\\"src/**\\\"]\")",
+        "(\"OUTPUT_DIR\", \"/workspace/.output\")",
+        "(\"PREVIOUS_BLOCK_ID\", \"main.before\")",
+    ] {
+        assert!(env.contains(expected), "{expected} missing from {env}");
+    }
+    assert!(!env.contains("HOME") && !env.contains("PATH"), "{env}");
+}
+
+#[test]
+fn an_ungranted_capability_is_refused_at_load() {
+    let fx = Fixture::new();
+    let err = PluginSet::load(
+        runtime(),
+        &[request(
+            "net",
+            PluginSource::Builtin(guests::TEST_NET_PROBE),
+            World::Worker,
+        )],
+        &fx.ws(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(err.plugin, "net");
+    assert!(err.message.contains("wasi:sockets/"), "{err}");
+    assert!(err.to_string().contains("plugin `net`"), "{err}");
+}
+
+#[test]
+fn the_second_start_of_a_plugin_is_served_from_the_compiled_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let load = || {
+        let rt = Arc::new(WasmRuntime::new(config(Some(cache.path().to_path_buf()))).unwrap());
+        let set = PluginSet::load(
+            rt.clone(),
+            &[request(
+                "echo",
+                PluginSource::Builtin(guests::ECHO),
+                World::Worker,
+            )],
+            ws.path(),
+        )
+        .unwrap();
+        (set.loads()[0].outcome, rt.cache_stats())
+    };
+    let (first, stats) = load();
+    assert_eq!(first, CacheOutcome::Compiled);
+    assert_eq!((stats.compiles, stats.hits), (1, 0));
+    let (second, stats) = load();
+    assert_eq!(second, CacheOutcome::Hit);
+    assert_eq!((stats.compiles, stats.hits), (0, 1));
+
+    // A corrupted entry is not trusted: it is recompiled and replaced.
+    for entry in std::fs::read_dir(cache.path()).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"garbage").unwrap();
+    }
+    let (third, _) = load();
+    assert_eq!(third, CacheOutcome::Compiled);
+    assert_eq!(load().0, CacheOutcome::Hit);
+}
+
+#[test]
+fn files_that_are_not_components_of_the_right_world_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let try_load = |bytes: &[u8], world: World| {
+        let path = dir.path().join("plugin.wasm");
+        std::fs::write(&path, bytes).unwrap();
+        PluginSet::load(
+            rt.clone(),
+            &[request("p", PluginSource::File(path), world)],
+            dir.path(),
+        )
+        .err()
+        .unwrap()
+        .to_string()
+    };
+    assert!(try_load(b"hello", World::Worker).contains("not a WebAssembly file"));
+    assert!(
+        try_load(b"\0asm\x01\0\0\0", World::Worker)
+            .contains("core WebAssembly module, not a component")
+    );
+    assert!(
+        try_load(guests::ACTIONS_CORE, World::Worker)
+            .contains("is an action-handler component, but it is used as a worker")
+    );
+    assert!(
+        try_load(guests::ECHO, World::ActionHandler)
+            .contains("is a worker component, but it is used as an action-handler")
+    );
+    let missing = PluginSet::load(
+        rt.clone(),
+        &[request(
+            "p",
+            PluginSource::File(dir.path().join("nope.wasm")),
+            World::Worker,
+        )],
+        dir.path(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        missing.contains("nope.wasm") && missing.contains("cannot read"),
+        "{missing}"
+    );
+}

@@ -1,0 +1,50 @@
+//! End-to-end tests of the `wfhost` binary: the way a user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod bad_input;
+mod run;
+
+/// The repository root.
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// Run `wfhost` with a private compiled-component cache.
+fn wfhost(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wfhost"))
+        .args(args)
+        .env("WFHOST_CACHE_DIR", cache)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .expect("wfhost runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Every file and directory below `dir`, relative, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

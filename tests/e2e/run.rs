@@ -1,0 +1,153 @@
+use super::*;
+
+#[test]
+fn the_hello_example_runs() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let manifest = repo().join("examples/hello/workflow.json");
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+        ],
+        cache.path(),
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(text.contains("[0] main.greet -> SIGNAL:SUCCESS"), "{text}");
+    // The unexpected signal is routed by the SIGNAL:FAIL_DEFAULT fallback.
+    assert!(
+        text.contains("[2] main.check -> SIGNAL:UNEXPECTED"),
+        "{text}"
+    );
+    assert!(text.contains("[3] main.done -> SIGNAL:SUCCESS"), "{text}");
+    assert!(
+        text.contains("run succeeded: 4 steps, 1 lines written"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes/hello.txt")).unwrap(),
+        "hello from a sandboxed worker\n"
+    );
+}
+
+#[test]
+fn the_second_start_uses_the_compiled_cache() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let manifest = repo().join("examples/hello/workflow.json");
+    let args = [
+        "run",
+        manifest.to_str().unwrap(),
+        "-w",
+        ws.path().to_str().unwrap(),
+        "--verbose",
+    ];
+    let first = stdout(&wfhost(&args, cache.path()));
+    assert!(
+        first.contains("plugin echo (worker, builtin): compiled,"),
+        "{first}"
+    );
+    let second = stdout(&wfhost(&args, cache.path()));
+    assert!(
+        second.contains("plugin echo (worker, builtin): compiled cache hit"),
+        "{second}"
+    );
+    assert!(
+        second.contains("plugin actions-core (action-handler, builtin): compiled cache hit"),
+        "{second}"
+    );
+}
+
+fn write_manifest(dir: &Path, body: serde_json::Value) -> PathBuf {
+    let path = dir.join("workflow.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&body).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn a_failed_run_exits_non_zero_naming_block_and_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(
+        dir.path(),
+        serde_json::json!({
+            "id": "fails", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "echo", "config": {"signal": "SIGNAL:NOPE"},
+                      "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}
+            }}}
+        }),
+    );
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("`main.a` emitted `SIGNAL:NOPE`"), "{err}");
+    assert!(stdout(&out).contains("run failed"));
+}
+
+#[test]
+fn a_write_outside_the_restrictions_is_refused_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(
+        dir.path(),
+        serde_json::json!({
+            "id": "restricted", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "echo", "config": {"write": {"path": "src/main.rs", "content": "fn main() {}"}},
+                      "file_restrictions": ["docs/**"],
+                      "transitions": [
+                        {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                        {"on_signal": "SIGNAL:WRITE_REFUSED", "action": "FAIL:write refused"}]}
+            }}}
+        }),
+    );
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("write refused"));
+    assert!(!ws.path().join("src/main.rs").exists());
+}
+
+#[test]
+fn a_gate_pauses_with_its_own_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(
+        dir.path(),
+        serde_json::json!({
+            "id": "gated", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "GATE:ship it?"}]}
+            }}}
+        }),
+    );
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            dir.path().to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stdout(&out).contains("waiting at a gate after main.a: ship it?"));
+}
