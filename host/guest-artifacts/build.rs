@@ -15,6 +15,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-plugin-echo", "ECHO", "echo"),
     ("wfhost-test-probe", "TEST_PROBE", ""),
     ("wfhost-test-net-probe", "TEST_NET_PROBE", ""),
+    ("wfhost-test-noop", "TEST_NOOP", ""),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

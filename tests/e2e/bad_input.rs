@@ -24,15 +24,7 @@ impl Case {
 
     /// Run, check exit code 2 and an untouched workspace, return stderr.
     fn refused(&self, manifest: &Path) -> String {
-        let out = wfhost(
-            &[
-                "run",
-                manifest.to_str().unwrap(),
-                "--workspace",
-                self.ws.path().to_str().unwrap(),
-            ],
-            self.dir.path(),
-        );
+        let out = run_workflow(manifest, self.ws.path(), self.dir.path());
         let err = stderr(&out);
         assert_eq!(
             out.status.code(),

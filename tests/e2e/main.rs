@@ -24,6 +24,19 @@ fn wfhost(args: &[&str], cache: &Path) -> Output {
         .expect("wfhost runs")
 }
 
+/// `wfhost run MANIFEST --workspace WS`.
+fn run_workflow(manifest: &Path, ws: &Path, cache: &Path) -> Output {
+    wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "--workspace",
+            ws.to_str().unwrap(),
+        ],
+        cache,
+    )
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -5,15 +5,7 @@ fn the_hello_example_runs() {
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let manifest = repo().join("examples/hello/workflow.json");
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "--workspace",
-            ws.path().to_str().unwrap(),
-        ],
-        cache.path(),
-    );
+    let out = run_workflow(&manifest, ws.path(), cache.path());
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
     assert!(text.contains("[0] main.greet -> SIGNAL:SUCCESS"), "{text}");
@@ -81,15 +73,7 @@ fn a_failed_run_exits_non_zero_naming_block_and_signal() {
             }}}
         }),
     );
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let out = run_workflow(&manifest, ws.path(), dir.path());
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("`main.a` emitted `SIGNAL:NOPE`"), "{err}");
@@ -113,15 +97,7 @@ fn a_write_outside_the_restrictions_is_refused_end_to_end() {
             }}}
         }),
     );
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let out = run_workflow(&manifest, ws.path(), dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
     assert!(stderr(&out).contains("write refused"));
     assert!(!ws.path().join("src/main.rs").exists());
@@ -139,15 +115,7 @@ fn a_gate_pauses_with_its_own_exit_code() {
             }}}
         }),
     );
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            dir.path().to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let out = run_workflow(&manifest, dir.path(), dir.path());
     assert_eq!(out.status.code(), Some(3));
     assert!(stdout(&out).contains("waiting at a gate after main.a: ship it?"));
 }

@@ -54,8 +54,6 @@ pub struct RunView {
     pub step_index: u64,
     /// Return addresses, innermost last, as `node.block`.
     pub return_stack: Vec<String>,
-    pub node_ids: Vec<String>,
-    pub block_ids: Vec<String>,
 }
 
 /// Interprets transition actions. `handler` names the plugin to use.
@@ -182,7 +180,6 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
     let mut stack: Vec<Frame> = Vec::new();
     let mut previous: Option<String> = None;
     let mut steps = 0u64;
-    let node_ids: Vec<String> = workflow.nodes.keys().cloned().collect();
 
     let Some(start) = workflow.nodes.get(&workflow.start_node) else {
         return RunReport {
@@ -304,8 +301,6 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
                 .iter()
                 .map(|f| format!("{}.{}", f.node, f.block))
                 .collect(),
-            node_ids: node_ids.clone(),
-            block_ids: node.blocks.keys().cloned().collect(),
         };
         let command = match actions
             .interpret(&workflow.action_handler, action, &view)
@@ -327,7 +322,14 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
 
         match command {
             EngineCommand::Jump(target) => {
-                at = resolve_ref(&target, &at.node);
+                let next = resolve_ref(&target, &at.node);
+                if lookup(workflow, &next.node, &next.block).is_none() {
+                    break fail(format!(
+                        "action `{action}` of block `{}.{}` jumps to `{}.{}`, which does not exist",
+                        at.node, at.block, next.node, next.block
+                    ));
+                }
+                at = next;
             }
             EngineCommand::Call {
                 node: callee,
@@ -351,6 +353,12 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
                         node: at.node.clone(),
                         block: at.block.clone(),
                     });
+                if lookup(workflow, &back.node, &back.block).is_none() {
+                    break fail(format!(
+                        "action `{action}` of block `{}.{}` returns to `{}.{}`, which does not exist",
+                        at.node, at.block, back.node, back.block
+                    ));
+                }
                 let saved_payload = if callee_node.context_inheritance {
                     None
                 } else {

@@ -16,10 +16,12 @@ use serde_json::json;
 use wfhost_core::engine::{self, BlockRequest, RunOptions, RunStatus};
 use wfhost_core::manifest;
 use wfhost_core::payload::BlockContext;
+use wfhost_core::restrictions::RestrictionPlan;
 use wfhost_guest_artifacts as guests;
 use wfhost_runtime::admission::World;
 use wfhost_runtime::cache::ComponentCache;
 use wfhost_runtime::plugins::{PluginRequest, PluginSource};
+use wfhost_runtime::sandbox::Sandbox;
 use wfhost_runtime::{PluginSet, RuntimeConfig, WasmRuntime};
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -75,13 +77,14 @@ fn bench_compile_vs_cache() {
     );
 }
 
-fn echo_set(rt: Arc<WasmRuntime>, ws: &std::path::Path) -> PluginSet {
+/// `noop` (returns the payload unchanged) and `actions-core`.
+fn noop_set(rt: Arc<WasmRuntime>, ws: &std::path::Path) -> PluginSet {
     PluginSet::load(
         rt,
         &[
             PluginRequest {
-                name: "echo".into(),
-                source: PluginSource::Builtin(guests::ECHO),
+                name: "noop".into(),
+                source: PluginSource::Builtin(guests::TEST_NOOP),
                 world: World::Worker,
                 grants: vec![],
             },
@@ -99,13 +102,28 @@ fn echo_set(rt: Arc<WasmRuntime>, ws: &std::path::Path) -> PluginSet {
 
 fn bench_per_call(tokio: &tokio::runtime::Runtime) {
     let ws = tempfile::tempdir().unwrap();
-    let set = echo_set(runtime(None), ws.path());
+    let set = noop_set(runtime(None), ws.path());
+    let prepare: Vec<Duration> = (0..3000)
+        .map(|_| {
+            let plan = RestrictionPlan::new(Some(&["out/**".to_string()])).unwrap();
+            let t = Instant::now();
+            let sandbox = Sandbox::prepare(ws.path(), &plan).unwrap();
+            let d = t.elapsed();
+            sandbox.finish(true).unwrap();
+            d
+        })
+        .collect();
+    println!(
+        "| of which: sandbox preparation (`out/**`) | median {} | |",
+        fmt(median(prepare))
+    );
     for (label, restrictions) in [
         ("unrestricted: 1 preopen", None),
+        ("read-only, `[]`: 2 preopens", Some(vec![])),
         ("`out/**`: 3 preopens", Some(vec!["out/**".to_string()])),
     ] {
         let request = BlockRequest {
-            worker: "echo".into(),
+            worker: "noop".into(),
             context: BlockContext {
                 workflow_id: "bench".into(),
                 execution_id: "e".into(),
@@ -153,7 +171,7 @@ fn bench_linear_workflow(tokio: &tokio::runtime::Runtime) {
         };
         blocks.insert(
             format!("b{i}"),
-            json!({"worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
+            json!({"worker": "noop", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
         );
     }
     let text = json!({"id": "linear", "start_node": "main",
@@ -161,9 +179,9 @@ fn bench_linear_workflow(tokio: &tokio::runtime::Runtime) {
     .to_string();
     let path = std::path::Path::new("linear.json");
     let wf = manifest::parse(path, &text).unwrap();
-    assert!(manifest::check(path, &wf, &["echo", "actions-core"]).is_empty());
+    assert!(manifest::check(path, &wf, &["noop", "actions-core"]).is_empty());
     let ws = tempfile::tempdir().unwrap();
-    let set = echo_set(runtime(None), ws.path());
+    let set = noop_set(runtime(None), ws.path());
     let mut totals = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -197,9 +215,21 @@ fn main() {
         .enable_time()
         .build()
         .unwrap();
+    // `cargo bench -p wfhost-runtime -- call` runs only the matching groups.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
     println!("| benchmark | result | |");
     println!("|---|---|---|");
-    bench_compile_vs_cache();
-    bench_per_call(&tokio);
-    bench_linear_workflow(&tokio);
+    if wanted("load") {
+        bench_compile_vs_cache();
+    }
+    if wanted("call") {
+        bench_per_call(&tokio);
+    }
+    if wanted("workflow") {
+        bench_linear_workflow(&tokio);
+    }
 }

@@ -110,24 +110,36 @@ pub fn check_imports(
     grants: &[String],
 ) -> Result<(), String> {
     let ty = component.component_type();
-    let mut refused = Vec::new();
+    let mut network = Vec::new();
+    let mut ungranted: Vec<(String, &str)> = Vec::new();
+    let mut unknown = Vec::new();
     for (name, _) in ty.imports(engine) {
         match capabilities::check_import(name, grants) {
             Ok(()) => {}
-            Err(Refusal::Network) => refused.push(format!(
-                "`{name}`, which the workflow does not grant (plugins have no network access)"
-            )),
-            Err(Refusal::NotGranted(cap)) => refused.push(format!(
-                "`{name}`, which the workflow does not grant (add \"{cap}\" to the plugin's `grants`)"
-            )),
-            Err(Refusal::Unknown) => refused.push(format!(
-                "`{name}`, which the workflow does not grant (this host offers no such interface)"
-            )),
+            Err(Refusal::Network) => network.push(format!("`{name}`")),
+            Err(Refusal::NotGranted(cap)) => ungranted.push((format!("`{name}`"), cap)),
+            Err(Refusal::Unknown) => unknown.push(format!("`{name}`")),
         }
     }
-    if refused.is_empty() {
+    let mut reasons = Vec::new();
+    if !network.is_empty() {
+        reasons.push(format!(
+            "{} (plugins have no network access)",
+            network.join(", ")
+        ));
+    }
+    for (name, cap) in &ungranted {
+        reasons.push(format!("{name} (add \"{cap}\" to the plugin's `grants`)"));
+    }
+    if !unknown.is_empty() {
+        reasons.push(format!("{} (not offered by this host)", unknown.join(", ")));
+    }
+    if reasons.is_empty() {
         Ok(())
     } else {
-        Err(format!("imports {}", refused.join("; and ")))
+        Err(format!(
+            "imports interfaces the workflow does not grant it: {}",
+            reasons.join("; ")
+        ))
     }
 }

@@ -263,6 +263,10 @@ impl PluginSet {
             Err(e) => return failed(e),
         };
         let mut wasi = WasiCtxBuilder::new();
+        // Filesystem calls of a guest are short local I/O; running them in
+        // place avoids a round trip to tokio's blocking pool per call, which
+        // costs more than the call itself. (Must be set before the preopens.)
+        wasi.allow_blocking_current_thread(true);
         if let Err(e) = sandbox.apply_to(&mut wasi) {
             return failed(e);
         }
@@ -364,8 +368,6 @@ impl PluginSet {
             signal: view.signal.clone(),
             step_index: view.step_index,
             return_stack: view.return_stack.clone(),
-            node_ids: view.node_ids.clone(),
-            block_ids: view.block_ids.clone(),
         };
         let call = match pre.instantiate_async(&mut store).await {
             Ok(instance) => {

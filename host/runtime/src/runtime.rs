@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::bindings;
 use crate::cache::{CacheStats, ComponentCache};
@@ -29,10 +29,28 @@ pub struct WasmRuntime {
 
 impl WasmRuntime {
     pub fn new(config: RuntimeConfig) -> wasmtime::Result<Self> {
+        match Self::build_engine(&config, config.pooling) {
+            Ok(engine) => Self::with_engine(engine, config),
+            // The pool reserves virtual memory up front; where that is not
+            // allowed (strict overcommit, small address-space limits), run
+            // without it rather than not at all.
+            Err(_) if config.pooling => {
+                let engine = Self::build_engine(&config, false)?;
+                let config = RuntimeConfig {
+                    pooling: false,
+                    ..config
+                };
+                Self::with_engine(engine, config)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn build_engine(config: &RuntimeConfig, pooling: bool) -> wasmtime::Result<Engine> {
         let mut wasm = Config::new();
         wasm.wasm_component_model(true);
         wasm.epoch_interruption(true);
-        if config.pooling {
+        if pooling {
             let n = config.pool_instances;
             let mut pool = PoolingAllocationConfig::new();
             pool.total_component_instances(n)
@@ -43,11 +61,18 @@ impl WasmRuntime {
                 .max_core_instances_per_component(32)
                 .max_memories_per_component(2)
                 .max_tables_per_component(8)
-                .max_memory_size(config.memory_limit);
+                .max_memory_size(config.memory_limit)
+                // Reset small memories with memset instead of madvise: a
+                // block's instance is short-lived and its slot reused at once.
+                .linear_memory_keep_resident(2 << 20)
+                .table_keep_resident(64 << 10)
+                .pagemap_scan(Enabled::Auto);
             wasm.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
-        let engine = Engine::new(&wasm)?;
+        Engine::new(&wasm)
+    }
 
+    fn with_engine(engine: Engine, config: RuntimeConfig) -> wasmtime::Result<Self> {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
@@ -78,6 +103,8 @@ impl WasmRuntime {
         })
     }
 
+    /// The settings in force (`pooling` is false if the pool could not be
+    /// reserved).
     pub fn config(&self) -> &RuntimeConfig {
         &self.config
     }

@@ -419,3 +419,53 @@ async fn handler_errors_fail_the_run_naming_the_action() {
         "{reason}"
     );
 }
+
+#[tokio::test]
+async fn commands_to_missing_targets_fail_naming_the_action() {
+    // The manifest check cannot see targets chosen by a third-party handler;
+    // the engine checks them when it executes the command.
+    struct Wild;
+    impl ActionInterpreter for Wild {
+        async fn interpret(
+            &self,
+            _: &str,
+            action: &str,
+            _: &RunView,
+        ) -> Result<EngineCommand, String> {
+            Ok(match action {
+                "A" => EngineCommand::Jump(BlockRef::parse("main.ghost")),
+                _ => EngineCommand::Call {
+                    node: "main".into(),
+                    return_to: Some(BlockRef::parse("nowhere")),
+                },
+            })
+        }
+    }
+    for (action, expected) in [
+        ("A", "jumps to `main.ghost`"),
+        ("B", "returns to `main.nowhere`"),
+    ] {
+        let wf = workflow(serde_json::json!({
+            "id": "w", "start_node": "main", "action_handler": "tag",
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", action)]),
+            }}}
+        }));
+        let workers = FakeWorkers::default().with("tag", tagger);
+        let report = run(
+            &wf,
+            &workers,
+            &Wild,
+            &RunOptions::new("e"),
+            &mut |_: RunEvent<'_>| {},
+        )
+        .await;
+        let RunStatus::Failed { reason } = report.status else {
+            panic!()
+        };
+        assert!(
+            reason.contains(expected) && reason.contains(&format!("`{action}`")),
+            "{reason}"
+        );
+    }
+}
