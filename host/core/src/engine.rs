@@ -222,7 +222,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             static_memory: serde_json::Value::Object(node.static_memory.clone()),
             config: block.config.clone(),
             file_restrictions: block.file_restrictions.clone(),
-            system_prompt: workflow.rules.clone().unwrap_or_default(),
+            system_prompt: system_prompt(workflow, block),
         };
 
         // Step B: execute the block.
@@ -412,6 +412,17 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         payload,
         duration: started.elapsed(),
     }
+}
+
+fn system_prompt(workflow: &Workflow, block: &Block) -> String {
+    let prompt = block.prompt.clone().unwrap_or_default();
+    crate::prompt::assemble(crate::prompt::PromptParts {
+        rules: workflow.rules.as_deref(),
+        prefix: prompt.prefix.as_deref(),
+        task: prompt.task.as_deref(),
+        file_restrictions: block.file_restrictions.as_deref(),
+        output_checklist: &prompt.output_checklist,
+    })
 }
 
 fn lookup<'w>(workflow: &'w Workflow, node: &str, block: &str) -> Option<(&'w Node, &'w Block)> {

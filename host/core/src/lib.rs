@@ -17,6 +17,7 @@ pub mod command;
 pub mod engine;
 pub mod manifest;
 pub mod payload;
+pub mod prompt;
 pub mod restrictions;
 pub mod transitions;
 #[cfg(unix)]

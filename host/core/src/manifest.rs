@@ -85,6 +85,9 @@ pub struct Block {
     pub config: serde_json::Value,
     #[serde(default)]
     pub transitions: Vec<Transition>,
+    /// What the block's system prompt says beyond the workflow rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<BlockPrompt>,
     /// Glob patterns of workspace paths the block may modify. Absent means
     /// unrestricted; `[]` means read-only (except `.output/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +101,21 @@ pub struct Block {
         serialize_with = "serialize_duration"
     )]
     pub timeout: Option<Duration>,
+}
+
+/// A block's part of its system prompt (seed 000's prompt assembly).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BlockPrompt {
+    /// The harness prefix, e.g. "You are a senior planner.".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The task instruction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    /// Required outputs, rendered as a numbered list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_checklist: Vec<String>,
 }
 
 /// One row of a block's transition table.

@@ -469,3 +469,26 @@ async fn commands_to_missing_targets_fail_naming_the_action() {
         );
     }
 }
+
+#[tokio::test]
+async fn workers_get_the_assembled_system_prompt() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main", "rules": "Be careful.",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "tag", "file_restrictions": ["docs/**"],
+                  "prompt": {"prefix": "You are a writer.", "task": "Write docs.", "output_checklist": ["docs/index.md"]},
+                  "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:b"}]},
+            "b": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", tagger);
+    assert_eq!(execute(&wf, &workers).await.status, RunStatus::Succeeded);
+    let seen = workers.seen.lock().unwrap();
+    assert_eq!(
+        seen[0].system_prompt,
+        "Be careful.\n\nYou are a writer.\n\nWrite docs.\n\n\
+         Only modify files matching: docs/**. Other files are read-only.\n\n\
+         You must produce the following outputs:\n1) docs/index.md"
+    );
+    assert_eq!(seen[1].system_prompt, "Be careful.");
+}
