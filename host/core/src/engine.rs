@@ -225,6 +225,18 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             system_prompt: system_prompt(workflow, block),
         };
 
+        let strategy = match crate::merge::parse_all(&block.payload_merge_strategy) {
+            Ok(s) => s,
+            Err((_, e)) => break fail(format!("block `{}.{}`: {e}", at.node, at.block)),
+        };
+        let block_payload = crate::merge::apply(
+            &strategy,
+            &payload,
+            &node.static_memory,
+            &block.config,
+            step,
+        );
+
         // Step B: execute the block.
         observer.on_event(RunEvent::BlockStarted {
             step,
@@ -236,7 +248,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             .run_block(BlockRequest {
                 worker: block.worker.clone(),
                 context,
-                payload: payload.clone(),
+                payload: block_payload,
                 timeout: block.timeout,
             })
             .await;

@@ -16,6 +16,7 @@ pub mod capabilities;
 pub mod command;
 pub mod engine;
 pub mod manifest;
+pub mod merge;
 pub mod payload;
 pub mod prompt;
 pub mod restrictions;

@@ -83,6 +83,10 @@ pub struct Block {
     /// Worker-specific configuration, handed to the worker as JSON.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub config: serde_json::Value,
+    /// Ordered instructions that assemble the payload the worker receives
+    /// (see [`crate::merge`]); empty means inherit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub payload_merge_strategy: Vec<String>,
     #[serde(default)]
     pub transitions: Vec<Transition>,
     /// What the block's system prompt says beyond the workflow rules.
@@ -394,6 +398,12 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                     ),
                 );
             }
+            if let Err((i, e)) = crate::merge::parse_all(&block.payload_merge_strategy) {
+                err(
+                    at(&["payload_merge_strategy", &i.to_string()]),
+                    e.to_string(),
+                );
+            }
             if let Some(patterns) = &block.file_restrictions
                 && let Err(e) = crate::restrictions::RestrictionPlan::new(Some(patterns))
             {
@@ -547,6 +557,21 @@ mod tests {
         assert!(manifest(&minimal("CALL:main@b")).is_ok());
         assert!(manifest(&minimal("CALL:ghost")).is_err());
         assert!(manifest(&minimal("CALL:main@ghost")).is_err());
+    }
+
+    #[test]
+    fn bad_merge_instructions_name_their_place() {
+        let text = minimal("END").replacen(
+            "\"worker\":\"echo\",",
+            "\"worker\":\"echo\",\"payload_merge_strategy\":[\"inherit\",\"shuffle\"],",
+            1,
+        );
+        let err = manifest(&text).unwrap_err();
+        assert_eq!(
+            err.0[0].location.as_deref(),
+            Some("/nodes/main/blocks/a/payload_merge_strategy/1")
+        );
+        assert!(err.0[0].message.contains("`shuffle`"), "{err}");
     }
 
     #[test]

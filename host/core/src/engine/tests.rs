@@ -492,3 +492,32 @@ async fn workers_get_the_assembled_system_prompt() {
     );
     assert_eq!(seen[1].system_prompt, "Be careful.");
 }
+
+#[tokio::test]
+async fn the_merge_strategy_shapes_what_the_worker_receives() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "static_memory": {"style": "terse"}, "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:b")]),
+            "b": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:c")]),
+            "c": {"worker": "tag", "payload_merge_strategy": ["keep_last:1", "append_static:style"],
+                  "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]},
+        }}}
+    }));
+    let received = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let r = received.clone();
+    let workers = FakeWorkers::default().with("tag", move |ctx, payload| {
+        r.lock().unwrap().push(
+            payload
+                .iter()
+                .map(|s| s.content.clone())
+                .collect::<Vec<_>>(),
+        );
+        tagger(ctx, payload)
+    });
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    let received = received.lock().unwrap();
+    assert_eq!(received[2], ["main.b", "terse"]);
+    assert_eq!(tags(&report), ["main.b", "terse", "main.c"]);
+}
