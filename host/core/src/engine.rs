@@ -180,6 +180,8 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
     let mut stack: Vec<Frame> = Vec::new();
     let mut previous: Option<String> = None;
     let mut steps = 0u64;
+    let mut attempts: std::collections::HashMap<(String, String), u32> =
+        std::collections::HashMap::new();
 
     let Some(start) = workflow.nodes.get(&workflow.start_node) else {
         return RunReport {
@@ -206,6 +208,20 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             break fail(format!(
                 "step limit of {} reached at block `{}.{}`: the workflow probably loops",
                 options.max_steps, at.node, at.block
+            ));
+        }
+        let attempt = attempts
+            .entry((at.node.clone(), at.block.clone()))
+            .or_insert(0);
+        *attempt += 1;
+        if let Some(max) = block.max_attempts
+            && *attempt > max
+        {
+            break fail(format!(
+                "block `{}.{}` would run a {} time, over its max_attempts of {max}",
+                at.node,
+                at.block,
+                ordinal(*attempt)
             ));
         }
         let step = steps;
@@ -424,6 +440,17 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         payload,
         duration: started.elapsed(),
     }
+}
+
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 fn system_prompt(workflow: &Workflow, block: &Block) -> String {

@@ -96,6 +96,11 @@ pub struct Block {
     /// unrestricted; `[]` means read-only (except `.output/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_restrictions: Option<Vec<String>>,
+    /// How many times the block may run in one run (loop safety for retry
+    /// cycles such as a validation loop). Unlimited when absent, apart from
+    /// the run's step limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
     /// Wall-clock limit for one execution of the block, e.g. `"30s"`,
     /// `"500ms"`, `"2m"`.
     #[serde(
@@ -396,6 +401,12 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                         block.worker,
                         builtin_plugins.join(", ")
                     ),
+                );
+            }
+            if block.max_attempts == Some(0) {
+                err(
+                    at(&["max_attempts"]),
+                    "max_attempts must be at least 1".into(),
                 );
             }
             if let Err((i, e)) = crate::merge::parse_all(&block.payload_merge_strategy) {

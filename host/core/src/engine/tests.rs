@@ -521,3 +521,24 @@ async fn the_merge_strategy_shapes_what_the_worker_receives() {
     assert_eq!(received[2], ["main.b", "terse"]);
     assert_eq!(tags(&report), ["main.b", "terse", "main.c"]);
 }
+
+#[tokio::test]
+async fn max_attempts_ends_a_retry_cycle() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "work", "blocks": {
+            "work": {"worker": "tag", "config": {"signal": "SIGNAL:RETRY"}, "max_attempts": 3,
+                     "transitions": [{"on_signal": "SIGNAL:RETRY", "action": "JUMP:work"}]},
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", |ctx, _| tagger(ctx, &Vec::new()));
+    let report = execute(&wf, &workers).await;
+    let RunStatus::Failed { reason } = report.status else {
+        panic!()
+    };
+    assert_eq!(
+        reason,
+        "block `main.work` would run a 4th time, over its max_attempts of 3"
+    );
+    assert_eq!(report.steps, 3);
+}
