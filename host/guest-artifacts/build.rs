@@ -34,7 +34,7 @@ fn main() {
         "sdk",
         "plugins",
         "tests/guests",
-        "host/core/src",
+        "host/actions/src",
         "Cargo.lock",
     ] {
         println!("cargo:rerun-if-changed={}", workspace.join(dir).display());

@@ -11,9 +11,8 @@
 //! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
 //! core is tested with in-process fakes.
 
-pub mod actions;
+pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
-pub mod command;
 pub mod engine;
 pub mod manifest;
 pub mod merge;

@@ -135,14 +135,7 @@ pub struct Transition {
     pub action: String,
 }
 
-/// Node and block names: letters, digits, `_` and `-`. The dot is reserved
-/// for `node.block` addresses.
-pub fn is_valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
+pub use wfhost_actions::is_valid_id;
 
 /// Parse `"250ms"`, `"30s"`, `"2m"`, `"1h"`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -1,13 +1,13 @@
 //! `actions-core`: wfhost's default ActionHandler.
 //!
-//! Interprets the core action grammar documented in `wfhost_core::actions`
+//! Interprets the core action grammar documented in `wfhost_actions::grammar`
 //! (`JUMP:<block>`, `JUMP:<node>.<block>`, `CALL:<node>[@<block>]`,
 //! `RETURN`, `END`, `FAIL[:reason]`, `GATE[:prompt]`). Targets are checked
 //! when the manifest loads and again by the engine when it executes the
 //! command.
 
-use wfhost_core::actions;
-use wfhost_core::command::{BlockRef as CoreRef, EngineCommand as CoreCommand};
+use wfhost_actions::command::{BlockRef as CoreRef, EngineCommand as CoreCommand};
+use wfhost_actions::grammar as actions;
 use wfhost_sdk::prelude::*;
 
 pub struct CoreActions;
