@@ -46,8 +46,8 @@ pub fn parse(action: &str) -> Result<EngineCommand, ActionSyntaxError> {
     };
     let checked_ref = |t: &str| -> Result<BlockRef, ActionSyntaxError> {
         let r = BlockRef::parse(t);
-        let names_ok = crate::is_valid_id(&r.block)
-            && r.node.as_deref().is_none_or(crate::is_valid_id);
+        let names_ok =
+            crate::is_valid_id(&r.block) && r.node.as_deref().is_none_or(crate::is_valid_id);
         if names_ok {
             Ok(r)
         } else {

@@ -13,6 +13,7 @@ use crate::command::{BlockRef, EngineCommand};
 use crate::manifest::{Block, Node, Workflow};
 use crate::payload::{BlockContext, ContextSegment, ExecutionPayload, Statistics, WorkerOutput};
 use crate::transitions::{self, Resolution};
+use crate::validation::OutputSchema;
 
 /// A request to execute one block.
 #[derive(Debug, Clone)]
@@ -182,6 +183,8 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
     let mut steps = 0u64;
     let mut attempts: std::collections::HashMap<(String, String), u32> =
         std::collections::HashMap::new();
+    let mut schemas: std::collections::HashMap<(String, String), OutputSchema> =
+        std::collections::HashMap::new();
 
     let Some(start) = workflow.nodes.get(&workflow.start_node) else {
         return RunReport {
@@ -271,8 +274,48 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         let duration = block_started.elapsed();
         let (signal, failure, block_stats) = match result.outcome {
             Ok(output) => {
+                let mut signal = output.signal;
+                let raw = output
+                    .structured_output
+                    .or_else(|| output.payload.last().map(|s| s.content.clone()));
                 payload = output.payload;
-                (output.signal, None, output.statistics)
+                // Step C: validate and clean the output.
+                if let Some(schema) = &block.validation_schema {
+                    let key = (at.node.clone(), at.block.clone());
+                    if !schemas.contains_key(&key) {
+                        match OutputSchema::compile(schema) {
+                            Ok(compiled) => {
+                                schemas.insert(key.clone(), compiled);
+                            }
+                            Err(e) => {
+                                break fail(format!("block `{}.{}`: {e}", at.node, at.block));
+                            }
+                        }
+                    }
+                    let checked = match raw.as_deref() {
+                        None => Err("the worker returned no output to validate".to_string()),
+                        Some(text) => schemas[&key].check(text).map_err(|e| e.to_string()),
+                    };
+                    match checked {
+                        Ok(clean) => payload.push(ContextSegment::new(
+                            format!("validated-{step}"),
+                            "VALIDATED_OUTPUT",
+                            clean.to_string(),
+                        )),
+                        Err(reason) => {
+                            signal = transitions::VALIDATION_FAIL.to_string();
+                            payload.push(ContextSegment::new(
+                                format!("validation-error-{step}"),
+                                "VALIDATION_ERROR",
+                                format!(
+                                    "output of `{}.{}` failed validation: {reason}",
+                                    at.node, at.block
+                                ),
+                            ));
+                        }
+                    }
+                }
+                (signal, None, output.statistics)
             }
             Err(failure) => {
                 payload.push(ContextSegment::new(

@@ -20,5 +20,6 @@ pub mod payload;
 pub mod prompt;
 pub mod restrictions;
 pub mod transitions;
+pub mod validation;
 #[cfg(unix)]
 pub mod workspace;

@@ -96,6 +96,11 @@ pub struct Block {
     /// unrestricted; `[]` means read-only (except `.output/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_restrictions: Option<Vec<String>>,
+    /// A JSON Schema the worker's output must satisfy: inline, or a path
+    /// (string) relative to the manifest, which [`load`] replaces by the
+    /// file's content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation_schema: Option<serde_json::Value>,
     /// How many times the block may run in one run (loop safety for retry
     /// cycles such as a validation loop). Unlimited when absent, apart from
     /// the run's step limit.
@@ -250,8 +255,10 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
             ),
         )
     })?;
-    let workflow = parse(file, &text)?;
-    let errors = check(file, &workflow, builtin_plugins);
+    let mut workflow = parse(file, &text)?;
+    let base_dir = file.parent().unwrap_or(Path::new("."));
+    let mut errors = resolve_schemas(file, base_dir, &mut workflow);
+    errors.extend(check(file, &workflow, builtin_plugins));
     if !errors.is_empty() {
         return Err(ManifestErrors(errors));
     }
@@ -281,6 +288,35 @@ pub fn parse(file: &Path, text: &str) -> Result<Workflow, ManifestErrors> {
             message,
         }])
     })
+}
+
+/// Replace schema paths by the schemas they name.
+fn resolve_schemas(file: &Path, base_dir: &Path, wf: &mut Workflow) -> Vec<ManifestError> {
+    let mut errors = Vec::new();
+    for (node_id, node) in wf.nodes.iter_mut() {
+        for (block_id, block) in node.blocks.iter_mut() {
+            let Some(serde_json::Value::String(rel)) = &block.validation_schema else {
+                continue;
+            };
+            let path = base_dir.join(rel);
+            let at = pointer(&["nodes", node_id, "blocks", block_id, "validation_schema"]);
+            let loaded = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read schema file {}: {e}", path.display()))
+                .and_then(|text| {
+                    serde_json::from_str(&text)
+                        .map_err(|e| format!("schema file {} is not JSON: {e}", path.display()))
+                });
+            match loaded {
+                Ok(schema) => block.validation_schema = Some(schema),
+                Err(message) => errors.push(ManifestError {
+                    file: file.to_path_buf(),
+                    location: Some(at),
+                    message,
+                }),
+            }
+        }
+    }
+    errors
 }
 
 fn pointer(parts: &[&str]) -> String {
@@ -395,6 +431,14 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                         builtin_plugins.join(", ")
                     ),
                 );
+            }
+            match &block.validation_schema {
+                Some(serde_json::Value::String(_)) | None => {}
+                Some(schema) => {
+                    if let Err(e) = crate::validation::OutputSchema::compile(schema) {
+                        err(at(&["validation_schema"]), e);
+                    }
+                }
             }
             if block.max_attempts == Some(0) {
                 err(
@@ -576,6 +620,53 @@ mod tests {
             Some("/nodes/main/blocks/a/payload_merge_strategy/1")
         );
         assert!(err.0[0].message.contains("`shuffle`"), "{err}");
+    }
+
+    #[test]
+    fn an_invalid_schema_is_a_manifest_error() {
+        let text = minimal("END").replacen(
+            "\"worker\":\"echo\",",
+            "\"worker\":\"echo\",\"validation_schema\":{\"type\":\"banana\"},",
+            1,
+        );
+        let err = manifest(&text).unwrap_err();
+        assert_eq!(
+            err.0[0].location.as_deref(),
+            Some("/nodes/main/blocks/a/validation_schema")
+        );
+        assert!(err.0[0].message.contains("invalid JSON Schema"), "{err}");
+    }
+
+    #[test]
+    fn schema_files_are_loaded_relative_to_the_manifest() {
+        let dir = std::env::temp_dir().join(format!("wfhost-schema-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("schemas")).unwrap();
+        std::fs::write(dir.join("schemas/plan.json"), r#"{"type":"object"}"#).unwrap();
+        let text = minimal("END").replacen(
+            "\"worker\":\"echo\",",
+            "\"worker\":\"echo\",\"validation_schema\":\"schemas/plan.json\",",
+            1,
+        );
+        std::fs::write(dir.join("wf.json"), &text).unwrap();
+        let wf = load(&dir.join("wf.json"), BUILTINS).unwrap();
+        let schema = wf.workflow.nodes["main"].blocks["a"]
+            .validation_schema
+            .clone();
+        assert_eq!(schema, Some(serde_json::json!({"type": "object"})));
+
+        std::fs::write(
+            dir.join("wf.json"),
+            text.replace("plan.json", "missing.json"),
+        )
+        .unwrap();
+        let err = load(&dir.join("wf.json"), BUILTINS)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/nodes/main/blocks/a/validation_schema") && err.contains("missing.json"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -4,6 +4,9 @@ use crate::manifest::Transition;
 
 /// The reserved fallback signal (seed 004, step E).
 pub const FAIL_DEFAULT: &str = "SIGNAL:FAIL_DEFAULT";
+/// The signal that replaces a worker's own when its output fails the
+/// block's validation schema (seed 004, step C).
+pub const VALIDATION_FAIL: &str = "SIGNAL:VALIDATION_FAIL";
 /// The signal of a block whose worker failed (trap, error, timeout, limits).
 pub const WORKER_ERROR: &str = "SIGNAL:WORKER_ERROR";
 

@@ -45,7 +45,11 @@ impl OutputSchema {
             .take(20)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                let at = if path.is_empty() { "/".to_string() } else { path };
+                let at = if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path
+                };
                 format!("at {at}: {e}")
             })
             .collect();
@@ -91,8 +95,14 @@ mod tests {
     #[test]
     fn cleaner_strips_fences_and_chatter() {
         assert_eq!(clean("```json\n{\"a\": 1}\n```"), "{\"a\": 1}");
-        assert_eq!(clean("Here you go:\n```\n[1, 2]\n```\nAnything else?"), "[1, 2]");
-        assert_eq!(clean("Sure! {\"a\": {\"b\": 2}} Hope this helps."), "{\"a\": {\"b\": 2}}");
+        assert_eq!(
+            clean("Here you go:\n```\n[1, 2]\n```\nAnything else?"),
+            "[1, 2]"
+        );
+        assert_eq!(
+            clean("Sure! {\"a\": {\"b\": 2}} Hope this helps."),
+            "{\"a\": {\"b\": 2}}"
+        );
         assert_eq!(clean("  [1]  "), "[1]");
         assert_eq!(clean("no json here"), "no json here");
     }
@@ -108,7 +118,9 @@ mod tests {
 
     #[test]
     fn valid_output_is_returned_clean() {
-        let v = schema().check("Plan:\n```json\n{\"title\": \"x\", \"tasks\": [\"t1\"]}\n```").unwrap();
+        let v = schema()
+            .check("Plan:\n```json\n{\"title\": \"x\", \"tasks\": [\"t1\"]}\n```")
+            .unwrap();
         assert_eq!(v, json!({"title": "x", "tasks": ["t1"]}));
     }
 
@@ -116,7 +128,10 @@ mod tests {
     fn failures_say_what_and_where() {
         let err = schema().check("{\"title\": 3, \"tasks\": []}").unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("at /title") && text.contains("at /tasks"), "{text}");
+        assert!(
+            text.contains("at /title") && text.contains("at /tasks"),
+            "{text}"
+        );
         let err = schema().check("I could not do it.").unwrap_err();
         assert!(err.to_string().contains("not JSON"), "{err}");
     }

@@ -542,3 +542,75 @@ async fn max_attempts_ends_a_retry_cycle() {
     );
     assert_eq!(report.steps, 3);
 }
+
+#[tokio::test]
+async fn invalid_output_becomes_validation_fail_and_the_retry_sees_why() {
+    // The worker answers badly first, then correctly once it sees the
+    // VALIDATION_ERROR note in its payload.
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "plan", "blocks": {
+            "plan": {"worker": "tag", "max_attempts": 3,
+                "validation_schema": {"type": "object", "required": ["tasks"],
+                                      "properties": {"tasks": {"type": "array", "minItems": 1}}},
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:VALIDATION_FAIL", "action": "JUMP:plan"}]},
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", |_, payload| {
+        let retried = payload.iter().any(|s| s.kind == "VALIDATION_ERROR");
+        let answer = if retried {
+            "Here:\n```json\n{\"tasks\": [\"t1\"]}\n```"
+        } else {
+            "{\"tasks\": []}"
+        };
+        let mut payload = payload.clone();
+        payload.push(ContextSegment::new("answer", "AI_RESPONSE", answer));
+        Ok(WorkerOutput {
+            payload,
+            signal: "SIGNAL:SUCCESS".into(),
+            ..Default::default()
+        })
+    });
+    let report = execute(&wf, &workers).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(report.steps, 2);
+    let kinds: Vec<&str> = report.payload.iter().map(|s| s.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "AI_RESPONSE",
+            "VALIDATION_ERROR",
+            "AI_RESPONSE",
+            "VALIDATED_OUTPUT"
+        ]
+    );
+    assert!(
+        report.payload[1].content.contains("at /tasks"),
+        "{}",
+        report.payload[1].content
+    );
+    assert_eq!(report.payload[3].content, "{\"tasks\":[\"t1\"]}");
+}
+
+#[tokio::test]
+async fn structured_output_is_validated_in_preference_to_the_payload() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "tag", "validation_schema": {"type": "integer"},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                                {"on_signal": "SIGNAL:VALIDATION_FAIL", "action": "FAIL:invalid"}]},
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", |_, _| {
+        Ok(WorkerOutput {
+            payload: vec![ContextSegment::new("x", "NOTE", "not a number")],
+            signal: "SIGNAL:SUCCESS".into(),
+            structured_output: Some("42".into()),
+            ..Default::default()
+        })
+    });
+    assert_eq!(execute(&wf, &workers).await.status, RunStatus::Succeeded);
+}
