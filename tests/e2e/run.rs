@@ -119,3 +119,35 @@ fn a_gate_pauses_with_its_own_exit_code() {
     assert_eq!(out.status.code(), Some(3));
     assert!(stdout(&out).contains("waiting at a gate after main.a: ship it?"));
 }
+
+#[test]
+fn json_reports_status_and_statistics_per_block() {
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let manifest = repo().join("examples/hello/workflow.json");
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ],
+        cache.path(),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
+    assert_eq!(report["status"], "succeeded");
+    assert_eq!(report["workflow"], "hello");
+    assert_eq!(report["steps"], 4);
+    assert_eq!(report["statistics"]["lines_written"], 1);
+    assert_eq!(report["blocks"]["main.write_note"]["attempts"], 1);
+    assert_eq!(report["blocks"]["main.write_note"]["lines_written"], 1);
+    assert!(
+        report["blocks"]["main.greet"]["duration_ms"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}

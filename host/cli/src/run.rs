@@ -30,8 +30,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 10_000)]
     max_steps: u64,
     /// Also print plugin loads and every block's log.
-    #[arg(long, short)]
+    #[arg(long, short, conflicts_with = "json")]
     verbose: bool,
+    /// Print only a JSON report of the run (status, statistics per run and
+    /// per block) on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 fn builtin_names() -> Vec<&'static str> {
@@ -110,12 +114,15 @@ pub fn run(args: RunArgs) -> u8 {
     }
 
     let wf = &workflow.workflow;
-    println!(
-        "running {} ({}) in {}",
-        wf.id,
-        workflow.file.display(),
-        plugins.workspace().display()
-    );
+    let json = args.json;
+    if !json {
+        println!(
+            "running {} ({}) in {}",
+            wf.id,
+            workflow.file.display(),
+            plugins.workspace().display()
+        );
+    }
     let execution_id = format!(
         "run-{:x}-{}",
         std::time::SystemTime::now()
@@ -124,10 +131,11 @@ pub fn run(args: RunArgs) -> u8 {
             .unwrap_or_default(),
         std::process::id()
     );
-    let mut options = RunOptions::new(execution_id);
+    let mut options = RunOptions::new(execution_id.clone());
     options.max_steps = args.max_steps;
     let verbose = args.verbose;
     let mut observer = move |event: RunEvent<'_>| match event {
+        _ if json => {}
         RunEvent::BlockStarted { .. } => {}
         RunEvent::BlockFinished {
             step,
@@ -170,6 +178,40 @@ pub fn run(args: RunArgs) -> u8 {
         }
     };
     let report = tokio.block_on(engine::run(wf, &plugins, &plugins, &options, &mut observer));
+    let code = match &report.status {
+        RunStatus::Succeeded => exit::SUCCESS,
+        RunStatus::Failed { .. } => exit::RUN_FAILED,
+        RunStatus::WaitingAtGate { .. } => exit::WAITING_AT_GATE,
+    };
+    if json {
+        let (status, detail) = match &report.status {
+            RunStatus::Succeeded => ("succeeded", serde_json::Value::Null),
+            RunStatus::Failed { reason } => ("failed", serde_json::json!({ "reason": reason })),
+            RunStatus::WaitingAtGate {
+                node,
+                block,
+                prompt,
+            } => (
+                "waiting",
+                serde_json::json!({ "gate": { "node": node, "block": block, "prompt": prompt } }),
+            ),
+        };
+        let mut out = serde_json::json!({
+            "workflow": wf.id,
+            "manifest": workflow.file.display().to_string(),
+            "execution_id": execution_id,
+            "status": status,
+            "steps": report.steps,
+            "duration_ms": report.duration.as_secs_f64() * 1000.0,
+            "statistics": report.statistics,
+            "blocks": report.blocks,
+        });
+        if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
+            out.extend(extra);
+        }
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return code;
+    }
     let stats = report.statistics;
     let summary = format!(
         "{} steps, {} lines written, {} tokens, {}",
@@ -179,22 +221,31 @@ pub fn run(args: RunArgs) -> u8 {
         ms(report.duration)
     );
     match report.status {
-        RunStatus::Succeeded => {
-            println!("run succeeded: {summary}");
-            exit::SUCCESS
-        }
+        RunStatus::Succeeded => println!("run succeeded: {summary}"),
         RunStatus::Failed { reason } => {
             println!("run failed: {summary}");
             report_error(reason);
-            exit::RUN_FAILED
         }
         RunStatus::WaitingAtGate {
             node,
             block,
             prompt,
-        } => {
-            println!("run waiting at a gate after {node}.{block}: {prompt} ({summary})");
-            exit::WAITING_AT_GATE
-        }
+        } => println!("run waiting at a gate after {node}.{block}: {prompt} ({summary})"),
     }
+    for (name, b) in &report.blocks {
+        println!(
+            "  {name}: {} run{}, {} tokens, {} lines, {}{}",
+            b.attempts,
+            if b.attempts == 1 { "" } else { "s" },
+            b.tokens_used,
+            b.lines_written,
+            ms(b.duration),
+            if b.failures > 0 {
+                format!(", {} failed", b.failures)
+            } else {
+                String::new()
+            }
+        );
+    }
+    code
 }

@@ -118,6 +118,25 @@ pub enum RunStatus {
     },
 }
 
+/// What one block did over a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BlockStatistics {
+    /// How many times the block ran.
+    pub attempts: u32,
+    pub tokens_used: u64,
+    pub lines_written: u64,
+    /// Total wall-clock time of its executions, in milliseconds when
+    /// serialized.
+    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
+    pub duration: Duration,
+    /// Executions whose worker failed.
+    pub failures: u32,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1e6).round() / 1e3)
+}
+
 /// The outcome of a run.
 #[derive(Debug, Clone)]
 pub struct RunReport {
@@ -125,6 +144,9 @@ pub struct RunReport {
     /// Blocks executed.
     pub steps: u64,
     pub statistics: Statistics,
+    /// Per block, keyed `node.block`; bounded by the workflow's size, not
+    /// by the number of steps.
+    pub blocks: std::collections::BTreeMap<String, BlockStatistics>,
     pub payload: ExecutionPayload,
     pub duration: Duration,
 }
@@ -177,6 +199,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
 ) -> RunReport {
     let started = Instant::now();
     let mut statistics = Statistics::default();
+    let mut blocks: std::collections::BTreeMap<String, BlockStatistics> = Default::default();
     let mut payload: ExecutionPayload = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut previous: Option<String> = None;
@@ -194,6 +217,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             )),
             steps,
             statistics,
+            blocks,
             payload,
             duration: started.elapsed(),
         };
@@ -331,6 +355,14 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             }
         };
         statistics.add(block_stats);
+        let per_block = blocks
+            .entry(format!("{}.{}", at.node, at.block))
+            .or_default();
+        per_block.attempts += 1;
+        per_block.tokens_used += block_stats.tokens_used;
+        per_block.lines_written += block_stats.lines_written;
+        per_block.duration += duration;
+        per_block.failures += u32::from(failure.is_some());
         observer.on_event(RunEvent::BlockFinished {
             step,
             node: &at.node,
@@ -480,6 +512,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         status,
         steps,
         statistics,
+        blocks,
         payload,
         duration: started.elapsed(),
     }

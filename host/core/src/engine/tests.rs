@@ -150,6 +150,8 @@ async fn linear_run_succeeds_and_aggregates_statistics() {
             lines_written: 2
         }
     );
+    assert_eq!(report.blocks["main.a"].attempts, 1);
+    assert_eq!(report.blocks["main.b"].tokens_used, 10);
     assert_eq!(tags(&report), ["main.a", "main.b"]);
     let seen = workers.seen.lock().unwrap();
     assert_eq!(seen[0].previous_block_id, None);
@@ -541,6 +543,7 @@ async fn max_attempts_ends_a_retry_cycle() {
         "block `main.work` would run a 4th time, over its max_attempts of 3"
     );
     assert_eq!(report.steps, 3);
+    assert_eq!(report.blocks["main.work"].attempts, 3);
 }
 
 #[tokio::test]
