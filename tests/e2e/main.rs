@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 mod bad_input;
 mod run;
+mod validate;
 
 /// The repository root.
 fn repo() -> PathBuf {

@@ -5,6 +5,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod run;
+mod validate;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wfhost_runtime::{RuntimeConfig, WasmRuntime};
 
 /// Exit codes, documented in the README.
 pub mod exit {
@@ -33,6 +39,8 @@ struct Cli {
 enum Command {
     /// Run a workflow to completion.
     Run(run::RunArgs),
+    /// Check a workflow and its plugins without running it.
+    Validate(validate::ValidateArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,8 +53,33 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Validate(args) => validate::validate(args),
     };
     ExitCode::from(code)
+}
+
+/// Names of the plugins embedded in the binary.
+pub fn builtin_names() -> Vec<&'static str> {
+    wfhost_guest_artifacts::BUILTIN_PLUGINS
+        .iter()
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+/// The wasm runtime with the cache the user asked for.
+pub fn start_runtime(
+    cache_dir: Option<PathBuf>,
+    no_cache: bool,
+) -> Result<Arc<WasmRuntime>, String> {
+    let mut config = RuntimeConfig::default();
+    if no_cache {
+        config.cache_dir = None;
+    } else if let Some(dir) = cache_dir {
+        config.cache_dir = Some(dir);
+    }
+    WasmRuntime::new(config)
+        .map(Arc::new)
+        .map_err(|e| format!("cannot start the wasm runtime: {e:#}"))
 }
 
 /// Print an error the way every wfhost error looks.

@@ -1,16 +1,15 @@
 //! `wfhost run`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 use wfhost_core::engine::{self, RunEvent, RunOptions, RunStatus};
 use wfhost_core::manifest;
+use wfhost_runtime::PluginSet;
 use wfhost_runtime::cache::CacheOutcome;
-use wfhost_runtime::{PluginSet, RuntimeConfig, WasmRuntime};
 
-use crate::{exit, report_error};
+use crate::{builtin_names, exit, report_error, start_runtime};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -36,13 +35,6 @@ pub struct RunArgs {
     /// per block) on stdout.
     #[arg(long)]
     json: bool,
-}
-
-fn builtin_names() -> Vec<&'static str> {
-    wfhost_guest_artifacts::BUILTIN_PLUGINS
-        .iter()
-        .map(|(name, _)| *name)
-        .collect()
 }
 
 fn ms(d: Duration) -> String {
@@ -72,16 +64,10 @@ pub fn run(args: RunArgs) -> u8 {
         }
     }
 
-    let mut config = RuntimeConfig::default();
-    if args.no_cache {
-        config.cache_dir = None;
-    } else if let Some(dir) = args.cache_dir {
-        config.cache_dir = Some(dir);
-    }
-    let runtime = match WasmRuntime::new(config) {
-        Ok(rt) => Arc::new(rt),
+    let runtime = match start_runtime(args.cache_dir, args.no_cache) {
+        Ok(rt) => rt,
         Err(e) => {
-            report_error(format!("cannot start the wasm runtime: {e:#}"));
+            report_error(e);
             return exit::BAD_INPUT;
         }
     };

@@ -11,6 +11,7 @@
 //! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
 //! core is tested with in-process fakes.
 
+pub mod analysis;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod engine;

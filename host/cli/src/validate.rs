@@ -1,0 +1,86 @@
+//! `wfhost validate`: everything `run` checks before it starts, plus
+//! warnings about things that are legal but probably wrong.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use wfhost_core::{analysis, manifest};
+use wfhost_runtime::PluginSet;
+
+use crate::{builtin_names, exit, report_error, start_runtime};
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// The workflow manifest (JSON).
+    manifest: PathBuf,
+    /// Treat warnings as errors (exit code 1).
+    #[arg(long)]
+    strict: bool,
+    /// Where compiled plugins are cached.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+}
+
+pub fn validate(args: ValidateArgs) -> u8 {
+    let workflow = match manifest::load(&args.manifest, &builtin_names()) {
+        Ok(wf) => wf,
+        Err(errors) => {
+            report_error(errors);
+            return exit::BAD_INPUT;
+        }
+    };
+    // Loading the plugins checks that each is a component of the right
+    // world importing only what it is granted. Nothing runs.
+    let runtime = match start_runtime(args.cache_dir, false) {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let plugins = match PluginSet::for_workflow(
+        runtime,
+        &workflow,
+        wfhost_guest_artifacts::BUILTIN_PLUGINS,
+        workflow.base_dir(),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            report_error(format!("{}: {e}", workflow.file.display()));
+            return exit::BAD_INPUT;
+        }
+    };
+    let wf = &workflow.workflow;
+    let warnings = analysis::warnings(wf);
+    for w in &warnings {
+        eprintln!(
+            "warning: {}: {}: {}",
+            workflow.file.display(),
+            w.location,
+            w.message
+        );
+    }
+    let blocks: usize = wf.nodes.values().map(|n| n.blocks.len()).sum();
+    println!(
+        "{}: ok: workflow `{}`{}: {} node{}, {blocks} block{}, {} plugin{}{}",
+        workflow.file.display(),
+        wf.id,
+        wf.version
+            .as_deref()
+            .map(|v| format!(" {v}"))
+            .unwrap_or_default(),
+        wf.nodes.len(),
+        if wf.nodes.len() == 1 { "" } else { "s" },
+        if blocks == 1 { "" } else { "s" },
+        plugins.loads().len(),
+        if plugins.loads().len() == 1 { "" } else { "s" },
+        match warnings.len() {
+            0 => String::new(),
+            n => format!(", {n} warning{}", if n == 1 { "" } else { "s" }),
+        }
+    );
+    if args.strict && !warnings.is_empty() {
+        return exit::RUN_FAILED;
+    }
+    exit::SUCCESS
+}
