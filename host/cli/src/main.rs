@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod inspect;
+mod list;
 mod run;
 mod validate;
 
@@ -41,6 +43,10 @@ enum Command {
     Run(run::RunArgs),
     /// Check a workflow and its plugins without running it.
     Validate(validate::ValidateArgs),
+    /// Show a workflow's graph as text, Mermaid or DOT.
+    Inspect(inspect::InspectArgs),
+    /// List the workflows found under a directory.
+    List(list::ListArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +60,8 @@ fn main() -> ExitCode {
     let code = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Validate(args) => validate::validate(args),
+        Command::Inspect(args) => inspect::inspect(args),
+        Command::List(args) => list::list(args),
     };
     ExitCode::from(code)
 }

@@ -15,6 +15,7 @@ pub mod analysis;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod engine;
+pub mod graph;
 pub mod manifest;
 pub mod merge;
 pub mod payload;

@@ -1,0 +1,71 @@
+use super::*;
+
+#[test]
+fn inspect_renders_the_graph_in_each_format() {
+    let cache = tempfile::tempdir().unwrap();
+    let manifest = repo().join("examples/hello/workflow.json");
+    let m = manifest.to_str().unwrap();
+    let text = stdout(&wfhost(&["inspect", m], cache.path()));
+    assert!(text.contains("block write_note [echo]"), "{text}");
+    let mermaid = stdout(&wfhost(
+        &["inspect", m, "--format", "mermaid"],
+        cache.path(),
+    ));
+    assert!(
+        mermaid.contains("main__greet -->|\"SIGNAL:SUCCESS\"| main__write_note"),
+        "{mermaid}"
+    );
+    let dot = stdout(&wfhost(&["inspect", m, "-f", "dot"], cache.path()));
+    assert!(dot.starts_with("digraph \"hello\""), "{dot}");
+}
+
+#[test]
+fn list_finds_workflows_and_reports_broken_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+    std::fs::create_dir_all(dir.path().join("target")).unwrap();
+    std::fs::copy(
+        repo().join("examples/hello/workflow.json"),
+        dir.path().join("a/b/hello.json"),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo().join("examples/hello/workflow.json"),
+        dir.path().join("target/skip.json"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("package.json"),
+        "{\"name\": \"not a workflow\"}",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("broken.json"),
+        "{\"start_node\": \"x\", \"nodes\": 3}",
+    )
+    .unwrap();
+    let out = wfhost(&["list", dir.path().to_str().unwrap()], dir.path());
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(
+        text.contains("hello  1.0.0  ") && text.contains("a/b/hello.json"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(invalid)") && text.contains("broken.json"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("skip.json") && !text.contains("package.json"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(
+        &wfhost(
+            &["list", dir.path().to_str().unwrap(), "--json"],
+            dir.path(),
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2);
+}
