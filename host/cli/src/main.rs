@@ -47,6 +47,8 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// List the workflows found under a directory.
     List(list::ListArgs),
+    /// Print the JSON Schema of the workflow manifest.
+    Schema,
 }
 
 fn main() -> ExitCode {
@@ -62,6 +64,14 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
+        Command::Schema => {
+            let schema = wfhost_core::manifest::json_schema();
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).unwrap_or_default()
+            );
+            exit::SUCCESS
+        }
     };
     ExitCode::from(code)
 }

@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::command::EngineCommand;
@@ -18,9 +19,12 @@ use crate::command::EngineCommand;
 pub const DEFAULT_ACTION_HANDLER: &str = "actions-core";
 
 /// A workflow: the whole manifest.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Workflow {
+    /// The JSON Schema this manifest follows, for editors; ignored by wfhost.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     /// Stable identifier, handed to workers as `workflow-id`.
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -46,7 +50,7 @@ fn default_action_handler() -> String {
 }
 
 /// A user plugin: a WebAssembly component on disk and what it is granted.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSpec {
     /// Path to the `.wasm` component, relative to the manifest's directory.
@@ -57,7 +61,7 @@ pub struct PluginSpec {
 }
 
 /// A logical container of blocks that owns context (seed 004).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
     pub entry_block: String,
@@ -75,7 +79,7 @@ fn default_true() -> bool {
 }
 
 /// An atomic unit of execution (seed 004).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Block {
     /// The worker plugin that executes this block.
@@ -105,6 +109,7 @@ pub struct Block {
     /// cycles such as a validation loop). Unlimited when absent, apart from
     /// the run's step limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub max_attempts: Option<u32>,
     /// Wall-clock limit for one execution of the block, e.g. `"30s"`,
     /// `"500ms"`, `"2m"`.
@@ -114,11 +119,15 @@ pub struct Block {
         deserialize_with = "deserialize_duration",
         serialize_with = "serialize_duration"
     )]
+    #[schemars(
+        with = "Option<String>",
+        regex(pattern = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$")
+    )]
     pub timeout: Option<Duration>,
 }
 
 /// A block's part of its system prompt (seed 000's prompt assembly).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BlockPrompt {
     /// The harness prefix, e.g. "You are a senior planner.".
@@ -133,7 +142,7 @@ pub struct BlockPrompt {
 }
 
 /// One row of a block's transition table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Transition {
     pub on_signal: String,
@@ -141,6 +150,23 @@ pub struct Transition {
 }
 
 pub use wfhost_actions::is_valid_id;
+
+/// The JSON Schema of the manifest format, as published in
+/// `schema/workflow.schema.json`.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(Workflow).to_value();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert(
+            "$id".into(),
+            "https://wfhost.dev/schema/workflow-0.1.schema.json".into(),
+        );
+        obj.insert(
+            "title".into(),
+            "wfhost workflow manifest (format 0.1)".into(),
+        );
+    }
+    schema
+}
 
 /// Parse `"250ms"`, `"30s"`, `"2m"`, `"1h"`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
