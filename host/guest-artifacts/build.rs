@@ -13,6 +13,7 @@ use std::process::Command;
 const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-plugin-actions-core", "ACTIONS_CORE", "actions-core"),
     ("wfhost-plugin-echo", "ECHO", "echo"),
+    ("wfhost-plugin-scripted", "SCRIPTED", "scripted"),
     ("wfhost-test-probe", "TEST_PROBE", ""),
     ("wfhost-test-net-probe", "TEST_NET_PROBE", ""),
     ("wfhost-test-noop", "TEST_NOOP", ""),

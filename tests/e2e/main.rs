@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod bad_input;
+mod examples;
 mod inspect;
 mod run;
 mod validate;

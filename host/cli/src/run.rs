@@ -191,6 +191,7 @@ pub fn run(args: RunArgs) -> u8 {
             "duration_ms": report.duration.as_secs_f64() * 1000.0,
             "statistics": report.statistics,
             "blocks": report.blocks,
+            "payload": report.payload,
         });
         if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
             out.extend(extra);
