@@ -151,3 +151,30 @@ fn json_reports_status_and_statistics_per_block() {
             > 0.0
     );
 }
+
+#[test]
+fn a_third_party_action_handler_serves_its_own_verb() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(
+        dir.path(),
+        serde_json::json!({
+            "id": "escalation", "start_node": "main",
+            "plugins": {"escalate": {"path": wfhost_guest_artifacts::EXAMPLE_ESCALATE_ACTIONS_PATH}},
+            "action_handlers": {"ESCALATE": "escalate"},
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:b"}]},
+                "b": {"worker": "echo", "config": {"signal": "SIGNAL:UNSURE"},
+                      "transitions": [{"on_signal": "SIGNAL:UNSURE", "action": "ESCALATE:the tests are flaky"}]}
+            }}}
+        }),
+    );
+    let out = run_workflow(&manifest, dir.path(), dir.path());
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("escalated by main.b on SIGNAL:UNSURE: the tests are flaky"),
+        "{text}"
+    );
+    // The core verbs still went to actions-core.
+    assert!(text.contains("JUMP:b: jump to b"), "{text}");
+}

@@ -71,7 +71,8 @@ pub fn warnings(wf: &Workflow) -> Vec<Warning> {
             }
         }
     }
-    if wf.action_handler != DEFAULT_ACTION_HANDLER {
+    // Control flow is only known when every action uses the core grammar.
+    if wf.action_handler != DEFAULT_ACTION_HANDLER || !wf.action_handlers.is_empty() {
         return out;
     }
 

@@ -406,7 +406,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
                 .collect(),
         };
         let command = match actions
-            .interpret(&workflow.action_handler, action, &view)
+            .interpret(workflow.handler_for(action), action, &view)
             .await
         {
             Ok(command) => command,

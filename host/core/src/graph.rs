@@ -28,7 +28,12 @@ fn edges(wf: &Workflow, node: &str, block: &str) -> Vec<Edge> {
     let mut out = Vec::new();
     for t in &b.transitions {
         let label = t.on_signal.clone();
-        match crate::actions::parse(&t.action) {
+        let parsed = if wf.handler_for(&t.action) == crate::manifest::DEFAULT_ACTION_HANDLER {
+            crate::actions::parse(&t.action)
+        } else {
+            Err(crate::actions::ActionSyntaxError::Unknown(t.action.clone()))
+        };
+        match parsed {
             Ok(EngineCommand::Jump(r)) => out.push(Edge::To {
                 node: r.node.unwrap_or_else(|| node.to_string()),
                 block: r.block,

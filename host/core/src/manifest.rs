@@ -40,6 +40,11 @@ pub struct Workflow {
     /// The plugin that interprets transition actions.
     #[serde(default = "default_action_handler")]
     pub action_handler: String,
+    /// Third-party action handlers for their own verbs: an action `VERB` or
+    /// `VERB:...` goes to the plugin registered for `VERB`; every other
+    /// action goes to `action_handler`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub action_handlers: BTreeMap<String, String>,
     /// The node whose entry block runs first.
     pub start_node: String,
     pub nodes: BTreeMap<String, Node>,
@@ -47,6 +52,19 @@ pub struct Workflow {
 
 fn default_action_handler() -> String {
     DEFAULT_ACTION_HANDLER.to_string()
+}
+
+/// The verbs of the core grammar, which cannot be re-registered.
+const CORE_VERBS: &[&str] = &["JUMP", "CALL", "RETURN", "END", "FAIL", "GATE"];
+
+impl Workflow {
+    /// The plugin that interprets `action`.
+    pub fn handler_for(&self, action: &str) -> &str {
+        let verb = action.split(':').next().unwrap_or(action);
+        self.action_handlers
+            .get(verb)
+            .unwrap_or(&self.action_handler)
+    }
 }
 
 /// A user plugin: a WebAssembly component on disk and what it is granted.
@@ -419,7 +437,31 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
             }
         }
     }
-    let core_actions = wf.action_handler == DEFAULT_ACTION_HANDLER;
+    for (verb, handler) in &wf.action_handlers {
+        let at = pointer(&["action_handlers", verb]);
+        if verb.is_empty()
+            || !verb
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            err(
+                at.clone(),
+                format!("action verb `{verb}` must be upper-case letters, digits and `_`"),
+            );
+        }
+        if CORE_VERBS.contains(&verb.as_str()) {
+            err(
+                at.clone(),
+                format!("`{verb}` is a verb of the core grammar and cannot be re-registered"),
+            );
+        }
+        if !plugin_known(handler) {
+            err(
+                at,
+                format!("action handler `{handler}` is neither built in nor declared in `plugins`"),
+            );
+        }
+    }
     for (node_id, node) in &wf.nodes {
         if !is_valid_id(node_id) {
             err(
@@ -491,7 +533,7 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                         "on_signal must not be empty".into(),
                     );
                 }
-                if !core_actions {
+                if wf.handler_for(&t.action) != DEFAULT_ACTION_HANDLER {
                     continue;
                 }
                 let action_at = at(&["transitions", &idx, "action"]);
@@ -693,6 +735,24 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn action_verbs_are_checked() {
+        let with_handlers = |handlers: &str| {
+            minimal("END").replacen(
+                "\"start_node\"",
+                &format!("\"action_handlers\":{handlers},\"start_node\""),
+                1,
+            )
+        };
+        assert!(manifest(&with_handlers(r#"{"ESCALATE":"echo"}"#)).is_ok());
+        let err = manifest(&with_handlers(r#"{"JUMP":"echo"}"#)).unwrap_err();
+        assert_eq!(err.0[0].location.as_deref(), Some("/action_handlers/JUMP"));
+        let err = manifest(&with_handlers(r#"{"lower":"echo"}"#)).unwrap_err();
+        assert!(err.0[0].message.contains("upper-case"), "{err}");
+        let err = manifest(&with_handlers(r#"{"X":"ghost"}"#)).unwrap_err();
+        assert!(err.0[0].message.contains("`ghost`"), "{err}");
     }
 
     #[test]

@@ -127,6 +127,9 @@ impl PluginSet {
             });
         };
         want(&wf.action_handler, World::ActionHandler);
+        for handler in wf.action_handlers.values() {
+            want(handler, World::ActionHandler);
+        }
         for node in wf.nodes.values() {
             for block in node.blocks.values() {
                 want(&block.worker, World::Worker);

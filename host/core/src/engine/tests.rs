@@ -617,3 +617,57 @@ async fn structured_output_is_validated_in_preference_to_the_payload() {
     });
     assert_eq!(execute(&wf, &workers).await.status, RunStatus::Succeeded);
 }
+
+#[tokio::test]
+async fn actions_go_to_the_handler_registered_for_their_verb() {
+    struct Routing;
+    impl ActionInterpreter for Routing {
+        async fn interpret(
+            &self,
+            handler: &str,
+            action: &str,
+            _: &RunView,
+        ) -> Result<EngineCommand, String> {
+            match handler {
+                "escalate" => Ok(EngineCommand::Gate(format!("{handler} got {action}"))),
+                "actions-core" => crate::actions::parse(action).map_err(|e| e.to_string()),
+                other => Err(format!("unexpected handler {other}")),
+            }
+        }
+    }
+    let wf = manifest::parse(
+        std::path::Path::new("t.json"),
+        &serde_json::json!({
+            "id": "w", "start_node": "main",
+            "plugins": {"escalate": {"path": "x.wasm"}},
+            "action_handlers": {"ESCALATE": "escalate"},
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:b")]),
+                "b": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "ESCALATE:needs a human")]),
+            }}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    assert!(
+        manifest::check(
+            std::path::Path::new("t.json"),
+            &wf,
+            &["actions-core", "tag"]
+        )
+        .is_empty()
+    );
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let report = run(
+        &wf,
+        &workers,
+        &Routing,
+        &RunOptions::new("e"),
+        &mut |_: RunEvent<'_>| {},
+    )
+    .await;
+    let RunStatus::WaitingAtGate { prompt, .. } = report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(prompt, "escalate got ESCALATE:needs a human");
+}
