@@ -43,12 +43,16 @@ impl BlockContext {
             node_id: "main".into(),
             block_id: block_id.into(),
             step_index: 0,
+            attempt: 1,
             previous_block_id: None,
             static_memory: "{}".into(),
+            inherited_memory: "{}".into(),
+            artifacts: Vec::new(),
             config: config.to_string(),
             file_restrictions: None,
             workspace_dir: ".".into(),
             system_prompt: String::new(),
+            assembled_context: String::new(),
         }
     }
 }

@@ -94,8 +94,8 @@ pub mod bindings {
 }
 
 pub use bindings::worker::wfhost::plugin::types::{
-    BlockContext, BlockRef, CallTarget, ContextSegment, EngineCommand, PluginError, RunView,
-    Statistics, WorkerOutput,
+    Artifact, BlockContext, BlockRef, CallTarget, ContextSegment, EngineCommand, PluginError,
+    RunView, Statistics, WorkerOutput,
 };
 pub use context::segment;
 

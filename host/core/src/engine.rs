@@ -6,10 +6,12 @@
 //! [`ActionInterpreter`] (which turns an action string into an
 //! [`EngineCommand`]); the wasmtime adapter implements both, tests use fakes.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::command::{BlockRef, EngineCommand};
+use crate::context::{AssembledContext, Metadata};
 use crate::manifest::{Block, Node, Workflow};
 use crate::payload::{BlockContext, ContextSegment, ExecutionPayload, Statistics, WorkerOutput};
 use crate::transitions::{self, Resolution};
@@ -178,6 +180,8 @@ struct Frame {
     block: String,
     /// The caller's payload, kept aside while an isolated node runs.
     saved_payload: Option<ExecutionPayload>,
+    /// The caller's artifacts, likewise.
+    saved_artifacts: Option<BTreeMap<String, String>>,
 }
 
 struct Cursor {
@@ -208,6 +212,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         std::collections::HashMap::new();
     let mut schemas: std::collections::HashMap<(String, String), OutputSchema> =
         std::collections::HashMap::new();
+    let mut artifacts: BTreeMap<String, String> = BTreeMap::new();
 
     let Some(start) = workflow.nodes.get(&workflow.start_node) else {
         return RunReport {
@@ -254,20 +259,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         let step = steps;
         steps += 1;
 
-        // Step A: assemble the block's context.
-        let context = BlockContext {
-            workflow_id: workflow.id.clone(),
-            execution_id: options.execution_id.clone(),
-            node_id: at.node.clone(),
-            block_id: at.block.clone(),
-            step_index: step,
-            previous_block_id: previous.clone(),
-            static_memory: serde_json::Value::Object(node.static_memory.clone()),
-            config: block.config.clone(),
-            file_restrictions: block.file_restrictions.clone(),
-            system_prompt: system_prompt(workflow, block),
-        };
-
+        // Step A: assemble the block's context (the five layers).
         let strategy = match crate::merge::parse_all(&block.payload_merge_strategy) {
             Ok(s) => s,
             Err((_, e)) => break fail(format!("block `{}.{}`: {e}", at.node, at.block)),
@@ -279,6 +271,42 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
             &block.config,
             step,
         );
+        let assembled = AssembledContext {
+            payload: block_payload,
+            system_prompt: system_prompt(workflow, block),
+            config: block.config.clone(),
+            inherited: inherited_memory(workflow, &at.node, &stack),
+            artifacts: artifacts.clone(),
+            metadata: Metadata {
+                workflow_id: workflow.id.clone(),
+                execution_id: options.execution_id.clone(),
+                node_id: at.node.clone(),
+                block_id: at.block.clone(),
+                step_index: step,
+                attempt: *attempts
+                    .get(&(at.node.clone(), at.block.clone()))
+                    .unwrap_or(&1),
+                previous_block_id: previous.clone(),
+            },
+        };
+        let assembled_context = assembled.render();
+        let context = BlockContext {
+            workflow_id: workflow.id.clone(),
+            execution_id: options.execution_id.clone(),
+            node_id: at.node.clone(),
+            block_id: at.block.clone(),
+            step_index: step,
+            attempt: assembled.metadata.attempt,
+            previous_block_id: previous.clone(),
+            static_memory: serde_json::Value::Object(node.static_memory.clone()),
+            inherited_memory: serde_json::Value::Object(assembled.inherited),
+            artifacts: assembled.artifacts,
+            config: assembled.config,
+            file_restrictions: block.file_restrictions.clone(),
+            system_prompt: assembled.system_prompt,
+            assembled_context,
+        };
+        let block_payload = assembled.payload;
 
         // Step B: execute the block.
         observer.on_event(RunEvent::BlockStarted {
@@ -299,6 +327,7 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         let (signal, failure, block_stats) = match result.outcome {
             Ok(output) => {
                 let mut signal = output.signal;
+                let raw_structured = output.structured_output.clone();
                 let raw = output
                     .structured_output
                     .or_else(|| output.payload.last().map(|s| s.content.clone()));
@@ -321,11 +350,15 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
                         Some(text) => schemas[&key].check(text).map_err(|e| e.to_string()),
                     };
                     match checked {
-                        Ok(clean) => payload.push(ContextSegment::new(
-                            format!("validated-{step}"),
-                            "VALIDATED_OUTPUT",
-                            clean.to_string(),
-                        )),
+                        Ok(clean) => {
+                            artifacts
+                                .insert(format!("{}.{}", at.node, at.block), clean.to_string());
+                            payload.push(ContextSegment::new(
+                                format!("validated-{step}"),
+                                "VALIDATED_OUTPUT",
+                                clean.to_string(),
+                            ))
+                        }
                         Err(reason) => {
                             signal = transitions::VALIDATION_FAIL.to_string();
                             payload.push(ContextSegment::new(
@@ -338,6 +371,8 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
                             ));
                         }
                     }
+                } else if let Some(raw) = raw_structured {
+                    artifacts.insert(format!("{}.{}", at.node, at.block), raw);
                 }
                 (signal, None, output.statistics)
             }
@@ -462,15 +497,19 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
                         at.node, at.block, back.node, back.block
                     ));
                 }
-                let saved_payload = if callee_node.context_inheritance {
-                    None
+                let (saved_payload, saved_artifacts) = if callee_node.context_inheritance {
+                    (None, None)
                 } else {
-                    Some(std::mem::take(&mut payload))
+                    (
+                        Some(std::mem::take(&mut payload)),
+                        Some(std::mem::take(&mut artifacts)),
+                    )
                 };
                 stack.push(Frame {
                     node: back.node,
                     block: back.block,
                     saved_payload,
+                    saved_artifacts,
                 });
                 at = Cursor {
                     node: callee,
@@ -488,6 +527,9 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
                     // An isolated subroutine hands back only what it produced.
                     saved.append(&mut payload);
                     payload = saved;
+                }
+                if let Some(saved) = frame.saved_artifacts {
+                    artifacts = saved;
                 }
                 at = Cursor {
                     node: frame.node,
@@ -516,6 +558,35 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
         payload,
         duration: started.elapsed(),
     }
+}
+
+/// Layer 3: the node's static memory over its callers', up to the nearest
+/// isolated node.
+fn inherited_memory(
+    workflow: &Workflow,
+    node_id: &str,
+    stack: &[Frame],
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut chain = vec![node_id];
+    if workflow
+        .nodes
+        .get(node_id)
+        .is_some_and(|n| n.context_inheritance)
+    {
+        for frame in stack.iter().rev() {
+            // The node entered by this frame's call is isolated: stop.
+            if frame.saved_payload.is_some() {
+                break;
+            }
+            chain.push(&frame.node);
+        }
+    }
+    crate::context::inherit(
+        chain
+            .iter()
+            .rev()
+            .filter_map(|n| workflow.nodes.get(*n).map(|n| &n.static_memory)),
+    )
 }
 
 fn ordinal(n: u32) -> String {

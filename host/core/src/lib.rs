@@ -14,6 +14,7 @@
 pub mod analysis;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
+pub mod context;
 pub mod engine;
 pub mod graph;
 pub mod manifest;

@@ -53,12 +53,21 @@ pub struct BlockContext {
     pub node_id: String,
     pub block_id: String,
     pub step_index: u64,
+    /// 1 on the block's first execution in the run.
+    pub attempt: u32,
     /// `node.block` of the previous step.
     pub previous_block_id: Option<String>,
+    /// The node's own static memory.
     pub static_memory: serde_json::Value,
+    /// Static memory visible through context inheritance (layer 3).
+    pub inherited_memory: serde_json::Value,
+    /// `node.block` → latest structured output in this scope (layer 4).
+    pub artifacts: std::collections::BTreeMap<String, String>,
     pub config: serde_json::Value,
     pub file_restrictions: Option<Vec<String>>,
     pub system_prompt: String,
+    /// The five layers rendered in priority order.
+    pub assembled_context: String,
 }
 
 /// What a worker returned.

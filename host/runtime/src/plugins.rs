@@ -442,12 +442,23 @@ fn to_wit_context(ctx: &BlockContext) -> wit::BlockContext {
         node_id: ctx.node_id.clone(),
         block_id: ctx.block_id.clone(),
         step_index: ctx.step_index,
+        attempt: ctx.attempt,
         previous_block_id: ctx.previous_block_id.clone(),
         static_memory: ctx.static_memory.to_string(),
+        inherited_memory: ctx.inherited_memory.to_string(),
+        artifacts: ctx
+            .artifacts
+            .iter()
+            .map(|(block_id, content)| wit::Artifact {
+                block_id: block_id.clone(),
+                content: content.clone(),
+            })
+            .collect(),
         config: ctx.config.to_string(),
         file_restrictions: ctx.file_restrictions.clone(),
         workspace_dir: GUEST_WORKSPACE.into(),
         system_prompt: ctx.system_prompt.clone(),
+        assembled_context: ctx.assembled_context.clone(),
     }
 }
 

@@ -80,11 +80,15 @@ fn context(restrictions: Option<&[&str]>, ops: Value) -> BlockContext {
         node_id: "main".into(),
         block_id: "probe".into(),
         step_index: 3,
+        attempt: 1,
         previous_block_id: Some("main.before".into()),
         static_memory: json!({}),
+        inherited_memory: json!({}),
+        artifacts: Default::default(),
         config: json!({ "ops": ops }),
         file_restrictions: restrictions.map(|r| r.iter().map(|s| s.to_string()).collect()),
         system_prompt: String::new(),
+        assembled_context: String::new(),
     }
 }
 

@@ -98,7 +98,7 @@ fn workflow(json: serde_json::Value) -> Workflow {
     let errors = manifest::check(
         std::path::Path::new("t.json"),
         &wf,
-        &["actions-core", "tag", "boom"],
+        &["actions-core", "tag", "boom", "out"],
     );
     assert!(errors.is_empty(), "{errors:?}");
     wf
@@ -670,4 +670,68 @@ async fn actions_go_to_the_handler_registered_for_their_verb() {
         panic!("{:?}", report.status)
     };
     assert_eq!(prompt, "escalate got ESCALATE:needs a human");
+}
+
+#[tokio::test]
+async fn the_five_layers_follow_calls_and_isolation() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {
+            "main": {"entry_block": "a", "static_memory": {"who": "main", "style": "long"}, "blocks": {
+                "a": {"worker": "out", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "CALL:shared@b"}]},
+                "b": {"worker": "out", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "CALL:pure@c"}]},
+                "c": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+            }},
+            "shared": {"entry_block": "s", "static_memory": {"style": "short"}, "blocks": {
+                "s": {"worker": "out", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "RETURN"}]},
+            }},
+            "pure": {"entry_block": "p", "context_inheritance": false, "static_memory": {"own": true}, "blocks": {
+                "p": {"worker": "out", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "RETURN"}]},
+            }}
+        }
+    }));
+    let workers = FakeWorkers::default()
+        .with("tag", tagger)
+        .with("out", |ctx, payload| {
+            Ok(WorkerOutput {
+                payload: payload.clone(),
+                signal: "SIGNAL:SUCCESS".into(),
+                structured_output: Some(format!("{{\"from\":\"{}\"}}", ctx.block_id)),
+                ..Default::default()
+            })
+        });
+    assert_eq!(execute(&wf, &workers).await.status, RunStatus::Succeeded);
+    let seen = workers.seen.lock().unwrap();
+    let by_block = |b: &str| seen.iter().find(|c| c.block_id == b).unwrap().clone();
+
+    // The inheriting callee sees the caller's memory under its own, and the
+    // caller's artifacts.
+    let s = by_block("s");
+    assert_eq!(
+        s.inherited_memory,
+        serde_json::json!({"who": "main", "style": "short"})
+    );
+    assert_eq!(s.artifacts.keys().collect::<Vec<_>>(), ["main.a"]);
+    // The isolated callee sees only its own memory and no artifacts.
+    let p = by_block("p");
+    assert_eq!(p.inherited_memory, serde_json::json!({"own": true}));
+    assert!(p.artifacts.is_empty());
+    // Back in the caller: its artifacts, not the isolated node's.
+    let c = by_block("c");
+    assert_eq!(
+        c.artifacts.keys().collect::<Vec<_>>(),
+        ["main.a", "main.b", "shared.s"]
+    );
+    assert_eq!(
+        c.inherited_memory,
+        serde_json::json!({"who": "main", "style": "long"})
+    );
+    assert_eq!(c.attempt, 1);
+    let doc = &c.assembled_context;
+    assert!(
+        doc.contains("## Inherited context")
+            && doc.contains("## Artifacts\n### main.a\n{\"from\":\"a\"}"),
+        "{doc}"
+    );
+    assert!(doc.ends_with("previous block: pure.p"), "{doc}");
 }
