@@ -122,7 +122,7 @@ fn main() {
     println!("| benchmark | result |");
     println!("|---|---|");
     println!(
-        "| engine overhead per block (merge, prompt, validation of a small schema, transition, action; in-process no-op worker) | median {:.1} µs |",
+        "| engine overhead per block (merge, five-layer context and prompt, validation of a small schema, transition, action; in-process no-op worker) | median {:.1} µs |",
         per_block[per_block.len() / 2].as_secs_f64() * 1e6
     );
     for steps in [10_000u64, 100_000] {
