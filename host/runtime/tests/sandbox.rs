@@ -458,6 +458,13 @@ async fn output_and_logs_are_captured_and_capped() {
 
     let huge = run(&set, None, json!([{"op": "huge", "bytes": 20_000}])).await;
     assert!(failure(&huge).contains("over the cap of 10000 bytes"));
+
+    let not_utf8 = run(&set, None, json!([{"op": "bad_utf8"}])).await;
+    let message = failure(&not_utf8);
+    assert!(
+        message.contains("plugin `probe` trapped") && message.to_lowercase().contains("utf-8"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

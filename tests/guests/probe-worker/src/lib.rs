@@ -54,6 +54,9 @@ enum Op {
     Huge {
         bytes: usize,
     },
+    /// Return a payload segment that is not valid UTF-8 (what a buggy
+    /// non-Rust guest could send).
+    BadUtf8,
 }
 
 #[derive(Deserialize)]
@@ -136,6 +139,9 @@ impl Worker for Probe {
                 Op::Panic { message } => panic!("{message}"),
                 Op::Fail { code, message } => return Err(PluginError::new(code, message)),
                 Op::Huge { bytes } => "x".repeat(bytes),
+                // SAFETY: deliberately not UTF-8; the string is only handed
+                // to the host, which must refuse it, never used as `str`.
+                Op::BadUtf8 => unsafe { String::from_utf8_unchecked(vec![b'o', b'k', 0xff, 0xfe]) },
             };
             payload.push(segment("PROBE", outcome));
         }
