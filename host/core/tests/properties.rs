@@ -125,7 +125,7 @@ proptest! {
         checklist in prop::collection::vec("[ a-z]{0,5}", 0..4),
         restricted in any::<bool>(),
     ) {
-        let patterns = vec!["src/**".to_string()];
+        let patterns = ["src/**".to_string()];
         let text = prompt::assemble(PromptParts {
             rules: rules.as_deref(),
             prefix: None,

@@ -1,24 +1,28 @@
 //! The filesystem a block's guest sees: WASI preopens cut to its file
-//! restrictions.
+//! restrictions, and the transaction that makes a restricted block's
+//! changes all-or-nothing.
 //!
 //! The workspace is mounted at [`GUEST_WORKSPACE`]:
 //!
-//! - unrestricted: the workspace, writable;
-//! - directory prefixes only (`src/workers/**`): the workspace read-only,
-//!   each prefix directory writable on top of it, and `.output/` writable.
-//!   wasi-libc resolves a path through the longest matching preopen, so a
-//!   write under a writable prefix lands, anything else fails in the guest;
-//! - any exact pattern (`**/*.md`): the root is a staged copy, writable;
-//!   prefix directories and `.output/` are mounted from the real workspace on
-//!   top of it. After a successful block the copy is diffed with the
-//!   workspace and its changes applied only if every one is permitted;
-//!   otherwise the block fails and none of them is applied.
+//! - unrestricted: the workspace itself, writable (changes land directly);
+//! - read-only (`[]`): the workspace read-only and `.output/` writable;
+//! - directory prefixes (`src/workers/**`): the workspace read-only, with a
+//!   staged copy of each prefix directory mounted writable on top. wasi-libc
+//!   resolves a path through the longest matching preopen, so a write under
+//!   a prefix lands in the copy and anything else fails in the guest;
+//! - any exact pattern (`**/*.md`): the root is a staged copy too, writable.
+//!
+//! When the block succeeds, the staged copies are diffed with the workspace
+//! and applied — for a staged root only if every change matches a pattern,
+//! otherwise the block fails and nothing is applied. When the block fails,
+//! the copies are discarded: the workspace stays as the last successful
+//! block left it. `.output/` is always mounted directly.
 //!
 //! A read-only mount is never placed inside a writable one (a guest calling
-//! WASI directly could write through the writable parent). Mount points are
-//! opened only through real directories: a symlink planted in the
-//! workspace can never redirect a mount, and WASI itself refuses `..`,
-//! absolute paths and symlinks that lead out of a preopen.
+//! WASI directly could write through the writable parent). Mount points and
+//! staged directories are reached only through real directories: a symlink
+//! planted in the workspace can never redirect a mount, and WASI itself
+//! refuses `..`, absolute paths and symlinks that lead out of a preopen.
 
 use std::path::{Path, PathBuf};
 
@@ -36,16 +40,30 @@ pub struct Mount {
     pub writable: bool,
 }
 
-/// The mounts of one block execution, and its staging area if it has one.
+/// The mounts of one block execution, and its transaction if it has one.
 pub struct Sandbox {
     mounts: Vec<Mount>,
-    staging: Option<Staging>,
+    transaction: Option<Transaction>,
 }
 
-struct Staging {
+/// Staged copies a block writes to instead of the workspace: applied when
+/// the block succeeds, discarded when it fails.
+struct Transaction {
     dir: tempfile::TempDir,
     workspace: PathBuf,
     plan: RestrictionPlan,
+    /// The root is a staged copy (exact patterns are in force).
+    staged_root: bool,
+}
+
+impl Transaction {
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("root")
+    }
+
+    fn staged_dir(&self, rel: &str) -> PathBuf {
+        self.dir.path().join("dirs").join(rel)
+    }
 }
 
 impl Sandbox {
@@ -53,6 +71,13 @@ impl Sandbox {
     pub fn prepare(workspace: &Path, plan: &RestrictionPlan) -> Result<Sandbox, String> {
         let fs_err =
             |what: &str, e: std::io::Error| format!("cannot prepare the sandbox ({what}): {e}");
+        let output = workspace::ensure_real_dir(workspace, OUTPUT_DIR, true)
+            .map_err(|e| fs_err("`.output`", e))?;
+        let output_mount = Mount {
+            host: output,
+            guest: format!("{GUEST_WORKSPACE}/{OUTPUT_DIR}"),
+            writable: true,
+        };
         if plan.is_unrestricted() {
             return Ok(Sandbox {
                 mounts: vec![Mount {
@@ -60,18 +85,35 @@ impl Sandbox {
                     guest: GUEST_WORKSPACE.into(),
                     writable: true,
                 }],
-                staging: None,
+                transaction: None,
             });
         }
-        let mut mounts = Vec::new();
-        let mut staging = None;
-        if plan.needs_staging() {
-            let dir = tempfile::Builder::new()
+        if plan.writable_dirs().is_empty() && !plan.needs_staging() {
+            return Ok(Sandbox {
+                mounts: vec![
+                    Mount {
+                        host: workspace.to_path_buf(),
+                        guest: GUEST_WORKSPACE.into(),
+                        writable: false,
+                    },
+                    output_mount,
+                ],
+                transaction: None,
+            });
+        }
+        let tx = Transaction {
+            dir: tempfile::Builder::new()
                 .prefix("wfhost-stage-")
                 .tempdir()
-                .map_err(|e| fs_err("staging directory", e))?;
-            let skip = |p: &str| plan.in_writable_dir(p);
-            workspace::copy_tree(workspace, dir.path(), &skip)
+                .map_err(|e| fs_err("staging directory", e))?,
+            workspace: workspace.to_path_buf(),
+            plan: plan.clone(),
+            staged_root: plan.needs_staging(),
+        };
+        let mut mounts = Vec::new();
+        if tx.staged_root {
+            let root = tx.root();
+            workspace::copy_tree(workspace, &root, &|p| plan.in_writable_dir(p))
                 .map_err(|e| fs_err("staging copy", e))?;
             // Empty stand-ins keep the writable directories visible in
             // listings of their parents.
@@ -81,18 +123,13 @@ impl Sandbox {
                 .map(String::as_str)
                 .chain([OUTPUT_DIR])
             {
-                workspace::ensure_real_dir(dir.path(), rel, true)
+                workspace::ensure_real_dir(&root, rel, true)
                     .map_err(|e| fs_err("staging copy", e))?;
             }
             mounts.push(Mount {
-                host: dir.path().to_path_buf(),
+                host: root,
                 guest: GUEST_WORKSPACE.into(),
                 writable: true,
-            });
-            staging = Some(Staging {
-                dir,
-                workspace: workspace.to_path_buf(),
-                plan: plan.clone(),
             });
         } else {
             mounts.push(Mount {
@@ -101,21 +138,30 @@ impl Sandbox {
                 writable: false,
             });
         }
-        for rel in plan
-            .writable_dirs()
-            .iter()
-            .map(String::as_str)
-            .chain([OUTPUT_DIR])
-        {
-            let host = workspace::ensure_real_dir(workspace, rel, true)
-                .map_err(|e| fs_err(&format!("writable directory `{rel}`"), e))?;
+        for rel in plan.writable_dirs() {
+            let staged = tx.staged_dir(rel);
+            // Refuses a directory reached through a symlink; a missing one
+            // starts empty and is created only if the block succeeds.
+            match workspace::ensure_real_dir(workspace, rel, false) {
+                Ok(real) => workspace::copy_tree(&real, &staged, &|_| false)
+                    .map_err(|e| fs_err(&format!("writable directory `{rel}`"), e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(&staged)
+                        .map_err(|e| fs_err(&format!("writable directory `{rel}`"), e))?
+                }
+                Err(e) => return Err(fs_err(&format!("writable directory `{rel}`"), e)),
+            }
             mounts.push(Mount {
-                host,
+                host: staged,
                 guest: format!("{GUEST_WORKSPACE}/{rel}"),
                 writable: true,
             });
         }
-        Ok(Sandbox { mounts, staging })
+        mounts.push(output_mount);
+        Ok(Sandbox {
+            mounts,
+            transaction: Some(tx),
+        })
     }
 
     pub fn mounts(&self) -> &[Mount] {
@@ -137,43 +183,56 @@ impl Sandbox {
         Ok(())
     }
 
-    /// After the block: apply a successful block's staged changes if all are
-    /// permitted. Returns the paths applied. A failed block's staged changes
-    /// are discarded.
+    /// After the block: a successful block's staged changes are applied if
+    /// all are permitted (else the block fails and none is applied); a failed
+    /// block's are discarded, leaving the workspace as it was. Returns the
+    /// workspace-relative paths applied.
     pub fn finish(self, block_succeeded: bool) -> Result<Vec<String>, String> {
-        let Some(staging) = self.staging else {
+        let Some(tx) = self.transaction else {
             return Ok(Vec::new());
         };
         if !block_succeeded {
             return Ok(Vec::new());
         }
-        let Staging {
-            dir,
-            workspace,
-            plan,
-        } = staging;
-        let skip = |p: &str| plan.in_writable_dir(p);
-        let changes = workspace::diff(&workspace, dir.path(), &skip)
-            .map_err(|e| format!("cannot compare the staged workspace: {e}"))?;
-        let violations = workspace::violations(&changes, &plan);
-        if !violations.is_empty() {
-            let mut paths: Vec<&str> = violations.iter().map(|c| c.path.as_str()).collect();
-            let more = paths.len().saturating_sub(10);
-            paths.truncate(10);
-            return Err(format!(
-                "the block changed paths outside its file restrictions ({}): {}{}; none of its staged changes were applied",
-                plan.exact_patterns().join(", "),
-                paths.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            ));
+        let plan = &tx.plan;
+        let mut root_changes = Vec::new();
+        if tx.staged_root {
+            root_changes = workspace::diff(&tx.workspace, &tx.root(), &|p| plan.in_writable_dir(p))
+                .map_err(|e| format!("cannot compare the staged workspace: {e}"))?;
+            let violations = workspace::violations(&root_changes, plan);
+            if !violations.is_empty() {
+                let mut paths: Vec<&str> = violations.iter().map(|c| c.path.as_str()).collect();
+                let more = paths.len().saturating_sub(10);
+                paths.truncate(10);
+                return Err(format!(
+                    "the block changed paths outside its file restrictions ({}): {}{}; none of its staged changes were applied",
+                    plan.exact_patterns().join(", "),
+                    paths.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
         }
-        workspace::apply(&changes, dir.path(), &workspace)
+        let mut dir_changes = Vec::new();
+        for rel in plan.writable_dirs() {
+            let real = workspace::ensure_real_dir(&tx.workspace, rel, true)
+                .map_err(|e| format!("cannot apply the changes to `{rel}`: {e}"))?;
+            let changes = workspace::diff(&real, &tx.staged_dir(rel), &|_| false)
+                .map_err(|e| format!("cannot compare the staged `{rel}`: {e}"))?;
+            dir_changes.push((rel.clone(), real, changes));
+        }
+        workspace::apply(&root_changes, &tx.root(), &tx.workspace)
             .map_err(|e| format!("cannot apply the staged changes: {e}"))?;
-        Ok(changes.into_iter().map(|c| c.path).collect())
+        let mut applied: Vec<String> = root_changes.into_iter().map(|c| c.path).collect();
+        for (rel, real, changes) in dir_changes {
+            workspace::apply(&changes, &tx.staged_dir(&rel), &real)
+                .map_err(|e| format!("cannot apply the changes to `{rel}`: {e}"))?;
+            applied.extend(changes.into_iter().map(|c| format!("{rel}/{}", c.path)));
+        }
+        Ok(applied)
     }
 }
 
@@ -188,6 +247,11 @@ mod tests {
     #[test]
     fn prefix_restrictions_mount_read_only_root_and_writable_dirs() {
         let ws = tempfile::tempdir().unwrap();
+        let sb = Sandbox::prepare(ws.path(), &plan(&["src/workers/**"])).unwrap();
+        // The writable directory is a staged copy until the block succeeds.
+        assert!(!ws.path().join("src/workers").exists());
+        assert!(sb.mounts()[1].host.ends_with("dirs/src/workers"));
+        sb.finish(true).unwrap();
         let sb = Sandbox::prepare(ws.path(), &plan(&["src/workers/**"])).unwrap();
         let m: Vec<(&str, bool)> = sb
             .mounts()

@@ -585,3 +585,44 @@ fn files_that_are_not_components_of_the_right_world_are_refused() {
         "{missing}"
     );
 }
+
+#[tokio::test]
+async fn a_failed_block_leaves_the_workspace_as_it_was() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.ws().join("out")).unwrap();
+    std::fs::write(fx.ws().join("out/kept.txt"), "before").unwrap();
+    let set = fx.probe();
+    for failing in [
+        json!({"op": "panic", "message": "late crash"}),
+        json!({"op": "fail", "code": "x", "message": "gave up"}),
+        json!({"op": "bad_utf8"}),
+    ] {
+        let result = run(
+            &set,
+            Some(&["out/**"]),
+            json!([
+                {"op": "write", "path": "out/kept.txt", "content": "after"},
+                write("out/new.txt"),
+                {"op": "remove", "path": "out/kept.txt"},
+                failing,
+            ]),
+        )
+        .await;
+        assert!(result.outcome.is_err());
+        assert_eq!(
+            std::fs::read_to_string(fx.ws().join("out/kept.txt")).unwrap(),
+            "before"
+        );
+        assert!(!fx.ws().join("out/new.txt").exists());
+    }
+    // The same writes in a block that succeeds land.
+    let ok = run(
+        &set,
+        Some(&["out/**"]),
+        json!([write("out/new.txt"), {"op": "remove", "path": "out/kept.txt"}]),
+    )
+    .await;
+    assert!(observed(&ok).iter().all(|s| s.starts_with("ok")));
+    assert!(fx.ws().join("out/new.txt").exists());
+    assert!(!fx.ws().join("out/kept.txt").exists());
+}
