@@ -19,6 +19,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
         "EXAMPLE_ESCALATE_ACTIONS",
         "",
     ),
+    ("wfhost-example-word-count", "EXAMPLE_WORD_COUNT", ""),
     ("wfhost-test-probe", "TEST_PROBE", ""),
     ("wfhost-test-net-probe", "TEST_NET_PROBE", ""),
     ("wfhost-test-noop", "TEST_NOOP", ""),

@@ -4,6 +4,15 @@ use super::*;
 
 fn run_json(example: &str) -> serde_json::Value {
     let ws = tempfile::tempdir().unwrap();
+    // Examples that come with input files run on a copy of their directory.
+    let inputs = repo().join("examples").join(example).join("docs");
+    if inputs.is_dir() {
+        std::fs::create_dir(ws.path().join("docs")).unwrap();
+        for f in std::fs::read_dir(&inputs).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, ws.path().join("docs").join(f.file_name().unwrap())).unwrap();
+        }
+    }
     let cache = tempfile::tempdir().unwrap();
     let manifest = repo().join("examples").join(example).join("workflow.json");
     let check = wfhost(
@@ -56,7 +65,7 @@ fn every_example_is_covered_here() {
     examples.sort();
     assert_eq!(
         examples,
-        ["hello", "subroutines", "validation-retry"],
+        ["hello", "subroutines", "validation-retry", "word-count"],
         "add a test for the new example"
     );
 }
@@ -93,5 +102,16 @@ fn validation_retry_recovers_on_the_second_attempt() {
             "VALIDATED_OUTPUT:{\"tasks\":[\"T01: write the pool\",\"T02: test it\"],\"title\":\"Pool\"}",
             "ECHO:plan accepted",
         ]
+    );
+}
+
+#[test]
+fn word_count_runs_a_user_plugin_from_a_path() {
+    let report = run_json("word-count");
+    assert_eq!(report["status"], "succeeded");
+    let last = contents(&report).pop().unwrap();
+    assert_eq!(
+        last,
+        "VALIDATED_OUTPUT:{\"files\":{\"docs/notes.md\":6,\"docs/todo.txt\":4},\"total\":10}"
     );
 }
