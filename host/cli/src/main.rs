@@ -100,6 +100,22 @@ pub fn start_runtime(
         .map_err(|e| format!("cannot start the wasm runtime: {e:#}"))
 }
 
+/// Load and admit every plugin a workflow uses; the error names the
+/// manifest, the plugin and what is wrong.
+pub fn load_plugins(
+    runtime: Arc<WasmRuntime>,
+    workflow: &wfhost_core::manifest::LoadedWorkflow,
+    workspace: &std::path::Path,
+) -> Result<wfhost_runtime::PluginSet, String> {
+    wfhost_runtime::PluginSet::for_workflow(
+        runtime,
+        workflow,
+        wfhost_guest_artifacts::BUILTIN_PLUGINS,
+        workspace,
+    )
+    .map_err(|e| format!("{}: {e}", workflow.file.display()))
+}
+
 /// Print an error the way every wfhost error looks.
 pub fn report_error(message: impl std::fmt::Display) {
     for line in message.to_string().lines() {

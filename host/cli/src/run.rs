@@ -6,10 +6,9 @@ use std::time::Duration;
 use clap::Args;
 use wfhost_core::engine::{self, RunEvent, RunOptions, RunStatus};
 use wfhost_core::manifest;
-use wfhost_runtime::PluginSet;
 use wfhost_runtime::cache::CacheOutcome;
 
-use crate::{builtin_names, exit, report_error, start_runtime};
+use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -71,15 +70,10 @@ pub fn run(args: RunArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let plugins = match PluginSet::for_workflow(
-        runtime,
-        &workflow,
-        wfhost_guest_artifacts::BUILTIN_PLUGINS,
-        &args.workspace,
-    ) {
+    let plugins = match load_plugins(runtime, &workflow, &args.workspace) {
         Ok(p) => p,
         Err(e) => {
-            report_error(format!("{}: {e}", workflow.file.display()));
+            report_error(e);
             return exit::BAD_INPUT;
         }
     };

@@ -5,9 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use wfhost_core::{analysis, manifest};
-use wfhost_runtime::PluginSet;
 
-use crate::{builtin_names, exit, report_error, start_runtime};
+use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
 
 #[derive(Args)]
 pub struct ValidateArgs {
@@ -38,15 +37,10 @@ pub fn validate(args: ValidateArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let plugins = match PluginSet::for_workflow(
-        runtime,
-        &workflow,
-        wfhost_guest_artifacts::BUILTIN_PLUGINS,
-        workflow.base_dir(),
-    ) {
+    let plugins = match load_plugins(runtime, &workflow, workflow.base_dir()) {
         Ok(p) => p,
         Err(e) => {
-            report_error(format!("{}: {e}", workflow.file.display()));
+            report_error(e);
             return exit::BAD_INPUT;
         }
     };

@@ -84,6 +84,19 @@ fn edges(wf: &Workflow, node: &str, block: &str) -> Vec<Edge> {
     out
 }
 
+/// Every edge of the workflow, with the id of the block it leaves.
+fn all_edges(wf: &Workflow) -> Vec<(String, Edge)> {
+    let mut out = Vec::new();
+    for (node_id, node) in &wf.nodes {
+        for block_id in node.blocks.keys() {
+            for e in edges(wf, node_id, block_id) {
+                out.push((id(node_id, block_id), e));
+            }
+        }
+    }
+    out
+}
+
 /// Indented text: nodes, their blocks, each transition.
 pub fn text(wf: &Workflow) -> String {
     let mut out = String::new();
@@ -149,35 +162,26 @@ pub fn mermaid(wf: &Workflow) -> String {
             id(&wf.start_node, &start.entry_block)
         );
     }
-    for (node_id, node) in &wf.nodes {
-        for block_id in node.blocks.keys() {
-            for e in edges(wf, node_id, block_id) {
-                match e {
-                    Edge::To {
-                        node,
-                        block,
-                        label,
-                        call,
-                    } => {
-                        let arrow = if call { "-.->" } else { "-->" };
-                        let _ = writeln!(
-                            out,
-                            "  {} {arrow}|\"{}\"| {}",
-                            id(node_id, block_id),
-                            esc(&label),
-                            id(&node, &block)
-                        );
-                    }
-                    Edge::Terminal { kind, label } => {
-                        terminals.insert(kind);
-                        let _ = writeln!(
-                            out,
-                            "  {} -->|\"{}\"| {kind}",
-                            id(node_id, block_id),
-                            esc(&label)
-                        );
-                    }
-                }
+    for (from, e) in all_edges(wf) {
+        match e {
+            Edge::To {
+                node,
+                block,
+                label,
+                call,
+            } => {
+                let arrow = if call { "-.->" } else { "-->" };
+                let _ = writeln!(
+                    out,
+                    "  {} {arrow}|\"{}\"| {}",
+                    from,
+                    esc(&label),
+                    id(&node, &block)
+                );
+            }
+            Edge::Terminal { kind, label } => {
+                terminals.insert(kind);
+                let _ = writeln!(out, "  {} -->|\"{}\"| {kind}", from, esc(&label));
             }
         }
     }
@@ -216,35 +220,31 @@ pub fn dot(wf: &Workflow) -> String {
             id(&wf.start_node, &start.entry_block)
         );
     }
-    for (node_id, node) in &wf.nodes {
-        for block_id in node.blocks.keys() {
-            for e in edges(wf, node_id, block_id) {
-                match e {
-                    Edge::To {
-                        node,
-                        block,
-                        label,
-                        call,
-                    } => {
-                        let style = if call { ", style=dashed" } else { "" };
-                        let _ = writeln!(
-                            out,
-                            "  \"{}\" -> \"{}\" [label=\"{}\"{style}];",
-                            id(node_id, block_id),
-                            id(&node, &block),
-                            esc(&label)
-                        );
-                    }
-                    Edge::Terminal { kind, label } => {
-                        terminals.insert(kind);
-                        let _ = writeln!(
-                            out,
-                            "  \"{}\" -> \"{kind}\" [label=\"{}\"];",
-                            id(node_id, block_id),
-                            esc(&label)
-                        );
-                    }
-                }
+    for (from, e) in all_edges(wf) {
+        match e {
+            Edge::To {
+                node,
+                block,
+                label,
+                call,
+            } => {
+                let style = if call { ", style=dashed" } else { "" };
+                let _ = writeln!(
+                    out,
+                    "  \"{}\" -> \"{}\" [label=\"{}\"{style}];",
+                    from,
+                    id(&node, &block),
+                    esc(&label)
+                );
+            }
+            Edge::Terminal { kind, label } => {
+                terminals.insert(kind);
+                let _ = writeln!(
+                    out,
+                    "  \"{}\" -> \"{kind}\" [label=\"{}\"];",
+                    from,
+                    esc(&label)
+                );
             }
         }
     }
