@@ -105,10 +105,14 @@ pub struct Block {
     /// Worker-specific configuration, handed to the worker as JSON.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub config: serde_json::Value,
-    /// Ordered instructions that assemble the payload the worker receives
-    /// (see [`crate::merge`]); empty means inherit.
+    /// Ordered instructions that assemble the payload the worker receives:
+    /// `inherit`, `clear`, `keep_last:N`, `drop_type:T[,T]`,
+    /// `keep_type:T[,T]`, `append_static:KEY`, `append_config:KEY`. Empty
+    /// means inherit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub payload_merge_strategy: Vec<String>,
+    /// Signal → action rules; `SIGNAL:FAIL_DEFAULT` catches any signal
+    /// without its own rule.
     #[serde(default)]
     pub transitions: Vec<Transition>,
     /// What the block's system prompt says beyond the workflow rules.
@@ -118,9 +122,8 @@ pub struct Block {
     /// unrestricted; `[]` means read-only (except `.output/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_restrictions: Option<Vec<String>>,
-    /// A JSON Schema the worker's output must satisfy: inline, or a path
-    /// (string) relative to the manifest, which [`load`] replaces by the
-    /// file's content.
+    /// A JSON Schema the worker's output must satisfy: inline, or the path
+    /// (a string) of a schema file relative to the manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation_schema: Option<serde_json::Value>,
     /// How many times the block may run in one run (loop safety for retry
