@@ -94,13 +94,15 @@ fn run(tokio: &tokio::runtime::Runtime, wf: &manifest::Workflow, steps: u64) -> 
     let mut options = RunOptions::new("bench");
     options.max_steps = steps + 1;
     let t = Instant::now();
-    let report = tokio.block_on(engine::run(
-        wf,
-        &Noop { steps },
-        &Core,
-        &options,
-        &mut |_: engine::RunEvent<'_>| {},
-    ));
+    let report = tokio
+        .block_on(engine::run(
+            wf,
+            &Noop { steps },
+            &Core,
+            &options,
+            &mut wfhost_core::event::DiscardLog::default(),
+        ))
+        .expect("the discarding log never fails");
     let elapsed = t.elapsed();
     assert_eq!(report.status, RunStatus::Succeeded);
     assert_eq!(report.steps, steps);

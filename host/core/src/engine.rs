@@ -1,20 +1,28 @@
 //! The Node/Block execution loop (seed 004):
 //! assemble context → execute block → look up transition → execute action.
 //!
+//! Every step is an [`Event`] appended to an [`EventSink`] before the engine
+//! acts on it, and the engine's state is the fold of those events
+//! ([`RunState`]); a run resumed from its log therefore continues exactly
+//! where it stopped.
+//!
 //! The loop knows nothing about how blocks run. It talks to a
 //! [`WorkerHost`] (which executes a block with a named worker plugin) and an
 //! [`ActionInterpreter`] (which turns an action string into an
 //! [`EngineCommand`]); the wasmtime adapter implements both, tests use fakes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::command::{BlockRef, EngineCommand};
 use crate::context::{AssembledContext, Metadata};
+use crate::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta, SinkError};
 use crate::manifest::{Block, Node, Workflow};
 use crate::payload::{BlockContext, ContextSegment, ExecutionPayload, Statistics, WorkerOutput};
-use crate::transitions::{self, Resolution};
+pub use crate::state::BlockStatistics;
+use crate::state::{Frame, Phase, ReplayError, RunState};
+use crate::transitions;
 use crate::validation::OutputSchema;
 
 /// A request to execute one block.
@@ -69,43 +77,7 @@ pub trait ActionInterpreter {
     ) -> impl Future<Output = Result<EngineCommand, String>> + Send;
 }
 
-/// Things that happen during a run, in order.
-#[derive(Debug, Clone, Copy)]
-pub enum RunEvent<'a> {
-    BlockStarted {
-        step: u64,
-        node: &'a str,
-        block: &'a str,
-    },
-    BlockFinished {
-        step: u64,
-        node: &'a str,
-        block: &'a str,
-        signal: &'a str,
-        duration: Duration,
-        statistics: Statistics,
-        failure: Option<&'a str>,
-        log: &'a [String],
-    },
-    ActionTaken {
-        step: u64,
-        action: &'a str,
-        command: &'a EngineCommand,
-    },
-}
-
-/// Receives [`RunEvent`]s.
-pub trait RunObserver: Send {
-    fn on_event(&mut self, event: RunEvent<'_>);
-}
-
-impl<F: FnMut(RunEvent<'_>) + Send> RunObserver for F {
-    fn on_event(&mut self, event: RunEvent<'_>) {
-        self(event)
-    }
-}
-
-/// How a run ended.
+/// How a run ended, or where it rests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunStatus {
     Succeeded,
@@ -114,49 +86,38 @@ pub enum RunStatus {
     },
     /// Paused at a human gate.
     WaitingAtGate {
+        gate_id: String,
         node: String,
         block: String,
         prompt: String,
     },
 }
 
-/// What one block did over a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct BlockStatistics {
-    /// How many times the block ran.
-    pub attempts: u32,
-    pub tokens_used: u64,
-    pub lines_written: u64,
-    /// Total wall-clock time of its executions, in milliseconds when
-    /// serialized.
-    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
-    pub duration: Duration,
-    /// Executions whose worker failed.
-    pub failures: u32,
-}
-
-fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64((d.as_secs_f64() * 1e6).round() / 1e3)
-}
-
-/// The outcome of a run.
+/// The outcome of executing a run until it rests.
 #[derive(Debug, Clone)]
 pub struct RunReport {
     pub status: RunStatus,
-    /// Blocks executed.
+    /// Blocks completed over the whole run (not just this session).
     pub steps: u64,
     pub statistics: Statistics,
     /// Per block, keyed `node.block`; bounded by the workflow's size, not
     /// by the number of steps.
-    pub blocks: std::collections::BTreeMap<String, BlockStatistics>,
+    pub blocks: BTreeMap<String, BlockStatistics>,
     pub payload: ExecutionPayload,
+    /// Wall-clock time of this session.
     pub duration: Duration,
+    /// The folded state the run rests in.
+    pub state: RunState,
 }
 
-/// Limits and identity of a run.
+/// Identity and limits of a new run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    pub execution_id: String,
+    pub run_id: String,
+    /// `sha256:<hex>` of the pinned definition (empty when not pinned).
+    pub workflow_hash: String,
+    /// Plugin name → digest of the component used.
+    pub plugins: BTreeMap<String, String>,
     /// A run that executes more blocks than this fails (JUMP cycles).
     pub max_steps: u64,
     /// Nested CALL depth limit.
@@ -164,400 +125,507 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    pub fn new(execution_id: impl Into<String>) -> Self {
+    pub fn new(run_id: impl Into<String>) -> Self {
         RunOptions {
-            execution_id: execution_id.into(),
+            run_id: run_id.into(),
+            workflow_hash: String::new(),
+            plugins: BTreeMap::new(),
             max_steps: 10_000,
             max_call_depth: 64,
         }
     }
 }
 
-/// A return address on the ReturnStack.
-#[derive(Debug, Clone)]
-struct Frame {
-    node: String,
-    block: String,
-    /// The caller's payload, kept aside while an isolated node runs.
-    saved_payload: Option<ExecutionPayload>,
-    /// The caller's artifacts, likewise.
-    saved_artifacts: Option<BTreeMap<String, String>>,
+/// The run could not go on: its log could not be written, or did not fit.
+/// Nothing is lost: the run rests at its last durable event and can be
+/// resumed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    #[error("cannot record the run's events: {0}")]
+    Sink(#[from] SinkError),
+    #[error("the run's log is inconsistent: {0}")]
+    Replay(#[from] ReplayError),
 }
 
-struct Cursor {
-    node: String,
-    block: String,
-}
-
-fn fail(reason: String) -> RunStatus {
-    RunStatus::Failed { reason }
-}
-
-/// Execute `workflow` from its start node until it ends, fails or waits.
+/// Start a new run of `workflow` and execute it until it ends, fails or
+/// waits at a gate.
 pub async fn run<W: WorkerHost, A: ActionInterpreter>(
     workflow: &Workflow,
     workers: &W,
     actions: &A,
     options: &RunOptions,
-    observer: &mut dyn RunObserver,
-) -> RunReport {
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, EngineError> {
+    let started = started_event(workflow, options);
+    let state = RunState::start(&started)?;
+    sink.append(std::slice::from_ref(&started))?;
+    drive(workflow, workers, actions, state, sink).await
+}
+
+/// The first event of a new run.
+pub fn started_event(workflow: &Workflow, options: &RunOptions) -> Event {
+    Event::RunStarted {
+        run_id: options.run_id.clone(),
+        workflow_id: workflow.id.clone(),
+        workflow_hash: options.workflow_hash.clone(),
+        plugins: options.plugins.clone(),
+        start_node: workflow.start_node.clone(),
+        start_block: workflow
+            .nodes
+            .get(&workflow.start_node)
+            .map(|n| n.entry_block.clone())
+            .unwrap_or_default(),
+        max_steps: options.max_steps,
+        max_call_depth: options.max_call_depth,
+    }
+}
+
+/// Continue a run rebuilt from its log after its host stopped: records the
+/// resumption (and the block it interrupted, which runs again), then
+/// executes until the run rests.
+pub async fn resume<W: WorkerHost, A: ActionInterpreter>(
+    workflow: &Workflow,
+    workers: &W,
+    actions: &A,
+    mut state: RunState,
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, EngineError> {
+    if state.can_continue() {
+        let interrupted = state.in_flight.clone();
+        emit(&mut state, sink, vec![Event::Resumed { interrupted }])?;
+    }
+    drive(workflow, workers, actions, state, sink).await
+}
+
+fn emit(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    events: Vec<Event>,
+) -> Result<(), EngineError> {
+    // Fold first, so that nothing that would not fold is ever written.
+    // `apply` changes nothing when it refuses an event; on any error the
+    // caller drops this state, and the log still ends at its last event.
+    for event in &events {
+        state.apply(event)?;
+    }
+    sink.append(&events)?;
+    Ok(())
+}
+
+fn finish(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    reason: String,
+) -> Result<(), EngineError> {
+    emit(
+        state,
+        sink,
+        vec![Event::RunFinished {
+            outcome: Outcome::Failed { reason },
+        }],
+    )
+}
+
+/// Execute `state` until the run ends, fails or waits at a gate. The
+/// caller has recorded whatever brought the run here (its start, a
+/// resumption, a fork, a gate's answer).
+pub async fn drive<W: WorkerHost, A: ActionInterpreter>(
+    workflow: &Workflow,
+    workers: &W,
+    actions: &A,
+    mut state: RunState,
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, EngineError> {
     let started = Instant::now();
-    let mut statistics = Statistics::default();
-    let mut blocks: std::collections::BTreeMap<String, BlockStatistics> = Default::default();
-    let mut payload: ExecutionPayload = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut previous: Option<String> = None;
-    let mut steps = 0u64;
-    let mut attempts: std::collections::HashMap<(String, String), u32> =
-        std::collections::HashMap::new();
-    let mut schemas: std::collections::HashMap<(String, String), OutputSchema> =
-        std::collections::HashMap::new();
-    let mut artifacts: BTreeMap<String, String> = BTreeMap::new();
-
-    let Some(start) = workflow.nodes.get(&workflow.start_node) else {
-        return RunReport {
-            status: fail(format!(
-                "start node `{}` does not exist",
-                workflow.start_node
-            )),
-            steps,
-            statistics,
-            blocks,
-            payload,
-            duration: started.elapsed(),
-        };
-    };
-    let mut at = Cursor {
-        node: workflow.start_node.clone(),
-        block: start.entry_block.clone(),
-    };
-
-    let status = loop {
-        let Some((node, block)) = lookup(workflow, &at.node, &at.block) else {
-            break fail(format!("block `{}.{}` does not exist", at.node, at.block));
-        };
-        if steps >= options.max_steps {
-            break fail(format!(
-                "step limit of {} reached at block `{}.{}`: the workflow probably loops",
-                options.max_steps, at.node, at.block
-            ));
-        }
-        let attempt = attempts
-            .entry((at.node.clone(), at.block.clone()))
-            .or_insert(0);
-        *attempt += 1;
-        if let Some(max) = block.max_attempts
-            && *attempt > max
-        {
-            break fail(format!(
-                "block `{}.{}` would run a {} time, over its max_attempts of {max}",
-                at.node,
-                at.block,
-                ordinal(*attempt)
-            ));
-        }
-        let step = steps;
-        steps += 1;
-
-        // Step A: assemble the block's context (the five layers).
-        let strategy = match crate::merge::parse_all(&block.payload_merge_strategy) {
-            Ok(s) => s,
-            Err((_, e)) => break fail(format!("block `{}.{}`: {e}", at.node, at.block)),
-        };
-        let block_payload = crate::merge::apply(
-            &strategy,
-            &payload,
-            &node.static_memory,
-            &block.config,
-            step,
-        );
-        let assembled = AssembledContext {
-            payload: block_payload,
-            system_prompt: system_prompt(workflow, block),
-            config: block.config.clone(),
-            inherited: inherited_memory(workflow, &at.node, &stack),
-            artifacts: artifacts.clone(),
-            metadata: Metadata {
-                workflow_id: workflow.id.clone(),
-                execution_id: options.execution_id.clone(),
-                node_id: at.node.clone(),
-                block_id: at.block.clone(),
-                step_index: step,
-                attempt: *attempts
-                    .get(&(at.node.clone(), at.block.clone()))
-                    .unwrap_or(&1),
-                previous_block_id: previous.clone(),
-            },
-        };
-        let assembled_context = assembled.render();
-        let context = BlockContext {
-            workflow_id: workflow.id.clone(),
-            execution_id: options.execution_id.clone(),
-            node_id: at.node.clone(),
-            block_id: at.block.clone(),
-            step_index: step,
-            attempt: assembled.metadata.attempt,
-            previous_block_id: previous.clone(),
-            static_memory: serde_json::Value::Object(node.static_memory.clone()),
-            inherited_memory: serde_json::Value::Object(assembled.inherited),
-            artifacts: assembled.artifacts,
-            config: assembled.config,
-            file_restrictions: block.file_restrictions.clone(),
-            system_prompt: assembled.system_prompt,
-            assembled_context,
-        };
-        let block_payload = assembled.payload;
-
-        // Step B: execute the block.
-        observer.on_event(RunEvent::BlockStarted {
-            step,
-            node: &at.node,
-            block: &at.block,
-        });
-        let block_started = Instant::now();
-        let result = workers
-            .run_block(BlockRequest {
-                worker: block.worker.clone(),
-                context,
-                payload: block_payload,
-                timeout: block.timeout,
-            })
-            .await;
-        let duration = block_started.elapsed();
-        let (signal, failure, block_stats) = match result.outcome {
-            Ok(output) => {
-                let mut signal = output.signal;
-                let raw_structured = output.structured_output.clone();
-                let raw = output
-                    .structured_output
-                    .or_else(|| output.payload.last().map(|s| s.content.clone()));
-                payload = output.payload;
-                // Step C: validate and clean the output.
-                if let Some(schema) = &block.validation_schema {
-                    let key = (at.node.clone(), at.block.clone());
-                    if !schemas.contains_key(&key) {
-                        match OutputSchema::compile(schema) {
-                            Ok(compiled) => {
-                                schemas.insert(key.clone(), compiled);
-                            }
-                            Err(e) => {
-                                break fail(format!("block `{}.{}`: {e}", at.node, at.block));
-                            }
-                        }
-                    }
-                    let checked = match raw.as_deref() {
-                        None => Err("the worker returned no output to validate".to_string()),
-                        Some(text) => schemas[&key].check(text).map_err(|e| e.to_string()),
-                    };
-                    match checked {
-                        Ok(clean) => {
-                            artifacts
-                                .insert(format!("{}.{}", at.node, at.block), clean.to_string());
-                            payload.push(ContextSegment::new(
-                                format!("validated-{step}"),
-                                "VALIDATED_OUTPUT",
-                                clean.to_string(),
-                            ))
-                        }
-                        Err(reason) => {
-                            signal = transitions::VALIDATION_FAIL.to_string();
-                            payload.push(ContextSegment::new(
-                                format!("validation-error-{step}"),
-                                "VALIDATION_ERROR",
-                                format!(
-                                    "output of `{}.{}` failed validation: {reason}",
-                                    at.node, at.block
-                                ),
-                            ));
-                        }
-                    }
-                } else if let Some(raw) = raw_structured {
-                    artifacts.insert(format!("{}.{}", at.node, at.block), raw);
-                }
-                (signal, None, output.statistics)
-            }
-            Err(failure) => {
-                payload.push(ContextSegment::new(
-                    format!("worker-error-{step}"),
-                    "WORKER_ERROR",
-                    failure.message.clone(),
-                ));
-                (
-                    transitions::WORKER_ERROR.to_string(),
-                    Some(failure.message),
-                    Statistics::default(),
+    let mut schemas: HashMap<(String, String), OutputSchema> = HashMap::new();
+    loop {
+        match state.phase.clone() {
+            Phase::Ready { node, block } => {
+                execute_block(
+                    workflow,
+                    workers,
+                    &mut state,
+                    sink,
+                    &mut schemas,
+                    node,
+                    block,
                 )
+                .await?
             }
-        };
-        statistics.add(block_stats);
-        let per_block = blocks
-            .entry(format!("{}.{}", at.node, at.block))
-            .or_default();
-        per_block.attempts += 1;
-        per_block.tokens_used += block_stats.tokens_used;
-        per_block.lines_written += block_stats.lines_written;
-        per_block.duration += duration;
-        per_block.failures += u32::from(failure.is_some());
-        observer.on_event(RunEvent::BlockFinished {
-            step,
-            node: &at.node,
-            block: &at.block,
-            signal: &signal,
-            duration,
-            statistics: block_stats,
-            failure: failure.as_deref(),
-            log: &result.log,
-        });
-        previous = Some(format!("{}.{}", at.node, at.block));
-
-        // Steps D and E: find the transition.
-        let Some(resolution) = transitions::resolve(&block.transitions, &signal) else {
-            let mut reason = format!(
-                "block `{}.{}` emitted `{signal}` and has no transition for it nor for `{}`",
-                at.node,
-                at.block,
-                transitions::FAIL_DEFAULT
-            );
-            if let Some(message) = failure {
-                reason.push_str(&format!("; the worker failed: {message}"));
+            Phase::Deciding {
+                node,
+                block,
+                signal,
+                failure,
+            } => {
+                take_transition(
+                    workflow, actions, &mut state, sink, node, block, signal, failure,
+                )
+                .await?
             }
-            break fail(reason);
-        };
-        let action = match resolution {
-            Resolution::Exact(t) | Resolution::Fallback(t) => t.action.as_str(),
-        };
+            Phase::Waiting { .. } | Phase::Finished(_) => break,
+        }
+    }
+    let status = match &state.phase {
+        Phase::Finished(Outcome::Succeeded) => RunStatus::Succeeded,
+        Phase::Finished(Outcome::Failed { reason }) => RunStatus::Failed {
+            reason: reason.clone(),
+        },
+        Phase::Waiting {
+            gate_id,
+            node,
+            block,
+            prompt,
+        } => RunStatus::WaitingAtGate {
+            gate_id: gate_id.clone(),
+            node: node.clone(),
+            block: block.clone(),
+            prompt: prompt.clone(),
+        },
+        Phase::Ready { .. } | Phase::Deciding { .. } => unreachable!("the loop runs until rest"),
+    };
+    Ok(RunReport {
+        status,
+        steps: state.steps,
+        statistics: state.statistics,
+        blocks: state.blocks.clone(),
+        payload: state.payload.clone(),
+        duration: started.elapsed(),
+        state,
+    })
+}
 
-        // Step F: the ActionHandler decides, the engine executes.
-        let view = RunView {
+/// Steps A to C: assemble the context, execute the block, validate its
+/// output.
+async fn execute_block<W: WorkerHost>(
+    workflow: &Workflow,
+    workers: &W,
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    schemas: &mut HashMap<(String, String), OutputSchema>,
+    node_id: String,
+    block_id: String,
+) -> Result<(), EngineError> {
+    let Some((node, block)) = lookup(workflow, &node_id, &block_id) else {
+        return finish(
+            state,
+            sink,
+            format!("block `{node_id}.{block_id}` does not exist"),
+        );
+    };
+    if state.steps >= state.max_steps {
+        return finish(
+            state,
+            sink,
+            format!(
+                "step limit of {} reached at block `{node_id}.{block_id}`: the workflow probably loops",
+                state.max_steps
+            ),
+        );
+    }
+    let attempt = state.attempts(&node_id, &block_id) + 1;
+    if let Some(max) = block.max_attempts
+        && attempt > max
+    {
+        return finish(
+            state,
+            sink,
+            format!(
+                "block `{node_id}.{block_id}` would run a {} time, over its max_attempts of {max}",
+                ordinal(attempt)
+            ),
+        );
+    }
+    let strategy = match crate::merge::parse_all(&block.payload_merge_strategy) {
+        Ok(s) => s,
+        Err((_, e)) => return finish(state, sink, format!("block `{node_id}.{block_id}`: {e}")),
+    };
+    let key = (node_id.clone(), block_id.clone());
+    if let Some(schema) = &block.validation_schema
+        && !schemas.contains_key(&key)
+    {
+        match OutputSchema::compile(schema) {
+            Ok(compiled) => {
+                schemas.insert(key.clone(), compiled);
+            }
+            Err(e) => return finish(state, sink, format!("block `{node_id}.{block_id}`: {e}")),
+        }
+    }
+    let step = state.steps;
+
+    // Step A: assemble the block's context (the five layers).
+    let block_payload = crate::merge::apply(
+        &strategy,
+        &state.payload,
+        &node.static_memory,
+        &block.config,
+        step,
+    );
+    let assembled = AssembledContext {
+        payload: block_payload,
+        system_prompt: system_prompt(workflow, block),
+        config: block.config.clone(),
+        inherited: inherited_memory(workflow, &node_id, &state.stack),
+        artifacts: state.artifacts.clone(),
+        metadata: Metadata {
             workflow_id: workflow.id.clone(),
-            execution_id: options.execution_id.clone(),
-            node_id: at.node.clone(),
-            block_id: at.block.clone(),
-            signal: signal.clone(),
+            execution_id: state.run_id.clone(),
+            node_id: node_id.clone(),
+            block_id: block_id.clone(),
             step_index: step,
-            return_stack: stack
-                .iter()
-                .map(|f| format!("{}.{}", f.node, f.block))
-                .collect(),
-        };
-        let command = match actions
-            .interpret(workflow.handler_for(action), action, &view)
-            .await
-        {
-            Ok(command) => command,
-            Err(message) => {
-                break fail(format!(
-                    "action `{action}` of block `{}.{}` could not be interpreted: {message}",
-                    at.node, at.block
-                ));
+            attempt,
+            previous_block_id: state.previous.clone(),
+        },
+    };
+    let assembled_context = assembled.render();
+    let context = BlockContext {
+        workflow_id: workflow.id.clone(),
+        execution_id: state.run_id.clone(),
+        node_id: node_id.clone(),
+        block_id: block_id.clone(),
+        step_index: step,
+        attempt,
+        previous_block_id: state.previous.clone(),
+        static_memory: serde_json::Value::Object(node.static_memory.clone()),
+        inherited_memory: serde_json::Value::Object(assembled.inherited),
+        artifacts: assembled.artifacts,
+        config: assembled.config,
+        file_restrictions: block.file_restrictions.clone(),
+        system_prompt: assembled.system_prompt,
+        assembled_context,
+    };
+
+    // Step B: execute the block.
+    emit(
+        state,
+        sink,
+        vec![Event::BlockStarted {
+            step,
+            node: node_id.clone(),
+            block: block_id.clone(),
+            attempt,
+        }],
+    )?;
+    let block_started = Instant::now();
+    let result = workers
+        .run_block(BlockRequest {
+            worker: block.worker.clone(),
+            context,
+            payload: assembled.payload,
+            timeout: block.timeout,
+        })
+        .await;
+    let duration = block_started.elapsed();
+
+    let (signal, payload, artifact, failure, statistics) = match result.outcome {
+        Ok(output) => {
+            let mut signal = output.signal;
+            let mut payload = output.payload;
+            let mut artifact = None;
+            let raw = output
+                .structured_output
+                .clone()
+                .or_else(|| payload.last().map(|s| s.content.clone()));
+            // Step C: validate and clean the output.
+            if let Some(schema) = schemas.get(&key) {
+                let checked = match raw.as_deref() {
+                    None => Err("the worker returned no output to validate".to_string()),
+                    Some(text) => schema.check(text).map_err(|e| e.to_string()),
+                };
+                match checked {
+                    Ok(clean) => {
+                        artifact = Some(clean.to_string());
+                        payload.push(ContextSegment::new(
+                            format!("validated-{step}"),
+                            "VALIDATED_OUTPUT",
+                            clean.to_string(),
+                        ))
+                    }
+                    Err(reason) => {
+                        signal = transitions::VALIDATION_FAIL.to_string();
+                        payload.push(ContextSegment::new(
+                            format!("validation-error-{step}"),
+                            "VALIDATION_ERROR",
+                            format!("output of `{node_id}.{block_id}` failed validation: {reason}"),
+                        ));
+                    }
+                }
+            } else {
+                artifact = output.structured_output;
             }
-        };
-        observer.on_event(RunEvent::ActionTaken {
+            (signal, payload, artifact, None, output.statistics)
+        }
+        Err(failure) => {
+            let mut payload = state.payload.clone();
+            payload.push(ContextSegment::new(
+                format!("worker-error-{step}"),
+                "WORKER_ERROR",
+                failure.message.clone(),
+            ));
+            (
+                transitions::WORKER_ERROR.to_string(),
+                payload,
+                None,
+                Some(failure.message),
+                Statistics::default(),
+            )
+        }
+    };
+    let completed = Event::BlockCompleted {
+        step,
+        node: node_id,
+        block: block_id,
+        signal,
+        payload: PayloadDelta::between(&state.payload, &payload),
+        artifact,
+        statistics,
+        duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
+        failure,
+        log: result.log,
+    };
+    emit(state, sink, vec![completed])
+}
+
+/// Steps D to F: find the transition for the signal, have the action
+/// handler decide, and record what the engine does with its command.
+#[allow(clippy::too_many_arguments)]
+async fn take_transition<A: ActionInterpreter>(
+    workflow: &Workflow,
+    actions: &A,
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    node_id: String,
+    block_id: String,
+    signal: String,
+    failure: Option<String>,
+) -> Result<(), EngineError> {
+    let here = format!("{node_id}.{block_id}");
+    let Some((_, block)) = lookup(workflow, &node_id, &block_id) else {
+        return finish(state, sink, format!("block `{here}` does not exist"));
+    };
+    let Some(resolution) = transitions::resolve(&block.transitions, &signal) else {
+        let mut reason = format!(
+            "block `{here}` emitted `{signal}` and has no transition for it nor for `{}`",
+            transitions::FAIL_DEFAULT
+        );
+        if let Some(message) = failure {
+            reason.push_str(&format!("; the worker failed: {message}"));
+        }
+        return finish(state, sink, reason);
+    };
+    let action = resolution.transition().action.clone();
+    let step = state.steps - 1;
+    let view = RunView {
+        workflow_id: workflow.id.clone(),
+        execution_id: state.run_id.clone(),
+        node_id: node_id.clone(),
+        block_id: block_id.clone(),
+        signal: signal.clone(),
+        step_index: step,
+        return_stack: state
+            .stack
+            .iter()
+            .map(|f| format!("{}.{}", f.node, f.block))
+            .collect(),
+    };
+    let command = match actions
+        .interpret(workflow.handler_for(&action), &action, &view)
+        .await
+    {
+        Ok(command) => command,
+        Err(message) => {
+            return finish(
+                state,
+                sink,
+                format!("action `{action}` of block `{here}` could not be interpreted: {message}"),
+            );
+        }
+    };
+    let mut gate_id = None;
+    let record = match command {
+        EngineCommand::Jump(target) => {
+            let (node, block) = resolve_ref(&target, &node_id);
+            if lookup(workflow, &node, &block).is_none() {
+                return finish(
+                    state,
+                    sink,
+                    format!(
+                        "action `{action}` of block `{here}` jumps to `{node}.{block}`, which does not exist"
+                    ),
+                );
+            }
+            CommandRecord::Jump {
+                to: format!("{node}.{block}"),
+            }
+        }
+        EngineCommand::Call {
+            node: callee,
+            return_to,
+        } => {
+            let Some(callee_node) = workflow.nodes.get(&callee) else {
+                return finish(
+                    state,
+                    sink,
+                    format!("block `{here}` calls node `{callee}`, which does not exist"),
+                );
+            };
+            if state.stack.len() >= state.max_call_depth {
+                return finish(
+                    state,
+                    sink,
+                    format!(
+                        "call depth limit of {} exceeded calling `{callee}` from `{here}`",
+                        state.max_call_depth
+                    ),
+                );
+            }
+            let (back_node, back_block) = match &return_to {
+                Some(r) => resolve_ref(r, &node_id),
+                None => (node_id.clone(), block_id.clone()),
+            };
+            if lookup(workflow, &back_node, &back_block).is_none() {
+                return finish(
+                    state,
+                    sink,
+                    format!(
+                        "action `{action}` of block `{here}` returns to `{back_node}.{back_block}`, which does not exist"
+                    ),
+                );
+            }
+            CommandRecord::Call {
+                entry: callee_node.entry_block.clone(),
+                node: callee,
+                return_to: format!("{back_node}.{back_block}"),
+                isolated: !callee_node.context_inheritance,
+            }
+        }
+        EngineCommand::Return => {
+            if state.stack.is_empty() {
+                return finish(
+                    state,
+                    sink,
+                    format!("block `{here}` returned with an empty return stack"),
+                );
+            }
+            CommandRecord::Return
+        }
+        EngineCommand::End => CommandRecord::End,
+        EngineCommand::Fail(reason) => CommandRecord::Fail { reason },
+        EngineCommand::Gate(prompt) => {
+            gate_id = Some(sink.new_gate_id()?);
+            CommandRecord::Gate { prompt }
+        }
+    };
+    emit(
+        state,
+        sink,
+        vec![Event::ActionTaken {
             step,
             action,
-            command: &command,
-        });
-
-        match command {
-            EngineCommand::Jump(target) => {
-                let next = resolve_ref(&target, &at.node);
-                if lookup(workflow, &next.node, &next.block).is_none() {
-                    break fail(format!(
-                        "action `{action}` of block `{}.{}` jumps to `{}.{}`, which does not exist",
-                        at.node, at.block, next.node, next.block
-                    ));
-                }
-                at = next;
-            }
-            EngineCommand::Call {
-                node: callee,
-                return_to,
-            } => {
-                let Some(callee_node) = workflow.nodes.get(&callee) else {
-                    break fail(format!(
-                        "block `{}.{}` calls node `{callee}`, which does not exist",
-                        at.node, at.block
-                    ));
-                };
-                if stack.len() >= options.max_call_depth {
-                    break fail(format!(
-                        "call depth limit of {} exceeded calling `{callee}` from `{}.{}`",
-                        options.max_call_depth, at.node, at.block
-                    ));
-                }
-                let back = return_to
-                    .map(|r| resolve_ref(&r, &at.node))
-                    .unwrap_or(Cursor {
-                        node: at.node.clone(),
-                        block: at.block.clone(),
-                    });
-                if lookup(workflow, &back.node, &back.block).is_none() {
-                    break fail(format!(
-                        "action `{action}` of block `{}.{}` returns to `{}.{}`, which does not exist",
-                        at.node, at.block, back.node, back.block
-                    ));
-                }
-                let (saved_payload, saved_artifacts) = if callee_node.context_inheritance {
-                    (None, None)
-                } else {
-                    (
-                        Some(std::mem::take(&mut payload)),
-                        Some(std::mem::take(&mut artifacts)),
-                    )
-                };
-                stack.push(Frame {
-                    node: back.node,
-                    block: back.block,
-                    saved_payload,
-                    saved_artifacts,
-                });
-                at = Cursor {
-                    node: callee,
-                    block: callee_node.entry_block.clone(),
-                };
-            }
-            EngineCommand::Return => {
-                let Some(frame) = stack.pop() else {
-                    break fail(format!(
-                        "block `{}.{}` returned with an empty return stack",
-                        at.node, at.block
-                    ));
-                };
-                if let Some(mut saved) = frame.saved_payload {
-                    // An isolated subroutine hands back only what it produced.
-                    saved.append(&mut payload);
-                    payload = saved;
-                }
-                if let Some(saved) = frame.saved_artifacts {
-                    artifacts = saved;
-                }
-                at = Cursor {
-                    node: frame.node,
-                    block: frame.block,
-                };
-            }
-            EngineCommand::End => break RunStatus::Succeeded,
-            EngineCommand::Fail(reason) => {
-                break fail(format!("block `{}.{}`: {reason}", at.node, at.block));
-            }
-            EngineCommand::Gate(prompt) => {
-                break RunStatus::WaitingAtGate {
-                    node: at.node.clone(),
-                    block: at.block.clone(),
-                    prompt,
-                };
-            }
-        }
-    };
-
-    RunReport {
-        status,
-        steps,
-        statistics,
-        blocks,
-        payload,
-        duration: started.elapsed(),
-    }
+            command: record,
+            gate_id,
+        }],
+    )
 }
 
 /// Layer 3: the node's static memory over its callers', up to the nearest
@@ -616,14 +684,14 @@ fn lookup<'w>(workflow: &'w Workflow, node: &str, block: &str) -> Option<(&'w No
     Some((n, n.blocks.get(block)?))
 }
 
-fn resolve_ref(target: &BlockRef, current_node: &str) -> Cursor {
-    Cursor {
-        node: target
+fn resolve_ref(target: &BlockRef, current_node: &str) -> (String, String) {
+    (
+        target
             .node
             .clone()
             .unwrap_or_else(|| current_node.to_string()),
-        block: target.block.clone(),
-    }
+        target.block.clone(),
+    )
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //!
 //! This crate owns the concepts of a workflow run and nothing about how
 //! blocks are executed: manifests ([`manifest`]), the Node/Block execution
-//! loop ([`engine`]), transition resolution ([`transitions`]), the engine
+//! loop ([`engine`]), the durable events of a run ([`event`]) and the state
+//! they fold into ([`state`]), transition resolution ([`transitions`]), the engine
 //! commands that action handlers return ([`command`]) and the grammar of the
 //! default action handler ([`actions`]), file restrictions ([`restrictions`])
 //! and workspace snapshots used to enforce them ([`workspace`]).
@@ -16,12 +17,14 @@ pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod context;
 pub mod engine;
+pub mod event;
 pub mod graph;
 pub mod manifest;
 pub mod merge;
 pub mod payload;
 pub mod prompt;
 pub mod restrictions;
+pub mod state;
 pub mod transitions;
 pub mod validation;
 #[cfg(unix)]

@@ -9,6 +9,11 @@ pub const FAIL_DEFAULT: &str = "SIGNAL:FAIL_DEFAULT";
 pub const VALIDATION_FAIL: &str = "SIGNAL:VALIDATION_FAIL";
 /// The signal of a block whose worker failed (trap, error, timeout, limits).
 pub const WORKER_ERROR: &str = "SIGNAL:WORKER_ERROR";
+/// The signal a gating block sees when a human approved its gate.
+pub const GATE_APPROVED: &str = "SIGNAL:GATE_APPROVED";
+/// The signal a gating block sees when a human requested changes at its
+/// gate; the requested changes are pushed onto the payload.
+pub const GATE_CHANGES_REQUESTED: &str = "SIGNAL:GATE_CHANGES_REQUESTED";
 
 /// How a transition was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::*;
+use crate::event::{Decision, MemoryLog};
 use crate::manifest;
 
 type Script = Box<
@@ -98,7 +99,7 @@ fn workflow(json: serde_json::Value) -> Workflow {
     let errors = manifest::check(
         std::path::Path::new("t.json"),
         &wf,
-        &["actions-core", "tag", "boom", "out"],
+        &["actions-core", "tag", "boom", "out", "planner"],
     );
     assert!(errors.is_empty(), "{errors:?}");
     wf
@@ -113,16 +114,21 @@ fn block(signal: &str, transitions: &[(&str, &str)]) -> serde_json::Value {
 }
 
 async fn execute(wf: &Workflow, workers: &FakeWorkers) -> RunReport {
-    let mut events = Vec::new();
-    let report = run(
-        wf,
-        workers,
-        &CoreActions,
-        &RunOptions::new("exec-1"),
-        &mut |e: RunEvent<'_>| events.push(format!("{e:?}")),
-    )
-    .await;
-    assert!(!events.is_empty());
+    execute_with(wf, workers, &CoreActions, &RunOptions::new("exec-1")).await
+}
+
+/// Run with an in-memory log and check that folding the log gives exactly
+/// the state the engine ended in (what resuming relies on).
+async fn execute_with<A: ActionInterpreter>(
+    wf: &Workflow,
+    workers: &FakeWorkers,
+    actions: &A,
+    options: &RunOptions,
+) -> RunReport {
+    let mut log = MemoryLog::default();
+    let report = run(wf, workers, actions, options, &mut log).await.unwrap();
+    assert!(matches!(log.events[0], Event::RunStarted { .. }));
+    assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
     report
 }
 
@@ -344,10 +350,7 @@ async fn jump_cycles_hit_the_step_limit() {
     let workers = FakeWorkers::default().with("tag", |ctx, _| tagger(ctx, &Vec::new()));
     let mut options = RunOptions::new("e");
     options.max_steps = 50;
-    let report = run(&wf, &workers, &CoreActions, &options, &mut |_: RunEvent<
-        '_,
-    >| {})
-    .await;
+    let report = execute_with(&wf, &workers, &CoreActions, &options).await;
     let RunStatus::Failed { reason } = report.status else {
         panic!()
     };
@@ -383,6 +386,7 @@ async fn gate_pauses_the_run() {
     assert_eq!(
         report.status,
         RunStatus::WaitingAtGate {
+            gate_id: "UD-1".into(),
             node: "main".into(),
             block: "a".into(),
             prompt: "ship it?".into()
@@ -405,14 +409,7 @@ async fn handler_errors_fail_the_run_naming_the_action() {
         }}}
     }));
     let workers = FakeWorkers::default().with("tag", tagger);
-    let report = run(
-        &wf,
-        &workers,
-        &Refuse,
-        &RunOptions::new("e"),
-        &mut |_: RunEvent<'_>| {},
-    )
-    .await;
+    let report = execute_with(&wf, &workers, &Refuse, &RunOptions::new("e")).await;
     let RunStatus::Failed { reason } = report.status else {
         panic!()
     };
@@ -454,14 +451,7 @@ async fn commands_to_missing_targets_fail_naming_the_action() {
             }}}
         }));
         let workers = FakeWorkers::default().with("tag", tagger);
-        let report = run(
-            &wf,
-            &workers,
-            &Wild,
-            &RunOptions::new("e"),
-            &mut |_: RunEvent<'_>| {},
-        )
-        .await;
+        let report = execute_with(&wf, &workers, &Wild, &RunOptions::new("e")).await;
         let RunStatus::Failed { reason } = report.status else {
             panic!()
         };
@@ -658,14 +648,7 @@ async fn actions_go_to_the_handler_registered_for_their_verb() {
         .is_empty()
     );
     let workers = FakeWorkers::default().with("tag", tagger);
-    let report = run(
-        &wf,
-        &workers,
-        &Routing,
-        &RunOptions::new("e"),
-        &mut |_: RunEvent<'_>| {},
-    )
-    .await;
+    let report = execute_with(&wf, &workers, &Routing, &RunOptions::new("e")).await;
     let RunStatus::WaitingAtGate { prompt, .. } = report.status else {
         panic!("{:?}", report.status)
     };
@@ -734,4 +717,235 @@ async fn the_five_layers_follow_calls_and_isolation() {
         "{doc}"
     );
     assert!(doc.ends_with("previous block: pure.p"), "{doc}");
+}
+
+/// A workflow with everything resuming must get right: a CALL into an
+/// isolated subroutine with a validation retry inside, a RETURN, a gate.
+fn durable_workflow() -> Workflow {
+    workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {
+            "main": {"entry_block": "a", "blocks": {
+                "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "CALL:plan@review")]),
+                "review": block("SIGNAL:SUCCESS", &[
+                    ("SIGNAL:SUCCESS", "GATE:ship it?"),
+                    ("SIGNAL:GATE_APPROVED", "JUMP:ship"),
+                    ("SIGNAL:GATE_CHANGES_REQUESTED", "CALL:plan@review")]),
+                "ship": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+            }},
+            "plan": {"entry_block": "draft", "context_inheritance": false, "blocks": {
+                "draft": {"worker": "planner", "max_attempts": 5,
+                    "validation_schema": {"type": "object", "required": ["tasks"]},
+                    "transitions": [
+                        {"on_signal": "SIGNAL:SUCCESS", "action": "RETURN"},
+                        {"on_signal": "SIGNAL:VALIDATION_FAIL", "action": "JUMP:draft"}]},
+            }}
+        }
+    }))
+}
+
+/// Answers badly on its first attempt, then validly.
+fn planner_workers() -> FakeWorkers {
+    FakeWorkers::default()
+        .with("tag", tagger)
+        .with("planner", |ctx, payload| {
+            let mut payload = payload.clone();
+            let answer = if ctx.attempt == 1 {
+                "no plan".to_string()
+            } else {
+                format!("{{\"tasks\": [\"step {}\"]}}", ctx.step_index)
+            };
+            payload.push(ContextSegment::new(
+                format!("p{}", ctx.step_index),
+                "AI_RESPONSE",
+                answer,
+            ));
+            Ok(WorkerOutput {
+                payload,
+                signal: "SIGNAL:SUCCESS".into(),
+                statistics: Statistics {
+                    tokens_used: 100,
+                    lines_written: 0,
+                },
+                ..Default::default()
+            })
+        })
+}
+
+/// The state without wall-clock durations, which differ between runs.
+fn timeless(state: &RunState) -> RunState {
+    let mut state = state.clone();
+    for b in state.blocks.values_mut() {
+        b.duration = Duration::ZERO;
+    }
+    state.events = 0;
+    state
+}
+
+#[tokio::test]
+async fn a_run_resumed_from_any_prefix_of_its_log_ends_exactly_like_the_uninterrupted_run() {
+    let wf = durable_workflow();
+    let mut reference = MemoryLog::default();
+    let report = run(
+        &wf,
+        &planner_workers(),
+        &CoreActions,
+        &RunOptions::new("r"),
+        &mut reference,
+    )
+    .await
+    .unwrap();
+    let RunStatus::WaitingAtGate { gate_id, .. } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    let answer = Event::GateAnswered {
+        gate_id: gate_id.clone(),
+        decision: Decision::Approved,
+    };
+    reference.events.push(answer.clone());
+    let mut state = RunState::replay(&reference.events).unwrap();
+    let done = drive(
+        &wf,
+        &planner_workers(),
+        &CoreActions,
+        state.clone(),
+        &mut reference,
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.status, RunStatus::Succeeded);
+    state = done.state;
+    assert_eq!(state.blocks["plan.draft"].attempts, 2);
+    assert_eq!(state.steps, 5);
+
+    // Crash after every event: the log is a prefix; resume must reach the
+    // same state, re-running only the block that was in flight.
+    for cut in 1..reference.events.len() {
+        let mut log = MemoryLog {
+            events: reference.events[..cut].to_vec(),
+        };
+        let workers = planner_workers();
+        let mut resumed = RunState::replay(&log.events).unwrap();
+        loop {
+            let report = resume(&wf, &workers, &CoreActions, resumed, &mut log)
+                .await
+                .unwrap();
+            match report.status {
+                RunStatus::WaitingAtGate { gate_id, .. } => {
+                    log.events.push(Event::GateAnswered {
+                        gate_id,
+                        decision: Decision::Approved,
+                    });
+                    resumed = RunState::replay(&log.events).unwrap();
+                }
+                _ => {
+                    assert_eq!(timeless(&report.state), timeless(&state), "cut at {cut}");
+                    break;
+                }
+            }
+        }
+        // Every step completed exactly once in the log.
+        let completed: Vec<u64> = log
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::BlockCompleted { step, .. } => Some(*step),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(completed, (0..5).collect::<Vec<_>>(), "cut at {cut}");
+        // A block interrupted mid-way was run again, nothing else.
+        let interrupted = matches!(reference.events[cut - 1], Event::BlockStarted { .. });
+        let rerun = workers.seen.lock().unwrap().len();
+        let already_done = reference.events[..cut]
+            .iter()
+            .filter(|e| matches!(e, Event::BlockCompleted { .. }))
+            .count();
+        assert_eq!(rerun, 5 - already_done, "cut at {cut}");
+        if interrupted {
+            assert!(log.events.iter().any(|e| matches!(
+                e,
+                Event::Resumed {
+                    interrupted: Some(_)
+                }
+            )));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_gate_answer_resumes_with_a_signal_and_the_requested_changes() {
+    let wf = durable_workflow();
+    let mut log = MemoryLog::default();
+    let workers = planner_workers();
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+        .await
+        .unwrap();
+    assert!(matches!(report.status, RunStatus::WaitingAtGate { .. }));
+    assert_eq!(report.state.gates["UD-1"].decision, None);
+    log.events.push(Event::GateAnswered {
+        gate_id: "UD-1".into(),
+        decision: "changes-requested: smaller tasks".parse().unwrap(),
+    });
+    let state = RunState::replay(&log.events).unwrap();
+    let report = drive(&wf, &workers, &CoreActions, state, &mut log)
+        .await
+        .unwrap();
+    // Changes requested: the plan runs again and the gate opens anew.
+    let RunStatus::WaitingAtGate { gate_id, .. } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(gate_id, "UD-2");
+    let decision = report
+        .payload
+        .iter()
+        .find(|s| s.kind == "GATE_DECISION")
+        .expect("the decision is in the payload");
+    assert_eq!(decision.content, "changes-requested:smaller tasks");
+    assert_eq!(report.state.blocks["plan.draft"].attempts, 3);
+
+    // Answering a gate that is not open does not fold.
+    let mut state = report.state.clone();
+    let stale = Event::GateAnswered {
+        gate_id: "UD-1".into(),
+        decision: Decision::Approved,
+    };
+    let before = state.clone();
+    assert!(
+        state
+            .apply(&stale)
+            .unwrap_err()
+            .to_string()
+            .contains("UD-1")
+    );
+    assert_eq!(state, before, "a refused event changes nothing");
+}
+
+#[tokio::test]
+async fn a_log_out_of_order_is_refused_not_folded() {
+    let wf = durable_workflow();
+    let mut log = MemoryLog::default();
+    run(
+        &wf,
+        &planner_workers(),
+        &CoreActions,
+        &RunOptions::new("r"),
+        &mut log,
+    )
+    .await
+    .unwrap();
+    // Drop one completed block: the next events no longer fit.
+    let at = log
+        .events
+        .iter()
+        .position(|e| matches!(e, Event::BlockCompleted { step: 1, .. }))
+        .unwrap();
+    let mut damaged = log.events.clone();
+    damaged.remove(at);
+    let err = RunState::replay(&damaged).unwrap_err();
+    assert_eq!(err.index as usize, at, "{err}");
+    // A second start is refused too.
+    let mut twice = log.events.clone();
+    twice.push(log.events[0].clone());
+    assert!(RunState::replay(&twice).is_err());
 }

@@ -1,0 +1,520 @@
+//! The durable events of a run: the single source of truth.
+//!
+//! A run is an append-only sequence of [`Event`]s. Everything else — the
+//! cursor, the payload, the ReturnStack, attempts, statistics, open gates,
+//! the run's status — is a projection computed by folding the events with
+//! [`crate::state::RunState::apply`]. The engine writes an event *before* it
+//! acts on it, so rebuilding the state from the log after a crash gives
+//! exactly the state the run had when it died.
+//!
+//! Events are serialized as JSON objects tagged by `type`; the format is
+//! versioned by [`EVENT_FORMAT`]. Additions of optional fields are
+//! compatible; anything else bumps the version.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
+
+/// The version of the event format, recorded in every exported bundle.
+pub const EVENT_FORMAT: u32 = 1;
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Event {
+    /// The first event of every run.
+    RunStarted {
+        run_id: String,
+        workflow_id: String,
+        /// `sha256:<hex>` of the pinned, normalized workflow definition.
+        workflow_hash: String,
+        /// Plugin name → `sha256:<hex>` of the component the run uses.
+        #[serde(default)]
+        plugins: BTreeMap<String, String>,
+        start_node: String,
+        start_block: String,
+        max_steps: u64,
+        max_call_depth: usize,
+    },
+    /// A block is about to execute. Without a matching
+    /// [`Event::BlockCompleted`] the execution was interrupted and runs again.
+    BlockStarted {
+        step: u64,
+        node: String,
+        block: String,
+        attempt: u32,
+    },
+    /// A block finished (its worker succeeded or failed); carries
+    /// everything the block changed.
+    BlockCompleted {
+        step: u64,
+        node: String,
+        block: String,
+        /// The signal after validation.
+        signal: String,
+        payload: PayloadDelta,
+        /// The block's structured output, recorded as its artifact.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        artifact: Option<String>,
+        statistics: Statistics,
+        duration_us: u64,
+        /// Why the worker produced no output, if it did not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        log: Vec<String>,
+    },
+    /// The transition chosen for a block's signal, and what its action
+    /// handler decided.
+    ActionTaken {
+        step: u64,
+        action: String,
+        command: CommandRecord,
+        /// Set when the command opens a gate: its id, unique in the run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gate_id: Option<String>,
+    },
+    /// A human answered an open gate.
+    GateAnswered { gate_id: String, decision: Decision },
+    /// The run ended.
+    RunFinished { outcome: Outcome },
+    /// A host picked the run up again after it stopped without finishing.
+    Resumed {
+        /// The block execution the crash interrupted, which runs again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interrupted: Option<InterruptedBlock>,
+    },
+    /// The first event of a branch: the run continues from an older
+    /// snapshot, leaving the branch it came from intact.
+    Forked {
+        /// The snapshot id the branch starts from.
+        from_snapshot: String,
+    },
+}
+
+impl Event {
+    /// The `type` tag, as stored and shown.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "run_started",
+            Event::BlockStarted { .. } => "block_started",
+            Event::BlockCompleted { .. } => "block_completed",
+            Event::ActionTaken { .. } => "action_taken",
+            Event::GateAnswered { .. } => "gate_answered",
+            Event::RunFinished { .. } => "run_finished",
+            Event::Resumed { .. } => "resumed",
+            Event::Forked { .. } => "forked",
+        }
+    }
+
+    /// Whether the run is at rest after this event — about to run a block,
+    /// or waiting at a gate — so that a branch can start here.
+    pub fn is_snapshot(&self) -> bool {
+        match self {
+            Event::RunStarted { .. } | Event::Forked { .. } => true,
+            Event::ActionTaken { command, .. } => {
+                !matches!(command, CommandRecord::End | CommandRecord::Fail { .. })
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the run is over after this event.
+    pub fn ends_run(&self) -> bool {
+        matches!(
+            self,
+            Event::RunFinished { .. }
+                | Event::ActionTaken {
+                    command: CommandRecord::End | CommandRecord::Fail { .. },
+                    ..
+                }
+        )
+    }
+
+    /// A one-line human description.
+    pub fn describe(&self) -> String {
+        match self {
+            Event::RunStarted {
+                workflow_id,
+                workflow_hash,
+                ..
+            } => format!(
+                "run of {workflow_id} started ({})",
+                short_hash(workflow_hash)
+            ),
+            Event::BlockStarted {
+                step,
+                node,
+                block,
+                attempt,
+            } => format!("[{step}] {node}.{block} started (attempt {attempt})"),
+            Event::BlockCompleted {
+                step,
+                node,
+                block,
+                signal,
+                duration_us,
+                failure,
+                ..
+            } => {
+                let mut s = format!(
+                    "[{step}] {node}.{block} -> {signal} ({:.1} ms)",
+                    *duration_us as f64 / 1000.0
+                );
+                if let Some(why) = failure {
+                    s.push_str(&format!(": block failed: {why}"));
+                }
+                s
+            }
+            Event::ActionTaken {
+                step,
+                action,
+                command,
+                gate_id,
+            } => match gate_id {
+                Some(id) => format!("[{step}] {action}: gate {id} opened"),
+                None => format!("[{step}] {action}: {command}"),
+            },
+            Event::GateAnswered { gate_id, decision } => {
+                format!("gate {gate_id} answered: {decision}")
+            }
+            Event::RunFinished { outcome } => match outcome {
+                Outcome::Succeeded => "run succeeded".to_string(),
+                Outcome::Failed { reason } => format!("run failed: {reason}"),
+            },
+            Event::Resumed { interrupted: None } => "resumed".to_string(),
+            Event::Resumed {
+                interrupted: Some(b),
+            } => format!(
+                "resumed; [{}] {}.{} was interrupted and runs again",
+                b.step, b.node, b.block
+            ),
+            Event::Forked { from_snapshot } => format!("branch forked from {from_snapshot}"),
+        }
+    }
+}
+
+fn short_hash(hash: &str) -> &str {
+    let end = hash.len().min("sha256:".len() + 12);
+    &hash[..end]
+}
+
+/// A block execution that started and never completed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterruptedBlock {
+    pub step: u64,
+    pub node: String,
+    pub block: String,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Outcome {
+    Succeeded,
+    Failed { reason: String },
+}
+
+/// The new payload as a change of the old one: keep the first `keep`
+/// segments, then append `push`. Workers usually append to what they were
+/// given, so the log stores each segment about once instead of the whole
+/// payload at every step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadDelta {
+    pub keep: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub push: Vec<ContextSegment>,
+}
+
+impl PayloadDelta {
+    /// The delta that turns `old` into `new`.
+    pub fn between(old: &[ContextSegment], new: &[ContextSegment]) -> Self {
+        let keep = old
+            .iter()
+            .zip(new.iter())
+            .take_while(|(a, b)| a == b)
+            .count();
+        PayloadDelta {
+            keep,
+            push: new[keep..].to_vec(),
+        }
+    }
+
+    /// Apply to `payload`; `None` if the delta keeps more than there is.
+    pub fn apply(&self, payload: &mut ExecutionPayload) -> Option<()> {
+        if self.keep > payload.len() {
+            return None;
+        }
+        payload.truncate(self.keep);
+        payload.extend(self.push.iter().cloned());
+        Some(())
+    }
+}
+
+/// A human's answer at a gate (seed 001's decision protocol): exactly
+/// `approved` or `changes-requested:<text>`; nothing else is an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Decision {
+    Approved,
+    ChangesRequested { text: String },
+}
+
+impl Decision {
+    /// The signal the gating block's transitions see after the answer.
+    pub fn signal(&self) -> &'static str {
+        match self {
+            Decision::Approved => crate::transitions::GATE_APPROVED,
+            Decision::ChangesRequested { .. } => crate::transitions::GATE_CHANGES_REQUESTED,
+        }
+    }
+}
+
+impl std::str::FromStr for Decision {
+    type Err = String;
+
+    fn from_str(answer: &str) -> Result<Self, String> {
+        const FORMS: &str = "an answer is `approved` or `changes-requested:<what to change>`";
+        if answer == "approved" {
+            return Ok(Decision::Approved);
+        }
+        if let Some(text) = answer.strip_prefix("changes-requested:") {
+            let text = text.trim();
+            if text.is_empty() {
+                return Err(format!(
+                    "`changes-requested:` needs the changes after the colon; {FORMS}"
+                ));
+            }
+            return Ok(Decision::ChangesRequested {
+                text: text.to_string(),
+            });
+        }
+        Err(format!("`{answer}` is not a gate answer; {FORMS}"))
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Decision::Approved => f.write_str("approved"),
+            Decision::ChangesRequested { text } => write!(f, "changes-requested:{text}"),
+        }
+    }
+}
+
+/// What the engine did with an action handler's command, resolved against
+/// the pinned workflow (full `node.block` addresses, the callee's entry
+/// block, whether it is isolated), so that folding the log needs nothing
+/// but the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CommandRecord {
+    Jump {
+        /// `node.block`.
+        to: String,
+    },
+    Call {
+        node: String,
+        /// The callee's entry block.
+        entry: String,
+        /// `node.block` the matching RETURN goes back to.
+        return_to: String,
+        /// The callee does not inherit context (`context_inheritance:
+        /// false`): the caller's payload and artifacts are set aside.
+        isolated: bool,
+    },
+    Return,
+    End,
+    Fail {
+        reason: String,
+    },
+    Gate {
+        prompt: String,
+    },
+}
+
+impl std::fmt::Display for CommandRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandRecord::Jump { to } => write!(f, "jump to {to}"),
+            CommandRecord::Call {
+                node, return_to, ..
+            } => write!(f, "call {node} (return to {return_to})"),
+            CommandRecord::Return => f.write_str("return"),
+            CommandRecord::End => f.write_str("end"),
+            CommandRecord::Fail { reason } => write!(f, "fail: {reason}"),
+            CommandRecord::Gate { prompt } => write!(f, "gate: {prompt}"),
+        }
+    }
+}
+
+/// Where the engine writes events. An implementation must make an event
+/// durable before returning: the engine acts on an event only after
+/// `append` succeeded.
+pub trait EventSink: Send {
+    /// Durably append `events`, all or none.
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError>;
+
+    /// A gate id not used before in this run (including other branches).
+    fn new_gate_id(&mut self) -> Result<String, SinkError>;
+}
+
+/// The sink could not record an event; the run stops where it is and can
+/// be resumed from the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SinkError(pub String);
+
+/// An in-memory log, for tests and embedding.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryLog {
+    pub events: Vec<Event>,
+}
+
+impl EventSink for MemoryLog {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        self.events.extend_from_slice(events);
+        Ok(())
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        Ok(gate_id(count_gates(&self.events) + 1))
+    }
+}
+
+/// A sink that keeps nothing (benchmarks, throwaway runs).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DiscardLog {
+    gates: usize,
+}
+
+impl EventSink for DiscardLog {
+    fn append(&mut self, _events: &[Event]) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        self.gates += 1;
+        Ok(gate_id(self.gates))
+    }
+}
+
+/// Gate ids follow seed 001's sequential decision ids: `UD-1`, `UD-2`, …
+pub fn gate_id(n: usize) -> String {
+    format!("UD-{n}")
+}
+
+/// How many gates `events` opened.
+pub fn count_gates<'a>(events: impl IntoIterator<Item = &'a Event>) -> usize {
+    events
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::ActionTaken {
+                    gate_id: Some(_),
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_delta_round_trips() {
+        let seg = |c: &str| ContextSegment::new(c, "T", c);
+        let old = vec![seg("a"), seg("b"), seg("c")];
+        for new in [
+            vec![],
+            vec![seg("a")],
+            vec![seg("a"), seg("b"), seg("c"), seg("d")],
+            vec![seg("x"), seg("b")],
+            vec![seg("a"), seg("b"), seg("z")],
+        ] {
+            let delta = PayloadDelta::between(&old, &new);
+            let mut rebuilt = old.clone();
+            delta.apply(&mut rebuilt).unwrap();
+            assert_eq!(rebuilt, new);
+        }
+        let appended = PayloadDelta::between(&old, &[old.clone(), vec![seg("d")]].concat());
+        assert_eq!(appended.keep, 3);
+        assert_eq!(appended.push.len(), 1);
+        assert!(
+            PayloadDelta {
+                keep: 9,
+                push: vec![]
+            }
+            .apply(&mut old.clone())
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn only_the_two_decision_forms_are_answers() {
+        assert_eq!("approved".parse(), Ok(Decision::Approved));
+        assert_eq!(
+            "changes-requested: split the plan".parse(),
+            Ok(Decision::ChangesRequested {
+                text: "split the plan".into()
+            })
+        );
+        for bad in [
+            "",
+            "Approved",
+            "approved!",
+            "yes",
+            "changes-requested:",
+            "changes-requested:  ",
+            "rejected",
+        ] {
+            let err = bad.parse::<Decision>().unwrap_err();
+            assert!(
+                err.contains("approved") && err.contains("changes-requested"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn events_serialize_tagged_and_round_trip() {
+        let events = [
+            Event::ActionTaken {
+                step: 3,
+                action: "CALL:sub@after".into(),
+                command: CommandRecord::Call {
+                    node: "sub".into(),
+                    entry: "x".into(),
+                    return_to: "main.after".into(),
+                    isolated: true,
+                },
+                gate_id: None,
+            },
+            Event::GateAnswered {
+                gate_id: "UD-1".into(),
+                decision: Decision::ChangesRequested {
+                    text: "more tests".into(),
+                },
+            },
+            Event::RunFinished {
+                outcome: Outcome::Failed {
+                    reason: "no".into(),
+                },
+            },
+        ];
+        for e in events {
+            let json = serde_json::to_value(&e).unwrap();
+            assert_eq!(json["type"], e.kind());
+            assert_eq!(serde_json::from_value::<Event>(json).unwrap(), e);
+        }
+        let unknown = serde_json::json!({"type": "block_started", "step": 0, "node": "a", "block": "b", "attempt": 1, "extra": 1});
+        assert!(serde_json::from_value::<Event>(unknown).is_err());
+    }
+}

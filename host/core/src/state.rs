@@ -1,0 +1,476 @@
+//! The state of a run as a fold of its events.
+//!
+//! [`RunState::apply`] is a pure function of the state and one event; the
+//! engine calls it after each event is durable, and resuming a run is
+//! [`RunState::replay`] of its log. Because both paths run the same code,
+//! a resumed run has exactly the payload, ReturnStack, attempts and
+//! statistics it would have had without the crash.
+//!
+//! `apply` is strict: an event that does not fit the state (a block
+//! completing that was never due, a step out of order, an answer to a gate
+//! that is not open) is refused with a message naming the event, which is
+//! how a damaged or hand-edited log is detected instead of silently
+//! producing a different run.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::event::{CommandRecord, Decision, Event, InterruptedBlock, Outcome};
+use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
+
+/// Where a run is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// About to execute `node.block`.
+    Ready {
+        node: String,
+        block: String,
+    },
+    /// `node.block` completed with `signal`; its transition is next.
+    Deciding {
+        node: String,
+        block: String,
+        signal: String,
+        /// The worker's failure, when the signal is `SIGNAL:WORKER_ERROR`.
+        failure: Option<String>,
+    },
+    /// Paused until a human answers gate `gate_id`.
+    Waiting {
+        gate_id: String,
+        node: String,
+        block: String,
+        prompt: String,
+    },
+    Finished(Outcome),
+}
+
+impl Phase {
+    /// A one-word status for listings.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Phase::Ready { .. } | Phase::Deciding { .. } => "unfinished",
+            Phase::Waiting { .. } => "waiting",
+            Phase::Finished(Outcome::Succeeded) => "succeeded",
+            Phase::Finished(Outcome::Failed { .. }) => "failed",
+        }
+    }
+}
+
+/// What one block did over a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BlockStatistics {
+    /// How many times the block ran to completion (interrupted executions
+    /// are not counted: they run again).
+    pub attempts: u32,
+    pub tokens_used: u64,
+    pub lines_written: u64,
+    /// Total wall-clock time of its executions, in milliseconds when
+    /// serialized.
+    #[serde(rename = "duration_ms", serialize_with = "as_millis")]
+    pub duration: Duration,
+    /// Executions whose worker failed.
+    pub failures: u32,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+/// A gate opened in this run's history.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct GateRecord {
+    pub gate_id: String,
+    pub node: String,
+    pub block: String,
+    pub step: u64,
+    pub prompt: String,
+    pub decision: Option<Decision>,
+}
+
+/// A return address on the ReturnStack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub node: String,
+    pub block: String,
+    /// The caller's payload, kept aside while an isolated node runs.
+    pub saved_payload: Option<ExecutionPayload>,
+    /// The caller's artifacts, likewise.
+    pub saved_artifacts: Option<BTreeMap<String, String>>,
+}
+
+/// Everything about a run that its events determine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunState {
+    pub run_id: String,
+    pub workflow_id: String,
+    pub workflow_hash: String,
+    pub plugins: BTreeMap<String, String>,
+    pub max_steps: u64,
+    pub max_call_depth: usize,
+    pub phase: Phase,
+    pub payload: ExecutionPayload,
+    pub stack: Vec<Frame>,
+    /// `node.block` → latest structured output in the current scope.
+    pub artifacts: BTreeMap<String, String>,
+    /// `node.block` of the last completed block.
+    pub previous: Option<String>,
+    /// Blocks completed.
+    pub steps: u64,
+    pub statistics: Statistics,
+    /// Per block, keyed `node.block`.
+    pub blocks: BTreeMap<String, BlockStatistics>,
+    /// A block that started and has not completed.
+    pub in_flight: Option<InterruptedBlock>,
+    /// Gates opened on this branch's history, by id.
+    pub gates: BTreeMap<String, GateRecord>,
+    /// Events applied.
+    pub events: u64,
+}
+
+/// An event that does not fit the run's state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("event {index} ({kind}) does not fit the run: {message}")]
+pub struct ReplayError {
+    /// 0-based position of the event in the fold.
+    pub index: u64,
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl RunState {
+    /// The state right after `started`, which must be a
+    /// [`Event::RunStarted`].
+    pub fn start(started: &Event) -> Result<RunState, ReplayError> {
+        let Event::RunStarted {
+            run_id,
+            workflow_id,
+            workflow_hash,
+            plugins,
+            start_node,
+            start_block,
+            max_steps,
+            max_call_depth,
+        } = started
+        else {
+            return Err(ReplayError {
+                index: 0,
+                kind: started.kind(),
+                message: "a run's first event must be run_started".into(),
+            });
+        };
+        Ok(RunState {
+            run_id: run_id.clone(),
+            workflow_id: workflow_id.clone(),
+            workflow_hash: workflow_hash.clone(),
+            plugins: plugins.clone(),
+            max_steps: *max_steps,
+            max_call_depth: *max_call_depth,
+            phase: Phase::Ready {
+                node: start_node.clone(),
+                block: start_block.clone(),
+            },
+            payload: Vec::new(),
+            stack: Vec::new(),
+            artifacts: BTreeMap::new(),
+            previous: None,
+            steps: 0,
+            statistics: Statistics::default(),
+            blocks: BTreeMap::new(),
+            in_flight: None,
+            gates: BTreeMap::new(),
+            events: 1,
+        })
+    }
+
+    /// Fold a whole log.
+    pub fn replay<'a>(
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> Result<RunState, ReplayError> {
+        let mut events = events.into_iter();
+        let Some(first) = events.next() else {
+            return Err(ReplayError {
+                index: 0,
+                kind: "none",
+                message: "the log is empty".into(),
+            });
+        };
+        let mut state = RunState::start(first)?;
+        for event in events {
+            state.apply(event)?;
+        }
+        Ok(state)
+    }
+
+    /// Whether the run can go on without a human: it is neither finished
+    /// nor waiting at a gate.
+    pub fn can_continue(&self) -> bool {
+        matches!(self.phase, Phase::Ready { .. } | Phase::Deciding { .. })
+    }
+
+    /// Apply one event.
+    pub fn apply(&mut self, event: &Event) -> Result<(), ReplayError> {
+        let index = self.events;
+        let err = |message: String| ReplayError {
+            index,
+            kind: event.kind(),
+            message,
+        };
+        match event {
+            Event::RunStarted { .. } => {
+                return Err(err("the run has already started".into()));
+            }
+            Event::BlockStarted {
+                step,
+                node,
+                block,
+                attempt,
+            } => {
+                self.expect_ready(node, block).map_err(err)?;
+                self.expect_step(*step).map_err(err)?;
+                let due = self.attempts(node, block) + 1;
+                if *attempt != due {
+                    return Err(err(format!(
+                        "attempt {attempt} of {node}.{block}, expected {due}"
+                    )));
+                }
+                self.in_flight = Some(InterruptedBlock {
+                    step: *step,
+                    node: node.clone(),
+                    block: block.clone(),
+                });
+            }
+            Event::BlockCompleted {
+                step,
+                node,
+                block,
+                signal,
+                payload,
+                artifact,
+                statistics,
+                duration_us,
+                failure,
+                log: _,
+            } => {
+                self.expect_ready(node, block).map_err(err)?;
+                self.expect_step(*step).map_err(err)?;
+                payload.apply(&mut self.payload).ok_or_else(|| {
+                    err(format!(
+                        "keeps {} payload segments of {}",
+                        payload.keep,
+                        self.payload.len()
+                    ))
+                })?;
+                let key = format!("{node}.{block}");
+                if let Some(artifact) = artifact {
+                    self.artifacts.insert(key.clone(), artifact.clone());
+                }
+                self.statistics.add(*statistics);
+                let per_block = self.blocks.entry(key.clone()).or_default();
+                per_block.attempts += 1;
+                per_block.tokens_used += statistics.tokens_used;
+                per_block.lines_written += statistics.lines_written;
+                per_block.duration += Duration::from_micros(*duration_us);
+                per_block.failures += u32::from(failure.is_some());
+                self.steps += 1;
+                self.previous = Some(key);
+                self.in_flight = None;
+                self.phase = Phase::Deciding {
+                    node: node.clone(),
+                    block: block.clone(),
+                    signal: signal.clone(),
+                    failure: failure.clone(),
+                };
+            }
+            Event::ActionTaken {
+                step,
+                action: _,
+                command,
+                gate_id,
+            } => {
+                let Phase::Deciding { node, block, .. } = &self.phase else {
+                    return Err(err(format!(
+                        "no block is awaiting its transition ({:?})",
+                        self.phase
+                    )));
+                };
+                if *step + 1 != self.steps {
+                    return Err(err(format!(
+                        "transition of step {step}, but the last completed step is {}",
+                        self.steps.wrapping_sub(1)
+                    )));
+                }
+                let (node, block) = (node.clone(), block.clone());
+                self.phase = match command {
+                    CommandRecord::Jump { to } => ready(to).map_err(err)?,
+                    CommandRecord::Call {
+                        node: callee,
+                        entry,
+                        return_to,
+                        isolated,
+                    } => {
+                        let back = ready(return_to).map_err(err)?;
+                        let Phase::Ready { node, block } = back else {
+                            unreachable!("ready() returns Ready")
+                        };
+                        let (saved_payload, saved_artifacts) = if *isolated {
+                            (
+                                Some(std::mem::take(&mut self.payload)),
+                                Some(std::mem::take(&mut self.artifacts)),
+                            )
+                        } else {
+                            (None, None)
+                        };
+                        self.stack.push(Frame {
+                            node,
+                            block,
+                            saved_payload,
+                            saved_artifacts,
+                        });
+                        Phase::Ready {
+                            node: callee.clone(),
+                            block: entry.clone(),
+                        }
+                    }
+                    CommandRecord::Return => {
+                        let Some(frame) = self.stack.pop() else {
+                            return Err(err("RETURN with an empty return stack".into()));
+                        };
+                        if let Some(mut saved) = frame.saved_payload {
+                            // An isolated subroutine hands back only what it produced.
+                            saved.append(&mut self.payload);
+                            self.payload = saved;
+                        }
+                        if let Some(saved) = frame.saved_artifacts {
+                            self.artifacts = saved;
+                        }
+                        Phase::Ready {
+                            node: frame.node,
+                            block: frame.block,
+                        }
+                    }
+                    CommandRecord::End => Phase::Finished(Outcome::Succeeded),
+                    CommandRecord::Fail { reason } => Phase::Finished(Outcome::Failed {
+                        reason: format!("block `{node}.{block}`: {reason}"),
+                    }),
+                    CommandRecord::Gate { prompt } => {
+                        let Some(gate_id) = gate_id else {
+                            return Err(err("a gate without a gate id".into()));
+                        };
+                        if self.gates.contains_key(gate_id) {
+                            return Err(err(format!("gate {gate_id} was opened before")));
+                        }
+                        self.gates.insert(
+                            gate_id.clone(),
+                            GateRecord {
+                                gate_id: gate_id.clone(),
+                                node: node.clone(),
+                                block: block.clone(),
+                                step: *step,
+                                prompt: prompt.clone(),
+                                decision: None,
+                            },
+                        );
+                        Phase::Waiting {
+                            gate_id: gate_id.clone(),
+                            node,
+                            block,
+                            prompt: prompt.clone(),
+                        }
+                    }
+                };
+            }
+            Event::GateAnswered { gate_id, decision } => {
+                let Phase::Waiting {
+                    gate_id: open,
+                    node,
+                    block,
+                    ..
+                } = &self.phase
+                else {
+                    return Err(err(format!("gate {gate_id} is not open")));
+                };
+                if open != gate_id {
+                    return Err(err(format!(
+                        "gate {gate_id} answered while gate {open} is open"
+                    )));
+                }
+                let (node, block) = (node.clone(), block.clone());
+                self.payload.push(ContextSegment::new(
+                    format!("gate-{gate_id}"),
+                    "GATE_DECISION",
+                    decision.to_string(),
+                ));
+                if let Some(gate) = self.gates.get_mut(gate_id) {
+                    gate.decision = Some(decision.clone());
+                }
+                self.phase = Phase::Deciding {
+                    node,
+                    block,
+                    signal: decision.signal().to_string(),
+                    failure: None,
+                };
+            }
+            Event::RunFinished { outcome } => {
+                if matches!(self.phase, Phase::Finished(_)) {
+                    return Err(err("the run has already finished".into()));
+                }
+                self.in_flight = None;
+                self.phase = Phase::Finished(outcome.clone());
+            }
+            Event::Resumed { interrupted } => {
+                if matches!(self.phase, Phase::Finished(_)) {
+                    return Err(err("a finished run cannot resume".into()));
+                }
+                if *interrupted != self.in_flight {
+                    return Err(err(format!(
+                        "names {interrupted:?} as interrupted, the log says {:?}",
+                        self.in_flight
+                    )));
+                }
+                self.in_flight = None;
+            }
+            Event::Forked { .. } => {
+                if !matches!(self.phase, Phase::Ready { .. } | Phase::Waiting { .. }) {
+                    return Err(err(
+                        "a branch can only start where the run was at rest".into()
+                    ));
+                }
+                self.in_flight = None;
+            }
+        }
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Completed executions of `node.block`.
+    pub fn attempts(&self, node: &str, block: &str) -> u32 {
+        self.blocks
+            .get(&format!("{node}.{block}"))
+            .map_or(0, |b| b.attempts)
+    }
+
+    fn expect_ready(&self, node: &str, block: &str) -> Result<(), String> {
+        match &self.phase {
+            Phase::Ready { node: n, block: b } if n == node && b == block => Ok(()),
+            other => Err(format!("{node}.{block} is not due to run ({other:?})")),
+        }
+    }
+
+    fn expect_step(&self, step: u64) -> Result<(), String> {
+        if step == self.steps {
+            Ok(())
+        } else {
+            Err(format!("step {step}, expected step {}", self.steps))
+        }
+    }
+}
+
+fn ready(address: &str) -> Result<Phase, String> {
+    match address.split_once('.') {
+        Some((node, block)) if !node.is_empty() && !block.is_empty() => Ok(Phase::Ready {
+            node: node.to_string(),
+            block: block.to_string(),
+        }),
+        _ => Err(format!("`{address}` is not a node.block address")),
+    }
+}
