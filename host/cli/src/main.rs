@@ -4,9 +4,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bundle;
+mod execute;
+mod gc;
 mod inspect;
 mod list;
+mod resume;
 mod run;
+mod runs;
 mod validate;
 
 use std::path::PathBuf;
@@ -24,6 +29,8 @@ pub mod exit {
     pub const BAD_INPUT: u8 = 2;
     /// The run paused at a human gate.
     pub const WAITING_AT_GATE: u8 = 3;
+    /// Another wfhost process is executing the run.
+    pub const BUSY: u8 = 4;
 }
 
 #[derive(Parser)]
@@ -33,14 +40,82 @@ pub mod exit {
     about = "Run workflows of sandboxed WebAssembly block workers"
 )]
 struct Cli {
+    #[command(flatten)]
+    global: Global,
     #[command(subcommand)]
     command: Command,
 }
 
+/// Options every command takes.
+#[derive(clap::Args)]
+pub struct Global {
+    /// The wfhost home, where the run store lives (default: $WFHOST_HOME,
+    /// else $XDG_DATA_HOME/wfhost, else ~/.local/share/wfhost).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// How durable each recorded event is: `full` (on disk before the run
+    /// goes on; survives power loss) or `normal` (survives a crash of
+    /// wfhost, may lose the last events on power loss; faster).
+    #[arg(
+        long,
+        global = true,
+        default_value = "full",
+        env = "WFHOST_DURABILITY",
+        value_name = "full|normal"
+    )]
+    durability: wfhost_store::Durability,
+}
+
+impl Global {
+    fn home(&self) -> Result<PathBuf, u8> {
+        wfhost_store::resolve_home(self.home.as_deref()).map_err(store_error)
+    }
+
+    /// The store, created if needed (commands that start or continue runs).
+    pub fn open_store(&self) -> Result<wfhost_store::Store, u8> {
+        wfhost_store::Store::open(&self.home()?, self.durability).map_err(store_error)
+    }
+
+    /// The existing store (commands that only read, or add to an existing
+    /// run): asking about a run never creates a store.
+    pub fn existing_store(&self) -> Result<wfhost_store::Store, u8> {
+        wfhost_store::Store::open_existing(&self.home()?).map_err(store_error)
+    }
+}
+
+/// Print a store error; returns its exit code.
+pub fn store_error(e: wfhost_store::StoreError) -> u8 {
+    report_error(&e);
+    match e {
+        wfhost_store::StoreError::Busy { .. } => exit::BUSY,
+        _ => exit::BAD_INPUT,
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Run a workflow to completion.
+    /// Start a durable run of a workflow and execute it.
     Run(run::RunArgs),
+    /// Continue a run whose host stopped (crash, kill, power loss).
+    Resume(resume::ResumeArgs),
+    /// Continue a run from an older snapshot, as a new branch.
+    Fork(resume::ForkArgs),
+    /// List the gates waiting for a human answer.
+    Gates(runs::GatesArgs),
+    /// Answer a gate (`approved` or `changes-requested:<text>`) and continue the run.
+    Gate(resume::GateArgs),
+    /// List the runs in the store.
+    Runs(runs::RunsArgs),
+    /// Show a run: branches, steps, signals, gates, statistics.
+    Show(runs::ShowArgs),
+    /// Print a run's event log (`--follow` to watch a live run).
+    Events(runs::EventsArgs),
+    /// Write a run, its pinned definition and its whole log to a bundle file.
+    Export(bundle::ExportArgs),
+    /// Add a run from a bundle file to the store.
+    Import(bundle::ImportArgs),
+    /// Remove runs older than a retention age.
+    Gc(gc::GcArgs),
     /// Check a workflow and its plugins without running it.
     Validate(validate::ValidateArgs),
     /// Show a workflow's graph as text, Mermaid or DOT.
@@ -60,7 +135,17 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(args, &cli.global),
+        Command::Resume(args) => resume::resume(args, &cli.global),
+        Command::Fork(args) => resume::fork(args, &cli.global),
+        Command::Gate(args) => resume::gate(args, &cli.global),
+        Command::Gates(args) => runs::gates(args, &cli.global),
+        Command::Runs(args) => runs::runs(args, &cli.global),
+        Command::Show(args) => runs::show(args, &cli.global),
+        Command::Events(args) => runs::events(args, &cli.global),
+        Command::Export(args) => bundle::export(args, &cli.global),
+        Command::Import(args) => bundle::import(args, &cli.global),
+        Command::Gc(args) => gc::gc(args, &cli.global),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),

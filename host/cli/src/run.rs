@@ -1,14 +1,21 @@
-//! `wfhost run`.
+//! `wfhost run`: start a durable run of a workflow.
+//!
+//! The workflow is checked and its plugins admitted before the store is
+//! touched, so bad input leaves no trace. Then the normalized definition is
+//! pinned under its hash, the run's first event written, and the engine
+//! driven with the store as its log.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
-use wfhost_core::engine::{self, RunEvent, RunOptions, RunStatus};
+use wfhost_core::engine::{self, RunOptions};
 use wfhost_core::manifest;
-use wfhost_runtime::cache::CacheOutcome;
+use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::state::RunState;
+use wfhost_store::RunRecord;
 
-use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
+use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, plugin_digests, print_loads};
+use crate::{Global, builtin_names, exit, load_plugins, report_error, start_runtime, store_error};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -36,11 +43,7 @@ pub struct RunArgs {
     json: bool,
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
-pub fn run(args: RunArgs) -> u8 {
+pub fn run(args: RunArgs, global: &Global) -> u8 {
     let workflow = match manifest::load(&args.manifest, &builtin_names()) {
         Ok(wf) => wf,
         Err(errors) => {
@@ -62,7 +65,10 @@ pub fn run(args: RunArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     }
-
+    let output = Output {
+        verbose: args.verbose,
+        json: args.json,
+    };
     let runtime = match start_runtime(args.cache_dir, args.no_cache) {
         Ok(rt) => rt,
         Err(e) => {
@@ -77,156 +83,71 @@ pub fn run(args: RunArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    if args.verbose {
-        for load in plugins.loads() {
-            let how = match load.outcome {
-                CacheOutcome::Hit => "compiled cache hit",
-                CacheOutcome::Compiled => "compiled",
-            };
-            println!(
-                "plugin {} ({}, {}): {how}, sha256 {}",
-                load.name,
-                load.world.name(),
-                load.origin,
-                &load.digest[..16]
-            );
-        }
-    }
+    print_loads(&plugins, output);
 
-    let wf = &workflow.workflow;
-    let json = args.json;
-    if !json {
+    // Everything is checked: only now does the run touch the store.
+    let mut store = match global.open_store() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let pin = PinnedDefinition::of(&workflow);
+    let now = wfhost_store::time::now_ms();
+    let record = RunRecord {
+        id: wfhost_store::new_run_id(now),
+        workflow_id: workflow.workflow.id.clone(),
+        workflow_hash: pin.hash.clone(),
+        manifest: std::path::absolute(&workflow.file)
+            .unwrap_or_else(|_| workflow.file.clone())
+            .display()
+            .to_string(),
+        workspace: std::path::absolute(&args.workspace)
+            .unwrap_or_else(|_| args.workspace.clone())
+            .display()
+            .to_string(),
+        created_at: now,
+    };
+    let mut options = RunOptions::new(record.id.clone());
+    options.max_steps = args.max_steps;
+    options.workflow_hash = pin.hash.clone();
+    options.plugins = plugin_digests(&plugins);
+    let started = engine::started_event(&workflow.workflow, &options);
+    let lock = match store.lock_run(&record.id) {
+        Ok(lock) => lock,
+        Err(e) => return store_error(e),
+    };
+    if let Err(e) = store.create_run(&record, &pin.json, &started) {
+        return store_error(e);
+    }
+    if !args.json {
         println!(
-            "running {} ({}) in {}",
-            wf.id,
+            "run {} of {} ({}) in {}",
+            record.id,
+            workflow.workflow.id,
             workflow.file.display(),
             plugins.workspace().display()
         );
     }
-    let execution_id = format!(
-        "run-{:x}-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis())
-            .unwrap_or_default(),
-        std::process::id()
-    );
-    let mut options = RunOptions::new(execution_id.clone());
-    options.max_steps = args.max_steps;
-    let verbose = args.verbose;
-    let mut observer = move |event: RunEvent<'_>| match event {
-        _ if json => {}
-        RunEvent::BlockStarted { .. } => {}
-        RunEvent::BlockFinished {
-            step,
-            node,
-            block,
-            signal,
-            duration,
-            failure,
-            log,
-            ..
-        } => {
-            match failure {
-                None => println!("  [{step}] {node}.{block} -> {signal} ({})", ms(duration)),
-                Some(why) => println!(
-                    "  [{step}] {node}.{block} -> {signal} ({}): block failed: {why}",
-                    ms(duration)
-                ),
-            }
-            if verbose {
-                for line in log {
-                    println!("        {line}");
-                }
-            }
-        }
-        RunEvent::ActionTaken {
-            action, command, ..
-        } => {
-            println!("        {action}: {command}");
-        }
-    };
-
-    let tokio = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    {
-        Ok(rt) => rt,
+    let state = match RunState::start(&started) {
+        Ok(s) => s,
         Err(e) => {
-            report_error(format!("cannot start the async runtime: {e}"));
-            return exit::BAD_INPUT;
+            report_error(e);
+            return exit::RUN_FAILED;
         }
     };
-    let report = tokio.block_on(engine::run(wf, &plugins, &plugins, &options, &mut observer));
-    let code = match &report.status {
-        RunStatus::Succeeded => exit::SUCCESS,
-        RunStatus::Failed { .. } => exit::RUN_FAILED,
-        RunStatus::WaitingAtGate { .. } => exit::WAITING_AT_GATE,
+    let writer = match store.writer(&record.id, 1) {
+        Ok(w) => w,
+        Err(e) => return store_error(e),
     };
-    if json {
-        let (status, detail) = match &report.status {
-            RunStatus::Succeeded => ("succeeded", serde_json::Value::Null),
-            RunStatus::Failed { reason } => ("failed", serde_json::json!({ "reason": reason })),
-            RunStatus::WaitingAtGate {
-                node,
-                block,
-                prompt,
-            } => (
-                "waiting",
-                serde_json::json!({ "gate": { "node": node, "block": block, "prompt": prompt } }),
-            ),
-        };
-        let mut out = serde_json::json!({
-            "workflow": wf.id,
-            "manifest": workflow.file.display().to_string(),
-            "execution_id": execution_id,
-            "status": status,
-            "steps": report.steps,
-            "duration_ms": report.duration.as_secs_f64() * 1000.0,
-            "statistics": report.statistics,
-            "blocks": report.blocks,
-            "payload": report.payload,
-        });
-        if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
-            out.extend(extra);
-        }
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
-        return code;
-    }
-    let stats = report.statistics;
-    let summary = format!(
-        "{} steps, {} lines written, {} tokens, {}",
-        report.steps,
-        stats.lines_written,
-        stats.tokens_used,
-        ms(report.duration)
+    let prepared = Prepared {
+        loaded: workflow,
+        plugins,
+    };
+    let code = execute(
+        &prepared,
+        &record,
+        PrintingSink { writer, output },
+        Entry::Continue(state),
     );
-    match report.status {
-        RunStatus::Succeeded => println!("run succeeded: {summary}"),
-        RunStatus::Failed { reason } => {
-            println!("run failed: {summary}");
-            report_error(reason);
-        }
-        RunStatus::WaitingAtGate {
-            node,
-            block,
-            prompt,
-        } => println!("run waiting at a gate after {node}.{block}: {prompt} ({summary})"),
-    }
-    for (name, b) in &report.blocks {
-        println!(
-            "  {name}: {} run{}, {} tokens, {} lines, {}{}",
-            b.attempts,
-            if b.attempts == 1 { "" } else { "s" },
-            b.tokens_used,
-            b.lines_written,
-            ms(b.duration),
-            if b.failures > 0 {
-                format!(", {} failed", b.failures)
-            } else {
-                String::new()
-            }
-        );
-    }
+    drop(lock);
     code
 }

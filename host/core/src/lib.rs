@@ -22,6 +22,7 @@ pub mod graph;
 pub mod manifest;
 pub mod merge;
 pub mod payload;
+pub mod pinning;
 pub mod prompt;
 pub mod restrictions;
 pub mod state;

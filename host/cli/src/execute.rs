@@ -1,0 +1,310 @@
+//! Executing a durable run: shared by `run`, `resume`, `fork` and `gate`.
+//!
+//! Every command that makes a run go on does the same things: take the
+//! run's lock, load the pinned definition and its plugins, drive the engine
+//! with the store as its event log, print progress, and exit with the code
+//! of where the run came to rest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use wfhost_core::engine::{self, RunReport, RunStatus};
+use wfhost_core::event::{Event, EventSink, SinkError};
+use wfhost_core::manifest::{self, LoadedWorkflow};
+use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::state::RunState;
+use wfhost_runtime::PluginSet;
+use wfhost_runtime::cache::CacheOutcome;
+use wfhost_store::{BranchWriter, RunRecord, Store};
+
+use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
+
+/// How a run's progress is printed.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    pub verbose: bool,
+    pub json: bool,
+}
+
+/// Where compiled plugins are cached.
+#[derive(Debug, Clone, Default)]
+pub struct CacheChoice {
+    pub dir: Option<PathBuf>,
+    pub disabled: bool,
+}
+
+/// The engine's sink: the store, plus a line per event for the person
+/// watching.
+pub struct PrintingSink<'s> {
+    pub writer: BranchWriter<'s>,
+    pub output: Output,
+}
+
+impl EventSink for PrintingSink<'_> {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        self.writer.append(events)?;
+        if !self.output.json {
+            for event in events {
+                print_progress(event, self.output.verbose);
+            }
+        }
+        Ok(())
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        self.writer.new_gate_id()
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn print_progress(event: &Event, verbose: bool) {
+    match event {
+        Event::BlockCompleted { log, .. } => {
+            println!("  {}", event.describe());
+            if verbose {
+                for line in log {
+                    println!("        {line}");
+                }
+            }
+        }
+        Event::ActionTaken {
+            action,
+            command,
+            gate_id,
+            ..
+        } => match gate_id {
+            Some(id) => println!("        {action}: gate {id} opened"),
+            None => println!("        {action}: {command}"),
+        },
+        Event::Resumed { .. } | Event::GateAnswered { .. } => println!("  {}", event.describe()),
+        Event::BlockStarted { .. } if verbose => println!("  {}", event.describe()),
+        _ => {}
+    }
+}
+
+/// The pinned workflow of a run, ready to execute, with its plugins.
+pub struct Prepared {
+    pub loaded: LoadedWorkflow,
+    pub plugins: PluginSet,
+}
+
+/// Load the run's pinned definition (never the file on disk, which may
+/// have changed) and its plugins, checking they are the ones the run
+/// started with.
+pub fn prepare(
+    store: &Store,
+    run: &RunRecord,
+    state: &RunState,
+    cache: &CacheChoice,
+    output: Output,
+) -> Result<Prepared, String> {
+    let json = store
+        .definition(&run.workflow_hash)
+        .map_err(|e| e.to_string())?;
+    let workflow = PinnedDefinition::parse(&json, &run.workflow_hash)
+        .map_err(|e| format!("run {}: {e}", run.id))?;
+    let file = PathBuf::from(&run.manifest);
+    let errors = manifest::check(&file, &workflow, &builtin_names());
+    if !errors.is_empty() {
+        return Err(format!(
+            "run {}: its pinned definition no longer checks: {}",
+            run.id,
+            manifest::ManifestErrors(errors)
+        ));
+    }
+    let loaded = LoadedWorkflow { workflow, file };
+    let workspace = Path::new(&run.workspace);
+    if !workspace.is_dir() {
+        return Err(format!(
+            "run {}: its workspace {} is not a directory any more",
+            run.id, run.workspace
+        ));
+    }
+    let runtime = start_runtime(cache.dir.clone(), cache.disabled)?;
+    let plugins = load_plugins(runtime, &loaded, workspace)?;
+    let now = plugin_digests(&plugins);
+    for (name, pinned) in &state.plugins {
+        match now.get(name) {
+            Some(digest) if digest == pinned => {}
+            Some(digest) => {
+                return Err(format!(
+                    "run {}: plugin `{name}` changed since the run started (it was {pinned}, it is now {digest}); a run continues only with the plugins it started with",
+                    run.id
+                ));
+            }
+            None => {
+                return Err(format!("run {}: plugin `{name}` is missing", run.id));
+            }
+        }
+    }
+    print_loads(&plugins, output);
+    Ok(Prepared { loaded, plugins })
+}
+
+/// Plugin name → `sha256:<hex>`.
+pub fn plugin_digests(plugins: &PluginSet) -> BTreeMap<String, String> {
+    plugins
+        .loads()
+        .iter()
+        .map(|l| (l.name.clone(), format!("sha256:{}", l.digest)))
+        .collect()
+}
+
+pub fn print_loads(plugins: &PluginSet, output: Output) {
+    if !output.verbose {
+        return;
+    }
+    for load in plugins.loads() {
+        let how = match load.outcome {
+            CacheOutcome::Hit => "compiled cache hit",
+            CacheOutcome::Compiled => "compiled",
+        };
+        println!(
+            "plugin {} ({}, {}): {how}, sha256 {}",
+            load.name,
+            load.world.name(),
+            load.origin,
+            &load.digest[..16]
+        );
+    }
+}
+
+/// How the engine is to be entered.
+pub enum Entry {
+    /// After a crash: record the resumption, re-run what was in flight.
+    Resume(RunState),
+    /// After a fork or a gate's answer, already recorded.
+    Continue(RunState),
+}
+
+/// Drive the engine and report; returns the exit code.
+pub fn execute(
+    prepared: &Prepared,
+    run: &RunRecord,
+    mut sink: PrintingSink<'_>,
+    entry: Entry,
+) -> u8 {
+    let tokio = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(format!("cannot start the async runtime: {e}"));
+            return exit::BAD_INPUT;
+        }
+    };
+    let wf = &prepared.loaded.workflow;
+    let plugins = &prepared.plugins;
+    let branch = sink.writer.branch();
+    let output = sink.output;
+    let result = tokio.block_on(async {
+        match entry {
+            Entry::Resume(state) => engine::resume(wf, plugins, plugins, state, &mut sink).await,
+            Entry::Continue(state) => engine::drive(wf, plugins, plugins, state, &mut sink).await,
+        }
+    });
+    match result {
+        Ok(report) => report_run(run, branch, &report, output),
+        Err(e) => {
+            report_error(format!(
+                "run {} stopped: {e}\nits log is intact up to the last recorded event; `wfhost resume {}` continues it",
+                run.id, run.id
+            ));
+            exit::RUN_FAILED
+        }
+    }
+}
+
+/// Print where the run came to rest; returns the exit code.
+pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Output) -> u8 {
+    let code = match &report.status {
+        RunStatus::Succeeded => exit::SUCCESS,
+        RunStatus::Failed { .. } => exit::RUN_FAILED,
+        RunStatus::WaitingAtGate { .. } => exit::WAITING_AT_GATE,
+    };
+    if output.json {
+        let (status, detail) = match &report.status {
+            RunStatus::Succeeded => ("succeeded", serde_json::Value::Null),
+            RunStatus::Failed { reason } => ("failed", serde_json::json!({ "reason": reason })),
+            RunStatus::WaitingAtGate {
+                gate_id,
+                node,
+                block,
+                prompt,
+            } => (
+                "waiting",
+                serde_json::json!({ "gate": { "id": gate_id, "node": node, "block": block, "prompt": prompt } }),
+            ),
+        };
+        let mut out = serde_json::json!({
+            "run_id": run.id,
+            "branch": branch,
+            "workflow": run.workflow_id,
+            "workflow_hash": run.workflow_hash,
+            "manifest": run.manifest,
+            "execution_id": run.id,
+            "status": status,
+            "steps": report.steps,
+            "duration_ms": report.duration.as_secs_f64() * 1000.0,
+            "statistics": report.statistics,
+            "blocks": report.blocks,
+            "payload": report.payload,
+        });
+        if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
+            out.extend(extra);
+        }
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return code;
+    }
+    let stats = report.statistics;
+    let summary = format!(
+        "{} steps, {} lines written, {} tokens, {}",
+        report.steps,
+        stats.lines_written,
+        stats.tokens_used,
+        ms(report.duration)
+    );
+    match &report.status {
+        RunStatus::Succeeded => println!("run {} succeeded: {summary}", run.id),
+        RunStatus::Failed { reason } => {
+            println!("run {} failed: {summary}", run.id);
+            report_error(reason);
+        }
+        RunStatus::WaitingAtGate {
+            gate_id,
+            node,
+            block,
+            prompt,
+        } => {
+            println!(
+                "run {} waiting at gate {gate_id} after {node}.{block}: {prompt} ({summary})",
+                run.id
+            );
+            println!(
+                "answer with: wfhost gate {} {gate_id} approved   (or changes-requested:<what to change>)",
+                run.id
+            );
+        }
+    }
+    for (name, b) in &report.blocks {
+        println!(
+            "  {name}: {} run{}, {} tokens, {} lines, {}{}",
+            b.attempts,
+            if b.attempts == 1 { "" } else { "s" },
+            b.tokens_used,
+            b.lines_written,
+            ms(b.duration),
+            if b.failures > 0 {
+                format!(", {} failed", b.failures)
+            } else {
+                String::new()
+            }
+        );
+    }
+    code
+}

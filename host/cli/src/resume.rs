@@ -1,0 +1,318 @@
+//! Commands that make an existing run go on: `resume` (after a crash),
+//! `fork` (from an older snapshot, as a new branch) and `gate` (after a
+//! human's answer).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use wfhost_core::event::{Decision, Event};
+use wfhost_core::state::{Phase, RunState};
+use wfhost_store::{RunLock, RunRecord, Store};
+
+use crate::execute::{CacheChoice, Entry, Output, Prepared, PrintingSink, execute, prepare};
+use crate::{Global, exit, report_error, store_error};
+
+/// Options shared by every command that executes blocks.
+#[derive(Args)]
+pub struct ExecOptions {
+    /// Where compiled plugins are cached.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Compile plugins without reading or writing the cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+    /// Also print plugin loads and every block's log.
+    #[arg(long, short, conflicts_with = "json")]
+    verbose: bool,
+    /// Print only a JSON report of where the run came to rest.
+    #[arg(long)]
+    json: bool,
+}
+
+impl ExecOptions {
+    fn output(&self) -> Output {
+        Output {
+            verbose: self.verbose,
+            json: self.json,
+        }
+    }
+
+    fn cache(&self) -> CacheChoice {
+        CacheChoice {
+            dir: self.cache_dir.clone(),
+            disabled: self.no_cache,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct ResumeArgs {
+    /// The run (its id or a unique prefix).
+    run: String,
+    /// The branch to continue (default: the one written last).
+    #[arg(long)]
+    branch: Option<u32>,
+    #[command(flatten)]
+    exec: ExecOptions,
+}
+
+#[derive(Args)]
+pub struct ForkArgs {
+    /// The run (its id or a unique prefix).
+    run: String,
+    /// The snapshot to continue from (`wfhost show` lists them).
+    #[arg(long, value_name = "SNAPSHOT")]
+    at: String,
+    #[command(flatten)]
+    exec: ExecOptions,
+}
+
+#[derive(Args)]
+pub struct GateArgs {
+    /// The run (its id or a unique prefix).
+    run: String,
+    /// The gate, e.g. `UD-1` (`wfhost gates` lists the open ones).
+    gate: String,
+    /// `approved`, or `changes-requested:<what to change>`.
+    answer: String,
+    #[command(flatten)]
+    exec: ExecOptions,
+}
+
+/// The store, the run and its lock, or the exit code of why not.
+fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), u8> {
+    let store = global.existing_store()?;
+    let run = store.resolve_run(id).map_err(store_error)?;
+    let lock = store.lock_run(&run.id).map_err(store_error)?;
+    Ok((store, run, lock))
+}
+
+fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
+    format!(
+        "run {} is waiting at gate {gate_id} ({prompt}); answer it with `wfhost gate {} {gate_id} approved` or `changes-requested:<text>`",
+        run.id, run.id
+    )
+}
+
+pub fn resume(args: ResumeArgs, global: &Global) -> u8 {
+    let (mut store, run, _lock) = match open_run(global, &args.run) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let branch = match args.branch {
+        Some(b) => b,
+        None => match store.current_branch(&run.id) {
+            Ok(b) => b,
+            Err(e) => return store_error(e),
+        },
+    };
+    let state = match store.state(&run.id, branch) {
+        Ok(s) => s,
+        Err(e) => return store_error(e),
+    };
+    match &state.phase {
+        Phase::Finished(_) => {
+            report_error(format!(
+                "run {} (branch {branch}) already {}; there is nothing to resume. `wfhost fork {} --at <snapshot>` continues it from an older point",
+                run.id,
+                state.phase.status(),
+                run.id
+            ));
+            return exit::BAD_INPUT;
+        }
+        Phase::Waiting {
+            gate_id, prompt, ..
+        } => {
+            eprintln!("{}", waiting_message(&run, gate_id, prompt));
+            return exit::WAITING_AT_GATE;
+        }
+        Phase::Ready { .. } | Phase::Deciding { .. } => {}
+    }
+    continue_run(
+        &mut store,
+        &run,
+        branch,
+        state,
+        Resumption::AfterCrash,
+        &args.exec,
+    )
+}
+
+enum Resumption {
+    AfterCrash,
+    Recorded,
+}
+
+fn prepared(
+    store: &Store,
+    run: &RunRecord,
+    state: &RunState,
+    exec: &ExecOptions,
+) -> Result<Prepared, u8> {
+    prepare(store, run, state, &exec.cache(), exec.output()).map_err(|e| {
+        report_error(e);
+        exit::BAD_INPUT
+    })
+}
+
+fn continue_run(
+    store: &mut Store,
+    run: &RunRecord,
+    branch: u32,
+    state: RunState,
+    how: Resumption,
+    exec: &ExecOptions,
+) -> u8 {
+    let prepared = match prepared(store, run, &state, exec) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    continue_prepared(store, run, branch, state, how, exec, prepared)
+}
+
+fn continue_prepared(
+    store: &mut Store,
+    run: &RunRecord,
+    branch: u32,
+    state: RunState,
+    how: Resumption,
+    exec: &ExecOptions,
+    prepared: Prepared,
+) -> u8 {
+    let output = exec.output();
+    let writer = match store.writer(&run.id, branch) {
+        Ok(w) => w,
+        Err(e) => return store_error(e),
+    };
+    if !output.json {
+        println!(
+            "run {} branch {branch} of {} continues",
+            run.id, run.workflow_id
+        );
+    }
+    let entry = match how {
+        Resumption::AfterCrash => Entry::Resume(state),
+        Resumption::Recorded => Entry::Continue(state),
+    };
+    execute(&prepared, run, PrintingSink { writer, output }, entry)
+}
+
+pub fn fork(args: ForkArgs, global: &Global) -> u8 {
+    let (mut store, run, _lock) = match open_run(global, &args.run) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let branch = match store.fork(&run.id, &args.at) {
+        Ok(b) => b,
+        Err(e) => return store_error(e),
+    };
+    let state = match store.state(&run.id, branch) {
+        Ok(s) => s,
+        Err(e) => return store_error(e),
+    };
+    if !args.exec.json {
+        println!("run {} branch {branch} forked from {}", run.id, args.at);
+    }
+    if let Phase::Waiting {
+        gate_id, prompt, ..
+    } = &state.phase
+    {
+        eprintln!("{}", waiting_message(&run, gate_id, prompt));
+        return exit::WAITING_AT_GATE;
+    }
+    continue_run(
+        &mut store,
+        &run,
+        branch,
+        state,
+        Resumption::Recorded,
+        &args.exec,
+    )
+}
+
+pub fn gate(args: GateArgs, global: &Global) -> u8 {
+    // The answer is checked before anything is opened or locked.
+    let decision: Decision = match args.answer.parse() {
+        Ok(d) => d,
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let (mut store, run, _lock) = match open_run(global, &args.run) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let branches = match store.branches(&run.id) {
+        Ok(b) => b,
+        Err(e) => return store_error(e),
+    };
+    // Find the branch where this gate is open; remember an earlier answer.
+    let mut open = None;
+    let mut answered = None;
+    for info in &branches {
+        let state = match store.state(&run.id, info.branch) {
+            Ok(s) => s,
+            Err(e) => return store_error(e),
+        };
+        if matches!(&state.phase, Phase::Waiting { gate_id, .. } if *gate_id == args.gate) {
+            open = Some((info.branch, state));
+            break;
+        }
+        if let Some(d) = state.gates.get(&args.gate).and_then(|g| g.decision.clone()) {
+            answered = Some(d);
+        }
+    }
+    let Some((branch, state)) = open else {
+        let message = match answered {
+            Some(first) => format!(
+                "gate {} of run {} is closed: it was already answered `{first}`; a decision is recorded once",
+                args.gate, run.id
+            ),
+            None => format!(
+                "run {} has no open gate `{}`; `wfhost gates` lists the open ones",
+                run.id, args.gate
+            ),
+        };
+        report_error(message);
+        return exit::BAD_INPUT;
+    };
+    let output = args.exec.output();
+    let event = Event::GateAnswered {
+        gate_id: args.gate.clone(),
+        decision: decision.clone(),
+    };
+    let mut next = state.clone();
+    if let Err(e) = next.apply(&event) {
+        report_error(e);
+        return exit::BAD_INPUT;
+    }
+    // Check that the run can be continued before recording anything.
+    let prepared = match prepared(&store, &run, &state, &args.exec) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    {
+        let mut writer = match store.writer(&run.id, branch) {
+            Ok(w) => w,
+            Err(e) => return store_error(e),
+        };
+        // Read-after-write: the decision is read back from the store
+        // before the run goes on.
+        if let Err(e) = writer.append_verified(std::slice::from_ref(&event)) {
+            return store_error(e);
+        }
+    }
+    if !output.json {
+        println!("gate {} of run {} answered: {decision}", args.gate, run.id);
+    }
+    continue_prepared(
+        &mut store,
+        &run,
+        branch,
+        next,
+        Resumption::Recorded,
+        &args.exec,
+        prepared,
+    )
+}

@@ -1,0 +1,83 @@
+//! What can go wrong with the store, phrased for the person at the terminal.
+
+use std::path::{Path, PathBuf};
+
+/// A store error. Every message says what and where; none of them leaves
+/// the store half-written (writes are transactions).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no run store at {path} yet: no run has been started with this wfhost home")]
+    NoStore { path: PathBuf },
+    #[error("unknown run id `{id}` (store {store}); `wfhost runs` lists the runs")]
+    UnknownRun { id: String, store: PathBuf },
+    #[error("run {0} already exists in this store")]
+    RunExists(String),
+    #[error(
+        "run {run_id} is being executed by another wfhost process{}; wait for it to finish or stop it",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Busy { run_id: String, pid: Option<u32> },
+    #[error(
+        "the run store {path} is damaged ({detail}); it was not modified. Restore it from a backup, or move it aside to start a new one"
+    )]
+    Corrupt { path: PathBuf, detail: String },
+    #[error(
+        "the run store {path} was written by a newer wfhost (store schema {found}); this wfhost reads schema {}",
+        crate::schema::SCHEMA_VERSION
+    )]
+    TooNew { path: PathBuf, found: i64 },
+    #[error("{path}: {message}")]
+    Io { path: PathBuf, message: String },
+    #[error("the run store is inconsistent: {0}")]
+    Inconsistent(String),
+    #[error("{0}")]
+    Usage(String),
+    #[error("run store {path}: {message}")]
+    Sqlite { path: PathBuf, message: String },
+}
+
+impl StoreError {
+    pub(crate) fn from_sqlite(path: &Path, e: rusqlite::Error) -> StoreError {
+        use rusqlite::ErrorCode;
+        if let rusqlite::Error::SqliteFailure(inner, message) = &e {
+            let detail = message.clone().unwrap_or_else(|| inner.to_string());
+            match inner.code {
+                ErrorCode::NotADatabase => {
+                    return StoreError::Corrupt {
+                        path: path.to_path_buf(),
+                        detail: "the file is not a SQLite database".into(),
+                    };
+                }
+                ErrorCode::DatabaseCorrupt => {
+                    return StoreError::Corrupt {
+                        path: path.to_path_buf(),
+                        detail,
+                    };
+                }
+                ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
+                    return StoreError::Sqlite {
+                        path: path.to_path_buf(),
+                        message: format!("the store stayed locked by another process: {detail}"),
+                    };
+                }
+                _ => {}
+            }
+        }
+        StoreError::Sqlite {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }
+    }
+
+    /// Whether the error is the user's (unknown id, bad answer) rather than
+    /// the store's.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NoStore { .. }
+                | StoreError::UnknownRun { .. }
+                | StoreError::RunExists(_)
+                | StoreError::Usage(_)
+        )
+    }
+}

@@ -1,0 +1,100 @@
+//! Retention: removing runs nobody touched for a while.
+
+use rusqlite::TransactionBehavior;
+use serde::Serialize;
+
+use crate::{RunLock, Store, StoreError, time};
+
+/// A run old enough to be removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GcCandidate {
+    pub run_id: String,
+    pub workflow_id: String,
+    /// Unix ms of the run's last event.
+    pub last_at: i64,
+    /// Status of the run's current branch.
+    pub status: String,
+}
+
+impl Store {
+    /// Runs whose last event is older than `age`. Runs that are executing
+    /// are never candidates; unfinished ones (waiting at a gate, or
+    /// interrupted) only with `include_unfinished`.
+    pub fn gc_candidates(
+        &self,
+        age: std::time::Duration,
+        include_unfinished: bool,
+    ) -> Result<Vec<GcCandidate>, StoreError> {
+        let cutoff =
+            time::now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.id, r.workflow_id, max(e.at) AS last FROM runs r JOIN events e ON e.run_id = r.id
+                 GROUP BY r.id HAVING last < ?1 ORDER BY last",
+            )
+            .map_err(|e| self.err(e))?;
+        let old: Vec<(String, String, i64)> = stmt
+            .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for (run_id, workflow_id, last_at) in old {
+            if self.is_running(&run_id) {
+                continue;
+            }
+            let branches = self.branches(&run_id)?;
+            let finished = branches
+                .iter()
+                .all(|b| b.status == "succeeded" || b.status == "failed");
+            if !finished && !include_unfinished {
+                continue;
+            }
+            let current = self.current_branch(&run_id)?;
+            let status = branches
+                .iter()
+                .find(|b| b.branch == current)
+                .map(|b| b.status.clone())
+                .unwrap_or_default();
+            out.push(GcCandidate {
+                run_id,
+                workflow_id,
+                last_at,
+                status,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Remove runs (events, identity, lock file) and the definitions no run
+    /// uses any more. Each run is removed under its lock, in one
+    /// transaction.
+    pub fn remove_runs(&mut self, run_ids: &[String]) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for run_id in run_ids {
+            let Ok(lock) = RunLock::acquire(&self.home, run_id) else {
+                continue; // started executing since it was listed
+            };
+            let path = self.path.clone();
+            let err = |e| StoreError::from_sqlite(&path, e);
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(err)?;
+            tx.execute("DELETE FROM events WHERE run_id = ?1", [run_id])
+                .map_err(err)?;
+            removed += tx
+                .execute("DELETE FROM runs WHERE id = ?1", [run_id])
+                .map_err(err)?;
+            tx.execute(
+                "DELETE FROM definitions WHERE hash NOT IN (SELECT workflow_hash FROM runs)",
+                [],
+            )
+            .map_err(err)?;
+            tx.commit().map_err(err)?;
+            drop(lock);
+            RunLock::remove(&self.home, run_id);
+        }
+        Ok(removed)
+    }
+}

@@ -1,0 +1,348 @@
+//! The durable run store: one SQLite file (WAL mode) under the wfhost home.
+//!
+//! The `events` table is the single source of truth. It is append-only (a
+//! trigger refuses updates), and every view of a run — its status, steps,
+//! statistics, gates — is computed by folding events
+//! ([`wfhost_core::state::RunState`]). The other tables hold immutable
+//! facts recorded once: a run's identity (`runs`) and the pinned workflow
+//! definitions it executes against (`definitions`).
+//!
+//! The log of a run is a tree. Events carry a per-run sequence number and
+//! their parent; a *branch* is a path through the tree. Forking at an older
+//! snapshot starts a new branch whose first event's parent is that
+//! snapshot, so the original branch stays intact (seed 002's rewinds).
+//!
+//! Several wfhost processes may use one store at once: SQLite serializes
+//! writers, appends run in immediate transactions that check the branch
+//! head they extend, and a per-run lock file ([`RunLock`]) keeps two
+//! processes from executing the same run.
+
+mod bundle;
+mod error;
+mod gc;
+mod ids;
+mod lock;
+mod log;
+mod schema;
+pub mod time;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
+pub use error::StoreError;
+pub use gc::GcCandidate;
+pub use ids::{new_run_id, snapshot_id};
+pub use lock::RunLock;
+pub use log::{BranchInfo, BranchWriter, OpenGate, StoredEvent};
+
+/// The store file's name inside the wfhost home.
+pub const STORE_FILE: &str = "wfhost.db";
+
+/// How hard each append works to survive a power cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every append is on disk (fsync) before the engine acts on it. Survives
+    /// process crashes and power loss. The default.
+    #[default]
+    Full,
+    /// Appends survive a crash of wfhost (kill -9 included) but the last
+    /// ones may be lost on power loss or an OS crash. Much faster.
+    Normal,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "full" => Ok(Durability::Full),
+            "normal" => Ok(Durability::Normal),
+            other => Err(format!(
+                "unknown durability `{other}`: use `full` or `normal`"
+            )),
+        }
+    }
+}
+
+/// The home directory: `--home`, else `$WFHOST_HOME`, else
+/// `$XDG_DATA_HOME/wfhost`, else `~/.local/share/wfhost`.
+pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, StoreError> {
+    if let Some(dir) = flag {
+        return Ok(dir.to_path_buf());
+    }
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = env("WFHOST_HOME") {
+        return Ok(PathBuf::from(dir));
+    }
+    if let Some(dir) = env("XDG_DATA_HOME") {
+        return Ok(PathBuf::from(dir).join("wfhost"));
+    }
+    if let Some(dir) = env("HOME") {
+        return Ok(PathBuf::from(dir).join(".local/share/wfhost"));
+    }
+    Err(StoreError::Usage(
+        "cannot tell where the wfhost home is: set WFHOST_HOME or pass --home".into(),
+    ))
+}
+
+/// A run's identity, recorded once when it starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    pub id: String,
+    pub workflow_id: String,
+    /// `sha256:<hex>` of the pinned definition.
+    pub workflow_hash: String,
+    /// The manifest file the run was started from, for change warnings.
+    pub manifest: String,
+    /// The workspace directory the run works in.
+    pub workspace: String,
+    /// Unix milliseconds.
+    pub created_at: i64,
+}
+
+/// The durable store.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+    home: PathBuf,
+}
+
+impl Store {
+    /// Open the store in `home`, creating the directory and the file if
+    /// they do not exist.
+    pub fn open(home: &Path, durability: Durability) -> Result<Store, StoreError> {
+        std::fs::create_dir_all(home).map_err(|e| StoreError::Io {
+            path: home.to_path_buf(),
+            message: format!("cannot create the wfhost home: {e}"),
+        })?;
+        Self::open_file(home, durability, true)
+    }
+
+    /// Open the store in `home` if there is one; reading commands use this
+    /// so that asking about a run never creates a store.
+    pub fn open_existing(home: &Path) -> Result<Store, StoreError> {
+        if !home.join(STORE_FILE).is_file() {
+            return Err(StoreError::NoStore {
+                path: home.join(STORE_FILE),
+            });
+        }
+        Self::open_file(home, Durability::Full, false)
+    }
+
+    fn open_file(home: &Path, durability: Durability, create: bool) -> Result<Store, StoreError> {
+        let path = home.join(STORE_FILE);
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let err = |e: rusqlite::Error| StoreError::from_sqlite(&path, e);
+        let conn = Connection::open_with_flags(&path, flags).map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(err)?;
+        // Reading the schema version is the first access of the file: a
+        // file that is not a database, or a damaged one, fails here.
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(err)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Io {
+                path,
+                message: format!("cannot switch the store to WAL mode (it is in {mode} mode)"),
+            });
+        }
+        let sync = match durability {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"
+        ))
+        .map_err(err)?;
+        schema::migrate(&conn, version).map_err(|e| match e {
+            schema::MigrateError::Sqlite(e) => err(e),
+            schema::MigrateError::TooNew(found) => StoreError::TooNew {
+                path: path.clone(),
+                found,
+            },
+        })?;
+        Ok(Store {
+            conn,
+            path,
+            home: home.to_path_buf(),
+        })
+    }
+
+    /// The store file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The wfhost home the store lives in.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(&self.path, e)
+    }
+
+    /// Record a new run: its pinned definition, its identity and its first
+    /// event, all or nothing. Returns the writer for its first branch.
+    pub fn create_run(
+        &mut self,
+        record: &RunRecord,
+        definition_json: &str,
+        started: &wfhost_core::event::Event,
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let existing: Option<String> = tx
+            .query_row(
+                "SELECT body FROM definitions WHERE hash = ?1",
+                [&record.workflow_hash],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(err)?;
+        match existing {
+            Some(body) if body != definition_json => {
+                return Err(StoreError::Inconsistent(format!(
+                    "definition {} is stored with different content",
+                    record.workflow_hash
+                )));
+            }
+            Some(_) => {}
+            None => {
+                tx.execute(
+                    "INSERT INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3)",
+                    (&record.workflow_hash, &record.workflow_id, definition_json),
+                )
+                .map_err(err)?;
+            }
+        }
+        let inserted = tx.execute(
+            "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            (
+                &record.id,
+                &record.workflow_id,
+                &record.workflow_hash,
+                &record.manifest,
+                &record.workspace,
+                record.created_at,
+            ),
+        );
+        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
+            && e.code == rusqlite::ErrorCode::ConstraintViolation
+        {
+            return Err(StoreError::RunExists(record.id.clone()));
+        }
+        inserted.map_err(err)?;
+        log::insert_event(&tx, &record.id, 1, 1, None, time::now_ms(), started).map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(())
+    }
+
+    /// The run `id`, or the only run whose id starts with `id`.
+    pub fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
+        if let Some(run) = self.run(id)? {
+            return Ok(run);
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT 6",
+            )
+            .map_err(|e| self.err(e))?;
+        let ids: Vec<String> = stmt
+            .query_map([id], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        match ids.as_slice() {
+            [] => Err(StoreError::UnknownRun {
+                id: id.to_string(),
+                store: self.path.clone(),
+            }),
+            [only] => Ok(self.run(only)?.expect("the run was just listed")),
+            many => Err(StoreError::Usage(format!(
+                "run id `{id}` is ambiguous: it starts {}{}",
+                many.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+                if many.len() > 5 { ", …" } else { "" }
+            ))),
+        }
+    }
+
+    /// The run `id`, if it exists.
+    pub fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT id, workflow_id, workflow_hash, manifest, workspace, created_at
+                 FROM runs WHERE id = ?1",
+                [id],
+                row_to_run,
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Every run, newest first.
+    pub fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, workflow_id, workflow_hash, manifest, workspace, created_at
+                 FROM runs ORDER BY created_at DESC, id DESC",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([], row_to_run)
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))
+    }
+
+    /// The pinned definition `hash` as stored (canonical JSON).
+    pub fn definition(&self, hash: &str) -> Result<String, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT body FROM definitions WHERE hash = ?1",
+                [hash],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?
+            .ok_or_else(|| {
+                StoreError::Inconsistent(format!("the pinned definition {hash} is missing"))
+            })
+    }
+
+    /// Take the execution lock of `run_id`, failing at once if another
+    /// process holds it.
+    pub fn lock_run(&self, run_id: &str) -> Result<RunLock, StoreError> {
+        RunLock::acquire(&self.home, run_id)
+    }
+
+    /// Whether a process is executing `run_id` right now.
+    pub fn is_running(&self, run_id: &str) -> bool {
+        RunLock::is_held(&self.home, run_id)
+    }
+}
+
+fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    Ok(RunRecord {
+        id: r.get(0)?,
+        workflow_id: r.get(1)?,
+        workflow_hash: r.get(2)?,
+        manifest: r.get(3)?,
+        workspace: r.get(4)?,
+        created_at: r.get(5)?,
+    })
+}

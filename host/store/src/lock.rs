@@ -1,0 +1,81 @@
+//! The per-run execution lock: a `flock` on `<home>/locks/<run-id>.lock`.
+//!
+//! The kernel releases the lock when its holder dies, kill -9 included, so
+//! a crashed run never stays "locked" and no lease expiry has to be
+//! guessed; a live holder keeps every other process from executing the
+//! same run at the same time.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::StoreError;
+
+/// Held while a process executes a run; released on drop or death.
+#[derive(Debug)]
+pub struct RunLock {
+    // Keeping the descriptor open keeps the lock; the file itself stays
+    // (another process may be opening it).
+    _file: File,
+}
+
+impl RunLock {
+    fn path(home: &Path, run_id: &str) -> PathBuf {
+        home.join("locks").join(format!("{run_id}.lock"))
+    }
+
+    /// Take the lock, or fail at once naming the holder.
+    pub fn acquire(home: &Path, run_id: &str) -> Result<RunLock, StoreError> {
+        let path = Self::path(home, run_id);
+        let io = |e: std::io::Error| StoreError::Io {
+            path: path.clone(),
+            message: format!("cannot use the run lock: {e}"),
+        };
+        std::fs::create_dir_all(path.parent().expect("lock files live in a directory"))
+            .map_err(io)?;
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io)?;
+        // SAFETY: flock on a file descriptor we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let pid = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok());
+            return Err(StoreError::Busy {
+                run_id: run_id.to_string(),
+                pid,
+            });
+        }
+        file.set_len(0).map_err(io)?;
+        write!(file, "{}", std::process::id()).map_err(io)?;
+        Ok(RunLock { _file: file })
+    }
+
+    /// Whether some process holds the lock now.
+    pub fn is_held(home: &Path, run_id: &str) -> bool {
+        let path = Self::path(home, run_id);
+        let Ok(file) = File::open(&path) else {
+            return false;
+        };
+        // SAFETY: flock on a file descriptor we own; a shared probe that is
+        // released at once.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        if rc == 0 {
+            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+            false
+        } else {
+            true
+        }
+    }
+
+    /// Remove the lock file of a run that is gone (gc).
+    pub(crate) fn remove(home: &Path, run_id: &str) {
+        let _ = std::fs::remove_file(Self::path(home, run_id));
+    }
+}

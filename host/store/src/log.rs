@@ -1,0 +1,552 @@
+//! The event log: appending to a branch, reading a branch's chain, forks,
+//! and the projections listings need (branch heads, open gates).
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+use wfhost_core::event::{Event, EventSink, SinkError, gate_id};
+use wfhost_core::state::{Phase, RunState};
+
+use crate::{Store, StoreError, snapshot_id, time};
+
+/// An event as stored: its place in the run's tree and when it was written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredEvent {
+    /// Position in the run, in write order across branches (1-based).
+    pub seq: u64,
+    pub branch: u32,
+    /// The previous event on this event's branch.
+    pub parent: Option<u64>,
+    /// Unix milliseconds.
+    pub at: i64,
+    /// Set when the run is at rest after this event: a branch can start
+    /// here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    pub event: Event,
+}
+
+/// One branch of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BranchInfo {
+    /// 1 is the branch the run started on.
+    pub branch: u32,
+    /// The snapshot the branch was forked from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// The last event's seq.
+    pub head: u64,
+    /// Events on the branch itself (not counting the shared history).
+    pub events: u64,
+    /// When the branch was last written, unix ms.
+    pub last_at: i64,
+    /// `succeeded`, `failed`, `waiting`, `running` or `interrupted`.
+    pub status: String,
+}
+
+/// A gate waiting for a human.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpenGate {
+    pub run_id: String,
+    pub workflow_id: String,
+    pub branch: u32,
+    pub gate_id: String,
+    pub node: String,
+    pub block: String,
+    pub prompt: String,
+    /// Unix ms.
+    pub opened_at: i64,
+}
+
+pub(crate) fn insert_event(
+    conn: &Connection,
+    run_id: &str,
+    seq: u64,
+    branch: u32,
+    parent: Option<u64>,
+    at: i64,
+    event: &Event,
+) -> rusqlite::Result<Option<String>> {
+    let body = serde_json::to_string(event).expect("events serialize");
+    let snapshot = event.is_snapshot().then(|| snapshot_id(run_id, seq));
+    conn.prepare_cached(
+        "INSERT INTO events (run_id, seq, branch, parent, at, kind, body, snapshot)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute((
+        run_id,
+        seq as i64,
+        branch,
+        parent.map(|p| p as i64),
+        at,
+        event.kind(),
+        body,
+        &snapshot,
+    ))?;
+    Ok(snapshot)
+}
+
+impl Store {
+    fn decode(&self, run_id: &str, seq: u64, body: &str) -> Result<Event, StoreError> {
+        serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            detail: format!("event {seq} of run {run_id} cannot be read: {e}"),
+        })
+    }
+
+    fn rows(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        run_id: &str,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let raw: Vec<(u64, u32, Option<u64>, i64, Option<String>, String)> = stmt
+            .query_map(params, |r| {
+                Ok((
+                    r.get::<_, i64>(0)? as u64,
+                    r.get(1)?,
+                    r.get::<_, Option<i64>>(2)?.map(|p| p as u64),
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        raw.into_iter()
+            .map(|(seq, branch, parent, at, snapshot, body)| {
+                Ok(StoredEvent {
+                    event: self.decode(run_id, seq, &body)?,
+                    seq,
+                    branch,
+                    parent,
+                    at,
+                    snapshot,
+                })
+            })
+            .collect()
+    }
+
+    /// Every event of a run after `after` (by seq), in write order, all
+    /// branches.
+    pub fn events_after(&self, run_id: &str, after: u64) -> Result<Vec<StoredEvent>, StoreError> {
+        self.rows(
+            "SELECT seq, branch, parent, at, snapshot, body FROM events
+             WHERE run_id = ?1 AND seq > ?2 ORDER BY seq",
+            (run_id, after as i64),
+            run_id,
+        )
+    }
+
+    /// The first event of each branch: `(branch, seq, parent)`.
+    fn branch_roots(&self, run_id: &str) -> Result<Vec<(u32, u64, Option<u64>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT e.branch, e.seq, e.parent FROM events e
+                 JOIN (SELECT branch, min(seq) AS first FROM events WHERE run_id = ?1 GROUP BY branch) b
+                   ON e.branch = b.branch AND e.seq = b.first
+                 WHERE e.run_id = ?1 ORDER BY e.branch",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([run_id], |r| {
+            Ok((
+                r.get(0)?,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, Option<i64>>(2)?.map(|p| p as u64),
+            ))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.err(e))
+    }
+
+    fn branch_of(&self, run_id: &str, seq: u64) -> Result<Option<u32>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT branch FROM events WHERE run_id = ?1 AND seq = ?2",
+                (run_id, seq as i64),
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The events of `branch` from the run's start: the shared history up
+    /// to the fork point, then the branch's own events.
+    pub fn chain(&self, run_id: &str, branch: u32) -> Result<Vec<StoredEvent>, StoreError> {
+        let roots = self.branch_roots(run_id)?;
+        // Walk up from `branch` to the run's first branch, collecting
+        // (branch, last seq to include).
+        let mut segments = Vec::new();
+        let (mut current, mut limit) = (branch, u64::MAX);
+        loop {
+            let Some(&(_, _, parent)) = roots.iter().find(|(b, _, _)| *b == current) else {
+                return Err(if segments.is_empty() {
+                    StoreError::Usage(format!("run {run_id} has no branch {branch}"))
+                } else {
+                    StoreError::Inconsistent(format!(
+                        "branch {current} of run {run_id} is referenced but has no events"
+                    ))
+                });
+            };
+            segments.push((current, limit));
+            let Some(parent) = parent else { break };
+            let Some(up) = self.branch_of(run_id, parent)? else {
+                return Err(StoreError::Inconsistent(format!(
+                    "branch {current} of run {run_id} starts from missing event {parent}"
+                )));
+            };
+            if segments.len() > roots.len() {
+                return Err(StoreError::Inconsistent(format!(
+                    "the branches of run {run_id} form a cycle"
+                )));
+            }
+            (current, limit) = (up, parent);
+        }
+        let mut events = Vec::new();
+        for (b, limit) in segments.into_iter().rev() {
+            events.extend(self.rows(
+                "SELECT seq, branch, parent, at, snapshot, body FROM events
+                 WHERE run_id = ?1 AND branch = ?2 AND seq <= ?3 ORDER BY seq",
+                (run_id, b, limit.min(i64::MAX as u64) as i64),
+                run_id,
+            )?);
+        }
+        Ok(events)
+    }
+
+    /// Fold a branch into its state.
+    pub fn state(&self, run_id: &str, branch: u32) -> Result<RunState, StoreError> {
+        let chain = self.chain(run_id, branch)?;
+        RunState::replay(chain.iter().map(|e| &e.event)).map_err(|e| StoreError::Corrupt {
+            path: self.path.clone(),
+            detail: format!("run {run_id} branch {branch}: {e}"),
+        })
+    }
+
+    /// The branch written to most recently: where `resume` and `show` look
+    /// by default.
+    pub fn current_branch(&self, run_id: &str) -> Result<u32, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT branch FROM events WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1",
+                [run_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?
+            .ok_or_else(|| StoreError::Inconsistent(format!("run {run_id} has no events")))
+    }
+
+    /// The branches of a run with their status.
+    pub fn branches(&self, run_id: &str) -> Result<Vec<BranchInfo>, StoreError> {
+        let roots = self.branch_roots(run_id)?;
+        let mut out = Vec::new();
+        for (branch, _, parent) in roots {
+            let (head, events, last_at): (i64, i64, i64) = self
+                .conn
+                .query_row(
+                    "SELECT max(seq), count(*), max(at) FROM events WHERE run_id = ?1 AND branch = ?2",
+                    (run_id, branch),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .map_err(|e| self.err(e))?;
+            let forked_from = parent.map(|p| snapshot_id(run_id, p));
+            out.push(BranchInfo {
+                branch,
+                forked_from,
+                head: head as u64,
+                events: events as u64,
+                last_at,
+                status: self.branch_status(run_id, branch, head as u64)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Status from the branch's last event, folding only when the last
+    /// event alone cannot tell.
+    fn branch_status(&self, run_id: &str, branch: u32, head: u64) -> Result<String, StoreError> {
+        let last = self.rows(
+            "SELECT seq, branch, parent, at, snapshot, body FROM events WHERE run_id = ?1 AND seq = ?2",
+            (run_id, head as i64),
+            run_id,
+        )?;
+        let status = match last.first().map(|e| &e.event) {
+            Some(Event::RunFinished { outcome }) => match outcome {
+                wfhost_core::event::Outcome::Succeeded => "succeeded",
+                wfhost_core::event::Outcome::Failed { .. } => "failed",
+            },
+            Some(Event::ActionTaken {
+                gate_id: Some(_), ..
+            }) => "waiting",
+            Some(e) if e.ends_run() => self.state(run_id, branch)?.phase.status(),
+            Some(Event::Forked { .. }) => match self.state(run_id, branch)?.phase {
+                Phase::Waiting { .. } => "waiting",
+                _ => self.live_status(run_id),
+            },
+            _ => self.live_status(run_id),
+        };
+        Ok(status.to_string())
+    }
+
+    fn live_status(&self, run_id: &str) -> &'static str {
+        if self.is_running(run_id) {
+            "running"
+        } else {
+            "interrupted"
+        }
+    }
+
+    /// Gates waiting for an answer, in every run.
+    pub fn open_gates(&self) -> Result<Vec<OpenGate>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT e.run_id, e.branch FROM events e
+                 JOIN (SELECT run_id, branch, max(seq) AS head FROM events GROUP BY run_id, branch) h
+                   ON e.run_id = h.run_id AND e.seq = h.head
+                 WHERE e.kind IN ('action_taken', 'forked')
+                 ORDER BY e.at",
+            )
+            .map_err(|e| self.err(e))?;
+        let heads: Vec<(String, u32)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))?;
+        let mut gates = Vec::new();
+        for (run_id, branch) in heads {
+            let chain = self.chain(&run_id, branch)?;
+            let state = RunState::replay(chain.iter().map(|e| &e.event)).map_err(|e| {
+                StoreError::Corrupt {
+                    path: self.path.clone(),
+                    detail: format!("run {run_id} branch {branch}: {e}"),
+                }
+            })?;
+            if let Phase::Waiting {
+                gate_id,
+                node,
+                block,
+                prompt,
+            } = state.phase
+            {
+                let opened_at = chain
+                    .iter()
+                    .rev()
+                    .find(|e| matches!(&e.event, Event::ActionTaken { gate_id: Some(g), .. } if *g == gate_id))
+                    .map_or(0, |e| e.at);
+                gates.push(OpenGate {
+                    run_id: run_id.clone(),
+                    workflow_id: state.workflow_id.clone(),
+                    branch,
+                    gate_id,
+                    node,
+                    block,
+                    prompt,
+                    opened_at,
+                });
+            }
+        }
+        Ok(gates)
+    }
+
+    /// How many gates the run has opened, on all branches.
+    fn gates_opened(&self, run_id: &str) -> Result<usize, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM events WHERE run_id = ?1 AND kind = 'action_taken'
+                   AND json_extract(body, '$.gate_id') IS NOT NULL",
+                [run_id],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .map_err(|e| self.err(e))
+    }
+
+    /// A writer that extends `branch` of `run_id` from its current head.
+    /// Hold the run's [`crate::RunLock`] while writing.
+    pub fn writer(&mut self, run_id: &str, branch: u32) -> Result<BranchWriter<'_>, StoreError> {
+        let head: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT max(seq) FROM events WHERE run_id = ?1 AND branch = ?2",
+                (run_id, branch),
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let Some(head) = head else {
+            return Err(StoreError::Usage(format!(
+                "run {run_id} has no branch {branch}"
+            )));
+        };
+        let gates = self.gates_opened(run_id)?;
+        Ok(BranchWriter {
+            store: self,
+            run_id: run_id.to_string(),
+            branch,
+            head: head as u64,
+            gates,
+            written: Vec::new(),
+        })
+    }
+
+    /// Start a new branch of `run_id` at `snapshot`: the run continues from
+    /// that older state and the branch it came from stays as it is.
+    /// Returns the new branch's number. Hold the run's lock.
+    pub fn fork(&mut self, run_id: &str, snapshot: &str) -> Result<u32, StoreError> {
+        let found: Option<(String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT run_id, seq FROM events WHERE snapshot = ?1",
+                [snapshot],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let seq = match found {
+            Some((owner, seq)) if owner == run_id => seq as u64,
+            Some((owner, _)) => {
+                return Err(StoreError::Usage(format!(
+                    "snapshot {snapshot} belongs to run {owner}, not to run {run_id}"
+                )));
+            }
+            None => {
+                return Err(StoreError::Usage(format!(
+                    "run {run_id} has no snapshot `{snapshot}`; `wfhost show {run_id}` lists its snapshots"
+                )));
+            }
+        };
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let (next, branch): (i64, u32) = tx
+            .query_row(
+                "SELECT max(seq) + 1, max(branch) + 1 FROM events WHERE run_id = ?1",
+                [run_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(err)?;
+        let forked = Event::Forked {
+            from_snapshot: snapshot.to_string(),
+        };
+        insert_event(
+            &tx,
+            run_id,
+            next as u64,
+            branch,
+            Some(seq),
+            time::now_ms(),
+            &forked,
+        )
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(branch)
+    }
+}
+
+/// Appends a run's events to one branch: the engine's [`EventSink`] over
+/// the store. Each `append` is one immediate transaction that first checks
+/// the branch still ends where this writer left it.
+pub struct BranchWriter<'s> {
+    store: &'s mut Store,
+    run_id: String,
+    branch: u32,
+    head: u64,
+    gates: usize,
+    written: Vec<StoredEvent>,
+}
+
+impl BranchWriter<'_> {
+    pub fn branch(&self) -> u32 {
+        self.branch
+    }
+
+    /// The events written by the last `append`, as stored.
+    pub fn last_written(&self) -> &[StoredEvent] {
+        &self.written
+    }
+
+    /// Append and read the events back from the store, comparing them with
+    /// what was meant to be written (seed 001's read-after-write
+    /// verification, used for human decisions).
+    pub fn append_verified(&mut self, events: &[Event]) -> Result<(), StoreError> {
+        self.append_events(events)?;
+        let first = self.written.first().map_or(self.head, |e| e.seq);
+        let back = self
+            .store
+            .events_after(&self.run_id, first - 1)?
+            .into_iter()
+            .filter(|e| e.branch == self.branch)
+            .map(|e| e.event)
+            .take(events.len())
+            .collect::<Vec<_>>();
+        if back != events {
+            return Err(StoreError::Inconsistent(format!(
+                "run {}: the recorded events read back differently",
+                self.run_id
+            )));
+        }
+        Ok(())
+    }
+
+    fn append_events(&mut self, events: &[Event]) -> Result<(), StoreError> {
+        let path = self.store.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self
+            .store
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let (last, head): (i64, Option<i64>) = tx
+            .query_row(
+                "SELECT (SELECT max(seq) FROM events WHERE run_id = ?1),
+                        (SELECT max(seq) FROM events WHERE run_id = ?1 AND branch = ?2)",
+                (&self.run_id, self.branch),
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(err)?;
+        if head != Some(self.head as i64) {
+            return Err(StoreError::Inconsistent(format!(
+                "branch {} of run {} was extended by another process",
+                self.branch, self.run_id
+            )));
+        }
+        let at = time::now_ms();
+        let mut written = Vec::with_capacity(events.len());
+        let (mut seq, mut parent) = (last as u64, self.head);
+        for event in events {
+            seq += 1;
+            let snapshot =
+                insert_event(&tx, &self.run_id, seq, self.branch, Some(parent), at, event)
+                    .map_err(err)?;
+            written.push(StoredEvent {
+                seq,
+                branch: self.branch,
+                parent: Some(parent),
+                at,
+                snapshot,
+                event: event.clone(),
+            });
+            parent = seq;
+        }
+        tx.commit().map_err(err)?;
+        self.head = parent;
+        self.written = written;
+        Ok(())
+    }
+}
+
+impl EventSink for BranchWriter<'_> {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        self.append_events(events)
+            .map_err(|e| SinkError(e.to_string()))
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        self.gates += 1;
+        Ok(gate_id(self.gates))
+    }
+}
