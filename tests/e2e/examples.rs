@@ -65,7 +65,14 @@ fn every_example_is_covered_here() {
     examples.sort();
     assert_eq!(
         examples,
-        ["hello", "subroutines", "validation-retry", "word-count"],
+        [
+            "durable",
+            "hello",
+            "review-gate",
+            "subroutines",
+            "validation-retry",
+            "word-count"
+        ],
         "add a test for the new example"
     );
 }
@@ -115,3 +122,13 @@ fn word_count_runs_a_user_plugin_from_a_path() {
         "VALIDATED_OUTPUT:{\"files\":{\"docs/notes.md\":6,\"docs/todo.txt\":4},\"total\":10}"
     );
 }
+
+#[test]
+fn durable_calls_a_planning_subroutine_that_retries() {
+    let report = run_json("durable");
+    assert_eq!(report["steps"], 5);
+    assert_eq!(report["blocks"]["plan.draft"]["attempts"], 2);
+    assert_eq!(report["statistics"]["tokens_used"], 40 + 240 + 25);
+}
+
+// review-gate waits for a human; its round trip is in `durable.rs`.

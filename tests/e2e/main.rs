@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 mod bad_input;
+mod durable;
 mod examples;
 mod inspect;
 mod run;
@@ -17,14 +18,20 @@ fn repo() -> PathBuf {
         .unwrap()
 }
 
-/// Run `wfhost` with a private compiled-component cache.
-fn wfhost(args: &[&str], cache: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wfhost"))
-        .args(args)
-        .env("WFHOST_CACHE_DIR", cache)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .expect("wfhost runs")
+/// `wfhost` with a private compiled-component cache and a private home
+/// (run store) inside `scratch`.
+fn command(scratch: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wfhost"));
+    cmd.env("WFHOST_CACHE_DIR", scratch.join("cache"))
+        .env("WFHOST_HOME", scratch.join("home"))
+        .env_remove("WFHOST_DURABILITY")
+        .env_remove("RUST_BACKTRACE");
+    cmd
+}
+
+/// Run `wfhost` with a private cache and home inside `scratch`.
+fn wfhost(args: &[&str], scratch: &Path) -> Output {
+    command(scratch).args(args).output().expect("wfhost runs")
 }
 
 /// `wfhost run MANIFEST --workspace WS`.

@@ -16,7 +16,7 @@ fn the_hello_example_runs() {
     );
     assert!(text.contains("[3] main.done -> SIGNAL:SUCCESS"), "{text}");
     assert!(
-        text.contains("run succeeded: 4 steps, 1 lines written"),
+        text.contains(" succeeded: 4 steps, 1 lines written"),
         "{text}"
     );
     assert_eq!(
@@ -77,7 +77,11 @@ fn a_failed_run_exits_non_zero_naming_block_and_signal() {
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("`main.a` emitted `SIGNAL:NOPE`"), "{err}");
-    assert!(stdout(&out).contains("run failed"));
+    assert!(
+        stdout(&out).contains(" failed: 1 steps"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -117,7 +121,11 @@ fn a_gate_pauses_with_its_own_exit_code() {
     );
     let out = run_workflow(&manifest, dir.path(), dir.path());
     assert_eq!(out.status.code(), Some(3));
-    assert!(stdout(&out).contains("waiting at a gate after main.a: ship it?"));
+    assert!(
+        stdout(&out).contains("waiting at gate UD-1 after main.a: ship it?"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -176,5 +184,5 @@ fn a_third_party_action_handler_serves_its_own_verb() {
         "{text}"
     );
     // The core verbs still went to actions-core.
-    assert!(text.contains("JUMP:b: jump to b"), "{text}");
+    assert!(text.contains("JUMP:b: jump to main.b"), "{text}");
 }

@@ -85,6 +85,9 @@ pub(crate) fn insert_event(
     Ok(snapshot)
 }
 
+/// `seq, branch, parent, at, snapshot, body` as read, before decoding.
+type RawRow = (u64, u32, Option<u64>, i64, Option<String>, String);
+
 impl Store {
     fn decode(&self, run_id: &str, seq: u64, body: &str) -> Result<Event, StoreError> {
         serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
@@ -100,7 +103,7 @@ impl Store {
         run_id: &str,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
-        let raw: Vec<(u64, u32, Option<u64>, i64, Option<String>, String)> = stmt
+        let raw: Vec<RawRow> = stmt
             .query_map(params, |r| {
                 Ok((
                     r.get::<_, i64>(0)? as u64,

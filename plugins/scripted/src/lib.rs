@@ -6,6 +6,8 @@
 //!   segments already in the payload — so a validation retry gets the next
 //!   response — capped at the last one.
 //! - `signal` (default `SIGNAL:SUCCESS`), `tokens_per_response` (default 0).
+//! - `delay_ms` (default 0): think for this long before answering, like a
+//!   real agent would; crash tests use it to stop the host mid-block.
 //!
 //! The answer is appended as an `AI_RESPONSE` segment and returned as the
 //! structured output, which the host validates when the block has a schema.
@@ -21,6 +23,8 @@ pub struct Config {
     signal: Option<String>,
     #[serde(default)]
     tokens_per_response: u64,
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 pub struct Scripted;
@@ -33,6 +37,9 @@ impl Worker for Scripted {
                 "bad-config",
                 "`responses` must not be empty",
             ));
+        }
+        if config.delay_ms > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(config.delay_ms));
         }
         let retries = payload
             .iter()

@@ -1,0 +1,736 @@
+//! Durable runs through the binary: crash resume under SIGKILL, gates,
+//! forks, export/import, pinning, concurrency and damaged stores.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn example(name: &str) -> PathBuf {
+    repo().join("examples").join(name).join("workflow.json")
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(o), stderr(o)))
+}
+
+/// The only run in the store of `scratch`, if any.
+fn only_run(scratch: &Path) -> Option<String> {
+    let out = wfhost(&["runs", "--json"], scratch);
+    let runs = json_of(&out);
+    let runs = runs.as_array().unwrap();
+    assert!(runs.len() <= 1, "{runs:?}");
+    runs.first().map(|r| r["id"].as_str().unwrap().to_string())
+}
+
+fn store_file(scratch: &Path) -> PathBuf {
+    scratch.join("home/wfhost.db")
+}
+
+/// The bytes of the store and its WAL, to check a command changed nothing.
+fn store_bytes(scratch: &Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(store_file(scratch)).unwrap_or_default();
+    bytes.extend(std::fs::read(scratch.join("home/wfhost.db-wal")).unwrap_or_default());
+    bytes
+}
+
+/// What must be identical between a crashed-and-resumed run and an
+/// uninterrupted one.
+fn invariants(show: &serde_json::Value) -> serde_json::Value {
+    let mut blocks = show["blocks"].clone();
+    for b in blocks.as_object_mut().unwrap().values_mut() {
+        b.as_object_mut().unwrap().remove("duration_ms");
+    }
+    let steps: Vec<_> = show["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            serde_json::json!([
+                s["step"],
+                s["block"],
+                s["attempt"],
+                s["signal"],
+                s["action"]
+            ])
+        })
+        .collect();
+    serde_json::json!({
+        "status": show["status"],
+        "payload": show["payload"],
+        "blocks": blocks,
+        "statistics": show["statistics"],
+        "steps": steps,
+        "gates": show["gates"],
+    })
+}
+
+/// A small xorshift generator: the test prints its seed so a failure can
+/// be replayed with WFHOST_CRASH_SEED.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[test]
+fn sigkill_at_random_points_then_resume_ends_exactly_like_an_uninterrupted_run() {
+    let ws = tempfile::tempdir().unwrap();
+    let manifest = example("durable");
+
+    let reference = tempfile::tempdir().unwrap();
+    // Compile the plugins first, so that the timed run is what a trial
+    // runs: a start from the compiled cache.
+    let warm = wfhost(&["validate", manifest.to_str().unwrap()], reference.path());
+    assert_eq!(warm.status.code(), Some(0), "{}", stderr(&warm));
+    let t = Instant::now();
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ],
+        reference.path(),
+    );
+    let full_run = t.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reference_id = json_of(&out)["run_id"].as_str().unwrap().to_string();
+    let expected = invariants(&json_of(&wfhost(
+        &["show", &reference_id, "--json"],
+        reference.path(),
+    )));
+
+    let seed = std::env::var("WFHOST_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    eprintln!("crash test seed {seed} (set WFHOST_CRASH_SEED to replay)");
+    let mut rng = Rng(seed);
+    // Kill anywhere from before the process got going to after it would
+    // have finished.
+    let window = full_run.as_millis() as u64 + 100;
+    let mut kills_mid_run = 0;
+    let mut interrupted_blocks = 0;
+    for trial in 0..24 {
+        let scratch = tempfile::tempdir().unwrap();
+        // The reference run's cache: the plugins are compiled already.
+        std::fs::create_dir_all(scratch.path()).unwrap();
+        let mut id: Option<String> = None;
+        let mut finished = false;
+        for round in 0..30 {
+            let mut cmd = command(scratch.path());
+            cmd.env("WFHOST_CACHE_DIR", reference.path().join("cache"));
+            match &id {
+                None => cmd.args([
+                    "run",
+                    manifest.to_str().unwrap(),
+                    "-w",
+                    ws.path().to_str().unwrap(),
+                ]),
+                Some(id) => cmd.args(["resume", id.as_str()]),
+            };
+            let mut child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Every other round runs to completion, so the test always ends.
+            let kill_after = (round % 2 == 0).then(|| Duration::from_millis(rng.below(window)));
+            let status = match kill_after {
+                Some(delay) => {
+                    std::thread::sleep(delay);
+                    let _ = child.kill(); // SIGKILL
+                    child.wait().unwrap()
+                }
+                None => child.wait().unwrap(),
+            };
+            if id.is_none() {
+                id = only_run(scratch.path());
+            }
+            match status.code() {
+                Some(0) => {
+                    finished = true;
+                    break;
+                }
+                None => kills_mid_run += 1,
+                Some(code) => {
+                    let mut err = String::new();
+                    use std::io::Read;
+                    child
+                        .stderr
+                        .take()
+                        .unwrap()
+                        .read_to_string(&mut err)
+                        .unwrap();
+                    // A resume of a run that the kill let finish says so.
+                    assert!(
+                        err.contains("already succeeded"),
+                        "trial {trial}: exit {code}: {err}"
+                    );
+                    finished = true;
+                    break;
+                }
+            }
+        }
+        assert!(finished, "trial {trial} did not finish");
+        let id = id.expect("a run was recorded");
+        let show = json_of(&wfhost(&["show", &id, "--json"], scratch.path()));
+        assert_eq!(invariants(&show), expected, "trial {trial}, seed {seed}");
+        interrupted_blocks += show["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["interrupted"].as_u64().unwrap())
+            .sum::<u64>();
+        // Exactly one completion per step in the log.
+        let events = wfhost(&["events", &id, "--json"], scratch.path());
+        let mut completed = Vec::new();
+        for line in stdout(&events).lines() {
+            let e: serde_json::Value = serde_json::from_str(line).unwrap();
+            if e["event"]["type"] == "block_completed" {
+                completed.push(e["event"]["step"].as_u64().unwrap());
+            }
+        }
+        assert_eq!(completed, [0, 1, 2, 3, 4], "trial {trial}, seed {seed}");
+    }
+    assert!(kills_mid_run > 0, "no kill landed (seed {seed})");
+    // Some kills cut a block short, and it ran again.
+    assert!(
+        interrupted_blocks > 0,
+        "no kill landed mid-block (seed {seed})"
+    );
+    eprintln!("{kills_mid_run} kills, {interrupted_blocks} blocks interrupted and re-run");
+}
+
+#[test]
+fn a_gate_round_trip_with_changes_requested_then_approved() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let manifest = example("review-gate");
+    let check = wfhost(&["validate", manifest.to_str().unwrap(), "--strict"], s);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    let out = wfhost(
+        &["run", manifest.to_str().unwrap(), "-w", s.to_str().unwrap()],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let id = only_run(s).unwrap();
+
+    let gates = json_of(&wfhost(&["gates", "--json"], s));
+    assert_eq!(gates[0]["run_id"], id.as_str());
+    assert_eq!(gates[0]["gate_id"], "UD-1");
+    assert_eq!(gates[0]["prompt"], "Approve the plan?");
+
+    // Anything but the two forms is refused and changes nothing.
+    let before = store_bytes(s);
+    for bad in [
+        "yes",
+        "approved please",
+        "changes-requested:",
+        "CHANGES-REQUESTED:x",
+    ] {
+        let out = wfhost(&["gate", &id, "UD-1", bad], s);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            stderr(&out).contains("`approved` or `changes-requested:"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let unknown = wfhost(&["gate", &id, "UD-9", "approved"], s);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("no open gate `UD-9`"),
+        "{}",
+        stderr(&unknown)
+    );
+    assert_eq!(
+        store_bytes(s),
+        before,
+        "refused answers leave the store as it was"
+    );
+
+    let out = wfhost(
+        &[
+            "gate",
+            &id,
+            "UD-1",
+            "changes-requested:add a load test",
+            "--json",
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report = json_of(&out);
+    assert_eq!(report["gate"]["id"], "UD-2");
+    assert!(
+        report["payload"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|seg| seg["type"] == "GATE_DECISION"
+                && seg["content"] == "changes-requested:add a load test"),
+        "{report}"
+    );
+
+    let out = wfhost(&["gate", &id, "UD-2", "approved"], s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let again = wfhost(&["gate", &id, "UD-1", "approved"], s);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr(&again).contains("already answered `changes-requested:add a load test`"),
+        "{}",
+        stderr(&again)
+    );
+
+    let show = json_of(&wfhost(&["show", &id, "--json"], s));
+    assert_eq!(show["status"], "succeeded");
+    assert_eq!(show["gates"][0]["decision"]["answer"], "changes-requested");
+    assert_eq!(show["gates"][1]["decision"]["answer"], "approved");
+    assert_eq!(show["blocks"]["main.draft"]["attempts"], 2);
+    assert!(stdout(&wfhost(&["gates"], s)).contains("no open gates"));
+}
+
+#[test]
+fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let out = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            s.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = only_run(s).unwrap();
+    let original = json_of(&wfhost(&["show", &id, "--json"], s));
+    let original_events = stdout(&wfhost(&["events", &id], s));
+    let after_step_1 = original["steps"][1]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let out = wfhost(&["fork", &id, "--at", &after_step_1], s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("branch 2 forked"), "{}", stdout(&out));
+
+    let forked = json_of(&wfhost(&["show", &id, "--json"], s));
+    assert_eq!(forked["branch"], 2);
+    assert_eq!(forked["branches"].as_array().unwrap().len(), 2);
+    assert_eq!(forked["branches"][1]["forked_from"], after_step_1.as_str());
+    // The fork re-ran steps 2 and 3 only; the shared history is the same.
+    assert_eq!(forked["steps"][0], original["steps"][0]);
+    assert_eq!(forked["steps"][1], original["steps"][1]);
+    assert_eq!(forked["steps"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        invariants(&forked)["payload"],
+        invariants(&original)["payload"]
+    );
+    // The original branch is intact.
+    let branch1 = json_of(&wfhost(&["show", &id, "--branch", "1", "--json"], s));
+    assert_eq!(invariants(&branch1), invariants(&original));
+    assert!(stdout(&wfhost(&["events", &id], s)).starts_with(&original_events));
+    let runs = json_of(&wfhost(&["runs", "--json"], s));
+    assert_eq!(runs[0]["branches"], 2);
+
+    // A snapshot of another run, or none at all, is refused.
+    let out = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            s.to_str().unwrap(),
+            "--json",
+        ],
+        s,
+    );
+    let other = json_of(&out)["run_id"].as_str().unwrap().to_string();
+    let before = store_bytes(s);
+    let wrong = wfhost(&["fork", &other, "--at", &after_step_1], s);
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(
+        stderr(&wrong).contains(&format!("belongs to run {id}")),
+        "{}",
+        stderr(&wrong)
+    );
+    let missing = wfhost(&["fork", &id, "--at", "sn-000000000000"], s);
+    assert_eq!(missing.status.code(), Some(2));
+    assert_eq!(store_bytes(s), before);
+}
+
+#[test]
+fn export_then_import_elsewhere_shows_the_same_run() {
+    let here = tempfile::tempdir().unwrap();
+    let there = tempfile::tempdir().unwrap();
+    let out = wfhost(
+        &[
+            "run",
+            example("review-gate").to_str().unwrap(),
+            "-w",
+            here.path().to_str().unwrap(),
+        ],
+        here.path(),
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let id = only_run(here.path()).unwrap();
+    let bundle = here.path().join("run.bundle.json");
+    let out = wfhost(
+        &["export", &id, "-o", bundle.to_str().unwrap()],
+        here.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let out = wfhost(&["import", bundle.to_str().unwrap()], there.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let a = json_of(&wfhost(&["show", &id, "--json"], here.path()));
+    let b = json_of(&wfhost(&["show", &id, "--json"], there.path()));
+    assert_eq!(a, b);
+    assert_eq!(
+        stdout(&wfhost(&["events", &id, "--json"], here.path())),
+        stdout(&wfhost(&["events", &id, "--json"], there.path()))
+    );
+    // The imported run is live: its gate can be answered there.
+    let out = wfhost(&["gate", &id, "UD-1", "approved"], there.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // Importing twice, or a damaged bundle, is refused and changes nothing.
+    let before = store_bytes(there.path());
+    let twice = wfhost(&["import", bundle.to_str().unwrap()], there.path());
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(
+        stderr(&twice).contains("already exists"),
+        "{}",
+        stderr(&twice)
+    );
+    let text = std::fs::read_to_string(&bundle).unwrap();
+    let cases = [
+        (
+            text.replacen("\"version\": 1", "\"version\": 7", 1),
+            "bundle version 7 is not supported",
+        ),
+        (
+            text.replacen("Approve the plan?", "Approve the plan!", 1),
+            "checksum mismatch",
+        ),
+        (text[..text.len() / 2].to_string(), "not JSON"),
+        (
+            "{\"format\": \"something else\"}".to_string(),
+            "not a wfhost run bundle",
+        ),
+    ];
+    for (content, expected) in cases {
+        let bad = there.path().join("bad.json");
+        std::fs::write(&bad, content).unwrap();
+        let out = wfhost(&["import", bad.to_str().unwrap()], there.path());
+        assert_eq!(out.status.code(), Some(2), "{expected}");
+        assert!(
+            stderr(&out).contains(expected),
+            "{expected}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(store_bytes(there.path()), before);
+}
+
+#[test]
+fn a_run_keeps_its_pinned_definition_when_the_file_changes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let manifest = s.join("gate.json");
+    std::fs::copy(example("review-gate"), &manifest).unwrap();
+    let out = wfhost(
+        &["run", manifest.to_str().unwrap(), "-w", s.to_str().unwrap()],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let id = only_run(s).unwrap();
+    let show = stdout(&wfhost(&["show", &id], s));
+    assert!(!show.contains("warning"), "{show}");
+
+    // Edit the file: approval now fails the run.
+    let edited = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("\"JUMP:ship\"", "\"FAIL:edited\"");
+    std::fs::write(&manifest, edited).unwrap();
+    let show = stdout(&wfhost(&["show", &id], s));
+    assert!(
+        show.contains("warning: the manifest") && show.contains("has changed"),
+        "{show}"
+    );
+    // The run goes on with what it was started with.
+    let out = wfhost(&["gate", &id, "UD-1", "approved"], s);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("main.ship"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_second_process_cannot_execute_a_run_that_is_executing() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let mut first = command(s)
+        .args([
+            "run",
+            example("durable").to_str().unwrap(),
+            "-w",
+            s.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the run is recorded and executing.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let id = loop {
+        if let Some(id) = only_run(s) {
+            let events = stdout(&wfhost(&["events", &id], s));
+            if events.contains("block_started") {
+                break id;
+            }
+        }
+        assert!(Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let second = wfhost(&["resume", &id], s);
+    assert_eq!(second.status.code(), Some(4), "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("is being executed by another wfhost process (pid"),
+        "{}",
+        stderr(&second)
+    );
+    // `events --follow` tails the live run until it stops.
+    let followed = wfhost(&["events", &id, "--follow"], s);
+    assert!(
+        stdout(&followed).contains("action_taken    [4] END: end"),
+        "{}",
+        stdout(&followed)
+    );
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn concurrent_runs_share_one_store_without_damage() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    // Compile once, so that the runs overlap in the store, not in Cranelift.
+    let warm = wfhost(&["validate", example("hello").to_str().unwrap()], s);
+    assert_eq!(warm.status.code(), Some(0));
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            command(s)
+                .args([
+                    "run",
+                    example("hello").to_str().unwrap(),
+                    "-w",
+                    s.to_str().unwrap(),
+                ])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut child in children {
+        assert_eq!(child.wait().unwrap().code(), Some(0));
+    }
+    let runs = json_of(&wfhost(&["runs", "--json"], s));
+    assert_eq!(runs.as_array().unwrap().len(), 4);
+    for run in runs.as_array().unwrap() {
+        assert_eq!(run["status"], "succeeded");
+        let show = json_of(&wfhost(&["show", run["id"].as_str().unwrap(), "--json"], s));
+        assert_eq!(show["events"], 13);
+    }
+}
+
+#[test]
+fn a_damaged_store_is_reported_not_panicked_on_and_left_alone() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let out = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            s.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let id = only_run(s).unwrap();
+    // The last connection to close folded the WAL into the main file, so
+    // damage to the file is damage to everything.
+    let db = store_file(s);
+    let good = std::fs::read(&db).unwrap();
+    let _ = std::fs::remove_file(s.join("home/wfhost.db-wal"));
+    let _ = std::fs::remove_file(s.join("home/wfhost.db-shm"));
+
+    let mut garbage = good.clone();
+    garbage[..16].copy_from_slice(b"definitely not!!");
+    let mut scribbled = good.clone();
+    for b in scribbled.iter_mut().skip(4096).take(8192) {
+        *b ^= 0x5a;
+    }
+    let truncated = good[..good.len() / 3].to_vec();
+    for (name, bytes) in [
+        ("garbage", garbage),
+        ("scribbled", scribbled),
+        ("truncated", truncated),
+    ] {
+        std::fs::write(&db, &bytes).unwrap();
+        for args in [
+            vec!["show", id.as_str()],
+            vec!["runs"],
+            vec!["events", id.as_str()],
+            vec!["resume", id.as_str()],
+            vec![
+                "run",
+                example("hello").to_str().unwrap(),
+                "-w",
+                s.to_str().unwrap(),
+            ],
+        ] {
+            let out = wfhost(&args, s);
+            let err = stderr(&out);
+            assert_ne!(
+                out.status.code(),
+                Some(0),
+                "{name} {args:?}: {}",
+                stdout(&out)
+            );
+            assert_ne!(out.status.code(), None, "{name} {args:?}");
+            assert!(!err.contains("panicked"), "{name} {args:?}: {err}");
+            assert!(err.contains("wfhost.db"), "{name} {args:?}: {err}");
+        }
+        assert_eq!(
+            std::fs::read(&db).unwrap(),
+            bytes,
+            "{name}: the damaged file was modified"
+        );
+    }
+}
+
+#[test]
+fn bad_run_ids_and_finished_runs_are_clear_errors() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    // No store yet: asking about a run creates none.
+    for args in [
+        vec!["show", "run-1"],
+        vec!["resume", "run-1"],
+        vec!["events", "run-1"],
+    ] {
+        let out = wfhost(&args, s);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains("no run store"), "{}", stderr(&out));
+    }
+    assert!(!store_file(s).exists());
+    let out = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            s.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let id = only_run(s).unwrap();
+    let before = store_bytes(s);
+    for args in [
+        vec!["show", "run-19990101"],
+        vec!["resume", "nope"],
+        vec!["gate", "nope", "UD-1", "approved"],
+        vec!["export", "nope", "-o", "/dev/null"],
+    ] {
+        let out = wfhost(&args, s);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains("unknown run id"), "{}", stderr(&out));
+    }
+    let done = wfhost(&["resume", &id[..12]], s);
+    assert_eq!(done.status.code(), Some(2));
+    assert!(
+        stderr(&done).contains("already succeeded"),
+        "{}",
+        stderr(&done)
+    );
+    assert_eq!(store_bytes(s), before);
+}
+
+#[test]
+fn gc_removes_old_finished_runs_and_keeps_waiting_ones() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let ok = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            s.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(ok.status.code(), Some(0));
+    let gated = wfhost(
+        &[
+            "run",
+            example("review-gate").to_str().unwrap(),
+            "-w",
+            s.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(gated.status.code(), Some(3));
+    std::thread::sleep(Duration::from_millis(1100));
+
+    let kept = wfhost(&["gc", "--older-than", "1h"], s);
+    assert!(stdout(&kept).contains("0 run(s)"), "{}", stdout(&kept));
+    let dry = json_of(&wfhost(
+        &["gc", "--older-than", "1s", "--dry-run", "--json"],
+        s,
+    ));
+    assert_eq!(dry["candidates"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        json_of(&wfhost(&["runs", "--json"], s))
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let out = wfhost(&["gc", "--older-than", "1s"], s);
+    assert!(
+        stdout(&out).contains("1 run(s) older than 1s removed"),
+        "{}",
+        stdout(&out)
+    );
+    let runs = json_of(&wfhost(&["runs", "--json"], s));
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    assert_eq!(runs[0]["status"], "waiting");
+    let out = wfhost(&["gc", "--older-than", "1s", "--include-unfinished"], s);
+    assert!(stdout(&out).contains("1 run(s)"), "{}", stdout(&out));
+    assert!(stdout(&wfhost(&["runs"], s)).contains("no runs yet"));
+
+    let bad = wfhost(&["gc", "--older-than", "soon"], s);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("is not an age"), "{}", stderr(&bad));
+}
