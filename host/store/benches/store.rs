@@ -1,1 +1,153 @@
-fn main() {}
+//! Store benchmarks: durable appends per second, and the time to rebuild a
+//! run's state from a 100,000-event log (what `wfhost resume` does first).
+//!
+//! `cargo bench -p wfhost-store` — figures are in the README.
+
+use std::time::{Duration, Instant};
+
+use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
+use wfhost_core::payload::{ContextSegment, Statistics};
+use wfhost_store::{Durability, RunRecord, Store};
+
+fn started(run_id: &str, max_steps: u64) -> Event {
+    Event::RunStarted {
+        run_id: run_id.into(),
+        workflow_id: "bench".into(),
+        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "a".into(),
+        max_steps,
+        max_call_depth: 64,
+    }
+}
+
+/// One step's three events, with a realistic payload segment.
+fn step(n: u64, keep: usize) -> [Event; 3] {
+    [
+        Event::BlockStarted {
+            step: n,
+            node: "main".into(),
+            block: "a".into(),
+            attempt: n as u32 + 1,
+        },
+        Event::BlockCompleted {
+            step: n,
+            node: "main".into(),
+            block: "a".into(),
+            signal: "SIGNAL:SUCCESS".into(),
+            payload: PayloadDelta {
+                keep,
+                push: vec![ContextSegment::new(
+                    format!("answer-{n}"),
+                    "AI_RESPONSE",
+                    "The plan is sound; T01 and T02 can proceed in parallel once the pool lands.",
+                )],
+            },
+            artifact: None,
+            statistics: Statistics {
+                tokens_used: 120,
+                lines_written: 2,
+            },
+            duration_us: 1500,
+            failure: None,
+            log: vec!["answering with response 0".into()],
+        },
+        Event::ActionTaken {
+            step: n,
+            action: "JUMP:a".into(),
+            command: CommandRecord::Jump { to: "main.a".into() },
+            gate_id: None,
+        },
+    ]
+}
+
+fn new_run(store: &mut Store, id: &str, max_steps: u64) {
+    let record = RunRecord {
+        id: id.into(),
+        workflow_id: "bench".into(),
+        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        manifest: "/bench/workflow.json".into(),
+        workspace: "/tmp".into(),
+        created_at: 0,
+    };
+    store
+        .create_run(&record, "{}", &started(id, max_steps))
+        .expect("run created");
+}
+
+/// Events appended per second, one event per transaction as the engine
+/// writes them.
+fn appends_per_second(durability: Durability, events: u64) -> f64 {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), durability).unwrap();
+    new_run(&mut store, "r", u64::MAX);
+    let mut writer = store.writer("r", 1).unwrap();
+    let t = Instant::now();
+    let mut written = 0;
+    let mut n = 0;
+    while written < events {
+        // Keep the payload short, as a `keep_last` strategy would.
+        for e in step(n, usize::from(n > 0)) {
+            writer.append(std::slice::from_ref(&e)).unwrap();
+            written += 1;
+        }
+        n += 1;
+    }
+    written as f64 / t.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
+
+    if wants("append") {
+        let full = appends_per_second(Durability::Full, 600);
+        println!("append, durability full (default): {full:>9.0} events/s");
+        let normal = appends_per_second(Durability::Normal, 30_000);
+        println!("append, durability normal:         {normal:>9.0} events/s");
+    }
+
+    if wants("resume") {
+        const EVENTS: u64 = 100_000;
+        let home = tempfile::tempdir().unwrap();
+        let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+        new_run(&mut store, "big", u64::MAX);
+        {
+            let mut writer = store.writer("big", 1).unwrap();
+            let mut batch = Vec::new();
+            let steps = (EVENTS - 1) / 3;
+            for n in 0..steps {
+                batch.extend(step(n, usize::from(n > 0)));
+                if batch.len() >= 3000 {
+                    writer.append(&batch).unwrap();
+                    batch.clear();
+                }
+            }
+            writer.append(&batch).unwrap();
+        }
+        let size = std::fs::metadata(store.path()).map(|m| m.len()).unwrap_or(0)
+            + std::fs::metadata(home.path().join("wfhost.db-wal"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+        let times: Vec<Duration> = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let state = store.state("big", 1).unwrap();
+                let elapsed = t.elapsed();
+                assert_eq!(state.events, EVENTS);
+                elapsed
+            })
+            .collect();
+        println!(
+            "resume: rebuild the state of a {EVENTS}-event run: median {:.0} ms (store {:.1} MiB)",
+            median(times).as_secs_f64() * 1000.0,
+            size as f64 / (1024.0 * 1024.0)
+        );
+    }
+}

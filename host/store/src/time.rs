@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn renders_utc() {
         assert_eq!(format_utc(0), "1970-01-01 00:00:00Z");
-        assert_eq!(format_utc(1_795_350_903_000), "2026-11-22 10:35:03Z");
+        assert_eq!(format_utc(1_795_350_903_000), "2026-11-22 12:35:03Z");
         assert_eq!(format_utc(951_782_400_000), "2000-02-29 00:00:00Z");
     }
 

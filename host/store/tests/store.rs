@@ -1,0 +1,179 @@
+//! The store against a real SQLite file.
+
+use wfhost_core::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta};
+use wfhost_core::payload::Statistics;
+use wfhost_store::{Bundle, Durability, RunRecord, Store, StoreError};
+
+fn started(run_id: &str) -> Event {
+    Event::RunStarted {
+        run_id: run_id.into(),
+        workflow_id: "w".into(),
+        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "a".into(),
+        max_steps: 100,
+        max_call_depth: 8,
+    }
+}
+
+fn record(id: &str) -> RunRecord {
+    RunRecord {
+        id: id.into(),
+        workflow_id: "w".into(),
+        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        manifest: "/nowhere/w.json".into(),
+        workspace: "/tmp".into(),
+        created_at: 1,
+    }
+}
+
+/// The events of one step of block `a` jumping to itself.
+fn step(n: u64) -> Vec<Event> {
+    vec![
+        Event::BlockStarted {
+            step: n,
+            node: "main".into(),
+            block: "a".into(),
+            attempt: n as u32 + 1,
+        },
+        Event::BlockCompleted {
+            step: n,
+            node: "main".into(),
+            block: "a".into(),
+            signal: "SIGNAL:SUCCESS".into(),
+            payload: PayloadDelta {
+                keep: n as usize,
+                push: vec![wfhost_core::payload::ContextSegment::new(format!("s{n}"), "T", "x")],
+            },
+            artifact: None,
+            statistics: Statistics {
+                tokens_used: 1,
+                lines_written: 0,
+            },
+            duration_us: 10,
+            failure: None,
+            log: vec![],
+        },
+        Event::ActionTaken {
+            step: n,
+            action: "JUMP:a".into(),
+            command: CommandRecord::Jump { to: "main.a".into() },
+            gate_id: None,
+        },
+    ]
+}
+
+fn new_store() -> (tempfile::TempDir, Store) {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    store.create_run(&record("r1"), "{}", &started("r1")).unwrap();
+    (home, store)
+}
+
+#[test]
+fn appended_events_fold_and_the_log_refuses_updates() {
+    let (_home, mut store) = new_store();
+    {
+        let mut w = store.writer("r1", 1).unwrap();
+        for n in 0..3 {
+            w.append(&step(n)).unwrap();
+        }
+    }
+    let state = store.state("r1", 1).unwrap();
+    assert_eq!(state.steps, 3);
+    assert_eq!(state.payload.len(), 3);
+    assert_eq!(state.statistics.tokens_used, 3);
+    // Append-only: the trigger refuses edits, even through SQL.
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let err = conn
+        .execute("UPDATE events SET body = '{}' WHERE seq = 2", [])
+        .unwrap_err();
+    assert!(err.to_string().contains("append-only"), "{err}");
+}
+
+#[test]
+fn a_writer_behind_the_branch_head_is_refused() {
+    let (_home, mut store) = new_store();
+    let home = store.home().to_path_buf();
+    let mut other = Store::open(&home, Durability::Normal).unwrap();
+    let mut stale = other.writer("r1", 1).unwrap();
+    store.writer("r1", 1).unwrap().append(&step(0)).unwrap();
+    let err = stale.append(&step(0)).unwrap_err();
+    assert!(err.0.contains("extended by another process"), "{err}");
+    assert_eq!(store.state("r1", 1).unwrap().steps, 1);
+}
+
+#[test]
+fn the_run_lock_is_exclusive_and_released_on_drop() {
+    let (_home, store) = new_store();
+    let lock = store.lock_run("r1").unwrap();
+    assert!(store.is_running("r1"));
+    assert!(matches!(store.lock_run("r1"), Err(StoreError::Busy { pid: Some(_), .. })));
+    drop(lock);
+    assert!(!store.is_running("r1"));
+    store.lock_run("r1").unwrap();
+}
+
+#[test]
+fn forks_branch_off_and_chains_follow_their_ancestry() {
+    let (_home, mut store) = new_store();
+    {
+        let mut w = store.writer("r1", 1).unwrap();
+        for n in 0..3 {
+            w.append(&step(n)).unwrap();
+        }
+    }
+    let chain = store.chain("r1", 1).unwrap();
+    let after_step_0 = chain[3].snapshot.clone().unwrap();
+    let b2 = store.fork("r1", &after_step_0).unwrap();
+    assert_eq!(b2, 2);
+    store.writer("r1", 2).unwrap().append(&step(1)).unwrap();
+    // A fork of the fork, at its own snapshot.
+    let snap = store.chain("r1", 2).unwrap().last().unwrap().snapshot.clone().unwrap();
+    let b3 = store.fork("r1", &snap).unwrap();
+    let chain3 = store.chain("r1", b3).unwrap();
+    assert_eq!(chain3.len(), 1 + 3 + 1 + 3 + 1);
+    assert_eq!(store.state("r1", b3).unwrap().steps, 2);
+    assert_eq!(store.state("r1", 1).unwrap().steps, 3, "the original is intact");
+    let branches = store.branches("r1").unwrap();
+    assert_eq!(branches.len(), 3);
+    assert_eq!(branches[1].forked_from.as_deref(), Some(after_step_0.as_str()));
+    assert_eq!(store.current_branch("r1").unwrap(), 3);
+    // Not a snapshot (a block_started event has none), or another run's.
+    assert!(store.fork("r1", "sn-nope").is_err());
+    store.create_run(&record("r2"), "{}", &started("r2")).unwrap();
+    let foreign = store.chain("r2", 1).unwrap()[0].snapshot.clone().unwrap();
+    let err = store.fork("r1", &foreign).unwrap_err().to_string();
+    assert!(err.contains("belongs to run r2"), "{err}");
+}
+
+#[test]
+fn a_bundle_whose_log_does_not_fold_is_refused() {
+    let (_home, mut store) = new_store();
+    store.writer("r1", 1).unwrap().append(&step(0)).unwrap();
+    store
+        .writer("r1", 1)
+        .unwrap()
+        .append(&[Event::RunFinished {
+            outcome: Outcome::Succeeded,
+        }])
+        .unwrap();
+    let mut bundle = store.export("r1").unwrap();
+    // Drop a completed block and re-seal: the checksum is right, the log is not.
+    bundle.events.remove(2);
+    for (i, e) in bundle.events.iter_mut().enumerate() {
+        e.seq = i as u64 + 1;
+        e.parent = (i > 0).then_some(i as u64);
+    }
+    bundle.checksum = String::new();
+    let text = serde_json::to_vec(&bundle).unwrap();
+    let err = Bundle::parse(&text).unwrap_err();
+    assert!(err.contains("checksum mismatch"), "{err}");
+
+    let other = tempfile::tempdir().unwrap();
+    let mut there = Store::open(other.path(), Durability::Normal).unwrap();
+    let err = there.import(&bundle).unwrap_err().to_string();
+    assert!(err.contains("does not fit"), "{err}");
+    assert!(there.runs().unwrap().is_empty());
+}
