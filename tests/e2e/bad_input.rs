@@ -1,5 +1,5 @@
 //! Bad input: a clear one-line error naming the file and the place, exit
-//! code 2, and nothing written to the workspace.
+//! code 2, and nothing written to the workspace or the run store.
 
 use super::*;
 
@@ -36,6 +36,10 @@ impl Case {
             tree(self.ws.path()).is_empty(),
             "workspace touched: {:?}",
             tree(self.ws.path())
+        );
+        assert!(
+            !self.dir.path().join("home").exists(),
+            "a run store was created for a run that never started"
         );
         assert!(
             stdout(&out).is_empty(),
