@@ -10,6 +10,18 @@ fn example(name: &str) -> PathBuf {
     repo().join("examples").join(name).join("workflow.json")
 }
 
+/// `wfhost run MANIFEST -w WS [EXTRA…]` with the home in `scratch`.
+fn start(manifest: &Path, ws: &Path, scratch: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        manifest.to_str().unwrap(),
+        "-w",
+        ws.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    wfhost(&args, scratch)
+}
+
 fn json_of(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", stdout(o), stderr(o)))
@@ -90,16 +102,7 @@ fn sigkill_at_random_points_then_resume_ends_exactly_like_an_uninterrupted_run()
     let warm = wfhost(&["validate", manifest.to_str().unwrap()], reference.path());
     assert_eq!(warm.status.code(), Some(0), "{}", stderr(&warm));
     let t = Instant::now();
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-            "--json",
-        ],
-        reference.path(),
-    );
+    let out = start(&manifest, ws.path(), reference.path(), &["--json"]);
     let full_run = t.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let reference_id = json_of(&out)["run_id"].as_str().unwrap().to_string();
@@ -223,10 +226,7 @@ fn a_gate_round_trip_with_changes_requested_then_approved() {
     let manifest = example("review-gate");
     let check = wfhost(&["validate", manifest.to_str().unwrap(), "--strict"], s);
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
-    let out = wfhost(
-        &["run", manifest.to_str().unwrap(), "-w", s.to_str().unwrap()],
-        s,
-    );
+    let out = start(&manifest, s, s, &[]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let id = only_run(s).unwrap();
 
@@ -309,15 +309,7 @@ fn a_gate_round_trip_with_changes_requested_then_approved() {
 fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    let out = wfhost(
-        &[
-            "run",
-            example("hello").to_str().unwrap(),
-            "-w",
-            s.to_str().unwrap(),
-        ],
-        s,
-    );
+    let out = start(&example("hello"), s, s, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let id = only_run(s).unwrap();
     let original = json_of(&wfhost(&["show", &id, "--json"], s));
@@ -351,16 +343,7 @@ fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
     assert_eq!(runs[0]["branches"], 2);
 
     // A snapshot of another run, or none at all, is refused.
-    let out = wfhost(
-        &[
-            "run",
-            example("hello").to_str().unwrap(),
-            "-w",
-            s.to_str().unwrap(),
-            "--json",
-        ],
-        s,
-    );
+    let out = start(&example("hello"), s, s, &["--json"]);
     let other = json_of(&out)["run_id"].as_str().unwrap().to_string();
     let before = store_bytes(s);
     let wrong = wfhost(&["fork", &other, "--at", &after_step_1], s);
@@ -379,15 +362,7 @@ fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
 fn export_then_import_elsewhere_shows_the_same_run() {
     let here = tempfile::tempdir().unwrap();
     let there = tempfile::tempdir().unwrap();
-    let out = wfhost(
-        &[
-            "run",
-            example("review-gate").to_str().unwrap(),
-            "-w",
-            here.path().to_str().unwrap(),
-        ],
-        here.path(),
-    );
+    let out = start(&example("review-gate"), here.path(), here.path(), &[]);
     assert_eq!(out.status.code(), Some(3));
     let id = only_run(here.path()).unwrap();
     let bundle = here.path().join("run.bundle.json");
@@ -455,10 +430,7 @@ fn a_run_keeps_its_pinned_definition_when_the_file_changes() {
     let s = scratch.path();
     let manifest = s.join("gate.json");
     std::fs::copy(example("review-gate"), &manifest).unwrap();
-    let out = wfhost(
-        &["run", manifest.to_str().unwrap(), "-w", s.to_str().unwrap()],
-        s,
-    );
+    let out = start(&manifest, s, s, &[]);
     assert_eq!(out.status.code(), Some(3));
     let id = only_run(s).unwrap();
     let show = stdout(&wfhost(&["show", &id], s));
@@ -566,15 +538,7 @@ fn concurrent_runs_share_one_store_without_damage() {
 fn a_damaged_store_is_reported_not_panicked_on_and_left_alone() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    let out = wfhost(
-        &[
-            "run",
-            example("hello").to_str().unwrap(),
-            "-w",
-            s.to_str().unwrap(),
-        ],
-        s,
-    );
+    let out = start(&example("hello"), s, s, &[]);
     assert_eq!(out.status.code(), Some(0));
     let id = only_run(s).unwrap();
     // The last connection to close folded the WAL into the main file, so
@@ -644,15 +608,7 @@ fn bad_run_ids_and_finished_runs_are_clear_errors() {
         assert!(stderr(&out).contains("no run store"), "{}", stderr(&out));
     }
     assert!(!store_file(s).exists());
-    let out = wfhost(
-        &[
-            "run",
-            example("hello").to_str().unwrap(),
-            "-w",
-            s.to_str().unwrap(),
-        ],
-        s,
-    );
+    let out = start(&example("hello"), s, s, &[]);
     assert_eq!(out.status.code(), Some(0));
     let id = only_run(s).unwrap();
     let before = store_bytes(s);
@@ -680,25 +636,9 @@ fn bad_run_ids_and_finished_runs_are_clear_errors() {
 fn gc_removes_old_finished_runs_and_keeps_waiting_ones() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    let ok = wfhost(
-        &[
-            "run",
-            example("hello").to_str().unwrap(),
-            "-w",
-            s.to_str().unwrap(),
-        ],
-        s,
-    );
+    let ok = start(&example("hello"), s, s, &[]);
     assert_eq!(ok.status.code(), Some(0));
-    let gated = wfhost(
-        &[
-            "run",
-            example("review-gate").to_str().unwrap(),
-            "-w",
-            s.to_str().unwrap(),
-        ],
-        s,
-    );
+    let gated = start(&example("review-gate"), s, s, &[]);
     assert_eq!(gated.status.code(), Some(3));
     std::thread::sleep(Duration::from_millis(1100));
 

@@ -56,7 +56,9 @@ fn step(n: u64, keep: usize) -> [Event; 3] {
         Event::ActionTaken {
             step: n,
             action: "JUMP:a".into(),
-            command: CommandRecord::Jump { to: "main.a".into() },
+            command: CommandRecord::Jump {
+                to: "main.a".into(),
+            },
             gate_id: None,
         },
     ]
@@ -131,7 +133,9 @@ fn main() {
             }
             writer.append(&batch).unwrap();
         }
-        let size = std::fs::metadata(store.path()).map(|m| m.len()).unwrap_or(0)
+        let size = std::fs::metadata(store.path())
+            .map(|m| m.len())
+            .unwrap_or(0)
             + std::fs::metadata(home.path().join("wfhost.db-wal"))
                 .map(|m| m.len())
                 .unwrap_or(0);

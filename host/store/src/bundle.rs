@@ -2,7 +2,6 @@
 //! identity, its pinned definition and every event of every branch, with a
 //! checksum. Importing it into another store shows the same run.
 
-use rusqlite::TransactionBehavior;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wfhost_core::event::Event;
@@ -147,12 +146,8 @@ impl Store {
         }
         check_tree(bundle)
             .map_err(|m| StoreError::Usage(format!("the bundle's log is invalid: {m}")))?;
-        let path = self.path.clone();
+        let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
         tx.execute(
             "INSERT OR IGNORE INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3)",
             (

@@ -1,6 +1,5 @@
 //! Retention: removing runs nobody touched for a while.
 
-use rusqlite::TransactionBehavior;
 use serde::Serialize;
 
 use crate::{RunLock, Store, StoreError, time};
@@ -75,12 +74,8 @@ impl Store {
             let Ok(lock) = RunLock::acquire(&self.home, run_id) else {
                 continue; // started executing since it was listed
             };
-            let path = self.path.clone();
+            let (tx, path) = self.begin()?;
             let err = |e| StoreError::from_sqlite(&path, e);
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(err)?;
             tx.execute("DELETE FROM events WHERE run_id = ?1", [run_id])
                 .map_err(err)?;
             removed += tx

@@ -188,6 +188,18 @@ impl Store {
         &self.home
     }
 
+    /// An immediate transaction (the write lock is taken at once, so a
+    /// concurrent writer waits instead of failing mid-way), and the store's
+    /// path for error messages.
+    fn begin(&mut self) -> Result<(rusqlite::Transaction<'_>, PathBuf), StoreError> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::from_sqlite(&path, e))?;
+        Ok((tx, path))
+    }
+
     fn err(&self, e: rusqlite::Error) -> StoreError {
         StoreError::from_sqlite(&self.path, e)
     }
@@ -200,12 +212,8 @@ impl Store {
         definition_json: &str,
         started: &wfhost_core::event::Event,
     ) -> Result<(), StoreError> {
-        let path = self.path.clone();
+        let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(err)?;
         let existing: Option<String> = tx
             .query_row(
                 "SELECT body FROM definitions WHERE hash = ?1",

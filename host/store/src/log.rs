@@ -1,7 +1,7 @@
 //! The event log: appending to a branch, reading a branch's chain, forks,
 //! and the projections listings need (branch heads, open gates).
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use wfhost_core::event::{Event, EventSink, SinkError, gate_id};
 use wfhost_core::state::{Phase, RunState};
@@ -419,12 +419,8 @@ impl Store {
                 )));
             }
         };
-        let path = self.path.clone();
+        let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
         let (next, branch): (i64, u32) = tx
             .query_row(
                 "SELECT max(seq) + 1, max(branch) + 1 FROM events WHERE run_id = ?1",
@@ -496,13 +492,8 @@ impl BranchWriter<'_> {
     }
 
     fn append_events(&mut self, events: &[Event]) -> Result<(), StoreError> {
-        let path = self.store.path.clone();
+        let (tx, path) = self.store.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
-        let tx = self
-            .store
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
         let (last, head): (i64, Option<i64>) = tx
             .query_row(
                 "SELECT (SELECT max(seq) FROM events WHERE run_id = ?1),

@@ -44,7 +44,11 @@ fn step(n: u64) -> Vec<Event> {
             signal: "SIGNAL:SUCCESS".into(),
             payload: PayloadDelta {
                 keep: n as usize,
-                push: vec![wfhost_core::payload::ContextSegment::new(format!("s{n}"), "T", "x")],
+                push: vec![wfhost_core::payload::ContextSegment::new(
+                    format!("s{n}"),
+                    "T",
+                    "x",
+                )],
             },
             artifact: None,
             statistics: Statistics {
@@ -58,7 +62,9 @@ fn step(n: u64) -> Vec<Event> {
         Event::ActionTaken {
             step: n,
             action: "JUMP:a".into(),
-            command: CommandRecord::Jump { to: "main.a".into() },
+            command: CommandRecord::Jump {
+                to: "main.a".into(),
+            },
             gate_id: None,
         },
     ]
@@ -67,7 +73,9 @@ fn step(n: u64) -> Vec<Event> {
 fn new_store() -> (tempfile::TempDir, Store) {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    store.create_run(&record("r1"), "{}", &started("r1")).unwrap();
+    store
+        .create_run(&record("r1"), "{}", &started("r1"))
+        .unwrap();
     (home, store)
 }
 
@@ -109,7 +117,10 @@ fn the_run_lock_is_exclusive_and_released_on_drop() {
     let (_home, store) = new_store();
     let lock = store.lock_run("r1").unwrap();
     assert!(store.is_running("r1"));
-    assert!(matches!(store.lock_run("r1"), Err(StoreError::Busy { pid: Some(_), .. })));
+    assert!(matches!(
+        store.lock_run("r1"),
+        Err(StoreError::Busy { pid: Some(_), .. })
+    ));
     drop(lock);
     assert!(!store.is_running("r1"));
     store.lock_run("r1").unwrap();
@@ -130,19 +141,35 @@ fn forks_branch_off_and_chains_follow_their_ancestry() {
     assert_eq!(b2, 2);
     store.writer("r1", 2).unwrap().append(&step(1)).unwrap();
     // A fork of the fork, at its own snapshot.
-    let snap = store.chain("r1", 2).unwrap().last().unwrap().snapshot.clone().unwrap();
+    let snap = store
+        .chain("r1", 2)
+        .unwrap()
+        .last()
+        .unwrap()
+        .snapshot
+        .clone()
+        .unwrap();
     let b3 = store.fork("r1", &snap).unwrap();
     let chain3 = store.chain("r1", b3).unwrap();
     assert_eq!(chain3.len(), 1 + 3 + 1 + 3 + 1);
     assert_eq!(store.state("r1", b3).unwrap().steps, 2);
-    assert_eq!(store.state("r1", 1).unwrap().steps, 3, "the original is intact");
+    assert_eq!(
+        store.state("r1", 1).unwrap().steps,
+        3,
+        "the original is intact"
+    );
     let branches = store.branches("r1").unwrap();
     assert_eq!(branches.len(), 3);
-    assert_eq!(branches[1].forked_from.as_deref(), Some(after_step_0.as_str()));
+    assert_eq!(
+        branches[1].forked_from.as_deref(),
+        Some(after_step_0.as_str())
+    );
     assert_eq!(store.current_branch("r1").unwrap(), 3);
     // Not a snapshot (a block_started event has none), or another run's.
     assert!(store.fork("r1", "sn-nope").is_err());
-    store.create_run(&record("r2"), "{}", &started("r2")).unwrap();
+    store
+        .create_run(&record("r2"), "{}", &started("r2"))
+        .unwrap();
     let foreign = store.chain("r2", 1).unwrap()[0].snapshot.clone().unwrap();
     let err = store.fork("r1", &foreign).unwrap_err().to_string();
     assert!(err.contains("belongs to run r2"), "{err}");
