@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::command::EngineCommand;
 use crate::manifest::{DEFAULT_ACTION_HANDLER, Workflow};
-use crate::transitions::FAIL_DEFAULT;
+use crate::transitions::{FAIL_DEFAULT, GATE_APPROVED, GATE_CHANGES_REQUESTED};
 
 /// A warning with the JSON pointer of the place it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +68,20 @@ pub fn warnings(wf: &Workflow) -> Vec<Warning> {
                         "no `{FAIL_DEFAULT}` fallback: an unexpected signal or a worker failure fails the run"
                     ),
                 });
+            }
+            let opens_gate = block
+                .transitions
+                .iter()
+                .any(|t| matches!(crate::actions::parse(&t.action), Ok(EngineCommand::Gate(_))));
+            for answer in [GATE_APPROVED, GATE_CHANGES_REQUESTED] {
+                if opens_gate && !block.transitions.iter().any(|t| t.on_signal == answer) {
+                    out.push(Warning {
+                        location: at(node_id, block_id) + "/transitions",
+                        message: format!(
+                            "opens a gate but has no transition for `{answer}`, the signal it gets when the gate is answered that way"
+                        ),
+                    });
+                }
             }
         }
     }
@@ -186,6 +200,24 @@ mod tests {
                 "/nodes/main/blocks/orphan block `main.orphan` is unreachable from the start node",
                 "/nodes/main node `main` can never end: no path from `a` reaches END, FAIL, GATE or RETURN",
             ]
+        );
+    }
+
+    #[test]
+    fn a_gate_without_transitions_for_its_answers_is_flagged() {
+        let w = wf(
+            serde_json::json!({"id": "w", "start_node": "main", "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "x", "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "GATE:ok?"},
+                    {"on_signal": "SIGNAL:GATE_APPROVED", "action": "END"},
+                    {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL"}]}
+            }}}}),
+        );
+        let found = warnings(&w);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].message.contains("SIGNAL:GATE_CHANGES_REQUESTED"),
+            "{found:?}"
         );
     }
 }

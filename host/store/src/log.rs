@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
-use wfhost_core::event::{Event, EventSink, SinkError, gate_id};
+use wfhost_core::event::{CommandRecord, Event, EventSink, SinkError, gate_id};
 use wfhost_core::state::{Phase, RunState};
 
 use crate::{Store, StoreError, snapshot_id, time};
@@ -283,7 +283,14 @@ impl Store {
             Some(Event::ActionTaken {
                 gate_id: Some(_), ..
             }) => "waiting",
-            Some(e) if e.ends_run() => self.state(run_id, branch)?.phase.status(),
+            Some(Event::ActionTaken {
+                command: CommandRecord::End,
+                ..
+            }) => "succeeded",
+            Some(Event::ActionTaken {
+                command: CommandRecord::Fail { .. },
+                ..
+            }) => "failed",
             Some(Event::Forked { .. }) => match self.state(run_id, branch)?.phase {
                 Phase::Waiting { .. } => "waiting",
                 _ => self.live_status(run_id),
