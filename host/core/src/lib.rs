@@ -18,6 +18,7 @@ pub mod capabilities;
 pub mod context;
 pub mod engine;
 pub mod event;
+pub mod exec;
 pub mod graph;
 pub mod manifest;
 pub mod merge;
