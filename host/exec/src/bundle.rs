@@ -1,0 +1,91 @@
+//! The result bundle's files.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::{BundleMeta, CommandResult};
+
+/// The version of `manifest.json`'s layout.
+pub const BUNDLE_VERSION: u32 = 1;
+
+/// `manifest.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct BundleManifest<'a> {
+    pub version: u32,
+    pub executor: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm_job_id: Option<&'a str>,
+    pub started_ms: u64,
+    pub ended_ms: u64,
+    pub succeeded: bool,
+    pub commands: &'a [CommandResult],
+    /// Files the runner wrote besides the per-command logs.
+    pub extra_files: Vec<&'static str>,
+}
+
+/// `meta/env.json`.
+#[derive(Debug, Clone, Serialize)]
+struct EnvMeta<'a> {
+    #[serde(flatten)]
+    meta: &'a BundleMeta,
+    workdir: String,
+    executor: &'a str,
+}
+
+/// A directory under `parent` named `name`, or `name-2`, `name-3`, … if
+/// that exists: a bundle is never overwritten (a block re-run after a
+/// crash gets a bundle of its own).
+pub fn unique_bundle_dir(parent: &Path, name: &str) -> PathBuf {
+    let mut candidate = parent.join(name);
+    let mut n = 2;
+    while candidate.exists() {
+        candidate = parent.join(format!("{name}-{n}"));
+        n += 1;
+    }
+    candidate
+}
+
+pub(crate) fn log_names(index: usize) -> (String, String) {
+    (format!("cmd-{index}.stdout"), format!("cmd-{index}.stderr"))
+}
+
+/// Write the metadata files and make the whole bundle read-only.
+pub(crate) fn seal(
+    dir: &Path,
+    manifest: &BundleManifest<'_>,
+    meta: &BundleMeta,
+    workdir: &Path,
+    repo: &str,
+) -> std::io::Result<()> {
+    let env = EnvMeta {
+        meta,
+        workdir: workdir.display().to_string(),
+        executor: manifest.executor,
+    };
+    std::fs::create_dir_all(dir.join("meta"))?;
+    std::fs::write(
+        dir.join("meta/env.json"),
+        serde_json::to_vec_pretty(&env).expect("metadata serializes"),
+    )?;
+    std::fs::write(dir.join("meta/repo.txt"), repo)?;
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(manifest).expect("manifests serialize"),
+    )?;
+    make_read_only(dir)
+}
+
+fn make_read_only(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            make_read_only(&entry.path())?;
+        } else if kind.is_file() {
+            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o444))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,299 @@
+//! The local executor: commands as host processes under tokio.
+//!
+//! Each command runs in a process group of its own. When it exits, when the
+//! block's deadline passes, or when the caller gives up (the future is
+//! dropped), the whole group is killed and reaped: nothing it started
+//! outlives the block, and no zombie is left.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use wfhost_core::exec::{self, ExecCommand};
+
+use crate::bundle::{self, BundleManifest};
+use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, repo, unix_ms};
+
+/// Kills a process group when dropped.
+struct GroupGuard(Option<i32>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // SAFETY: signalling a process group we created; ESRCH (already
+            // gone) is fine.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Copy `from` into `file`, keeping at most `cap` bytes and draining the
+/// rest. Returns (bytes seen, truncated).
+async fn capture(
+    mut from: impl AsyncRead + Unpin,
+    path: PathBuf,
+    cap: u64,
+) -> std::io::Result<(u64, bool)> {
+    let mut file = tokio::fs::File::create(&path).await?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut seen, mut kept) = (0u64, 0u64);
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        seen += n as u64;
+        let room = cap.saturating_sub(kept).min(n as u64) as usize;
+        if room > 0 {
+            file.write_all(&buf[..room]).await?;
+            kept += room as u64;
+        }
+    }
+    file.flush().await?;
+    Ok((seen, seen > kept))
+}
+
+/// Find the executable `program` names: a path (relative to `cwd`) or a
+/// name looked up in `PATH`.
+fn resolve(program: &str, cwd: &Path, path_var: Option<&str>) -> Option<PathBuf> {
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return p.is_file().then_some(p);
+    }
+    let path_var = path_var
+        .map(str::to_string)
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    std::env::split_paths(&path_var)
+        .map(|dir| dir.join(program))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Run an exec block on this host and write its bundle.
+pub async fn run_local(request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
+    exec::check(&request.spec)?;
+    if !request.workdir.is_dir() {
+        return Err(ExecError::Invalid(format!(
+            "the working directory {} does not exist",
+            request.workdir.display()
+        )));
+    }
+    std::fs::create_dir_all(&request.bundle_dir).map_err(|e| {
+        ExecError::Failed(format!(
+            "cannot create the bundle {}: {e}",
+            request.bundle_dir.display()
+        ))
+    })?;
+    let started_ms = unix_ms();
+    let mut results = Vec::new();
+    for (i, command) in request.spec.commands.iter().enumerate() {
+        let result = run_command(request, i + 1, command).await;
+        let ok = result.succeeded();
+        results.push(result);
+        if !ok {
+            break;
+        }
+    }
+    let succeeded = results.len() == request.spec.commands.len()
+        && results.iter().all(CommandResult::succeeded);
+    let manifest = BundleManifest {
+        version: bundle::BUNDLE_VERSION,
+        executor: "local",
+        slurm_job_id: None,
+        started_ms,
+        ended_ms: unix_ms(),
+        succeeded,
+        commands: &results,
+        extra_files: vec!["meta/env.json", "meta/repo.txt"],
+    };
+    let repo = repo::snapshot(&request.workdir).await;
+    bundle::seal(
+        &request.bundle_dir,
+        &manifest,
+        &request.meta,
+        &request.workdir,
+        &repo,
+    )
+    .map_err(|e| {
+        ExecError::Failed(format!(
+            "cannot write the bundle {}: {e}",
+            request.bundle_dir.display()
+        ))
+    })?;
+    Ok(ExecOutcome {
+        bundle_dir: request.bundle_dir.clone(),
+        executor: "local",
+        slurm_job_id: None,
+        commands: results,
+        succeeded,
+    })
+}
+
+async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand) -> CommandResult {
+    let (stdout_name, stderr_name) = bundle::log_names(index);
+    let cwd = exec::resolve_cwd(&request.workdir, command.cwd.as_deref());
+    let mut result = CommandResult {
+        argv: command.argv.clone(),
+        cwd: command.cwd.clone(),
+        exit_code: None,
+        signal: None,
+        started_ms: unix_ms(),
+        ended_ms: 0,
+        stdout: stdout_name.clone(),
+        stderr: stderr_name.clone(),
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        timed_out: false,
+        error: None,
+    };
+    let fail = |mut result: CommandResult, message: String| {
+        // The log files exist even for a command that never ran, so that
+        // every path in the manifest resolves.
+        let _ = std::fs::write(request.bundle_dir.join(&result.stdout), b"");
+        let _ = std::fs::write(request.bundle_dir.join(&result.stderr), message.as_bytes());
+        result.error = Some(message);
+        result.ended_ms = unix_ms();
+        result
+    };
+
+    // The policy again, right before execution, on the executable that
+    // would really run.
+    if let Err(v) = exec::check_command(index, command, request.spec.allow_shell) {
+        return fail(result, v.to_string());
+    }
+    if !cwd.is_dir() {
+        return fail(
+            result,
+            format!(
+                "cwd `{}` is not a directory",
+                command.cwd.as_deref().unwrap_or(".")
+            ),
+        );
+    }
+    let path_override = command
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    let Some(executable) = resolve(&command.argv[0], &cwd, path_override) else {
+        return fail(
+            result,
+            format!("command {index}: program `{}` not found", command.argv[0]),
+        );
+    };
+    if let Ok(real) = executable.canonicalize() {
+        let name = real
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Err((rule, reason)) =
+            exec::check_program(&name, &command.argv[1..], request.spec.allow_shell)
+        {
+            return fail(
+                result,
+                format!(
+                    "command {index} (`{}`) refused by rule `{rule}`: {} resolves to {}: {reason}",
+                    command.argv.join(" "),
+                    command.argv[0],
+                    real.display()
+                ),
+            );
+        }
+    }
+
+    let mut cmd = tokio::process::Command::new(&executable);
+    cmd.arg0(&command.argv[0])
+        .args(&command.argv[1..])
+        .current_dir(&cwd)
+        .envs(request.env.iter().map(|(k, v)| (k, v)))
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return fail(
+                result,
+                format!("command {index}: cannot start `{}`: {e}", command.argv[0]),
+            );
+        }
+    };
+    let mut group = GroupGuard(child.id().map(|pid| pid as i32));
+    let out = tokio::spawn(capture(
+        child.stdout.take().expect("stdout is piped"),
+        request.bundle_dir.join(&stdout_name),
+        request.output_cap,
+    ));
+    let err = tokio::spawn(capture(
+        child.stderr.take().expect("stderr is piped"),
+        request.bundle_dir.join(&stderr_name),
+        request.output_cap,
+    ));
+    let status = match request.deadline {
+        Some(deadline) => {
+            match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), child.wait())
+                .await
+            {
+                Ok(status) => Some(status),
+                Err(_) => None,
+            }
+        }
+        None => Some(child.wait().await),
+    };
+    // Whatever the command left running in its group goes with it; this
+    // also closes the pipes the readers are waiting on.
+    group.kill();
+    match status {
+        Some(Ok(status)) => {
+            use std::os::unix::process::ExitStatusExt;
+            result.exit_code = status.code();
+            result.signal = status.signal();
+        }
+        Some(Err(e)) => result.error = Some(format!("command {index}: cannot wait for it: {e}")),
+        None => {
+            result.timed_out = true;
+            let _ = child.wait().await; // reap after the kill
+        }
+    }
+    for (task, bytes, truncated) in [
+        (out, &mut result.stdout_bytes, &mut result.stdout_truncated),
+        (err, &mut result.stderr_bytes, &mut result.stderr_truncated),
+    ] {
+        match task.await {
+            Ok(Ok((seen, cut))) => {
+                *bytes = seen;
+                *truncated = cut;
+            }
+            Ok(Err(e)) => {
+                result
+                    .error
+                    .get_or_insert(format!("command {index}: cannot keep its output: {e}"));
+            }
+            Err(e) => {
+                result
+                    .error
+                    .get_or_insert(format!("command {index}: output capture failed: {e}"));
+            }
+        }
+    }
+    result.ended_ms = unix_ms();
+    result
+}

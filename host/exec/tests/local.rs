@@ -1,0 +1,248 @@
+//! The local executor against real processes.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_exec::{BundleMeta, ExecError, ExecRequest, run_local};
+
+fn cmd(argv: &[&str]) -> ExecCommand {
+    ExecCommand {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: None,
+        env: vec![],
+    }
+}
+
+fn request(dir: &Path, commands: Vec<ExecCommand>) -> ExecRequest {
+    ExecRequest {
+        spec: ExecSpec {
+            commands,
+            allow_shell: false,
+        },
+        workdir: dir.to_path_buf(),
+        bundle_dir: dir.join(".output/exec/bundle"),
+        env: vec![("RUN_ID".into(), "r-1".into())],
+        meta: BundleMeta {
+            agent_id: "test-host".into(),
+            run_id: "r-1".into(),
+            stage_id: "main.build".into(),
+            step: 3,
+            attempt: 1,
+        },
+        deadline: None,
+        output_cap: 1 << 20,
+    }
+}
+
+fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join(".output/exec/bundle/manifest.json")).unwrap())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_block_writes_the_bundle_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let mut second = cmd(&["printenv", "GREETING", "RUN_ID"]);
+    second.cwd = Some("sub".into());
+    second.env = vec![("GREETING".into(), "hello".into())];
+    let outcome = run_local(&request(
+        dir.path(),
+        vec![
+            cmd(&["echo", "built"]),
+            second,
+            cmd(&["ls", "/nonexistent-dir"]),
+        ],
+    ))
+    .await
+    .unwrap();
+    assert!(!outcome.succeeded);
+    assert_eq!(outcome.commands.len(), 3);
+    let b = dir.path().join(".output/exec/bundle");
+    assert_eq!(
+        std::fs::read_to_string(b.join("cmd-1.stdout")).unwrap(),
+        "built\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.join("cmd-2.stdout")).unwrap(),
+        "hello\nr-1\n"
+    );
+    assert!(
+        !std::fs::read_to_string(b.join("cmd-3.stderr"))
+            .unwrap()
+            .is_empty()
+    );
+    let m = manifest(dir.path());
+    assert_eq!(m["version"], 1);
+    assert_eq!(m["executor"], "local");
+    assert_eq!(m["succeeded"], false);
+    assert_eq!(m["commands"][0]["exit_code"], 0);
+    assert_eq!(m["commands"][1]["cwd"], "sub");
+    assert_ne!(m["commands"][2]["exit_code"], 0);
+    assert_eq!(m["commands"][0]["stdout"], "cmd-1.stdout");
+    assert!(m["commands"][0]["ended_ms"].as_u64() >= m["commands"][0]["started_ms"].as_u64());
+    assert_eq!(
+        m["extra_files"],
+        serde_json::json!(["meta/env.json", "meta/repo.txt"])
+    );
+    let env: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.join("meta/env.json")).unwrap()).unwrap();
+    assert_eq!(env["run_id"], "r-1");
+    assert_eq!(env["stage_id"], "main.build");
+    assert_eq!(env["executor"], "local");
+    assert!(
+        std::fs::read_to_string(b.join("meta/repo.txt"))
+            .unwrap()
+            .starts_with("vcs: none")
+    );
+    // The bundle is immutable.
+    assert!(std::fs::write(b.join("manifest.json"), "x").is_err() || nix_root());
+}
+
+/// Root ignores file permissions; the read-only bits are still set.
+fn nix_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn the_first_failure_stops_the_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run_local(&request(
+        dir.path(),
+        vec![cmd(&["false"]), cmd(&["touch", "should-not-exist"])],
+    ))
+    .await
+    .unwrap();
+    assert_eq!(outcome.commands.len(), 1);
+    assert_eq!(outcome.commands[0].exit_code, Some(1));
+    assert!(!dir.path().join("should-not-exist").exists());
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("grandchild.pid");
+    let mut req = request(
+        dir.path(),
+        vec![cmd(&[
+            "sh",
+            "-c",
+            &format!("sleep 30 & echo $! > {}; wait", pidfile.display()),
+        ])],
+    );
+    req.spec.allow_shell = true;
+    req.deadline = Some(Instant::now() + Duration::from_millis(500));
+    let t = Instant::now();
+    let outcome = run_local(&req).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(outcome.commands[0].timed_out);
+    assert!(!outcome.succeeded);
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // The grandchild is dead: gone, or a zombie waiting for init (its
+    // parent, the shell, was killed with it).
+    assert!(!running(pid), "grandchild {pid} survived the timeout");
+}
+
+/// Whether `pid` is a live (not zombie) process.
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
+            state != Some('Z') && state != Some('X')
+        }
+    }
+}
+
+#[tokio::test]
+async fn output_is_capped_and_truncation_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(
+        dir.path(),
+        vec![cmd(&["head", "-c", "100000", "/dev/zero"])],
+    );
+    req.output_cap = 1000;
+    let outcome = run_local(&req).await.unwrap();
+    let c = &outcome.commands[0];
+    assert_eq!((c.stdout_bytes, c.stdout_truncated), (100_000, true));
+    assert_eq!(
+        std::fs::metadata(dir.path().join(".output/exec/bundle/cmd-1.stdout"))
+            .unwrap()
+            .len(),
+        1000
+    );
+}
+
+#[tokio::test]
+async fn policy_refusals_and_missing_programs_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = run_local(&request(dir.path(), vec![cmd(&["env", "bash", "-c", "x"])])).await;
+    match refused {
+        Err(ExecError::Refused(v)) => assert_eq!(v.rule, "no-shell"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        !dir.path().join(".output").exists(),
+        "a refused block writes nothing"
+    );
+
+    // A symlink to a shell is still a shell, caught right before it runs.
+    std::os::unix::fs::symlink("/bin/sh", dir.path().join("innocent")).unwrap();
+    let outcome = run_local(&request(
+        dir.path(),
+        vec![cmd(&["./innocent", "-c", "echo hi"])],
+    ))
+    .await
+    .unwrap();
+    let error = outcome.commands[0].error.as_deref().unwrap();
+    assert!(
+        error.contains("no-shell") && error.contains("resolves to"),
+        "{error}"
+    );
+
+    let outcome = run_local(&request(dir.path(), vec![cmd(&["no-such-program-xyz"])]))
+        .await
+        .unwrap();
+    assert!(!outcome.succeeded);
+    assert!(
+        outcome.commands[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("`no-such-program-xyz` not found")
+    );
+}
+
+#[tokio::test]
+async fn a_background_process_does_not_outlive_its_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(
+        dir.path(),
+        vec![cmd(&["sh", "-c", "sleep 30 & echo started"])],
+    );
+    req.spec.allow_shell = true;
+    let t = Instant::now();
+    let outcome = run_local(&req).await.unwrap();
+    // The sleep held stdout open; killing the group let the block finish.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(outcome.succeeded);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".output/exec/bundle/cmd-1.stdout")).unwrap(),
+        "started\n"
+    );
+}
