@@ -13,6 +13,7 @@ use std::process::Command;
 const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-plugin-actions-core", "ACTIONS_CORE", "actions-core"),
     ("wfhost-plugin-echo", "ECHO", "echo"),
+    ("wfhost-plugin-exec", "EXEC", "exec"),
     ("wfhost-plugin-scripted", "SCRIPTED", "scripted"),
     (
         "wfhost-example-escalate-actions",

@@ -99,6 +99,12 @@ pub use bindings::worker::wfhost::plugin::types::{
 };
 pub use context::segment;
 
+/// The `exec` capability: run exec blocks on a host executor. Only usable
+/// by a plugin the workflow grants `exec`; see `wit/plugin.wit`.
+pub mod exec {
+    pub use crate::bindings::worker::wfhost::plugin::exec::*;
+}
+
 /// The execution payload: the ordered context segments flowing between blocks.
 pub type Payload = Vec<ContextSegment>;
 

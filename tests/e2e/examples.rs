@@ -67,6 +67,7 @@ fn every_example_is_covered_here() {
         examples,
         [
             "durable",
+            "exec-build",
             "hello",
             "review-gate",
             "subroutines",
@@ -132,3 +133,4 @@ fn durable_calls_a_planning_subroutine_that_retries() {
 }
 
 // review-gate waits for a human; its round trip is in `durable.rs`.
+// exec-build needs its project copied into the workspace: see `exec.rs`.

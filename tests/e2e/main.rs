@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 mod bad_input;
 mod durable;
 mod examples;
+mod exec;
 mod inspect;
 mod run;
 mod validate;

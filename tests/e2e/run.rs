@@ -53,7 +53,7 @@ fn the_second_start_uses_the_compiled_cache() {
     );
 }
 
-fn write_manifest(dir: &Path, body: serde_json::Value) -> PathBuf {
+pub(crate) fn write_manifest(dir: &Path, body: serde_json::Value) -> PathBuf {
     let path = dir.join("workflow.json");
     std::fs::write(&path, serde_json::to_string_pretty(&body).unwrap()).unwrap();
     path

@@ -189,7 +189,7 @@ pub fn execute(
     entry: Entry,
 ) -> u8 {
     let tokio = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
     {
         Ok(rt) => rt,

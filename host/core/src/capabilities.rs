@@ -15,9 +15,12 @@ pub struct Capability {
     pub summary: &'static str,
 }
 
-/// The capabilities this host offers. Exec, container and Slurm
-/// capabilities are added with their interfaces (see `wit/CHANGELOG.md`).
-pub const CAPABILITIES: &[Capability] = &[];
+/// The capabilities this host offers (see `wit/CHANGELOG.md`).
+pub const CAPABILITIES: &[Capability] = &[Capability {
+    name: "exec",
+    interfaces: &["wfhost:plugin/exec"],
+    summary: "run exec blocks (argv commands, checked by the safety policy) on a host executor",
+}];
 
 /// Interface prefixes every plugin may import.
 pub const BASE_INTERFACES: &[&str] = &[

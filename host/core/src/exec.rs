@@ -274,7 +274,7 @@ pub fn check_program(
             }
             // dd takes operands as key=value.
             let path = match (lower.as_str(), arg.split_once('=')) {
-                ("dd", Some((key, value))) if matches!(key, "if" | "of") => value,
+                ("dd", Some(("if" | "of", value))) => value,
                 ("dd", _) => continue,
                 _ => arg.as_str(),
             };

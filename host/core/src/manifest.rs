@@ -67,12 +67,15 @@ impl Workflow {
     }
 }
 
-/// A user plugin: a WebAssembly component on disk and what it is granted.
+/// A plugin and what it is granted: a WebAssembly component on disk, or a
+/// built-in plugin (no `path`) that needs a grant, such as `exec`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSpec {
-    /// Path to the `.wasm` component, relative to the manifest's directory.
-    pub path: PathBuf,
+    /// Path to the `.wasm` component, relative to the manifest's
+    /// directory; absent for a built-in plugin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
     /// Host capabilities granted to this plugin beyond the base sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<String>,
@@ -414,11 +417,19 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
         );
     }
     for (name, spec) in &wf.plugins {
-        if spec.path.as_os_str().is_empty() {
-            err(
+        match &spec.path {
+            Some(path) if path.as_os_str().is_empty() => err(
                 pointer(&["plugins", name, "path"]),
                 "plugin path must not be empty".into(),
-            );
+            ),
+            None if !builtin_plugins.contains(&name.as_str()) => err(
+                pointer(&["plugins", name]),
+                format!(
+                    "plugin `{name}` has no `path` and is not built in (built in: {})",
+                    builtin_plugins.join(", ")
+                ),
+            ),
+            _ => {}
         }
         for (i, grant) in spec.grants.iter().enumerate() {
             if crate::capabilities::find(grant).is_none() {

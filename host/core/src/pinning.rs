@@ -30,8 +30,10 @@ impl PinnedDefinition {
         workflow.schema = None;
         let base = absolute(loaded.base_dir());
         for plugin in workflow.plugins.values_mut() {
-            if plugin.path.is_relative() {
-                plugin.path = base.join(&plugin.path);
+            if let Some(path) = &mut plugin.path
+                && path.is_relative()
+            {
+                *path = base.join(&*path);
             }
         }
         let value = serde_json::to_value(&workflow).expect("a workflow serializes");
@@ -146,7 +148,10 @@ mod tests {
         let pin = PinnedDefinition::of(&loaded(A));
         assert!(pin.json.contains("\"/flows/p.wasm\""), "{}", pin.json);
         let wf = PinnedDefinition::parse(&pin.json, &pin.hash).unwrap();
-        assert_eq!(wf.plugins["p"].path, Path::new("/flows/p.wasm"));
+        assert_eq!(
+            wf.plugins["p"].path.as_deref(),
+            Some(Path::new("/flows/p.wasm"))
+        );
         let tampered = pin.json.replace("/flows/", "/evil/");
         assert!(
             PinnedDefinition::parse(&tampered, &pin.hash)

@@ -249,12 +249,9 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
     ));
     let status = match request.deadline {
         Some(deadline) => {
-            match tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), child.wait())
+            tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), child.wait())
                 .await
-            {
-                Ok(status) => Some(status),
-                Err(_) => None,
-            }
+                .ok()
         }
         None => Some(child.wait().await),
     };

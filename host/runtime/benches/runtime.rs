@@ -218,7 +218,7 @@ fn main() {
         return;
     }
     let tokio = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
         .unwrap();
     // `cargo bench -p wfhost-runtime -- call` runs only the matching groups.

@@ -5,6 +5,7 @@ pub mod worker {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "worker",
+        imports: { "wfhost:plugin/exec.run": async },
         exports: { default: async },
     });
 }
@@ -22,7 +23,7 @@ pub mod action_handler {
     });
 }
 
-pub use worker::wfhost::plugin::{log, types};
+pub use worker::wfhost::plugin::{exec, log, types};
 
 /// The interface a worker component must export.
 pub const WORKER_EXPORT: &str = "wfhost:plugin/block-worker@0.1.0";

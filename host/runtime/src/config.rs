@@ -18,6 +18,9 @@ pub struct RuntimeConfig {
     pub max_output_bytes: usize,
     /// Cap on each of a block's captured stdout, stderr and log, bytes.
     pub max_log_bytes: usize,
+    /// Cap on the stdout and on the stderr kept of each exec command, bytes
+    /// (truncation is recorded in the bundle).
+    pub max_exec_output_bytes: u64,
     /// Use the pooling instance allocator (faster instantiation; reserves
     /// virtual address space up front).
     pub pooling: bool,
@@ -34,6 +37,7 @@ impl Default for RuntimeConfig {
             action_timeout: Duration::from_secs(5),
             max_output_bytes: 16 << 20,
             max_log_bytes: 1 << 20,
+            max_exec_output_bytes: 16 << 20,
             pooling: true,
             pool_instances: 32,
         }

@@ -29,7 +29,7 @@ use crate::bindings::types as wit;
 use crate::bindings::worker::WorkerPre;
 use crate::cache::{CacheOutcome, ComponentCache};
 use crate::capture::CappedCapture;
-use crate::host_state::{BlockLog, HostState, MemoryCap};
+use crate::host_state::{BlockLog, ExecScope, HostState, MemoryCap};
 use crate::runtime::{WasmRuntime, ticks};
 use crate::sandbox::{GUEST_WORKSPACE, Sandbox};
 
@@ -105,19 +105,24 @@ impl PluginSet {
             if requests.iter().any(|r| r.name == name && r.world == world) {
                 return;
             }
-            let (source, grants) = match wf.plugins.get(name) {
-                Some(spec) => (
-                    PluginSource::File(workflow.base_dir().join(&spec.path)),
-                    spec.grants.clone(),
-                ),
-                None => {
-                    let bytes = builtins
+            let builtin = || {
+                PluginSource::Builtin(
+                    builtins
                         .iter()
                         .find(|(n, _)| *n == name)
                         .map(|(_, b)| *b)
-                        .unwrap_or(&[]);
-                    (PluginSource::Builtin(bytes), Vec::new())
-                }
+                        .unwrap_or(&[]),
+                )
+            };
+            let (source, grants) = match wf.plugins.get(name) {
+                Some(spec) => (
+                    match &spec.path {
+                        Some(path) => PluginSource::File(workflow.base_dir().join(path)),
+                        None => builtin(),
+                    },
+                    spec.grants.clone(),
+                ),
+                None => (builtin(), Vec::new()),
             };
             requests.push(PluginRequest {
                 name: name.to_string(),
@@ -224,12 +229,18 @@ impl PluginSet {
         &self.workspace
     }
 
-    fn new_store(&self, mut wasi: WasiCtxBuilder, timeout: Duration) -> Store<HostState> {
+    fn new_store(
+        &self,
+        mut wasi: WasiCtxBuilder,
+        timeout: Duration,
+        exec: Option<ExecScope>,
+    ) -> Store<HostState> {
         let config = &self.runtime.config;
         let stdout = CappedCapture::new(config.max_log_bytes);
         let stderr = CappedCapture::new(config.max_log_bytes);
         wasi.stdout(stdout.clone()).stderr(stderr.clone());
         let state = HostState {
+            exec,
             wasi: wasi.build(),
             table: ResourceTable::new(),
             memory: MemoryCap {
@@ -277,7 +288,26 @@ impl PluginSet {
         let timeout = request
             .timeout
             .unwrap_or(self.runtime.config.default_timeout);
-        let mut store = self.new_store(wasi, timeout);
+        let ctx = &request.context;
+        let mut env = contract_env(ctx);
+        // Commands run on the host: they see host paths.
+        for (key, value) in env.iter_mut() {
+            if key == "OUTPUT_DIR" {
+                *value = self.workspace.join(".output").display().to_string();
+            }
+        }
+        let exec = ExecScope {
+            workspace: self.workspace.clone(),
+            run_id: ctx.execution_id.clone(),
+            node_id: ctx.node_id.clone(),
+            block_id: ctx.block_id.clone(),
+            step: ctx.step_index,
+            attempt: ctx.attempt,
+            env,
+            deadline: std::time::Instant::now() + timeout,
+            output_cap: self.runtime.config.max_exec_output_bytes,
+        };
+        let mut store = self.new_store(wasi, timeout, Some(exec));
 
         let context = to_wit_context(&request.context);
         let payload: Vec<wit::ContextSegment> =
@@ -362,7 +392,7 @@ impl PluginSet {
             ));
         };
         let timeout = self.runtime.config.action_timeout;
-        let mut store = self.new_store(WasiCtxBuilder::new(), timeout);
+        let mut store = self.new_store(WasiCtxBuilder::new(), timeout, None);
         let view = wit::RunView {
             workflow_id: view.workflow_id.clone(),
             execution_id: view.execution_id.clone(),

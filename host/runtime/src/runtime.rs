@@ -76,6 +76,7 @@ impl WasmRuntime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        bindings::exec::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());
 
