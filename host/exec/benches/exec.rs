@@ -59,7 +59,10 @@ fn main() {
         })
         .collect();
     let (raw, exec) = (median(raw), median(exec));
-    println!("| plain spawn + wait of `true` | {:.0} µs per command |", raw.as_secs_f64() * 1e6);
+    println!(
+        "| plain spawn + wait of `true` | {:.0} µs per command |",
+        raw.as_secs_f64() * 1e6
+    );
     println!(
         "| exec block of {COMMANDS} × `true` (policy checks, PATH lookup, process group, captured stdout/stderr files, manifest) | {:.0} µs per command, {:.0} µs over the plain spawn (target ≤ 2 ms) |",
         exec.as_secs_f64() * 1e6,
