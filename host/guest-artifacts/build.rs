@@ -24,6 +24,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-test-probe", "TEST_PROBE", ""),
     ("wfhost-test-net-probe", "TEST_NET_PROBE", ""),
     ("wfhost-test-noop", "TEST_NOOP", ""),
+    ("wfhost-test-capability-probe", "TEST_CAPABILITY_PROBE", ""),
 ];
 
 const TARGET: &str = "wasm32-wasip2";

@@ -105,6 +105,20 @@ pub mod exec {
     pub use crate::bindings::worker::wfhost::plugin::exec::*;
 }
 
+/// The `container` capability: run, watch, pause, unpause and remove Docker
+/// containers with the workspace at `/workspace`. Only usable by a plugin
+/// the workflow grants `container`.
+pub mod container {
+    pub use crate::bindings::worker::wfhost::plugin::container::*;
+}
+
+/// The `slurm` capability: submit, watch and cancel Slurm batch jobs that
+/// leave exec result bundles. Only usable by a plugin the workflow grants
+/// `slurm`.
+pub mod slurm {
+    pub use crate::bindings::worker::wfhost::plugin::slurm::*;
+}
+
 /// The execution payload: the ordered context segments flowing between blocks.
 pub type Payload = Vec<ContextSegment>;
 

@@ -68,6 +68,8 @@ fn every_example_is_covered_here() {
         [
             "durable",
             "exec-build",
+            "exec-container",
+            "exec-slurm",
             "hello",
             "review-gate",
             "subroutines",
@@ -133,4 +135,5 @@ fn durable_calls_a_planning_subroutine_that_retries() {
 }
 
 // review-gate waits for a human; its round trip is in `durable.rs`.
-// exec-build needs its project copied into the workspace: see `exec.rs`.
+// exec-build, exec-container and exec-slurm need a project in the
+// workspace (and Docker or Slurm): see `exec.rs`.

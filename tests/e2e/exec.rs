@@ -182,21 +182,36 @@ fn bad_commands_fail_the_block_with_a_clear_message() {
 }
 
 #[test]
-fn executors_this_host_lacks_say_so() {
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = exec_manifest(
-        dir.path(),
-        serde_json::json!({"config": {"commands": [{"argv": ["true"]}], "executor": {"container": {"image": "busybox"}}},
-                           "transitions": end_on_success()}),
-        true,
-    );
-    let out = run_workflow(&manifest, dir.path(), dir.path());
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("container executor is not available"),
-        "{}",
-        stderr(&out)
-    );
+fn executors_and_images_that_are_missing_say_so() {
+    for (executor, expected) in [
+        (
+            serde_json::json!({"slurm": {"partition": "nosuch"}}),
+            vec![
+                "partition",
+                "Slurm is not available",
+                "Slurm is not reachable",
+            ],
+        ),
+        (
+            serde_json::json!({"container": {"image": "wfhost-test/no-such-image:9"}}),
+            vec!["never pulls", "cannot reach Docker"],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = exec_manifest(
+            dir.path(),
+            serde_json::json!({"config": {"commands": [{"argv": ["true"]}], "executor": executor},
+                               "transitions": end_on_success()}),
+            true,
+        );
+        let out = run_workflow(&manifest, dir.path(), dir.path());
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(
+            expected.iter().any(|e| err.contains(e)),
+            "{expected:?}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -213,5 +228,307 @@ fn exec_must_be_granted() {
     assert!(
         err.contains("wfhost:plugin/exec") && err.contains("`exec`"),
         "{err}"
+    );
+}
+
+/// Whether Docker and the test image are there; skips (or, under
+/// `WFHOST_REQUIRE_SERVICES=1`, fails) otherwise.
+fn docker_ready() -> bool {
+    let ok = Command::new("docker")
+        .args(["image", "inspect", "wfhost-test/busybox:1"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
+            "Docker or the image wfhost-test/busybox:1 is missing (WFHOST_REQUIRE_SERVICES=1)"
+        );
+        eprintln!(
+            "skipping: Docker or wfhost-test/busybox:1 missing; run `sudo scripts/services.sh docker`"
+        );
+    }
+    ok
+}
+
+#[test]
+fn the_exec_container_example_reuses_its_dormant_container_and_cleans_up() {
+    if !docker_ready() {
+        return;
+    }
+    let ws = project_workspace();
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest = repo().join("examples/exec-container/workflow.json");
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ],
+        scratch.path(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = report["run_id"].as_str().unwrap();
+    let manifest_of = |block: &str| -> serde_json::Value {
+        let path = ws
+            .path()
+            .join(format!(".output/exec/{run_id}/{block}/manifest.json"));
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+    };
+    let survey = manifest_of("step-0-main.survey");
+    let check = manifest_of("step-1-main.check");
+    assert_eq!(survey["executor"], "container");
+    assert_eq!(survey["container"]["warm"], false);
+    assert_eq!(
+        check["container"]["warm"], true,
+        "the second block woke the first's container"
+    );
+    assert_eq!(check["container"]["id"], survey["container"]["id"]);
+    // Written inside the container, visible on the host.
+    assert!(ws.path().join(".output/reports/calc.py").is_file());
+    // No container of the run is left once it is at rest.
+    let left = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=dev.wfhost.run={run_id}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "containers left behind"
+    );
+}
+
+/// Whether a Slurm cluster answers; skips (or, under
+/// `WFHOST_REQUIRE_SERVICES=1`, fails) otherwise.
+fn slurm_ready() -> bool {
+    let ok = Command::new("sinfo")
+        .args(["-h", "-o", "%T"])
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    if !ok {
+        assert!(
+            std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
+            "Slurm does not answer (WFHOST_REQUIRE_SERVICES=1)"
+        );
+        eprintln!("skipping: Slurm does not answer; run `sudo scripts/services.sh slurm`");
+    }
+    ok
+}
+
+#[test]
+fn the_exec_slurm_example_builds_and_tests_as_a_slurm_job() {
+    if !slurm_ready() {
+        return;
+    }
+    let ws = project_workspace();
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest = repo().join("examples/exec-slurm/workflow.json");
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ],
+        scratch.path(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = report["run_id"].as_str().unwrap();
+    let bundle = ws
+        .path()
+        .join(format!(".output/exec/{run_id}/step-0-main.build"));
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["executor"], "slurm");
+    assert_eq!(m["slurm"]["state"], "COMPLETED");
+    assert!(m["slurm_job_id"].as_str().is_some_and(|id| !id.is_empty()));
+    let tests = std::fs::read_to_string(bundle.join("cmd-2.stderr")).unwrap();
+    assert!(tests.contains("OK"), "{tests}");
+}
+
+/// A one-block workflow running the capability probe with `ops`.
+fn probe_manifest(dir: &Path, grants: &[&str], ops: serde_json::Value) -> PathBuf {
+    let wf = serde_json::json!({
+        "id": "capability-probe", "start_node": "main",
+        "plugins": {"probe": {"path": wfhost_guest_artifacts::TEST_CAPABILITY_PROBE_PATH, "grants": grants}},
+        "nodes": {"main": {"entry_block": "x", "blocks": {"x": {
+            "worker": "probe",
+            "timeout": "120s",
+            "config": {"ops": ops},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    write_manifest(dir, wf)
+}
+
+/// The probe's `PROBE` segments, in order.
+fn probe_results(out: &std::process::Output) -> Vec<String> {
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["payload"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["type"] == "PROBE")
+        .map(|s| s["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_plugin_drives_a_container_through_the_container_capability() {
+    if !docker_ready() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("in.txt"), "host file\n").unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest = probe_manifest(
+        scratch.path(),
+        &["container", "slurm"],
+        serde_json::json!([
+            {"op": "container_run", "image": "wfhost-test/busybox:1",
+             "argv": ["cat", "/workspace/in.txt"]},
+            {"op": "container_wait", "timeout_ms": 20000},
+            {"op": "container_logs"},
+            {"op": "container_remove"},
+            {"op": "container_status"},
+            {"op": "container_run", "image": "wfhost-test/busybox:1", "argv": ["sleep", "60"]},
+            {"op": "container_pause"},
+            {"op": "container_status"},
+            {"op": "container_unpause"},
+            {"op": "container_status"},
+            {"op": "container_status_of", "id": "0123456789ab"},
+            {"op": "container_run", "image": "wfhost-test/busybox:1", "argv": ["sh", "-c", "x"]},
+            {"op": "container_run", "image": "wfhost-test/no-such-image:1", "argv": ["true"]}
+        ]),
+    );
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ],
+        scratch.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = probe_results(&out);
+    assert!(r[0].starts_with("ok: "), "{r:?}");
+    assert_eq!(r[1], "ok: exited(0)");
+    assert_eq!(r[2], "ok: host file\n|");
+    assert_eq!(r[3], "ok: ");
+    assert!(
+        r[4].starts_with("err: invalid"),
+        "removed means no longer ours: {r:?}"
+    );
+    assert!(r[5].starts_with("ok: "), "{r:?}");
+    let sleeper = r[5].trim_start_matches("ok: ").to_string();
+    assert_eq!(r[7], "ok: paused");
+    assert_eq!(r[9], "ok: running");
+    assert!(r[10].starts_with("err: invalid"), "{r:?}");
+    assert!(
+        r[11].starts_with("err: refused") && r[11].contains("no-shell"),
+        "{r:?}"
+    );
+    assert!(
+        r[12].starts_with("err: invalid") && r[12].contains("never pulls"),
+        "{r:?}"
+    );
+    // The run is at rest: the sleeper it left is gone.
+    let left = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--no-trunc",
+            "--filter",
+            &format!("id={sleeper}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "containers left behind"
+    );
+}
+
+#[test]
+fn a_plugin_without_the_grant_cannot_import_container_or_slurm() {
+    let ws = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest = probe_manifest(scratch.path(), &["exec"], serde_json::json!([]));
+    let out = run_workflow(&manifest, ws.path(), scratch.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("wfhost:plugin/container") && err.contains("wfhost:plugin/slurm"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_plugin_submits_watches_and_cancels_slurm_jobs() {
+    if !slurm_ready() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest = probe_manifest(
+        scratch.path(),
+        &["container", "slurm"],
+        serde_json::json!([
+            {"op": "slurm_submit", "commands": [["touch", "from-slurm"], ["python3", "-c", "raise SystemExit(4)"]], "partition": "debug"},
+            {"op": "slurm_wait", "timeout_ms": 60000},
+            {"op": "slurm_submit", "commands": [["sleep", "60"]], "partition": "debug"},
+            {"op": "slurm_cancel"},
+            {"op": "slurm_wait", "timeout_ms": 60000},
+            {"op": "slurm_status_of", "id": "999999"},
+            {"op": "slurm_submit", "commands": [["true"]], "partition": "nosuch"}
+        ]),
+    );
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ],
+        scratch.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let r = probe_results(&out);
+    assert!(r[0].starts_with("ok: "), "{r:?}");
+    assert!(
+        r[1].starts_with("ok: FAILED finished=true succeeded=false")
+            && r[1].contains("exits=[Some(0), Some(4)]"),
+        "{r:?}"
+    );
+    assert!(ws.path().join("from-slurm").exists());
+    assert_eq!(r[3], "ok: ");
+    assert!(r[4].starts_with("ok: CANCELLED finished=true"), "{r:?}");
+    assert!(r[5].starts_with("err: invalid"), "{r:?}");
+    assert!(
+        r[6].starts_with("err: invalid") && r[6].contains("partition"),
+        "{r:?}"
     );
 }

@@ -203,10 +203,13 @@ pub fn execute(
     let branch = sink.writer.branch();
     let output = sink.output;
     let result = tokio.block_on(async {
-        match entry {
+        let result = match entry {
             Entry::Resume(state) => engine::resume(wf, plugins, plugins, state, &mut sink).await,
             Entry::Continue(state) => engine::drive(wf, plugins, plugins, state, &mut sink).await,
-        }
+        };
+        // The run is at rest: its dormant containers go.
+        plugins.shutdown().await;
+        result
     });
     match result {
         Ok(report) => report_run(run, branch, &report, output),

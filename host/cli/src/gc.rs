@@ -56,11 +56,34 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
             Err(e) => return store_error(e),
         }
     };
+    // Containers and Slurm jobs left behind by hosts that died mid-run:
+    // the process that started them is gone and their run is not being
+    // executed. Without Docker or Slurm there is nothing to collect.
+    let (mut orphans, mut orphan_jobs) = (Vec::new(), Vec::new());
+    if !args.dry_run
+        && let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    {
+        let is_live = |o: &wfhost_exec::Owner| store.is_running(&o.run_id) || o.process_alive();
+        (orphans, orphan_jobs) = rt.block_on(async {
+            let containers = match wfhost_exec::ContainerPool::connect().await {
+                Ok(pool) => pool.remove_orphans(is_live).await.unwrap_or_default(),
+                Err(_) => Vec::new(),
+            };
+            (
+                containers,
+                wfhost_exec::slurm::cancel_orphans(is_live).await,
+            )
+        });
+    }
     if args.json {
         let out = serde_json::json!({
             "dry_run": args.dry_run,
             "candidates": candidates,
             "removed": removed,
+            "orphan_containers_removed": orphans,
+            "orphan_slurm_jobs_cancelled": orphan_jobs,
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return exit::SUCCESS;
@@ -78,6 +101,12 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
             c.status,
             format_utc(c.last_at)
         );
+    }
+    for id in &orphans {
+        println!("removed orphan container {}", &id[..id.len().min(12)]);
+    }
+    for id in &orphan_jobs {
+        println!("cancelled orphan Slurm job {id}");
     }
     if args.dry_run {
         println!(

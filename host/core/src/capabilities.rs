@@ -16,11 +16,23 @@ pub struct Capability {
 }
 
 /// The capabilities this host offers (see `wit/CHANGELOG.md`).
-pub const CAPABILITIES: &[Capability] = &[Capability {
-    name: "exec",
-    interfaces: &["wfhost:plugin/exec"],
-    summary: "run exec blocks (argv commands, checked by the safety policy) on a host executor",
-}];
+pub const CAPABILITIES: &[Capability] = &[
+    Capability {
+        name: "exec",
+        interfaces: &["wfhost:plugin/exec"],
+        summary: "run exec blocks (argv commands, checked by the safety policy) on a host executor",
+    },
+    Capability {
+        name: "container",
+        interfaces: &["wfhost:plugin/container"],
+        summary: "run, pause, unpause and remove Docker containers with the workspace at /workspace",
+    },
+    Capability {
+        name: "slurm",
+        interfaces: &["wfhost:plugin/slurm"],
+        summary: "submit, watch and cancel Slurm batch jobs that leave exec result bundles",
+    },
+];
 
 /// Interface prefixes every plugin may import.
 pub const BASE_INTERFACES: &[&str] = &[
@@ -31,6 +43,8 @@ pub const BASE_INTERFACES: &[&str] = &[
     "wasi:random/",
     "wfhost:plugin/types",
     "wfhost:plugin/log",
+    // Types only: what it defines is harmless without a capability.
+    "wfhost:plugin/executor-types",
 ];
 
 /// Interface prefixes no workflow can grant: plugins have no network.
@@ -92,6 +106,21 @@ mod tests {
         assert!(check_import("wasi:cli/environment@0.2.6", &[]).is_ok());
         assert!(check_import("wasi:filesystem/preopens@0.2.0", &[]).is_ok());
         assert!(check_import("wfhost:plugin/log@0.1.0", &[]).is_ok());
+    }
+
+    #[test]
+    fn each_capability_unlocks_only_its_own_interface() {
+        let container = vec!["container".to_string()];
+        assert!(check_import("wfhost:plugin/container@0.1.0", &container).is_ok());
+        assert!(check_import("wfhost:plugin/executor-types@0.1.0", &[]).is_ok());
+        assert_eq!(
+            check_import("wfhost:plugin/slurm@0.1.0", &container),
+            Err(Refusal::NotGranted("slurm"))
+        );
+        assert_eq!(
+            check_import("wfhost:plugin/exec@0.1.0", &container),
+            Err(Refusal::NotGranted("exec"))
+        );
     }
 
     #[test]

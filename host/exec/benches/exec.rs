@@ -1,5 +1,6 @@
-//! Local executor overhead: an exec block of 1,000 × `true` against 1,000
-//! plain spawns of the same command.
+//! Executor costs: an exec block of 1,000 × `true` against 1,000 plain
+//! spawns of the same command; container cold and warm starts; Slurm
+//! submit-to-finish latency.
 //!
 //! `cargo bench -p wfhost-exec` — figures are in the README.
 
@@ -13,6 +14,115 @@ const COMMANDS: usize = 1000;
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
+}
+
+/// Cold start (create + start a container) against warm start (unpause a
+/// dormant one), each for a block of one `true`.
+fn containers(rt: &tokio::runtime::Runtime) {
+    use wfhost_exec::{ContainerOptions, ContainerPool};
+    let Ok(pool) = rt.block_on(ContainerPool::connect()) else {
+        println!(
+            "| container start | skipped: Docker not reachable (scripts/services.sh docker) |"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let options = ContainerOptions {
+        image: "wfhost-test/busybox:1".into(),
+        cpus: None,
+        memory_mb: None,
+    };
+    let mut n = 0;
+    let mut block = |pool: &ContainerPool| {
+        n += 1;
+        let request = ExecRequest {
+            spec: ExecSpec {
+                commands: vec![ExecCommand {
+                    argv: vec!["true".into()],
+                    cwd: None,
+                    env: vec![],
+                }],
+                allow_shell: false,
+            },
+            workdir: dir.path().to_path_buf(),
+            bundle_dir: dir.path().join(format!("c-{n}")),
+            env: vec![],
+            meta: BundleMeta {
+                run_id: "bench".into(),
+                ..Default::default()
+            },
+            deadline: None,
+            output_cap: 1 << 20,
+        };
+        let t = Instant::now();
+        let outcome = rt.block_on(pool.run(&request, &options)).unwrap();
+        assert!(outcome.succeeded);
+        t.elapsed()
+    };
+    let mut cold = Vec::new();
+    let mut warm = Vec::new();
+    for _ in 0..5 {
+        cold.push(block(&pool));
+        warm.push(block(&pool));
+        rt.block_on(pool.shutdown());
+    }
+    println!(
+        "| container block of one `true`, cold (create + start) | median {:.0} ms |",
+        median(cold).as_secs_f64() * 1e3
+    );
+    println!(
+        "| container block of one `true`, warm (unpause the dormant container) | median {:.0} ms |",
+        median(warm).as_secs_f64() * 1e3
+    );
+}
+
+/// Submit-to-finished latency of a trivial Slurm job (`true`), at the
+/// executor's default polling interval.
+fn slurm(rt: &tokio::runtime::Runtime) {
+    use wfhost_exec::{SlurmExecutor, SlurmOptions};
+    let available = std::process::Command::new("sinfo")
+        .arg("-h")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !available {
+        println!("| Slurm job | skipped: Slurm not reachable (scripts/services.sh slurm) |");
+        return;
+    }
+    let slurm = SlurmExecutor::default();
+    let dir = tempfile::tempdir().unwrap();
+    let mut times = Vec::new();
+    for n in 0..5 {
+        let request = ExecRequest {
+            spec: ExecSpec {
+                commands: vec![ExecCommand {
+                    argv: vec!["true".into()],
+                    cwd: None,
+                    env: vec![],
+                }],
+                allow_shell: false,
+            },
+            workdir: dir.path().to_path_buf(),
+            bundle_dir: dir.path().join(format!("s-{n}")),
+            env: vec![],
+            meta: BundleMeta {
+                run_id: "bench".into(),
+                ..Default::default()
+            },
+            deadline: None,
+            output_cap: 1 << 20,
+        };
+        let t = Instant::now();
+        let outcome = rt
+            .block_on(slurm.run(&request, &SlurmOptions::default()))
+            .unwrap();
+        assert!(outcome.succeeded);
+        times.push(t.elapsed());
+    }
+    println!(
+        "| Slurm block of one `true`, sbatch to sealed bundle (polling squeue every {} ms) | median {:.0} ms |",
+        slurm.poll_interval.as_millis(),
+        median(times).as_secs_f64() * 1e3
+    );
 }
 
 fn main() {
@@ -68,4 +178,6 @@ fn main() {
         exec.as_secs_f64() * 1e6,
         (exec.as_secs_f64() - raw.as_secs_f64()) * 1e6
     );
+    containers(&rt);
+    slurm(&rt);
 }

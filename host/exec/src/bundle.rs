@@ -16,12 +16,26 @@ pub struct BundleManifest<'a> {
     pub executor: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slurm_job_id: Option<&'a str>,
+    /// The container a container block ran in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerInfo>,
+    /// The Slurm job a Slurm block ran as.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<crate::slurm::SlurmInfo>,
     pub started_ms: u64,
     pub ended_ms: u64,
     pub succeeded: bool,
     pub commands: &'a [CommandResult],
     /// Files the runner wrote besides the per-command logs.
     pub extra_files: Vec<&'static str>,
+}
+
+/// Which container ran a block, and whether it was a dormant one woken up.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerInfo {
+    pub image: String,
+    pub id: String,
+    pub warm: bool,
 }
 
 /// `meta/env.json`.

@@ -14,12 +14,15 @@
 //!   meta/repo.txt                      best-effort VCS snapshot (jj, else git)
 //! ```
 //!
-//! Only the local executor exists so far; containers (bollard) and Slurm
-//! come next and write the same layout.
+//! Executors: [`run_local`] (host processes), [`ContainerPool`] (Docker
+//! through bollard, with dormant containers) and [`SlurmExecutor`] (one
+//! batch job per block); all three write the same layout.
 
 mod bundle;
+pub mod container;
 mod local;
 mod repo;
+pub mod slurm;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -27,8 +30,10 @@ use std::time::Instant;
 use serde::Serialize;
 use wfhost_core::exec::{ExecSpec, PolicyViolation};
 
-pub use bundle::{BUNDLE_VERSION, BundleManifest, unique_bundle_dir};
+pub use bundle::{BUNDLE_VERSION, BundleManifest, ContainerInfo, unique_bundle_dir};
+pub use container::{ContainerOptions, ContainerPool};
 pub use local::run_local;
+pub use slurm::{SlurmExecutor, SlurmInfo, SlurmOptions};
 
 /// Who is running a block, for `meta/env.json`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -115,6 +120,40 @@ pub enum ExecError {
     Unavailable(String),
     #[error("{0}")]
     Failed(String),
+}
+
+/// Who started a container or a Slurm job, as recorded on it (labels, job
+/// comment), for `wfhost gc` to tell orphans from live work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub run_id: String,
+    /// The wfhost process that started it.
+    pub pid: Option<u32>,
+    pub host: String,
+}
+
+impl Owner {
+    /// Whether the process that started it still runs on this host. A
+    /// different host's work is always treated as alive: this host cannot
+    /// tell.
+    pub fn process_alive(&self) -> bool {
+        if !self.host.is_empty() && self.host != hostname() {
+            return true;
+        }
+        let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) else {
+            return false;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+}
+
+/// This host's name, as recorded in bundles and on containers and jobs.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
 }
 
 pub(crate) fn unix_ms() -> u64 {

@@ -112,6 +112,8 @@ pub async fn run_local(request: &ExecRequest) -> Result<ExecOutcome, ExecError> 
         version: bundle::BUNDLE_VERSION,
         executor: "local",
         slurm_job_id: None,
+        container: None,
+        slurm: None,
         started_ms,
         ended_ms: unix_ms(),
         succeeded,
@@ -139,6 +141,54 @@ pub async fn run_local(request: &ExecRequest) -> Result<ExecOutcome, ExecError> 
         commands: results,
         succeeded,
     })
+}
+
+/// The checks right before a command runs, on this host: the policy again,
+/// the cwd, and the executable that would really run (a symlink to a shell
+/// is still a shell). Returns that executable, or why the command cannot
+/// run.
+pub(crate) fn preflight(
+    request: &ExecRequest,
+    index: usize,
+    command: &ExecCommand,
+) -> Result<PathBuf, String> {
+    exec::check_command(index, command, request.spec.allow_shell).map_err(|v| v.to_string())?;
+    let cwd = exec::resolve_cwd(&request.workdir, command.cwd.as_deref());
+    if !cwd.is_dir() {
+        return Err(format!(
+            "command {index}: cwd `{}` is not a directory",
+            command.cwd.as_deref().unwrap_or(".")
+        ));
+    }
+    let path_override = command
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    let Some(executable) = resolve(&command.argv[0], &cwd, path_override) else {
+        return Err(format!(
+            "command {index}: program `{}` not found",
+            command.argv[0]
+        ));
+    };
+    if let Ok(real) = executable.canonicalize() {
+        let name = real
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        exec::check_program(&name, &command.argv[1..], request.spec.allow_shell).map_err(
+            |(rule, reason)| {
+                format!(
+                    "command {index} (`{}`) refused by rule `{rule}`: {} resolves to {}: {reason}",
+                    command.argv.join(" "),
+                    command.argv[0],
+                    real.display()
+                )
+            },
+        )?;
+    }
+    Ok(executable)
 }
 
 async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand) -> CommandResult {
@@ -170,51 +220,10 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
         result
     };
 
-    // The policy again, right before execution, on the executable that
-    // would really run.
-    if let Err(v) = exec::check_command(index, command, request.spec.allow_shell) {
-        return fail(result, v.to_string());
-    }
-    if !cwd.is_dir() {
-        return fail(
-            result,
-            format!(
-                "cwd `{}` is not a directory",
-                command.cwd.as_deref().unwrap_or(".")
-            ),
-        );
-    }
-    let path_override = command
-        .env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str());
-    let Some(executable) = resolve(&command.argv[0], &cwd, path_override) else {
-        return fail(
-            result,
-            format!("command {index}: program `{}` not found", command.argv[0]),
-        );
+    let executable = match preflight(request, index, command) {
+        Ok(executable) => executable,
+        Err(message) => return fail(result, message),
     };
-    if let Ok(real) = executable.canonicalize() {
-        let name = real
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if let Err((rule, reason)) =
-            exec::check_program(&name, &command.argv[1..], request.spec.allow_shell)
-        {
-            return fail(
-                result,
-                format!(
-                    "command {index} (`{}`) refused by rule `{rule}`: {} resolves to {}: {reason}",
-                    command.argv.join(" "),
-                    command.argv[0],
-                    real.display()
-                ),
-            );
-        }
-    }
 
     let mut cmd = tokio::process::Command::new(&executable);
     cmd.arg0(&command.argv[0])

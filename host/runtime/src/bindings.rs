@@ -5,7 +5,18 @@ pub mod worker {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "worker",
-        imports: { "wfhost:plugin/exec.run": async },
+        imports: {
+            "wfhost:plugin/exec.run": async,
+            "wfhost:plugin/container.run": async,
+            "wfhost:plugin/container.status": async,
+            "wfhost:plugin/container.logs": async,
+            "wfhost:plugin/container.pause": async,
+            "wfhost:plugin/container.unpause": async,
+            "wfhost:plugin/container.remove": async,
+            "wfhost:plugin/slurm.submit": async,
+            "wfhost:plugin/slurm.status": async,
+            "wfhost:plugin/slurm.cancel": async,
+        },
         exports: { default: async },
     });
 }
@@ -23,7 +34,7 @@ pub mod action_handler {
     });
 }
 
-pub use worker::wfhost::plugin::{exec, log, types};
+pub use worker::wfhost::plugin::{container, exec, executor_types, log, slurm, types};
 
 /// The interface a worker component must export.
 pub const WORKER_EXPORT: &str = "wfhost:plugin/block-worker@0.1.0";

@@ -1,14 +1,12 @@
 //! The per-call store state: WASI context, resource limits, captured logs.
 
-use std::path::PathBuf;
-use std::time::Instant;
-
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::{exec, log};
+use crate::bindings::log;
 use crate::capture::CappedCapture;
+use crate::host_capabilities::ExecScope;
 
 /// Lines a plugin logged through `wfhost:plugin/log`, capped in bytes.
 #[derive(Debug, Default)]
@@ -72,23 +70,6 @@ impl ResourceLimiter for MemoryCap {
     }
 }
 
-/// What the `exec` capability needs to know about the calling block.
-#[derive(Debug, Clone)]
-pub struct ExecScope {
-    /// The host path of the workspace.
-    pub workspace: PathBuf,
-    pub run_id: String,
-    pub node_id: String,
-    pub block_id: String,
-    pub step: u64,
-    pub attempt: u32,
-    /// The env contract, with host paths.
-    pub env: Vec<(String, String)>,
-    /// The block's timeout, as an instant.
-    pub deadline: Instant,
-    pub output_cap: u64,
-}
-
 pub struct HostState {
     /// Set for worker calls; action handlers cannot run commands.
     pub exec: Option<ExecScope>,
@@ -120,98 +101,4 @@ impl log::Host for HostState {
         };
         self.log.push(format!("[{level}] {message}"));
     }
-}
-
-impl exec::Host for HostState {
-    async fn run(&mut self, block: exec::ExecBlock) -> Result<exec::ExecResult, exec::ExecError> {
-        let Some(scope) = self.exec.clone() else {
-            return Err(exec::ExecError::Unavailable(
-                "exec blocks can only be run by a block worker".into(),
-            ));
-        };
-        match &block.executor {
-            exec::Executor::Local => {}
-            exec::Executor::Container(_) => {
-                return Err(exec::ExecError::Unavailable(
-                    "the container executor is not available in this wfhost yet".into(),
-                ));
-            }
-            exec::Executor::Slurm(_) => {
-                return Err(exec::ExecError::Unavailable(
-                    "the Slurm executor is not available in this wfhost yet".into(),
-                ));
-            }
-        }
-        let spec = wfhost_core::exec::ExecSpec {
-            commands: block
-                .commands
-                .into_iter()
-                .map(|c| wfhost_core::exec::ExecCommand {
-                    argv: c.argv,
-                    cwd: c.cwd,
-                    env: c.env,
-                })
-                .collect(),
-            allow_shell: block.allow_shell,
-        };
-        let parent = scope.workspace.join(".output/exec").join(&scope.run_id);
-        let bundle_dir = wfhost_exec::unique_bundle_dir(
-            &parent,
-            &format!("step-{}-{}.{}", scope.step, scope.node_id, scope.block_id),
-        );
-        let request = wfhost_exec::ExecRequest {
-            spec,
-            workdir: scope.workspace.clone(),
-            bundle_dir,
-            env: scope.env.clone(),
-            meta: wfhost_exec::BundleMeta {
-                agent_id: hostname(),
-                run_id: scope.run_id.clone(),
-                stage_id: format!("{}.{}", scope.node_id, scope.block_id),
-                step: scope.step,
-                attempt: scope.attempt,
-            },
-            deadline: Some(scope.deadline),
-            output_cap: scope.output_cap,
-        };
-        match wfhost_exec::run_local(&request).await {
-            Ok(outcome) => Ok(exec::ExecResult {
-                bundle_dir: outcome
-                    .bundle_dir
-                    .strip_prefix(&scope.workspace)
-                    .unwrap_or(&outcome.bundle_dir)
-                    .display()
-                    .to_string(),
-                executor: outcome.executor.to_string(),
-                slurm_job_id: outcome.slurm_job_id,
-                succeeded: outcome.succeeded,
-                commands: outcome
-                    .commands
-                    .into_iter()
-                    .map(|c| exec::CommandResult {
-                        argv: c.argv,
-                        exit_code: c.exit_code,
-                        started_ms: c.started_ms,
-                        ended_ms: c.ended_ms,
-                        stdout_path: c.stdout,
-                        stderr_path: c.stderr,
-                        stdout_truncated: c.stdout_truncated,
-                        stderr_truncated: c.stderr_truncated,
-                        timed_out: c.timed_out,
-                        error: c.error,
-                    })
-                    .collect(),
-            }),
-            Err(wfhost_exec::ExecError::Refused(v)) => Err(exec::ExecError::Refused(v.to_string())),
-            Err(wfhost_exec::ExecError::Invalid(m)) => Err(exec::ExecError::Invalid(m)),
-            Err(wfhost_exec::ExecError::Unavailable(m)) => Err(exec::ExecError::Unavailable(m)),
-            Err(wfhost_exec::ExecError::Failed(m)) => Err(exec::ExecError::Failed(m)),
-        }
-    }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
 }

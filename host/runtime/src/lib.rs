@@ -21,6 +21,7 @@ mod bindings;
 pub mod cache;
 mod capture;
 pub mod config;
+mod host_capabilities;
 mod host_state;
 pub mod plugins;
 pub mod runtime;

@@ -29,7 +29,8 @@ use crate::bindings::types as wit;
 use crate::bindings::worker::WorkerPre;
 use crate::cache::{CacheOutcome, ComponentCache};
 use crate::capture::CappedCapture;
-use crate::host_state::{BlockLog, ExecScope, HostState, MemoryCap};
+use crate::host_capabilities::{ExecScope, RunResources};
+use crate::host_state::{BlockLog, HostState, MemoryCap};
 use crate::runtime::{WasmRuntime, ticks};
 use crate::sandbox::{GUEST_WORKSPACE, Sandbox};
 
@@ -87,6 +88,8 @@ pub struct PluginSet {
     workers: HashMap<String, WorkerPre<HostState>>,
     handlers: HashMap<String, ActionHandlerPre<HostState>>,
     loads: Vec<PluginLoad>,
+    /// Containers and Slurm jobs the run's plugins started.
+    resources: Arc<RunResources>,
 }
 
 impl PluginSet {
@@ -160,6 +163,7 @@ impl PluginSet {
             workers: HashMap::new(),
             handlers: HashMap::new(),
             loads: Vec::new(),
+            resources: Arc::default(),
         };
         for request in requests {
             set.load_one(request)?;
@@ -218,6 +222,12 @@ impl PluginSet {
             outcome,
         });
         Ok(())
+    }
+
+    /// Remove the containers the run's plugins started or keep dormant and
+    /// cancel their unfinished Slurm jobs; call when the run comes to rest.
+    pub async fn shutdown(&self) {
+        self.resources.shutdown().await;
     }
 
     /// What each plugin load did (cache hit or compile).
@@ -305,6 +315,7 @@ impl PluginSet {
             attempt: ctx.attempt,
             env,
             deadline: std::time::Instant::now() + timeout,
+            resources: self.resources.clone(),
             output_cap: self.runtime.config.max_exec_output_bytes,
         };
         let mut store = self.new_store(wasi, timeout, Some(exec));

@@ -76,7 +76,13 @@ impl WasmRuntime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        bindings::executor_types::add_to_linker::<HostState, HasSelf<HostState>>(
+            &mut linker,
+            |s| s,
+        )?;
         bindings::exec::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        bindings::container::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        bindings::slurm::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());
 

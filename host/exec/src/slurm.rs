@@ -1,0 +1,837 @@
+//! The Slurm executor: an exec block as one Slurm batch job.
+//!
+//! The host writes a batch script into the bundle (`slurm/job.sh`) that
+//! runs the block's commands in order, each in its cwd with the env
+//! contract and its overrides, its stdout and stderr going straight to the
+//! bundle's `cmd-N.stdout` / `cmd-N.stderr`, and records each command's
+//! start, end and exit code under `slurm/`. The job is submitted with
+//! `sbatch --parsable`; the host polls `squeue` until the job leaves the
+//! queue, then reads the final state and exit code from `scontrol show job`
+//! (or from `sacct` once the controller has forgotten the job). On the
+//! block's timeout, or when the caller gives up, the job is `scancel`led.
+//!
+//! The bundle directory must be visible to the compute nodes at the same
+//! path (a shared filesystem, as with any Slurm workflow). The policy is
+//! checked on the submitting host, right before submission, with the
+//! executables resolved there.
+//!
+//! Jobs carry the name `wfhost:<stage>` and the comment
+//! `wfhost-run=<run id>;pid=<host pid>;host=<host>` so that `wfhost gc` can cancel jobs left behind by
+//! a crashed host ([`cancel_orphans`]).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use wfhost_core::exec;
+
+use crate::bundle::{self, BundleManifest};
+use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, repo, unix_ms};
+
+/// The prefix of the comment every wfhost job carries.
+pub const COMMENT_PREFIX: &str = "wfhost-run=";
+
+/// Options of the `sbatch` submission.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmOptions {
+    pub partition: Option<String>,
+    /// Slurm's time format, e.g. `00:10:00` or `5` (minutes).
+    pub time_limit: Option<String>,
+    pub cpus_per_task: Option<u32>,
+    pub mem_mb: Option<u64>,
+    /// More `sbatch` options, e.g. `--account=x`. Options that would break
+    /// the bundle layout (`--output`, `--wrap`, …) are refused.
+    pub extra_args: Vec<String>,
+}
+
+/// How the host talks to Slurm.
+#[derive(Debug, Clone)]
+pub struct SlurmExecutor {
+    /// How often `squeue` is asked whether the job is still there.
+    pub poll_interval: Duration,
+    /// How long `sbatch`, `squeue`, `scontrol` and `scancel` may take.
+    pub command_timeout: Duration,
+}
+
+impl Default for SlurmExecutor {
+    fn default() -> Self {
+        SlurmExecutor {
+            poll_interval: Duration::from_millis(250),
+            command_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The job's record in the bundle manifest.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SlurmInfo {
+    pub job_id: String,
+    /// Slurm's final job state (`COMPLETED`, `FAILED`, `TIMEOUT`,
+    /// `CANCELLED`, …), or `UNKNOWN` when Slurm no longer knows the job.
+    pub state: String,
+    /// Slurm's `exit:signal` of the batch script.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<String>,
+    /// Where Slurm's own output of the batch script went (relative to the
+    /// bundle root), for diagnostics.
+    pub job_log: String,
+}
+
+/// Options that `extra_args` may not set: the host owns them.
+const RESERVED: &[&str] = &[
+    "--wrap",
+    "--output",
+    "-o",
+    "--error",
+    "-e",
+    "--chdir",
+    "-D",
+    "--parsable",
+    "--job-name",
+    "-J",
+    "--comment",
+    "--wait",
+    "-W",
+    "--array",
+    "-a",
+];
+
+fn check_options(options: &SlurmOptions) -> Result<(), ExecError> {
+    for arg in &options.extra_args {
+        let name = arg.split_once('=').map_or(arg.as_str(), |(n, _)| n);
+        if RESERVED.contains(&name)
+            || RESERVED
+                .iter()
+                .any(|r| r.len() == 2 && arg.starts_with(r) && arg.len() > 2)
+        {
+            return Err(ExecError::Invalid(format!(
+                "slurm extra_args: `{arg}` is set by wfhost itself and cannot be overridden"
+            )));
+        }
+        if arg.contains('\0') {
+            return Err(ExecError::Invalid(
+                "slurm extra_args: an argument contains a NUL byte".into(),
+            ));
+        }
+    }
+    for (field, value) in [
+        ("partition", &options.partition),
+        ("time_limit", &options.time_limit),
+    ] {
+        if let Some(v) = value
+            && (v.is_empty() || v.contains(['\0', '\n']) || v.starts_with('-'))
+        {
+            return Err(ExecError::Invalid(format!(
+                "slurm {field}: `{}` is not a valid value",
+                v.escape_debug()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `'…'` for `sh`.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The batch script: each command in a subshell with its cwd and env, its
+/// output into the bundle, its start, end and exit code under `slurm/`.
+/// The first command that fails ends the script with its exit code.
+fn batch_script(request: &ExecRequest, bundle: &Path, workdir: &Path) -> String {
+    let b = sh_quote(&bundle.display().to_string());
+    let mut s = String::new();
+    s.push_str("#!/bin/sh\n");
+    s.push_str(&format!(
+        "# Written by wfhost for {} (run {}); do not edit: the bundle is immutable.\n",
+        request.meta.stage_id, request.meta.run_id
+    ));
+    s.push_str(&format!("B={b}\n"));
+    s.push_str("now() { date +%s%3N; }\n");
+    for (i, command) in request.spec.commands.iter().enumerate() {
+        let n = i + 1;
+        let (stdout, stderr) = bundle::log_names(n);
+        let cwd = exec::resolve_cwd(workdir, command.cwd.as_deref());
+        let path_override = command
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str());
+        let assignments: Vec<String> = request
+            .env
+            .iter()
+            .chain(command.env.iter())
+            .map(|(k, v)| sh_quote(&format!("{k}={v}")))
+            .collect();
+        let argv: Vec<String> = command.argv.iter().map(|a| sh_quote(a)).collect();
+        s.push_str(&format!("\n# command {n}\n"));
+        s.push_str(&format!("now > \"$B/slurm/cmd-{n}.start\"\n"));
+        s.push_str(&format!(
+            "if ! cd {} 2>/dev/null; then echo \"126 $(now) cwd\" > \"$B/slurm/cmd-{n}.end\"; : > \"$B/{stdout}\"; echo 'cwd is not a directory on the compute node' > \"$B/{stderr}\"; exit 126; fi\n",
+            sh_quote(&cwd.display().to_string())
+        ));
+        let lookup_path = path_override
+            .map(sh_quote)
+            .unwrap_or_else(|| "\"$PATH\"".into());
+        s.push_str(&format!(
+            "if ! PATH={lookup_path} command -v {} >/dev/null 2>&1; then echo \"127 $(now) not-found\" > \"$B/slurm/cmd-{n}.end\"; : > \"$B/{stdout}\"; echo 'program not found on the compute node' > \"$B/{stderr}\"; exit 127; fi\n",
+            argv[0]
+        ));
+        s.push_str(&format!(
+            "env -- {} {} > \"$B/{stdout}\" 2> \"$B/{stderr}\" < /dev/null\n",
+            assignments.join(" "),
+            argv.join(" ")
+        ));
+        s.push_str(&format!(
+            "rc=$?\necho \"$rc $(now)\" > \"$B/slurm/cmd-{n}.end\"\n[ \"$rc\" -eq 0 ] || exit \"$rc\"\n"
+        ));
+    }
+    s
+}
+
+/// A job submitted by [`SlurmExecutor::submit`], to be finished with
+/// [`SlurmExecutor::finish`] once it left the queue.
+#[derive(Debug, Clone)]
+pub struct SubmittedJob {
+    pub job_id: String,
+    request: ExecRequest,
+    bundle_dir: PathBuf,
+    started_ms: u64,
+}
+
+/// Output of a Slurm client command.
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl SlurmExecutor {
+    async fn slurm(&self, program: &str, args: &[String]) -> Result<Output, ExecError> {
+        let child = tokio::process::Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .output();
+        match tokio::time::timeout(self.command_timeout, child).await {
+            Err(_) => Err(ExecError::Unavailable(format!(
+                "Slurm is not reachable: `{program}` did not answer within {:?}",
+                self.command_timeout
+            ))),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(ExecError::Unavailable(format!(
+                    "Slurm is not available on this host: `{program}` not found; install and start it (scripts/services.sh slurm)"
+                )))
+            }
+            Ok(Err(e)) => Err(ExecError::Failed(format!("cannot run `{program}`: {e}"))),
+            Ok(Ok(out)) => Ok(Output {
+                ok: out.status.success(),
+                stdout: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            }),
+        }
+    }
+
+    /// Run an exec block as a Slurm job and write its bundle.
+    pub async fn run(
+        &self,
+        request: &ExecRequest,
+        options: &SlurmOptions,
+    ) -> Result<ExecOutcome, ExecError> {
+        let job = self.submit(request, options).await?;
+        let mut guard = CancelOnDrop(Some(job.job_id.clone()));
+        let timed_out = self.wait(&job.job_id, request.deadline).await;
+        if timed_out {
+            let _ = self.cancel(&job.job_id).await;
+            // Let the cancellation land so the final state says so.
+            self.wait(&job.job_id, Some(Instant::now() + self.command_timeout))
+                .await;
+        }
+        guard.0 = None;
+        self.finish(&job, timed_out).await
+    }
+
+    /// Check the block and submit it as a batch job (its bundle directory
+    /// holding the script). Nothing is left behind when this fails.
+    pub async fn submit(
+        &self,
+        request: &ExecRequest,
+        options: &SlurmOptions,
+    ) -> Result<SubmittedJob, ExecError> {
+        exec::check(&request.spec)?;
+        check_options(options)?;
+        if !request.workdir.is_dir() {
+            return Err(ExecError::Invalid(format!(
+                "the working directory {} does not exist",
+                request.workdir.display()
+            )));
+        }
+        // The policy again, on the executables as they resolve here, right
+        // before the job is submitted: past that point the host no longer
+        // controls what runs.
+        for (i, command) in request.spec.commands.iter().enumerate() {
+            if let Err(message) = crate::local::preflight(request, i + 1, command) {
+                return Err(ExecError::Invalid(message));
+            }
+            if command.argv[0].contains('=') {
+                return Err(ExecError::Invalid(format!(
+                    "command {}: a program name with `=` cannot be run by the Slurm executor",
+                    i + 1
+                )));
+            }
+        }
+        let workdir = std::path::absolute(&request.workdir).unwrap_or(request.workdir.clone());
+        let bundle_dir =
+            std::path::absolute(&request.bundle_dir).unwrap_or(request.bundle_dir.clone());
+        std::fs::create_dir_all(bundle_dir.join("slurm")).map_err(|e| {
+            ExecError::Failed(format!(
+                "cannot create the bundle {}: {e}",
+                bundle_dir.display()
+            ))
+        })?;
+        let script = bundle_dir.join("slurm/job.sh");
+        let written = std::fs::write(&script, batch_script(request, &bundle_dir, &workdir));
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(&bundle_dir);
+            return Err(ExecError::Failed(format!(
+                "cannot write the batch script {}: {e}",
+                script.display()
+            )));
+        }
+
+        let started_ms = unix_ms();
+        let job_log = "slurm/job.log";
+        let mut args = vec![
+            "--parsable".to_string(),
+            format!("--job-name=wfhost:{}", request.meta.stage_id),
+            format!(
+                "--comment={COMMENT_PREFIX}{};pid={};host={}",
+                request.meta.run_id,
+                std::process::id(),
+                crate::hostname()
+            ),
+            format!("--chdir={}", workdir.display()),
+        ];
+        // sbatch expands `%` patterns in file names; a bundle path with one
+        // gets no job log rather than a wrong one.
+        let log_path = bundle_dir.join(job_log).display().to_string();
+        let log_path = if log_path.contains('%') {
+            "/dev/null".to_string()
+        } else {
+            log_path
+        };
+        args.push(format!("--output={log_path}"));
+        if let Some(p) = &options.partition {
+            args.push(format!("--partition={p}"));
+        }
+        match (&options.time_limit, request.deadline) {
+            (Some(t), _) => args.push(format!("--time={t}")),
+            // Slurm's own limit as a backstop, should the host die: the
+            // block's timeout rounded up to minutes, plus one.
+            (None, Some(deadline)) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                args.push(format!("--time={}", left.as_secs().div_ceil(60) + 1));
+            }
+            (None, None) => {}
+        }
+        if let Some(c) = options.cpus_per_task {
+            args.push(format!("--cpus-per-task={c}"));
+        }
+        if let Some(m) = options.mem_mb {
+            args.push(format!("--mem={m}M"));
+        }
+        args.extend(options.extra_args.iter().cloned());
+        args.push(script.display().to_string());
+
+        let submitted = match self.slurm("sbatch", &args).await {
+            Ok(out) if out.ok => out,
+            Ok(out) => {
+                let _ = std::fs::remove_dir_all(&bundle_dir);
+                let message = if out.stderr.is_empty() {
+                    "sbatch failed without a message".to_string()
+                } else {
+                    out.stderr
+                };
+                return Err(if is_unreachable(&message) {
+                    ExecError::Unavailable(format!("Slurm is not reachable: {message}"))
+                } else {
+                    ExecError::Invalid(format!("sbatch refused the job: {message}"))
+                });
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&bundle_dir);
+                return Err(e);
+            }
+        };
+        // `--parsable` prints `id` or `id;cluster`.
+        let job_id = submitted
+            .stdout
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        if job_id.is_empty() || !job_id.chars().all(|c| c.is_ascii_digit()) {
+            let _ = std::fs::remove_dir_all(&bundle_dir);
+            return Err(ExecError::Failed(format!(
+                "sbatch did not print a job id (it printed `{}`)",
+                submitted.stdout
+            )));
+        }
+        Ok(SubmittedJob {
+            job_id,
+            request: request.clone(),
+            bundle_dir,
+            started_ms,
+        })
+    }
+
+    /// `scancel` a job.
+    pub async fn cancel(&self, job_id: &str) -> Result<(), ExecError> {
+        let out = self.slurm("scancel", &[job_id.to_string()]).await?;
+        if out.ok {
+            Ok(())
+        } else {
+            Err(ExecError::Failed(format!(
+                "scancel {job_id} failed: {}",
+                out.stderr
+            )))
+        }
+    }
+
+    /// Whether the job is still queued or running, and its state.
+    pub async fn poll(&self, job_id: &str) -> Result<(bool, String), ExecError> {
+        let out = self.slurm("squeue", &squeue_args(job_id)).await?;
+        if out.ok && is_active(&out.stdout) {
+            let state = out.stdout.lines().next().unwrap_or("RUNNING").trim();
+            return Ok((true, state.to_string()));
+        }
+        Ok((false, self.final_state(job_id).await.0))
+    }
+
+    /// Read what a job that left the queue did and seal its bundle.
+    /// `timed_out`: the host gave up on it at the block's deadline.
+    pub async fn finish(
+        &self,
+        job: &SubmittedJob,
+        timed_out: bool,
+    ) -> Result<ExecOutcome, ExecError> {
+        let request = &job.request;
+        let bundle_dir = &job.bundle_dir;
+        let job_id = job.job_id.clone();
+        let started_ms = job.started_ms;
+        let job_log = "slurm/job.log";
+        let (state, exit_code) = self.final_state(&job_id).await;
+        let slurm_timed_out = timed_out || state == "TIMEOUT";
+
+        let results = collect_results(request, bundle_dir, &state, slurm_timed_out);
+        let succeeded = results.len() == request.spec.commands.len()
+            && results.iter().all(CommandResult::succeeded);
+        let info = SlurmInfo {
+            job_id: job_id.clone(),
+            state,
+            exit_code,
+            job_log: job_log.to_string(),
+        };
+        let manifest = BundleManifest {
+            version: bundle::BUNDLE_VERSION,
+            executor: "slurm",
+            slurm_job_id: Some(&job_id),
+            container: None,
+            slurm: Some(info),
+            started_ms,
+            ended_ms: unix_ms(),
+            succeeded,
+            commands: &results,
+            extra_files: vec![
+                "meta/env.json",
+                "meta/repo.txt",
+                "slurm/job.sh",
+                "slurm/job.log",
+            ],
+        };
+        let repo = repo::snapshot(&request.workdir).await;
+        bundle::seal(
+            bundle_dir,
+            &manifest,
+            &request.meta,
+            &request.workdir,
+            &repo,
+        )
+        .map_err(|e| {
+            ExecError::Failed(format!(
+                "cannot write the bundle {}: {e}",
+                bundle_dir.display()
+            ))
+        })?;
+        Ok(ExecOutcome {
+            bundle_dir: request.bundle_dir.clone(),
+            executor: "slurm",
+            slurm_job_id: Some(job_id),
+            commands: results,
+            succeeded,
+        })
+    }
+
+    /// Poll `squeue` until the job has left the queue. Returns true when
+    /// the deadline passed first.
+    async fn wait(&self, job_id: &str, deadline: Option<Instant>) -> bool {
+        let args = squeue_args(job_id);
+        loop {
+            match self.slurm("squeue", &args).await {
+                // A finished job is either gone (`Invalid job id`) or shown
+                // in a final state while the controller still remembers it.
+                Ok(out) if !out.ok || !is_active(&out.stdout) => return false,
+                Ok(_) => {}
+                // squeue itself failing (controller restarting): keep
+                // polling until the deadline.
+                Err(_) => {}
+            }
+            let next = Instant::now() + self.poll_interval;
+            if let Some(d) = deadline
+                && next >= d
+            {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await;
+                return true;
+            }
+            tokio::time::sleep(self.poll_interval).await;
+        }
+    }
+
+    /// The job's final state and `exit:signal`: from `scontrol show job`
+    /// while the controller remembers it, else from `sacct`.
+    async fn final_state(&self, job_id: &str) -> (String, Option<String>) {
+        let args = [
+            "show".to_string(),
+            "job".to_string(),
+            "-o".to_string(),
+            job_id.to_string(),
+        ];
+        if let Ok(out) = self.slurm("scontrol", &args).await
+            && out.ok
+        {
+            let field = |name: &str| {
+                out.stdout
+                    .split_whitespace()
+                    .find_map(|kv| kv.strip_prefix(name))
+                    .map(str::to_string)
+            };
+            if let Some(state) = field("JobState=") {
+                return (state, field("ExitCode="));
+            }
+        }
+        let args = [
+            "-n".to_string(),
+            "-P".to_string(),
+            "-X".to_string(),
+            "-j".to_string(),
+            job_id.to_string(),
+            "-o".to_string(),
+            "State,ExitCode".to_string(),
+        ];
+        if let Ok(out) = self.slurm("sacct", &args).await
+            && out.ok
+            && let Some(line) = out.stdout.lines().next()
+            && let Some((state, code)) = line.split_once('|')
+        {
+            // sacct writes `CANCELLED by 0`.
+            let state = state.split_whitespace().next().unwrap_or(state);
+            return (state.to_string(), Some(code.to_string()));
+        }
+        ("UNKNOWN".to_string(), None)
+    }
+}
+
+fn squeue_args(job_id: &str) -> [String; 5] {
+    [
+        "-h".to_string(),
+        "-j".to_string(),
+        job_id.to_string(),
+        "-o".to_string(),
+        "%T".to_string(),
+    ]
+}
+
+fn is_active(states: &str) -> bool {
+    states.lines().any(|s| {
+        matches!(
+            s.trim(),
+            "PENDING"
+                | "CONFIGURING"
+                | "RUNNING"
+                | "COMPLETING"
+                | "SUSPENDED"
+                | "REQUEUED"
+                | "REQUEUE_HOLD"
+                | "REQUEUE_FED"
+                | "RESIZING"
+                | "SIGNALING"
+                | "STAGE_OUT"
+                | "STOPPED"
+        )
+    })
+}
+
+fn is_unreachable(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("unable to contact slurm controller")
+        || m.contains("connection refused")
+        || m.contains("could not establish a configuration source")
+        || m.contains("munge")
+}
+
+/// Read what the batch script recorded, truncate logs to the cap.
+fn collect_results(
+    request: &ExecRequest,
+    bundle_dir: &Path,
+    job_state: &str,
+    timed_out: bool,
+) -> Vec<CommandResult> {
+    let read = |name: String| std::fs::read_to_string(bundle_dir.join("slurm").join(name)).ok();
+    let mut results = Vec::new();
+    for (i, command) in request.spec.commands.iter().enumerate() {
+        let n = i + 1;
+        let (stdout, stderr) = bundle::log_names(n);
+        let Some(start) = read(format!("cmd-{n}.start")) else {
+            if i == 0 {
+                // The job never got to run anything: say why on command 1.
+                let message = if timed_out {
+                    "the job did not start before the block's timeout".to_string()
+                } else {
+                    format!("the job ended ({job_state}) before its first command ran")
+                };
+                let _ = std::fs::write(bundle_dir.join(&stdout), b"");
+                let _ = std::fs::write(bundle_dir.join(&stderr), message.as_bytes());
+                results.push(CommandResult {
+                    argv: command.argv.clone(),
+                    cwd: command.cwd.clone(),
+                    exit_code: None,
+                    signal: None,
+                    started_ms: unix_ms(),
+                    ended_ms: unix_ms(),
+                    stdout,
+                    stderr,
+                    stdout_bytes: 0,
+                    stderr_bytes: message.len() as u64,
+                    stdout_truncated: false,
+                    stderr_truncated: false,
+                    timed_out,
+                    error: (!timed_out).then_some(message),
+                });
+            }
+            break;
+        };
+        let started_ms = start.trim().parse().unwrap_or(0);
+        let end = read(format!("cmd-{n}.end"));
+        let mut parts = end.as_deref().unwrap_or_default().split_whitespace();
+        let exit_code: Option<i32> = parts.next().and_then(|c| c.parse().ok());
+        let ended_ms = parts
+            .next()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(unix_ms);
+        let marker = parts.next();
+        for name in [&stdout, &stderr] {
+            // A command that was killed before its redirections opened.
+            let path = bundle_dir.join(name);
+            if !path.exists() {
+                let _ = std::fs::write(&path, b"");
+            }
+        }
+        let (stdout_bytes, stdout_truncated) =
+            cap_file(&bundle_dir.join(&stdout), request.output_cap);
+        let (stderr_bytes, stderr_truncated) =
+            cap_file(&bundle_dir.join(&stderr), request.output_cap);
+        let finished = end.is_some();
+        let error = match marker {
+            Some("not-found") => Some(format!(
+                "command {n}: program `{}` not found on the compute node",
+                command.argv[0]
+            )),
+            Some("cwd") => Some(format!(
+                "command {n}: cwd `{}` is not a directory on the compute node",
+                command.cwd.as_deref().unwrap_or(".")
+            )),
+            _ if !finished && !timed_out => Some(format!(
+                "command {n}: the job ended ({job_state}) while it ran"
+            )),
+            _ => None,
+        };
+        let ok = finished && exit_code == Some(0);
+        results.push(CommandResult {
+            argv: command.argv.clone(),
+            cwd: command.cwd.clone(),
+            exit_code: if finished { exit_code } else { None },
+            signal: None,
+            started_ms,
+            ended_ms,
+            stdout,
+            stderr,
+            stdout_bytes,
+            stderr_bytes,
+            stdout_truncated,
+            stderr_truncated,
+            timed_out: !finished && timed_out,
+            error,
+        });
+        if !ok {
+            break;
+        }
+    }
+    results
+}
+
+/// Keep at most `cap` bytes of a log the job wrote; returns (bytes the
+/// command wrote, truncated).
+fn cap_file(path: &PathBuf, cap: u64) -> (u64, bool) {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return (0, false);
+    };
+    let len = meta.len();
+    if len > cap
+        && let Ok(f) = std::fs::OpenOptions::new().write(true).open(path)
+        && f.set_len(cap).is_ok()
+    {
+        return (len, true);
+    }
+    (len, false)
+}
+
+/// Cancels a submitted job when the block is abandoned (its future dropped)
+/// before the job finished.
+struct CancelOnDrop(Option<String>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.0.take() {
+            // Drop cannot await; a thread reaps scancel so no zombie stays.
+            std::thread::spawn(move || {
+                let _ = std::process::Command::new("scancel")
+                    .arg(&id)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            });
+        }
+    }
+}
+
+/// wfhost jobs in the queue whose owner `is_live` says is gone: left
+/// behind by a crashed host. Cancels them and returns their ids. Without
+/// Slurm there is nothing to cancel.
+pub async fn cancel_orphans(is_live: impl Fn(&Owner) -> bool) -> Vec<String> {
+    let slurm = SlurmExecutor::default();
+    let args = ["-h".to_string(), "-o".to_string(), "%i|%k".to_string()];
+    let Ok(out) = slurm.slurm("squeue", &args).await else {
+        return Vec::new();
+    };
+    if !out.ok {
+        return Vec::new();
+    }
+    let mut cancelled = Vec::new();
+    for line in out.stdout.lines() {
+        let Some((id, comment)) = line.trim().split_once('|') else {
+            continue;
+        };
+        let Some(owner) = parse_comment(comment) else {
+            continue;
+        };
+        if is_live(&owner) {
+            continue;
+        }
+        if let Ok(o) = slurm.slurm("scancel", &[id.to_string()]).await
+            && o.ok
+        {
+            cancelled.push(id.to_string());
+        }
+    }
+    cancelled
+}
+
+/// `wfhost-run=<run>;pid=<pid>;host=<host>` → its owner.
+fn parse_comment(comment: &str) -> Option<Owner> {
+    let rest = comment.strip_prefix(COMMENT_PREFIX)?;
+    let mut parts = rest.split(';');
+    let run_id = parts.next()?.to_string();
+    let mut owner = Owner {
+        run_id,
+        pid: None,
+        host: String::new(),
+    };
+    for part in parts {
+        match part.split_once('=') {
+            Some(("pid", pid)) => owner.pid = pid.parse().ok(),
+            Some(("host", host)) => owner.host = host.to_string(),
+            _ => {}
+        }
+    }
+    Some(owner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_comments_name_their_owner() {
+        assert_eq!(
+            parse_comment("wfhost-run=r1;pid=42;host=n1"),
+            Some(Owner {
+                run_id: "r1".into(),
+                pid: Some(42),
+                host: "n1".into()
+            })
+        );
+        assert_eq!(parse_comment("someone else's job"), None);
+    }
+
+    #[test]
+    fn quoting_survives_quotes_and_spaces() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+        assert_eq!(sh_quote("$HOME `x`"), "'$HOME `x`'");
+    }
+
+    #[test]
+    fn reserved_options_are_refused() {
+        for arg in [
+            "--output=x",
+            "-o",
+            "-ox",
+            "--wrap",
+            "--chdir=/",
+            "-J",
+            "--comment=x",
+        ] {
+            let o = SlurmOptions {
+                extra_args: vec![arg.into()],
+                ..Default::default()
+            };
+            assert!(check_options(&o).is_err(), "{arg}");
+        }
+        let ok = SlurmOptions {
+            extra_args: vec!["--nice=10".into(), "--export=ALL".into()],
+            partition: Some("debug".into()),
+            ..Default::default()
+        };
+        assert!(check_options(&ok).is_ok());
+        let bad = SlurmOptions {
+            partition: Some("--wrap".into()),
+            ..Default::default()
+        };
+        assert!(check_options(&bad).is_err());
+    }
+
+    #[test]
+    fn active_states() {
+        assert!(is_active("RUNNING"));
+        assert!(is_active("PENDING\n"));
+        assert!(!is_active(""));
+        assert!(!is_active("COMPLETED"));
+        assert!(!is_active("TIMEOUT"));
+    }
+}

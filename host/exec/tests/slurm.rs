@@ -1,0 +1,300 @@
+//! The Slurm executor against a real Slurm cluster.
+//!
+//! Needs `sbatch` and a running controller with a partition `debug`:
+//! `scripts/services.sh slurm` (as root) sets up a one-node cluster. Without
+//! it these tests skip with a message, unless `WFHOST_REQUIRE_SERVICES=1`
+//! (set by CI), which makes a missing service a failure.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_exec::{BundleMeta, ExecError, ExecRequest, SlurmExecutor, SlurmOptions};
+
+fn slurm_or_skip() -> Option<SlurmExecutor> {
+    let required = std::env::var("WFHOST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
+    let problem = match std::process::Command::new("sinfo")
+        .args(["-h", "-o", "%T"])
+        .output()
+    {
+        Ok(out) if out.status.success() && !out.stdout.is_empty() => {
+            return Some(SlurmExecutor {
+                poll_interval: Duration::from_millis(100),
+                ..Default::default()
+            });
+        }
+        Ok(out) => format!(
+            "Slurm does not answer: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => format!("Slurm is not installed (sinfo: {e})"),
+    };
+    if required {
+        panic!("{problem} (WFHOST_REQUIRE_SERVICES=1)");
+    }
+    eprintln!(
+        "skipping: {problem}; run `sudo scripts/services.sh slurm` to start a one-node cluster"
+    );
+    None
+}
+
+fn cmd(argv: &[&str]) -> ExecCommand {
+    ExecCommand {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: None,
+        env: vec![],
+    }
+}
+
+fn request(dir: &Path, name: &str, commands: Vec<ExecCommand>) -> ExecRequest {
+    ExecRequest {
+        spec: ExecSpec {
+            commands,
+            allow_shell: false,
+        },
+        workdir: dir.to_path_buf(),
+        bundle_dir: dir.join(format!(".output/exec/{name}")),
+        env: vec![
+            ("EXECUTION_ID".into(), "run-slurm".into()),
+            ("NODE_ID".into(), "main".into()),
+        ],
+        meta: BundleMeta {
+            agent_id: "test".into(),
+            run_id: format!("test-slurm-{}", std::process::id()),
+            stage_id: "main.x".into(),
+            step: 0,
+            attempt: 1,
+        },
+        deadline: Some(Instant::now() + Duration::from_secs(120)),
+        output_cap: 1 << 20,
+    }
+}
+
+fn debug() -> SlurmOptions {
+    SlurmOptions {
+        partition: Some("debug".into()),
+        ..Default::default()
+    }
+}
+
+fn manifest(dir: &Path, name: &str) -> serde_json::Value {
+    serde_json::from_slice(
+        &std::fs::read(dir.join(format!(".output/exec/{name}/manifest.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+fn in_queue(job: &str) -> bool {
+    let out = std::process::Command::new("squeue")
+        .args(["-h", "-j", job, "-o", "%T"])
+        .output()
+        .unwrap();
+    let states = String::from_utf8_lossy(&out.stdout);
+    states.contains("RUNNING") || states.contains("PENDING") || states.contains("COMPLETING")
+}
+
+#[tokio::test]
+async fn a_job_runs_the_commands_and_leaves_the_bundle() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub/in.txt"), "it's here\n").unwrap();
+    let mut cat = cmd(&["cat", "in.txt"]);
+    cat.cwd = Some("sub".into());
+    let mut env = cmd(&["env"]);
+    env.env = vec![("QUOTED".into(), "a 'b' $c".into())];
+    let outcome = slurm
+        .run(
+            &request(
+                dir.path(),
+                "ok",
+                vec![cat, env, cmd(&["touch", "made-by-the-job"])],
+            ),
+            &debug(),
+        )
+        .await
+        .unwrap();
+    assert!(outcome.succeeded, "{outcome:?}");
+    assert_eq!(outcome.executor, "slurm");
+    let job = outcome.slurm_job_id.clone().unwrap();
+    let b = dir.path().join(".output/exec/ok");
+    assert_eq!(
+        std::fs::read_to_string(b.join("cmd-1.stdout")).unwrap(),
+        "it's here\n"
+    );
+    let env = std::fs::read_to_string(b.join("cmd-2.stdout")).unwrap();
+    for var in ["EXECUTION_ID=run-slurm", "NODE_ID=main", "QUOTED=a 'b' $c"] {
+        assert!(env.contains(var), "{var} in {env}");
+    }
+    assert!(dir.path().join("made-by-the-job").exists());
+    let m = manifest(dir.path(), "ok");
+    assert_eq!(m["executor"], "slurm");
+    assert_eq!(m["slurm_job_id"], job.as_str());
+    assert_eq!(m["slurm"]["state"], "COMPLETED");
+    assert_eq!(m["succeeded"], true);
+    assert_eq!(m["commands"].as_array().unwrap().len(), 3);
+    for c in m["commands"].as_array().unwrap() {
+        assert_eq!(c["exit_code"], 0);
+        assert!(c["started_ms"].as_u64().unwrap() > 1_600_000_000_000, "{c}");
+        assert!(c["ended_ms"].as_u64() >= c["started_ms"].as_u64());
+    }
+    for f in [
+        "meta/env.json",
+        "meta/repo.txt",
+        "slurm/job.sh",
+        "slurm/job.log",
+    ] {
+        assert!(b.join(f).is_file(), "{f}");
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.join("meta/env.json")).unwrap()).unwrap();
+    assert_eq!(meta["executor"], "slurm");
+    assert!(
+        std::fs::metadata(b.join("manifest.json"))
+            .unwrap()
+            .permissions()
+            .readonly()
+    );
+}
+
+#[tokio::test]
+async fn a_failing_command_stops_the_job_with_its_exit_code() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = slurm
+        .run(
+            &request(
+                dir.path(),
+                "fail",
+                vec![
+                    cmd(&["python3", "-c", "import sys; print('x'); sys.exit(3)"]),
+                    cmd(&["touch", "never"]),
+                ],
+            ),
+            &debug(),
+        )
+        .await
+        .unwrap();
+    assert!(!outcome.succeeded);
+    assert_eq!(outcome.commands.len(), 1, "the second command never ran");
+    assert_eq!(outcome.commands[0].exit_code, Some(3));
+    assert!(!dir.path().join("never").exists());
+    let m = manifest(dir.path(), "fail");
+    assert_eq!(m["slurm"]["state"], "FAILED");
+    assert_eq!(m["slurm"]["exit_code"], "3:0");
+}
+
+#[tokio::test]
+async fn a_timeout_cancels_the_job() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(dir.path(), "slow", vec![cmd(&["sleep", "120"])]);
+    req.deadline = Some(Instant::now() + Duration::from_secs(3));
+    let t = Instant::now();
+    let outcome = slurm.run(&req, &debug()).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(40), "{:?}", t.elapsed());
+    assert!(!outcome.succeeded);
+    assert!(outcome.commands[0].timed_out, "{outcome:?}");
+    let job = outcome.slurm_job_id.unwrap();
+    assert!(!in_queue(&job), "job {job} was cancelled");
+    let m = manifest(dir.path(), "slow");
+    assert_eq!(m["slurm"]["state"], "CANCELLED");
+}
+
+#[tokio::test]
+async fn output_beyond_the_cap_is_truncated_and_recorded() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(
+        dir.path(),
+        "big",
+        vec![cmd(&["python3", "-c", "print('y' * 100000)"])],
+    );
+    req.output_cap = 1000;
+    let outcome = slurm.run(&req, &debug()).await.unwrap();
+    let c = &outcome.commands[0];
+    assert!(c.stdout_truncated);
+    assert_eq!(c.stdout_bytes, 100_001);
+    let kept = std::fs::read(dir.path().join(".output/exec/big/cmd-1.stdout")).unwrap();
+    assert_eq!(kept.len(), 1000);
+}
+
+#[tokio::test]
+async fn bad_input_fails_clearly_and_leaves_nothing_behind() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let nosuch = SlurmOptions {
+        partition: Some("nosuch".into()),
+        ..Default::default()
+    };
+    match slurm
+        .run(&request(dir.path(), "p", vec![cmd(&["true"])]), &nosuch)
+        .await
+    {
+        Err(ExecError::Invalid(m)) => assert!(m.contains("partition"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!dir.path().join(".output/exec/p").exists());
+
+    match slurm
+        .run(
+            &request(dir.path(), "n", vec![cmd(&["no-such-program-xyz"])]),
+            &debug(),
+        )
+        .await
+    {
+        Err(ExecError::Invalid(m)) => assert!(m.contains("not found"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let mut nul = cmd(&["true"]);
+    nul.env = vec![("A".into(), "x\0y".into())];
+    match slurm
+        .run(&request(dir.path(), "z", vec![nul]), &debug())
+        .await
+    {
+        Err(ExecError::Refused(v)) => assert_eq!(v.rule, "env"),
+        other => panic!("{other:?}"),
+    }
+    match slurm
+        .run(
+            &request(
+                dir.path(),
+                "s",
+                vec![cmd(&["/usr/bin/../bin/bash", "-c", "x"])],
+            ),
+            &debug(),
+        )
+        .await
+    {
+        Err(ExecError::Refused(v)) => assert_eq!(v.rule, "no-shell"),
+        other => panic!("{other:?}"),
+    }
+    let reserved = SlurmOptions {
+        extra_args: vec!["--output=/tmp/elsewhere".into()],
+        ..debug()
+    };
+    assert!(matches!(
+        slurm
+            .run(&request(dir.path(), "r", vec![cmd(&["true"])]), &reserved)
+            .await,
+        Err(ExecError::Invalid(_))
+    ));
+    assert!(
+        !dir.path().join(".output/exec").exists()
+            || std::fs::read_dir(dir.path().join(".output/exec"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no bundle is left by a block that did not run"
+    );
+}

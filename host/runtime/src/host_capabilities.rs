@@ -1,0 +1,382 @@
+//! The host side of the executor capabilities `exec`, `container` and
+//! `slurm`: thin adapters from the WIT interfaces onto `wfhost-exec`.
+//!
+//! What a run's plugins start (dormant and started containers, submitted
+//! Slurm jobs) is kept in one [`RunResources`] per plugin set, so that a
+//! plugin can only address its own run's containers and jobs, and so that
+//! everything still there is removed or cancelled when the run comes to
+//! rest ([`RunResources::shutdown`]).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use wfhost_exec::slurm::SubmittedJob;
+use wfhost_exec::{
+    ContainerPool, ExecError, ExecOutcome, ExecRequest, SlurmExecutor, container::ContainerState,
+};
+
+use crate::bindings::{container, exec, executor_types as wit, slurm};
+use crate::host_state::HostState;
+
+/// What the capabilities need to know about the calling block.
+#[derive(Clone)]
+pub struct ExecScope {
+    /// The host path of the workspace.
+    pub workspace: PathBuf,
+    pub run_id: String,
+    pub node_id: String,
+    pub block_id: String,
+    pub step: u64,
+    pub attempt: u32,
+    /// The env contract, with host paths.
+    pub env: Vec<(String, String)>,
+    /// The block's timeout, as an instant.
+    pub deadline: Instant,
+    pub output_cap: u64,
+    pub resources: Arc<RunResources>,
+}
+
+impl ExecScope {
+    /// A request for `spec` with a fresh bundle directory under
+    /// `.output/exec/<run>/`.
+    fn request(&self, spec: wfhost_core::exec::ExecSpec) -> ExecRequest {
+        let parent = self.workspace.join(".output/exec").join(&self.run_id);
+        let bundle_dir = wfhost_exec::unique_bundle_dir(
+            &parent,
+            &format!("step-{}-{}.{}", self.step, self.node_id, self.block_id),
+        );
+        ExecRequest {
+            spec,
+            workdir: self.workspace.clone(),
+            bundle_dir,
+            env: self.env.clone(),
+            meta: wfhost_exec::BundleMeta {
+                agent_id: wfhost_exec::hostname(),
+                run_id: self.run_id.clone(),
+                stage_id: format!("{}.{}", self.node_id, self.block_id),
+                step: self.step,
+                attempt: self.attempt,
+            },
+            deadline: Some(self.deadline),
+            output_cap: self.output_cap,
+        }
+    }
+
+    fn result(&self, outcome: ExecOutcome) -> wit::ExecResult {
+        to_wit_result(&self.workspace, outcome)
+    }
+}
+
+/// A Slurm job submitted through the `slurm` capability.
+enum Job {
+    Queued(SubmittedJob),
+    Finished {
+        state: String,
+        result: wit::ExecResult,
+    },
+}
+
+/// Containers and jobs of one run's plugins.
+#[derive(Default)]
+pub struct RunResources {
+    /// Connected to Docker on first use.
+    containers: tokio::sync::Mutex<Option<Arc<ContainerPool>>>,
+    slurm: SlurmExecutor,
+    jobs: tokio::sync::Mutex<HashMap<String, Job>>,
+}
+
+impl RunResources {
+    async fn containers(&self) -> Result<Arc<ContainerPool>, ExecError> {
+        let mut slot = self.containers.lock().await;
+        if let Some(pool) = slot.as_ref() {
+            return Ok(pool.clone());
+        }
+        let pool = Arc::new(ContainerPool::connect().await?);
+        *slot = Some(pool.clone());
+        Ok(pool)
+    }
+
+    /// Remove the run's containers and cancel its unfinished Slurm jobs:
+    /// call when the run comes to rest.
+    pub async fn shutdown(&self) {
+        let pool = self.containers.lock().await.take();
+        if let Some(pool) = pool {
+            pool.shutdown().await;
+        }
+        let jobs: Vec<String> = self
+            .jobs
+            .lock()
+            .await
+            .drain()
+            .filter_map(|(id, job)| matches!(job, Job::Queued(_)).then_some(id))
+            .collect();
+        for id in jobs {
+            let _ = self.slurm.cancel(&id).await;
+        }
+    }
+}
+
+fn to_wit_error(e: ExecError) -> wit::ExecError {
+    match e {
+        ExecError::Refused(v) => wit::ExecError::Refused(v.to_string()),
+        ExecError::Invalid(m) => wit::ExecError::Invalid(m),
+        ExecError::Unavailable(m) => wit::ExecError::Unavailable(m),
+        ExecError::Failed(m) => wit::ExecError::Failed(m),
+    }
+}
+
+fn to_core_command(c: wit::Command) -> wfhost_core::exec::ExecCommand {
+    wfhost_core::exec::ExecCommand {
+        argv: c.argv,
+        cwd: c.cwd,
+        env: c.env,
+    }
+}
+
+fn to_slurm_options(o: wit::SlurmOptions) -> wfhost_exec::SlurmOptions {
+    wfhost_exec::SlurmOptions {
+        partition: o.partition,
+        time_limit: o.time_limit,
+        cpus_per_task: o.cpus_per_task,
+        mem_mb: o.mem_mb,
+        extra_args: o.extra_args,
+    }
+}
+
+fn to_container_options(o: wit::ContainerOptions) -> wfhost_exec::ContainerOptions {
+    wfhost_exec::ContainerOptions {
+        image: o.image,
+        cpus: o.cpus,
+        memory_mb: o.memory_mb,
+    }
+}
+
+fn to_wit_result(workspace: &std::path::Path, outcome: ExecOutcome) -> wit::ExecResult {
+    wit::ExecResult {
+        bundle_dir: outcome
+            .bundle_dir
+            .strip_prefix(workspace)
+            .unwrap_or(&outcome.bundle_dir)
+            .display()
+            .to_string(),
+        executor: outcome.executor.to_string(),
+        slurm_job_id: outcome.slurm_job_id,
+        succeeded: outcome.succeeded,
+        commands: outcome
+            .commands
+            .into_iter()
+            .map(|c| wit::CommandResult {
+                argv: c.argv,
+                exit_code: c.exit_code,
+                started_ms: c.started_ms,
+                ended_ms: c.ended_ms,
+                stdout_path: c.stdout,
+                stderr_path: c.stderr,
+                stdout_truncated: c.stdout_truncated,
+                stderr_truncated: c.stderr_truncated,
+                timed_out: c.timed_out,
+                error: c.error,
+            })
+            .collect(),
+    }
+}
+
+impl HostState {
+    /// The calling block's scope; action handlers have none.
+    fn scope(&self) -> Result<ExecScope, wit::ExecError> {
+        self.exec.clone().ok_or_else(|| {
+            wit::ExecError::Unavailable("executors can only be used by a block worker".into())
+        })
+    }
+}
+
+impl wit::Host for HostState {}
+
+impl exec::Host for HostState {
+    async fn run(&mut self, block: exec::ExecBlock) -> Result<wit::ExecResult, wit::ExecError> {
+        let scope = self.scope()?;
+        let spec = wfhost_core::exec::ExecSpec {
+            commands: block.commands.into_iter().map(to_core_command).collect(),
+            allow_shell: block.allow_shell,
+        };
+        let request = scope.request(spec);
+        let outcome = match block.executor {
+            exec::Executor::Local => wfhost_exec::run_local(&request).await,
+            exec::Executor::Container(o) => match scope.resources.containers().await {
+                Ok(pool) => pool.run(&request, &to_container_options(o)).await,
+                Err(e) => Err(e),
+            },
+            exec::Executor::Slurm(o) => {
+                scope
+                    .resources
+                    .slurm
+                    .run(&request, &to_slurm_options(o))
+                    .await
+            }
+        };
+        outcome.map(|o| scope.result(o)).map_err(to_wit_error)
+    }
+}
+
+fn to_wit_state(state: ContainerState) -> container::ContainerState {
+    match state {
+        ContainerState::Running => container::ContainerState::Running,
+        ContainerState::Paused => container::ContainerState::Paused,
+        ContainerState::Exited(code) => container::ContainerState::Exited(code),
+        ContainerState::Gone => container::ContainerState::Gone,
+    }
+}
+
+impl container::Host for HostState {
+    async fn run(
+        &mut self,
+        options: wit::ContainerOptions,
+        command: wit::Command,
+        allow_shell: bool,
+    ) -> Result<String, wit::ExecError> {
+        let scope = self.scope()?;
+        let pool = scope.resources.containers().await.map_err(to_wit_error)?;
+        pool.start(
+            &scope.workspace,
+            &scope.run_id,
+            &scope.env,
+            &to_container_options(options),
+            &to_core_command(command),
+            allow_shell,
+        )
+        .await
+        .map_err(to_wit_error)
+    }
+
+    async fn status(&mut self, id: String) -> Result<container::ContainerState, wit::ExecError> {
+        let scope = self.scope()?;
+        let pool = scope.resources.containers().await.map_err(to_wit_error)?;
+        pool.state(&id)
+            .await
+            .map(to_wit_state)
+            .map_err(to_wit_error)
+    }
+
+    async fn logs(&mut self, id: String) -> Result<(String, String), wit::ExecError> {
+        let scope = self.scope()?;
+        let pool = scope.resources.containers().await.map_err(to_wit_error)?;
+        pool.logs(&id, scope.output_cap).await.map_err(to_wit_error)
+    }
+
+    async fn pause(&mut self, id: String) -> Result<(), wit::ExecError> {
+        let scope = self.scope()?;
+        let pool = scope.resources.containers().await.map_err(to_wit_error)?;
+        pool.pause(&id).await.map_err(to_wit_error)
+    }
+
+    async fn unpause(&mut self, id: String) -> Result<(), wit::ExecError> {
+        let scope = self.scope()?;
+        let pool = scope.resources.containers().await.map_err(to_wit_error)?;
+        pool.unpause(&id).await.map_err(to_wit_error)
+    }
+
+    async fn remove(&mut self, id: String) -> Result<(), wit::ExecError> {
+        let scope = self.scope()?;
+        let pool = scope.resources.containers().await.map_err(to_wit_error)?;
+        pool.remove_started(&id).await.map_err(to_wit_error)
+    }
+}
+
+impl slurm::Host for HostState {
+    async fn submit(
+        &mut self,
+        commands: Vec<wit::Command>,
+        allow_shell: bool,
+        options: wit::SlurmOptions,
+    ) -> Result<String, wit::ExecError> {
+        let scope = self.scope()?;
+        let spec = wfhost_core::exec::ExecSpec {
+            commands: commands.into_iter().map(to_core_command).collect(),
+            allow_shell,
+        };
+        let mut request = scope.request(spec);
+        // The job outlives the block that submitted it; the run's end
+        // cancels it if nobody did.
+        request.deadline = None;
+        let job = scope
+            .resources
+            .slurm
+            .submit(&request, &to_slurm_options(options))
+            .await
+            .map_err(to_wit_error)?;
+        let id = job.job_id.clone();
+        scope
+            .resources
+            .jobs
+            .lock()
+            .await
+            .insert(id.clone(), Job::Queued(job));
+        Ok(id)
+    }
+
+    async fn status(&mut self, job_id: String) -> Result<slurm::JobStatus, wit::ExecError> {
+        let scope = self.scope()?;
+        let resources = &scope.resources;
+        let mut jobs = resources.jobs.lock().await;
+        let submitted = match jobs.get(&job_id) {
+            None => return Err(not_ours(&job_id)),
+            Some(Job::Finished { state, result }) => {
+                return Ok(slurm::JobStatus {
+                    state: state.clone(),
+                    finished: true,
+                    result: Some(result.clone()),
+                });
+            }
+            Some(Job::Queued(job)) => job.clone(),
+        };
+        let (active, state) = resources.slurm.poll(&job_id).await.map_err(to_wit_error)?;
+        if active {
+            return Ok(slurm::JobStatus {
+                state,
+                finished: false,
+                result: None,
+            });
+        }
+        let outcome = resources
+            .slurm
+            .finish(&submitted, false)
+            .await
+            .map_err(to_wit_error)?;
+        let result = to_wit_result(&scope.workspace, outcome);
+        jobs.insert(
+            job_id,
+            Job::Finished {
+                state: state.clone(),
+                result: result.clone(),
+            },
+        );
+        Ok(slurm::JobStatus {
+            state,
+            finished: true,
+            result: Some(result),
+        })
+    }
+
+    async fn cancel(&mut self, job_id: String) -> Result<(), wit::ExecError> {
+        let scope = self.scope()?;
+        let jobs = scope.resources.jobs.lock().await;
+        match jobs.get(&job_id) {
+            None => Err(not_ours(&job_id)),
+            Some(Job::Finished { .. }) => Ok(()),
+            Some(Job::Queued(_)) => scope
+                .resources
+                .slurm
+                .cancel(&job_id)
+                .await
+                .map_err(to_wit_error),
+        }
+    }
+}
+
+fn not_ours(job_id: &str) -> wit::ExecError {
+    wit::ExecError::Invalid(format!(
+        "Slurm job `{job_id}` was not submitted by this run's plugin"
+    ))
+}
