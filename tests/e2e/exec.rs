@@ -532,3 +532,130 @@ fn a_plugin_submits_watches_and_cancels_slurm_jobs() {
         "{r:?}"
     );
 }
+
+#[test]
+fn unreachable_docker_or_slurm_fails_the_block_clearly_and_keeps_the_run_record() {
+    // A PATH without Slurm's commands, and a Docker socket nobody listens on.
+    let bin = tempfile::tempdir().unwrap();
+    for tool in ["true", "python3"] {
+        if let Ok(p) = which(tool) {
+            std::os::unix::fs::symlink(p, bin.path().join(tool)).unwrap();
+        }
+    }
+    for (executor, expected) in [
+        (
+            serde_json::json!({"slurm": {"partition": "debug"}}),
+            "Slurm is not available on this host: `sbatch` not found",
+        ),
+        (
+            serde_json::json!({"container": {"image": "wfhost-test/busybox:1"}}),
+            "cannot reach Docker",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = exec_manifest(
+            dir.path(),
+            serde_json::json!({"config": {"commands": [{"argv": ["true"]}], "executor": executor},
+                               "transitions": end_on_success()}),
+            true,
+        );
+        let out = command(dir.path())
+            .env("PATH", bin.path())
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .args([
+                "run",
+                manifest.to_str().unwrap(),
+                "--workspace",
+                dir.path().to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains(expected), "{expected}: {err}");
+        // The failed run is on record, with the reason.
+        let runs = wfhost(&["runs", "--json"], dir.path());
+        let runs = stdout(&runs);
+        assert!(runs.contains("failed"), "{runs}");
+        assert!(
+            !dir.path().join(".output/exec").exists()
+                || tree(&dir.path().join(".output/exec")).is_empty()
+                || tree(&dir.path().join(".output/exec"))
+                    .iter()
+                    .all(|p| !p.contains("manifest.json")),
+            "no bundle for a block that never ran"
+        );
+    }
+}
+
+fn which(tool: &str) -> Result<PathBuf, ()> {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+#[test]
+fn the_executor_flag_moves_blocks_that_name_none() {
+    let ws = project_workspace();
+    let scratch = tempfile::tempdir().unwrap();
+    let bad = wfhost(
+        &[
+            "run",
+            repo()
+                .join("examples/exec-build/workflow.json")
+                .to_str()
+                .unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--executor",
+            "kubernetes",
+        ],
+        scratch.path(),
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("`kubernetes` is not an executor"),
+        "{}",
+        stderr(&bad)
+    );
+    let mut cases = Vec::new();
+    if slurm_ready() {
+        cases.push(("slurm:debug", "slurm"));
+    }
+    if docker_ready() {
+        cases.push(("container:wfhost-test/busybox:1", "container"));
+    }
+    for (flag, executor) in cases {
+        let manifest = exec_manifest(
+            scratch.path(),
+            serde_json::json!({"config": {"commands": [{"argv": ["grep", "-c", "def", "calc.py"], "cwd": "project"}]},
+                               "transitions": end_on_success()}),
+            true,
+        );
+        let out = wfhost(
+            &[
+                "run",
+                manifest.to_str().unwrap(),
+                "-w",
+                ws.path().to_str().unwrap(),
+                "--json",
+                "--executor",
+                flag,
+            ],
+            scratch.path(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{flag}: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let run_id = report["run_id"].as_str().unwrap();
+        let m: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                ws.path()
+                    .join(format!(".output/exec/{run_id}/step-0-main.x/manifest.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(m["executor"], executor, "{flag}");
+    }
+}

@@ -27,11 +27,13 @@ pub struct Output {
     pub json: bool,
 }
 
-/// Where compiled plugins are cached.
+/// How the runtime is set up: where compiled plugins are cached, and where
+/// exec blocks that name no executor run.
 #[derive(Debug, Clone, Default)]
-pub struct CacheChoice {
-    pub dir: Option<PathBuf>,
-    pub disabled: bool,
+pub struct RuntimeChoice {
+    pub cache_dir: Option<PathBuf>,
+    pub cache_disabled: bool,
+    pub executor: wfhost_exec::Executor,
 }
 
 /// The engine's sink: the store, plus a line per event for the person
@@ -99,7 +101,7 @@ pub fn prepare(
     store: &Store,
     run: &RunRecord,
     state: &RunState,
-    cache: &CacheChoice,
+    cache: &RuntimeChoice,
     output: Output,
 ) -> Result<Prepared, String> {
     let json = store
@@ -124,7 +126,11 @@ pub fn prepare(
             run.id, run.workspace
         ));
     }
-    let runtime = start_runtime(cache.dir.clone(), cache.disabled)?;
+    let runtime = start_runtime(
+        cache.cache_dir.clone(),
+        cache.cache_disabled,
+        cache.executor.clone(),
+    )?;
     let plugins = load_plugins(runtime, &loaded, workspace)?;
     let now = plugin_digests(&plugins);
     for (name, pinned) in &state.plugins {

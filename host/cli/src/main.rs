@@ -169,12 +169,17 @@ pub fn builtin_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// The wasm runtime with the cache the user asked for.
+/// The wasm runtime with the cache and default executor the user asked
+/// for.
 pub fn start_runtime(
     cache_dir: Option<PathBuf>,
     no_cache: bool,
+    default_executor: wfhost_exec::Executor,
 ) -> Result<Arc<WasmRuntime>, String> {
-    let mut config = RuntimeConfig::default();
+    let mut config = RuntimeConfig {
+        default_executor,
+        ..RuntimeConfig::default()
+    };
     if no_cache {
         config.cache_dir = None;
     } else if let Some(dir) = cache_dir {

@@ -9,7 +9,7 @@ use wfhost_core::event::{Decision, Event};
 use wfhost_core::state::{Phase, RunState};
 use wfhost_store::{RunLock, RunRecord, Store};
 
-use crate::execute::{CacheChoice, Entry, Output, Prepared, PrintingSink, execute, prepare};
+use crate::execute::{Entry, Output, Prepared, PrintingSink, RuntimeChoice, execute, prepare};
 use crate::{Global, exit, report_error, store_error};
 
 /// Options shared by every command that executes blocks.
@@ -27,6 +27,10 @@ pub struct ExecOptions {
     /// Print only a JSON report of where the run came to rest.
     #[arg(long)]
     json: bool,
+    /// Where exec blocks that name no executor run: `local`,
+    /// `container:IMAGE` or `slurm[:PARTITION]`.
+    #[arg(long, default_value = "local", value_name = "EXECUTOR")]
+    executor: wfhost_exec::Executor,
 }
 
 impl ExecOptions {
@@ -37,10 +41,11 @@ impl ExecOptions {
         }
     }
 
-    fn cache(&self) -> CacheChoice {
-        CacheChoice {
-            dir: self.cache_dir.clone(),
-            disabled: self.no_cache,
+    fn cache(&self) -> RuntimeChoice {
+        RuntimeChoice {
+            cache_dir: self.cache_dir.clone(),
+            cache_disabled: self.no_cache,
+            executor: self.executor.clone(),
         }
     }
 }

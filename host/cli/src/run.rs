@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// per block) on stdout.
     #[arg(long)]
     json: bool,
+    /// Where exec blocks that name no executor run: `local`,
+    /// `container:IMAGE` (a local image) or `slurm[:PARTITION]`.
+    #[arg(long, default_value = "local", value_name = "EXECUTOR")]
+    executor: wfhost_exec::Executor,
 }
 
 pub fn run(args: RunArgs, global: &Global) -> u8 {
@@ -69,7 +73,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
         verbose: args.verbose,
         json: args.json,
     };
-    let runtime = match start_runtime(args.cache_dir, args.no_cache) {
+    let runtime = match start_runtime(args.cache_dir, args.no_cache, args.executor) {
         Ok(rt) => rt,
         Err(e) => {
             report_error(e);

@@ -35,6 +35,48 @@ pub use container::{ContainerOptions, ContainerPool};
 pub use local::run_local;
 pub use slurm::{SlurmExecutor, SlurmInfo, SlurmOptions};
 
+/// Where an exec block runs; also the run-wide default for blocks that
+/// name none (`wfhost run --executor`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Executor {
+    #[default]
+    Local,
+    Container(ContainerOptions),
+    Slurm(SlurmOptions),
+}
+
+impl std::str::FromStr for Executor {
+    type Err = String;
+
+    /// `local`, `container:IMAGE` or `slurm[:PARTITION]`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, arg) = match s.split_once(':') {
+            Some((kind, arg)) => (kind, Some(arg)),
+            None => (s, None),
+        };
+        match (kind, arg) {
+            ("local", None) => Ok(Executor::Local),
+            ("container", Some(image)) if !image.is_empty() => {
+                Ok(Executor::Container(ContainerOptions {
+                    image: image.to_string(),
+                    cpus: None,
+                    memory_mb: None,
+                }))
+            }
+            ("container", _) => {
+                Err("`container` needs an image: `container:IMAGE` (a local image)".into())
+            }
+            ("slurm", partition) => Ok(Executor::Slurm(SlurmOptions {
+                partition: partition.filter(|p| !p.is_empty()).map(str::to_string),
+                ..Default::default()
+            })),
+            _ => Err(format!(
+                "`{s}` is not an executor; use `local`, `container:IMAGE` or `slurm[:PARTITION]`"
+            )),
+        }
+    }
+}
+
 /// Who is running a block, for `meta/env.json`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BundleMeta {

@@ -21,6 +21,8 @@ pub struct RuntimeConfig {
     /// Cap on the stdout and on the stderr kept of each exec command, bytes
     /// (truncation is recorded in the bundle).
     pub max_exec_output_bytes: u64,
+    /// Where exec blocks that name no executor run.
+    pub default_executor: wfhost_exec::Executor,
     /// Use the pooling instance allocator (faster instantiation; reserves
     /// virtual address space up front).
     pub pooling: bool,
@@ -38,6 +40,7 @@ impl Default for RuntimeConfig {
             max_output_bytes: 16 << 20,
             max_log_bytes: 1 << 20,
             max_exec_output_bytes: 16 << 20,
+            default_executor: wfhost_exec::Executor::Local,
             pooling: true,
             pool_instances: 32,
         }

@@ -36,6 +36,8 @@ pub struct ExecScope {
     pub deadline: Instant,
     pub output_cap: u64,
     pub resources: Arc<RunResources>,
+    /// For blocks that name no executor.
+    pub default_executor: wfhost_exec::Executor,
 }
 
 impl ExecScope {
@@ -202,19 +204,21 @@ impl exec::Host for HostState {
             allow_shell: block.allow_shell,
         };
         let request = scope.request(spec);
-        let outcome = match block.executor {
-            exec::Executor::Local => wfhost_exec::run_local(&request).await,
-            exec::Executor::Container(o) => match scope.resources.containers().await {
-                Ok(pool) => pool.run(&request, &to_container_options(o)).await,
+        let executor = match block.executor {
+            None => scope.default_executor.clone(),
+            Some(exec::Executor::Local) => wfhost_exec::Executor::Local,
+            Some(exec::Executor::Container(o)) => {
+                wfhost_exec::Executor::Container(to_container_options(o))
+            }
+            Some(exec::Executor::Slurm(o)) => wfhost_exec::Executor::Slurm(to_slurm_options(o)),
+        };
+        let outcome = match executor {
+            wfhost_exec::Executor::Local => wfhost_exec::run_local(&request).await,
+            wfhost_exec::Executor::Container(o) => match scope.resources.containers().await {
+                Ok(pool) => pool.run(&request, &o).await,
                 Err(e) => Err(e),
             },
-            exec::Executor::Slurm(o) => {
-                scope
-                    .resources
-                    .slurm
-                    .run(&request, &to_slurm_options(o))
-                    .await
-            }
+            wfhost_exec::Executor::Slurm(o) => scope.resources.slurm.run(&request, &o).await,
         };
         outcome.map(|o| scope.result(o)).map_err(to_wit_error)
     }

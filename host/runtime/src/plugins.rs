@@ -316,6 +316,7 @@ impl PluginSet {
             env,
             deadline: std::time::Instant::now() + timeout,
             resources: self.resources.clone(),
+            default_executor: self.runtime.config.default_executor.clone(),
             output_cap: self.runtime.config.max_exec_output_bytes,
         };
         let mut store = self.new_store(wasi, timeout, Some(exec));

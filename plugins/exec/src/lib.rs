@@ -6,8 +6,9 @@
 //! - `commands` (required): `[{"argv": [...], "cwd": "sub/dir", "env": {"K": "V"}}]`,
 //!   run in order; the first failure stops the block.
 //! - `allow_shell` (default false): allow `sh`, `bash`, … as programs.
-//! - `executor` (default `"local"`): `"local"`, `{"container": {"image": …}}`
-//!   or `{"slurm": {"partition": …}}`.
+//! - `executor`: `"local"`, `{"container": {"image": …}}` or
+//!   `{"slurm": {"partition": …}}`; unset, the run's default executor
+//!   (`wfhost run --executor`, else local).
 //!
 //! Signals: `SIGNAL:SUCCESS` when every command exits 0,
 //! `SIGNAL:EXEC_TIMEOUT` when the block's timeout killed a command,
@@ -79,7 +80,7 @@ fn to_block(config: Config) -> exec::ExecBlock {
             })
             .collect(),
         allow_shell: config.allow_shell,
-        executor: match config.executor.unwrap_or(Executor::Local) {
+        executor: config.executor.map(|executor| match executor {
             Executor::Local => exec::Executor::Local,
             Executor::Container {
                 image,
@@ -103,7 +104,7 @@ fn to_block(config: Config) -> exec::ExecBlock {
                 mem_mb,
                 extra_args,
             }),
-        },
+        }),
     }
 }
 
@@ -204,7 +205,13 @@ mod tests {
             [("RUST_LOG".to_string(), "info".to_string())]
         );
         assert!(
-            matches!(block.executor, exec::Executor::Slurm(ref o) if o.partition.as_deref() == Some("debug"))
+            matches!(block.executor, Some(exec::Executor::Slurm(ref o)) if o.partition.as_deref() == Some("debug"))
+        );
+        let unset: Config =
+            serde_json::from_value(serde_json::json!({"commands": [{"argv": ["true"]}]})).unwrap();
+        assert!(
+            to_block(unset).executor.is_none(),
+            "unset leaves the choice to the run"
         );
         let bad =
             serde_json::from_value::<Config>(serde_json::json!({"commands": [], "shell": true}));
