@@ -298,3 +298,31 @@ async fn bad_input_fails_clearly_and_leaves_nothing_behind() {
         "no bundle is left by a block that did not run"
     );
 }
+
+#[tokio::test]
+async fn gc_cancels_only_jobs_whose_owner_is_gone() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(dir.path(), "orphan", vec![cmd(&["sleep", "120"])]);
+    req.meta.run_id = format!("test-orphan-{}", std::process::id());
+    req.deadline = None;
+    // Submitted, then the host "dies": nobody waits for the job.
+    let job = slurm.submit(&req, &debug()).await.unwrap();
+    // Its owner is this live process: not an orphan.
+    let none = wfhost_exec::slurm::cancel_orphans(|o| o.process_alive()).await;
+    assert!(!none.contains(&job.job_id), "{none:?}");
+    assert!(in_queue(&job.job_id));
+    // Once its run is known to be over, it is.
+    let run = req.meta.run_id.clone();
+    let cancelled = wfhost_exec::slurm::cancel_orphans(|o| o.run_id != run).await;
+    assert_eq!(cancelled, vec![job.job_id.clone()]);
+    for _ in 0..100 {
+        if !in_queue(&job.job_id) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!in_queue(&job.job_id));
+}
