@@ -16,6 +16,28 @@ fn project_workspace() -> tempfile::TempDir {
     ws
 }
 
+/// `wfhost run MANIFEST -w WS --json`, which must succeed; its report.
+fn run_json(manifest: &Path, ws: &Path, scratch: &Path) -> serde_json::Value {
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+            "--json",
+        ],
+        scratch,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A one-block workflow running `commands` with the exec worker.
 fn exec_manifest(dir: &Path, block: serde_json::Value, grant: bool) -> PathBuf {
     let mut wf = serde_json::json!({
@@ -42,24 +64,7 @@ fn the_exec_build_example_builds_tests_and_leaves_a_bundle() {
     let ws = project_workspace();
     let scratch = tempfile::tempdir().unwrap();
     let manifest = repo().join("examples/exec-build/workflow.json");
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-            "--json",
-        ],
-        scratch.path(),
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = run_json(&manifest, ws.path(), scratch.path());
     let run_id = report["run_id"].as_str().unwrap();
     let result = report["payload"]
         .as_array()
@@ -258,24 +263,7 @@ fn the_exec_container_example_reuses_its_dormant_container_and_cleans_up() {
     let ws = project_workspace();
     let scratch = tempfile::tempdir().unwrap();
     let manifest = repo().join("examples/exec-container/workflow.json");
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-            "--json",
-        ],
-        scratch.path(),
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = run_json(&manifest, ws.path(), scratch.path());
     let run_id = report["run_id"].as_str().unwrap();
     let manifest_of = |block: &str| -> serde_json::Value {
         let path = ws
@@ -335,24 +323,7 @@ fn the_exec_slurm_example_builds_and_tests_as_a_slurm_job() {
     let ws = project_workspace();
     let scratch = tempfile::tempdir().unwrap();
     let manifest = repo().join("examples/exec-slurm/workflow.json");
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-            "--json",
-        ],
-        scratch.path(),
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = run_json(&manifest, ws.path(), scratch.path());
     let run_id = report["run_id"].as_str().unwrap();
     let bundle = ws
         .path()
@@ -382,8 +353,7 @@ fn probe_manifest(dir: &Path, grants: &[&str], ops: serde_json::Value) -> PathBu
 }
 
 /// The probe's `PROBE` segments, in order.
-fn probe_results(out: &std::process::Output) -> Vec<String> {
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+fn probe_results(report: &serde_json::Value) -> Vec<String> {
     report["payload"]
         .as_array()
         .unwrap()
@@ -421,18 +391,7 @@ fn a_plugin_drives_a_container_through_the_container_capability() {
             {"op": "container_run", "image": "wfhost-test/no-such-image:1", "argv": ["true"]}
         ]),
     );
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-            "--json",
-        ],
-        scratch.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let r = probe_results(&out);
+    let r = probe_results(&run_json(&manifest, ws.path(), scratch.path()));
     assert!(r[0].starts_with("ok: "), "{r:?}");
     assert_eq!(r[1], "ok: exited(0)");
     assert_eq!(r[2], "ok: host file\n|");
@@ -505,18 +464,7 @@ fn a_plugin_submits_watches_and_cancels_slurm_jobs() {
             {"op": "slurm_submit", "commands": [["true"]], "partition": "nosuch"}
         ]),
     );
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-            "--json",
-        ],
-        scratch.path(),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let r = probe_results(&out);
+    let r = probe_results(&run_json(&manifest, ws.path(), scratch.path()));
     assert!(r[0].starts_with("ok: "), "{r:?}");
     assert!(
         r[1].starts_with("ok: FAILED finished=true succeeded=false")

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::{BundleMeta, CommandResult};
+use crate::{BundleMeta, CommandResult, ExecError, ExecOutcome, ExecRequest, repo, unix_ms};
 
 /// The version of `manifest.json`'s layout.
 pub const BUNDLE_VERSION: u32 = 1;
@@ -58,6 +58,56 @@ pub fn unique_bundle_dir(parent: &Path, name: &str) -> PathBuf {
         n += 1;
     }
     candidate
+}
+
+/// What an executor did, to be written as the bundle's manifest.
+pub(crate) struct Finished {
+    pub executor: &'static str,
+    pub started_ms: u64,
+    pub results: Vec<CommandResult>,
+    pub container: Option<ContainerInfo>,
+    pub slurm: Option<crate::slurm::SlurmInfo>,
+    /// Besides `meta/env.json` and `meta/repo.txt`.
+    pub extra_files: &'static [&'static str],
+}
+
+/// Write the manifest and metadata of the bundle at `dir`, seal it, and
+/// report the outcome. The block succeeded when every command ran and
+/// succeeded.
+pub(crate) async fn close(
+    request: &ExecRequest,
+    dir: &Path,
+    finished: Finished,
+) -> Result<ExecOutcome, ExecError> {
+    let results = finished.results;
+    let succeeded = results.len() == request.spec.commands.len()
+        && results.iter().all(CommandResult::succeeded);
+    let slurm_job_id = finished.slurm.as_ref().map(|s| s.job_id.clone());
+    let mut extra_files = vec!["meta/env.json", "meta/repo.txt"];
+    extra_files.extend_from_slice(finished.extra_files);
+    let manifest = BundleManifest {
+        version: BUNDLE_VERSION,
+        executor: finished.executor,
+        slurm_job_id: slurm_job_id.as_deref(),
+        container: finished.container,
+        slurm: finished.slurm,
+        started_ms: finished.started_ms,
+        ended_ms: unix_ms(),
+        succeeded,
+        commands: &results,
+        extra_files,
+    };
+    let repo = repo::snapshot(&request.workdir).await;
+    seal(dir, &manifest, &request.meta, &request.workdir, &repo).map_err(|e| {
+        ExecError::Failed(format!("cannot write the bundle {}: {e}", dir.display()))
+    })?;
+    Ok(ExecOutcome {
+        bundle_dir: request.bundle_dir.clone(),
+        executor: finished.executor,
+        slurm_job_id,
+        commands: results,
+        succeeded,
+    })
 }
 
 pub(crate) fn log_names(index: usize) -> (String, String) {

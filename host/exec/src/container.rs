@@ -27,8 +27,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::Mutex;
 use wfhost_core::exec::{self, ExecCommand};
 
-use crate::bundle::{self, BundleManifest, ContainerInfo};
-use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, repo, unix_ms};
+use crate::bundle::{self, ContainerInfo};
+use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, unix_ms};
 
 /// Present (value `1`) on every container wfhost starts.
 pub const LABEL_MANAGED: &str = "dev.wfhost.managed";
@@ -145,40 +145,23 @@ impl ContainerPool {
         } else {
             self.remove(&container).await;
         }
-        let succeeded = results.len() == request.spec.commands.len()
-            && results.iter().all(CommandResult::succeeded);
-        let manifest = BundleManifest {
-            version: bundle::BUNDLE_VERSION,
-            executor: "container",
-            slurm_job_id: None,
-            container: Some(ContainerInfo {
-                image: options.image.clone(),
-                id: container.clone(),
-                warm,
-            }),
-            slurm: None,
-            started_ms,
-            ended_ms: unix_ms(),
-            succeeded,
-            commands: &results,
-            extra_files: vec!["meta/env.json", "meta/repo.txt"],
-        };
-        let repo = repo::snapshot(&request.workdir).await;
-        bundle::seal(
+        bundle::close(
+            request,
             &request.bundle_dir,
-            &manifest,
-            &request.meta,
-            &request.workdir,
-            &repo,
+            bundle::Finished {
+                executor: "container",
+                started_ms,
+                results,
+                container: Some(ContainerInfo {
+                    image: options.image.clone(),
+                    id: container,
+                    warm,
+                }),
+                slurm: None,
+                extra_files: &[],
+            },
         )
-        .map_err(|e| ExecError::Failed(format!("cannot write the bundle: {e}")))?;
-        Ok(ExecOutcome {
-            bundle_dir: request.bundle_dir.clone(),
-            executor: "container",
-            slurm_job_id: None,
-            commands: results,
-            succeeded,
-        })
+        .await
     }
 
     /// A running container for `options.image`: the dormant one unpaused,
@@ -295,27 +278,11 @@ impl ContainerPool {
         index: usize,
         command: &ExecCommand,
     ) -> CommandResult {
-        let (stdout_name, stderr_name) = bundle::log_names(index);
-        let mut result = CommandResult {
-            argv: command.argv.clone(),
-            cwd: command.cwd.clone(),
-            exit_code: None,
-            signal: None,
-            started_ms: unix_ms(),
-            ended_ms: 0,
-            stdout: stdout_name.clone(),
-            stderr: stderr_name.clone(),
-            stdout_bytes: 0,
-            stderr_bytes: 0,
-            stdout_truncated: false,
-            stderr_truncated: false,
-            timed_out: false,
-            error: None,
-        };
+        let mut result = CommandResult::starting(index, command);
         let mut out =
-            CappedFile::create(&request.bundle_dir.join(&stdout_name), request.output_cap).await;
+            CappedFile::create(&request.bundle_dir.join(&result.stdout), request.output_cap).await;
         let mut err =
-            CappedFile::create(&request.bundle_dir.join(&stderr_name), request.output_cap).await;
+            CappedFile::create(&request.bundle_dir.join(&result.stderr), request.output_cap).await;
         if let Err(v) = exec::check_command(index, command, request.spec.allow_shell) {
             result.error = Some(v.to_string());
             result.ended_ms = unix_ms();

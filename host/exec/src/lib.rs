@@ -135,6 +135,28 @@ pub struct CommandResult {
 }
 
 impl CommandResult {
+    /// The result of command `index` before it ran: logs named, nothing
+    /// recorded yet, started now.
+    pub(crate) fn starting(index: usize, command: &wfhost_core::exec::ExecCommand) -> Self {
+        let (stdout, stderr) = bundle::log_names(index);
+        CommandResult {
+            argv: command.argv.clone(),
+            cwd: command.cwd.clone(),
+            exit_code: None,
+            signal: None,
+            started_ms: unix_ms(),
+            ended_ms: 0,
+            stdout,
+            stderr,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            timed_out: false,
+            error: None,
+        }
+    }
+
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0) && self.error.is_none() && !self.timed_out
     }

@@ -11,8 +11,8 @@ use std::process::Stdio;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use wfhost_core::exec::{self, ExecCommand};
 
-use crate::bundle::{self, BundleManifest};
-use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, repo, unix_ms};
+use crate::bundle;
+use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, unix_ms};
 
 /// Kills a process group when dropped.
 struct GroupGuard(Option<i32>);
@@ -106,41 +106,19 @@ pub async fn run_local(request: &ExecRequest) -> Result<ExecOutcome, ExecError> 
             break;
         }
     }
-    let succeeded = results.len() == request.spec.commands.len()
-        && results.iter().all(CommandResult::succeeded);
-    let manifest = BundleManifest {
-        version: bundle::BUNDLE_VERSION,
-        executor: "local",
-        slurm_job_id: None,
-        container: None,
-        slurm: None,
-        started_ms,
-        ended_ms: unix_ms(),
-        succeeded,
-        commands: &results,
-        extra_files: vec!["meta/env.json", "meta/repo.txt"],
-    };
-    let repo = repo::snapshot(&request.workdir).await;
-    bundle::seal(
+    bundle::close(
+        request,
         &request.bundle_dir,
-        &manifest,
-        &request.meta,
-        &request.workdir,
-        &repo,
+        bundle::Finished {
+            executor: "local",
+            started_ms,
+            results,
+            container: None,
+            slurm: None,
+            extra_files: &[],
+        },
     )
-    .map_err(|e| {
-        ExecError::Failed(format!(
-            "cannot write the bundle {}: {e}",
-            request.bundle_dir.display()
-        ))
-    })?;
-    Ok(ExecOutcome {
-        bundle_dir: request.bundle_dir.clone(),
-        executor: "local",
-        slurm_job_id: None,
-        commands: results,
-        succeeded,
-    })
+    .await
 }
 
 /// The checks right before a command runs, on this host: the policy again,
@@ -192,24 +170,8 @@ pub(crate) fn preflight(
 }
 
 async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand) -> CommandResult {
-    let (stdout_name, stderr_name) = bundle::log_names(index);
     let cwd = exec::resolve_cwd(&request.workdir, command.cwd.as_deref());
-    let mut result = CommandResult {
-        argv: command.argv.clone(),
-        cwd: command.cwd.clone(),
-        exit_code: None,
-        signal: None,
-        started_ms: unix_ms(),
-        ended_ms: 0,
-        stdout: stdout_name.clone(),
-        stderr: stderr_name.clone(),
-        stdout_bytes: 0,
-        stderr_bytes: 0,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        timed_out: false,
-        error: None,
-    };
+    let mut result = CommandResult::starting(index, command);
     let fail = |mut result: CommandResult, message: String| {
         // The log files exist even for a command that never ran, so that
         // every path in the manifest resolves.
@@ -248,12 +210,12 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
     let mut group = GroupGuard(child.id().map(|pid| pid as i32));
     let out = tokio::spawn(capture(
         child.stdout.take().expect("stdout is piped"),
-        request.bundle_dir.join(&stdout_name),
+        request.bundle_dir.join(&result.stdout),
         request.output_cap,
     ));
     let err = tokio::spawn(capture(
         child.stderr.take().expect("stderr is piped"),
-        request.bundle_dir.join(&stderr_name),
+        request.bundle_dir.join(&result.stderr),
         request.output_cap,
     ));
     let status = match request.deadline {

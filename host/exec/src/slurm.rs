@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use wfhost_core::exec;
 
-use crate::bundle::{self, BundleManifest};
-use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, repo, unix_ms};
+use crate::bundle;
+use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, unix_ms};
 
 /// The prefix of the comment every wfhost job carries.
 pub const COMMENT_PREFIX: &str = "wfhost-run=";
@@ -429,52 +429,24 @@ impl SlurmExecutor {
         let slurm_timed_out = timed_out || state == "TIMEOUT";
 
         let results = collect_results(request, bundle_dir, &state, slurm_timed_out);
-        let succeeded = results.len() == request.spec.commands.len()
-            && results.iter().all(CommandResult::succeeded);
-        let info = SlurmInfo {
-            job_id: job_id.clone(),
-            state,
-            exit_code,
-            job_log: job_log.to_string(),
-        };
-        let manifest = BundleManifest {
-            version: bundle::BUNDLE_VERSION,
-            executor: "slurm",
-            slurm_job_id: Some(&job_id),
-            container: None,
-            slurm: Some(info),
-            started_ms,
-            ended_ms: unix_ms(),
-            succeeded,
-            commands: &results,
-            extra_files: vec![
-                "meta/env.json",
-                "meta/repo.txt",
-                "slurm/job.sh",
-                "slurm/job.log",
-            ],
-        };
-        let repo = repo::snapshot(&request.workdir).await;
-        bundle::seal(
+        bundle::close(
+            request,
             bundle_dir,
-            &manifest,
-            &request.meta,
-            &request.workdir,
-            &repo,
+            bundle::Finished {
+                executor: "slurm",
+                started_ms,
+                results,
+                container: None,
+                slurm: Some(SlurmInfo {
+                    job_id,
+                    state,
+                    exit_code,
+                    job_log: job_log.to_string(),
+                }),
+                extra_files: &["slurm/job.sh", "slurm/job.log"],
+            },
         )
-        .map_err(|e| {
-            ExecError::Failed(format!(
-                "cannot write the bundle {}: {e}",
-                bundle_dir.display()
-            ))
-        })?;
-        Ok(ExecOutcome {
-            bundle_dir: request.bundle_dir.clone(),
-            executor: "slurm",
-            slurm_job_id: Some(job_id),
-            commands: results,
-            succeeded,
-        })
+        .await
     }
 
     /// Poll `squeue` until the job has left the queue. Returns true when
@@ -595,7 +567,7 @@ fn collect_results(
     let mut results = Vec::new();
     for (i, command) in request.spec.commands.iter().enumerate() {
         let n = i + 1;
-        let (stdout, stderr) = bundle::log_names(n);
+        let mut result = CommandResult::starting(n, command);
         let Some(start) = read(format!("cmd-{n}.start")) else {
             if i == 0 {
                 // The job never got to run anything: say why on command 1.
@@ -604,49 +576,38 @@ fn collect_results(
                 } else {
                     format!("the job ended ({job_state}) before its first command ran")
                 };
-                let _ = std::fs::write(bundle_dir.join(&stdout), b"");
-                let _ = std::fs::write(bundle_dir.join(&stderr), message.as_bytes());
-                results.push(CommandResult {
-                    argv: command.argv.clone(),
-                    cwd: command.cwd.clone(),
-                    exit_code: None,
-                    signal: None,
-                    started_ms: unix_ms(),
-                    ended_ms: unix_ms(),
-                    stdout,
-                    stderr,
-                    stdout_bytes: 0,
-                    stderr_bytes: message.len() as u64,
-                    stdout_truncated: false,
-                    stderr_truncated: false,
-                    timed_out,
-                    error: (!timed_out).then_some(message),
-                });
+                let _ = std::fs::write(bundle_dir.join(&result.stdout), b"");
+                let _ = std::fs::write(bundle_dir.join(&result.stderr), message.as_bytes());
+                result.ended_ms = unix_ms();
+                result.stderr_bytes = message.len() as u64;
+                result.timed_out = timed_out;
+                result.error = (!timed_out).then_some(message);
+                results.push(result);
             }
             break;
         };
-        let started_ms = start.trim().parse().unwrap_or(0);
+        result.started_ms = start.trim().parse().unwrap_or(0);
         let end = read(format!("cmd-{n}.end"));
         let mut parts = end.as_deref().unwrap_or_default().split_whitespace();
         let exit_code: Option<i32> = parts.next().and_then(|c| c.parse().ok());
-        let ended_ms = parts
+        result.ended_ms = parts
             .next()
             .and_then(|t| t.parse().ok())
             .unwrap_or_else(unix_ms);
         let marker = parts.next();
-        for name in [&stdout, &stderr] {
+        for name in [&result.stdout, &result.stderr] {
             // A command that was killed before its redirections opened.
             let path = bundle_dir.join(name);
             if !path.exists() {
                 let _ = std::fs::write(&path, b"");
             }
         }
-        let (stdout_bytes, stdout_truncated) =
-            cap_file(&bundle_dir.join(&stdout), request.output_cap);
-        let (stderr_bytes, stderr_truncated) =
-            cap_file(&bundle_dir.join(&stderr), request.output_cap);
+        (result.stdout_bytes, result.stdout_truncated) =
+            cap_file(&bundle_dir.join(&result.stdout), request.output_cap);
+        (result.stderr_bytes, result.stderr_truncated) =
+            cap_file(&bundle_dir.join(&result.stderr), request.output_cap);
         let finished = end.is_some();
-        let error = match marker {
+        result.error = match marker {
             Some("not-found") => Some(format!(
                 "command {n}: program `{}` not found on the compute node",
                 command.argv[0]
@@ -660,23 +621,10 @@ fn collect_results(
             )),
             _ => None,
         };
-        let ok = finished && exit_code == Some(0);
-        results.push(CommandResult {
-            argv: command.argv.clone(),
-            cwd: command.cwd.clone(),
-            exit_code: if finished { exit_code } else { None },
-            signal: None,
-            started_ms,
-            ended_ms,
-            stdout,
-            stderr,
-            stdout_bytes,
-            stderr_bytes,
-            stdout_truncated,
-            stderr_truncated,
-            timed_out: !finished && timed_out,
-            error,
-        });
+        result.exit_code = if finished { exit_code } else { None };
+        result.timed_out = !finished && timed_out;
+        let ok = result.succeeded();
+        results.push(result);
         if !ok {
             break;
         }
