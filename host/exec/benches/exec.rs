@@ -16,6 +16,29 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// A block of one `true` in `dir`, its bundle at `dir/name`.
+fn one_true(dir: &std::path::Path, name: &str) -> ExecRequest {
+    ExecRequest {
+        spec: ExecSpec {
+            commands: vec![ExecCommand {
+                argv: vec!["true".into()],
+                cwd: None,
+                env: vec![],
+            }],
+            allow_shell: false,
+        },
+        workdir: dir.to_path_buf(),
+        bundle_dir: dir.join(name),
+        env: vec![],
+        meta: BundleMeta {
+            run_id: "bench".into(),
+            ..Default::default()
+        },
+        deadline: None,
+        output_cap: 1 << 20,
+    }
+}
+
 /// Cold start (create + start a container) against warm start (unpause a
 /// dormant one), each for a block of one `true`.
 fn containers(rt: &tokio::runtime::Runtime) {
@@ -35,25 +58,7 @@ fn containers(rt: &tokio::runtime::Runtime) {
     let mut n = 0;
     let mut block = |pool: &ContainerPool| {
         n += 1;
-        let request = ExecRequest {
-            spec: ExecSpec {
-                commands: vec![ExecCommand {
-                    argv: vec!["true".into()],
-                    cwd: None,
-                    env: vec![],
-                }],
-                allow_shell: false,
-            },
-            workdir: dir.path().to_path_buf(),
-            bundle_dir: dir.path().join(format!("c-{n}")),
-            env: vec![],
-            meta: BundleMeta {
-                run_id: "bench".into(),
-                ..Default::default()
-            },
-            deadline: None,
-            output_cap: 1 << 20,
-        };
+        let request = one_true(dir.path(), &format!("c-{n}"));
         let t = Instant::now();
         let outcome = rt.block_on(pool.run(&request, &options)).unwrap();
         assert!(outcome.succeeded);
@@ -92,25 +97,7 @@ fn slurm(rt: &tokio::runtime::Runtime) {
     let dir = tempfile::tempdir().unwrap();
     let mut times = Vec::new();
     for n in 0..5 {
-        let request = ExecRequest {
-            spec: ExecSpec {
-                commands: vec![ExecCommand {
-                    argv: vec!["true".into()],
-                    cwd: None,
-                    env: vec![],
-                }],
-                allow_shell: false,
-            },
-            workdir: dir.path().to_path_buf(),
-            bundle_dir: dir.path().join(format!("s-{n}")),
-            env: vec![],
-            meta: BundleMeta {
-                run_id: "bench".into(),
-                ..Default::default()
-            },
-            deadline: None,
-            output_cap: 1 << 20,
-        };
+        let request = one_true(dir.path(), &format!("s-{n}"));
         let t = Instant::now();
         let outcome = rt
             .block_on(slurm.run(&request, &SlurmOptions::default()))
