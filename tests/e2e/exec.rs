@@ -607,3 +607,105 @@ fn the_executor_flag_moves_blocks_that_name_none() {
         assert_eq!(m["executor"], executor, "{flag}");
     }
 }
+
+/// Start `wfhost run` on a one-block workflow whose command sleeps, wait
+/// until `leftover(pid)` finds what the block started for the wfhost
+/// process `pid`, SIGKILL wfhost, and return the scratch dir and the
+/// leftover.
+fn crash_mid_block(
+    executor: serde_json::Value,
+    leftover: impl Fn(u32) -> Option<String>,
+) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = exec_manifest(
+        dir.path(),
+        serde_json::json!({"timeout": "600s",
+                           "config": {"commands": [{"argv": ["sleep", "300"]}], "executor": executor},
+                           "transitions": end_on_success()}),
+        true,
+    );
+    let mut child = command(dir.path())
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "--workspace",
+            dir.path().to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let found = loop {
+        if let Some(found) = leftover(child.id()) {
+            break found;
+        }
+        assert!(std::time::Instant::now() < until, "the block never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    child.kill().unwrap(); // SIGKILL: no shutdown, no cleanup
+    child.wait().unwrap();
+    (dir, found)
+}
+
+fn lines(program: &str, args: &[&str]) -> Vec<String> {
+    let out = Command::new(program).args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn gc_removes_the_container_and_cancels_the_job_a_crashed_run_left() {
+    if docker_ready() {
+        let of = |pid: u32| {
+            lines(
+                "docker",
+                &[
+                    "ps",
+                    "-aq",
+                    "--filter",
+                    &format!("label=dev.wfhost.pid={pid}"),
+                ],
+            )
+        };
+        let (dir, pid) = crash_mid_block(
+            serde_json::json!({"container": {"image": "wfhost-test/busybox:1"}}),
+            |pid| (!of(pid).is_empty()).then(|| pid.to_string()),
+        );
+        let pid: u32 = pid.parse().unwrap();
+        let left = of(pid);
+        assert_eq!(left.len(), 1, "the crash left its container");
+        let gc = wfhost(&["gc", "--json"], dir.path());
+        let report: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+        let removed = report["orphan_containers_removed"].as_array().unwrap();
+        assert!(
+            removed
+                .iter()
+                .any(|id| id.as_str().unwrap().starts_with(&left[0])),
+            "{report}"
+        );
+        assert!(of(pid).is_empty());
+    }
+    if slurm_ready() {
+        let job_of = |pid: u32| {
+            lines("squeue", &["-h", "-o", "%i %k"])
+                .into_iter()
+                .find(|j| j.contains(&format!(";pid={pid};")))
+                .map(|j| j.split_whitespace().next().unwrap().to_string())
+        };
+        let (dir, id) =
+            crash_mid_block(serde_json::json!({"slurm": {"partition": "debug"}}), job_of);
+        let gc = wfhost(&["gc", "--json"], dir.path());
+        let report: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+        assert!(
+            report["orphan_slurm_jobs_cancelled"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|j| j == id.as_str()),
+            "{report}"
+        );
+    }
+}
