@@ -40,6 +40,29 @@
 //! writable file restrictions and `.output/`); the SDK makes it the current
 //! directory before your code runs, so relative paths work. There is no
 //! network and no environment variables beyond the contract.
+//!
+//! ## Host capabilities
+//! Heavy work stays in the host and is reached through the modules
+//! [`exec`], [`container`] and [`slurm`]. Each needs the capability of that
+//! name in the plugin's `grants` in the workflow; a component that uses one
+//! without the grant is refused when the workflow loads. For example, a
+//! worker that runs a container and waits for it:
+//!
+//! ```no_run
+//! use wfhost_sdk::container;
+//! use wfhost_sdk::exec::{Command, ContainerOptions};
+//!
+//! # fn demo() -> Result<(), wfhost_sdk::exec::ExecError> {
+//! let options = ContainerOptions { image: "my-tools:1".into(), cpus: Some(1.0), memory_mb: None };
+//! let command = Command { argv: vec!["make".into(), "test".into()], cwd: None, env: vec![] };
+//! let id = container::run(&options, &command, false)?;
+//! while !matches!(container::status(&id)?, container::ContainerState::Exited(_)) {
+//!     std::thread::sleep(std::time::Duration::from_millis(200));
+//! }
+//! let (stdout, _stderr) = container::logs(&id)?;
+//! container::remove(&id)?;
+//! # let _ = stdout; Ok(()) }
+//! ```
 
 // The generated bindings name this crate by its absolute path so that the
 // export macros also expand correctly inside plugin crates.
