@@ -709,3 +709,57 @@ fn gc_removes_the_container_and_cancels_the_job_a_crashed_run_left() {
         );
     }
 }
+
+#[test]
+fn a_resumed_run_keeps_the_executor_it_was_started_with() {
+    let executor = if slurm_ready() {
+        ("slurm:debug", "slurm")
+    } else if docker_ready() {
+        ("container:wfhost-test/busybox:1", "container")
+    } else {
+        return;
+    };
+    let ws = project_workspace();
+    let scratch = tempfile::tempdir().unwrap();
+    let wf = serde_json::json!({
+        "id": "gate-then-exec", "start_node": "main",
+        "plugins": {"exec": {"grants": ["exec"]}},
+        "nodes": {"main": {"entry_block": "ask", "blocks": {
+            "ask": {"worker": "echo", "config": {"message": "go?"}, "transitions": [
+                {"on_signal": "SIGNAL:SUCCESS", "action": "GATE:Run the build?"},
+                {"on_signal": "SIGNAL:GATE_APPROVED", "action": "JUMP:build"},
+                {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL:no"}
+            ]},
+            "build": {"worker": "exec",
+                      "config": {"commands": [{"argv": ["grep", "-c", "def", "calc.py"], "cwd": "project"}]},
+                      "transitions": end_on_success()}
+        }}}
+    });
+    let manifest = write_manifest(scratch.path(), wf);
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+            "--executor",
+            executor.0,
+        ],
+        scratch.path(),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = report["run_id"].as_str().unwrap().to_string();
+    // A later process, without the flag, continues the run.
+    let out = wfhost(&["gate", &run_id, "UD-1", "approved"], scratch.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let m: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(ws.path().join(format!(
+            ".output/exec/{run_id}/step-1-main.build/manifest.json"
+        )))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["executor"], executor.1);
+}

@@ -33,7 +33,8 @@ pub struct Output {
 pub struct RuntimeChoice {
     pub cache_dir: Option<PathBuf>,
     pub cache_disabled: bool,
-    pub executor: wfhost_exec::Executor,
+    /// None: the one the run was started with.
+    pub executor: Option<wfhost_exec::Executor>,
 }
 
 /// The engine's sink: the store, plus a line per event for the person
@@ -126,11 +127,17 @@ pub fn prepare(
             run.id, run.workspace
         ));
     }
-    let runtime = start_runtime(
-        cache.cache_dir.clone(),
-        cache.cache_disabled,
-        cache.executor.clone(),
-    )?;
+    let executor = match &cache.executor {
+        Some(executor) => executor.clone(),
+        None if state.default_executor.is_empty() => wfhost_exec::Executor::Local,
+        None => state.default_executor.parse().map_err(|e| {
+            format!(
+                "run {}: its recorded executor `{}`: {e}",
+                run.id, state.default_executor
+            )
+        })?,
+    };
+    let runtime = start_runtime(cache.cache_dir.clone(), cache.cache_disabled, executor)?;
     let plugins = load_plugins(runtime, &loaded, workspace)?;
     let now = plugin_digests(&plugins);
     for (name, pinned) in &state.plugins {

@@ -28,9 +28,10 @@ pub struct ExecOptions {
     #[arg(long)]
     json: bool,
     /// Where exec blocks that name no executor run: `local`,
-    /// `container:IMAGE` or `slurm[:PARTITION]`.
-    #[arg(long, default_value = "local", value_name = "EXECUTOR")]
-    executor: wfhost_exec::Executor,
+    /// `container:IMAGE` or `slurm[:PARTITION]` (default: the one the run
+    /// was started with).
+    #[arg(long, value_name = "EXECUTOR")]
+    executor: Option<wfhost_exec::Executor>,
 }
 
 impl ExecOptions {

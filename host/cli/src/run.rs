@@ -73,6 +73,10 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
         verbose: args.verbose,
         json: args.json,
     };
+    let default_executor = match &args.executor {
+        wfhost_exec::Executor::Local => String::new(),
+        other => other.to_string(),
+    };
     let runtime = match start_runtime(args.cache_dir, args.no_cache, args.executor) {
         Ok(rt) => rt,
         Err(e) => {
@@ -114,6 +118,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     options.max_steps = args.max_steps;
     options.workflow_hash = pin.hash.clone();
     options.plugins = plugin_digests(&plugins);
+    options.default_executor = default_executor;
     let started = engine::started_event(&workflow.workflow, &options);
     let lock = match store.lock_run(&record.id) {
         Ok(lock) => lock,

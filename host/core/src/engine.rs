@@ -122,6 +122,10 @@ pub struct RunOptions {
     pub max_steps: u64,
     /// Nested CALL depth limit.
     pub max_call_depth: usize,
+    /// Where exec blocks that name no executor run, as the operator wrote
+    /// it (`wfhost run --executor`); empty means local. Recorded so that a
+    /// resumed run keeps it.
+    pub default_executor: String,
 }
 
 impl RunOptions {
@@ -132,6 +136,7 @@ impl RunOptions {
             plugins: BTreeMap::new(),
             max_steps: 10_000,
             max_call_depth: 64,
+            default_executor: String::new(),
         }
     }
 }
@@ -177,6 +182,7 @@ pub fn started_event(workflow: &Workflow, options: &RunOptions) -> Event {
             .unwrap_or_default(),
         max_steps: options.max_steps,
         max_call_depth: options.max_call_depth,
+        default_executor: options.default_executor.clone(),
     }
 }
 

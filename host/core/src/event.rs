@@ -37,6 +37,10 @@ pub enum Event {
         start_block: String,
         max_steps: u64,
         max_call_depth: usize,
+        /// Where exec blocks that name no executor run (`local`,
+        /// `container:IMAGE`, `slurm[:PARTITION]`); empty means local.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        default_executor: String,
     },
     /// A block is about to execute. Without a matching
     /// [`Event::BlockCompleted`] the execution was interrupted and runs again.

@@ -105,6 +105,8 @@ pub struct RunState {
     pub workflow_id: String,
     pub workflow_hash: String,
     pub plugins: BTreeMap<String, String>,
+    /// The run's default executor (see [`crate::engine::RunOptions`]).
+    pub default_executor: String,
     pub max_steps: u64,
     pub max_call_depth: usize,
     pub phase: Phase,
@@ -150,6 +152,7 @@ impl RunState {
             start_block,
             max_steps,
             max_call_depth,
+            default_executor,
         } = started
         else {
             return Err(ReplayError {
@@ -163,6 +166,7 @@ impl RunState {
             workflow_id: workflow_id.clone(),
             workflow_hash: workflow_hash.clone(),
             plugins: plugins.clone(),
+            default_executor: default_executor.clone(),
             max_steps: *max_steps,
             max_call_depth: *max_call_depth,
             phase: Phase::Ready {

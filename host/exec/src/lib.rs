@@ -45,6 +45,21 @@ pub enum Executor {
     Slurm(SlurmOptions),
 }
 
+/// The `--executor` spelling, which [`str::parse`] reads back; limits set
+/// in a manifest (`cpus`, `memory_mb`, `time_limit`, …) are not part of it.
+impl std::fmt::Display for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Executor::Local => f.write_str("local"),
+            Executor::Container(o) => write!(f, "container:{}", o.image),
+            Executor::Slurm(o) => match &o.partition {
+                Some(p) => write!(f, "slurm:{p}"),
+                None => f.write_str("slurm"),
+            },
+        }
+    }
+}
+
 impl std::str::FromStr for Executor {
     type Err = String;
 

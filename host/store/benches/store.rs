@@ -19,6 +19,7 @@ fn started(run_id: &str, max_steps: u64) -> Event {
         start_block: "a".into(),
         max_steps,
         max_call_depth: 64,
+        default_executor: String::new(),
     }
 }
 

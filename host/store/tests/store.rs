@@ -14,6 +14,7 @@ fn started(run_id: &str) -> Event {
         start_block: "a".into(),
         max_steps: 100,
         max_call_depth: 8,
+        default_executor: String::new(),
     }
 }
 
