@@ -59,6 +59,9 @@ pub struct ContainerPool {
     /// Containers started through the `container` capability: the only
     /// ones a plugin may address.
     owned: Mutex<HashSet<String>>,
+    /// Containers running a block right now. A block abandoned mid-command
+    /// (its future dropped) leaves its container here, for `shutdown`.
+    in_use: Mutex<HashSet<String>>,
 }
 
 /// Where a container started through the `container` capability is.
@@ -106,6 +109,7 @@ impl ContainerPool {
             docker,
             dormant: Mutex::new(HashMap::new()),
             owned: Mutex::new(HashSet::new()),
+            in_use: Mutex::new(HashSet::new()),
         })
     }
 
@@ -117,12 +121,15 @@ impl ContainerPool {
     ) -> Result<ExecOutcome, ExecError> {
         exec::check(&request.spec)?;
         let (container, warm) = self.acquire(request, options).await?;
-        std::fs::create_dir_all(&request.bundle_dir).map_err(|e| {
-            ExecError::Failed(format!(
+        self.in_use.lock().await.insert(container.clone());
+        if let Err(e) = std::fs::create_dir_all(&request.bundle_dir) {
+            self.in_use.lock().await.remove(&container);
+            self.remove(&container).await;
+            return Err(ExecError::Failed(format!(
                 "cannot create the bundle {}: {e}",
                 request.bundle_dir.display()
-            ))
-        })?;
+            )));
+        }
         let started_ms = unix_ms();
         let mut results = Vec::new();
         let mut container_alive = true;
@@ -137,6 +144,7 @@ impl ContainerPool {
                 break;
             }
         }
+        self.in_use.lock().await.remove(&container);
         if container_alive && self.docker.pause_container(&container).await.is_ok() {
             self.dormant
                 .lock()
@@ -404,6 +412,7 @@ impl ContainerPool {
             .map(|(_, id)| id)
             .collect();
         ids.extend(self.owned.lock().await.drain());
+        ids.extend(self.in_use.lock().await.drain());
         for id in ids {
             self.remove(&id).await;
         }

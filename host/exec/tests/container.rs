@@ -308,3 +308,22 @@ async fn orphans_of_dead_runs_are_removed() {
     assert_eq!(removed.len(), 1);
     assert!(gc.containers_of(&run).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_block_abandoned_mid_command_leaves_its_container_to_shutdown() {
+    let Some(pool) = pool_or_skip().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_id("abandoned");
+    let req = request(dir.path(), &run, "gone", vec![cmd(&["sleep", "60"])]);
+    // The caller gives up (its future is dropped) while the command runs.
+    let abandoned = tokio::time::timeout(Duration::from_secs(3), pool.run(&req, &busybox())).await;
+    assert!(abandoned.is_err(), "the block was still running");
+    assert_eq!(pool.containers_of(&run).await.unwrap().len(), 1);
+    pool.shutdown().await;
+    assert!(
+        pool.containers_of(&run).await.unwrap().is_empty(),
+        "shutdown removes the abandoned block's container"
+    );
+}
