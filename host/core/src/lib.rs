@@ -6,13 +6,15 @@
 //! they fold into ([`state`]), transition resolution ([`transitions`]), the engine
 //! commands that action handlers return ([`command`]) and the grammar of the
 //! default action handler ([`actions`]), file restrictions ([`restrictions`])
-//! and workspace snapshots used to enforce them ([`workspace`]).
+//! and workspace snapshots used to enforce them ([`workspace`]), and the
+//! agent block output contract ([`block_output`]).
 //!
 //! It must not depend on wasmtime, Docker or Slurm: those are adapters that
 //! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
 //! core is tested with in-process fakes.
 
 pub mod analysis;
+pub mod block_output;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod context;
