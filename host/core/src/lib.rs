@@ -7,12 +7,14 @@
 //! commands that action handlers return ([`command`]) and the grammar of the
 //! default action handler ([`actions`]), file restrictions ([`restrictions`])
 //! and workspace snapshots used to enforce them ([`workspace`]), and the
-//! agent block output contract ([`block_output`]).
+//! agent contracts: the block output file ([`block_output`]) and the JSON
+//! agent protocol ([`agent_protocol`]).
 //!
 //! It must not depend on wasmtime, Docker or Slurm: those are adapters that
 //! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
 //! core is tested with in-process fakes.
 
+pub mod agent_protocol;
 pub mod analysis;
 pub mod block_output;
 pub use wfhost_actions::{command, grammar as actions};
