@@ -7,8 +7,9 @@
 //! commands that action handlers return ([`command`]) and the grammar of the
 //! default action handler ([`actions`]), file restrictions ([`restrictions`])
 //! and workspace snapshots used to enforce them ([`workspace`]), and the
-//! agent contracts: the block output file ([`block_output`]) and the JSON
-//! agent protocol ([`agent_protocol`]).
+//! agent contracts: the block output file ([`block_output`]), the JSON
+//! agent protocol ([`agent_protocol`]) and the orchestrator artifacts
+//! ([`session_artifacts`]).
 //!
 //! It must not depend on wasmtime, Docker or Slurm: those are adapters that
 //! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
@@ -30,6 +31,7 @@ pub mod payload;
 pub mod pinning;
 pub mod prompt;
 pub mod restrictions;
+pub mod session_artifacts;
 pub mod state;
 pub mod transitions;
 pub mod validation;
