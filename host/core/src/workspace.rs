@@ -220,6 +220,55 @@ pub fn apply(changes: &[Change], from: &Path, to: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Undo, in `live`, the changes (found by [`diff`] from `snapshot` to
+/// `live`) that `plan` does not permit, restoring what `snapshot` holds:
+/// additions are removed, modifications and removals are copied back. A
+/// changed directory is undone too unless a permitted change lies below
+/// it. This is how a non-sandboxed executor's changes outside a block's
+/// restrictions are rolled back. Returns the paths undone.
+pub fn revert(
+    changes: &[Change],
+    plan: &RestrictionPlan,
+    snapshot: &Path,
+    live: &Path,
+) -> io::Result<Vec<String>> {
+    let undo: Vec<&Change> = changes
+        .iter()
+        .filter(|c| !plan.permits(&c.path))
+        .filter(|c| {
+            c.entry != EntryKind::Dir
+                || !changes.iter().any(|other| {
+                    other.path.len() > c.path.len()
+                        && crate::restrictions::is_under(&other.path, &c.path)
+                        && plan.permits(&other.path)
+                })
+        })
+        .collect();
+    let mut inverse = Vec::with_capacity(undo.len());
+    for c in &undo {
+        inverse.push(match c.kind {
+            ChangeKind::Added => Change {
+                kind: ChangeKind::Removed,
+                ..(*c).clone()
+            },
+            // A removal records the entry it removed.
+            ChangeKind::Removed => Change {
+                kind: ChangeKind::Added,
+                ..(*c).clone()
+            },
+            // A modification records the entry after it; restore the one
+            // before.
+            ChangeKind::Modified => Change {
+                path: c.path.clone(),
+                kind: ChangeKind::Modified,
+                entry: entry_kind(&snapshot.join(&c.path))?,
+            },
+        });
+    }
+    apply(&inverse, snapshot, live)?;
+    Ok(undo.into_iter().map(|c| c.path.clone()).collect())
+}
+
 /// Make sure `root/rel` is a real directory reached without passing through
 /// a symlink, creating missing components when `create` is set. Returns the
 /// full path. This is what makes it safe to hand the directory to a sandbox:
@@ -262,6 +311,73 @@ pub fn ensure_real_dir(root: &Path, rel: &str, create: bool) -> io::Result<PathB
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn revert_keeps_a_new_directory_that_holds_permitted_files() {
+        let root = tmp();
+        let (live, snap) = (root.join("live"), root.join("snap"));
+        fs::create_dir_all(&live).unwrap();
+        copy_tree(&live, &snap, &|_| false).unwrap();
+        fs::create_dir_all(live.join("a")).unwrap();
+        fs::write(live.join("a/ok"), "ok").unwrap();
+        fs::write(live.join("a/bad"), "bad").unwrap();
+        let plan = RestrictionPlan::new(Some(&["a/ok".to_string()])).unwrap();
+        let changes = diff(&snap, &live, &|_| false).unwrap();
+        assert_eq!(
+            revert(&changes, &plan, &snap, &live).unwrap(),
+            ["a/bad".to_string()]
+        );
+        assert!(live.join("a/ok").is_file());
+        assert!(!live.join("a/bad").exists());
+    }
+
+    #[test]
+    fn revert_undoes_only_the_changes_outside_the_restrictions() {
+        let root = tmp();
+        let (live, snap) = (root.join("live"), root.join("snap"));
+        fs::create_dir_all(live.join("src")).unwrap();
+        fs::create_dir_all(live.join("docs/old")).unwrap();
+        fs::write(live.join("src/lib.rs"), "v1").unwrap();
+        fs::write(live.join("README.md"), "readme").unwrap();
+        fs::write(live.join("docs/old/a.md"), "a").unwrap();
+        fs::write(live.join("turns-into-dir"), "file").unwrap();
+        copy_tree(&live, &snap, &|_| false).unwrap();
+
+        // A local agent allowed to touch src/** does more than that.
+        fs::write(live.join("src/lib.rs"), "v2").unwrap();
+        fs::write(live.join("src/new.rs"), "new").unwrap();
+        fs::write(live.join("README.md"), "defaced").unwrap();
+        fs::write(live.join("stray.txt"), "stray").unwrap();
+        fs::remove_dir_all(live.join("docs/old")).unwrap();
+        fs::remove_file(live.join("turns-into-dir")).unwrap();
+        fs::create_dir_all(live.join("turns-into-dir/x")).unwrap();
+        fs::write(live.join("turns-into-dir/x/f"), "f").unwrap();
+        symlink("/etc", live.join("escape")).unwrap();
+
+        let plan = RestrictionPlan::new(Some(&["src/**".to_string()])).unwrap();
+        let changes = diff(&snap, &live, &|_| false).unwrap();
+        let undone = revert(&changes, &plan, &snap, &live).unwrap();
+        assert!(undone.contains(&"README.md".to_string()), "{undone:?}");
+        assert!(!undone.iter().any(|p| p.starts_with("src/")), "{undone:?}");
+
+        assert_eq!(fs::read_to_string(live.join("src/lib.rs")).unwrap(), "v2");
+        assert_eq!(fs::read_to_string(live.join("src/new.rs")).unwrap(), "new");
+        assert_eq!(
+            fs::read_to_string(live.join("README.md")).unwrap(),
+            "readme"
+        );
+        assert_eq!(fs::read_to_string(live.join("docs/old/a.md")).unwrap(), "a");
+        assert_eq!(
+            fs::read_to_string(live.join("turns-into-dir")).unwrap(),
+            "file"
+        );
+        assert!(!live.join("stray.txt").exists());
+        assert!(fs::symlink_metadata(live.join("escape")).is_err());
+        // Nothing outside the restrictions differs any more.
+        let left = diff(&snap, &live, &|_| false).unwrap();
+        assert!(violations(&left, &plan).is_empty(), "{left:?}");
+        assert_eq!(left.len(), 2, "the permitted changes stay: {left:?}");
+    }
 
     fn tmp() -> PathBuf {
         use std::sync::atomic::{AtomicU32, Ordering};
