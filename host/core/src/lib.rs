@@ -24,6 +24,7 @@ pub mod context;
 pub mod engine;
 pub mod event;
 pub mod exec;
+pub mod fan_in;
 pub mod graph;
 pub mod manifest;
 pub mod merge;
