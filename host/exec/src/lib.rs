@@ -20,6 +20,7 @@
 
 mod bundle;
 pub mod container;
+pub mod lanes;
 mod local;
 mod repo;
 pub mod slurm;
