@@ -25,6 +25,18 @@ pub struct ExecCommand {
     pub env: Vec<(String, String)>,
 }
 
+impl ExecCommand {
+    /// The `PATH` this command's overrides set (the last one wins), which
+    /// is where its program is looked up.
+    pub fn path_override(&self) -> Option<&str> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// An exec block: commands run in order; the first that fails stops the
 /// block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

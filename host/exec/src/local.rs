@@ -138,12 +138,7 @@ pub(crate) fn preflight(
             command.cwd.as_deref().unwrap_or(".")
         ));
     }
-    let path_override = command
-        .env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str());
+    let path_override = command.path_override();
     let Some(executable) = resolve(&command.argv[0], &cwd, path_override) else {
         return Err(format!(
             "command {index}: program `{}` not found",

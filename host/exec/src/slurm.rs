@@ -153,12 +153,7 @@ fn batch_script(request: &ExecRequest, bundle: &Path, workdir: &Path) -> String 
         let n = i + 1;
         let (stdout, stderr) = bundle::log_names(n);
         let cwd = exec::resolve_cwd(workdir, command.cwd.as_deref());
-        let path_override = command
-            .env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.as_str());
+        let path_override = command.path_override();
         let assignments: Vec<String> = request
             .env
             .iter()
