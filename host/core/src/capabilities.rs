@@ -32,6 +32,11 @@ pub const CAPABILITIES: &[Capability] = &[
         interfaces: &["wfhost:plugin/slurm"],
         summary: "submit, watch and cancel Slurm batch jobs that leave exec result bundles",
     },
+    Capability {
+        name: "agent",
+        interfaces: &["wfhost:plugin/agent"],
+        summary: "run agent CLIs with the env contract and prompt, then check their changes and BlockOutput",
+    },
 ];
 
 /// Interface prefixes every plugin may import.

@@ -33,7 +33,35 @@ pub struct BlockRequest {
     pub context: BlockContext,
     pub payload: ExecutionPayload,
     pub timeout: Option<Duration>,
+    /// Set when the block runs as one lane of a parallel group: the worker
+    /// works in that lane's isolated workspace.
+    pub lane: Option<LaneKey>,
 }
+
+/// One lane of a parallel block's execution.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LaneKey {
+    pub run_id: String,
+    /// The parallel block's step.
+    pub step: u64,
+    pub node: String,
+    pub block: String,
+    pub lane: String,
+}
+
+impl LaneKey {
+    /// The lane's `NODE_ID` in the agent contract: `<node>.<block>.<lane>`.
+    pub fn agent_id(&self) -> String {
+        format!("{}.{}.{}", self.node, self.block, self.lane)
+    }
+
+    /// A directory name unique in the run.
+    pub fn dir_name(&self) -> String {
+        format!("step-{}-{}", self.step, self.lane)
+    }
+}
+
+const NO_LANES: &str = "this host cannot run parallel groups";
 
 /// Why a block produced no output: the worker trapped, returned an error,
 /// timed out, hit a limit, or could not be started.
@@ -50,8 +78,51 @@ pub struct BlockResult {
 }
 
 /// Executes blocks. Implemented by the wasm runtime adapter.
+///
+/// The lane methods give a parallel group's lanes their isolated
+/// workspaces; a host without them runs no parallel group.
 pub trait WorkerHost {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send;
+
+    /// Make a fresh workspace for `lane`, replacing a leftover of the same
+    /// lane (an interrupted run of it).
+    fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
+        let _ = lane;
+        async { Err(NO_LANES.to_string()) }
+    }
+
+    /// Whether `lane`'s workspace is still there (after a crash).
+    fn lane_exists(&self, lane: &LaneKey) -> bool {
+        let _ = lane;
+        false
+    }
+
+    /// The files `lane` changed, workspace-relative, `.output/` excluded.
+    fn lane_changes(
+        &self,
+        lane: &LaneKey,
+    ) -> impl Future<Output = Result<Vec<String>, String>> + Send {
+        let _ = lane;
+        async { Err(NO_LANES.to_string()) }
+    }
+
+    /// Bring `files` (as the lane has them: changed, created or removed)
+    /// and the lane's new `.output/block-*.json` files into the main
+    /// workspace. Returns the output files copied.
+    fn merge_lane(
+        &self,
+        lane: &LaneKey,
+        files: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, String>> + Send {
+        let _ = (lane, files);
+        async { Err(NO_LANES.to_string()) }
+    }
+
+    /// Remove every lane workspace of the parallel block at `step`.
+    fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
+        let _ = (run_id, step);
+        async {}
+    }
 }
 
 /// A read-only view of the run for action handlers.
@@ -203,7 +274,7 @@ pub async fn resume<W: WorkerHost, A: ActionInterpreter>(
     drive(workflow, workers, actions, state, sink).await
 }
 
-fn emit(
+pub(crate) fn emit(
     state: &mut RunState,
     sink: &mut dyn EventSink,
     events: Vec<Event>,
@@ -412,6 +483,16 @@ async fn execute_block<W: WorkerHost>(
             attempt,
         }],
     )?;
+    if let Some(group) = &block.parallel {
+        let base = BlockRequest {
+            worker: block.worker.clone(),
+            context,
+            payload: assembled.payload,
+            timeout: block.timeout,
+            lane: None,
+        };
+        return crate::fan_out::execute(workflow, workers, state, sink, block, group, base).await;
+    }
     let block_started = Instant::now();
     let result = workers
         .run_block(BlockRequest {
@@ -419,6 +500,7 @@ async fn execute_block<W: WorkerHost>(
             context,
             payload: assembled.payload,
             timeout: block.timeout,
+            lane: None,
         })
         .await;
     let duration = block_started.elapsed();
@@ -509,6 +591,30 @@ async fn take_transition<A: ActionInterpreter>(
     let Some((_, block)) = lookup(workflow, &node_id, &block_id) else {
         return finish(state, sink, format!("block `{here}` does not exist"));
     };
+    // An agent that needs a decision opens a gate, unless the block routes
+    // the signal itself.
+    if signal == transitions::NEEDS_DECISION
+        && !block.transitions.iter().any(|t| t.on_signal == signal)
+    {
+        let prompt = state
+            .payload
+            .iter()
+            .rev()
+            .find(|s| s.kind == transitions::DECISION_REQUEST)
+            .map(|s| s.content.clone())
+            .unwrap_or_else(|| format!("the agent of `{here}` needs a decision"));
+        let gate_id = sink.new_gate_id()?;
+        return emit(
+            state,
+            sink,
+            vec![Event::ActionTaken {
+                step: state.steps - 1,
+                action: format!("GATE:{prompt}"),
+                command: CommandRecord::Gate { prompt },
+                gate_id: Some(gate_id),
+            }],
+        );
+    }
     let Some(resolution) = transitions::resolve(&block.transitions, &signal) else {
         let mut reason = format!(
             "block `{here}` emitted `{signal}` and has no transition for it nor for `{}`",
@@ -674,7 +780,7 @@ fn ordinal(n: u32) -> String {
     format!("{n}{suffix}")
 }
 
-fn system_prompt(workflow: &Workflow, block: &Block) -> String {
+pub(crate) fn system_prompt(workflow: &Workflow, block: &Block) -> String {
     let prompt = block.prompt.clone().unwrap_or_default();
     crate::prompt::assemble(crate::prompt::PromptParts {
         rules: workflow.rules.as_deref(),

@@ -96,6 +96,77 @@ pub enum Event {
         /// The snapshot id the branch starts from.
         from_snapshot: String,
     },
+    /// A parallel block fanned out: its lanes, each with its own step
+    /// index (`step + i`), start in isolated workspaces. Recorded once per
+    /// execution; a resumed execution re-runs only the lanes without a
+    /// [`Event::LaneCompleted`].
+    LanesStarted {
+        step: u64,
+        lanes: Vec<String>,
+        /// `concatenate`, `workspace` or `fail-on-conflict`.
+        merge_strategy: crate::fan_in::MergeStrategy,
+    },
+    /// One lane of the running parallel block finished (in completion
+    /// order).
+    LaneCompleted {
+        step: u64,
+        lane: String,
+        signal: String,
+        /// Files the lane changed (workspace-relative, `.output/` excluded).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changed: Vec<String>,
+        /// Why the lane's worker produced no output, if it did not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary: Option<String>,
+        /// The segments the lane's worker added to the payload.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        payload: Vec<ContextSegment>,
+        statistics: Statistics,
+        duration_us: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        log: Vec<String>,
+    },
+    /// Two or more lanes changed the same file (seed 000's
+    /// `lane:conflict-detected`, with its fields).
+    #[serde(rename = "lane:conflict-detected")]
+    LaneConflictDetected {
+        step: u64,
+        #[serde(rename = "conflictingFile")]
+        conflicting_file: String,
+        /// The lanes that changed it, in completion order.
+        lanes: Vec<String>,
+        resolution: crate::fan_in::Resolution,
+        /// The lane whose version is applied; none while the user has not
+        /// chosen.
+        #[serde(
+            rename = "appliedFrom",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        applied_from: Option<String>,
+    },
+    /// `fail-on-conflict` found conflicts the user must resolve: the run
+    /// waits at gate `gate_id` until it is answered with a lane choice.
+    FanInWaiting {
+        step: u64,
+        gate_id: String,
+        prompt: String,
+    },
+    /// The lanes' outputs and file changes reached the main workspace.
+    FanInCompleted {
+        step: u64,
+        /// Lane → files copied from it, in completion order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        applied: Vec<(String, Vec<String>)>,
+        /// Lane → file changes not merged (`concatenate`, failed lanes).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        discarded: Vec<(String, Vec<String>)>,
+        /// The `.output/block-*.json` files collected.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outputs: Vec<String>,
+    },
 }
 
 impl Event {
@@ -110,6 +181,11 @@ impl Event {
             Event::RunFinished { .. } => "run_finished",
             Event::Resumed { .. } => "resumed",
             Event::Forked { .. } => "forked",
+            Event::LanesStarted { .. } => "lanes_started",
+            Event::LaneCompleted { .. } => "lane_completed",
+            Event::LaneConflictDetected { .. } => "lane:conflict-detected",
+            Event::FanInWaiting { .. } => "fan_in_waiting",
+            Event::FanInCompleted { .. } => "fan_in_completed",
         }
     }
 
@@ -117,7 +193,7 @@ impl Event {
     /// or waiting at a gate — so that a branch can start here.
     pub fn is_snapshot(&self) -> bool {
         match self {
-            Event::RunStarted { .. } | Event::Forked { .. } => true,
+            Event::RunStarted { .. } | Event::Forked { .. } | Event::FanInWaiting { .. } => true,
             Event::ActionTaken { command, .. } => {
                 !matches!(command, CommandRecord::End | CommandRecord::Fail { .. })
             }
@@ -196,6 +272,64 @@ impl Event {
                 b.step, b.node, b.block
             ),
             Event::Forked { from_snapshot } => format!("branch forked from {from_snapshot}"),
+            Event::LanesStarted {
+                step,
+                lanes,
+                merge_strategy,
+            } => format!(
+                "[{step}] fan-out to {} lane(s): {} (merge: {})",
+                lanes.len(),
+                lanes.join(", "),
+                merge_strategy.as_str()
+            ),
+            Event::LaneCompleted {
+                step,
+                lane,
+                signal,
+                changed,
+                failure,
+                duration_us,
+                ..
+            } => {
+                let mut s = format!(
+                    "[{step}] lane {lane} -> {signal} ({:.1} ms, {} file(s) changed)",
+                    *duration_us as f64 / 1000.0,
+                    changed.len()
+                );
+                if let Some(why) = failure {
+                    s.push_str(&format!(": lane failed: {why}"));
+                }
+                s
+            }
+            Event::LaneConflictDetected {
+                step,
+                conflicting_file,
+                lanes,
+                applied_from,
+                ..
+            } => format!(
+                "[{step}] lane:conflict-detected {} changed by {}{}",
+                conflicting_file,
+                lanes.join(", "),
+                match applied_from {
+                    Some(lane) => format!(", applied from {lane}"),
+                    None => ", waiting for a choice".to_string(),
+                }
+            ),
+            Event::FanInWaiting { step, gate_id, .. } => {
+                format!("[{step}] fan-in: gate {gate_id} opened for a lane choice")
+            }
+            Event::FanInCompleted {
+                step,
+                applied,
+                discarded,
+                outputs,
+            } => format!(
+                "[{step}] fan-in: {} file(s) applied, {} discarded, {} output(s) collected",
+                applied.iter().map(|(_, p)| p.len()).sum::<usize>(),
+                discarded.iter().map(|(_, p)| p.len()).sum::<usize>(),
+                outputs.len()
+            ),
         }
     }
 }
@@ -259,13 +393,26 @@ impl PayloadDelta {
     }
 }
 
-/// A human's answer at a gate (seed 001's decision protocol): exactly
-/// `approved` or `changes-requested:<text>`; nothing else is an answer.
+/// A human's answer at a gate (seed 001's decision protocol): `approved`
+/// or `changes-requested:<text>`; at a fan-in gate (parallel lanes that
+/// changed the same files under `fail-on-conflict`), `use-lane:<lane>` for
+/// every conflicting file or `use-lane:<file>=<lane>,<file>=<lane>` per
+/// file. Nothing else is an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Decision {
     Approved,
-    ChangesRequested { text: String },
+    ChangesRequested {
+        text: String,
+    },
+    /// A lane choice for a fan-in gate: `all` applies to every conflicting
+    /// file without its own entry in `files`.
+    UseLane {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        all: Option<String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        files: BTreeMap<String, String>,
+    },
 }
 
 impl Decision {
@@ -274,6 +421,18 @@ impl Decision {
         match self {
             Decision::Approved => crate::transitions::GATE_APPROVED,
             Decision::ChangesRequested { .. } => crate::transitions::GATE_CHANGES_REQUESTED,
+            // A fan-in gate resumes its block, not a transition.
+            Decision::UseLane { .. } => crate::transitions::GATE_APPROVED,
+        }
+    }
+
+    /// The lane chosen for `file`, for a [`Decision::UseLane`].
+    pub fn lane_for(&self, file: &str) -> Option<&str> {
+        match self {
+            Decision::UseLane { all, files } => {
+                files.get(file).or(all.as_ref()).map(String::as_str)
+            }
+            _ => None,
         }
     }
 }
@@ -282,7 +441,7 @@ impl std::str::FromStr for Decision {
     type Err = String;
 
     fn from_str(answer: &str) -> Result<Self, String> {
-        const FORMS: &str = "an answer is `approved` or `changes-requested:<what to change>`";
+        const FORMS: &str = "an answer is `approved` or `changes-requested:<what to change>` (at a fan-in gate: `use-lane:<lane>` or `use-lane:<file>=<lane>,...`)";
         if answer == "approved" {
             return Ok(Decision::Approved);
         }
@@ -297,6 +456,36 @@ impl std::str::FromStr for Decision {
                 text: text.to_string(),
             });
         }
+        if let Some(choice) = answer.strip_prefix("use-lane:") {
+            let choice = choice.trim();
+            if choice.is_empty() {
+                return Err(format!("`use-lane:` needs a lane after the colon; {FORMS}"));
+            }
+            if !choice.contains('=') {
+                return Ok(Decision::UseLane {
+                    all: Some(choice.to_string()),
+                    files: BTreeMap::new(),
+                });
+            }
+            let mut files = BTreeMap::new();
+            for part in choice.split(',') {
+                let Some((file, lane)) = part.split_once('=') else {
+                    return Err(format!(
+                        "`{part}` in `{answer}` is not `<file>=<lane>`; {FORMS}"
+                    ));
+                };
+                let (file, lane) = (file.trim(), lane.trim());
+                if file.is_empty() || lane.is_empty() {
+                    return Err(format!(
+                        "`{part}` in `{answer}` is not `<file>=<lane>`; {FORMS}"
+                    ));
+                }
+                if files.insert(file.to_string(), lane.to_string()).is_some() {
+                    return Err(format!("`{file}` is chosen twice in `{answer}`"));
+                }
+            }
+            return Ok(Decision::UseLane { all: None, files });
+        }
         Err(format!("`{answer}` is not a gate answer; {FORMS}"))
     }
 }
@@ -306,6 +495,16 @@ impl std::fmt::Display for Decision {
         match self {
             Decision::Approved => f.write_str("approved"),
             Decision::ChangesRequested { text } => write!(f, "changes-requested:{text}"),
+            Decision::UseLane {
+                all: Some(lane),
+                files,
+            } if files.is_empty() => {
+                write!(f, "use-lane:{lane}")
+            }
+            Decision::UseLane { files, .. } => {
+                let parts: Vec<String> = files.iter().map(|(p, l)| format!("{p}={l}")).collect();
+                write!(f, "use-lane:{}", parts.join(","))
+            }
         }
     }
 }
@@ -422,7 +621,7 @@ pub fn count_gates<'a>(events: impl IntoIterator<Item = &'a Event>) -> usize {
                 Event::ActionTaken {
                     gate_id: Some(_),
                     ..
-                }
+                } | Event::FanInWaiting { .. }
             )
         })
         .count()

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// How a parallel group's lanes are merged back.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum MergeStrategy {
     /// Only the lanes' `.output/` files are collected; file changes are
@@ -23,6 +25,16 @@ pub enum MergeStrategy {
     /// Any file changed by several lanes pauses the run at a gate until the
     /// user chooses a lane's version.
     FailOnConflict,
+}
+
+impl MergeStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeStrategy::Concatenate => "concatenate",
+            MergeStrategy::Workspace => "workspace",
+            MergeStrategy::FailOnConflict => "fail-on-conflict",
+        }
+    }
 }
 
 /// What one lane changed, workspace-relative, `.output/` excluded.

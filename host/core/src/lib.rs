@@ -25,6 +25,7 @@ pub mod engine;
 pub mod event;
 pub mod exec;
 pub mod fan_in;
+pub mod fan_out;
 pub mod graph;
 pub mod manifest;
 pub mod merge;

@@ -148,6 +148,82 @@ pub struct Block {
         regex(pattern = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$")
     )]
     pub timeout: Option<Duration>,
+    /// Makes the block a parallel group (seed 000): its worker runs once
+    /// per lane, concurrently, each lane in an isolated workspace (a git
+    /// worktree, else a copy), and fan-in merges the lanes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<ParallelGroup>,
+}
+
+/// The most lanes one parallel group may have.
+pub const MAX_LANES: usize = 64;
+
+/// A parallel group's lanes and how they are merged back.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelGroup {
+    /// `workspace` (default: file changes applied in lane completion
+    /// order, first finisher wins a conflict), `concatenate` (only the
+    /// lanes' `.output/` files are collected) or `fail-on-conflict` (a
+    /// conflict pauses the run at a gate until the user chooses a lane).
+    #[serde(default)]
+    pub merge_strategy: crate::fan_in::MergeStrategy,
+    /// Lane name → what differs in that lane. Each lane's `NODE_ID` is
+    /// `<node>.<block>.<lane>`.
+    pub lanes: BTreeMap<String, LaneSpec>,
+}
+
+/// What one lane changes about its block; everything absent is the
+/// block's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LaneSpec {
+    /// Merged over the block's `config` (top-level keys replace the
+    /// block's).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub config: serde_json::Value,
+    /// Fields set here replace the block's prompt fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<BlockPrompt>,
+    /// Replaces the block's file restrictions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_restrictions: Option<Vec<String>>,
+}
+
+impl Block {
+    /// The block as lane `lane` runs it: its config, prompt and
+    /// restrictions with the lane's overrides applied.
+    pub fn for_lane(&self, lane: &LaneSpec) -> Block {
+        let mut block = self.clone();
+        block.parallel = None;
+        if let serde_json::Value::Object(overrides) = &lane.config {
+            let mut config = match &self.config {
+                serde_json::Value::Object(m) => m.clone(),
+                _ => serde_json::Map::new(),
+            };
+            for (k, v) in overrides {
+                config.insert(k.clone(), v.clone());
+            }
+            block.config = serde_json::Value::Object(config);
+        }
+        if let Some(p) = &lane.prompt {
+            let mut prompt = self.prompt.clone().unwrap_or_default();
+            if p.prefix.is_some() {
+                prompt.prefix = p.prefix.clone();
+            }
+            if p.task.is_some() {
+                prompt.task = p.task.clone();
+            }
+            if !p.output_checklist.is_empty() {
+                prompt.output_checklist = p.output_checklist.clone();
+            }
+            block.prompt = Some(prompt);
+        }
+        if lane.file_restrictions.is_some() {
+            block.file_restrictions = lane.file_restrictions.clone();
+        }
+        block
+    }
 }
 
 /// A block's part of its system prompt (seed 000's prompt assembly).
@@ -538,6 +614,54 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                 && let Err(e) = crate::restrictions::RestrictionPlan::new(Some(patterns))
             {
                 err(at(&["file_restrictions"]), e.to_string());
+            }
+            if let Some(group) = &block.parallel {
+                if group.lanes.is_empty() {
+                    err(
+                        at(&["parallel", "lanes"]),
+                        "a parallel group needs at least one lane".into(),
+                    );
+                }
+                if group.lanes.len() > MAX_LANES {
+                    err(
+                        at(&["parallel", "lanes"]),
+                        format!(
+                            "{} lanes is over the limit of {MAX_LANES}",
+                            group.lanes.len()
+                        ),
+                    );
+                }
+                if block.validation_schema.is_some() {
+                    err(
+                        at(&["validation_schema"]),
+                        "a parallel block's lanes are not validated against a schema; validate in a block after it".into(),
+                    );
+                }
+                for (lane, spec) in &group.lanes {
+                    if !is_valid_id(lane) {
+                        err(
+                            at(&["parallel", "lanes", lane]),
+                            format!("lane name `{lane}` may only use letters, digits, `_` and `-`"),
+                        );
+                    }
+                    if !matches!(
+                        spec.config,
+                        serde_json::Value::Null | serde_json::Value::Object(_)
+                    ) {
+                        err(
+                            at(&["parallel", "lanes", lane, "config"]),
+                            "a lane's config must be an object (merged over the block's)".into(),
+                        );
+                    }
+                    if let Some(patterns) = &spec.file_restrictions
+                        && let Err(e) = crate::restrictions::RestrictionPlan::new(Some(patterns))
+                    {
+                        err(
+                            at(&["parallel", "lanes", lane, "file_restrictions"]),
+                            e.to_string(),
+                        );
+                    }
+                }
             }
             for (i, t) in block.transitions.iter().enumerate() {
                 let idx = i.to_string();

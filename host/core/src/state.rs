@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::event::{CommandRecord, Decision, Event, InterruptedBlock, Outcome};
+use crate::fan_in::MergeStrategy;
 use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
 
 /// Where a run is.
@@ -87,6 +88,51 @@ pub struct GateRecord {
     pub decision: Option<Decision>,
 }
 
+/// One finished lane of the parallel block being executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneResult {
+    pub lane: String,
+    pub signal: String,
+    pub changed: Vec<String>,
+    pub failure: Option<String>,
+    pub summary: Option<String>,
+    pub payload: Vec<ContextSegment>,
+    pub statistics: Statistics,
+    pub duration_us: u64,
+}
+
+/// The fan-out of the parallel block being executed: which lanes exist,
+/// which finished (in completion order) and where fan-in stands. It
+/// survives a crash and a fan-in gate, and ends with the block's
+/// completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FanOut {
+    pub node: String,
+    pub block: String,
+    pub step: u64,
+    pub lanes: Vec<String>,
+    pub merge_strategy: MergeStrategy,
+    pub completed: Vec<LaneResult>,
+    /// Conflicting files waiting for a choice, with the lanes that changed
+    /// them.
+    pub unresolved: Vec<(String, Vec<String>)>,
+    /// The open fan-in gate.
+    pub gate: Option<String>,
+    /// The user's lane choice, once the fan-in gate is answered.
+    pub choice: Option<Decision>,
+    pub fanned_in: bool,
+}
+
+impl FanOut {
+    pub fn is_complete(&self) -> bool {
+        self.completed.len() == self.lanes.len()
+    }
+
+    pub fn finished(&self, lane: &str) -> bool {
+        self.completed.iter().any(|r| r.lane == lane)
+    }
+}
+
 /// A return address on the ReturnStack.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -125,6 +171,8 @@ pub struct RunState {
     pub in_flight: Option<InterruptedBlock>,
     /// Gates opened on this branch's history, by id.
     pub gates: BTreeMap<String, GateRecord>,
+    /// The lanes of the parallel block being executed.
+    pub fan_out: Option<FanOut>,
     /// Events applied.
     pub events: u64,
 }
@@ -182,6 +230,7 @@ impl RunState {
             blocks: BTreeMap::new(),
             in_flight: None,
             gates: BTreeMap::new(),
+            fan_out: None,
             events: 1,
         })
     }
@@ -237,6 +286,15 @@ impl RunState {
                         "attempt {attempt} of {node}.{block}, expected {due}"
                     )));
                 }
+                if self
+                    .fan_out
+                    .as_ref()
+                    .is_some_and(|f| f.node != *node || f.block != *block || f.step != *step)
+                {
+                    return Err(err(format!(
+                        "{node}.{block} starts while the fan-out of another block is unfinished"
+                    )));
+                }
                 self.in_flight = Some(InterruptedBlock {
                     step: *step,
                     node: node.clone(),
@@ -275,7 +333,25 @@ impl RunState {
                 per_block.lines_written += statistics.lines_written;
                 per_block.duration += Duration::from_micros(*duration_us);
                 per_block.failures += u32::from(failure.is_some());
-                self.steps += 1;
+                // Each lane of a parallel block had its own step index.
+                let lanes = match self.fan_out.take() {
+                    Some(f) if f.node == *node && f.block == *block => {
+                        if !f.fanned_in {
+                            return Err(err(format!(
+                                "{node}.{block} completes before its lanes were fanned in"
+                            )));
+                        }
+                        f.lanes.len() as u64
+                    }
+                    Some(f) => {
+                        return Err(err(format!(
+                            "{node}.{block} completes during the fan-out of {}.{}",
+                            f.node, f.block
+                        )));
+                    }
+                    None => 1,
+                };
+                self.steps += lanes.max(1);
                 self.previous = Some(key);
                 self.in_flight = None;
                 self.phase = Phase::Deciding {
@@ -399,6 +475,18 @@ impl RunState {
                     )));
                 }
                 let (node, block) = (node.clone(), block.clone());
+                let fan_in_gate = self
+                    .fan_out
+                    .as_ref()
+                    .is_some_and(|f| f.gate.as_deref() == Some(gate_id.as_str()));
+                if fan_in_gate {
+                    let fan_out = self.fan_out.as_ref().expect("checked above");
+                    check_lane_choice(gate_id, decision, fan_out).map_err(err)?;
+                } else if matches!(decision, Decision::UseLane { .. }) {
+                    return Err(err(format!(
+                        "gate {gate_id} is not a fan-in gate: answer `approved` or `changes-requested:<text>`"
+                    )));
+                }
                 self.payload.push(ContextSegment::new(
                     format!("gate-{gate_id}"),
                     "GATE_DECISION",
@@ -407,11 +495,19 @@ impl RunState {
                 if let Some(gate) = self.gates.get_mut(gate_id) {
                     gate.decision = Some(decision.clone());
                 }
-                self.phase = Phase::Deciding {
-                    node,
-                    block,
-                    signal: decision.signal().to_string(),
-                    failure: None,
+                self.phase = if fan_in_gate {
+                    let fan_out = self.fan_out.as_mut().expect("checked above");
+                    fan_out.gate = None;
+                    fan_out.choice = Some(decision.clone());
+                    // The parallel block resumes its fan-in.
+                    Phase::Ready { node, block }
+                } else {
+                    Phase::Deciding {
+                        node,
+                        block,
+                        signal: decision.signal().to_string(),
+                        failure: None,
+                    }
                 };
             }
             Event::RunFinished { outcome } => {
@@ -441,6 +537,139 @@ impl RunState {
                 }
                 self.in_flight = None;
             }
+            Event::LanesStarted {
+                step,
+                lanes,
+                merge_strategy,
+            } => {
+                let Some(running) = &self.in_flight else {
+                    return Err(err("no block is running".into()));
+                };
+                if running.step != *step {
+                    return Err(err(format!(
+                        "lanes of step {step}, but step {} is running",
+                        running.step
+                    )));
+                }
+                if self.fan_out.is_some() {
+                    return Err(err("the block's lanes have already started".into()));
+                }
+                if lanes.is_empty() {
+                    return Err(err("a fan-out without lanes".into()));
+                }
+                self.fan_out = Some(FanOut {
+                    node: running.node.clone(),
+                    block: running.block.clone(),
+                    step: *step,
+                    lanes: lanes.clone(),
+                    merge_strategy: *merge_strategy,
+                    completed: Vec::new(),
+                    unresolved: Vec::new(),
+                    gate: None,
+                    choice: None,
+                    fanned_in: false,
+                });
+            }
+            Event::LaneCompleted {
+                step,
+                lane,
+                signal,
+                changed,
+                failure,
+                summary,
+                statistics,
+                duration_us,
+                log: _,
+                payload,
+            } => {
+                let fan_out = self.running_fan_out(*step).map_err(err)?;
+                if !fan_out.lanes.contains(lane) {
+                    return Err(err(format!(
+                        "lane `{lane}` is not one of the block's lanes"
+                    )));
+                }
+                if fan_out.finished(lane) {
+                    return Err(err(format!("lane `{lane}` has already completed")));
+                }
+                fan_out.completed.push(LaneResult {
+                    lane: lane.clone(),
+                    signal: signal.clone(),
+                    changed: changed.clone(),
+                    failure: failure.clone(),
+                    summary: summary.clone(),
+                    payload: payload.clone(),
+                    statistics: *statistics,
+                    duration_us: *duration_us,
+                });
+            }
+            Event::LaneConflictDetected {
+                step,
+                conflicting_file,
+                lanes,
+                applied_from,
+                ..
+            } => {
+                let fan_out = self.running_fan_out(*step).map_err(err)?;
+                if !fan_out.is_complete() {
+                    return Err(err("a conflict before every lane finished".into()));
+                }
+                if applied_from.is_none()
+                    && !fan_out
+                        .unresolved
+                        .iter()
+                        .any(|(f, _)| f == conflicting_file)
+                {
+                    fan_out
+                        .unresolved
+                        .push((conflicting_file.clone(), lanes.clone()));
+                }
+            }
+            Event::FanInWaiting {
+                step,
+                gate_id,
+                prompt,
+            } => {
+                if self.gates.contains_key(gate_id) {
+                    return Err(err(format!("gate {gate_id} was opened before")));
+                }
+                let fan_out = self.running_fan_out(*step).map_err(err)?;
+                if !fan_out.is_complete() || fan_out.unresolved.is_empty() {
+                    return Err(err(
+                        "a fan-in gate needs finished lanes and unresolved conflicts".into(),
+                    ));
+                }
+                fan_out.gate = Some(gate_id.clone());
+                let (node, block) = (fan_out.node.clone(), fan_out.block.clone());
+                self.gates.insert(
+                    gate_id.clone(),
+                    GateRecord {
+                        gate_id: gate_id.clone(),
+                        node: node.clone(),
+                        block: block.clone(),
+                        step: *step,
+                        prompt: prompt.clone(),
+                        decision: None,
+                    },
+                );
+                // The block is paused, not interrupted.
+                self.in_flight = None;
+                self.phase = Phase::Waiting {
+                    gate_id: gate_id.clone(),
+                    node,
+                    block,
+                    prompt: prompt.clone(),
+                };
+            }
+            Event::FanInCompleted { step, .. } => {
+                let fan_out = self.running_fan_out(*step).map_err(err)?;
+                if !fan_out.is_complete() {
+                    return Err(err("fan-in before every lane finished".into()));
+                }
+                if fan_out.gate.is_some() {
+                    return Err(err("fan-in while its gate is open".into()));
+                }
+                fan_out.fanned_in = true;
+            }
         }
         self.events += 1;
         Ok(())
@@ -451,6 +680,19 @@ impl RunState {
         self.blocks
             .get(&format!("{node}.{block}"))
             .map_or(0, |b| b.attempts)
+    }
+
+    /// The fan-out of the block running at `step`.
+    fn running_fan_out(&mut self, step: u64) -> Result<&mut FanOut, String> {
+        let running = self.in_flight.as_ref().map(|b| b.step);
+        match &mut self.fan_out {
+            None => Err(format!("step {step} has no fan-out")),
+            Some(f) if f.step != step || running != Some(step) => Err(format!(
+                "step {step} has no running fan-out (the fan-out is at step {})",
+                f.step
+            )),
+            Some(f) => Ok(f),
+        }
     }
 
     fn expect_ready(&self, node: &str, block: &str) -> Result<(), String> {
@@ -467,6 +709,50 @@ impl RunState {
             Err(format!("step {step}, expected step {}", self.steps))
         }
     }
+}
+
+/// A fan-in gate's answer must choose, for every conflicting file, one of
+/// the lanes that changed it.
+fn check_lane_choice(gate_id: &str, decision: &Decision, fan_out: &FanOut) -> Result<(), String> {
+    let Decision::UseLane { all, files } = decision else {
+        return Err(format!(
+            "gate {gate_id} asks which lane's version to keep: answer `use-lane:<lane>` or `use-lane:<file>=<lane>,...` (lanes: {})",
+            fan_out.lanes.join(", ")
+        ));
+    };
+    if let Some(lane) = all
+        && !fan_out.lanes.contains(lane)
+    {
+        return Err(format!(
+            "`{lane}` is not a lane of this fan-out (lanes: {})",
+            fan_out.lanes.join(", ")
+        ));
+    }
+    for file in files.keys() {
+        if !fan_out.unresolved.iter().any(|(f, _)| f == file) {
+            return Err(format!(
+                "`{file}` is not a conflicting file at gate {gate_id}"
+            ));
+        }
+    }
+    for (file, lanes) in &fan_out.unresolved {
+        match decision.lane_for(file) {
+            None => {
+                return Err(format!(
+                    "no lane chosen for `{file}` (changed by {})",
+                    lanes.join(", ")
+                ));
+            }
+            Some(lane) if !lanes.iter().any(|l| l == lane) => {
+                return Err(format!(
+                    "`{file}` was changed by {}, not by `{lane}`",
+                    lanes.join(", ")
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn ready(address: &str) -> Result<Phase, String> {

@@ -15,6 +15,14 @@ pub const GATE_APPROVED: &str = "SIGNAL:GATE_APPROVED";
 /// gate; the requested changes are pushed onto the payload.
 pub const GATE_CHANGES_REQUESTED: &str = "SIGNAL:GATE_CHANGES_REQUESTED";
 
+/// The signal of an agent that needs a human decision (seed 001's
+/// `NEEDS_DECISION`). A block without its own transition for it pauses
+/// the run at a gate whose question is the payload's last
+/// `DECISION_REQUEST` segment.
+pub const NEEDS_DECISION: &str = "SIGNAL:NEEDS_DECISION";
+/// The payload segment kind that carries a `NEEDS_DECISION` question.
+pub const DECISION_REQUEST: &str = "DECISION_REQUEST";
+
 /// How a transition was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution<'a> {

@@ -282,7 +282,8 @@ impl Store {
             },
             Some(Event::ActionTaken {
                 gate_id: Some(_), ..
-            }) => "waiting",
+            })
+            | Some(Event::FanInWaiting { .. }) => "waiting",
             Some(Event::ActionTaken {
                 command: CommandRecord::End,
                 ..
@@ -343,7 +344,13 @@ impl Store {
                 let opened_at = chain
                     .iter()
                     .rev()
-                    .find(|e| matches!(&e.event, Event::ActionTaken { gate_id: Some(g), .. } if *g == gate_id))
+                    .find(|e| match &e.event {
+                        Event::ActionTaken {
+                            gate_id: Some(g), ..
+                        } => *g == gate_id,
+                        Event::FanInWaiting { gate_id: g, .. } => *g == gate_id,
+                        _ => false,
+                    })
                     .map_or(0, |e| e.at);
                 gates.push(OpenGate {
                     run_id: run_id.clone(),

@@ -949,3 +949,64 @@ async fn a_log_out_of_order_is_refused_not_folded() {
     twice.push(log.events[0].clone());
     assert!(RunState::replay(&twice).is_err());
 }
+
+#[tokio::test]
+async fn needs_decision_opens_a_gate_with_the_agents_question_unless_routed() {
+    let ask = |_: &BlockContext, payload: &ExecutionPayload| {
+        let mut payload = payload.clone();
+        payload.push(ContextSegment::new(
+            "q",
+            crate::transitions::DECISION_REQUEST,
+            "Use Postgres or SQLite?",
+        ));
+        Ok(WorkerOutput {
+            payload,
+            signal: crate::transitions::NEEDS_DECISION.into(),
+            structured_output: None,
+            statistics: Statistics::default(),
+        })
+    };
+    let wf = workflow(serde_json::json!({
+        "id": "ask", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "planner", "transitions": [
+                {"on_signal": "SIGNAL:GATE_APPROVED", "action": "END"}
+            ]}
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("planner", ask);
+    let mut log = MemoryLog::default();
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+        .await
+        .unwrap();
+    let RunStatus::WaitingAtGate {
+        prompt, gate_id, ..
+    } = &report.status
+    else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(prompt, "Use Postgres or SQLite?");
+    log.events.push(Event::GateAnswered {
+        gate_id: gate_id.clone(),
+        decision: Decision::Approved,
+    });
+    let state = RunState::replay(&log.events).unwrap();
+    let report = drive(&wf, &workers, &CoreActions, state, &mut log)
+        .await
+        .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded);
+
+    // A block that routes the signal itself keeps control.
+    let wf = workflow(serde_json::json!({
+        "id": "ask", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "planner", "transitions": [
+                {"on_signal": "SIGNAL:NEEDS_DECISION", "action": "FAIL:no humans here"}
+            ]}
+        }}}
+    }));
+    let report = execute(&wf, &workers).await;
+    assert!(
+        matches!(report.status, RunStatus::Failed { ref reason } if reason.contains("no humans"))
+    );
+}

@@ -1,0 +1,387 @@
+//! Executing a parallel block (seed 000's parallel group): fan-out to
+//! lanes that run the block's worker concurrently, each in an isolated
+//! workspace the [`WorkerHost`] provides, then fan-in.
+//!
+//! Every step is an event, so a crashed fan-out resumes where it stopped:
+//! lanes with a `lane_completed` event are not run again (their workspaces
+//! are kept until the block completes), the others are re-created and run.
+//! A `fail-on-conflict` fan-in with conflicts pauses the run at a gate; the
+//! answer (`use-lane:…`) brings the run back here to finish the fan-in.
+//!
+//! Signals: `SIGNAL:SUCCESS` when every lane signalled success,
+//! `SIGNAL:FAILED` when none succeeded (or partly succeeded), else
+//! `SIGNAL:PARTIAL`. Only lanes that signalled `SIGNAL:SUCCESS` or
+//! `SIGNAL:PARTIAL` contribute file changes; a failed lane's changes are
+//! recorded as discarded, never merged. Every lane's `.output/block-*.json`
+//! files are collected.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+
+use crate::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
+use crate::event::{Event, PayloadDelta};
+use crate::fan_in::{self, LaneChanges};
+use crate::manifest::{Block, ParallelGroup, Workflow};
+use crate::payload::{ContextSegment, Statistics};
+use crate::state::{FanOut, LaneResult, RunState};
+use crate::transitions;
+
+pub const LANES_SUCCEEDED: &str = "SIGNAL:SUCCESS";
+pub const LANES_PARTIAL: &str = "SIGNAL:PARTIAL";
+pub const LANES_FAILED: &str = "SIGNAL:FAILED";
+
+/// Whether a lane's changes may be merged.
+fn mergeable(signal: &str) -> bool {
+    signal == LANES_SUCCEEDED || signal == LANES_PARTIAL
+}
+
+/// The parallel block's signal from its lanes'.
+pub fn aggregate_signal<'a>(signals: impl IntoIterator<Item = &'a str>) -> &'static str {
+    let (mut total, mut succeeded, mut usable) = (0, 0, 0);
+    for s in signals {
+        total += 1;
+        succeeded += usize::from(s == LANES_SUCCEEDED);
+        usable += usize::from(mergeable(s));
+    }
+    if total > 0 && succeeded == total {
+        LANES_SUCCEEDED
+    } else if usable == 0 {
+        LANES_FAILED
+    } else {
+        LANES_PARTIAL
+    }
+}
+
+struct LaneRun {
+    lane: String,
+    result: LaneResult,
+    log: Vec<String>,
+}
+
+/// The `summary` of a structured output that has one (the agent worker's
+/// BlockOutput does).
+fn summary_of(structured: Option<&str>) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(structured?).ok()?;
+    let summary = value.get("summary")?.as_str()?;
+    Some(summary.chars().take(500).collect())
+}
+
+async fn run_lane<W: WorkerHost>(workers: &W, key: LaneKey, request: BlockRequest) -> LaneRun {
+    let started = Instant::now();
+    let failed = |message: String, log: Vec<String>| LaneRun {
+        lane: key.lane.clone(),
+        result: LaneResult {
+            lane: key.lane.clone(),
+            signal: transitions::WORKER_ERROR.to_string(),
+            changed: Vec::new(),
+            failure: Some(message),
+            summary: None,
+            payload: Vec::new(),
+            statistics: Statistics::default(),
+            duration_us: micros(started),
+        },
+        log,
+    };
+    if let Err(e) = workers.create_lane(&key).await {
+        return failed(format!("cannot make the lane's workspace: {e}"), Vec::new());
+    }
+    let input = request.payload.clone();
+    let result = workers.run_block(request).await;
+    // What the lane changed is measured even when its worker failed, so
+    // that dropping it is recorded.
+    let changed = workers.lane_changes(&key).await;
+    let mut run = match result.outcome {
+        Ok(output) => LaneRun {
+            lane: key.lane.clone(),
+            result: LaneResult {
+                lane: key.lane.clone(),
+                signal: output.signal,
+                changed: Vec::new(),
+                failure: None,
+                summary: summary_of(output.structured_output.as_deref()),
+                payload: PayloadDelta::between(&input, &output.payload).push,
+                statistics: output.statistics,
+                duration_us: micros(started),
+            },
+            log: result.log,
+        },
+        Err(failure) => failed(failure.message, result.log),
+    };
+    match changed {
+        Ok(changed) => run.result.changed = changed,
+        Err(e) => {
+            run.result.signal = transitions::WORKER_ERROR.to_string();
+            run.result.failure = Some(format!("cannot tell what the lane changed: {e}"));
+        }
+    }
+    run
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Run the lanes of `block` (whose `block_started` is recorded) and fan
+/// them in; ends with the block's completion, or with the run waiting at a
+/// fan-in gate.
+pub(crate) async fn execute<W: WorkerHost>(
+    workflow: &Workflow,
+    workers: &W,
+    state: &mut RunState,
+    sink: &mut dyn crate::event::EventSink,
+    block: &Block,
+    group: &ParallelGroup,
+    base: BlockRequest,
+) -> Result<(), EngineError> {
+    let started = Instant::now();
+    let ctx = base.context.clone();
+    let step = ctx.step_index;
+    let (node_id, block_id) = (ctx.node_id.clone(), ctx.block_id.clone());
+    let lanes: Vec<String> = group.lanes.keys().cloned().collect();
+    let ours = |f: &FanOut| f.node == node_id && f.block == block_id && f.step == step;
+    if !state.fan_out.as_ref().is_some_and(ours) {
+        emit(
+            state,
+            sink,
+            vec![Event::LanesStarted {
+                step,
+                lanes: lanes.clone(),
+                merge_strategy: group.merge_strategy,
+            }],
+        )?;
+    }
+    let key = |lane: &str| LaneKey {
+        run_id: ctx.execution_id.clone(),
+        step,
+        node: node_id.clone(),
+        block: block_id.clone(),
+        lane: lane.to_string(),
+    };
+
+    // Fan-out: the lanes not finished yet, all at once.
+    let fan_out = state.fan_out.clone().expect("recorded above");
+    let mut running = FuturesUnordered::new();
+    for (index, lane) in lanes.iter().enumerate() {
+        if fan_out.finished(lane) {
+            continue;
+        }
+        let lane_block = block.for_lane(&group.lanes[lane]);
+        let mut context = ctx.clone();
+        context.step_index = step + index as u64;
+        context.config = lane_block.config.clone();
+        context.file_restrictions = lane_block.file_restrictions.clone();
+        context.system_prompt = crate::engine::system_prompt(workflow, &lane_block);
+        let request = BlockRequest {
+            worker: base.worker.clone(),
+            context,
+            payload: base.payload.clone(),
+            timeout: base.timeout,
+            lane: Some(key(lane)),
+        };
+        running.push(run_lane(workers, key(lane), request));
+    }
+    while let Some(run) = running.next().await {
+        let r = run.result;
+        emit(
+            state,
+            sink,
+            vec![Event::LaneCompleted {
+                step,
+                lane: run.lane,
+                signal: r.signal,
+                changed: r.changed,
+                failure: r.failure,
+                summary: r.summary,
+                payload: r.payload,
+                statistics: r.statistics,
+                duration_us: r.duration_us,
+                log: run.log,
+            }],
+        )?;
+    }
+    drop(running);
+
+    // Fan-in.
+    let fan_out = state.fan_out.clone().expect("still running");
+    let missing: Vec<&str> = fan_out
+        .completed
+        .iter()
+        .filter(|r| !workers.lane_exists(&key(&r.lane)))
+        .map(|r| r.lane.as_str())
+        .collect();
+    let merging: Vec<&LaneResult> = fan_out
+        .completed
+        .iter()
+        .filter(|r| mergeable(&r.signal) && !missing.contains(&r.lane.as_str()))
+        .collect();
+    let changes: Vec<LaneChanges> = merging
+        .iter()
+        .map(|r| LaneChanges {
+            lane: r.lane.clone(),
+            changed: r.changed.clone(),
+        })
+        .collect();
+    let mut choices = BTreeMap::new();
+    if let Some(choice) = &fan_out.choice {
+        for lane in &changes {
+            for file in &lane.changed {
+                if let Some(chosen) = choice.lane_for(file) {
+                    choices.insert(file.clone(), chosen.to_string());
+                }
+            }
+        }
+    }
+    let plan = fan_in::plan(fan_out.merge_strategy, &changes, &choices);
+    let conflict_events: Vec<Event> = plan
+        .conflicts
+        .iter()
+        .map(|c| Event::LaneConflictDetected {
+            step,
+            conflicting_file: c.conflicting_file.clone(),
+            lanes: c.lanes.clone(),
+            resolution: c.resolution,
+            applied_from: c.applied_from.clone(),
+        })
+        .collect();
+    if !conflict_events.is_empty() {
+        emit(state, sink, conflict_events)?;
+    }
+    if let Some(prompt) = plan.gate {
+        let gate_id = sink.new_gate_id()?;
+        let prompt = format!(
+            "{prompt} Answer `use-lane:<lane>` for all of them or `use-lane:<file>=<lane>,...`."
+        );
+        return emit(
+            state,
+            sink,
+            vec![Event::FanInWaiting {
+                step,
+                gate_id,
+                prompt,
+            }],
+        );
+    }
+
+    let mut discarded = plan.discarded.clone();
+    for r in &fan_out.completed {
+        let dropped = !mergeable(&r.signal) || missing.contains(&r.lane.as_str());
+        if dropped && !r.changed.is_empty() {
+            discarded.push((r.lane.clone(), r.changed.clone()));
+        }
+    }
+    let mut outputs = Vec::new();
+    let mut merge_failure = None;
+    for r in &fan_out.completed {
+        if missing.contains(&r.lane.as_str()) {
+            continue;
+        }
+        let files = plan
+            .apply
+            .iter()
+            .find(|(lane, _)| *lane == r.lane)
+            .map(|(_, files)| files.clone())
+            .unwrap_or_default();
+        match workers.merge_lane(&key(&r.lane), &files).await {
+            Ok(copied) => outputs.extend(copied),
+            Err(e) => {
+                merge_failure = Some(format!("fan-in of lane `{}` failed: {e}", r.lane));
+                break;
+            }
+        }
+    }
+    emit(
+        state,
+        sink,
+        vec![Event::FanInCompleted {
+            step,
+            applied: plan.apply.clone(),
+            discarded: discarded.clone(),
+            outputs: outputs.clone(),
+        }],
+    )?;
+
+    // The block's completion: every lane's segments in completion order,
+    // then a summary of the fan-in.
+    let mut payload = base.payload.clone();
+    let mut statistics = Statistics::default();
+    let mut lines = Vec::new();
+    for r in &fan_out.completed {
+        payload.extend(r.payload.iter().cloned());
+        statistics.add(r.statistics);
+        let mut line = format!("lane {} -> {}", r.lane, r.signal);
+        if let Some(summary) = &r.summary {
+            line.push_str(&format!(": {summary}"));
+        }
+        if let Some(failure) = &r.failure {
+            line.push_str(&format!(" (failed: {failure})"));
+        }
+        lines.push(line);
+    }
+    for c in &plan.conflicts {
+        lines.push(format!(
+            "conflict: {} changed by {}; kept {}",
+            c.conflicting_file,
+            c.lanes.join(", "),
+            c.applied_from.as_deref().unwrap_or("none")
+        ));
+    }
+    for lane in &missing {
+        lines.push(format!(
+            "lane {lane}: its workspace was gone after a restart; its changes were not merged"
+        ));
+    }
+    payload.push(ContextSegment::new(
+        format!("fan-in-{step}"),
+        "FAN_IN",
+        format!(
+            "{} lane(s), merge strategy {}:\n{}",
+            fan_out.lanes.len(),
+            fan_out.merge_strategy.as_str(),
+            lines.join("\n")
+        ),
+    ));
+    let mut signal = aggregate_signal(fan_out.completed.iter().map(|r| r.signal.as_str()));
+    let mut failure = merge_failure;
+    if failure.is_none() && !missing.is_empty() {
+        failure = Some(format!(
+            "the workspaces of finished lanes {} were gone after a restart",
+            missing.join(", ")
+        ));
+    }
+    if failure.is_some() {
+        signal = transitions::WORKER_ERROR;
+    }
+    let artifact = serde_json::json!({
+        "mergeStrategy": fan_out.merge_strategy,
+        "lanes": fan_out.completed.iter().map(|r| serde_json::json!({
+            "lane": r.lane,
+            "signal": r.signal,
+            "summary": r.summary,
+            "changed": r.changed,
+        })).collect::<Vec<_>>(),
+        "conflicts": plan.conflicts,
+        "outputs": outputs,
+    })
+    .to_string();
+    let completed = Event::BlockCompleted {
+        step,
+        node: node_id,
+        block: block_id,
+        signal: signal.to_string(),
+        payload: PayloadDelta::between(&state.payload, &payload),
+        artifact: Some(artifact),
+        statistics,
+        duration_us: micros(started),
+        failure,
+        log: Vec::new(),
+    };
+    emit(state, sink, vec![completed])?;
+    workers.remove_lanes(&ctx.execution_id, step).await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
