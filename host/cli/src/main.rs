@@ -12,6 +12,7 @@ mod list;
 mod resume;
 mod run;
 mod runs;
+mod session_files;
 mod validate;
 
 use std::path::PathBuf;

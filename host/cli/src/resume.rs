@@ -10,6 +10,7 @@ use wfhost_core::state::{Phase, RunState};
 use wfhost_store::{RunLock, RunRecord, Store};
 
 use crate::execute::{Entry, Output, Prepared, PrintingSink, RuntimeChoice, execute, prepare};
+use crate::session_files::{SessionFiles, SessionSink};
 use crate::{Global, exit, report_error, store_error};
 
 /// Options shared by every command that executes blocks.
@@ -186,6 +187,7 @@ fn continue_prepared(
     prepared: Prepared,
 ) -> u8 {
     let output = exec.output();
+    let files = SessionFiles::load(store, run, branch, &prepared.loaded.workflow);
     let writer = match store.writer(&run.id, branch) {
         Ok(w) => w,
         Err(e) => return store_error(e),
@@ -200,7 +202,8 @@ fn continue_prepared(
         Resumption::AfterCrash => Entry::Resume(state),
         Resumption::Recorded => Entry::Continue(state),
     };
-    execute(&prepared, run, PrintingSink { writer, output }, entry)
+    let sink = SessionSink::new(PrintingSink { writer, output }, files);
+    execute(&prepared, run, sink, entry)
 }
 
 pub fn fork(args: ForkArgs, global: &Global) -> u8 {
@@ -223,6 +226,8 @@ pub fn fork(args: ForkArgs, global: &Global) -> u8 {
         gate_id, prompt, ..
     } = &state.phase
     {
+        // The new branch's session folder shows the gate it waits at.
+        SessionFiles::load_pinned(&store, &run, branch);
         eprintln!("{}", waiting_message(&run, gate_id, prompt));
         return exit::WAITING_AT_GATE;
     }

@@ -143,6 +143,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             return exit::RUN_FAILED;
         }
     };
+    let files = crate::session_files::SessionFiles::load(&store, &record, 1, &workflow.workflow);
     let writer = match store.writer(&record.id, 1) {
         Ok(w) => w,
         Err(e) => return store_error(e),
@@ -154,7 +155,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     let code = execute(
         &prepared,
         &record,
-        PrintingSink { writer, output },
+        crate::session_files::SessionSink::new(PrintingSink { writer, output }, files),
         Entry::Continue(state),
     );
     drop(lock);

@@ -34,6 +34,7 @@ pub mod pinning;
 pub mod prompt;
 pub mod restrictions;
 pub mod session_artifacts;
+pub mod session_projection;
 pub mod state;
 pub mod transitions;
 pub mod validation;

@@ -1,0 +1,444 @@
+//! Seed 001's orchestrator artifacts, kept current while a run goes on:
+//! `<workspace>/.agents-work/<session>/status.json` and `tasks.yaml`.
+//!
+//! Both are projections of the run's event log
+//! ([`wfhost_core::session_projection`]): [`SessionSink`] wraps the
+//! engine's sink and, after every event the store recorded, rewrites them
+//! atomically (a temporary file in the same folder, fsynced, renamed over
+//! the old one). The projection is rebuilt from the whole branch when a
+//! run continues (`resume`, `gate`, `fork`), so it does not matter which
+//! process wrote the files before.
+//!
+//! Each branch of each run has its own session folder, named from the run
+//! id and its workflow ([`run_session_name`]); a run writes only to its own
+//! folder, so earlier sessions are never touched. The files are a
+//! dashboard, not part of the run: a failure to write them prints one
+//! warning and the run goes on. While the lanes of a parallel block run,
+//! the files are left as they are (a lane copied from the workspace
+//! measures its changes against it).
+
+use std::io::Write;
+use std::ops::{Deref, DerefMut};
+use std::path::{Path, PathBuf};
+
+use wfhost_core::event::{Event, EventSink, SinkError};
+use wfhost_core::manifest::Workflow;
+use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::session_projection::{SessionProjection, iso_utc, run_session_name};
+use wfhost_store::{RunRecord, Store, StoredEvent};
+
+use crate::execute::PrintingSink;
+
+/// The folder, under the workspace, that holds the session folders.
+pub const AGENTS_WORK: &str = ".agents-work";
+
+/// A sink that can say when it recorded the events of its last `append`
+/// (unix ms, one per event); an empty answer means "now".
+pub trait Recorded {
+    fn recorded_at(&self) -> Vec<i64>;
+}
+
+impl Recorded for PrintingSink<'_> {
+    fn recorded_at(&self) -> Vec<i64> {
+        self.writer.last_written().iter().map(|e| e.at).collect()
+    }
+}
+
+/// One session folder and the projection written to it.
+pub struct SessionFiles {
+    dir: PathBuf,
+    projection: SessionProjection,
+    /// The `tasks.yaml` last written, to skip rewriting it unchanged.
+    tasks_written: Option<String>,
+    /// Whether the last write failed (and was reported).
+    failing: bool,
+}
+
+impl SessionFiles {
+    /// The session of branch `branch` of `run`, folded from the branch's
+    /// recorded events and written once. `None` (after a warning) when the
+    /// log cannot be read.
+    pub fn load(
+        store: &Store,
+        run: &RunRecord,
+        branch: u32,
+        workflow: &Workflow,
+    ) -> Option<SessionFiles> {
+        let chain = match store.chain(&run.id, branch) {
+            Ok(chain) => chain,
+            Err(e) => {
+                warn(&format!("session files of run {} not written: {e}", run.id));
+                return None;
+            }
+        };
+        let mut files =
+            SessionFiles::for_history(Path::new(&run.workspace), run, branch, workflow, &chain);
+        files.write();
+        Some(files)
+    }
+
+    /// Like [`SessionFiles::load`], with the run's pinned definition read
+    /// from the store (for commands that do not execute the run).
+    pub fn load_pinned(store: &Store, run: &RunRecord, branch: u32) -> Option<SessionFiles> {
+        let workflow = store
+            .definition(&run.workflow_hash)
+            .map_err(|e| e.to_string())
+            .and_then(|json| PinnedDefinition::parse(&json, &run.workflow_hash));
+        match workflow {
+            Ok(workflow) => SessionFiles::load(store, run, branch, &workflow),
+            Err(e) => {
+                warn(&format!("session files of run {} not written: {e}", run.id));
+                None
+            }
+        }
+    }
+
+    /// The projection of `history` (a branch's events as stored), for the
+    /// folder under `workspace`; nothing is written yet.
+    pub fn for_history(
+        workspace: &Path,
+        run: &RunRecord,
+        branch: u32,
+        workflow: &Workflow,
+        history: &[StoredEvent],
+    ) -> SessionFiles {
+        let first_at = history.first().map_or(run.created_at, |e| e.at);
+        let workflow_id = match history.first().map(|e| &e.event) {
+            Some(Event::RunStarted { workflow_id, .. }) => workflow_id.as_str(),
+            _ => run.workflow_id.as_str(),
+        };
+        let session = run_session_name(&run.id, workflow_id, branch, &iso_utc(first_at)[..10]);
+        let mut projection = SessionProjection::new(workflow, session);
+        for e in history {
+            projection.apply(&e.event, &iso_utc(e.at));
+        }
+        SessionFiles {
+            dir: workspace.join(AGENTS_WORK).join(projection.session()),
+            projection,
+            tasks_written: None,
+            failing: false,
+        }
+    }
+
+    /// Fold events recorded at `times` (unix ms; missing times are now)
+    /// and rewrite the files.
+    pub fn record(&mut self, events: &[Event], times: &[i64]) {
+        let now = wfhost_store::time::now_ms();
+        for (i, event) in events.iter().enumerate() {
+            let at = times.get(i).copied().unwrap_or(now);
+            self.projection.apply(event, &iso_utc(at));
+        }
+        self.write();
+    }
+
+    /// Rewrite both files; a failure is reported once and then only again
+    /// after a write succeeded.
+    pub fn write(&mut self) {
+        // Lanes isolated by a copy measure their changes against the main
+        // workspace: it must not change while they run. The first write
+        // after the last lane completed catches up.
+        if self.projection.lanes_running() {
+            return;
+        }
+        match self.try_write() {
+            Ok(()) => self.failing = false,
+            Err(e) => {
+                if !self.failing {
+                    warn(&format!(
+                        "session files in {} not updated ({e}); the run goes on",
+                        self.dir.display()
+                    ));
+                }
+                self.failing = true;
+            }
+        }
+    }
+
+    fn try_write(&mut self) -> Result<(), String> {
+        let status = self.projection.status();
+        status
+            .validate()
+            .map_err(|e| format!("status.json would not be valid: {e}"))?;
+        let json = serde_json::to_string_pretty(&status).map_err(|e| e.to_string())? + "\n";
+        let tasks = self.projection.tasks_yaml();
+        std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
+        if self.tasks_written.as_deref() != Some(tasks.as_str()) {
+            write_atomic(&self.dir, "tasks.yaml", tasks.as_bytes())
+                .map_err(|e| format!("tasks.yaml: {e}"))?;
+            self.tasks_written = Some(tasks);
+        }
+        write_atomic(&self.dir, "status.json", json.as_bytes())
+            .map_err(|e| format!("status.json: {e}"))?;
+        Ok(())
+    }
+}
+
+/// Replace `dir/name` with `bytes` all at once: readers see the old file
+/// or the new one, never a part.
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    // The rename is durable once the directory is.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn warn(message: &str) {
+    eprintln!("warning: {message}");
+}
+
+/// The engine's sink with the session files kept current: every `append`
+/// goes to `inner`; once it succeeded, the events are folded into the
+/// projection and the files rewritten.
+pub struct SessionSink<S> {
+    inner: S,
+    files: Option<SessionFiles>,
+}
+
+impl<S> SessionSink<S> {
+    pub fn new(inner: S, files: Option<SessionFiles>) -> Self {
+        SessionSink { inner, files }
+    }
+}
+
+impl<S> Deref for SessionSink<S> {
+    type Target = S;
+
+    fn deref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S> DerefMut for SessionSink<S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+}
+
+impl<S: EventSink + Recorded> EventSink for SessionSink<S> {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        self.inner.append(events)?;
+        if let Some(files) = &mut self.files {
+            files.record(events, &self.inner.recorded_at());
+        }
+        Ok(())
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        self.inner.new_gate_id()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wfhost_core::event::{CommandRecord, MemoryLog, PayloadDelta};
+    use wfhost_core::payload::Statistics;
+    use wfhost_core::session_artifacts::SessionStatus;
+
+    impl Recorded for MemoryLog {
+        fn recorded_at(&self) -> Vec<i64> {
+            Vec::new()
+        }
+    }
+
+    /// A sink that refuses every event.
+    struct Refusing;
+
+    impl EventSink for Refusing {
+        fn append(&mut self, _: &[Event]) -> Result<(), SinkError> {
+            Err(SinkError("disk full".into()))
+        }
+
+        fn new_gate_id(&mut self) -> Result<String, SinkError> {
+            Ok("UD-1".into())
+        }
+    }
+
+    impl Recorded for Refusing {
+        fn recorded_at(&self) -> Vec<i64> {
+            Vec::new()
+        }
+    }
+
+    const T0: i64 = 1_795_342_503_000;
+
+    fn run(workspace: &Path) -> RunRecord {
+        RunRecord {
+            id: "run-20261122-101503-3c1f0a".into(),
+            workflow_id: "one".into(),
+            workflow_hash: "sha256:00".into(),
+            manifest: "workflow.json".into(),
+            workspace: workspace.display().to_string(),
+            created_at: T0,
+        }
+    }
+
+    fn workflow() -> Workflow {
+        serde_json::from_value(serde_json::json!({
+            "id": "one", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {"a": {"worker": "echo"}}}}
+        }))
+        .unwrap()
+    }
+
+    fn history() -> Vec<StoredEvent> {
+        let started = Event::RunStarted {
+            run_id: "run-20261122-101503-3c1f0a".into(),
+            workflow_id: "one".into(),
+            workflow_hash: "sha256:00".into(),
+            plugins: Default::default(),
+            start_node: "main".into(),
+            start_block: "a".into(),
+            max_steps: 10,
+            max_call_depth: 4,
+            default_executor: String::new(),
+        };
+        vec![StoredEvent {
+            seq: 1,
+            branch: 1,
+            parent: None,
+            at: T0,
+            snapshot: None,
+            event: started,
+        }]
+    }
+
+    fn the_rest() -> Vec<Event> {
+        vec![
+            Event::BlockStarted {
+                step: 0,
+                node: "main".into(),
+                block: "a".into(),
+                attempt: 1,
+            },
+            Event::BlockCompleted {
+                step: 0,
+                node: "main".into(),
+                block: "a".into(),
+                signal: "SIGNAL:SUCCESS".into(),
+                payload: PayloadDelta::default(),
+                artifact: None,
+                statistics: Statistics::default(),
+                duration_us: 1,
+                failure: None,
+                log: vec![],
+            },
+            Event::ActionTaken {
+                step: 0,
+                action: "END".into(),
+                command: CommandRecord::End,
+                gate_id: None,
+            },
+        ]
+    }
+
+    fn status(dir: &Path) -> SessionStatus {
+        serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_files_follow_every_append() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        files.write();
+        let dir = files.dir.clone();
+        assert_eq!(
+            dir,
+            ws.path().join(".agents-work/2026-11-22_one-101503-3c1f0a")
+        );
+        let first = status(&dir);
+        assert_eq!(first.current_state, "IMPLEMENT_LOOP");
+        assert_eq!(first.last_update, "2026-11-22T10:15:03Z");
+        let yaml = std::fs::read_to_string(dir.join("tasks.yaml")).unwrap();
+        assert!(yaml.contains("status: not-started"), "{yaml}");
+
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        for e in the_rest() {
+            sink.append(std::slice::from_ref(&e)).unwrap();
+            status(&dir).validate().unwrap();
+        }
+        assert_eq!(sink.events.len(), 3, "the inner sink got every event");
+        assert_eq!(status(&dir).current_state, "DONE");
+        let yaml = std::fs::read_to_string(dir.join("tasks.yaml")).unwrap();
+        assert!(yaml.contains("status: completed"), "{yaml}");
+        // Only the two files: no temporary file is left behind.
+        let mut names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["status.json", "tasks.yaml"]);
+    }
+
+    #[test]
+    fn running_lanes_hold_the_files_back() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        let dir = files.dir.clone();
+        let started = the_rest().remove(0);
+        files.record(&[started], &[T0 + 1000]);
+        let before = std::fs::read(dir.join("status.json")).unwrap();
+        files.record(
+            &[Event::LanesStarted {
+                step: 0,
+                lanes: vec!["x".into(), "y".into()],
+                merge_strategy: Default::default(),
+            }],
+            &[T0 + 2000],
+        );
+        let lane = |name: &str| Event::LaneCompleted {
+            step: 0,
+            lane: name.into(),
+            signal: "SIGNAL:SUCCESS".into(),
+            changed: vec![],
+            failure: None,
+            summary: None,
+            payload: vec![],
+            statistics: Statistics::default(),
+            duration_us: 1,
+            log: vec![],
+        };
+        files.record(&[lane("y")], &[T0 + 3000]);
+        assert_eq!(std::fs::read(dir.join("status.json")).unwrap(), before);
+        files.record(&[lane("x")], &[T0 + 4000]);
+        assert_eq!(status(&dir).last_update, "2026-11-22T10:15:07Z");
+    }
+
+    #[test]
+    fn a_write_failure_does_not_fail_the_run() {
+        let ws = tempfile::tempdir().unwrap();
+        // `.agents-work` is a file: no session folder can be made.
+        std::fs::write(ws.path().join(AGENTS_WORK), "in the way").unwrap();
+        let files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        for e in the_rest() {
+            sink.append(std::slice::from_ref(&e)).unwrap();
+        }
+        assert_eq!(sink.events.len(), 3);
+        assert!(sink.files.as_ref().unwrap().failing);
+    }
+
+    #[test]
+    fn an_event_the_store_refused_is_not_projected() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        files.write();
+        let dir = files.dir.clone();
+        let before = std::fs::read(dir.join("status.json")).unwrap();
+        let mut sink = SessionSink::new(Refusing, Some(files));
+        assert!(sink.append(&the_rest()).is_err());
+        assert_eq!(std::fs::read(dir.join("status.json")).unwrap(), before);
+    }
+}
