@@ -14,6 +14,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-plugin-actions-core", "ACTIONS_CORE", "actions-core"),
     ("wfhost-plugin-echo", "ECHO", "echo"),
     ("wfhost-plugin-exec", "EXEC", "exec"),
+    ("wfhost-plugin-agent", "AGENT", "agent"),
     ("wfhost-plugin-scripted", "SCRIPTED", "scripted"),
     (
         "wfhost-example-escalate-actions",

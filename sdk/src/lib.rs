@@ -142,6 +142,14 @@ pub mod slurm {
     pub use crate::bindings::worker::wfhost::plugin::slurm::*;
 }
 
+/// The `agent` capability: run an agent CLI with the env contract and the
+/// system prompt, then get what it did (BlockOutput, detected changes,
+/// restriction violations). Only usable by a plugin the workflow grants
+/// `agent`.
+pub mod agent {
+    pub use crate::bindings::worker::wfhost::plugin::agent::*;
+}
+
 /// The execution payload: the ordered context segments flowing between blocks.
 pub type Payload = Vec<ContextSegment>;
 

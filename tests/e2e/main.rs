@@ -8,7 +8,9 @@ mod durable;
 mod examples;
 mod exec;
 mod inspect;
+mod parallel;
 mod run;
+mod session_files;
 mod validate;
 
 /// The repository root.

@@ -84,6 +84,11 @@ fn print_progress(event: &Event, verbose: bool) {
             None => println!("        {action}: {command}"),
         },
         Event::Resumed { .. } | Event::GateAnswered { .. } => println!("  {}", event.describe()),
+        Event::LanesStarted { .. }
+        | Event::LaneCompleted { .. }
+        | Event::LaneConflictDetected { .. }
+        | Event::FanInWaiting { .. }
+        | Event::FanInCompleted { .. } => println!("  {}", event.describe()),
         Event::BlockStarted { .. } if verbose => println!("  {}", event.describe()),
         _ => {}
     }
@@ -198,7 +203,7 @@ pub enum Entry {
 pub fn execute(
     prepared: &Prepared,
     run: &RunRecord,
-    mut sink: PrintingSink<'_>,
+    mut sink: crate::session_files::SessionSink<PrintingSink<'_>>,
     entry: Entry,
 ) -> u8 {
     let tokio = match tokio::runtime::Builder::new_current_thread()
@@ -215,6 +220,13 @@ pub fn execute(
     let plugins = &prepared.plugins;
     let branch = sink.writer.branch();
     let output = sink.output;
+    // Lane workspaces a crash left behind, except those of a fan-out the
+    // run is still in (its finished lanes are not run again).
+    let state = match &entry {
+        Entry::Resume(state) | Entry::Continue(state) => state,
+    };
+    let active = state.fan_out.as_ref().map(|f| f.step);
+    wfhost_runtime::lanes::remove_stale(plugins.workspace(), &run.id, active);
     let result = tokio.block_on(async {
         let result = match entry {
             Entry::Resume(state) => engine::resume(wf, plugins, plugins, state, &mut sink).await,
@@ -301,10 +313,22 @@ pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Outp
                 "run {} waiting at gate {gate_id} after {node}.{block}: {prompt} ({summary})",
                 run.id
             );
-            println!(
-                "answer with: wfhost gate {} {gate_id} approved   (or changes-requested:<what to change>)",
-                run.id
-            );
+            let fan_in = report
+                .state
+                .fan_out
+                .as_ref()
+                .is_some_and(|f| f.gate.as_deref() == Some(gate_id.as_str()));
+            if fan_in {
+                println!(
+                    "answer with: wfhost gate {} {gate_id} use-lane:<lane>   (or use-lane:<file>=<lane>,...)",
+                    run.id
+                );
+            } else {
+                println!(
+                    "answer with: wfhost gate {} {gate_id} approved   (or changes-requested:<what to change>)",
+                    run.id
+                );
+            }
         }
     }
     for (name, b) in &report.blocks {

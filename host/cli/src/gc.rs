@@ -77,6 +77,33 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
             )
         });
     }
+    // Lane workspaces of parallel blocks that no run will come back to: this
+    // store's runs that are not executing and not resting inside a fan-out,
+    // and the runs just removed.
+    let mut lanes_removed = Vec::new();
+    if !args.dry_run {
+        for run_id in wfhost_runtime::lanes::runs_with_lanes() {
+            if store.is_running(&run_id) {
+                continue;
+            }
+            let record = store.run(&run_id).ok().flatten();
+            // The lane directory is shared by every store on the machine:
+            // a run this store does not know may be another home's.
+            if record.is_none() && !candidates.iter().any(|c| c.run_id == run_id) {
+                continue;
+            }
+            let active = record.as_ref().and_then(|_| {
+                let branch = store.current_branch(&run_id).ok()?;
+                store.state(&run_id, branch).ok()?.fan_out.map(|f| f.step)
+            });
+            let main = record
+                .map(|r| std::path::PathBuf::from(r.workspace))
+                .unwrap_or_default();
+            for lane in wfhost_runtime::lanes::remove_stale(&main, &run_id, active) {
+                lanes_removed.push(format!("{run_id}/{lane}"));
+            }
+        }
+    }
     if args.json {
         let out = serde_json::json!({
             "dry_run": args.dry_run,
@@ -84,6 +111,7 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
             "removed": removed,
             "orphan_containers_removed": orphans,
             "orphan_slurm_jobs_cancelled": orphan_jobs,
+            "lane_workspaces_removed": lanes_removed,
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return exit::SUCCESS;
@@ -107,6 +135,9 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
     }
     for id in &orphan_jobs {
         println!("cancelled orphan Slurm job {id}");
+    }
+    for lane in &lanes_removed {
+        println!("removed leftover lane workspace {lane}");
     }
     if args.dry_run {
         println!(

@@ -206,10 +206,12 @@ pub(crate) async fn execute<W: WorkerHost>(
 
     // Fan-in.
     let fan_out = state.fan_out.clone().expect("still running");
+    // Lanes whose work is to be merged must still have their workspaces
+    // (a crash keeps them; something else may not have).
     let missing: Vec<&str> = fan_out
         .completed
         .iter()
-        .filter(|r| !workers.lane_exists(&key(&r.lane)))
+        .filter(|r| mergeable(&r.signal) && !workers.lane_exists(&key(&r.lane)))
         .map(|r| r.lane.as_str())
         .collect();
     let merging: Vec<&LaneResult> = fan_out
@@ -275,7 +277,7 @@ pub(crate) async fn execute<W: WorkerHost>(
     let mut outputs = Vec::new();
     let mut merge_failure = None;
     for r in &fan_out.completed {
-        if missing.contains(&r.lane.as_str()) {
+        if missing.contains(&r.lane.as_str()) || !workers.lane_exists(&key(&r.lane)) {
             continue;
         }
         let files = plan

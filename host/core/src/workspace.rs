@@ -307,6 +307,142 @@ pub fn ensure_real_dir(root: &Path, rel: &str, create: bool) -> io::Result<PathB
     Ok(path)
 }
 
+/// What [`Snapshot`] remembers of one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Meta {
+    kind: EntryKind,
+    len: u64,
+    mtime_ns: i128,
+}
+
+fn meta_of(path: &Path) -> io::Result<Meta> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(path)?;
+    let kind = if m.file_type().is_symlink() {
+        EntryKind::Symlink(fs::read_link(path)?)
+    } else if m.is_dir() {
+        EntryKind::Dir
+    } else {
+        EntryKind::File
+    };
+    Ok(Meta {
+        kind,
+        len: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    })
+}
+
+/// A workspace as it was before a non-sandboxed block ran: every entry's
+/// kind, size and modification time (seed 000 detects changes by
+/// timestamps), plus copies of the entries a rollback may have to restore.
+/// Cheap for large trees: only the files the block may not touch are
+/// copied, and only when the block has restrictions.
+#[derive(Debug)]
+pub struct Snapshot {
+    root: PathBuf,
+    skip: fn(&str) -> bool,
+    entries: BTreeMap<String, Meta>,
+    store: PathBuf,
+    copied: std::collections::BTreeSet<String>,
+}
+
+impl Snapshot {
+    /// Record the tree under `root` (`skip` prunes paths, e.g. `.git`),
+    /// copying into `store` — a fresh directory outside the workspace —
+    /// every file and symlink for which `keep_copy` holds.
+    pub fn take(
+        root: &Path,
+        skip: fn(&str) -> bool,
+        keep_copy: &dyn Fn(&str) -> bool,
+        store: &Path,
+    ) -> io::Result<Snapshot> {
+        fs::create_dir_all(store)?;
+        let mut entries = BTreeMap::new();
+        let mut copied = std::collections::BTreeSet::new();
+        for (rel, _) in scan(root, &skip)? {
+            let meta = meta_of(&root.join(&rel))?;
+            if meta.kind != EntryKind::Dir && keep_copy(&rel) {
+                let to = store.join(&rel);
+                if let Some(parent) = to.parent() {
+                    fs::create_dir_all(parent)?;
+                }
+                copy_entry(&root.join(&rel), &to, &meta.kind)?;
+                copied.insert(rel.clone());
+            }
+            entries.insert(rel, meta);
+        }
+        Ok(Snapshot {
+            root: root.to_path_buf(),
+            skip,
+            entries,
+            store: store.to_path_buf(),
+            copied,
+        })
+    }
+
+    /// Where the copies are: the `snapshot` argument of [`revert`].
+    pub fn store(&self) -> &Path {
+        &self.store
+    }
+
+    /// The changes from the snapshot to the tree as it is now. A file whose
+    /// size or modification time changed is modified, unless a copy shows
+    /// its content is the same (a touch is not a change).
+    pub fn changes(&self) -> io::Result<Vec<Change>> {
+        let now = scan(&self.root, &self.skip)?;
+        let mut changes = Vec::new();
+        for (rel, before) in &self.entries {
+            if !now.contains_key(rel) {
+                changes.push(Change {
+                    path: rel.clone(),
+                    kind: ChangeKind::Removed,
+                    entry: before.kind.clone(),
+                });
+            }
+        }
+        for rel in now.keys() {
+            let after = match meta_of(&self.root.join(rel)) {
+                Ok(m) => m,
+                // Gone between the scan and now: seen as not there.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            let Some(before) = self.entries.get(rel) else {
+                changes.push(Change {
+                    path: rel.clone(),
+                    kind: ChangeKind::Added,
+                    entry: after.kind,
+                });
+                continue;
+            };
+            let changed = match (&before.kind, &after.kind) {
+                (EntryKind::Dir, EntryKind::Dir) => false,
+                (EntryKind::File, EntryKind::File) => {
+                    if before.len != after.len {
+                        true
+                    } else if before.mtime_ns == after.mtime_ns {
+                        false
+                    } else if self.copied.contains(rel) {
+                        !same_file_content(&self.store.join(rel), &self.root.join(rel))?
+                    } else {
+                        true
+                    }
+                }
+                (a, b) => a != b,
+            };
+            if changed {
+                changes.push(Change {
+                    path: rel.clone(),
+                    kind: ChangeKind::Modified,
+                    entry: after.kind,
+                });
+            }
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,7 @@ fn one_true(dir: &std::path::Path, name: &str) -> ExecRequest {
         },
         deadline: None,
         output_cap: 1 << 20,
+        stdin: None,
     }
 }
 
@@ -148,6 +149,7 @@ fn main() {
                 meta: BundleMeta::default(),
                 deadline: None,
                 output_cap: 1 << 20,
+                stdin: None,
             };
             let t = Instant::now();
             let outcome = rt.block_on(run_local(&request)).unwrap();

@@ -14,7 +14,7 @@
 //! found and removed ([`ContainerPool::remove_orphans`]).
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bollard::Docker;
 use bollard::exec::{CreateExecOptions, StartExecResults};
@@ -54,8 +54,10 @@ pub struct ContainerOptions {
 /// The containers of one run in one host process.
 pub struct ContainerPool {
     docker: Docker,
-    /// Image → paused container.
-    dormant: Mutex<HashMap<String, String>>,
+    /// (image, mounted workspace) → paused container. The workspace is
+    /// part of the key: parallel lanes mount their own workspaces, and a
+    /// container must never wake up with another lane's files.
+    dormant: Mutex<HashMap<(String, PathBuf), String>>,
     /// Containers started through the `container` capability: the only
     /// ones a plugin may address.
     owned: Mutex<HashSet<String>>,
@@ -120,6 +122,11 @@ impl ContainerPool {
         options: &ContainerOptions,
     ) -> Result<ExecOutcome, ExecError> {
         exec::check(&request.spec)?;
+        if request.stdin.is_some() {
+            return Err(ExecError::Invalid(
+                "the container executor cannot feed a command's stdin; deliver the prompt as an argument or a file".into(),
+            ));
+        }
         let (container, warm) = self.acquire(request, options).await?;
         self.in_use.lock().await.insert(container.clone());
         if let Err(e) = std::fs::create_dir_all(&request.bundle_dir) {
@@ -146,10 +153,10 @@ impl ContainerPool {
         }
         self.in_use.lock().await.remove(&container);
         if container_alive && self.docker.pause_container(&container).await.is_ok() {
-            self.dormant
-                .lock()
-                .await
-                .insert(options.image.clone(), container.clone());
+            self.dormant.lock().await.insert(
+                (options.image.clone(), request.workdir.clone()),
+                container.clone(),
+            );
         } else {
             self.remove(&container).await;
         }
@@ -179,7 +186,11 @@ impl ContainerPool {
         request: &ExecRequest,
         options: &ContainerOptions,
     ) -> Result<(String, bool), ExecError> {
-        let dormant = self.dormant.lock().await.remove(&options.image);
+        let dormant = self
+            .dormant
+            .lock()
+            .await
+            .remove(&(options.image.clone(), request.workdir.clone()));
         if let Some(id) = dormant {
             match self.docker.unpause_container(&id).await {
                 Ok(()) => return Ok((id, true)),

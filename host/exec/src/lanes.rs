@@ -84,8 +84,14 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
 
 const OUTPUT: &str = ".output";
 
+/// The contract's outputs and the host's own session files
+/// (`.agents-work/`, rewritten by the host at every event): never a
+/// lane's change.
 fn is_output(path: &str) -> bool {
-    path == OUTPUT || path.starts_with(".output/")
+    path == OUTPUT
+        || path.starts_with(".output/")
+        || path == ".agents-work"
+        || path.starts_with(".agents-work/")
 }
 
 /// The identity git needs for the lane's base commit, whatever the user's
@@ -134,6 +140,87 @@ impl Lane {
             }
         };
         Ok(lane)
+    }
+
+    /// The existing lane `name` of `main` under `root` (after a restart).
+    pub fn open(main: &Path, root: &Path, name: &str) -> Result<Lane, String> {
+        let main = main
+            .canonicalize()
+            .map_err(io(&format!("workspace {}", main.display())))?;
+        let path = root.join(name);
+        let meta = std::fs::symlink_metadata(&path).map_err(io(&format!("lane {name}")))?;
+        if !meta.is_dir() {
+            return Err(format!(
+                "lane {name}: {} is not a directory",
+                path.display()
+            ));
+        }
+        // A worktree has a `.git` file pointing into the main repository.
+        let isolation = if path.join(".git").is_file() {
+            Isolation::GitWorktree
+        } else {
+            Isolation::TempCopy
+        };
+        Ok(Lane {
+            name: name.into(),
+            path,
+            isolation,
+            main,
+        })
+    }
+
+    /// Bring `files` into the main workspace as the lane has them: copied
+    /// when present in the lane, removed from the workspace when not.
+    /// Symlinks are copied as links; nothing is followed.
+    pub fn merge_files(&self, files: &[String]) -> Result<(), String> {
+        let mut changes = Vec::new();
+        for path in files {
+            if is_output(path) {
+                continue;
+            }
+            match (entry(&self.path.join(path)), entry(&self.main.join(path))) {
+                (Some(e), None) => changes.push(Change {
+                    path: path.clone(),
+                    kind: ChangeKind::Added,
+                    entry: e,
+                }),
+                (Some(e), Some(_)) => changes.push(Change {
+                    path: path.clone(),
+                    kind: ChangeKind::Modified,
+                    entry: e,
+                }),
+                (None, Some(e)) => changes.push(Change {
+                    path: path.clone(),
+                    kind: ChangeKind::Removed,
+                    entry: e,
+                }),
+                (None, None) => {}
+            }
+        }
+        workspace::apply(&changes, &self.path, &self.main).map_err(io(&format!(
+            "merging lane {} into the workspace",
+            self.name
+        )))
+    }
+
+    /// Copy the lane's `.output/block-*.json` files that are new or differ
+    /// from the main workspace's into its `.output/`. Returns their names.
+    pub fn merge_outputs(&self) -> Result<Vec<String>, String> {
+        let out_dir = workspace::ensure_real_dir(&self.main, OUTPUT, true)
+            .map_err(io("the workspace's .output"))?;
+        let mut copied = Vec::new();
+        for (name, path) in self.block_outputs() {
+            let bytes = std::fs::read(&path).map_err(io(&format!("reading {name}")))?;
+            let target = out_dir.join(&name);
+            if std::fs::read(&target).ok().as_deref() == Some(&bytes[..]) {
+                continue;
+            }
+            let tmp = out_dir.join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, &bytes).map_err(io(&format!("writing {name}")))?;
+            std::fs::rename(&tmp, &target).map_err(io(&format!("writing {name}")))?;
+            copied.push(name);
+        }
+        Ok(copied)
     }
 
     fn fill_worktree(&self) -> Result<(), String> {

@@ -18,6 +18,7 @@
 //! through bollard, with dormant containers) and [`SlurmExecutor`] (one
 //! batch job per block); all three write the same layout.
 
+pub mod agent;
 mod bundle;
 pub mod container;
 pub mod lanes;
@@ -121,6 +122,10 @@ pub struct ExecRequest {
     pub deadline: Option<Instant>,
     /// Bytes kept of each command's stdout and of its stderr.
     pub output_cap: u64,
+    /// Written to the first command's stdin, which is then closed (an
+    /// agent's prompt or input JSON); `None` gives every command
+    /// `/dev/null`. Local executor only.
+    pub stdin: Option<Vec<u8>>,
 }
 
 /// What one command did.

@@ -165,6 +165,11 @@ pub(crate) fn preflight(
 }
 
 async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand) -> CommandResult {
+    let input = if index == 1 {
+        request.stdin.clone()
+    } else {
+        None
+    };
     let cwd = exec::resolve_cwd(&request.workdir, command.cwd.as_deref());
     let mut result = CommandResult::starting(index, command);
     let fail = |mut result: CommandResult, message: String| {
@@ -188,7 +193,11 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
         .current_dir(&cwd)
         .envs(request.env.iter().map(|(k, v)| (k, v)))
         .envs(command.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -203,6 +212,15 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
         }
     };
     let mut group = GroupGuard(child.id().map(|pid| pid as i32));
+    // Fed from its own task: a child that never reads its stdin must not
+    // block us, and one that exits early (a broken pipe) is not an error.
+    if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(&bytes).await;
+            let _ = pipe.shutdown().await;
+        });
+    }
     let out = tokio::spawn(capture(
         child.stdout.take().expect("stdout is piped"),
         request.bundle_dir.join(&result.stdout),

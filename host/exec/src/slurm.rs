@@ -257,6 +257,11 @@ impl SlurmExecutor {
         request: &ExecRequest,
         options: &SlurmOptions,
     ) -> Result<SubmittedJob, ExecError> {
+        if request.stdin.is_some() {
+            return Err(ExecError::Invalid(
+                "a Slurm job has no stdin to feed; deliver the input as a file".into(),
+            ));
+        }
         exec::check(&request.spec)?;
         check_options(options)?;
         if !request.workdir.is_dir() {

@@ -142,6 +142,7 @@ fn bench_per_call(tokio: &tokio::runtime::Runtime) {
             },
             payload: vec![],
             timeout: None,
+            lane: None,
         };
         let samples: Vec<Duration> = (0..3000)
             .map(|_| {

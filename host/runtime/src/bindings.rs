@@ -16,6 +16,7 @@ pub mod worker {
             "wfhost:plugin/slurm.submit": async,
             "wfhost:plugin/slurm.status": async,
             "wfhost:plugin/slurm.cancel": async,
+            "wfhost:plugin/agent.run": async,
         },
         exports: { default: async },
     });
@@ -34,7 +35,7 @@ pub mod action_handler {
     });
 }
 
-pub use worker::wfhost::plugin::{container, exec, executor_types, log, slurm, types};
+pub use worker::wfhost::plugin::{agent, container, exec, executor_types, log, slurm, types};
 
 /// The interface a worker component must export.
 pub const WORKER_EXPORT: &str = "wfhost:plugin/block-worker@0.1.0";

@@ -28,6 +28,10 @@ pub struct RuntimeConfig {
     pub pooling: bool,
     /// Instances the pool holds at once (concurrently running plugins).
     pub pool_instances: u32,
+    /// Where agent CLIs send telemetry (`TELEMETRY_URL`, with
+    /// `TELEMETRY_ENABLED=1`); from `$WFHOST_TELEMETRY_URL`. None disables
+    /// it.
+    pub telemetry_url: Option<String>,
 }
 
 impl Default for RuntimeConfig {
@@ -43,6 +47,9 @@ impl Default for RuntimeConfig {
             default_executor: wfhost_exec::Executor::Local,
             pooling: true,
             pool_instances: 32,
+            telemetry_url: std::env::var("WFHOST_TELEMETRY_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty()),
         }
     }
 }

@@ -38,13 +38,31 @@ pub struct ExecScope {
     pub resources: Arc<RunResources>,
     /// For blocks that name no executor.
     pub default_executor: wfhost_exec::Executor,
+    /// The block's `NODE_ID` in the agent contract: `node.block`, or
+    /// `node.block.lane` in a lane.
+    pub agent_id: String,
+    /// The block's file restrictions (none: unrestricted).
+    pub restrictions: Option<Vec<String>>,
+    /// The workflow manifest's directory.
+    pub manifest_dir: Option<PathBuf>,
+    /// Where agents send telemetry; none disables it.
+    pub telemetry_url: Option<String>,
 }
 
 impl ExecScope {
     /// A request for `spec` with a fresh bundle directory under
     /// `.output/exec/<run>/`.
     fn request(&self, spec: wfhost_core::exec::ExecSpec) -> ExecRequest {
-        let parent = self.workspace.join(".output/exec").join(&self.run_id);
+        self.request_under(spec, ".output/exec")
+    }
+
+    /// Like [`Self::request`], with the bundle under `dir/<run>/`.
+    pub(crate) fn request_under(
+        &self,
+        spec: wfhost_core::exec::ExecSpec,
+        dir: &str,
+    ) -> ExecRequest {
+        let parent = self.workspace.join(dir).join(&self.run_id);
         let bundle_dir = wfhost_exec::unique_bundle_dir(
             &parent,
             &format!("step-{}-{}.{}", self.step, self.node_id, self.block_id),
@@ -63,6 +81,7 @@ impl ExecScope {
             },
             deadline: Some(self.deadline),
             output_cap: self.output_cap,
+            stdin: None,
         }
     }
 
@@ -90,7 +109,7 @@ pub struct RunResources {
 }
 
 impl RunResources {
-    async fn containers(&self) -> Result<Arc<ContainerPool>, ExecError> {
+    pub(crate) async fn containers(&self) -> Result<Arc<ContainerPool>, ExecError> {
         let mut slot = self.containers.lock().await;
         if let Some(pool) = slot.as_ref() {
             return Ok(pool.clone());
@@ -120,7 +139,7 @@ impl RunResources {
     }
 }
 
-fn to_wit_error(e: ExecError) -> wit::ExecError {
+pub(crate) fn to_wit_error(e: ExecError) -> wit::ExecError {
     match e {
         ExecError::Refused(v) => wit::ExecError::Refused(v.to_string()),
         ExecError::Invalid(m) => wit::ExecError::Invalid(m),
@@ -147,7 +166,7 @@ fn to_slurm_options(o: wit::SlurmOptions) -> wfhost_exec::SlurmOptions {
     }
 }
 
-fn to_container_options(o: wit::ContainerOptions) -> wfhost_exec::ContainerOptions {
+pub(crate) fn to_container_options(o: wit::ContainerOptions) -> wfhost_exec::ContainerOptions {
     wfhost_exec::ContainerOptions {
         image: o.image,
         cpus: o.cpus,
@@ -155,7 +174,7 @@ fn to_container_options(o: wit::ContainerOptions) -> wfhost_exec::ContainerOptio
     }
 }
 
-fn to_wit_result(workspace: &std::path::Path, outcome: ExecOutcome) -> wit::ExecResult {
+pub(crate) fn to_wit_result(workspace: &std::path::Path, outcome: ExecOutcome) -> wit::ExecResult {
     wit::ExecResult {
         bundle_dir: outcome
             .bundle_dir
@@ -187,7 +206,7 @@ fn to_wit_result(workspace: &std::path::Path, outcome: ExecOutcome) -> wit::Exec
 
 impl HostState {
     /// The calling block's scope; action handlers have none.
-    fn scope(&self) -> Result<ExecScope, wit::ExecError> {
+    pub(crate) fn scope(&self) -> Result<ExecScope, wit::ExecError> {
         self.exec.clone().ok_or_else(|| {
             wit::ExecError::Unavailable("executors can only be used by a block worker".into())
         })

@@ -17,12 +17,14 @@
 //! - [`plugins`]: the plugins of one workflow, ready to run.
 
 pub mod admission;
+mod agent_capability;
 mod bindings;
 pub mod cache;
 mod capture;
 pub mod config;
 mod host_capabilities;
 mod host_state;
+pub mod lanes;
 pub mod plugins;
 pub mod runtime;
 pub mod sandbox;

@@ -17,7 +17,7 @@ use wasmtime::{Store, Trap};
 use wasmtime_wasi::WasiCtxBuilder;
 use wfhost_core::command::{BlockRef, EngineCommand};
 use wfhost_core::engine::{
-    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, RunView, WorkerHost,
+    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, LaneKey, RunView, WorkerHost,
 };
 use wfhost_core::manifest::LoadedWorkflow;
 use wfhost_core::payload::{BlockContext, ContextSegment, Statistics, WorkerOutput};
@@ -85,6 +85,9 @@ pub struct PluginLoad {
 pub struct PluginSet {
     runtime: Arc<WasmRuntime>,
     workspace: PathBuf,
+    /// The workflow manifest's directory: relative agent commands are
+    /// resolved against it, like plugin paths.
+    manifest_dir: Option<PathBuf>,
     workers: HashMap<String, WorkerPre<HostState>>,
     handlers: HashMap<String, ActionHandlerPre<HostState>>,
     loads: Vec<PluginLoad>,
@@ -143,7 +146,9 @@ impl PluginSet {
                 want(&block.worker, World::Worker);
             }
         }
-        Self::load(runtime, &requests, workspace)
+        let mut set = Self::load(runtime, &requests, workspace)?;
+        set.manifest_dir = Some(workflow.base_dir().to_path_buf());
+        Ok(set)
     }
 
     /// Load the given plugins.
@@ -160,6 +165,7 @@ impl PluginSet {
         let mut set = PluginSet {
             runtime,
             workspace,
+            manifest_dir: None,
             workers: HashMap::new(),
             handlers: HashMap::new(),
             loads: Vec::new(),
@@ -282,7 +288,19 @@ impl PluginSet {
             Ok(plan) => plan,
             Err(e) => return failed(e.to_string()),
         };
-        let sandbox = match Sandbox::prepare(&self.workspace, &plan) {
+        // A lane works in its own workspace.
+        let workspace = match &request.lane {
+            Some(key) => crate::lanes::lane_path(key),
+            None => self.workspace.clone(),
+        };
+        // Seed 000: `.output/` exists before the first block runs.
+        if let Err(e) = wfhost_core::workspace::ensure_real_dir(&workspace, ".output", true) {
+            return failed(format!(
+                "cannot create {}/.output: {e}",
+                workspace.display()
+            ));
+        }
+        let sandbox = match Sandbox::prepare(&workspace, &plan) {
             Ok(s) => s,
             Err(e) => return failed(e),
         };
@@ -303,11 +321,11 @@ impl PluginSet {
         // Commands run on the host: they see host paths.
         for (key, value) in env.iter_mut() {
             if key == "OUTPUT_DIR" {
-                *value = self.workspace.join(".output").display().to_string();
+                *value = workspace.join(".output").display().to_string();
             }
         }
         let exec = ExecScope {
-            workspace: self.workspace.clone(),
+            workspace: workspace.clone(),
             run_id: ctx.execution_id.clone(),
             node_id: ctx.node_id.clone(),
             block_id: ctx.block_id.clone(),
@@ -318,6 +336,13 @@ impl PluginSet {
             resources: self.resources.clone(),
             default_executor: self.runtime.config.default_executor.clone(),
             output_cap: self.runtime.config.max_exec_output_bytes,
+            agent_id: match &request.lane {
+                Some(key) => key.agent_id(),
+                None => format!("{}.{}", ctx.node_id, ctx.block_id),
+            },
+            restrictions: ctx.file_restrictions.clone(),
+            manifest_dir: self.manifest_dir.clone(),
+            telemetry_url: self.runtime.config.telemetry_url.clone(),
         };
         let mut store = self.new_store(wasi, timeout, Some(exec));
 
@@ -434,6 +459,33 @@ impl PluginSet {
 impl WorkerHost for PluginSet {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.run_worker(request)
+    }
+
+    fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
+        crate::lanes::create(&self.workspace, lane)
+    }
+
+    fn lane_exists(&self, lane: &LaneKey) -> bool {
+        crate::lanes::exists(lane)
+    }
+
+    fn lane_changes(
+        &self,
+        lane: &LaneKey,
+    ) -> impl Future<Output = Result<Vec<String>, String>> + Send {
+        crate::lanes::changes(&self.workspace, lane)
+    }
+
+    fn merge_lane(
+        &self,
+        lane: &LaneKey,
+        files: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, String>> + Send {
+        crate::lanes::merge(&self.workspace, lane, files)
+    }
+
+    fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
+        crate::lanes::remove_step(&self.workspace, run_id, step)
     }
 }
 

@@ -83,6 +83,7 @@ impl WasmRuntime {
         bindings::exec::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         bindings::container::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         bindings::slurm::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        bindings::agent::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
 
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());
 

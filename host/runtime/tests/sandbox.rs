@@ -107,6 +107,7 @@ async fn run_with_timeout(
         context: context(restrictions, ops),
         payload: Vec::new(),
         timeout,
+        lane: None,
     })
     .await
 }

@@ -1,0 +1,539 @@
+//! Agent blocks (seeds 000 and 001): run an agent CLI — any program, a
+//! real coding agent or a scripted stand-in — and check what it did.
+//!
+//! Before the CLI runs, the workspace is snapshotted (kind, size and
+//! modification time of every entry; copies of the files the block may not
+//! change). The CLI runs through the local or container executor with the
+//! env contract, its prompt by argument, stdin or file, and leaves a result
+//! bundle like any exec block. Afterwards:
+//!
+//! - the files really modified, created and removed are detected;
+//! - changes outside the block's file restrictions are undone
+//!   ([`ViolationPolicy::Rollback`]) or left for inspection
+//!   ([`ViolationPolicy::Fail`], the caller fails the block); either way
+//!   they are reported, never silently kept;
+//! - `.output/block-<id>.json` is read and validated. It does not count
+//!   when it is missing (or byte-identical to the one an earlier attempt
+//!   left), malformed, for another block, or when the CLI did not exit 0
+//!   (timed out, killed, non-zero exit, could not start): a synthetic
+//!   failed output takes its place (the rejected file is kept next to it as
+//!   `block-<id>.rejected.json`), so later blocks and fan-in always find
+//!   valid JSON;
+//! - with the JSON protocol, stdout must be the universal output and
+//!   nothing else; a BlockOutput is written from it;
+//! - what the output claims changed is compared with what was detected.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use wfhost_core::agent_protocol::{self, AgentOutput, AgentStatus};
+use wfhost_core::block_output::{
+    self, BlockOutput, BlockOutputStatus, BlockType, ClaimMismatch, Deliverables,
+};
+use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_core::restrictions::RestrictionPlan;
+use wfhost_core::workspace::{self, ChangeKind, EntryKind, Snapshot};
+
+use crate::container::CONTAINER_WORKSPACE;
+use crate::{BundleMeta, ContainerOptions, ContainerPool, ExecError, ExecOutcome, ExecRequest};
+
+/// How the system prompt reaches the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptDelivery {
+    /// `{prompt}` in the argv is replaced by it; without one it is
+    /// appended as the last argument.
+    Argument,
+    Stdin,
+    /// Written to a file named by `{prompt-file}` in the argv and by
+    /// `AGENT_PROMPT_FILE`.
+    File,
+}
+
+/// What the CLI must produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Seed 000: `.output/block-<id>.json`.
+    BlockOutput,
+    /// Seed 001: the universal input on stdin, the universal output (only)
+    /// on stdout.
+    Json,
+}
+
+/// What happens to changes outside the block's file restrictions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViolationPolicy {
+    Rollback,
+    Fail,
+}
+
+/// Where the CLI runs.
+pub enum AgentExecutor {
+    Local,
+    Container {
+        pool: Arc<ContainerPool>,
+        options: ContainerOptions,
+    },
+}
+
+/// One agent invocation.
+pub struct AgentRequest {
+    /// The CLI and its arguments (`{prompt}` / `{prompt-file}`
+    /// placeholders).
+    pub argv: Vec<String>,
+    pub prompt: String,
+    pub delivery: PromptDelivery,
+    pub protocol: Protocol,
+    /// The universal input JSON (JSON protocol).
+    pub input_json: Option<String>,
+    /// The env contract (`NODE_ID`, `OUTPUT_DIR`, …), host paths.
+    pub env: Vec<(String, String)>,
+    /// The block's own variables, applied after the contract.
+    pub extra_env: Vec<(String, String)>,
+    /// The host path of the workspace: the CLI's working directory.
+    pub workspace: PathBuf,
+    /// `NODE_ID`: the output file is `.output/block-<agent_id>.json`.
+    pub agent_id: String,
+    pub block_type: BlockType,
+    /// The block's file restrictions (none: unrestricted).
+    pub restrictions: Option<Vec<String>>,
+    pub on_violation: ViolationPolicy,
+    pub executor: AgentExecutor,
+    /// Where the result bundle goes (must not exist yet).
+    pub bundle_dir: PathBuf,
+    pub meta: BundleMeta,
+    pub deadline: Option<Instant>,
+    pub output_cap: u64,
+}
+
+/// What the agent did, as the host saw it.
+#[derive(Debug)]
+pub struct AgentOutcome {
+    /// The CLI's execution (one command) and its bundle.
+    pub exec: ExecOutcome,
+    /// What `.output/block-<id>.json` now holds: the agent's output, or a
+    /// synthetic failure.
+    pub output: BlockOutput,
+    /// Why the agent's output was replaced.
+    pub defect: Option<String>,
+    /// JSON protocol only: the universal output, or why stdout is not one.
+    pub protocol: Option<Result<AgentOutput, String>>,
+    /// Detected after any rollback; `.output/`, `.git/` and
+    /// `.agents-work/` excluded.
+    pub modified: Vec<String>,
+    pub created: Vec<String>,
+    pub removed: Vec<String>,
+    /// The output's claims against what was detected (empty for a
+    /// synthetic output, which claims nothing).
+    pub mismatch: ClaimMismatch,
+    /// Changed paths outside the restrictions.
+    pub violations: Vec<String>,
+    /// The violations were undone.
+    pub rolled_back: bool,
+}
+
+/// Paths the change detection never looks at: the contract's outputs, the
+/// repository's metadata, the host's session files.
+fn not_watched(path: &str) -> bool {
+    [".output", ".git", ".agents-work"]
+        .iter()
+        .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+}
+
+fn now_iso() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    iso_utc(ms)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` from unix milliseconds.
+fn iso_utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
+/// A scratch directory for the snapshot's copies, outside the workspace.
+fn snapshot_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    std::env::temp_dir().join(format!(
+        "wfhost-agent-snapshot-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+/// Removes the snapshot's copies however the invocation ends.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn invalid(message: impl Into<String>) -> ExecError {
+    ExecError::Invalid(message.into())
+}
+
+fn failed(what: &str) -> impl Fn(std::io::Error) -> ExecError + '_ {
+    move |e| ExecError::Failed(format!("{what}: {e}"))
+}
+
+/// Write `bytes` to `path` through a temporary file and a rename, so a
+/// reader never sees half of it.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The argv with the prompt placed, and what goes on stdin.
+fn place_prompt(
+    request: &AgentRequest,
+    prompt_file: Option<&str>,
+) -> Result<(Vec<String>, Option<Vec<u8>>), ExecError> {
+    let mut argv = request.argv.clone();
+    let mut stdin = match request.protocol {
+        Protocol::Json => Some(
+            request
+                .input_json
+                .clone()
+                .ok_or_else(|| invalid("the json protocol needs the universal input JSON"))?
+                .into_bytes(),
+        ),
+        Protocol::BlockOutput => None,
+    };
+    match request.delivery {
+        PromptDelivery::Argument => {
+            if argv.iter().skip(1).any(|a| a.contains("{prompt}")) {
+                for arg in argv.iter_mut().skip(1) {
+                    *arg = arg.replace("{prompt}", &request.prompt);
+                }
+            } else {
+                argv.push(request.prompt.clone());
+            }
+        }
+        PromptDelivery::Stdin => {
+            if stdin.is_some() {
+                return Err(invalid(
+                    "the json protocol sends its input on stdin; deliver the prompt as an argument or a file",
+                ));
+            }
+            stdin = Some(request.prompt.clone().into_bytes());
+        }
+        PromptDelivery::File => {
+            let file = prompt_file.expect("a file delivery has a prompt file");
+            for arg in argv.iter_mut().skip(1) {
+                *arg = arg.replace("{prompt-file}", file);
+            }
+        }
+    }
+    Ok((argv, stdin))
+}
+
+/// Run the agent and check what it did. An `Err` means nothing ran (the
+/// request is malformed, refused by the safety policy, or the executor is
+/// unavailable); everything that happens once the CLI started is in the
+/// outcome.
+pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError> {
+    if request.argv.first().is_none_or(|p| p.trim().is_empty()) {
+        return Err(invalid("the agent command is empty"));
+    }
+    let plan = RestrictionPlan::new(request.restrictions.as_deref())
+        .map_err(|e| invalid(e.to_string()))?;
+    let workspace = request.workspace.clone();
+    let out_dir = workspace::ensure_real_dir(&workspace, ".output", true)
+        .map_err(failed("the workspace's .output"))?;
+    let output_path = out_dir.join(block_output::file_name(&request.agent_id));
+    let earlier = std::fs::read(&output_path).ok();
+
+    // The prompt file lives next to the bundle, where a container sees it
+    // too.
+    let prompt_file = match request.delivery {
+        PromptDelivery::File => {
+            let host = request.bundle_dir.with_extension("prompt.md");
+            if let Some(parent) = host.parent() {
+                std::fs::create_dir_all(parent).map_err(failed("the prompt file"))?;
+            }
+            std::fs::write(&host, &request.prompt).map_err(failed("the prompt file"))?;
+            let seen = match &request.executor {
+                AgentExecutor::Local => host.display().to_string(),
+                AgentExecutor::Container { .. } => match host.strip_prefix(&workspace) {
+                    Ok(rel) => format!("{CONTAINER_WORKSPACE}/{}", rel.display()),
+                    Err(_) => host.display().to_string(),
+                },
+            };
+            Some(seen)
+        }
+        _ => None,
+    };
+    let (argv, stdin) = place_prompt(&request, prompt_file.as_deref())?;
+    let mut command_env = request.extra_env.clone();
+    if let Some(file) = &prompt_file {
+        command_env.push(("AGENT_PROMPT_FILE".into(), file.clone()));
+    }
+
+    let scratch = Scratch(snapshot_dir());
+    let snapshot = {
+        let (root, store) = (workspace.clone(), scratch.0.clone());
+        let restricted = request.restrictions.clone();
+        tokio::task::spawn_blocking(move || {
+            let plan = RestrictionPlan::new(restricted.as_deref()).ok();
+            let keep = |p: &str| match (&restricted, &plan) {
+                (Some(_), Some(plan)) => !plan.permits(p),
+                _ => false,
+            };
+            Snapshot::take(&root, not_watched, &keep, &store)
+        })
+        .await
+        .map_err(|e| ExecError::Failed(format!("snapshot task: {e}")))?
+        .map_err(failed("snapshotting the workspace"))?
+    };
+
+    let exec_request = ExecRequest {
+        spec: ExecSpec {
+            commands: vec![ExecCommand {
+                argv,
+                cwd: None,
+                env: command_env,
+            }],
+            allow_shell: false,
+        },
+        workdir: workspace.clone(),
+        bundle_dir: request.bundle_dir.clone(),
+        env: request.env.clone(),
+        meta: request.meta.clone(),
+        deadline: request.deadline,
+        output_cap: request.output_cap,
+        stdin,
+    };
+    let exec = match &request.executor {
+        AgentExecutor::Local => crate::run_local(&exec_request).await?,
+        AgentExecutor::Container { pool, options } => pool.run(&exec_request, options).await?,
+    };
+
+    // What changed, and what may not have.
+    let changes = snapshot
+        .changes()
+        .map_err(failed("comparing the workspace with its snapshot"))?;
+    let violations: Vec<String> = workspace::violations(&changes, &plan)
+        .into_iter()
+        .map(|c| c.path.clone())
+        .collect();
+    let mut rolled_back = false;
+    if !violations.is_empty() && request.on_violation == ViolationPolicy::Rollback {
+        workspace::revert(&changes, &plan, snapshot.store(), &workspace)
+            .map_err(failed("rolling back changes outside the file restrictions"))?;
+        rolled_back = true;
+    }
+    let kept = |c: &&workspace::Change| !rolled_back || plan.permits(&c.path);
+    let files = |kind: ChangeKind| -> Vec<String> {
+        changes
+            .iter()
+            .filter(kept)
+            .filter(|c| c.kind == kind && c.entry != EntryKind::Dir)
+            .map(|c| c.path.clone())
+            .collect()
+    };
+    let (modified, created, removed) = (
+        files(ChangeKind::Modified),
+        files(ChangeKind::Added),
+        files(ChangeKind::Removed),
+    );
+
+    let command = &exec.commands[0];
+    let ran_badly = if let Some(error) = &command.error {
+        Some(format!("the agent could not run: {error}"))
+    } else if command.timed_out {
+        Some("the agent timed out and was killed".to_string())
+    } else {
+        match (command.exit_code, command.signal) {
+            (Some(0), _) => None,
+            (Some(code), _) => Some(format!("the agent exited with code {code}")),
+            (None, Some(signal)) => Some(format!("the agent was killed by signal {signal}")),
+            (None, None) => Some("the agent did not exit normally".to_string()),
+        }
+    };
+
+    let mut protocol = None;
+    let (own, defect) = match request.protocol {
+        Protocol::BlockOutput => {
+            let written = std::fs::read(&output_path).ok();
+            let fresh = written.filter(|w| Some(w) != earlier.as_ref());
+            match block_output::read(fresh.as_deref(), &request.agent_id, request.block_type) {
+                Ok(output) => match ran_badly {
+                    None => (Some(output), None),
+                    Some(why) => (None, Some(why)),
+                },
+                Err(defect) => {
+                    let mut why = defect.to_string();
+                    if let Some(bad) = ran_badly {
+                        why = format!("{bad}; {why}");
+                    }
+                    (None, Some(why))
+                }
+            }
+        }
+        Protocol::Json => {
+            let parsed = if command.stdout_truncated {
+                Err(format!(
+                    "protocol error: stdout exceeded {} bytes; the universal output must be one JSON object",
+                    request.output_cap
+                ))
+            } else {
+                match std::fs::read(exec.bundle_dir.join(&command.stdout)) {
+                    Ok(bytes) => agent_protocol::parse_output(&bytes).map_err(|e| e.to_string()),
+                    Err(e) => Err(format!(
+                        "protocol error: cannot read the agent's stdout: {e}"
+                    )),
+                }
+            };
+            let result = match (&parsed, &ran_badly) {
+                (Ok(answer), None) => (
+                    Some(from_protocol(&request, answer, &modified, &created)),
+                    None,
+                ),
+                (Ok(_), Some(why)) => (None, Some(why.clone())),
+                (Err(e), None) => (None, Some(e.clone())),
+                (Err(e), Some(why)) => (None, Some(format!("{why}; {e}"))),
+            };
+            protocol = Some(parsed);
+            result
+        }
+    };
+
+    let (output, mismatch) = match own {
+        Some(output) => {
+            let mismatch = block_output::compare_claims(&output, &modified, &created);
+            if request.protocol == Protocol::Json {
+                write_output(&output_path, &output)?;
+            }
+            (output, mismatch)
+        }
+        None => {
+            let reason = defect.clone().unwrap_or_default();
+            let synthetic = block_output::synthetic_failure(
+                &request.agent_id,
+                request.block_type,
+                &reason,
+                now_iso(),
+            );
+            // Keep what the agent wrote, if it wrote something, for
+            // inspection.
+            if let Ok(bytes) = std::fs::read(&output_path)
+                && Some(&bytes) != earlier.as_ref()
+                && request.protocol == Protocol::BlockOutput
+            {
+                let rejected = out_dir.join(format!("block-{}.rejected.json", request.agent_id));
+                let _ = std::fs::write(rejected, bytes);
+            }
+            write_output(&output_path, &synthetic)?;
+            (synthetic, ClaimMismatch::default())
+        }
+    };
+    drop(scratch);
+    Ok(AgentOutcome {
+        exec,
+        output,
+        defect,
+        protocol,
+        modified,
+        created,
+        removed,
+        mismatch,
+        violations,
+        rolled_back,
+    })
+}
+
+fn write_output(path: &Path, output: &BlockOutput) -> Result<(), ExecError> {
+    let json = serde_json::to_vec_pretty(output)
+        .map_err(|e| ExecError::Failed(format!("serializing the block output: {e}")))?;
+    write_atomically(path, &json).map_err(failed("writing the block output"))
+}
+
+/// The BlockOutput of a JSON-protocol agent: its status and summary, the
+/// files the host detected.
+fn from_protocol(
+    request: &AgentRequest,
+    answer: &AgentOutput,
+    modified: &[String],
+    created: &[String],
+) -> BlockOutput {
+    let status = match answer.status {
+        AgentStatus::Ok => BlockOutputStatus::Completed,
+        AgentStatus::NeedsDecision => BlockOutputStatus::Partial,
+        _ => BlockOutputStatus::Failed,
+    };
+    let mut changed: Vec<String> = modified.iter().chain(created).cloned().collect();
+    changed.sort();
+    let deliverables = match request.block_type {
+        BlockType::Plan => Deliverables::Plan {
+            markdown_document: answer.summary.clone(),
+            task_list: answer.artifacts.files_to_create_or_update.clone(),
+        },
+        BlockType::Dev => Deliverables::Code {
+            files_changed: changed,
+            diff_summary: answer.summary.clone(),
+        },
+        _ => Deliverables::Generic {
+            summary: answer.summary.clone(),
+        },
+    };
+    BlockOutput {
+        block_id: request.agent_id.clone(),
+        block_type: request.block_type,
+        status,
+        deliverables,
+        summary: answer.summary.clone(),
+        files_modified: modified.to_vec(),
+        files_created: created.to_vec(),
+        timestamp: now_iso(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_timestamps_are_utc_and_valid_block_output_timestamps() {
+        assert_eq!(iso_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_utc(1_795_392_000_123), "2026-11-22T00:00:00.123Z");
+        assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn unwatched_paths() {
+        for p in [
+            ".output",
+            ".output/block-a.json",
+            ".git/HEAD",
+            ".agents-work/s/status.json",
+        ] {
+            assert!(not_watched(p), "{p}");
+        }
+        for p in [".outputs", "src/.git", "git/x", ".github/workflows/ci.yml"] {
+            assert!(!not_watched(p), "{p}");
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! Agent blocks against real child processes: small Python agents written
+//! into a temporary workspace.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use wfhost_core::block_output::{BlockOutputStatus, BlockType};
+use wfhost_exec::agent::{
+    AgentExecutor, AgentOutcome, AgentRequest, PromptDelivery, Protocol, ViolationPolicy, run_agent,
+};
+use wfhost_exec::{BundleMeta, ExecError};
+
+const AGENT_ID: &str = "dev.implement";
+
+/// A Python agent; `body` runs after the preamble, which sets `out` to
+/// the output path and `prompt` to what arrived on stdin.
+fn agent(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    let script = format!(
+        "#!/usr/bin/env python3\nimport json, os, sys, time\nout = os.path.join(os.environ['OUTPUT_DIR'], 'block-' + os.environ['NODE_ID'] + '.json')\n{body}\n"
+    );
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// The Python that writes a valid dev output claiming `modified` and
+/// `created`.
+fn write_output(status: &str, modified: &[&str], created: &[&str]) -> String {
+    format!(
+        "json.dump({{'blockId': os.environ['NODE_ID'], 'blockType': 'dev', 'status': '{status}', \
+         'deliverables': {{'blockType': 'code', 'filesChanged': [], 'diffSummary': 'd'}}, \
+         'summary': 'did it', 'filesModified': {modified:?}, 'filesCreated': {created:?}, \
+         'timestamp': '2026-11-22T10:00:00Z'}}, open(out, 'w'))"
+    )
+}
+
+struct Fixture {
+    ws: tempfile::TempDir,
+    agents: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("src/lib.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(ws.path().join("README.md"), "readme\n").unwrap();
+    Fixture {
+        ws,
+        agents: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Fixture {
+    fn request(&self, program: &Path) -> AgentRequest {
+        let ws = self.ws.path().canonicalize().unwrap();
+        let output_dir = ws.join(".output").display().to_string();
+        AgentRequest {
+            argv: vec![program.display().to_string()],
+            prompt: "RULES\n\nYou are a dev.\n\nDo the task.".into(),
+            delivery: PromptDelivery::Stdin,
+            protocol: Protocol::BlockOutput,
+            input_json: None,
+            env: vec![
+                ("WORKFLOW_ID".into(), "wf".into()),
+                ("EXECUTION_ID".into(), "run-1".into()),
+                ("NODE_ID".into(), AGENT_ID.into()),
+                ("STEP_INDEX".into(), "3".into()),
+                ("FILE_RESTRICTIONS".into(), r#"["src/**"]"#.into()),
+                ("TELEMETRY_ENABLED".into(), "0".into()),
+                ("TELEMETRY_URL".into(), String::new()),
+                ("OUTPUT_DIR".into(), output_dir),
+                ("PREVIOUS_BLOCK_ID".into(), "plan.write".into()),
+            ],
+            extra_env: vec![("EXTRA".into(), "yes".into())],
+            workspace: ws.clone(),
+            agent_id: AGENT_ID.into(),
+            block_type: BlockType::Dev,
+            restrictions: Some(vec!["src/**".into()]),
+            on_violation: ViolationPolicy::Rollback,
+            executor: AgentExecutor::Local,
+            bundle_dir: ws.join(".output/agent/run-1/step-3"),
+            meta: BundleMeta::default(),
+            deadline: Some(Instant::now() + Duration::from_secs(30)),
+            output_cap: 1 << 20,
+        }
+    }
+
+    fn run(&self, request: AgentRequest) -> AgentOutcome {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(run_agent(request))
+            .unwrap()
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.ws.path().join(rel)).unwrap()
+    }
+
+    fn written_output(&self) -> serde_json::Value {
+        serde_json::from_str(&self.read(&format!(".output/block-{AGENT_ID}.json"))).unwrap()
+    }
+}
+
+#[test]
+fn the_child_sees_the_env_contract_and_the_prompt_on_stdin() {
+    let f = fixture();
+    let program = agent(
+        f.agents.path(),
+        "dump.py",
+        &format!(
+            "prompt = sys.stdin.read()\nkeys = ['WORKFLOW_ID','EXECUTION_ID','NODE_ID','STEP_INDEX','FILE_RESTRICTIONS','TELEMETRY_ENABLED','TELEMETRY_URL','OUTPUT_DIR','PREVIOUS_BLOCK_ID','EXTRA']\n\
+             json.dump({{'env': {{k: os.environ.get(k) for k in keys}}, 'prompt': prompt, 'cwd': os.getcwd(), 'argv': sys.argv[1:]}}, open(os.path.join(os.environ['OUTPUT_DIR'], 'seen.json'), 'w'))\n{}",
+            write_output("completed", &[], &[])
+        ),
+    );
+    let outcome = f.run(f.request(&program));
+    assert_eq!(outcome.defect, None);
+    assert_eq!(outcome.output.status, BlockOutputStatus::Completed);
+    let seen: serde_json::Value = serde_json::from_str(&f.read(".output/seen.json")).unwrap();
+    let ws = f.ws.path().canonicalize().unwrap();
+    assert_eq!(seen["env"]["NODE_ID"], AGENT_ID);
+    assert_eq!(seen["env"]["STEP_INDEX"], "3");
+    assert_eq!(seen["env"]["FILE_RESTRICTIONS"], r#"["src/**"]"#);
+    assert_eq!(seen["env"]["PREVIOUS_BLOCK_ID"], "plan.write");
+    assert_eq!(seen["env"]["TELEMETRY_ENABLED"], "0");
+    assert_eq!(seen["env"]["TELEMETRY_URL"], "");
+    assert_eq!(seen["env"]["EXTRA"], "yes");
+    assert_eq!(
+        seen["env"]["OUTPUT_DIR"],
+        ws.join(".output").display().to_string()
+    );
+    assert_eq!(seen["cwd"], ws.display().to_string());
+    assert_eq!(seen["prompt"], "RULES\n\nYou are a dev.\n\nDo the task.");
+}
+
+#[test]
+fn the_prompt_as_an_argument_or_a_file() {
+    let f = fixture();
+    let program = agent(
+        f.agents.path(),
+        "args.py",
+        &format!(
+            "pf = os.environ.get('AGENT_PROMPT_FILE')\n\
+             json.dump({{'argv': sys.argv[1:], 'file': open(pf).read() if pf else None}}, open(os.path.join(os.environ['OUTPUT_DIR'], 'seen.json'), 'w'))\n{}",
+            write_output("completed", &[], &[])
+        ),
+    );
+    let seen = |f: &Fixture| -> serde_json::Value {
+        serde_json::from_str(&f.read(".output/seen.json")).unwrap()
+    };
+    // Appended when the argv has no placeholder.
+    let mut r = f.request(&program);
+    r.delivery = PromptDelivery::Argument;
+    r.argv.push("--print".into());
+    f.run(r);
+    assert_eq!(
+        seen(&f)["argv"],
+        serde_json::json!(["--print", "RULES\n\nYou are a dev.\n\nDo the task."])
+    );
+    // Placed where `{prompt}` is.
+    let mut r = f.request(&program);
+    r.delivery = PromptDelivery::Argument;
+    r.argv
+        .extend(["-p".into(), "{prompt}".into(), "--json".into()]);
+    r.bundle_dir = r.bundle_dir.with_file_name("step-3b");
+    f.run(r);
+    assert_eq!(
+        seen(&f)["argv"][1],
+        "RULES\n\nYou are a dev.\n\nDo the task."
+    );
+    assert_eq!(seen(&f)["argv"][2], "--json");
+    // In a file, named by the placeholder and the variable.
+    let mut r = f.request(&program);
+    r.delivery = PromptDelivery::File;
+    r.argv
+        .extend(["--prompt-file".into(), "{prompt-file}".into()]);
+    r.bundle_dir = r.bundle_dir.with_file_name("step-3c");
+    f.run(r);
+    let s = seen(&f);
+    assert_eq!(s["file"], "RULES\n\nYou are a dev.\n\nDo the task.");
+    assert!(
+        s["argv"][1].as_str().unwrap().ends_with(".prompt.md"),
+        "{s}"
+    );
+}
+
+#[test]
+fn a_valid_output_is_kept_and_claims_are_compared_with_the_workspace() {
+    let f = fixture();
+    let program = agent(
+        f.agents.path(),
+        "dev.py",
+        &format!(
+            "open('src/lib.rs', 'a').write('fn b() {{}}\\n')\nopen('src/new.rs', 'w').write('x')\n{}",
+            // Claims a file it did not touch and forgets the one it created.
+            write_output("partial", &["src/lib.rs", "src/other.rs"], &[])
+        ),
+    );
+    let outcome = f.run(f.request(&program));
+    assert_eq!(outcome.defect, None);
+    assert_eq!(outcome.output.status, BlockOutputStatus::Partial);
+    assert_eq!(outcome.modified, ["src/lib.rs"]);
+    assert_eq!(outcome.created, ["src/new.rs"]);
+    assert_eq!(outcome.mismatch.unreported_created, ["src/new.rs"]);
+    assert_eq!(outcome.mismatch.claimed_not_modified, ["src/other.rs"]);
+    assert!(outcome.violations.is_empty());
+    assert_eq!(f.written_output()["status"], "partial");
+}
+
+fn expect_synthetic(f: &Fixture, outcome: &AgentOutcome, why: &str) {
+    let defect = outcome.defect.as_deref().unwrap_or_default();
+    assert!(defect.contains(why), "`{why}` not in `{defect}`");
+    assert_eq!(outcome.output.status, BlockOutputStatus::Failed);
+    let written = f.written_output();
+    assert_eq!(written["status"], "failed");
+    assert_eq!(written["blockId"], AGENT_ID);
+    assert!(written["summary"].as_str().unwrap().contains(why));
+}
+
+#[test]
+fn every_output_defect_becomes_a_synthetic_failure() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("missing", "pass", "wrote no"),
+        (
+            "bad-json",
+            "open(out, 'w').write('{not json')",
+            "not valid block output JSON",
+        ),
+        (
+            "wrong-id",
+            &write_output("completed", &[], &[]).replace("os.environ['NODE_ID']", "'someone.else'"),
+            "is for block `someone.else`",
+        ),
+        (
+            "bad-status",
+            &write_output("done", &[], &[]),
+            "not valid block output JSON",
+        ),
+        (
+            "non-zero",
+            &format!("{}\nsys.exit(3)", write_output("completed", &[], &[])),
+            "exited with code 3",
+        ),
+    ];
+    for (name, body, why) in cases {
+        let f = fixture();
+        let program = agent(f.agents.path(), &format!("{name}.py"), body);
+        let outcome = f.run(f.request(&program));
+        expect_synthetic(&f, &outcome, why);
+        if *name == "bad-json" {
+            assert_eq!(
+                f.read(&format!(".output/block-{AGENT_ID}.rejected.json")),
+                "{not json"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_output_left_by_an_earlier_attempt_does_not_count() {
+    let f = fixture();
+    let good = agent(
+        f.agents.path(),
+        "good.py",
+        &write_output("completed", &[], &[]),
+    );
+    assert_eq!(f.run(f.request(&good)).defect, None);
+    let lazy = agent(f.agents.path(), "lazy.py", "pass");
+    let mut r = f.request(&lazy);
+    r.bundle_dir = r.bundle_dir.with_file_name("step-4");
+    let outcome = f.run(r);
+    expect_synthetic(&f, &outcome, "wrote no");
+}
+
+#[test]
+fn changes_outside_the_restrictions_are_rolled_back() {
+    let f = fixture();
+    let program = agent(
+        f.agents.path(),
+        "escape.py",
+        &format!(
+            "open('README.md', 'w').write('defaced')\nopen('evil.txt', 'w').write('x')\n\
+             os.remove('src/lib.rs')\nopen('src/ok.rs', 'w').write('ok')\n{}",
+            write_output("completed", &[], &["src/ok.rs"])
+        ),
+    );
+    let outcome = f.run(f.request(&program));
+    assert!(outcome.rolled_back);
+    assert_eq!(outcome.violations, ["README.md", "evil.txt"]);
+    assert_eq!(f.read("README.md"), "readme\n");
+    assert!(!f.ws.path().join("evil.txt").exists());
+    // Changes inside the restrictions stay.
+    assert_eq!(f.read("src/ok.rs"), "ok");
+    assert!(!f.ws.path().join("src/lib.rs").exists());
+    assert_eq!(outcome.created, ["src/ok.rs"]);
+    assert_eq!(outcome.removed, ["src/lib.rs"]);
+}
+
+#[test]
+fn with_the_fail_policy_violations_stay_for_inspection() {
+    let f = fixture();
+    let program = agent(
+        f.agents.path(),
+        "escape.py",
+        &format!(
+            "open('README.md', 'w').write('defaced')\n{}",
+            write_output("completed", &["README.md"], &[])
+        ),
+    );
+    let mut r = f.request(&program);
+    r.on_violation = ViolationPolicy::Fail;
+    let outcome = f.run(r);
+    assert!(!outcome.rolled_back);
+    assert_eq!(outcome.violations, ["README.md"]);
+    assert_eq!(f.read("README.md"), "defaced");
+}
+
+#[test]
+fn a_flood_on_stdout_is_capped_and_a_hang_is_killed() {
+    let f = fixture();
+    let flood = agent(
+        f.agents.path(),
+        "flood.py",
+        &format!(
+            "sys.stdout.write('x' * (5 << 20))\nsys.stdout.flush()\n{}",
+            write_output("completed", &[], &[])
+        ),
+    );
+    let outcome = f.run(f.request(&flood));
+    assert_eq!(outcome.defect, None);
+    let c = &outcome.exec.commands[0];
+    assert!(c.stdout_truncated);
+    assert_eq!(
+        std::fs::metadata(outcome.exec.bundle_dir.join(&c.stdout))
+            .unwrap()
+            .len(),
+        1 << 20
+    );
+
+    let hang = agent(f.agents.path(), "hang.py", "time.sleep(600)");
+    let mut r = f.request(&hang);
+    r.bundle_dir = r.bundle_dir.with_file_name("step-9");
+    r.deadline = Some(Instant::now() + Duration::from_millis(800));
+    let started = Instant::now();
+    let outcome = f.run(r);
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(outcome.exec.commands[0].timed_out);
+    expect_synthetic(&f, &outcome, "timed out");
+}
+
+#[test]
+fn the_json_protocol_takes_only_json_on_stdout() {
+    let f = fixture();
+    let answer = r#"{"status": "OK", "summary": "done", "artifacts": {"files_changed": ["src/lib.rs"]}, "gates": {"meets_definition_of_done": true, "needs_review": false, "needs_tests": false, "security_concerns": []}}"#;
+    let input = r#"{"task": {"id": "T-1", "title": "t", "goal": "g"}, "project_type": "other", "repo_state": {"branch": "main", "ci_status": "unknown"}, "tools_available": []}"#;
+    let good = agent(
+        f.agents.path(),
+        "json_answer.py",
+        &format!(
+            "data = json.load(sys.stdin)\nassert data['task']['id'] == 'T-1'\nopen('src/lib.rs', 'a').write('//\\n')\nprint('{answer}')"
+        ),
+    );
+    let mut r = f.request(&good);
+    r.protocol = Protocol::Json;
+    r.input_json = Some(input.into());
+    r.delivery = PromptDelivery::Argument;
+    let outcome = f.run(r);
+    let stderr = std::fs::read_to_string(
+        outcome
+            .exec
+            .bundle_dir
+            .join(&outcome.exec.commands[0].stderr),
+    )
+    .unwrap_or_default();
+    assert_eq!(outcome.defect, None, "{stderr}");
+    let parsed = outcome.protocol.unwrap().unwrap();
+    assert_eq!(parsed.summary, "done");
+    assert_eq!(outcome.output.status, BlockOutputStatus::Completed);
+    assert_eq!(f.written_output()["filesModified"][0], "src/lib.rs");
+
+    let prose = agent(
+        f.agents.path(),
+        "prose.py",
+        &format!("sys.stdin.read()\nprint('Sure! Here is the JSON:')\nprint('{answer}')"),
+    );
+    let mut r = f.request(&prose);
+    r.protocol = Protocol::Json;
+    r.input_json = Some(input.into());
+    r.delivery = PromptDelivery::Argument;
+    r.bundle_dir = r.bundle_dir.with_file_name("step-5");
+    let outcome = f.run(r);
+    assert!(matches!(outcome.protocol, Some(Err(_))));
+    expect_synthetic(&f, &outcome, "protocol error");
+}
+
+#[test]
+fn requests_that_cannot_run_are_refused_before_anything_happens() {
+    let f = fixture();
+    let program = agent(f.agents.path(), "ok.py", "pass");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // The json protocol needs stdin for its input.
+    let mut r = f.request(&program);
+    r.protocol = Protocol::Json;
+    r.input_json = Some("{}".into());
+    assert!(matches!(rt.block_on(run_agent(r)), Err(ExecError::Invalid(m)) if m.contains("stdin")));
+    // Shells are refused by the exec policy.
+    let mut r = f.request(&program);
+    r.argv = vec!["/bin/sh".into(), "-c".into(), "true".into()];
+    assert!(matches!(
+        rt.block_on(run_agent(r)),
+        Err(ExecError::Refused(_))
+    ));
+    // Bad restrictions.
+    let mut r = f.request(&program);
+    r.restrictions = Some(vec!["../x".into()]);
+    assert!(matches!(
+        rt.block_on(run_agent(r)),
+        Err(ExecError::Invalid(_))
+    ));
+    // Nothing was written.
+    assert!(!f.ws.path().join(".output/agent").exists());
+}

@@ -1,0 +1,211 @@
+//! The host side of the `agent` capability: a thin adapter from the WIT
+//! interface onto [`wfhost_exec::agent::run_agent`], which runs the CLI
+//! and checks what it did.
+
+use std::path::Path;
+
+use wfhost_core::agent_protocol::{self, Verdict};
+use wfhost_core::block_output::BlockType;
+use wfhost_exec::agent::{
+    AgentExecutor, AgentOutcome, AgentRequest, PromptDelivery, Protocol, ViolationPolicy,
+};
+
+use crate::bindings::{agent, executor_types as wit};
+use crate::host_capabilities::{ExecScope, to_container_options, to_wit_error, to_wit_result};
+use crate::host_state::HostState;
+
+/// Resolve the CLI's program: a relative path with a `/` is the workflow's
+/// (next to its manifest), like a plugin path; a bare name is left to
+/// `PATH`.
+fn resolve_program(argv: &mut [String], manifest_dir: Option<&Path>) {
+    let (Some(program), Some(dir)) = (argv.first_mut(), manifest_dir) else {
+        return;
+    };
+    if program.contains('/') && Path::new(program.as_str()).is_relative() {
+        *program = dir.join(program.as_str()).display().to_string();
+    }
+}
+
+/// The seed-000 env contract for an agent CLI: `NODE_ID` names the block
+/// (or lane) the way `.output/block-<NODE_ID>.json` and the next block's
+/// `PREVIOUS_BLOCK_ID` do.
+fn agent_env(scope: &ExecScope) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = scope
+        .env
+        .iter()
+        .filter(|(k, _)| k != "NODE_ID" && k != "TELEMETRY_ENABLED")
+        .cloned()
+        .collect();
+    env.push(("NODE_ID".into(), scope.agent_id.clone()));
+    let (enabled, url) = match &scope.telemetry_url {
+        Some(url) => ("1", url.clone()),
+        None => ("0", String::new()),
+    };
+    env.push(("TELEMETRY_ENABLED".into(), enabled.into()));
+    env.push(("TELEMETRY_URL".into(), url));
+    env
+}
+
+/// The signal the contract maps an outcome to, and the gate question of a
+/// `NEEDS_DECISION` (see `agent-report.signal` in `wit/plugin.wit`).
+fn signal_of(outcome: &AgentOutcome) -> (String, Option<String>) {
+    if !outcome.violations.is_empty() && !outcome.rolled_back {
+        return ("SIGNAL:FAILED".into(), None);
+    }
+    match &outcome.protocol {
+        None => (outcome.output.status.signal().to_string(), None),
+        Some(Err(_)) => ("SIGNAL:PROTOCOL_ERROR".into(), None),
+        Some(Ok(output)) => match agent_protocol::verdict(output) {
+            Verdict::Signal(signal) => (signal.to_string(), None),
+            Verdict::Gate(question) => (
+                wfhost_core::transitions::NEEDS_DECISION.to_string(),
+                Some(question),
+            ),
+        },
+    }
+}
+
+/// The universal input must be one before anything runs.
+fn check_input(input: Option<&str>) -> Result<(), wit::ExecError> {
+    let Some(text) = input else {
+        return Ok(());
+    };
+    let parsed: agent_protocol::AgentInput = serde_json::from_str(text)
+        .map_err(|e| wit::ExecError::Invalid(format!("the universal input JSON: {e}")))?;
+    parsed
+        .validate()
+        .map_err(|e| wit::ExecError::Invalid(format!("the universal input JSON: {e}")))
+}
+
+fn mismatch_text(outcome: &AgentOutcome) -> Option<String> {
+    let m = &outcome.mismatch;
+    if m.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for (what, paths) in [
+        ("modified but not claimed", &m.unreported_modified),
+        ("created but not claimed", &m.unreported_created),
+        ("claimed modified but unchanged", &m.claimed_not_modified),
+        ("claimed created but absent", &m.claimed_not_created),
+    ] {
+        if !paths.is_empty() {
+            parts.push(format!("{what}: {}", paths.join(", ")));
+        }
+    }
+    Some(parts.join("; "))
+}
+
+impl agent::Host for HostState {
+    async fn run(
+        &mut self,
+        invocation: agent::AgentInvocation,
+    ) -> Result<agent::AgentReport, wit::ExecError> {
+        let scope = self.scope()?;
+        let block_type: BlockType =
+            serde_json::from_value(serde_json::Value::String(invocation.block_type.clone()))
+                .map_err(|_| {
+                    wit::ExecError::Invalid(format!(
+                        "`{}` is not a block type (plan, dev, test, review, devops)",
+                        invocation.block_type
+                    ))
+                })?;
+        check_input(invocation.input_json.as_deref())?;
+        let executor = match invocation.executor {
+            Some(agent::AgentExecutor::Container(o)) => AgentExecutor::Container {
+                pool: scope.resources.containers().await.map_err(to_wit_error)?,
+                options: to_container_options(o),
+            },
+            Some(agent::AgentExecutor::Local) => AgentExecutor::Local,
+            None => match &scope.default_executor {
+                wfhost_exec::Executor::Container(o) => AgentExecutor::Container {
+                    pool: scope.resources.containers().await.map_err(to_wit_error)?,
+                    options: o.clone(),
+                },
+                _ => AgentExecutor::Local,
+            },
+        };
+        let mut argv = invocation.argv;
+        if matches!(executor, AgentExecutor::Local) {
+            resolve_program(&mut argv, scope.manifest_dir.as_deref());
+        }
+        let spec = wfhost_core::exec::ExecSpec {
+            commands: Vec::new(),
+            allow_shell: false,
+        };
+        let template = scope.request_under(spec, ".output/agent");
+        let request = AgentRequest {
+            argv,
+            prompt: invocation.prompt,
+            delivery: match invocation.prompt_delivery {
+                agent::PromptDelivery::Argument => PromptDelivery::Argument,
+                agent::PromptDelivery::Stdin => PromptDelivery::Stdin,
+                agent::PromptDelivery::File => PromptDelivery::File,
+            },
+            protocol: match invocation.protocol {
+                agent::Protocol::BlockOutput => Protocol::BlockOutput,
+                agent::Protocol::Json => Protocol::Json,
+            },
+            input_json: invocation.input_json,
+            env: agent_env(&scope),
+            extra_env: invocation.env,
+            workspace: scope.workspace.clone(),
+            agent_id: scope.agent_id.clone(),
+            block_type,
+            restrictions: scope.restrictions.clone(),
+            on_violation: match invocation.on_violation {
+                agent::OnViolation::Rollback => ViolationPolicy::Rollback,
+                agent::OnViolation::Fail => ViolationPolicy::Fail,
+            },
+            executor,
+            bundle_dir: template.bundle_dir,
+            meta: template.meta,
+            deadline: template.deadline,
+            output_cap: template.output_cap,
+        };
+        let outcome = wfhost_exec::agent::run_agent(request)
+            .await
+            .map_err(to_wit_error)?;
+        let claim_mismatch = mismatch_text(&outcome);
+        let (signal, decision_prompt) = signal_of(&outcome);
+        let (protocol_output, protocol_error) = match &outcome.protocol {
+            None => (None, None),
+            Some(Ok(output)) => (serde_json::to_string(output).ok(), None),
+            Some(Err(e)) => (None, Some(e.to_string())),
+        };
+        Ok(agent::AgentReport {
+            signal,
+            decision_prompt,
+            block_output: serde_json::to_string(&outcome.output)
+                .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")),
+            defect: outcome.defect.clone(),
+            protocol_output,
+            protocol_error,
+            files_modified: outcome.modified.clone(),
+            files_created: outcome.created.clone(),
+            files_removed: outcome.removed.clone(),
+            claim_mismatch,
+            violations: outcome.violations.clone(),
+            rolled_back: outcome.rolled_back,
+            result: to_wit_result(&scope.workspace, outcome.exec),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_programs_with_a_slash_are_the_workflows() {
+        let mut argv = vec!["../agents/a.py".to_string(), "x/y".to_string()];
+        resolve_program(&mut argv, Some(Path::new("/wf/examples/p")));
+        assert_eq!(argv, ["/wf/examples/p/../agents/a.py", "x/y"]);
+        let mut argv = vec!["python3".to_string()];
+        resolve_program(&mut argv, Some(Path::new("/wf")));
+        assert_eq!(argv, ["python3"]);
+        let mut argv = vec!["/usr/bin/agent".to_string()];
+        resolve_program(&mut argv, Some(Path::new("/wf")));
+        assert_eq!(argv, ["/usr/bin/agent"]);
+    }
+}

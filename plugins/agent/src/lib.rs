@@ -1,0 +1,337 @@
+//! `agent`: runs an agent CLI for the block through the host's `agent`
+//! capability, which the workflow must grant:
+//! `"plugins": {"agent": {"grants": ["agent"]}}`.
+//!
+//! Config:
+//! - `command` (required): the CLI's argv, e.g. `["claude", "-p", "{prompt}"]`
+//!   or `["../agents/scripted_agent.py", "--role", "dev"]` (a relative
+//!   program path with a `/` is resolved next to the workflow manifest).
+//! - `prompt_delivery`: `stdin` (default), `argument` (`{prompt}` in the
+//!   argv, else appended) or `file` (`{prompt-file}` / `AGENT_PROMPT_FILE`).
+//! - `block_type`: `plan`, `dev` (default), `test`, `review`, `devops`.
+//! - `protocol`: `block-output` (default, seed 000) or `json` (seed 001:
+//!   the universal input on stdin, JSON-only output on stdout).
+//! - `input` (json protocol): the universal input's fields; `task` is
+//!   required, `project_type` defaults to `other`, `repo_state` to an
+//!   unknown CI state, `tools_available` to `[]`, `artifact_list` to the
+//!   block's artifacts.
+//! - `on_violation`: `rollback` (default: changes outside the block's
+//!   file restrictions are undone) or `fail` (left in place; the block
+//!   fails).
+//! - `env`: extra environment variables.
+//! - `executor`: `"local"` or `{"container": {"image": …}}`; unset, the
+//!   run's default executor when that is a container, else local.
+//!
+//! Signals: the host's mapping of the outcome (see `agent-report.signal`
+//! in `wit/plugin.wit`): `SIGNAL:SUCCESS`, `SIGNAL:PARTIAL`,
+//! `SIGNAL:FAILED`, and for the json protocol `SIGNAL:BLOCKED`,
+//! `SIGNAL:NEEDS_INFO`, `SIGNAL:FAIL`, `SIGNAL:NEEDS_DECISION` (the engine
+//! opens a gate unless the block routes it) and `SIGNAL:PROTOCOL_ERROR`.
+//! The payload gets an `AGENT_OUTPUT` segment (and a `DECISION_REQUEST`
+//! one for `NEEDS_DECISION`); the structured output is the BlockOutput.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use wfhost_sdk::agent;
+use wfhost_sdk::exec::ContainerOptions;
+use wfhost_sdk::prelude::*;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum Executor {
+    Local,
+    Container {
+        image: String,
+        #[serde(default)]
+        cpus: Option<f64>,
+        #[serde(default)]
+        memory_mb: Option<u64>,
+    },
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Delivery {
+    #[default]
+    Stdin,
+    Argument,
+    File,
+}
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+enum Protocol {
+    #[default]
+    BlockOutput,
+    Json,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum OnViolation {
+    #[default]
+    Rollback,
+    Fail,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    command: Vec<String>,
+    #[serde(default)]
+    prompt_delivery: Delivery,
+    #[serde(default = "default_block_type")]
+    block_type: String,
+    #[serde(default)]
+    protocol: Protocol,
+    #[serde(default)]
+    input: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    on_violation: OnViolation,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    executor: Option<Executor>,
+}
+
+fn default_block_type() -> String {
+    "dev".into()
+}
+
+/// The universal input JSON: the configured fields over the defaults.
+fn input_json(config: &Config, ctx: &BlockContext) -> Result<Option<String>, PluginError> {
+    if config.protocol != Protocol::Json {
+        if config.input.is_some() {
+            return Err(PluginError::new(
+                "bad-config",
+                "`input` is only for `\"protocol\": \"json\"`",
+            ));
+        }
+        return Ok(None);
+    }
+    let Some(input) = &config.input else {
+        return Err(PluginError::new(
+            "bad-config",
+            "the json protocol needs `input` with at least a `task`",
+        ));
+    };
+    if !input.contains_key("task") {
+        return Err(PluginError::new("bad-config", "`input.task` is required"));
+    }
+    let mut full = serde_json::Map::new();
+    full.insert("project_type".into(), "other".into());
+    full.insert(
+        "repo_state".into(),
+        serde_json::json!({"branch": "", "ci_status": "unknown"}),
+    );
+    full.insert("tools_available".into(), serde_json::json!([]));
+    full.insert(
+        "artifact_list".into(),
+        ctx.artifacts
+            .iter()
+            .map(|a| serde_json::Value::String(a.block_id.clone()))
+            .collect(),
+    );
+    for (k, v) in input {
+        full.insert(k.clone(), v.clone());
+    }
+    Ok(Some(serde_json::Value::Object(full).to_string()))
+}
+
+fn invocation(config: &Config, ctx: &BlockContext) -> Result<agent::AgentInvocation, PluginError> {
+    if config.command.is_empty() || config.command[0].trim().is_empty() {
+        return Err(PluginError::new(
+            "bad-config",
+            "`command` needs at least the program",
+        ));
+    }
+    Ok(agent::AgentInvocation {
+        argv: config.command.clone(),
+        env: config
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        prompt: ctx.system_prompt.clone(),
+        prompt_delivery: match config.prompt_delivery {
+            Delivery::Stdin => agent::PromptDelivery::Stdin,
+            Delivery::Argument => agent::PromptDelivery::Argument,
+            Delivery::File => agent::PromptDelivery::File,
+        },
+        protocol: match config.protocol {
+            Protocol::BlockOutput => agent::Protocol::BlockOutput,
+            Protocol::Json => agent::Protocol::Json,
+        },
+        input_json: input_json(config, ctx)?,
+        block_type: config.block_type.clone(),
+        on_violation: match config.on_violation {
+            OnViolation::Rollback => agent::OnViolation::Rollback,
+            OnViolation::Fail => agent::OnViolation::Fail,
+        },
+        executor: config.executor.as_ref().map(|e| match e {
+            Executor::Local => agent::AgentExecutor::Local,
+            Executor::Container {
+                image,
+                cpus,
+                memory_mb,
+            } => agent::AgentExecutor::Container(ContainerOptions {
+                image: image.clone(),
+                cpus: *cpus,
+                memory_mb: *memory_mb,
+            }),
+        }),
+    })
+}
+
+/// The `AGENT_OUTPUT` segment: what the agent did, in a few lines.
+fn report_text(report: &agent::AgentReport, agent_id: &str) -> String {
+    let output: serde_json::Value = serde_json::from_str(&report.block_output).unwrap_or_default();
+    let mut lines = vec![format!(
+        "agent {agent_id} -> {} ({}): {}",
+        report.signal,
+        output["status"].as_str().unwrap_or("?"),
+        output["summary"].as_str().unwrap_or("")
+    )];
+    if let Some(defect) = &report.defect {
+        lines.push(format!("output replaced: {defect}"));
+    }
+    if let Some(e) = &report.protocol_error {
+        lines.push(format!("protocol error: {e}"));
+    }
+    let list = |paths: &[String]| {
+        if paths.is_empty() {
+            "none".to_string()
+        } else {
+            paths.join(", ")
+        }
+    };
+    lines.push(format!(
+        "changed: modified {}; created {}; removed {}",
+        list(&report.files_modified),
+        list(&report.files_created),
+        list(&report.files_removed)
+    ));
+    if let Some(m) = &report.claim_mismatch {
+        lines.push(format!("claims differ from the workspace: {m}"));
+    }
+    if !report.violations.is_empty() {
+        lines.push(format!(
+            "outside the file restrictions ({}): {}",
+            if report.rolled_back {
+                "rolled back"
+            } else {
+                "left in place; the block fails"
+            },
+            report.violations.join(", ")
+        ));
+    }
+    lines.push(format!("bundle {}", report.result.bundle_dir));
+    lines.join("\n")
+}
+
+pub struct Agent;
+
+impl Worker for Agent {
+    fn run(ctx: BlockContext, mut payload: Payload) -> Result<WorkerOutput, PluginError> {
+        let config: Config = ctx.config()?;
+        let invocation = invocation(&config, &ctx)?;
+        let report = agent::run(&invocation).map_err(|e| match e {
+            wfhost_sdk::exec::ExecError::Refused(m) => PluginError::new("refused", m),
+            wfhost_sdk::exec::ExecError::Invalid(m) => PluginError::new("invalid", m),
+            wfhost_sdk::exec::ExecError::Unavailable(m) => PluginError::new("unavailable", m),
+            wfhost_sdk::exec::ExecError::Failed(m) => PluginError::new("failed", m),
+        })?;
+        if let Some(error) = report.result.commands.iter().find_map(|c| c.error.clone()) {
+            return Err(PluginError::new(
+                "agent-not-started",
+                format!("{error} (bundle {})", report.result.bundle_dir),
+            ));
+        }
+        let agent_id = format!("{}.{}", ctx.node_id, ctx.block_id);
+        let text = report_text(&report, &agent_id);
+        log::info(text.lines().next().unwrap_or_default());
+        payload.push(segment("AGENT_OUTPUT", text));
+        if let Some(question) = &report.decision_prompt {
+            payload.push(segment("DECISION_REQUEST", question.clone()));
+        }
+        Ok(WorkerOutput::new(payload, report.signal.clone())
+            .with_structured_output(report.block_output.clone()))
+    }
+}
+
+export_worker!(Agent);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(config: serde_json::Value) -> BlockContext {
+        BlockContext::for_test("implement", config)
+    }
+
+    #[test]
+    fn config_maps_to_the_invocation() {
+        let c = ctx(serde_json::json!({
+            "command": ["agent", "-p", "{prompt}"],
+            "prompt_delivery": "argument",
+            "block_type": "plan",
+            "on_violation": "fail",
+            "env": {"A": "1"},
+            "executor": {"container": {"image": "img:1"}}
+        }));
+        let config: Config = c.config().unwrap();
+        let inv = invocation(&config, &c).unwrap();
+        assert_eq!(inv.argv, ["agent", "-p", "{prompt}"]);
+        assert!(matches!(
+            inv.prompt_delivery,
+            agent::PromptDelivery::Argument
+        ));
+        assert!(matches!(inv.on_violation, agent::OnViolation::Fail));
+        assert_eq!(inv.block_type, "plan");
+        assert_eq!(inv.env, [("A".to_string(), "1".to_string())]);
+        assert!(
+            matches!(inv.executor, Some(agent::AgentExecutor::Container(ref o)) if o.image == "img:1")
+        );
+        assert!(inv.input_json.is_none());
+    }
+
+    #[test]
+    fn json_protocol_input_fills_defaults_and_needs_a_task() {
+        let c = ctx(serde_json::json!({
+            "command": ["a"], "protocol": "json",
+            "input": {"task": {"id": "T-1", "title": "t", "goal": "g"}, "tools_available": ["git"]}
+        }));
+        let config: Config = c.config().unwrap();
+        let input: serde_json::Value =
+            serde_json::from_str(&input_json(&config, &c).unwrap().unwrap()).unwrap();
+        assert_eq!(input["task"]["id"], "T-1");
+        assert_eq!(input["project_type"], "other");
+        assert_eq!(input["repo_state"]["ci_status"], "unknown");
+        assert_eq!(input["tools_available"][0], "git");
+
+        let c = ctx(serde_json::json!({"command": ["a"], "protocol": "json"}));
+        let config: Config = c.config().unwrap();
+        assert!(input_json(&config, &c).is_err());
+        let c = ctx(serde_json::json!({"command": ["a"], "input": {"task": {}}}));
+        let config: Config = c.config().unwrap();
+        assert!(input_json(&config, &c).is_err());
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        for bad in [
+            serde_json::json!({}),
+            serde_json::json!({"command": []}),
+            serde_json::json!({"command": ["a"], "prompt_delivery": "telepathy"}),
+            serde_json::json!({"command": ["a"], "unknown": 1}),
+        ] {
+            let c = ctx(bad.clone());
+            let parsed: Result<Config, _> = c.config();
+            assert!(
+                parsed.is_err() || invocation(&parsed.unwrap(), &c).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}
