@@ -3,6 +3,12 @@
 use super::*;
 
 fn run_json(example: &str) -> serde_json::Value {
+    run_example(example).0
+}
+
+/// Run an example in a fresh workspace; returns its report and the
+/// workspace.
+fn run_example(example: &str) -> (serde_json::Value, tempfile::TempDir) {
     let ws = tempfile::tempdir().unwrap();
     // Examples that come with input files run on a copy of their directory.
     let inputs = repo().join("examples").join(example).join("docs");
@@ -36,7 +42,7 @@ fn run_json(example: &str) -> serde_json::Value {
         cache.path(),
     );
     assert_eq!(out.status.code(), Some(0), "{example}: {}", stdout(&out));
-    serde_json::from_slice(&out.stdout).unwrap()
+    (serde_json::from_slice(&out.stdout).unwrap(), ws)
 }
 
 fn contents(report: &serde_json::Value) -> Vec<String> {
@@ -66,6 +72,8 @@ fn every_example_is_covered_here() {
     assert_eq!(
         examples,
         [
+            "agent-parallel",
+            "agent-pipeline",
             "durable",
             "exec-build",
             "exec-container",
@@ -132,6 +140,57 @@ fn durable_calls_a_planning_subroutine_that_retries() {
     assert_eq!(report["steps"], 5);
     assert_eq!(report["blocks"]["plan.draft"]["attempts"], 2);
     assert_eq!(report["statistics"]["tokens_used"], 40 + 240 + 25);
+}
+
+#[test]
+fn agent_pipeline_plans_implements_tests_and_reviews() {
+    let (report, ws) = run_example("agent-pipeline");
+    assert_eq!(report["steps"], 4);
+    let read = |rel: &str| std::fs::read_to_string(ws.path().join(rel)).unwrap();
+    assert!(read("PLAN.md").contains("T01"));
+    assert!(read("docs/calc.py").contains("def subtract(a, b)"));
+    assert!(ws.path().join("docs/test_subtract.py").is_file());
+    let review = read("REVIEW.md");
+    for block in ["plan.write", "dev.implement", "test.run"] {
+        assert!(review.contains(&format!("{block}: completed")), "{review}");
+    }
+    let test: serde_json::Value =
+        serde_json::from_str(&read(".output/block-test.run.json")).unwrap();
+    assert!(
+        test["summary"].as_str().unwrap().ends_with(": OK"),
+        "{test}"
+    );
+    // The orchestrator's view of the session.
+    let sessions: Vec<_> = std::fs::read_dir(ws.path().join(".agents-work"))
+        .unwrap()
+        .collect();
+    assert_eq!(sessions.len(), 1);
+    let dir = sessions[0].as_ref().unwrap().path();
+    let status: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(status["current_state"], "DONE");
+    let tasks = std::fs::read_to_string(dir.join("tasks.yaml")).unwrap();
+    assert_eq!(tasks.matches("status: completed").count(), 4, "{tasks}");
+}
+
+#[test]
+fn agent_parallel_merges_two_lanes_and_reports_their_conflict() {
+    let (report, ws) = run_example("agent-parallel");
+    assert_eq!(report["status"], "succeeded");
+    let read = |rel: &str| std::fs::read_to_string(ws.path().join(rel)).unwrap();
+    // The api lane finishes first and wins docs/shared.py.
+    assert_eq!(read("docs/shared.py"), "VERSION = \"1.1-api\"\n");
+    assert!(ws.path().join("docs/api.py").is_file());
+    assert!(ws.path().join("docs/ui.py").is_file());
+    let review = read("REVIEW.md");
+    assert!(review.contains("dev.implement.api: completed"), "{review}");
+    assert!(review.contains("dev.implement.ui: completed"), "{review}");
+    let text: Vec<String> = contents(&report);
+    assert!(
+        text.iter()
+            .any(|t| t.contains("conflict: docs/shared.py changed by api, ui; kept api")),
+        "{text:?}"
+    );
 }
 
 // review-gate waits for a human; its round trip is in `durable.rs`.

@@ -204,10 +204,13 @@ impl Lane {
     }
 
     /// Copy the lane's `.output/block-*.json` files that are new or differ
-    /// from the main workspace's into its `.output/`. Returns their names.
+    /// from the main workspace's into its `.output/`, and everything else
+    /// the lane added under `.output/` (its result bundles) that the main
+    /// workspace does not have. Returns the block output files copied.
     pub fn merge_outputs(&self) -> Result<Vec<String>, String> {
         let out_dir = workspace::ensure_real_dir(&self.main, OUTPUT, true)
             .map_err(io("the workspace's .output"))?;
+        let lane_out = self.path.join(OUTPUT);
         let mut copied = Vec::new();
         for (name, path) in self.block_outputs() {
             let bytes = std::fs::read(&path).map_err(io(&format!("reading {name}")))?;
@@ -219,6 +222,21 @@ impl Lane {
             std::fs::write(&tmp, &bytes).map_err(io(&format!("writing {name}")))?;
             std::fs::rename(&tmp, &target).map_err(io(&format!("writing {name}")))?;
             copied.push(name);
+        }
+        if lane_out.is_dir() {
+            let new: Vec<Change> = workspace::scan(&lane_out, &|_| false)
+                .map_err(io("listing the lane's .output"))?
+                .into_iter()
+                .filter(|(rel, _)| !rel.contains('/') || !out_dir.join(rel).exists())
+                .filter(|(rel, _)| rel.contains('/'))
+                .map(|(rel, entry)| Change {
+                    path: rel,
+                    kind: ChangeKind::Added,
+                    entry,
+                })
+                .collect();
+            workspace::apply(&new, &lane_out, &out_dir)
+                .map_err(io("copying the lane's bundles"))?;
         }
         Ok(copied)
     }

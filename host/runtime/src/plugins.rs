@@ -147,7 +147,11 @@ impl PluginSet {
             }
         }
         let mut set = Self::load(runtime, &requests, workspace)?;
-        set.manifest_dir = Some(workflow.base_dir().to_path_buf());
+        // Agents run in the workspace, not where wfhost was started.
+        set.manifest_dir = Some(
+            std::path::absolute(workflow.base_dir())
+                .unwrap_or_else(|_| workflow.base_dir().to_path_buf()),
+        );
         Ok(set)
     }
 

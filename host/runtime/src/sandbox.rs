@@ -54,6 +54,15 @@ struct Transaction {
     plan: RestrictionPlan,
     /// The root is a staged copy (exact patterns are in force).
     staged_root: bool,
+    /// The staged copies as they were handed to the guest. Only what the
+    /// guest changed relative to them is applied: the live workspace may
+    /// have changed meanwhile through a host capability (an agent CLI or an
+    /// exec command works on it directly), and those changes stay.
+    snapshots: Vec<(Option<String>, workspace::Snapshot)>,
+}
+
+fn nothing_skipped(_: &str) -> bool {
+    false
 }
 
 impl Transaction {
@@ -63,6 +72,15 @@ impl Transaction {
 
     fn staged_dir(&self, rel: &str) -> PathBuf {
         self.dir.path().join("dirs").join(rel)
+    }
+
+    /// What the guest changed in the staged root (`None`) or in the staged
+    /// writable directory `rel`.
+    fn guest_changes(&self, rel: Option<&str>) -> std::io::Result<Vec<workspace::Change>> {
+        match self.snapshots.iter().find(|(r, _)| r.as_deref() == rel) {
+            Some((_, snapshot)) => snapshot.changes(),
+            None => Ok(Vec::new()),
+        }
     }
 }
 
@@ -101,7 +119,8 @@ impl Sandbox {
                 transaction: None,
             });
         }
-        let tx = Transaction {
+        let mut tx = Transaction {
+            snapshots: Vec::new(),
             dir: tempfile::Builder::new()
                 .prefix("wfhost-stage-")
                 .tempdir()
@@ -126,6 +145,14 @@ impl Sandbox {
                 workspace::ensure_real_dir(&root, rel, true)
                     .map_err(|e| fs_err("staging copy", e))?;
             }
+            let snapshot = workspace::Snapshot::take(
+                &root,
+                nothing_skipped,
+                &|_| false,
+                &tx.dir.path().join("snapshot-root"),
+            )
+            .map_err(|e| fs_err("staging copy", e))?;
+            tx.snapshots.push((None, snapshot));
             mounts.push(Mount {
                 host: root,
                 guest: GUEST_WORKSPACE.into(),
@@ -151,6 +178,14 @@ impl Sandbox {
                 }
                 Err(e) => return Err(fs_err(&format!("writable directory `{rel}`"), e)),
             }
+            let snapshot = workspace::Snapshot::take(
+                &staged,
+                nothing_skipped,
+                &|_| false,
+                &tx.dir.path().join("snapshot-dirs").join(rel),
+            )
+            .map_err(|e| fs_err(&format!("writable directory `{rel}`"), e))?;
+            tx.snapshots.push((Some(rel.clone()), snapshot));
             mounts.push(Mount {
                 host: staged,
                 guest: format!("{GUEST_WORKSPACE}/{rel}"),
@@ -197,8 +232,12 @@ impl Sandbox {
         let plan = &tx.plan;
         let mut root_changes = Vec::new();
         if tx.staged_root {
-            root_changes = workspace::diff(&tx.workspace, &tx.root(), &|p| plan.in_writable_dir(p))
-                .map_err(|e| format!("cannot compare the staged workspace: {e}"))?;
+            root_changes = tx
+                .guest_changes(None)
+                .map_err(|e| format!("cannot compare the staged workspace: {e}"))?
+                .into_iter()
+                .filter(|c| !plan.in_writable_dir(&c.path))
+                .collect();
             let violations = workspace::violations(&root_changes, plan);
             if !violations.is_empty() {
                 let mut paths: Vec<&str> = violations.iter().map(|c| c.path.as_str()).collect();
@@ -220,7 +259,8 @@ impl Sandbox {
         for rel in plan.writable_dirs() {
             let real = workspace::ensure_real_dir(&tx.workspace, rel, true)
                 .map_err(|e| format!("cannot apply the changes to `{rel}`: {e}"))?;
-            let changes = workspace::diff(&real, &tx.staged_dir(rel), &|_| false)
+            let changes = tx
+                .guest_changes(Some(rel))
                 .map_err(|e| format!("cannot compare the staged `{rel}`: {e}"))?;
             dir_changes.push((rel.clone(), real, changes));
         }

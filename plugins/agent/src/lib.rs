@@ -12,7 +12,7 @@
 //! - `protocol`: `block-output` (default, seed 000) or `json` (seed 001:
 //!   the universal input on stdin, JSON-only output on stdout).
 //! - `input` (json protocol): the universal input's fields; `task` is
-//!   required, `project_type` defaults to `other`, `repo_state` to an
+//!   required, `project_type` defaults to `mixed`, `repo_state` to an
 //!   unknown CI state, `tools_available` to `[]`, `artifact_list` to the
 //!   block's artifacts.
 //! - `on_violation`: `rollback` (default: changes outside the block's
@@ -120,7 +120,7 @@ fn input_json(config: &Config, ctx: &BlockContext) -> Result<Option<String>, Plu
         return Err(PluginError::new("bad-config", "`input.task` is required"));
     }
     let mut full = serde_json::Map::new();
-    full.insert("project_type".into(), "other".into());
+    full.insert("project_type".into(), "mixed".into());
     full.insert(
         "repo_state".into(),
         serde_json::json!({"branch": "", "ci_status": "unknown"}),
@@ -306,7 +306,7 @@ mod tests {
         let input: serde_json::Value =
             serde_json::from_str(&input_json(&config, &c).unwrap().unwrap()).unwrap();
         assert_eq!(input["task"]["id"], "T-1");
-        assert_eq!(input["project_type"], "other");
+        assert_eq!(input["project_type"], "mixed");
         assert_eq!(input["repo_state"]["ci_status"], "unknown");
         assert_eq!(input["tools_available"][0], "git");
 

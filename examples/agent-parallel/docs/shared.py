@@ -1,0 +1,3 @@
+"""Code both lanes touch."""
+
+VERSION = "1.0"

@@ -1,0 +1,5 @@
+"""A tiny calculator the agents work on."""
+
+
+def add(a, b):
+    return a + b

@@ -1,0 +1,436 @@
+//! Agent blocks through the binary, with the scripted agents of
+//! `examples/agents/`: the env contract and prompt as a child process sees
+//! them, the JSON protocol and its gate, misbehaving agents in parallel
+//! lanes, and a crashed fan-out resumed.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn agents_dir() -> PathBuf {
+    repo().join("examples/agents")
+}
+
+fn write_manifest(dir: &Path, name: &str, wf: serde_json::Value) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string_pretty(&wf).unwrap()).unwrap();
+    path
+}
+
+fn scripted(args: &[&str]) -> serde_json::Value {
+    let mut argv = vec![agents_dir().join("scripted_agent.py").display().to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    serde_json::json!(argv)
+}
+
+fn run_json(manifest: &Path, ws: &Path, scratch: &Path) -> (Option<i32>, serde_json::Value) {
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+            "--json",
+        ],
+        scratch,
+    );
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+    (out.status.code(), report)
+}
+
+fn events(scratch: &Path, run: &str) -> Vec<serde_json::Value> {
+    let out = wfhost(&["events", run, "--json"], scratch);
+    stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].clone())
+        .collect()
+}
+
+fn payload_text(report: &serde_json::Value) -> String {
+    report["payload"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["content"].as_str().unwrap().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let dump = scratch.path().join("seen.json");
+    let wf = serde_json::json!({
+        "id": "contract",
+        "rules": "RULE: stay in the workspace.",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "first",
+        "nodes": {
+            "first": {"entry_block": "hello", "blocks": {"hello": {
+                "worker": "echo",
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:dev.implement"}]
+            }}},
+            "dev": {"entry_block": "implement", "blocks": {"implement": {
+                "worker": "agent",
+                "file_restrictions": ["src/**"],
+                "prompt": {"prefix": "PREFIX: senior dev.", "task": "TASK: add a file.", "output_checklist": ["first item", "second item"]},
+                "config": {"command": scripted(&["--dump-context", dump.to_str().unwrap(), "--write", "src/a.rs=a"])},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}
+        }
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let seen: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    let env = &seen["env"];
+    let ws_real = ws.path().canonicalize().unwrap();
+    assert_eq!(env["WORKFLOW_ID"], "contract");
+    assert_eq!(env["EXECUTION_ID"], report["run_id"]);
+    assert_eq!(env["NODE_ID"], "dev.implement");
+    assert_eq!(env["STEP_INDEX"], "1");
+    assert_eq!(env["FILE_RESTRICTIONS"], r#"["src/**"]"#);
+    assert_eq!(env["TELEMETRY_ENABLED"], "0");
+    assert_eq!(env["TELEMETRY_URL"], "");
+    assert_eq!(
+        env["OUTPUT_DIR"],
+        ws_real.join(".output").display().to_string()
+    );
+    assert_eq!(env["PREVIOUS_BLOCK_ID"], "first.hello");
+    assert_eq!(seen["cwd"], ws_real.display().to_string());
+    assert_eq!(
+        seen["prompt"],
+        "RULE: stay in the workspace.\n\nPREFIX: senior dev.\n\nTASK: add a file.\n\n\
+         Only modify files matching: src/**. Other files are read-only.\n\n\
+         You must produce the following outputs:\n1) first item\n2) second item"
+    );
+    // The engine created .output/ and the agent's output is there, checked.
+    let output: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(ws.path().join(".output/block-dev.implement.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(output["status"], "completed");
+    assert_eq!(output["filesCreated"], serde_json::json!(["src/a.rs"]));
+}
+
+#[test]
+fn output_defects_and_restriction_violations_are_signalled_with_reasons() {
+    let scratch = tempfile::tempdir().unwrap();
+    for (args, on_violation, signal, reason) in [
+        (vec!["--no-output"], "rollback", "SIGNAL:FAILED", "wrote no"),
+        (
+            vec!["--bad-json"],
+            "rollback",
+            "SIGNAL:FAILED",
+            "not valid block output JSON",
+        ),
+        (
+            vec!["--wrong-block-id"],
+            "rollback",
+            "SIGNAL:FAILED",
+            "is for block `someone-else`",
+        ),
+        (
+            vec!["--bad-status"],
+            "rollback",
+            "SIGNAL:FAILED",
+            "not valid block output JSON",
+        ),
+        (
+            vec!["--status", "partial"],
+            "rollback",
+            "SIGNAL:PARTIAL",
+            "agent dev.implement -> SIGNAL:PARTIAL",
+        ),
+        (
+            vec!["--write-outside", "README=defaced"],
+            "rollback",
+            "SIGNAL:SUCCESS",
+            "outside the file restrictions (rolled back): README",
+        ),
+        (
+            vec!["--write-outside", "README=defaced"],
+            "fail",
+            "SIGNAL:FAILED",
+            "left in place; the block fails",
+        ),
+    ] {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("README"), "readme\n").unwrap();
+        let wf = serde_json::json!({
+            "id": "defects",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "start_node": "dev",
+            "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+                "worker": "agent",
+                "file_restrictions": ["src/**"],
+                "config": {"command": scripted(&args), "on_violation": on_violation},
+                "transitions": [{"on_signal": signal, "action": "END"}]
+            }}}}
+        });
+        let m = write_manifest(scratch.path(), "wf.json", wf);
+        let (code, report) = run_json(&m, ws.path(), scratch.path());
+        assert_eq!(code, Some(0), "{args:?}: {report}");
+        let text = payload_text(&report);
+        assert!(text.contains(reason), "{args:?}: `{reason}` not in {text}");
+        let readme = std::fs::read_to_string(ws.path().join("README")).unwrap();
+        assert_eq!(readme == "readme\n", on_violation == "rollback", "{args:?}");
+    }
+}
+
+#[test]
+fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let wf = |args: &[&str], transitions: serde_json::Value| {
+        let mut command = vec![json_agent.clone()];
+        command.extend(args.iter().map(|a| a.to_string()));
+        serde_json::json!({
+            "id": "protocol",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "start_node": "dev",
+            "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+                "worker": "agent",
+                "config": {
+                    "command": command,
+                    "protocol": "json",
+                    "prompt_delivery": "argument",
+                    "input": {"task": {"id": "T-001", "title": "Add subtract", "goal": "calc.subtract works"}}
+                },
+                "transitions": transitions
+            }}}}
+        })
+    };
+    for (status, signal) in [
+        ("OK", "SIGNAL:SUCCESS"),
+        ("BLOCKED", "SIGNAL:BLOCKED"),
+        ("NEEDS_INFO", "SIGNAL:NEEDS_INFO"),
+        ("FAIL", "SIGNAL:FAIL"),
+    ] {
+        let ws = tempfile::tempdir().unwrap();
+        let m = write_manifest(
+            scratch.path(),
+            "wf.json",
+            wf(
+                &["--status", status],
+                serde_json::json!([{"on_signal": signal, "action": "END"}]),
+            ),
+        );
+        let (code, report) = run_json(&m, ws.path(), scratch.path());
+        assert_eq!(code, Some(0), "{status}: {report}");
+    }
+    // Prose around the JSON is a protocol error.
+    let ws = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        scratch.path(),
+        "wf.json",
+        wf(
+            &["--prose"],
+            serde_json::json!([{"on_signal": "SIGNAL:PROTOCOL_ERROR", "action": "END"}]),
+        ),
+    );
+    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    assert!(payload_text(&report).contains("protocol error"), "{report}");
+
+    // NEEDS_DECISION pauses at a gate whose question is the summary.
+    let ws = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        scratch.path(),
+        "wf.json",
+        wf(
+            &[
+                "--status",
+                "NEEDS_DECISION",
+                "--summary",
+                "Postgres or SQLite?",
+            ],
+            serde_json::json!([{"on_signal": "SIGNAL:GATE_APPROVED", "action": "END"}]),
+        ),
+    );
+    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(3), "{report}");
+    assert_eq!(report["gate"]["prompt"], "Postgres or SQLite?");
+    let run = report["run_id"].as_str().unwrap();
+    let gate = report["gate"]["id"].as_str().unwrap();
+    let out = wfhost(&["gate", run, gate, "approved"], scratch.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn misbehaving_lanes_fail_alone_and_the_workspace_keeps_its_files() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join("src")).unwrap();
+    std::fs::write(ws.path().join("README"), "readme\n").unwrap();
+    std::fs::write(ws.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+    let lane = |args: &[&str]| serde_json::json!({"config": {"command": scripted(args)}});
+    let wf = serde_json::json!({
+        "id": "unruly",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "timeout": "4s",
+            "file_restrictions": ["src/**"],
+            "config": {"command": scripted(&[]), "on_violation": "fail"},
+            "parallel": {"merge_strategy": "workspace", "lanes": {
+                "good": lane(&["--write", "src/good.rs=good"]),
+                "flood": lane(&["--flood", "20", "--no-output"]),
+                "silent": lane(&["--exit", "0", "--no-output"]),
+                "hang": lane(&["--hang"]),
+                "escape": lane(&["--write-outside", "README=defaced", "--write", "src/escape.rs=x"])
+            }},
+            "transitions": [{"on_signal": "SIGNAL:PARTIAL", "action": "END"}]
+        }}}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let started = Instant::now();
+    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let run = report["run_id"].as_str().unwrap();
+    let all = events(scratch.path(), run);
+    let lanes: std::collections::BTreeMap<String, (String, String)> = all
+        .iter()
+        .filter(|e| e["type"] == "lane_completed")
+        .map(|e| {
+            (
+                e["lane"].as_str().unwrap().to_string(),
+                (
+                    e["signal"].as_str().unwrap().to_string(),
+                    e["summary"].as_str().unwrap_or_default().to_string(),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(lanes["good"].0, "SIGNAL:SUCCESS", "{lanes:?}");
+    for (lane, why) in [
+        ("flood", "wrote no"),
+        ("silent", "wrote no"),
+        ("hang", "timed out"),
+    ] {
+        assert_eq!(lanes[lane].0, "SIGNAL:FAILED", "{lane}: {lanes:?}");
+        assert!(lanes[lane].1.contains(why), "{lane}: {lanes:?}");
+    }
+    assert_eq!(lanes["escape"].0, "SIGNAL:FAILED", "{lanes:?}");
+    // Only the good lane's work arrived; nothing was lost.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("src/good.rs")).unwrap(),
+        "good"
+    );
+    assert!(!ws.path().join("src/escape.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("README")).unwrap(),
+        "readme\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("src/main.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+    // Every lane's output reached .output/, synthetic or not.
+    for lane in ["good", "flood", "silent", "hang", "escape"] {
+        assert!(
+            ws.path()
+                .join(format!(".output/block-dev.implement.{lane}.json"))
+                .is_file(),
+            "{lane}"
+        );
+    }
+}
+
+#[test]
+fn a_crashed_fan_out_resumes_only_its_unfinished_lanes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let log = scratch.path().join("runs.log");
+    let log_arg = log.to_str().unwrap();
+    let wf = serde_json::json!({
+        "id": "crash",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "timeout": "60s",
+            "config": {"command": scripted(&[])},
+            "parallel": {"lanes": {
+                "fast": {"config": {"command": scripted(&["--log", log_arg, "--write", "fast.txt=f"])}},
+                "slow": {"config": {"command": scripted(&["--log", log_arg, "--sleep", "4", "--write", "slow.txt=s"])}}
+            }},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let mut child = command(scratch.path())
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the fast lane is on record, then kill the host.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let run = loop {
+        assert!(Instant::now() < deadline, "the fast lane never completed");
+        std::thread::sleep(Duration::from_millis(100));
+        let out = wfhost(&["runs", "--json"], scratch.path());
+        let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let Some(run) = runs.as_array().and_then(|r| r.first()) else {
+            continue;
+        };
+        let run = run["id"].as_str().unwrap().to_string();
+        if events(scratch.path(), &run)
+            .iter()
+            .any(|e| e["type"] == "lane_completed" && e["lane"] == "fast")
+        {
+            break run;
+        }
+    };
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    child.wait().unwrap();
+    assert!(!ws.path().join("fast.txt").exists(), "nothing merged yet");
+
+    let out = wfhost(&["resume", &run], scratch.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let runs = std::fs::read_to_string(&log).unwrap();
+    let count = |id: &str| runs.lines().filter(|l| *l == id).count();
+    assert_eq!(count("dev.implement.fast"), 1, "{runs}");
+    assert_eq!(count("dev.implement.slow"), 2, "{runs}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("fast.txt")).unwrap(),
+        "f"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("slow.txt")).unwrap(),
+        "s"
+    );
+    assert!(
+        !std::env::temp_dir()
+            .join("wfhost-lanes")
+            .join(&run)
+            .exists()
+    );
+}
