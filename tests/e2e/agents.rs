@@ -434,3 +434,82 @@ fn a_crashed_fan_out_resumes_only_its_unfinished_lanes() {
             .exists()
     );
 }
+
+#[test]
+fn an_agent_runs_in_a_container_of_a_local_image() {
+    if !super::exec::docker_ready() {
+        return;
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // The image has no agent; `cp` puts a prepared output in place, which is
+    // what the host must find at /workspace/.output inside the container.
+    let prepared = serde_json::json!({
+        "blockId": "dev.implement", "blockType": "dev", "status": "completed",
+        "deliverables": {"blockType": "code", "filesChanged": [], "diffSummary": "none"},
+        "summary": "copied in a container", "filesModified": [], "filesCreated": [],
+        "timestamp": "2026-11-22T10:00:00Z"
+    });
+    std::fs::write(ws.path().join("prepared.json"), prepared.to_string()).unwrap();
+    let wf = serde_json::json!({
+        "id": "container-agent",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "timeout": "60s",
+            "config": {
+                "command": ["cp", "/workspace/prepared.json", "/workspace/.output/block-dev.implement.json"],
+                "prompt_delivery": "file",
+                "executor": {"container": {"image": "wfhost-test/busybox:1"}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    assert!(
+        payload_text(&report).contains("copied in a container"),
+        "{report}"
+    );
+    let run = report["run_id"].as_str().unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(ws.path().join(format!(
+            ".output/agent/{run}/step-0-dev.implement/manifest.json"
+        )))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["executor"], "container");
+    // The prompt file was visible where the container looked.
+    let prompt_file = ws.path().join(format!(
+        ".output/agent/{run}/step-0-dev.implement.prompt.md"
+    ));
+    assert!(prompt_file.is_file());
+
+    // stdin cannot reach a container: a clear error, nothing run.
+    let wf = serde_json::json!({
+        "id": "container-agent",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "config": {
+                "command": ["cat"],
+                "executor": {"container": {"image": "wfhost-test/busybox:1"}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    let m = write_manifest(scratch.path(), "wf2.json", wf);
+    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(1), "{report}");
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot feed a command's stdin"),
+        "{report}"
+    );
+}

@@ -238,7 +238,7 @@ fn exec_must_be_granted() {
 
 /// Whether Docker and the test image are there; skips (or, under
 /// `WFHOST_REQUIRE_SERVICES=1`, fails) otherwise.
-fn docker_ready() -> bool {
+pub(super) fn docker_ready() -> bool {
     let ok = Command::new("docker")
         .args(["image", "inspect", "wfhost-test/busybox:1"])
         .output()

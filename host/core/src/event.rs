@@ -18,7 +18,16 @@ use serde::{Deserialize, Serialize};
 use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
 
 /// The version of the event format, recorded in every exported bundle.
-pub const EVENT_FORMAT: u32 = 1;
+///
+/// - 1: runs, blocks, transitions, gates, resumptions, forks.
+/// - 2: parallel blocks (`lanes_started`, `lane_completed`,
+///   `lane:conflict-detected`, `fan_in_waiting`, `fan_in_completed`) and
+///   the `use-lane` gate answer. Format 1 is a subset: its logs and bundles
+///   still read.
+pub const EVENT_FORMAT: u32 = 2;
+
+/// The oldest event format this build reads.
+pub const OLDEST_EVENT_FORMAT: u32 = 1;
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

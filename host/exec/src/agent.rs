@@ -270,7 +270,13 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     // too.
     let prompt_file = match request.delivery {
         PromptDelivery::File => {
-            let host = request.bundle_dir.with_extension("prompt.md");
+            let mut name = request
+                .bundle_dir
+                .file_name()
+                .unwrap_or_default()
+                .to_os_string();
+            name.push(".prompt.md");
+            let host = request.bundle_dir.with_file_name(name);
             if let Some(parent) = host.parent() {
                 std::fs::create_dir_all(parent).map_err(failed("the prompt file"))?;
             }

@@ -88,11 +88,13 @@ impl Bundle {
         }
         let bundle: Bundle =
             serde_json::from_value(value).map_err(|e| format!("the bundle is malformed: {e}"))?;
-        if bundle.event_format != wfhost_core::event::EVENT_FORMAT {
+        let readable = wfhost_core::event::OLDEST_EVENT_FORMAT..=wfhost_core::event::EVENT_FORMAT;
+        if !readable.contains(&bundle.event_format) {
             return Err(format!(
-                "the bundle's events are in format {}, this wfhost reads format {}",
+                "the bundle's events are in format {}, this wfhost reads formats {} to {}",
                 bundle.event_format,
-                wfhost_core::event::EVENT_FORMAT
+                readable.start(),
+                readable.end()
             ));
         }
         let expected = checksum(&bundle);
