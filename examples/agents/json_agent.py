@@ -2,10 +2,20 @@
 """A scripted agent that speaks seed 001's JSON protocol.
 
 It reads the universal input JSON from stdin and prints exactly one universal
-output JSON object on stdout. --status picks the answer (OK, BLOCKED,
-NEEDS_INFO, NEEDS_DECISION, FAIL); --write PATH=CONTENT changes a file (and
-reports it in artifacts.files_changed); --prose breaks the protocol by
-printing a sentence before the JSON.
+output JSON object on stdout, and nothing else (its note goes to stderr).
+--status picks the answer (OK, BLOCKED, NEEDS_INFO, NEEDS_DECISION, FAIL);
+--write PATH=CONTENT changes a file in the working directory (the workspace)
+and reports it in artifacts.files_changed. Input that is not a JSON object
+with a `task` is answered with status FAIL, still as protocol JSON.
+
+Misbehaviours: --prose prints a sentence before the JSON, --trailing one
+after it; --exit CODE exits with CODE after answering.
+
+The system prompt can only come as an argument (the last positional one),
+from --prompt-file FILE or from the file AGENT_PROMPT_FILE names, since
+stdin carries the input. It is not used except by --dump-context FILE,
+which writes the argv, the env-contract variables, the working directory,
+the input and the prompt as JSON (give a path outside the workspace).
 """
 
 import argparse
@@ -13,57 +23,134 @@ import json
 import os
 import sys
 
+AGENTS = [
+    "SpecAgent", "Architect", "Planner", "Designer", "Researcher", "Coder",
+    "Reviewer", "QA", "Security", "Integrator", "Docs", "Orchestrator",
+]
+
+CONTRACT = [
+    "WORKFLOW_ID", "EXECUTION_ID", "NODE_ID", "STEP_INDEX", "FILE_RESTRICTIONS",
+    "TELEMETRY_ENABLED", "TELEMETRY_URL", "OUTPUT_DIR", "PREVIOUS_BLOCK_ID",
+    "AGENT_PROMPT_FILE",
+]
+
 
 def pair(text):
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"`{text}` is not PATH=CONTENT")
     path, content = text.split("=", 1)
+    if not path:
+        raise argparse.ArgumentTypeError(f"`{text}` has no PATH")
     return path, content.replace("\\n", "\n")
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--status",
-        choices=["OK", "BLOCKED", "NEEDS_INFO", "NEEDS_DECISION", "FAIL"],
-        default="OK",
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="json_agent.py",
+        description="A scripted agent speaking the JSON agent protocol (seed 001).",
     )
-    p.add_argument("--summary")
-    p.add_argument("--write", type=pair, action="append", default=[])
-    p.add_argument("--prose", action="store_true")
-    p.add_argument("rest", nargs="*", help="ignored (e.g. a prompt passed as an argument)")
-    args = p.parse_args()
+    p.add_argument("--status", choices=["OK", "BLOCKED", "NEEDS_INFO", "NEEDS_DECISION", "FAIL"],
+                   default="OK", help="the answer's status (default: OK)")
+    p.add_argument("--summary", metavar="TEXT",
+                   help="the answer's summary (the gate's question for NEEDS_DECISION)")
+    p.add_argument("--write", type=pair, action="append", default=[], metavar="PATH=CONTENT",
+                   help="create or overwrite PATH (\\n is a newline), reported in files_changed")
+    p.add_argument("--next", choices=AGENTS, default="Reviewer", metavar="AGENT",
+                   help="next.recommended_agent (default: Reviewer)")
+    p.add_argument("--no-next", action="store_true", help="leave `next` out")
+    p.add_argument("--prose", action="store_true", help="print prose before the JSON")
+    p.add_argument("--trailing", action="store_true", help="print prose after the JSON")
+    p.add_argument("--exit", type=int, default=0, metavar="CODE", help="exit with CODE")
+    p.add_argument("--dump-context", metavar="FILE",
+                   help="write argv, env contract, cwd, input and prompt as JSON to FILE")
+    p.add_argument("--prompt-file", metavar="FILE",
+                   help="read the prompt from FILE (for a `{prompt-file}` placeholder)")
+    p.add_argument("prompt_arg", nargs="*", metavar="PROMPT",
+                   help="the system prompt, when delivered as an argument")
+    return p.parse_args(argv)
 
-    task = json.load(sys.stdin)["task"]
+
+def read_prompt(args):
+    if args.prompt_file:
+        with open(args.prompt_file, encoding="utf-8") as f:
+            return f.read()
+    if args.prompt_arg:
+        return args.prompt_arg[-1]
+    path = os.environ.get("AGENT_PROMPT_FILE")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    return ""
+
+
+def main(argv):
+    args = parse_args(argv)
+    raw = sys.stdin.read() if sys.stdin is not None else ""
+    try:
+        data = json.loads(raw)
+        task = data["task"]
+        task_id, title, goal = str(task["id"]), str(task["title"]), str(task["goal"])
+        problem = None
+    except (ValueError, KeyError, TypeError) as e:
+        data, task_id, title, goal = None, "meta", "", ""
+        problem = f"stdin is not the universal input JSON ({type(e).__name__}: {e})"
+    if args.dump_context:
+        with open(args.dump_context, "w", encoding="utf-8") as f:
+            json.dump(
+                {
+                    "program": sys.argv[0],
+                    "argv": argv,
+                    "env": {k: os.environ.get(k) for k in CONTRACT},
+                    "cwd": os.getcwd(),
+                    "input": data if problem is None else raw,
+                    "prompt": read_prompt(args),
+                },
+                f,
+                indent=2,
+            )
+
+    status = "FAIL" if problem else args.status
     changed = []
-    for path, content in args.write:
-        parent = os.path.dirname(path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(content)
-        changed.append(path)
+    if not problem:
+        for path, content in args.write:
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(content)
+            rel = os.path.normpath(path).replace(os.sep, "/")
+            if rel not in changed:
+                changed.append(rel)
+    summary = problem or args.summary or f"{task_id}: {title} ({status})"
     answer = {
-        "status": args.status,
-        "summary": args.summary or f"{task['id']}: {task['title']} ({args.status})",
-        "artifacts": {"files_changed": changed, "notes": [f"goal: {task['goal']}"]},
+        "status": status,
+        "summary": summary,
+        "artifacts": {
+            "files_changed": changed,
+            "notes": [f"goal: {goal}"] if goal else [],
+        },
         "gates": {
-            "meets_definition_of_done": args.status == "OK",
-            "needs_review": True,
+            "meets_definition_of_done": status == "OK",
+            "needs_review": bool(changed),
             "needs_tests": False,
             "security_concerns": [],
         },
-        "next": {
-            "recommended_agent": "Reviewer",
-            "recommended_task_id": task["id"],
-            "reason": "review the change",
-        },
     }
+    if not args.no_next:
+        answer["next"] = {
+            "recommended_agent": args.next,
+            "recommended_task_id": task_id,
+            "reason": "review the change" if changed else "continue",
+        }
     if args.prose:
         print("Sure! Here is what I did:")
     print(json.dumps(answer))
-    return 0
+    if args.trailing:
+        print("Let me know if you need anything else.")
+    sys.stdout.flush()
+    print(f"json_agent[{os.environ.get('NODE_ID', '?')}]: {status}: {summary}", file=sys.stderr)
+    return args.exit
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
