@@ -95,8 +95,14 @@ fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), u8
 }
 
 fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
+    // A fan-in gate's prompt asks for a lane (see `wfhost_core::fan_out`).
+    let forms = if prompt.contains("use-lane:") {
+        "`use-lane:<lane>` or `use-lane:<file>=<lane>,...`"
+    } else {
+        "`approved` or `changes-requested:<text>`"
+    };
     format!(
-        "run {} is waiting at gate {gate_id} ({prompt}); answer it with `wfhost gate {} {gate_id} approved` or `changes-requested:<text>`",
+        "run {} is waiting at gate {gate_id} ({prompt}); answer it with `wfhost gate {} {gate_id} <answer>`, the answer {forms}",
         run.id, run.id
     )
 }

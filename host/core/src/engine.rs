@@ -608,7 +608,7 @@ async fn take_transition<A: ActionInterpreter>(
             state,
             sink,
             vec![Event::ActionTaken {
-                step: state.steps - 1,
+                step: state.last_step,
                 action: format!("GATE:{prompt}"),
                 command: CommandRecord::Gate { prompt },
                 gate_id: Some(gate_id),
@@ -626,7 +626,7 @@ async fn take_transition<A: ActionInterpreter>(
         return finish(state, sink, reason);
     };
     let action = resolution.transition().action.clone();
-    let step = state.steps - 1;
+    let step = state.last_step;
     let view = RunView {
         workflow_id: workflow.id.clone(),
         execution_id: state.run_id.clone(),

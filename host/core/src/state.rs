@@ -162,8 +162,11 @@ pub struct RunState {
     pub artifacts: BTreeMap<String, String>,
     /// `node.block` of the last completed block.
     pub previous: Option<String>,
-    /// Blocks completed.
+    /// Steps taken: one per block completed, one per lane of a parallel
+    /// block.
     pub steps: u64,
+    /// The step of the block completed last, whose transition is next.
+    pub last_step: u64,
     pub statistics: Statistics,
     /// Per block, keyed `node.block`.
     pub blocks: BTreeMap<String, BlockStatistics>,
@@ -226,6 +229,7 @@ impl RunState {
             artifacts: BTreeMap::new(),
             previous: None,
             steps: 0,
+            last_step: 0,
             statistics: Statistics::default(),
             blocks: BTreeMap::new(),
             in_flight: None,
@@ -352,6 +356,7 @@ impl RunState {
                     None => 1,
                 };
                 self.steps += lanes.max(1);
+                self.last_step = *step;
                 self.previous = Some(key);
                 self.in_flight = None;
                 self.phase = Phase::Deciding {
@@ -373,10 +378,10 @@ impl RunState {
                         self.phase
                     )));
                 };
-                if *step + 1 != self.steps {
+                if *step != self.last_step {
                     return Err(err(format!(
                         "transition of step {step}, but the last completed step is {}",
-                        self.steps.wrapping_sub(1)
+                        self.last_step
                     )));
                 }
                 let (node, block) = (node.clone(), block.clone());

@@ -524,7 +524,7 @@ mod tests {
     #[test]
     fn iso_timestamps_are_utc_and_valid_block_output_timestamps() {
         assert_eq!(iso_utc(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso_utc(1_795_392_000_123), "2026-11-22T00:00:00.123Z");
+        assert_eq!(iso_utc(1_795_305_600_123), "2026-11-22T00:00:00.123Z");
         assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 

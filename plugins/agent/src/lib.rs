@@ -248,7 +248,12 @@ impl Worker for Agent {
                 format!("{error} (bundle {})", report.result.bundle_dir),
             ));
         }
-        let agent_id = format!("{}.{}", ctx.node_id, ctx.block_id);
+        // The output names the block as the agent saw it (a lane's NODE_ID
+        // includes the lane).
+        let agent_id = serde_json::from_str::<serde_json::Value>(&report.block_output)
+            .ok()
+            .and_then(|o| o["blockId"].as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("{}.{}", ctx.node_id, ctx.block_id));
         let text = report_text(&report, &agent_id);
         log::info(text.lines().next().unwrap_or_default());
         payload.push(segment("AGENT_OUTPUT", text));
