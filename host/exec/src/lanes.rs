@@ -57,6 +57,51 @@ fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
     }
 }
 
+/// An exclusive lock on changes to `main`'s worktree bookkeeping, held
+/// until dropped. Git does not protect `.git/worktrees/` against two
+/// `git worktree add` at once (one can read the other's half-written
+/// entry), so every wfhost thread and process making or removing lanes of
+/// the same repository takes turns. The lock file is outside the
+/// repository, keyed by its path.
+struct RepoLock(Option<std::fs::File>);
+
+impl RepoLock {
+    fn take(main: &Path) -> RepoLock {
+        use std::hash::{Hash, Hasher};
+        use std::os::fd::AsRawFd;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        main.hash(&mut h);
+        let dir = lanes_root("");
+        let file = std::fs::create_dir_all(&dir).ok().and_then(|_| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(format!(".lock-{:016x}", h.finish())))
+                .ok()
+        });
+        if let Some(f) = &file {
+            // SAFETY: flock on a descriptor we own; blocks until granted.
+            unsafe {
+                libc::flock(f.as_raw_fd(), libc::LOCK_EX);
+            }
+        }
+        RepoLock(file)
+    }
+}
+
+impl Drop for RepoLock {
+    fn drop(&mut self) {
+        if let Some(f) = &self.0 {
+            use std::os::fd::AsRawFd;
+            // SAFETY: as above.
+            unsafe {
+                libc::flock(f.as_raw_fd(), libc::LOCK_UN);
+            }
+        }
+    }
+}
+
 /// Whether `dir` is the top of a git work tree whose HEAD is a commit.
 fn is_git_top(dir: &Path) -> bool {
     let Ok(top) = git(dir, &["rev-parse", "--show-toplevel"]) else {
@@ -118,6 +163,7 @@ impl Lane {
             remove_path(&main, &path);
         }
         let lane = if is_git_top(&main) {
+            let _turn = RepoLock::take(&main);
             let lane = Lane {
                 name: name.into(),
                 path,
@@ -394,6 +440,7 @@ fn copy_one(from_root: &Path, to_root: &Path, rel: &str) -> Result<(), String> {
 /// Remove a lane directory and, for a worktree, its registration in the
 /// main repository.
 fn remove_path(main: &Path, path: &Path) {
+    let _turn = RepoLock::take(main);
     if let Some(p) = path.to_str() {
         let _ = git(main, &["worktree", "remove", "--force", p]);
     }

@@ -174,3 +174,25 @@ fn a_repo_without_commits_falls_back_to_a_copy() {
     assert_eq!(lane.isolation, Isolation::TempCopy);
     lane.remove();
 }
+
+#[test]
+fn lanes_of_one_repository_can_be_made_from_many_threads_at_once() {
+    let repo = dirty_repo();
+    let root = tempfile::tempdir().unwrap();
+    let made: Vec<Lane> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let (repo, root) = (repo.path(), root.path());
+                s.spawn(move || Lane::create(repo, root, &format!("t{i}")).unwrap())
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(made.iter().all(|l| l.isolation == Isolation::GitWorktree));
+    std::thread::scope(|s| {
+        for lane in made {
+            s.spawn(move || lane.remove());
+        }
+    });
+    assert_eq!(git(repo.path(), &["worktree", "list"]).lines().count(), 1);
+}

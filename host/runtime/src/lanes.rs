@@ -2,7 +2,8 @@
 //! operations ([`WorkerHost::create_lane`](wfhost_core::engine::WorkerHost)
 //! and the rest) mapped onto [`wfhost_exec::lanes`]. Git and file copying
 //! block, so they run on tokio's blocking pool, never on the threads that
-//! drive the other lanes.
+//! drive the other lanes. (Lanes of one repository are made and removed
+//! one at a time, across processes: see `wfhost_exec::lanes`.)
 
 use std::path::{Path, PathBuf};
 
@@ -12,16 +13,6 @@ use wfhost_exec::lanes::{self, Lane};
 /// Where `key`'s lane lives.
 pub fn lane_path(key: &LaneKey) -> PathBuf {
     lanes::lanes_root(&key.run_id).join(key.dir_name())
-}
-
-/// Git's worktree bookkeeping in a repository is not safe to change from
-/// two processes or threads at once (`git worktree add` of two lanes can
-/// read each other's half-written entries), so lanes are made and removed
-/// one at a time; the lanes' own work runs in parallel.
-static WORKTREE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn worktree_lock() -> std::sync::MutexGuard<'static, ()> {
-    WORKTREE_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn blocking<T: Send + 'static>(
@@ -35,7 +26,6 @@ async fn blocking<T: Send + 'static>(
 pub async fn create(main: &Path, key: &LaneKey) -> Result<(), String> {
     let (main, key) = (main.to_path_buf(), key.clone());
     blocking(move || {
-        let _one_at_a_time = worktree_lock();
         Lane::create(&main, &lanes::lanes_root(&key.run_id), &key.dir_name()).map(|_| ())
     })
     .await
@@ -88,7 +78,6 @@ pub async fn remove_step(main: &Path, run_id: &str, step: u64) {
             if name.starts_with(&prefix)
                 && let Ok(lane) = Lane::open(&main, &root, &name)
             {
-                let _one_at_a_time = worktree_lock();
                 lane.remove();
             }
         }
@@ -114,10 +103,7 @@ pub fn remove_stale(main: &Path, run_id: &str, active_step: Option<u64>) -> Vec<
             continue;
         }
         match Lane::open(main, &root, &name) {
-            Ok(lane) => {
-                let _one_at_a_time = worktree_lock();
-                lane.remove();
-            }
+            Ok(lane) => lane.remove(),
             Err(_) => {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
