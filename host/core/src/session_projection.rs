@@ -528,28 +528,7 @@ fn slug(text: &str) -> String {
     slug.trim_end_matches('-').to_string()
 }
 
-/// Unix milliseconds as an ISO-8601 UTC timestamp, `2026-11-22T10:15:03Z`.
-pub fn iso_utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+pub use crate::time::iso_utc;
 
 #[cfg(test)]
 mod tests {
@@ -1154,12 +1133,5 @@ mod tests {
             run_session_name("imported_Run.7", "wf", 1, "2026-01-02"),
             "2026-01-02_wf-imported-run-7"
         );
-    }
-
-    #[test]
-    fn iso_timestamps() {
-        assert_eq!(iso_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso_utc(1_795_342_503_999), "2026-11-22T10:15:03Z");
-        assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00Z");
     }
 }

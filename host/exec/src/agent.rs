@@ -141,33 +141,7 @@ fn not_watched(path: &str) -> bool {
 }
 
 fn now_iso() -> String {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    iso_utc(ms)
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.mmmZ` from unix milliseconds.
-fn iso_utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms.rem_euclid(1000)
-    )
+    wfhost_core::time::iso_utc_millis(wfhost_core::time::now_ms())
 }
 
 /// A scratch directory for the snapshot's copies, outside the workspace.
@@ -520,13 +494,6 @@ fn from_protocol(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn iso_timestamps_are_utc_and_valid_block_output_timestamps() {
-        assert_eq!(iso_utc(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(iso_utc(1_795_305_600_123), "2026-11-22T00:00:00.123Z");
-        assert_eq!(iso_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
-    }
 
     #[test]
     fn unwatched_paths() {
