@@ -24,30 +24,6 @@ fn scripted(args: &[&str]) -> serde_json::Value {
     serde_json::json!(argv)
 }
 
-fn run_json(manifest: &Path, ws: &Path, scratch: &Path) -> (Option<i32>, serde_json::Value) {
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-            "--json",
-        ],
-        scratch,
-    );
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
-    (out.status.code(), report)
-}
-
-fn events(scratch: &Path, run: &str) -> Vec<serde_json::Value> {
-    let out = wfhost(&["events", run, "--json"], scratch);
-    stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].clone())
-        .collect()
-}
-
 fn payload_text(report: &serde_json::Value) -> String {
     report["payload"]
         .as_array()
@@ -83,7 +59,7 @@ fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
         }
     });
     let m = write_manifest(scratch.path(), "wf.json", wf);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
     let seen: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
@@ -173,7 +149,7 @@ fn output_defects_and_restriction_violations_are_signalled_with_reasons() {
             }}}}
         });
         let m = write_manifest(scratch.path(), "wf.json", wf);
-        let (code, report) = run_json(&m, ws.path(), scratch.path());
+        let (code, report) = run_report(&m, ws.path(), scratch.path());
         assert_eq!(code, Some(0), "{args:?}: {report}");
         let text = payload_text(&report);
         assert!(text.contains(reason), "{args:?}: `{reason}` not in {text}");
@@ -220,7 +196,7 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
                 serde_json::json!([{"on_signal": signal, "action": "END"}]),
             ),
         );
-        let (code, report) = run_json(&m, ws.path(), scratch.path());
+        let (code, report) = run_report(&m, ws.path(), scratch.path());
         assert_eq!(code, Some(0), "{status}: {report}");
     }
     // Prose around the JSON is a protocol error.
@@ -233,7 +209,7 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
             serde_json::json!([{"on_signal": "SIGNAL:PROTOCOL_ERROR", "action": "END"}]),
         ),
     );
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
     assert!(payload_text(&report).contains("protocol error"), "{report}");
 
@@ -252,7 +228,7 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
             serde_json::json!([{"on_signal": "SIGNAL:GATE_APPROVED", "action": "END"}]),
         ),
     );
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(3), "{report}");
     assert_eq!(report["gate"]["prompt"], "Postgres or SQLite?");
     let run = report["run_id"].as_str().unwrap();
@@ -296,11 +272,11 @@ fn misbehaving_lanes_fail_alone_and_the_workspace_keeps_its_files() {
     });
     let m = write_manifest(scratch.path(), "wf.json", wf);
     let started = Instant::now();
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
     assert!(started.elapsed() < Duration::from_secs(60));
     let run = report["run_id"].as_str().unwrap();
-    let all = events(scratch.path(), run);
+    let all = run_events(scratch.path(), run);
     let lanes: std::collections::BTreeMap<String, (String, String)> = all
         .iter()
         .filter(|e| e["type"] == "lane_completed")
@@ -394,7 +370,7 @@ fn a_crashed_fan_out_resumes_only_its_unfinished_lanes() {
             continue;
         };
         let run = run["id"].as_str().unwrap().to_string();
-        if events(scratch.path(), &run)
+        if run_events(scratch.path(), &run)
             .iter()
             .any(|e| e["type"] == "lane_completed" && e["lane"] == "fast")
         {
@@ -467,7 +443,7 @@ fn an_agent_runs_in_a_container_of_a_local_image() {
         }}}}
     });
     let m = write_manifest(scratch.path(), "wf.json", wf);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
     assert!(
         payload_text(&report).contains("copied in a container"),
@@ -503,7 +479,7 @@ fn an_agent_runs_in_a_container_of_a_local_image() {
         }}}}
     });
     let m = write_manifest(scratch.path(), "wf2.json", wf);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(1), "{report}");
     assert!(
         report["reason"]

@@ -51,6 +51,33 @@ fn run_workflow(manifest: &Path, ws: &Path, cache: &Path) -> Output {
     )
 }
 
+/// `wfhost run MANIFEST -w WS --json`: its exit code and its report.
+fn run_report(manifest: &Path, ws: &Path, scratch: &Path) -> (Option<i32>, serde_json::Value) {
+    let out = wfhost(
+        &[
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+            "--json",
+        ],
+        scratch,
+    );
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not a JSON report ({e}): {}{}", stdout(&out), stderr(&out)));
+    (out.status.code(), report)
+}
+
+/// A run's events (`wfhost events RUN --json`: one stored event a line).
+fn run_events(scratch: &Path, run: &str) -> Vec<serde_json::Value> {
+    let out = wfhost(&["events", run, "--json"], scratch);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].clone())
+        .collect()
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -68,34 +68,8 @@ fn manifest(dir: &Path, strategy: &str, shared: bool) -> PathBuf {
     path
 }
 
-/// The run's events (`wfhost events RUN --json`: one stored event a line).
-fn events(scratch: &Path, run: &str) -> Vec<serde_json::Value> {
-    let out = wfhost(&["events", run, "--json"], scratch);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].clone())
-        .collect()
-}
-
 fn of_type<'a>(events: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
-}
-
-fn run_json(manifest: &Path, ws: &Path, scratch: &Path) -> (Option<i32>, serde_json::Value) {
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-            "--json",
-        ],
-        scratch,
-    );
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
-    (out.status.code(), report)
 }
 
 fn lanes_left(run: &str) -> bool {
@@ -111,7 +85,7 @@ fn check_workspace_strategy(as_git: bool) {
     let ws = workspace(as_git);
     // Without conflicts, both lanes' files arrive.
     let m = manifest(scratch.path(), "workspace", false);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(read(ws.path(), "src/api.txt"), "from api\n");
     assert_eq!(read(ws.path(), "src/ui.txt"), "from ui\n");
@@ -135,14 +109,14 @@ fn check_workspace_strategy(as_git: bool) {
         contents.contains(&"api lane") && contents.contains(&"ui lane"),
         "{contents:?}"
     );
-    assert!(of_type(&events(scratch.path(), &run), "lane:conflict-detected").is_empty());
+    assert!(of_type(&run_events(scratch.path(), &run), "lane:conflict-detected").is_empty());
 
     // With a conflict, the first lane to finish wins and the event says so.
     let m = manifest(scratch.path(), "workspace", true);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
     let run = report["run_id"].as_str().unwrap().to_string();
-    let all = events(scratch.path(), &run);
+    let all = run_events(scratch.path(), &run);
     let conflicts = of_type(&all, "lane:conflict-detected");
     assert_eq!(conflicts.len(), 1, "{all:#?}");
     let c = conflicts[0];
@@ -182,13 +156,13 @@ fn check_concatenate(as_git: bool) {
     let ws = workspace(as_git);
     for shared in [false, true] {
         let m = manifest(scratch.path(), "concatenate", shared);
-        let (code, report) = run_json(&m, ws.path(), scratch.path());
+        let (code, report) = run_report(&m, ws.path(), scratch.path());
         assert_eq!(code, Some(0), "{report}");
         // Only outputs are collected; file changes are recorded as dropped.
         assert_eq!(read(ws.path(), "src/shared.txt"), "base\n");
         assert!(!ws.path().join("src/api.txt").exists());
         let run = report["run_id"].as_str().unwrap().to_string();
-        let all = events(scratch.path(), &run);
+        let all = run_events(scratch.path(), &run);
         let fan_in = of_type(&all, "fan_in_completed");
         assert_eq!(
             fan_in[0]["discarded"].as_array().unwrap().len(),
@@ -214,13 +188,13 @@ fn check_fail_on_conflict(as_git: bool) {
     let ws = workspace(as_git);
     // Without a conflict it just merges.
     let m = manifest(scratch.path(), "fail-on-conflict", false);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
     assert_eq!(read(ws.path(), "src/api.txt"), "from api\n");
 
     // A conflict pauses the run; nothing is applied until the user chooses.
     let m = manifest(scratch.path(), "fail-on-conflict", true);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(3), "{report}");
     let run = report["run_id"].as_str().unwrap().to_string();
     let gate = report["gate"]["id"].as_str().unwrap().to_string();
@@ -252,7 +226,7 @@ fn check_fail_on_conflict(as_git: bool) {
         stderr(&out)
     );
     assert_eq!(read(ws.path(), "src/shared.txt"), "from ui\n");
-    let all = events(scratch.path(), &run);
+    let all = run_events(scratch.path(), &run);
     let resolved: Vec<_> = of_type(&all, "lane:conflict-detected")
         .into_iter()
         .filter(|c| c["appliedFrom"] == "ui")
@@ -277,7 +251,7 @@ fn gc_removes_lane_workspaces_nobody_will_come_back_to() {
     let scratch = tempfile::tempdir().unwrap();
     let ws = workspace(false);
     let m = manifest(scratch.path(), "workspace", false);
-    let (code, report) = run_json(&m, ws.path(), scratch.path());
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0));
     let run = report["run_id"].as_str().unwrap().to_string();
     // What a host that died during fan-in would have left behind.
