@@ -320,7 +320,7 @@ pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Outp
                 .is_some_and(|f| f.gate.as_deref() == Some(gate_id.as_str()));
             if fan_in {
                 println!(
-                    "answer with: wfhost gate {} {gate_id} use-lane:<lane>   (or use-lane:<file>=<lane>,...)",
+                    "answer with: wfhost gate {} {gate_id} use-lane:<lane>   (or use-lane:<file>=<lane>,...; or resolved after fixing the files yourself)",
                     run.id
                 );
             } else {

@@ -103,7 +103,7 @@ enum Command {
     Fork(resume::ForkArgs),
     /// List the gates waiting for a human answer.
     Gates(runs::GatesArgs),
-    /// Answer a gate (`approved` or `changes-requested:<text>`) and continue the run.
+    /// Answer a gate (`approved` or `changes-requested:<text>`; a fan-in gate: `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`) and continue the run.
     Gate(resume::GateArgs),
     /// List the runs in the store.
     Runs(runs::RunsArgs),

@@ -80,7 +80,8 @@ pub struct GateArgs {
     run: String,
     /// The gate, e.g. `UD-1` (`wfhost gates` lists the open ones).
     gate: String,
-    /// `approved`, or `changes-requested:<what to change>`.
+    /// `approved`, or `changes-requested:<what to change>`; at a fan-in
+    /// gate `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`.
     answer: String,
     #[command(flatten)]
     exec: ExecOptions,
@@ -97,7 +98,7 @@ fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), u8
 fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
     // A fan-in gate's prompt asks for a lane (see `wfhost_core::fan_out`).
     let forms = if prompt.contains("use-lane:") {
-        "`use-lane:<lane>` or `use-lane:<file>=<lane>,...`"
+        "`use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`"
     } else {
         "`approved` or `changes-requested:<text>`"
     };

@@ -405,8 +405,9 @@ impl PayloadDelta {
 /// A human's answer at a gate (seed 001's decision protocol): `approved`
 /// or `changes-requested:<text>`; at a fan-in gate (parallel lanes that
 /// changed the same files under `fail-on-conflict`), `use-lane:<lane>` for
-/// every conflicting file or `use-lane:<file>=<lane>,<file>=<lane>` per
-/// file. Nothing else is an answer.
+/// every conflicting file, `use-lane:<file>=<lane>,<file>=<lane>` per file,
+/// or `resolved` (the user settled the conflicting files in the workspace by
+/// hand; no lane's version of them is applied). Nothing else is an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Decision {
@@ -422,6 +423,8 @@ pub enum Decision {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         files: BTreeMap<String, String>,
     },
+    /// A fan-in gate's conflicts were resolved by hand in the workspace.
+    Resolved,
 }
 
 impl Decision {
@@ -431,7 +434,7 @@ impl Decision {
             Decision::Approved => crate::transitions::GATE_APPROVED,
             Decision::ChangesRequested { .. } => crate::transitions::GATE_CHANGES_REQUESTED,
             // A fan-in gate resumes its block, not a transition.
-            Decision::UseLane { .. } => crate::transitions::GATE_APPROVED,
+            Decision::UseLane { .. } | Decision::Resolved => crate::transitions::GATE_APPROVED,
         }
     }
 
@@ -450,9 +453,12 @@ impl std::str::FromStr for Decision {
     type Err = String;
 
     fn from_str(answer: &str) -> Result<Self, String> {
-        const FORMS: &str = "an answer is `approved` or `changes-requested:<what to change>` (at a fan-in gate: `use-lane:<lane>` or `use-lane:<file>=<lane>,...`)";
+        const FORMS: &str = "an answer is `approved` or `changes-requested:<what to change>` (at a fan-in gate: `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`)";
         if answer == "approved" {
             return Ok(Decision::Approved);
+        }
+        if answer == "resolved" {
+            return Ok(Decision::Resolved);
         }
         if let Some(text) = answer.strip_prefix("changes-requested:") {
             let text = text.trim();
@@ -503,6 +509,7 @@ impl std::fmt::Display for Decision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Decision::Approved => f.write_str("approved"),
+            Decision::Resolved => f.write_str("resolved"),
             Decision::ChangesRequested { text } => write!(f, "changes-requested:{text}"),
             Decision::UseLane {
                 all: Some(lane),

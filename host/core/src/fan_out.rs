@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
 use crate::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
-use crate::event::{Event, PayloadDelta};
+use crate::event::{Decision, Event, PayloadDelta};
 use crate::fan_in::{self, LaneChanges};
 use crate::manifest::{Block, ParallelGroup, Workflow};
 use crate::payload::{ContextSegment, Statistics};
@@ -32,6 +32,9 @@ use crate::transitions;
 pub const LANES_SUCCEEDED: &str = "SIGNAL:SUCCESS";
 pub const LANES_PARTIAL: &str = "SIGNAL:PARTIAL";
 pub const LANES_FAILED: &str = "SIGNAL:FAILED";
+/// `appliedFrom` of a conflict the user settled in the workspace by hand
+/// (never a lane name: lane names are letters, digits, `_` and `-`).
+pub const RESOLVED_BY_HAND: &str = "(workspace)";
 
 /// Whether a lane's changes may be merged.
 fn mergeable(signal: &str) -> bool {
@@ -219,13 +222,30 @@ pub(crate) async fn execute<W: WorkerHost>(
         .iter()
         .filter(|r| mergeable(&r.signal) && !missing.contains(&r.lane.as_str()))
         .collect();
-    let changes: Vec<LaneChanges> = merging
+    let mut changes: Vec<LaneChanges> = merging
         .iter()
         .map(|r| LaneChanges {
             lane: r.lane.clone(),
             changed: r.changed.clone(),
         })
         .collect();
+    // Conflicts the user settled by hand: no lane's version of those files
+    // is applied; the workspace keeps what the user made of them.
+    let mut settled = Vec::new();
+    if fan_out.choice == Some(Decision::Resolved) {
+        for (file, lanes) in &fan_out.unresolved {
+            for lane in changes.iter_mut() {
+                lane.changed.retain(|f| f != file);
+            }
+            settled.push(Event::LaneConflictDetected {
+                step,
+                conflicting_file: file.clone(),
+                lanes: lanes.clone(),
+                resolution: crate::fan_in::Resolution::UserResolved,
+                applied_from: Some(RESOLVED_BY_HAND.to_string()),
+            });
+        }
+    }
     let mut choices = BTreeMap::new();
     if let Some(choice) = &fan_out.choice {
         for lane in &changes {
@@ -237,16 +257,15 @@ pub(crate) async fn execute<W: WorkerHost>(
         }
     }
     let plan = fan_in::plan(fan_out.merge_strategy, &changes, &choices);
-    let conflict_events: Vec<Event> = plan
-        .conflicts
-        .iter()
-        .map(|c| Event::LaneConflictDetected {
+    let conflict_events: Vec<Event> = settled
+        .into_iter()
+        .chain(plan.conflicts.iter().map(|c| Event::LaneConflictDetected {
             step,
             conflicting_file: c.conflicting_file.clone(),
             lanes: c.lanes.clone(),
             resolution: c.resolution,
             applied_from: c.applied_from.clone(),
-        })
+        }))
         .collect();
     if !conflict_events.is_empty() {
         emit(state, sink, conflict_events)?;
@@ -254,7 +273,7 @@ pub(crate) async fn execute<W: WorkerHost>(
     if let Some(prompt) = plan.gate {
         let gate_id = sink.new_gate_id()?;
         let prompt = format!(
-            "{prompt} Answer `use-lane:<lane>` for all of them or `use-lane:<file>=<lane>,...`."
+            "{prompt} Answer `use-lane:<lane>` for all of them, `use-lane:<file>=<lane>,...`, or `resolved` once you have settled them in the workspace yourself."
         );
         return emit(
             state,
@@ -329,6 +348,14 @@ pub(crate) async fn execute<W: WorkerHost>(
             c.lanes.join(", "),
             c.applied_from.as_deref().unwrap_or("none")
         ));
+    }
+    if fan_out.choice == Some(Decision::Resolved) {
+        for (file, lanes) in &fan_out.unresolved {
+            lines.push(format!(
+                "conflict: {file} changed by {}; settled by hand in the workspace",
+                lanes.join(", ")
+            ));
+        }
     }
     for lane in &missing {
         lines.push(format!(

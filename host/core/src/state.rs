@@ -487,7 +487,7 @@ impl RunState {
                 if fan_in_gate {
                     let fan_out = self.fan_out.as_ref().expect("checked above");
                     check_lane_choice(gate_id, decision, fan_out).map_err(err)?;
-                } else if matches!(decision, Decision::UseLane { .. }) {
+                } else if matches!(decision, Decision::UseLane { .. } | Decision::Resolved) {
                     return Err(err(format!(
                         "gate {gate_id} is not a fan-in gate: answer `approved` or `changes-requested:<text>`"
                     )));
@@ -719,9 +719,12 @@ impl RunState {
 /// A fan-in gate's answer must choose, for every conflicting file, one of
 /// the lanes that changed it.
 fn check_lane_choice(gate_id: &str, decision: &Decision, fan_out: &FanOut) -> Result<(), String> {
+    if *decision == Decision::Resolved {
+        return Ok(());
+    }
     let Decision::UseLane { all, files } = decision else {
         return Err(format!(
-            "gate {gate_id} asks which lane's version to keep: answer `use-lane:<lane>` or `use-lane:<file>=<lane>,...` (lanes: {})",
+            "gate {gate_id} asks which lane's version to keep: answer `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or, after settling the files in the workspace yourself, `resolved` (lanes: {})",
             fan_out.lanes.join(", ")
         ));
     };

@@ -986,6 +986,17 @@ async fn needs_decision_opens_a_gate_with_the_agents_question_unless_routed() {
         panic!("{:?}", report.status)
     };
     assert_eq!(prompt, "Use Postgres or SQLite?");
+    // Lane choices answer only fan-in gates.
+    for answer in ["resolved", "use-lane:a"] {
+        let mut probe = RunState::replay(&log.events).unwrap();
+        let err = probe
+            .apply(&Event::GateAnswered {
+                gate_id: gate_id.clone(),
+                decision: answer.parse().unwrap(),
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("not a fan-in gate"), "{err}");
+    }
     log.events.push(Event::GateAnswered {
         gate_id: gate_id.clone(),
         decision: Decision::Approved,

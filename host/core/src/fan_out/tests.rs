@@ -414,6 +414,41 @@ async fn fail_on_conflict_waits_for_a_lane_choice_then_applies_it() {
 }
 
 #[tokio::test]
+async fn a_fan_in_gate_answered_resolved_keeps_the_workspace_version() {
+    let wf = workflow("fail-on-conflict", two_lanes_sharing_a_file());
+    let host = MemoryLanes::with_main(&[("src/shared.rs", "base")]);
+    let mut log = MemoryLog::default();
+    let report = start(&wf, &host, &mut log).await;
+    let RunStatus::WaitingAtGate { gate_id, .. } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    // The user merges the two versions by hand, then says so.
+    host.main
+        .lock()
+        .unwrap()
+        .insert("src/shared.rs".into(), "merged by hand".into());
+    log.events.push(Event::GateAnswered {
+        gate_id: gate_id.clone(),
+        decision: "resolved".parse().unwrap(),
+    });
+    let state = RunState::replay(&log.events).unwrap();
+    let report = drive(&wf, &host, &CoreActions, state, &mut log)
+        .await
+        .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded);
+    let main = host.main();
+    assert_eq!(main["src/shared.rs"], "merged by hand");
+    // Everything that did not conflict still arrived.
+    assert_eq!(main["src/api.rs"], "api");
+    assert_eq!(main["src/ui.rs"], "ui");
+    let c = conflicts(&log);
+    assert_eq!(c.last().unwrap()["appliedFrom"], super::RESOLVED_BY_HAND);
+    assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
+    // `resolved` is no answer to an ordinary gate.
+    assert!("resolved".parse::<crate::event::Decision>().is_ok());
+}
+
+#[tokio::test]
 async fn a_failed_lane_is_not_merged_and_the_block_is_partial() {
     let wf = workflow(
         "workspace",
