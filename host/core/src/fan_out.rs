@@ -210,11 +210,18 @@ pub(crate) async fn execute<W: WorkerHost>(
     // Fan-in.
     let fan_out = state.fan_out.clone().expect("still running");
     // Lanes whose work is to be merged must still have their workspaces
-    // (a crash keeps them; something else may not have).
+    // (a crash keeps them; something else may not have). A lane that
+    // failed before its workspace existed has nothing to bring home.
+    let present: Vec<&str> = fan_out
+        .completed
+        .iter()
+        .filter(|r| workers.lane_exists(&key(&r.lane)))
+        .map(|r| r.lane.as_str())
+        .collect();
     let missing: Vec<&str> = fan_out
         .completed
         .iter()
-        .filter(|r| mergeable(&r.signal) && !workers.lane_exists(&key(&r.lane)))
+        .filter(|r| mergeable(&r.signal) && !present.contains(&r.lane.as_str()))
         .map(|r| r.lane.as_str())
         .collect();
     let merging: Vec<&LaneResult> = fan_out
@@ -296,7 +303,7 @@ pub(crate) async fn execute<W: WorkerHost>(
     let mut outputs = Vec::new();
     let mut merge_failure = None;
     for r in &fan_out.completed {
-        if missing.contains(&r.lane.as_str()) || !workers.lane_exists(&key(&r.lane)) {
+        if !present.contains(&r.lane.as_str()) {
             continue;
         }
         let files = plan

@@ -441,26 +441,8 @@ impl RunState {
                         let Some(gate_id) = gate_id else {
                             return Err(err("a gate without a gate id".into()));
                         };
-                        if self.gates.contains_key(gate_id) {
-                            return Err(err(format!("gate {gate_id} was opened before")));
-                        }
-                        self.gates.insert(
-                            gate_id.clone(),
-                            GateRecord {
-                                gate_id: gate_id.clone(),
-                                node: node.clone(),
-                                block: block.clone(),
-                                step: *step,
-                                prompt: prompt.clone(),
-                                decision: None,
-                            },
-                        );
-                        Phase::Waiting {
-                            gate_id: gate_id.clone(),
-                            node,
-                            block,
-                            prompt: prompt.clone(),
-                        }
+                        self.open_gate(gate_id, node, block, *step, prompt)
+                            .map_err(err)?
                     }
                 };
             }
@@ -635,6 +617,8 @@ impl RunState {
                 prompt,
             } => {
                 if self.gates.contains_key(gate_id) {
+                    // Checked before the fan-out changes, so a refused event
+                    // changes nothing.
                     return Err(err(format!("gate {gate_id} was opened before")));
                 }
                 let fan_out = self.running_fan_out(*step).map_err(err)?;
@@ -645,25 +629,11 @@ impl RunState {
                 }
                 fan_out.gate = Some(gate_id.clone());
                 let (node, block) = (fan_out.node.clone(), fan_out.block.clone());
-                self.gates.insert(
-                    gate_id.clone(),
-                    GateRecord {
-                        gate_id: gate_id.clone(),
-                        node: node.clone(),
-                        block: block.clone(),
-                        step: *step,
-                        prompt: prompt.clone(),
-                        decision: None,
-                    },
-                );
                 // The block is paused, not interrupted.
                 self.in_flight = None;
-                self.phase = Phase::Waiting {
-                    gate_id: gate_id.clone(),
-                    node,
-                    block,
-                    prompt: prompt.clone(),
-                };
+                self.phase = self
+                    .open_gate(gate_id, node, block, *step, prompt)
+                    .map_err(err)?;
             }
             Event::FanInCompleted { step, .. } => {
                 let fan_out = self.running_fan_out(*step).map_err(err)?;
@@ -685,6 +655,38 @@ impl RunState {
         self.blocks
             .get(&format!("{node}.{block}"))
             .map_or(0, |b| b.attempts)
+    }
+
+    /// Record gate `gate_id` as opened by `node.block` at `step`; returns
+    /// the phase of a run waiting at it.
+    fn open_gate(
+        &mut self,
+        gate_id: &str,
+        node: String,
+        block: String,
+        step: u64,
+        prompt: &str,
+    ) -> Result<Phase, String> {
+        if self.gates.contains_key(gate_id) {
+            return Err(format!("gate {gate_id} was opened before"));
+        }
+        self.gates.insert(
+            gate_id.to_string(),
+            GateRecord {
+                gate_id: gate_id.to_string(),
+                node: node.clone(),
+                block: block.clone(),
+                step,
+                prompt: prompt.to_string(),
+                decision: None,
+            },
+        );
+        Ok(Phase::Waiting {
+            gate_id: gate_id.to_string(),
+            node,
+            block,
+            prompt: prompt.to_string(),
+        })
     }
 
     /// The fan-out of the block running at `step`.
