@@ -165,9 +165,9 @@ fn wasm_std_installed() -> bool {
     out.status.success()
         && std::fs::read_dir(&libdir)
             .map(|entries| {
-                entries.flatten().any(|e| {
-                    e.file_name().to_string_lossy().starts_with("libstd-")
-                })
+                entries
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
             })
             .unwrap_or(false)
 }

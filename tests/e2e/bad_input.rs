@@ -182,3 +182,33 @@ fn a_missing_workspace() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("/nonexistent/ws"));
 }
+
+#[test]
+fn duplicate_keys_are_refused_with_line_and_column() {
+    let case = Case::new();
+    // Two blocks `a`: the second would silently replace the first.
+    let path = case.manifest(
+        "{\n  \"id\": \"w\", \"start_node\": \"main\",\n  \"nodes\": {\"main\": {\"entry_block\": \"a\", \"blocks\": {\n    \"a\": {\"worker\": \"echo\"},\n    \"a\": {\"worker\": \"scripted\"}\n  }}}\n}\n",
+    );
+    let err = case.refused(&path);
+    assert!(err.contains("workflow.json: 5:"), "{err}");
+    assert!(err.contains("duplicate key `a`"), "{err}");
+}
+
+#[test]
+fn out_of_range_durations_are_refused_before_anything_runs() {
+    for timeout in [
+        "99999999999999999999s",
+        "10000000000000000000s",
+        "92233720368547758s",
+        "169h",
+    ] {
+        let case = Case::new();
+        let path = case.manifest(&good(
+            serde_json::json!({"worker": "echo", "timeout": timeout}),
+        ));
+        let err = case.refused(&path);
+        assert!(err.contains("workflow.json: 1:"), "{timeout}: {err}");
+        assert!(err.contains("maximum of 7 days"), "{timeout}: {err}");
+    }
+}

@@ -268,7 +268,12 @@ pub fn json_schema() -> serde_json::Value {
     schema
 }
 
-/// Parse `"250ms"`, `"30s"`, `"2m"`, `"1h"`.
+/// The longest duration a manifest may give (a block's `timeout`): 7 days.
+/// Longer values are refused, so every deadline computed from one fits.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parse `"250ms"`, `"30s"`, `"2m"`, `"1h"`; positive, at most
+/// [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -291,6 +296,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     if !(seconds.is_finite() && seconds > 0.0) {
         return Err(format!("duration `{text}` must be positive"));
+    }
+    if seconds > MAX_DURATION.as_secs_f64() {
+        return Err(format!(
+            "duration `{text}` is longer than the maximum of 7 days (168h)"
+        ));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -396,6 +406,17 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
 
 /// Parse manifest text; errors carry line and column and the JSON path.
 pub fn parse(file: &Path, text: &str) -> Result<Workflow, ManifestErrors> {
+    if let Err(e) = crate::strict_json::check_no_duplicate_keys(text) {
+        let mut message = e.to_string();
+        if let Some(cut) = message.rfind(" at line ") {
+            message.truncate(cut);
+        }
+        return Err(ManifestErrors(vec![ManifestError {
+            file: file.to_path_buf(),
+            location: Some(format!("{}:{}", e.line(), e.column())),
+            message,
+        }]));
+    }
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize::<_, Workflow>(de).map_err(|err| {
         let path = err.path().to_string();
@@ -429,7 +450,8 @@ fn resolve_schemas(file: &Path, base_dir: &Path, wf: &mut Workflow) -> Vec<Manif
             let loaded = std::fs::read_to_string(&path)
                 .map_err(|e| format!("cannot read schema file {}: {e}", path.display()))
                 .and_then(|text| {
-                    serde_json::from_str(&text)
+                    crate::strict_json::check_no_duplicate_keys(&text)
+                        .and_then(|()| serde_json::from_str(&text))
                         .map_err(|e| format!("schema file {} is not JSON: {e}", path.display()))
                 });
             match loaded {
@@ -898,6 +920,16 @@ mod tests {
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("168h").unwrap(), MAX_DURATION);
+        for huge in [
+            "99999999999999999999s",
+            "10000000000000000000s",
+            "92233720368547758s",
+            "168.001h",
+            "1e400s",
+        ] {
+            assert!(parse_duration(huge).is_err(), "{huge}");
+        }
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("s").is_err());

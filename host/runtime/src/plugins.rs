@@ -336,7 +336,7 @@ impl PluginSet {
             step: ctx.step_index,
             attempt: ctx.attempt,
             env,
-            deadline: std::time::Instant::now() + timeout,
+            deadline: deadline_after(timeout),
             resources: self.resources.clone(),
             default_executor: self.runtime.config.default_executor.clone(),
             output_cap: self.runtime.config.max_exec_output_bytes,
@@ -641,4 +641,13 @@ fn describe_trap(
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
+}
+
+/// `now + timeout`, saturating far in the future rather than overflowing
+/// (manifest durations are bounded; this keeps any other caller safe).
+fn deadline_after(timeout: Duration) -> std::time::Instant {
+    let now = std::time::Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
+        .unwrap_or(now)
 }

@@ -137,5 +137,8 @@ impl Drop for WasmRuntime {
 
 /// Epoch ticks for a wall-clock timeout, rounded up.
 pub(crate) fn ticks(timeout: Duration) -> u64 {
-    (timeout.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64 + 1
+    u64::try_from(timeout.as_nanos() / EPOCH_TICK.as_nanos())
+        .unwrap_or(u64::MAX / 2)
+        .max(1)
+        + 1
 }
