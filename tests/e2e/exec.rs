@@ -450,12 +450,14 @@ fn a_plugin_submits_watches_and_cancels_slurm_jobs() {
         return;
     }
     let ws = tempfile::tempdir().unwrap();
+    // Inline code (`python3 -c`) counts as a shell; a script file does not.
+    std::fs::write(ws.path().join("exit4.py"), "raise SystemExit(4)\n").unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let manifest = probe_manifest(
         scratch.path(),
         &["container", "slurm"],
         serde_json::json!([
-            {"op": "slurm_submit", "commands": [["touch", "from-slurm"], ["python3", "-c", "raise SystemExit(4)"]], "partition": "debug"},
+            {"op": "slurm_submit", "commands": [["touch", "from-slurm"], ["python3", "exit4.py"]], "partition": "debug"},
             {"op": "slurm_wait", "timeout_ms": 60000},
             {"op": "slurm_submit", "commands": [["sleep", "60"]], "partition": "debug"},
             {"op": "slurm_cancel"},

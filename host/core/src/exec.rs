@@ -83,8 +83,122 @@ pub const SHELLS: &[&str] = &[
 /// looks through them.
 const WRAPPERS: &[&str] = &[
     "env", "nice", "nohup", "setsid", "stdbuf", "time", "command", "exec", "sudo", "doas",
-    "timeout", "xargs", "busybox", "chroot", "unshare", "ionice", "taskset", "flock",
+    "timeout", "busybox", "chroot", "unshare", "ionice", "taskset", "flock",
 ];
+
+/// Whether `program` (lower-case base name) with `args` runs commands or
+/// code given as a string, as a shell does: returns how, for the refusal.
+/// Programs that run a *file* (`python3 script.py`, `awk -f prog.awk`,
+/// `make`) are not shells; inline code and command templates are.
+/// The list is documented with the exec policy in the user guide.
+pub fn command_runner(program: &str, args: &[String]) -> Option<&'static str> {
+    let has = |flags: &[&str]| args.iter().any(|a| flags.contains(&a.as_str()));
+    let prefixed = |prefixes: &[&str]| {
+        args.iter()
+            .any(|a| prefixes.iter().any(|p| a.starts_with(p)))
+    };
+    // A cluster of short options (`-lne`) that contains `flag`.
+    let short = |flag: char| {
+        args.iter()
+            .any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].contains(flag))
+    };
+    // The same, among an interpreter's own options only (those before the
+    // script or module: `python3 tool.py -c x` passes `-c` to the tool).
+    let own_options = interpreter_options(args);
+    let own_short = |flag: char| {
+        own_options
+            .iter()
+            .any(|a| !a.starts_with("--") && a[1..].contains(flag))
+    };
+    let own_long = |prefixes: &[&str]| {
+        own_options
+            .iter()
+            .any(|a| prefixes.iter().any(|p| a.starts_with(p)))
+    };
+    let interpreter = |names: &[&str]| {
+        names.iter().any(|n| {
+            program == *n
+                || program
+                    .strip_prefix(n)
+                    .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        })
+    };
+    match program {
+        "xargs" | "parallel" | "watch" | "ssh" | "expect" | "nsenter" | "run-parts"
+        | "start-stop-daemon" | "su" | "runuser" => Some("runs commands it is given"),
+        "find" if has(&["-exec", "-execdir", "-ok", "-okdir"]) => {
+            Some("with -exec/-execdir/-ok runs a command")
+        }
+        "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" if !has(&["-f", "--file"]) => {
+            Some("runs the program text it is given (awk can call `system`)")
+        }
+        "env" if short('S') || prefixed(&["--split-string"]) => {
+            Some("with -S splits a string into a command line")
+        }
+        "sudo" | "doas" if has(&["-s", "-i", "--shell", "--login"]) => Some("starts a shell"),
+        "script" if short('c') || prefixed(&["--command"]) => Some("with -c runs a command"),
+        "tar"
+            if prefixed(&[
+                "--to-command",
+                "--checkpoint-action",
+                "--use-compress-program",
+                "--info-script",
+                "--new-volume-script",
+                "-I",
+            ]) || has(&["-F"]) =>
+        {
+            Some("with this option runs a command")
+        }
+        "rsync" if has(&["-e"]) || prefixed(&["--rsh", "-e"]) => {
+            Some("with -e/--rsh runs a command")
+        }
+        "vi" | "vim" | "nvim" | "ex" | "view" if short('c') || prefixed(&["+"]) => {
+            Some("with -c/+cmd runs editor commands, which can run shells")
+        }
+        "git" if prefixed(&["-c", "--config-env", "--exec-path"]) => {
+            Some("with -c can set a command git runs (core.pager, an alias, …)")
+        }
+        _ if interpreter(&["perl", "ruby", "lua", "luajit"])
+            && (own_short('e') || own_short('E')) =>
+        {
+            Some("with -e runs inline code")
+        }
+        _ if interpreter(&["python", "pypy"]) && own_short('c') => Some("with -c runs inline code"),
+        _ if interpreter(&["node", "nodejs", "deno", "bun"])
+            && (own_options.iter().any(|a| matches!(*a, "-e" | "-p"))
+                || own_long(&["--eval", "--print"])) =>
+        {
+            Some("with -e/--eval runs inline code")
+        }
+        _ if interpreter(&["php"]) && own_short('r') => Some("with -r runs inline code"),
+        _ if interpreter(&["rscript"]) && own_short('e') => Some("with -e runs inline code"),
+        _ if interpreter(&["tclsh", "wish", "osascript"]) => Some("runs scripts it is given"),
+        _ => None,
+    }
+}
+
+/// An interpreter's own options: the arguments before its script, its
+/// `-m module`, or `--`; the value of `-I`, `-W`, `-X` is skipped.
+fn interpreter_options(args: &[String]) -> Vec<&str> {
+    let mut options = Vec::new();
+    let mut takes_value = false;
+    for arg in args {
+        let arg = arg.as_str();
+        if takes_value {
+            takes_value = false;
+            continue;
+        }
+        if arg == "--" || !arg.starts_with('-') || arg == "-" {
+            break;
+        }
+        options.push(arg);
+        if arg == "-m" {
+            break;
+        }
+        takes_value = matches!(arg, "-I" | "-W" | "-X");
+    }
+    options
+}
 
 /// Tools that are never run by an exec block.
 const NEVER: &[&str] = &[
@@ -262,6 +376,14 @@ pub fn check_program(
             format!("`{program}` is a shell; set `allow_shell: true` on the block to run shells"),
         ));
     }
+    if !allow_shell && let Some(how) = command_runner(&lower, args) {
+        return Err((
+            "no-shell",
+            format!(
+                "`{program}` {how}, which runs arbitrary commands like a shell; set `allow_shell: true` on the block to allow it"
+            ),
+        ));
+    }
     if NEVER.contains(&lower.as_str()) || lower.starts_with("mkfs.") {
         return Err((
             "never",
@@ -335,7 +457,6 @@ mod tests {
             &["rm", "build/out.o", "./tmp/x"],
             &["dd", "if=in.bin", "of=out/copy.bin", "bs=1M"],
             &["env", "RUST_LOG=debug", "cargo", "run"],
-            &["python3", "-c", "print(1)"],
             &["/usr/bin/git", "status"],
         ] {
             assert_eq!(rule(argv), None, "{argv:?}");
@@ -363,6 +484,58 @@ mod tests {
             assert_eq!(rule(argv), Some("no-shell"), "{argv:?}");
         }
         let mut allowed = block(&["bash", "-c", "make"]);
+        allowed.allow_shell = true;
+        assert!(check(&allowed).is_ok());
+    }
+
+    #[test]
+    fn programs_that_run_commands_are_shells() {
+        for argv in [
+            &["find", ".", "-exec", "sh", "-c", "x", ";"][..],
+            &["find", ".", "-name", "*.o", "-execdir", "rm", "{}", "+"],
+            &["find", ".", "-ok", "true", ";"],
+            &["awk", "BEGIN{system(\"id\")}"],
+            &["/usr/bin/gawk", "-v", "x=1", "{print}"],
+            &["busybox", "awk", "BEGIN{}"],
+            &["xargs", "rm"],
+            &["xargs", "-0", "-I{}", "cp", "{}", "out/"],
+            &["env", "-S", "sh -c x"],
+            &["env", "--split-string=sh -c x"],
+            &["perl", "-e", "system 'id'"],
+            &["perl", "-lne", "print"],
+            &["python3", "-c", "import os"],
+            &["python3.11", "-Bc", "x"],
+            &["ruby", "-e", "x"],
+            &["node", "-e", "x"],
+            &["node", "--eval=x"],
+            &["php", "-r", "x"],
+            &["tar", "-xf", "a.tar", "--to-command=sh"],
+            &["tar", "--checkpoint-action=exec=id", "-cf", "a.tar", "."],
+            &["rsync", "-e", "sh -c x", "a", "b"],
+            &["git", "-c", "core.pager=sh", "log"],
+            &["sudo", "-s"],
+            &["ssh", "host", "id"],
+            &["watch", "id"],
+            &["nice", "find", ".", "-exec", "id", ";"],
+        ] {
+            assert_eq!(rule(argv), Some("no-shell"), "{argv:?}");
+        }
+        for argv in [
+            &["find", ".", "-name", "*.py"][..],
+            &["awk", "-f", "report.awk", "data.txt"],
+            &["python3", "-m", "unittest", "-v"],
+            &["python3", "-m", "pytest", "-c", "pytest.ini"],
+            &["perl", "-I", "lib", "tool.pl", "-e", "x"],
+            &["python3", "script.py", "-c", "config"],
+            &["perl", "script.pl"],
+            &["node", "index.js"],
+            &["tar", "-xf", "a.tar"],
+            &["git", "status"],
+            &["env", "A=1", "make"],
+        ] {
+            assert_eq!(rule(argv), None, "{argv:?}");
+        }
+        let mut allowed = block(&["find", ".", "-exec", "true", ";"]);
         allowed.allow_shell = true;
         assert!(check(&allowed).is_ok());
     }
