@@ -166,20 +166,16 @@ async fn a_failing_command_stops_the_job_with_its_exit_code() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let outcome = slurm
-        .run(
-            &request(
-                dir.path(),
-                "fail",
-                vec![
-                    cmd(&["python3", "-c", "import sys; print('x'); sys.exit(3)"]),
-                    cmd(&["touch", "never"]),
-                ],
-            ),
-            &debug(),
-        )
-        .await
-        .unwrap();
+    let mut req = request(
+        dir.path(),
+        "fail",
+        vec![
+            cmd(&["python3", "-c", "import sys; print('x'); sys.exit(3)"]),
+            cmd(&["touch", "never"]),
+        ],
+    );
+    req.spec.allow_shell = true; // inline code counts as a shell
+    let outcome = slurm.run(&req, &debug()).await.unwrap();
     assert!(!outcome.succeeded);
     assert_eq!(outcome.commands.len(), 1, "the second command never ran");
     assert_eq!(outcome.commands[0].exit_code, Some(3));
@@ -219,6 +215,7 @@ async fn output_beyond_the_cap_is_truncated_and_recorded() {
         "big",
         vec![cmd(&["python3", "-c", "print('y' * 100000)"])],
     );
+    req.spec.allow_shell = true; // inline code counts as a shell
     req.output_cap = 1000;
     let outcome = slurm.run(&req, &debug()).await.unwrap();
     let c = &outcome.commands[0];
