@@ -77,6 +77,21 @@ pub struct BlockResult {
     pub log: Vec<String>,
 }
 
+impl BlockResult {
+    /// The result with the worker's output held to what the engine
+    /// accepts from any worker: a signal of at most
+    /// [`transitions::MAX_SIGNAL_BYTES`] without control characters.
+    /// Anything else becomes a block failure naming the rule.
+    pub fn checked(mut self) -> BlockResult {
+        if let Ok(output) = &self.outcome
+            && let Err(message) = transitions::check_signal(&output.signal)
+        {
+            self.outcome = Err(BlockFailure { message });
+        }
+        self
+    }
+}
+
 /// Executes blocks. Implemented by the wasm runtime adapter.
 ///
 /// The lane methods give a parallel group's lanes their isolated
@@ -502,7 +517,8 @@ async fn execute_block<W: WorkerHost>(
             timeout: block.timeout,
             lane: None,
         })
-        .await;
+        .await
+        .checked();
     let duration = block_started.elapsed();
 
     let (signal, payload, artifact, failure, statistics) = match result.outcome {

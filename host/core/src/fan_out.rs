@@ -92,7 +92,7 @@ async fn run_lane<W: WorkerHost>(workers: &W, key: LaneKey, request: BlockReques
         return failed(format!("cannot make the lane's workspace: {e}"), Vec::new());
     }
     let input = request.payload.clone();
-    let result = workers.run_block(request).await;
+    let result = workers.run_block(request).await.checked();
     // What the lane changed is measured even when its worker failed, so
     // that dropping it is recorded.
     let changed = workers.lane_changes(&key).await;

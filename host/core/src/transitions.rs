@@ -38,6 +38,32 @@ impl<'a> Resolution<'a> {
     }
 }
 
+/// The longest signal a worker may emit, in bytes. A longer one fails the
+/// block: signals are names, stored with every step and shown to people.
+pub const MAX_SIGNAL_BYTES: usize = 256;
+
+/// Whether `signal` is one a worker may emit: non-empty, at most
+/// [`MAX_SIGNAL_BYTES`], no control characters (they could rewrite a
+/// terminal or forge report lines).
+pub fn check_signal(signal: &str) -> Result<(), String> {
+    if signal.is_empty() {
+        return Err("the worker returned an empty signal".into());
+    }
+    if signal.len() > MAX_SIGNAL_BYTES {
+        return Err(format!(
+            "the worker returned a signal of {} bytes; the maximum is {MAX_SIGNAL_BYTES}",
+            signal.len()
+        ));
+    }
+    if let Some(c) = signal.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "the worker returned a signal containing the control character {:?}",
+            c
+        ));
+    }
+    Ok(())
+}
+
 /// Find the transition for `signal`: the first exact match, else the first
 /// `SIGNAL:FAIL_DEFAULT` entry, else `None`.
 pub fn resolve<'a>(transitions: &'a [Transition], signal: &str) -> Option<Resolution<'a>> {
@@ -90,5 +116,22 @@ mod tests {
             resolve(&ts, "SIGNAL:OK").unwrap().transition().action,
             "END"
         );
+    }
+}
+
+#[cfg(test)]
+mod signal_tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_short_printable_names() {
+        assert!(check_signal("SIGNAL:SUCCESS").is_ok());
+        assert!(check_signal(&"S".repeat(MAX_SIGNAL_BYTES)).is_ok());
+        let long = check_signal(&"S".repeat(MAX_SIGNAL_BYTES + 1)).unwrap_err();
+        assert!(long.contains("maximum is 256"), "{long}");
+        assert!(check_signal("").is_err());
+        assert!(check_signal("SIGNAL:OK\nrun x succeeded").is_err());
+        assert!(check_signal("\u{1b}[2J").is_err());
+        assert!(check_signal("SIGNAL:\u{9b}X").is_err());
     }
 }

@@ -235,6 +235,33 @@ async fn worker_failure_becomes_a_signal_and_keeps_the_message() {
 }
 
 #[tokio::test]
+async fn an_oversized_or_unprintable_signal_fails_the_block() {
+    // The tag worker emits its config's signal; the fallback routes the failure.
+    for bad in [
+        "S".repeat(8 << 20),
+        "SIGNAL:OK\nrun forged succeeded".into(),
+    ] {
+        let wf = workflow(serde_json::json!({
+            "id": "w", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": block(&bad, &[("SIGNAL:FAIL_DEFAULT", "JUMP:recover")]),
+                "recover": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+            }}}
+        }));
+        let workers = FakeWorkers::default().with("tag", tagger);
+        let report = execute(&wf, &workers).await;
+        assert_eq!(report.status, RunStatus::Succeeded);
+        let error = &report.payload[0];
+        assert_eq!(error.kind, "WORKER_ERROR");
+        assert!(
+            error.content.len() < 200,
+            "the signal is not echoed: {}",
+            error.content.len()
+        );
+    }
+}
+
+#[tokio::test]
 async fn call_and_return_use_the_return_stack() {
     let wf = workflow(serde_json::json!({
         "id": "w", "start_node": "main",
