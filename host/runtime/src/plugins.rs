@@ -377,6 +377,11 @@ impl PluginSet {
             Ok(_) => {}
             Err(message) => outcome = Err(BlockFailure { message }),
         }
+        // The failure reaches later plugins as a WORKER_ERROR segment: in
+        // the guest's terms, without the host's paths.
+        if let Err(failure) = &mut outcome {
+            failure.message = guest_view(&failure.message, &workspace);
+        }
         BlockResult { outcome, log }
     }
 
@@ -618,10 +623,7 @@ fn describe_trap(
     if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return format!("plugin `{plugin}` timed out after {timeout:?}");
     }
-    let mut message = format!(
-        "plugin `{plugin}` trapped: {}",
-        first_line(&format!("{error:#}"))
-    );
+    let mut message = format!("plugin `{plugin}` trapped: {}", trap_cause(error));
     // A panicking Rust guest prints its message to stderr before aborting.
     let stderr = state.stderr.peek();
     let stderr = stderr.trim();
@@ -639,6 +641,94 @@ fn describe_trap(
     message
 }
 
+/// `message` with host paths of the workspace (as given and canonical)
+/// and of staging copies (`…/wfhost-stage-XXXX/root|dirs`) written as the
+/// guest sees them, under `/workspace`.
+fn guest_view(message: &str, workspace: &Path) -> String {
+    let mut text = message.to_string();
+    let canonical = workspace.canonicalize().ok();
+    for path in [Some(workspace.to_path_buf()), canonical]
+        .into_iter()
+        .flatten()
+    {
+        let shown = path.display().to_string();
+        if shown.len() > 1 {
+            text = text.replace(&shown, GUEST_WORKSPACE);
+        }
+    }
+    hide_staging_paths(&text)
+}
+
+fn hide_staging_paths(text: &str) -> String {
+    const MARK: &str = "wfhost-stage-";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(MARK) {
+        // The absolute path starts after the last separator before it.
+        let start = rest[..at]
+            .rfind(|c: char| c.is_whitespace() || "`'\"(=:".contains(c))
+            .map_or(0, |i| i + 1);
+        let after = &rest[at + MARK.len()..];
+        let name_end = after.find('/').unwrap_or(after.len());
+        let mut tail = &after[name_end..];
+        for inner in ["/root", "/dirs"] {
+            if let Some(t) = tail.strip_prefix(inner) {
+                tail = t;
+            }
+        }
+        out.push_str(&rest[..start]);
+        out.push_str(GUEST_WORKSPACE);
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What made a guest stop, in words: the kind of trap, an `exit` call, or
+/// the innermost error (a string that is not UTF-8, say), never only
+/// wasmtime's "error while executing at wasm backtrace".
+fn trap_cause(error: &wasmtime::Error) -> String {
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return format!(
+            "the plugin called exit({}) instead of returning from the call",
+            exit.0
+        );
+    }
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        let kind = match trap {
+            Trap::StackOverflow => "stack overflow",
+            Trap::UnreachableCodeReached => {
+                "unreachable code reached (a Rust guest panicked or aborted)"
+            }
+            Trap::MemoryOutOfBounds => {
+                "out-of-bounds memory access (also how a stack overflow in the guest's own stack shows)"
+            }
+            Trap::IntegerDivisionByZero => "integer division by zero",
+            Trap::IntegerOverflow => "integer overflow",
+            Trap::BadConversionToInteger => "invalid conversion to integer",
+            Trap::IndirectCallToNull | Trap::BadSignature => "invalid indirect call",
+            Trap::TableOutOfBounds => "out-of-bounds table access",
+            Trap::HeapMisaligned => "misaligned memory access",
+            _ => "",
+        };
+        return if kind.is_empty() {
+            format!("wasm trap: {trap}")
+        } else {
+            format!("wasm trap: {kind}")
+        };
+    }
+    let causes: Vec<String> = error
+        .chain()
+        .map(|c| first_line(&c.to_string()).trim().to_string())
+        .filter(|l| !l.is_empty() && !l.starts_with("error while executing at wasm backtrace"))
+        .collect();
+    if causes.is_empty() {
+        first_line(&format!("{error:#}")).to_string()
+    } else {
+        causes.join(": ")
+    }
+}
+
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or(text)
 }
@@ -650,4 +740,43 @@ fn deadline_after(timeout: Duration) -> std::time::Instant {
     now.checked_add(timeout)
         .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
         .unwrap_or(now)
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+
+    #[test]
+    fn failures_show_guest_paths_not_host_paths() {
+        let ws = tempfile::tempdir().unwrap();
+        let host = ws.path().join("notes/a.txt").display().to_string();
+        let message = format!(
+            "cannot write `{host}`; staged (/tmp/wfhost-stage-Ab12/dirs/notes/b.txt) and /var/tmp/wfhost-stage-x/root"
+        );
+        let shown = guest_view(&message, ws.path());
+        assert_eq!(
+            shown,
+            "cannot write `/workspace/notes/a.txt`; staged (/workspace/notes/b.txt) and /workspace"
+        );
+    }
+
+    #[test]
+    fn trap_causes_are_named() {
+        let exit = wasmtime::Error::new(wasmtime_wasi::I32Exit(0));
+        assert!(
+            trap_cause(&exit).contains("exit(0)"),
+            "{}",
+            trap_cause(&exit)
+        );
+        let trap = wasmtime::Error::new(Trap::StackOverflow)
+            .context("error while executing at wasm backtrace:\n    0: f");
+        assert_eq!(trap_cause(&trap), "wasm trap: stack overflow");
+        let utf8 = wasmtime::Error::msg("invalid utf-8 sequence of 1 bytes from index 3")
+            .context("error while executing at wasm backtrace:\n    0: f");
+        assert!(
+            trap_cause(&utf8).contains("invalid utf-8"),
+            "{}",
+            trap_cause(&utf8)
+        );
+    }
 }

@@ -402,6 +402,22 @@ async fn a_panic_becomes_a_failed_block_with_the_guest_message() {
 }
 
 #[tokio::test]
+async fn a_trap_names_its_cause() {
+    let fx = Fixture::new();
+    let exit = run(&fx.probe(), None, json!([{"op": "exit", "code": 0}])).await;
+    let message = failure(&exit);
+    assert!(message.contains("called exit(0)"), "{message}");
+    let overflow = run(&fx.probe(), None, json!([{"op": "recurse"}])).await;
+    let message = failure(&overflow);
+    // Rust guests keep their stack in linear memory: it overflows out of bounds.
+    assert!(
+        message.contains("wasm trap: ") && message.contains("stack overflow"),
+        "{message}"
+    );
+    assert!(!message.contains("error while executing"), "{message}");
+}
+
+#[tokio::test]
 async fn a_returned_error_becomes_a_failed_block() {
     let fx = Fixture::new();
     let result = run(

@@ -57,6 +57,18 @@ enum Op {
     /// Return a payload segment that is not valid UTF-8 (what a buggy
     /// non-Rust guest could send).
     BadUtf8,
+    /// End the process with `std::process::exit(code)` instead of returning.
+    Exit {
+        code: i32,
+    },
+    /// Recurse until the stack is exhausted.
+    Recurse,
+}
+
+/// Recursion the optimiser cannot turn into a loop.
+fn recurse(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 64]);
+    recurse(depth + 1) + frame[depth as usize % 64]
 }
 
 #[derive(Deserialize)]
@@ -142,6 +154,8 @@ impl Worker for Probe {
                 // SAFETY: deliberately not UTF-8; the string is only handed
                 // to the host, which must refuse it, never used as `str`.
                 Op::BadUtf8 => unsafe { String::from_utf8_unchecked(vec![b'o', b'k', 0xff, 0xfe]) },
+                Op::Exit { code } => std::process::exit(code),
+                Op::Recurse => format!("ok: {}", recurse(0)),
             };
             payload.push(segment("PROBE", outcome));
         }
