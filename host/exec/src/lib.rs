@@ -21,6 +21,7 @@
 pub mod agent;
 mod bundle;
 pub mod container;
+pub mod containment;
 pub mod lanes;
 mod local;
 mod repo;

@@ -12,6 +12,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use wfhost_core::exec::{self, ExecCommand};
 
 use crate::bundle;
+use crate::containment;
 use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, unix_ms};
 
 /// Kills a process group when dropped.
@@ -32,6 +33,29 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Wait for `child`, noting its descendants every few milliseconds so the
+/// ones that leave its process group can be found afterwards.
+async fn watch(
+    child: &mut tokio::process::Child,
+    mut tree: Option<&mut containment::Tree>,
+) -> std::io::Result<std::process::ExitStatus> {
+    // Short commands never pay for a walk of /proc; the sweep afterwards
+    // finds what they left through the subreapers.
+    let period = std::time::Duration::from_millis(50);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            status = child.wait() => return status,
+            _ = tick.tick() => {
+                if let Some(tree) = tree.as_deref_mut() {
+                    tree.observe();
+                }
+            }
+        }
     }
 }
 
@@ -202,6 +226,10 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // SAFETY: the hook only makes one system call (prctl).
+    unsafe {
+        cmd.pre_exec(containment::make_subreaper);
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -212,6 +240,9 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
         }
     };
     let mut group = GroupGuard(child.id().map(|pid| pid as i32));
+    // Declared after the group guard so it is dropped first: whatever left
+    // the group is found and killed too, however this future ends.
+    let mut tree = child.id().map(containment::Tree::new);
     // Fed from its own task: a child that never reads its stdin must not
     // block us, and one that exits early (a broken pipe) is not an error.
     if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
@@ -231,17 +262,19 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
         request.bundle_dir.join(&result.stderr),
         request.output_cap,
     ));
+    let waited = watch(&mut child, tree.as_mut());
     let status = match request.deadline {
-        Some(deadline) => {
-            tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), child.wait())
-                .await
-                .ok()
-        }
-        None => Some(child.wait().await),
+        Some(deadline) => tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), waited)
+            .await
+            .ok(),
+        None => Some(waited.await),
     };
-    // Whatever the command left running in its group goes with it; this
-    // also closes the pipes the readers are waiting on.
+    // Whatever the command left running, in its group or out of it, goes
+    // with it; this also closes the pipes the readers are waiting on.
     group.kill();
+    if let Some(tree) = tree.as_mut() {
+        tree.sweep();
+    }
     match status {
         Some(Ok(status)) => {
             use std::os::unix::process::ExitStatusExt;

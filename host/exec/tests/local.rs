@@ -247,3 +247,76 @@ async fn a_background_process_does_not_outlive_its_command() {
         "started\n"
     );
 }
+
+/// Run a shell script (allowed) and return the pid it wrote to `pid`.
+async fn daemon_pid_after(script: &str, deadline: Option<Duration>) -> (i32, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("daemon.pid");
+    let script = script.replace("PIDFILE", &pidfile.display().to_string());
+    let mut req = request(dir.path(), vec![cmd(&["sh", "-c", &script])]);
+    req.spec.allow_shell = true;
+    req.deadline = deadline.map(|d| Instant::now() + d);
+    run_local(&req).await.unwrap();
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (pid, dir)
+}
+
+#[tokio::test]
+async fn a_daemon_that_left_the_session_does_not_outlive_its_command() {
+    // setsid puts the sleeper in a new session and process group, out of
+    // reach of the group kill; the command itself exits at once.
+    let (pid, _dir) = daemon_pid_after(
+        "setsid sh -c 'echo $$ > PIDFILE; exec sleep 30' </dev/null >/dev/null 2>&1 & sleep 0.3",
+        None,
+    )
+    .await;
+    assert!(!running(pid), "daemon {pid} outlived its command");
+}
+
+#[tokio::test]
+async fn a_double_forked_daemon_is_found_after_its_parent_exits() {
+    // The intermediate shell exits at once; the sleeper is an orphan in its
+    // own session before the command ends.
+    let (pid, _dir) = daemon_pid_after(
+        "(setsid sh -c 'echo $$ > PIDFILE; exec sleep 30' </dev/null >/dev/null 2>&1 &) ; sleep 0.3",
+        None,
+    )
+    .await;
+    assert!(!running(pid), "daemon {pid} outlived its command");
+}
+
+#[tokio::test]
+async fn a_timeout_also_takes_the_daemons() {
+    let (pid, _dir) = daemon_pid_after(
+        "setsid sh -c 'echo $$ > PIDFILE; exec sleep 30' </dev/null >/dev/null 2>&1 & sleep 30",
+        Some(Duration::from_millis(700)),
+    )
+    .await;
+    assert!(!running(pid), "daemon {pid} survived the timeout");
+}
+
+#[tokio::test]
+async fn an_abandoned_command_takes_its_daemons() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("daemon.pid");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}; exec sleep 30' </dev/null >/dev/null 2>&1 & sleep 30",
+        pidfile.display()
+    );
+    let mut req = request(dir.path(), vec![cmd(&["sh", "-c", &script])]);
+    req.spec.allow_shell = true;
+    // The caller gives up (a cancelled run): the future is dropped.
+    let abandoned = tokio::time::timeout(Duration::from_millis(700), run_local(&req)).await;
+    assert!(abandoned.is_err());
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!running(pid), "daemon {pid} outlived the abandoned command");
+}

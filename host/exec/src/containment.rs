@@ -1,0 +1,262 @@
+//! Containment of a command's whole process tree.
+//!
+//! A command runs in a process group of its own, but a process can leave
+//! its group and session (`setsid`, a daemon) and outlive the command.
+//! Three things keep every descendant in reach:
+//!
+//! - the command's first process is made a *child subreaper*
+//!   (`PR_SET_CHILD_SUBREAPER`) before it starts, so while it lives every
+//!   orphan below it is re-parented to it and stays in its tree;
+//! - the host is a subreaper too, so what is orphaned when the command's
+//!   first process exits comes to the host rather than to init;
+//! - [`Tree`] walks `/proc` while the command runs and remembers every
+//!   descendant it sees (pid and start time, so a reused pid is never
+//!   mistaken for one).
+//!
+//! When the command ends, [`Tree::sweep`] kills every remembered process
+//! that still exists, every process below them, and every child the host
+//! was handed that left its session, then reaps them. Linux only; elsewhere
+//! the sweep is a no-op and the process group kill is what remains.
+
+use std::collections::{HashMap, HashSet};
+
+/// One process, as `/proc/<pid>/stat` describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    pgid: i32,
+    sid: i32,
+    /// Clock ticks after boot: with the pid, the identity of a process.
+    start: u64,
+}
+
+/// Parse `/proc/<pid>/stat`: `pid (comm) state ppid pgrp session … starttime`.
+/// The command name may hold spaces and parentheses: fields are counted
+/// from the last `)`.
+fn parse_stat(text: &str) -> Option<Proc> {
+    let pid = text.split_once(' ')?.0.parse().ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // rest[0] is the state (field 3); starttime is field 22.
+    Some(Proc {
+        pid,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgid: fields.get(2)?.parse().ok()?,
+        sid: fields.get(3)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// Every process on the host (those that vanish while read are skipped).
+fn processes() -> Vec<Proc> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|text| parse_stat(&text))
+        .collect()
+}
+
+/// The processes below the roots (not the roots themselves).
+fn below(roots: &[i32], procs: &[Proc]) -> Vec<Proc> {
+    let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
+    for p in procs {
+        children.entry(p.ppid).or_default().push(*p);
+    }
+    let mut found = Vec::new();
+    let mut queue: Vec<i32> = roots.to_vec();
+    let mut visited: HashSet<i32> = roots.iter().copied().collect();
+    while let Some(pid) = queue.pop() {
+        for child in children.get(&pid).into_iter().flatten() {
+            if visited.insert(child.pid) {
+                found.push(*child);
+                queue.push(child.pid);
+            }
+        }
+    }
+    found
+}
+
+/// Make this process a child subreaper (once). Returns whether it is one.
+pub fn host_is_subreaper() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of
+        // this process.
+        *ONCE.get_or_init(|| unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// For `pre_exec`: make the command's first process a subreaper of its
+/// own descendants. Async-signal-safe (one system call).
+pub fn make_subreaper() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    // SAFETY: as above; called in the forked child before exec.
+    unsafe {
+        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The descendants of one command seen so far.
+#[derive(Debug)]
+pub struct Tree {
+    root: i32,
+    seen: HashMap<i32, u64>,
+    swept: bool,
+}
+
+impl Tree {
+    pub fn new(root: u32) -> Tree {
+        host_is_subreaper();
+        Tree {
+            root: root as i32,
+            seen: HashMap::new(),
+            swept: false,
+        }
+    }
+
+    /// Remember the command's current descendants.
+    pub fn observe(&mut self) {
+        for p in below(&[self.root], &processes()) {
+            self.seen.insert(p.pid, p.start);
+        }
+    }
+
+    /// How many descendants were seen (for tests and reports).
+    pub fn seen(&self) -> usize {
+        self.seen.len()
+    }
+
+    /// Kill and reap everything the command left behind. Idempotent.
+    pub fn sweep(&mut self) {
+        if self.swept {
+            return;
+        }
+        self.swept = true;
+        let me = std::process::id() as i32;
+        // SAFETY: getsid(0) has no preconditions.
+        let my_sid = unsafe { libc::getsid(0) };
+        // Rounds: killing a process can orphan more, which come to us.
+        for _ in 0..8 {
+            let procs = processes();
+            let alive: HashMap<i32, Proc> = procs.iter().map(|p| (p.pid, *p)).collect();
+            let mut targets: Vec<Proc> = self
+                .seen
+                .iter()
+                .filter_map(|(pid, start)| alive.get(pid).filter(|p| p.start == *start).copied())
+                .collect();
+            // Children handed to the host that left the host's session:
+            // the host starts nothing that calls setsid.
+            targets.extend(
+                procs
+                    .iter()
+                    .filter(|p| p.ppid == me && p.sid != my_sid && p.pid != me)
+                    .copied(),
+            );
+            let roots: Vec<i32> = targets.iter().map(|p| p.pid).collect();
+            targets.extend(below(&roots, &procs));
+            targets.retain(|p| p.pid != me && p.pid > 1);
+            if targets.is_empty() {
+                break;
+            }
+            for p in &targets {
+                // SAFETY: signalling a process identified by pid and start
+                // time a moment ago; ESRCH is fine.
+                unsafe {
+                    libc::kill(p.pid, libc::SIGKILL);
+                }
+                self.seen.insert(p.pid, p.start);
+            }
+            reap(&targets, me);
+        }
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        self.sweep();
+    }
+}
+
+/// Reap those of `killed` that are (or become) our children, giving each
+/// a moment to die; those another process reaps are left to it.
+fn reap(killed: &[Proc], me: i32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    let mut pending: Vec<i32> = killed.iter().map(|p| p.pid).collect();
+    while !pending.is_empty() && std::time::Instant::now() < deadline {
+        pending.retain(|&pid| {
+            // SAFETY: a non-blocking wait for one pid.
+            let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+            if r == pid {
+                return false; // reaped
+            }
+            // Still ours and not yet dead, or dying on its way to us?
+            match read_stat(pid) {
+                None => false,
+                Some((p, state)) => p.ppid == me || state != 'Z',
+            }
+        });
+        if !pending.is_empty() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+/// A process and its state letter, if it exists.
+fn read_stat(pid: i32) -> Option<(Proc, char)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let state = text[text.rfind(')')? + 2..].chars().next()?;
+    Some((parse_stat(&text)?, state))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_command_names_parse() {
+        let line = "4242 (a) b (c)) S 4000 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 100 0 0";
+        let p = parse_stat(line).unwrap();
+        assert_eq!(
+            p,
+            Proc {
+                pid: 4242,
+                ppid: 4000,
+                pgid: 4242,
+                sid: 4242,
+                start: 98765
+            }
+        );
+    }
+
+    #[test]
+    fn descendants_are_found_through_every_generation() {
+        let p = |pid, ppid| Proc {
+            pid,
+            ppid,
+            pgid: 0,
+            sid: 0,
+            start: 1,
+        };
+        let procs = [p(10, 1), p(11, 10), p(12, 11), p(13, 1), p(14, 12)];
+        let mut found: Vec<i32> = below(&[10], &procs).iter().map(|p| p.pid).collect();
+        found.sort();
+        assert_eq!(found, [11, 12, 14]);
+    }
+}
