@@ -92,6 +92,24 @@ fn is_not_found(e: &bollard::errors::Error) -> bool {
     )
 }
 
+/// The env contract as a container sees it (`OUTPUT_DIR` and `WORKSPACE`
+/// inside the container), then the command's own overrides.
+fn container_env(contract: &[(String, String)], command: &[(String, String)]) -> Vec<String> {
+    let mut env: Vec<String> = contract
+        .iter()
+        .map(|(k, v)| {
+            if k == "OUTPUT_DIR" {
+                format!("{k}={CONTAINER_WORKSPACE}/.output")
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect();
+    env.push(format!("WORKSPACE={CONTAINER_WORKSPACE}"));
+    env.extend(command.iter().map(|(k, v)| format!("{k}={v}")));
+    env
+}
+
 impl ContainerPool {
     /// Connect to the local Docker engine (`DOCKER_HOST`, else the default
     /// socket) and check that it answers.
@@ -227,17 +245,7 @@ impl ContainerPool {
         working_dir: String,
     ) -> Result<String, ExecError> {
         let workdir = std::path::absolute(workdir).unwrap_or(workdir.to_path_buf());
-        let mut env: Vec<String> = env
-            .iter()
-            .map(|(k, v)| {
-                if k == "OUTPUT_DIR" {
-                    format!("{k}={CONTAINER_WORKSPACE}/.output")
-                } else {
-                    format!("{k}={v}")
-                }
-            })
-            .collect();
-        env.push(format!("WORKSPACE={CONTAINER_WORKSPACE}"));
+        let env = container_env(env, &[]);
         let labels = HashMap::from([
             (LABEL_MANAGED.to_string(), "1".to_string()),
             (LABEL_RUN.to_string(), run_id.to_string()),
@@ -317,13 +325,10 @@ impl ContainerPool {
                 container,
                 CreateExecOptions {
                     cmd: Some(command.argv.clone()),
-                    env: Some(
-                        command
-                            .env
-                            .iter()
-                            .map(|(k, v)| format!("{k}={v}"))
-                            .collect(),
-                    ),
+                    // The whole contract for *this* block: a woken
+                    // container was created by an earlier block, and its
+                    // own environment is that block's.
+                    env: Some(container_env(&request.env, &command.env)),
                     working_dir: Some(working_dir),
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),

@@ -173,15 +173,25 @@ async fn a_dormant_container_is_unpaused_and_a_removed_one_replaced() {
         .unwrap();
     assert_eq!(state.paused, Some(true));
 
-    pool.run(
-        &request(dir.path(), &run, "second", vec![cmd(&["true"])]),
-        &busybox(),
-    )
-    .await
-    .unwrap();
+    // The woken container runs the second block with the second block's
+    // environment, not the one it was created with.
+    let mut second_request = request(dir.path(), &run, "second", vec![cmd(&["env"])]);
+    for (key, value) in second_request.env.iter_mut() {
+        if key == "NODE_ID" {
+            *value = "main.second".into();
+        }
+    }
+    second_request.env.push(("STEP_INDEX".into(), "1".into()));
+    pool.run(&second_request, &busybox()).await.unwrap();
     let second = manifest(dir.path(), "second");
     assert_eq!(second["container"]["warm"], true);
     assert_eq!(second["container"]["id"], id.as_str());
+    let env = std::fs::read_to_string(dir.path().join(".output/exec/second/cmd-1.stdout")).unwrap();
+    let lines: Vec<&str> = env.lines().collect();
+    assert!(lines.contains(&"NODE_ID=main.second"), "{env}");
+    assert!(!lines.contains(&"NODE_ID=main"), "{env}");
+    assert!(lines.contains(&"STEP_INDEX=1"), "{env}");
+    assert!(lines.contains(&"OUTPUT_DIR=/workspace/.output"), "{env}");
 
     // Someone removes it: the next block starts a new one, correctly.
     pool.docker()
