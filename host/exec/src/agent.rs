@@ -238,7 +238,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let out_dir = workspace::ensure_real_dir(&workspace, ".output", true)
         .map_err(failed("the workspace's .output"))?;
     let output_path = out_dir.join(block_output::file_name(&request.agent_id));
-    let earlier = std::fs::read(&output_path).ok();
+    let earlier = read_output_file(&output_path).ok();
 
     // The prompt file lives next to the bundle, where a container sees it
     // too.
@@ -357,15 +357,25 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let mut protocol = None;
     let (own, defect) = match request.protocol {
         Protocol::BlockOutput => {
-            let written = std::fs::read(&output_path).ok();
-            let fresh = written.filter(|w| Some(w) != earlier.as_ref());
-            match block_output::read(fresh.as_deref(), &request.agent_id, request.block_type) {
+            let read = match read_output_file(&output_path) {
+                Ok(written) => Ok(Some(written).filter(|w| Some(w) != earlier.as_ref())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!(
+                    ".output/{}: {e}",
+                    block_output::file_name(&request.agent_id)
+                )),
+            };
+            let checked = read.and_then(|fresh| {
+                block_output::read(fresh.as_deref(), &request.agent_id, request.block_type)
+                    .map_err(|defect| defect.to_string())
+            });
+            match checked {
                 Ok(output) => match ran_badly {
                     None => (Some(output), None),
                     Some(why) => (None, Some(why)),
                 },
                 Err(defect) => {
-                    let mut why = defect.to_string();
+                    let mut why = defect;
                     if let Some(bad) = ran_badly {
                         why = format!("{bad}; {why}");
                     }
@@ -419,12 +429,13 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
             );
             // Keep what the agent wrote, if it wrote something, for
             // inspection.
-            if let Ok(bytes) = std::fs::read(&output_path)
+            if let Ok(bytes) = read_output_file(&output_path)
                 && Some(&bytes) != earlier.as_ref()
                 && request.protocol == Protocol::BlockOutput
             {
                 let rejected = out_dir.join(format!("block-{}.rejected.json", request.agent_id));
-                let _ = std::fs::write(rejected, bytes);
+                // Replaces whatever is there (a planted link included).
+                let _ = write_atomically(&rejected, &bytes);
             }
             write_output(&output_path, &synthetic)?;
             (synthetic, ClaimMismatch::default())
@@ -443,6 +454,47 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         violations,
         rolled_back,
     })
+}
+
+/// The most of a block output file that is read: a BlockOutput is a small
+/// JSON document.
+pub const MAX_OUTPUT_FILE_BYTES: u64 = 4 << 20;
+
+/// Read a file the agent wrote, as a regular file only: a symlink (never
+/// followed), a FIFO, a device or a file over [`MAX_OUTPUT_FILE_BYTES`] is
+/// refused with the reason. Opening never blocks (O_NONBLOCK).
+fn read_output_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => std::io::Error::other("is a symbolic link; refused"),
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "is not a regular file (a FIFO, socket or device); refused",
+        ));
+    }
+    if meta.len() > MAX_OUTPUT_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "is {} bytes, over the limit of {MAX_OUTPUT_FILE_BYTES} bytes; refused",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_OUTPUT_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_OUTPUT_FILE_BYTES {
+        return Err(std::io::Error::other(
+            "grew past the size limit while read; refused",
+        ));
+    }
+    Ok(bytes)
 }
 
 fn write_output(path: &Path, output: &BlockOutput) -> Result<(), ExecError> {

@@ -241,6 +241,23 @@ fn every_output_defect_becomes_a_synthetic_failure() {
             "not valid block output JSON",
         ),
         (
+            // A link to a file outside the workspace is never followed.
+            "symlink",
+            "os.symlink('/etc/hostname', out)",
+            "is a symbolic link; refused",
+        ),
+        (
+            // A FIFO would block a reader forever.
+            "fifo",
+            "os.mkfifo(out)",
+            "is not a regular file",
+        ),
+        (
+            "huge",
+            "open(out, 'w').write(' ' * (5 << 20))",
+            "over the limit of",
+        ),
+        (
             "non-zero",
             &format!("{}\nsys.exit(3)", write_output("completed", &[], &[])),
             "exited with code 3",
