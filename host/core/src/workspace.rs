@@ -312,7 +312,12 @@ pub fn ensure_real_dir(root: &Path, rel: &str, create: bool) -> io::Result<PathB
 struct Meta {
     kind: EntryKind,
     len: u64,
+    /// Permission bits (a `chmod` is a change).
+    mode: u32,
     mtime_ns: i128,
+    /// The inode change time: a process cannot set it back, so a rewrite
+    /// that restores size and modification time still shows.
+    ctime_ns: i128,
 }
 
 fn meta_of(path: &Path) -> io::Result<Meta> {
@@ -328,13 +333,14 @@ fn meta_of(path: &Path) -> io::Result<Meta> {
     Ok(Meta {
         kind,
         len: m.len(),
+        mode: m.mode() & 0o7777,
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
     })
 }
 
 /// A workspace as it was before a non-sandboxed block ran: every entry's
-/// kind, size and modification time (seed 000 detects changes by
-/// timestamps), plus copies of the entries a rollback may have to restore.
+/// kind, size, permissions, modification and change times, plus copies of the entries a rollback may have to restore.
 /// Cheap for large trees: only the files the block may not touch are
 /// copied, and only when the block has restrictions.
 #[derive(Debug)]
@@ -386,8 +392,9 @@ impl Snapshot {
     }
 
     /// The changes from the snapshot to the tree as it is now. A file whose
-    /// size or modification time changed is modified, unless a copy shows
-    /// its content is the same (a touch is not a change).
+    /// size or permissions changed is modified; one whose modification or
+    /// change time moved is modified unless a copy shows its content is the
+    /// same (a touch is not a change).
     pub fn changes(&self) -> io::Result<Vec<Change>> {
         let now = scan(&self.root, &self.skip)?;
         let mut changes = Vec::new();
@@ -418,9 +425,10 @@ impl Snapshot {
             let changed = match (&before.kind, &after.kind) {
                 (EntryKind::Dir, EntryKind::Dir) => false,
                 (EntryKind::File, EntryKind::File) => {
-                    if before.len != after.len {
+                    if before.len != after.len || before.mode != after.mode {
                         true
-                    } else if before.mtime_ns == after.mtime_ns {
+                    } else if before.mtime_ns == after.mtime_ns && before.ctime_ns == after.ctime_ns
+                    {
                         false
                     } else if self.copied.contains(rel) {
                         !same_file_content(&self.store.join(rel), &self.root.join(rel))?

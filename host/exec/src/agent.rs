@@ -133,11 +133,19 @@ pub struct AgentOutcome {
 }
 
 /// Paths the change detection never looks at: the contract's outputs, the
-/// repository's metadata, the host's session files.
+/// host's session files, and the repository's own bookkeeping (objects,
+/// refs, index: an agent may commit). What in `.git/` can make a later
+/// host process run code — `.git/hooks/` and `.git/config` — is watched
+/// like any other path.
 fn not_watched(path: &str) -> bool {
-    [".output", ".git", ".agents-work"]
-        .iter()
-        .any(|p| path == *p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/')))
+    let under = |p: &str| path == p || path.strip_prefix(p).is_some_and(|r| r.starts_with('/'));
+    if under(".output") || under(".agents-work") {
+        return true;
+    }
+    match path.strip_prefix(".git/") {
+        Some(inside) => !(inside == "config" || inside == "hooks" || inside.starts_with("hooks/")),
+        None => false,
+    }
 }
 
 fn now_iso() -> String {
@@ -553,11 +561,22 @@ mod tests {
             ".output",
             ".output/block-a.json",
             ".git/HEAD",
+            ".git/objects/ab/cdef",
+            ".git/hooksx",
             ".agents-work/s/status.json",
         ] {
             assert!(not_watched(p), "{p}");
         }
-        for p in [".outputs", "src/.git", "git/x", ".github/workflows/ci.yml"] {
+        for p in [
+            ".outputs",
+            "src/.git",
+            "git/x",
+            ".github/workflows/ci.yml",
+            ".git",
+            ".git/hooks",
+            ".git/hooks/pre-commit",
+            ".git/config",
+        ] {
             assert!(!not_watched(p), "{p}");
         }
     }

