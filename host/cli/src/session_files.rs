@@ -56,14 +56,18 @@ pub struct SessionFiles {
 
 impl SessionFiles {
     /// The session of branch `branch` of `run`, folded from the branch's
-    /// recorded events and written once. `None` (after a warning) when the
-    /// log cannot be read.
+    /// recorded events and written once. `None` when the workflow keeps no
+    /// session files ([`Workflow::uses_session_files`]), or (after a
+    /// warning) when the log cannot be read.
     pub fn load(
         store: &Store,
         run: &RunRecord,
         branch: u32,
         workflow: &Workflow,
     ) -> Option<SessionFiles> {
+        if !workflow.uses_session_files() {
+            return None;
+        }
         let chain = match store.chain(&run.id, branch) {
             Ok(chain) => chain,
             Err(e) => {

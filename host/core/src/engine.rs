@@ -325,6 +325,78 @@ pub async fn drive<W: WorkerHost, A: ActionInterpreter>(
     workflow: &Workflow,
     workers: &W,
     actions: &A,
+    state: RunState,
+    sink: &mut dyn EventSink,
+) -> Result<RunReport, EngineError> {
+    let mut batch = StepBatch::new(sink);
+    let result = drive_steps(workflow, workers, actions, state, &mut batch).await;
+    // What was decided is recorded even when the run stops on an error:
+    // every pending event was folded, so it fits the log.
+    let flushed = batch.flush();
+    let report = result?;
+    flushed?;
+    Ok(report)
+}
+
+/// Groups a step's events into one append (one transaction, one fsync at
+/// full durability): a block's completion and the action taken on it wait
+/// for the next event that must be durable before the engine acts, which
+/// is the next block's start (before the worker runs), or anything else
+/// (lanes, gates, the run's end). Action handlers are pure, so deciding
+/// before the completion is durable changes nothing a crash could see: a
+/// crash before the append re-runs the block, as it would have.
+struct StepBatch<'s> {
+    inner: &'s mut dyn EventSink,
+    pending: Vec<Event>,
+}
+
+impl<'s> StepBatch<'s> {
+    fn new(inner: &'s mut dyn EventSink) -> Self {
+        StepBatch {
+            inner,
+            pending: Vec::new(),
+        }
+    }
+
+    fn deferrable(event: &Event) -> bool {
+        matches!(
+            event,
+            Event::BlockCompleted { .. } | Event::ActionTaken { gate_id: None, .. }
+        )
+    }
+
+    fn flush(&mut self) -> Result<(), SinkError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.inner.append(&pending)
+    }
+}
+
+impl EventSink for StepBatch<'_> {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        if events.iter().all(Self::deferrable) {
+            self.pending.extend_from_slice(events);
+            return Ok(());
+        }
+        if self.pending.is_empty() {
+            return self.inner.append(events);
+        }
+        let mut all = std::mem::take(&mut self.pending);
+        all.extend_from_slice(events);
+        self.inner.append(&all)
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        self.inner.new_gate_id()
+    }
+}
+
+async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
+    workflow: &Workflow,
+    workers: &W,
+    actions: &A,
     mut state: RunState,
     sink: &mut dyn EventSink,
 ) -> Result<RunReport, EngineError> {

@@ -45,6 +45,12 @@ pub struct Workflow {
     /// action goes to `action_handler`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub action_handlers: BTreeMap<String, String>,
+    /// Whether the run keeps the orchestrator's session files
+    /// (`.agents-work/<session>/status.json` and `tasks.yaml`) in the
+    /// workspace. Unset: only when a block runs an agent CLI (worker
+    /// `agent`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_files: Option<bool>,
     /// The node whose entry block runs first.
     pub start_node: String,
     pub nodes: BTreeMap<String, Node>,
@@ -58,6 +64,17 @@ fn default_action_handler() -> String {
 const CORE_VERBS: &[&str] = &["JUMP", "CALL", "RETURN", "END", "FAIL", "GATE"];
 
 impl Workflow {
+    /// Whether runs of this workflow keep session files: as `session_files`
+    /// says, else when a block's worker is the `agent` plugin.
+    pub fn uses_session_files(&self) -> bool {
+        self.session_files.unwrap_or_else(|| {
+            self.nodes
+                .values()
+                .flat_map(|n| n.blocks.values())
+                .any(|b| b.worker == "agent")
+        })
+    }
+
     /// The plugin that interprets `action`.
     pub fn handler_for(&self, action: &str) -> &str {
         let verb = action.split(':').next().unwrap_or(action);

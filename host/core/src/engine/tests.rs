@@ -1048,3 +1048,60 @@ async fn needs_decision_opens_a_gate_with_the_agents_question_unless_routed() {
         matches!(report.status, RunStatus::Failed { ref reason } if reason.contains("no humans"))
     );
 }
+
+/// Counts appends, to check that a step costs one durable write.
+#[derive(Default)]
+struct CountingLog {
+    log: MemoryLog,
+    appends: usize,
+}
+
+impl EventSink for CountingLog {
+    fn append(&mut self, events: &[Event]) -> Result<(), crate::event::SinkError> {
+        self.appends += 1;
+        self.log.append(events)
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, crate::event::SinkError> {
+        self.log.new_gate_id()
+    }
+}
+
+#[tokio::test]
+async fn each_step_is_one_append_whatever_the_length_of_the_run() {
+    for length in [10usize, 100] {
+        let mut blocks = serde_json::Map::new();
+        for i in 0..length {
+            let next = if i + 1 == length {
+                "END".to_string()
+            } else {
+                format!("JUMP:b{}", i + 1)
+            };
+            blocks.insert(
+                format!("b{i}"),
+                block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", next.as_str())]),
+            );
+        }
+        let wf = workflow(serde_json::json!({
+            "id": "w", "start_node": "main",
+            "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}
+        }));
+        let workers = FakeWorkers::default().with("tag", tagger);
+        let mut sink = CountingLog::default();
+        let report = run(
+            &wf,
+            &workers,
+            &CoreActions,
+            &RunOptions::new("r"),
+            &mut sink,
+        )
+        .await
+        .unwrap();
+        assert_eq!(report.status, RunStatus::Succeeded);
+        // run_started, then one append per block start (carrying the
+        // previous block's completion and action), then the last block's
+        // completion, action and the run's end.
+        assert_eq!(sink.appends, length + 2, "{length} blocks");
+        assert_eq!(RunState::replay(&sink.log.events).unwrap(), report.state);
+    }
+}

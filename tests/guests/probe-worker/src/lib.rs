@@ -66,6 +66,7 @@ enum Op {
 }
 
 /// Recursion the optimiser cannot turn into a loop.
+#[allow(unconditional_recursion)]
 fn recurse(depth: u64) -> u64 {
     let frame = std::hint::black_box([depth; 64]);
     recurse(depth + 1) + frame[depth as usize % 64]
