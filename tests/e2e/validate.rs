@@ -74,3 +74,50 @@ fn invalid_manifests_and_plugins_fail_validation() {
         stderr(&out)
     );
 }
+
+/// A manifest named by its bare file name, from its own directory: the
+/// plugins next to it are found, and the pinned definition is the one a
+/// later `show` computes from the same file (no false "changed" warning).
+#[test]
+fn a_bare_manifest_file_name_works_from_its_directory() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("wc.wasm");
+    std::fs::write(&plugin, wfhost_guest_artifacts::EXAMPLE_WORD_COUNT).unwrap();
+    std::fs::write(
+        dir.path().join("workflow.json"),
+        serde_json::json!({
+            "id": "bare", "start_node": "main",
+            "plugins": {"wc": {"path": "wc.wasm"}},
+            "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
+                "worker": "wc", "file_restrictions": [],
+                "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]
+            }}}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let validate = command(scratch.path())
+        .current_dir(dir.path())
+        .args(["validate", "workflow.json"])
+        .output()
+        .unwrap();
+    assert_eq!(validate.status.code(), Some(0), "{}", stderr(&validate));
+
+    let ws = tempfile::tempdir().unwrap();
+    let run = command(scratch.path())
+        .current_dir(dir.path())
+        .args(["run", "workflow.json", "-w", ws.path().to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let id = report["run_id"].as_str().unwrap();
+    let show = wfhost(&["show", id], scratch.path());
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert!(
+        !stderr(&show).contains("has changed"),
+        "false warning: {}",
+        stderr(&show)
+    );
+}

@@ -384,7 +384,16 @@ pub struct LoadedWorkflow {
 impl LoadedWorkflow {
     /// The directory relative paths of the manifest are resolved against.
     pub fn base_dir(&self) -> &Path {
-        self.file.parent().unwrap_or(Path::new("."))
+        manifest_dir(&self.file)
+    }
+}
+
+/// The directory a manifest file is in: `.` for a bare file name (whose
+/// `parent()` is the empty path, which names no directory).
+pub fn manifest_dir(file: &Path) -> &Path {
+    match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
     }
 }
 
@@ -409,7 +418,7 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
         )
     })?;
     let mut workflow = parse(file, &text)?;
-    let base_dir = file.parent().unwrap_or(Path::new("."));
+    let base_dir = manifest_dir(file);
     let mut errors = resolve_schemas(file, base_dir, &mut workflow);
     errors.extend(check(file, &workflow, builtin_plugins));
     if !errors.is_empty() {
