@@ -371,6 +371,16 @@ fn export_then_import_elsewhere_shows_the_same_run() {
         here.path(),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // `-o -` is standard output, byte for byte the same bundle, and no file
+    // named `-` appears.
+    let piped = command(here.path())
+        .current_dir(here.path())
+        .args(["export", &id, "-o", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0), "{}", stderr(&piped));
+    assert_eq!(piped.stdout, std::fs::read(&bundle).unwrap());
+    assert!(!here.path().join("-").exists());
 
     let out = wfhost(&["import", bundle.to_str().unwrap()], there.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

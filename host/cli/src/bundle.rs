@@ -12,7 +12,7 @@ use crate::{Global, exit, report_error, store_error};
 pub struct ExportArgs {
     /// The run (its id or a unique prefix).
     run: String,
-    /// The bundle file to write.
+    /// The bundle file to write; `-` writes it to standard output.
     #[arg(long, short)]
     output: PathBuf,
 }
@@ -39,6 +39,14 @@ pub fn export(args: ExportArgs, global: &Global) -> u8 {
             return exit::RUN_FAILED;
         }
     };
+    if args.output.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(&json).and_then(|()| out.flush()) {
+            report_error(format!("cannot write the bundle to standard output: {e}"));
+            return exit::RUN_FAILED;
+        }
+        return exit::SUCCESS;
+    }
     // Write beside the target and rename, so that a failed export never
     // leaves half a bundle where a whole one is expected.
     let dir = match args.output.parent() {
