@@ -107,7 +107,13 @@ fn a_bare_manifest_file_name_works_from_its_directory() {
     let ws = tempfile::tempdir().unwrap();
     let run = command(scratch.path())
         .current_dir(dir.path())
-        .args(["run", "workflow.json", "-w", ws.path().to_str().unwrap(), "--json"])
+        .args([
+            "run",
+            "workflow.json",
+            "-w",
+            ws.path().to_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));

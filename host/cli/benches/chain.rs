@@ -50,8 +50,18 @@ fn run_once(manifest: &Path, n: usize, durability: &str, cache: &Path) -> (f64, 
     std::fs::create_dir(&ws).unwrap();
     let t = Instant::now();
     let child = Command::new(env!("CARGO_BIN_EXE_wfhost"))
-        .args(["run", manifest.to_str().unwrap(), "-w", ws.to_str().unwrap()])
-        .args(["--max-steps", &(n + 10).to_string(), "--durability", durability])
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .args([
+            "--max-steps",
+            &(n + 10).to_string(),
+            "--durability",
+            durability,
+        ])
         .arg("--json")
         .env("WFHOST_HOME", scratch.path().join("home"))
         .env("WFHOST_CACHE_DIR", cache)
@@ -81,7 +91,10 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn sizes() -> Vec<usize> {
     if let Ok(list) = std::env::var("WFHOST_BENCH_SIZES") {
-        return list.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+        return list
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
     }
     let mut sizes = vec![100, 1_000, 10_000];
     if std::env::var_os("WFHOST_BENCH_LARGE").is_some() {
@@ -101,8 +114,13 @@ fn main() {
     // Warm the compiled-plugin cache.
     let warm = chain_manifest(dir.path(), 1);
     run_once(&warm, 1, "full", &cache);
-    println!("whole `wfhost run` of a chain of no-op echo blocks (median of {RUNS}; fresh store and workspace, warm cache)");
-    println!("{:>8} {:>8} {:>10} {:>14} {:>12}", "blocks", "durab.", "wall s", "per step µs", "peak RSS MiB");
+    println!(
+        "whole `wfhost run` of a chain of no-op echo blocks (median of {RUNS}; fresh store and workspace, warm cache)"
+    );
+    println!(
+        "{:>8} {:>8} {:>10} {:>14} {:>12}",
+        "blocks", "durab.", "wall s", "per step µs", "peak RSS MiB"
+    );
     for n in sizes() {
         let manifest = chain_manifest(dir.path(), n);
         for durability in ["full", "normal"] {

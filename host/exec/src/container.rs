@@ -315,6 +315,13 @@ impl ContainerPool {
             result.ended_ms = unix_ms();
             return result;
         }
+        // The workspace is bind-mounted: a cwd missing on the host is
+        // missing in the container, where Docker would blame the program.
+        if let Err(message) = crate::working_dir(&request.workdir, index, command) {
+            result.error = Some(message);
+            result.ended_ms = unix_ms();
+            return result;
+        }
         let working_dir = match &command.cwd {
             Some(cwd) => format!("{CONTAINER_WORKSPACE}/{cwd}"),
             None => CONTAINER_WORKSPACE.to_string(),

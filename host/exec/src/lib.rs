@@ -27,11 +27,11 @@ mod local;
 mod repo;
 pub mod slurm;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
-use wfhost_core::exec::{ExecSpec, PolicyViolation};
+use wfhost_core::exec::{ExecCommand, ExecSpec, PolicyViolation};
 
 pub use bundle::{BUNDLE_VERSION, BundleManifest, ContainerInfo, unique_bundle_dir};
 pub use container::{ContainerOptions, ContainerPool};
@@ -236,6 +236,28 @@ impl Owner {
 }
 
 /// This host's name, as recorded in bundles and on containers and jobs.
+/// The directory `command` runs in (its `cwd` under `workdir`), which must
+/// exist: a missing one is named as such, never reported as a program that
+/// cannot be found.
+pub(crate) fn working_dir(
+    workdir: &Path,
+    index: usize,
+    command: &ExecCommand,
+) -> Result<PathBuf, String> {
+    let cwd = wfhost_core::exec::resolve_cwd(workdir, command.cwd.as_deref());
+    match std::fs::metadata(&cwd) {
+        Ok(m) if m.is_dir() => Ok(cwd),
+        Ok(_) => Err(format!(
+            "command {index}: its working directory `{}` is not a directory",
+            command.cwd.as_deref().unwrap_or(".")
+        )),
+        Err(_) => Err(format!(
+            "command {index}: its working directory `{}` does not exist in the workspace",
+            command.cwd.as_deref().unwrap_or(".")
+        )),
+    }
+}
+
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())

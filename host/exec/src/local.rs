@@ -155,13 +155,7 @@ pub(crate) fn preflight(
     command: &ExecCommand,
 ) -> Result<PathBuf, String> {
     exec::check_command(index, command, request.spec.allow_shell).map_err(|v| v.to_string())?;
-    let cwd = exec::resolve_cwd(&request.workdir, command.cwd.as_deref());
-    if !cwd.is_dir() {
-        return Err(format!(
-            "command {index}: cwd `{}` is not a directory",
-            command.cwd.as_deref().unwrap_or(".")
-        ));
-    }
+    let cwd = crate::working_dir(&request.workdir, index, command)?;
     let path_override = command.path_override();
     let Some(executable) = resolve(&command.argv[0], &cwd, path_override) else {
         return Err(format!(

@@ -338,3 +338,25 @@ async fn a_block_abandoned_mid_command_leaves_its_container_to_shutdown() {
         "shutdown removes the abandoned block's container"
     );
 }
+
+#[tokio::test]
+async fn a_missing_working_directory_is_named_not_blamed_on_the_program() {
+    let Some(pool) = pool_or_skip().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_id("cwd");
+    let mut command = cmd(&["ls"]);
+    command.cwd = Some("project".into());
+    let outcome = pool
+        .run(&request(dir.path(), &run, "cwd", vec![command]), &busybox())
+        .await
+        .unwrap();
+    assert!(!outcome.succeeded);
+    let error = outcome.commands[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("working directory `project` does not exist in the workspace"),
+        "{error}"
+    );
+    pool.shutdown().await;
+}

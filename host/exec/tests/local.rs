@@ -320,3 +320,18 @@ async fn an_abandoned_command_takes_its_daemons() {
     std::thread::sleep(Duration::from_millis(50));
     assert!(!running(pid), "daemon {pid} outlived the abandoned command");
 }
+
+#[tokio::test]
+async fn a_missing_working_directory_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = cmd(&["ls"]);
+    command.cwd = Some("project".into());
+    let outcome = run_local(&request(dir.path(), vec![command]))
+        .await
+        .unwrap();
+    let error = outcome.commands[0].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("working directory `project` does not exist in the workspace"),
+        "{error}"
+    );
+}
