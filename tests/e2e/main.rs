@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 mod agents;
 mod bad_input;
+mod cli;
 mod durable;
 mod examples;
 mod exec;

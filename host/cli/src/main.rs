@@ -2,13 +2,15 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod bundle;
+mod examples;
 mod execute;
 mod gc;
 mod inspect;
 mod list;
+mod man;
 mod resume;
 mod run;
 mod runs;
@@ -38,32 +40,70 @@ pub mod exit {
 #[command(
     name = "wfhost",
     version,
-    about = "Run workflows of sandboxed WebAssembly block workers"
+    about = "Run workflows of sandboxed WebAssembly block workers",
+    after_help = "Start with `wfhost run WORKFLOW --workspace DIR`; `wfhost help COMMAND` shows a command's options and examples."
 )]
 struct Cli {
-    #[command(flatten)]
-    global: Global,
     #[command(subcommand)]
     command: Command,
 }
 
-/// Options every command takes.
-#[derive(clap::Args)]
-pub struct Global {
+/// Where the run store lives, for commands that read or write runs.
+#[derive(clap::Args, Clone)]
+pub struct Home {
     /// The wfhost home, where the run store lives (default: $WFHOST_HOME,
     /// else $XDG_DATA_HOME/wfhost, else ~/.local/share/wfhost).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     home: Option<PathBuf>,
+}
+
+/// The store's options for commands that record events.
+#[derive(clap::Args, Clone)]
+pub struct Durable {
+    #[command(flatten)]
+    home: Home,
     /// How durable each recorded event is: `full` (on disk before the run
     /// goes on; survives power loss) or `normal` (survives a crash of
     /// wfhost, may lose the last events on power loss; faster).
     #[arg(
         long,
-        global = true,
         default_value = "full",
         env = "WFHOST_DURABILITY",
         value_name = "full|normal"
     )]
+    durability: wfhost_store::Durability,
+}
+
+/// A command's own arguments with the store options it takes.
+#[derive(clap::Args)]
+struct With<T: clap::Args, S: clap::Args> {
+    #[command(flatten)]
+    args: T,
+    #[command(flatten)]
+    store: S,
+}
+
+impl From<&Home> for Global {
+    fn from(home: &Home) -> Global {
+        Global {
+            home: home.home.clone(),
+            durability: wfhost_store::Durability::default(),
+        }
+    }
+}
+
+impl From<&Durable> for Global {
+    fn from(d: &Durable) -> Global {
+        Global {
+            home: d.home.home.clone(),
+            durability: d.durability,
+        }
+    }
+}
+
+/// The store options a command was given.
+pub struct Global {
+    home: Option<PathBuf>,
     durability: wfhost_store::Durability,
 }
 
@@ -96,35 +136,63 @@ pub fn store_error(e: wfhost_store::StoreError) -> u8 {
 #[derive(Subcommand)]
 enum Command {
     /// Start a durable run of a workflow and execute it.
-    Run(run::RunArgs),
+    #[command(after_help = examples::RUN)]
+    Run(With<run::RunArgs, Durable>),
     /// Continue a run whose host stopped (crash, kill, power loss).
-    Resume(resume::ResumeArgs),
+    #[command(after_help = examples::RESUME)]
+    Resume(With<resume::ResumeArgs, Durable>),
     /// Continue a run from an older snapshot, as a new branch.
-    Fork(resume::ForkArgs),
+    #[command(after_help = examples::FORK)]
+    Fork(With<resume::ForkArgs, Durable>),
     /// List the gates waiting for a human answer.
-    Gates(runs::GatesArgs),
+    #[command(after_help = examples::GATES)]
+    Gates(With<runs::GatesArgs, Home>),
     /// Answer a gate (`approved` or `changes-requested:<text>`; a fan-in gate: `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`) and continue the run.
-    Gate(resume::GateArgs),
+    #[command(after_help = examples::GATE)]
+    Gate(With<resume::GateArgs, Durable>),
     /// List the runs in the store.
-    Runs(runs::RunsArgs),
+    #[command(after_help = examples::RUNS)]
+    Runs(With<runs::RunsArgs, Home>),
     /// Show a run: branches, steps, signals, gates, statistics.
-    Show(runs::ShowArgs),
+    #[command(after_help = examples::SHOW)]
+    Show(With<runs::ShowArgs, Home>),
     /// Print a run's event log (`--follow` to watch a live run).
-    Events(runs::EventsArgs),
+    #[command(after_help = examples::EVENTS)]
+    Events(With<runs::EventsArgs, Home>),
     /// Write a run, its pinned definition and its whole log to a bundle file.
-    Export(bundle::ExportArgs),
+    #[command(after_help = examples::EXPORT)]
+    Export(With<bundle::ExportArgs, Home>),
     /// Add a run from a bundle file to the store.
-    Import(bundle::ImportArgs),
+    #[command(after_help = examples::IMPORT)]
+    Import(With<bundle::ImportArgs, Durable>),
     /// Remove runs older than a retention age.
-    Gc(gc::GcArgs),
+    #[command(after_help = examples::GC)]
+    Gc(With<gc::GcArgs, Home>),
     /// Check a workflow and its plugins without running it.
+    #[command(after_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
     /// Show a workflow's graph as text, Mermaid or DOT.
+    #[command(after_help = examples::INSPECT)]
     Inspect(inspect::InspectArgs),
     /// List the workflows found under a directory.
+    #[command(after_help = examples::LIST)]
     List(list::ListArgs),
     /// Print the JSON Schema of the workflow manifest.
+    #[command(after_help = examples::SCHEMA)]
     Schema,
+    /// Print a shell completion script.
+    #[command(after_help = examples::COMPLETIONS)]
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or write one per command into a directory.
+    #[command(after_help = examples::MAN)]
+    Man {
+        /// Write `wfhost.1` and `wfhost-<command>.1` into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -136,17 +204,17 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let code = match cli.command {
-        Command::Run(args) => run::run(args, &cli.global),
-        Command::Resume(args) => resume::resume(args, &cli.global),
-        Command::Fork(args) => resume::fork(args, &cli.global),
-        Command::Gate(args) => resume::gate(args, &cli.global),
-        Command::Gates(args) => runs::gates(args, &cli.global),
-        Command::Runs(args) => runs::runs(args, &cli.global),
-        Command::Show(args) => runs::show(args, &cli.global),
-        Command::Events(args) => runs::events(args, &cli.global),
-        Command::Export(args) => bundle::export(args, &cli.global),
-        Command::Import(args) => bundle::import(args, &cli.global),
-        Command::Gc(args) => gc::gc(args, &cli.global),
+        Command::Run(w) => run::run(w.args, &(&w.store).into()),
+        Command::Resume(w) => resume::resume(w.args, &(&w.store).into()),
+        Command::Fork(w) => resume::fork(w.args, &(&w.store).into()),
+        Command::Gate(w) => resume::gate(w.args, &(&w.store).into()),
+        Command::Gates(w) => runs::gates(w.args, &(&w.store).into()),
+        Command::Runs(w) => runs::runs(w.args, &(&w.store).into()),
+        Command::Show(w) => runs::show(w.args, &(&w.store).into()),
+        Command::Events(w) => runs::events(w.args, &(&w.store).into()),
+        Command::Export(w) => bundle::export(w.args, &(&w.store).into()),
+        Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
+        Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
@@ -158,6 +226,11 @@ fn main() -> ExitCode {
             );
             exit::SUCCESS
         }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "wfhost", &mut std::io::stdout());
+            exit::SUCCESS
+        }
+        Command::Man { dir } => man::man(Cli::command(), dir.as_deref()),
     };
     ExitCode::from(code)
 }

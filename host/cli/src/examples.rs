@@ -1,0 +1,90 @@
+//! The EXAMPLES section of each command's `--help`.
+
+pub const RUN: &str = "\
+Examples:
+  wfhost run examples/hello/workflow.json --workspace /tmp/hello
+  wfhost run review.json -w ./repo --executor container:python:3.12
+  wfhost run wf.json -w ./ws --json > report.json      # a machine-readable report
+  WFHOST_DURABILITY=normal wfhost run wf.json -w ./ws  # faster, survives crashes but not power loss";
+
+pub const RESUME: &str = "\
+Examples:
+  wfhost resume 3c1f0a                 # any unique part of the run id
+  wfhost resume run-20261122-024925-3c1f0a --branch 2";
+
+pub const FORK: &str = "\
+Examples:
+  wfhost show 3c1f0a                   # lists each step's snapshot id
+  wfhost fork 3c1f0a --at sn-5d2c9a1e  # continue from there as a new branch";
+
+pub const GATES: &str = "\
+Examples:
+  wfhost gates
+  wfhost gates --json";
+
+pub const GATE: &str = "\
+Examples:
+  wfhost gate 3c1f0a UD-1 approved
+  wfhost gate 3c1f0a UD-1 'changes-requested:split the plan into two steps'
+  wfhost gate 3c1f0a UD-2 use-lane:api         # a fan-in gate: keep lane api's files";
+
+pub const RUNS: &str = "\
+Examples:
+  wfhost runs
+  wfhost runs --json | jq '.[] | select(.status == \"failed\")'";
+
+pub const SHOW: &str = "\
+Examples:
+  wfhost show 3c1f0a
+  wfhost show 3c1f0a --branch 2 --json";
+
+pub const EVENTS: &str = "\
+Examples:
+  wfhost events 3c1f0a
+  wfhost events 3c1f0a --follow --json   # one JSON object per line, live";
+
+pub const EXPORT: &str = "\
+Examples:
+  wfhost export 3c1f0a -o run.bundle.json
+  wfhost export 3c1f0a -o - | gzip > run.bundle.json.gz";
+
+pub const IMPORT: &str = "\
+Examples:
+  wfhost import run.bundle.json
+  wfhost import --home /srv/wfhost run.bundle.json   # into another store";
+
+pub const GC: &str = "\
+Examples:
+  wfhost gc --dry-run
+  wfhost gc --older-than 7d --include-unfinished";
+
+pub const VALIDATE: &str = "\
+Examples:
+  wfhost validate examples/hello/workflow.json
+  wfhost validate workflow.json --strict    # warnings fail too";
+
+pub const INSPECT: &str = "\
+Examples:
+  wfhost inspect examples/subroutines/workflow.json
+  wfhost inspect workflow.json --format mermaid > graph.md
+  wfhost inspect workflow.json --format dot | dot -Tsvg > graph.svg";
+
+pub const LIST: &str = "\
+Examples:
+  wfhost list examples
+  wfhost list --json";
+
+pub const SCHEMA: &str = "\
+Examples:
+  wfhost schema > workflow.schema.json   # point an editor at it with \"$schema\"";
+
+pub const COMPLETIONS: &str = "\
+Examples:
+  wfhost completions bash > ~/.local/share/bash-completion/completions/wfhost
+  wfhost completions zsh > \"${fpath[1]}/_wfhost\"
+  wfhost completions fish > ~/.config/fish/completions/wfhost.fish";
+
+pub const MAN: &str = "\
+Examples:
+  wfhost man | man -l -
+  wfhost man --dir ~/.local/share/man/man1";
