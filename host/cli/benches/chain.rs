@@ -44,6 +44,8 @@ pub fn chain_manifest(dir: &Path, n: usize) -> PathBuf {
 }
 
 /// Wall time and peak RSS (KiB) of one `wfhost run`.
+// The child is reaped by wait4, which also reports its peak RSS.
+#[allow(clippy::zombie_processes)]
 fn run_once(manifest: &Path, n: usize, durability: &str, cache: &Path) -> (f64, i64) {
     let scratch = tempfile::tempdir().unwrap();
     let ws = scratch.path().join("ws");
