@@ -75,6 +75,37 @@ pub mod log;
 pub mod __private {
     pub use wit_bindgen;
 
+    /// The length of `signals` joined by newlines (for `declare_signals!`).
+    pub const fn signals_len(signals: &[&str]) -> usize {
+        let mut len = 0;
+        let mut i = 0;
+        while i < signals.len() {
+            len += signals[i].len() + 1;
+            i += 1;
+        }
+        len
+    }
+
+    /// `signals`, each followed by a newline (for `declare_signals!`).
+    pub const fn signals_bytes<const N: usize>(signals: &[&str]) -> [u8; N] {
+        let mut out = [0u8; N];
+        let mut at = 0;
+        let mut i = 0;
+        while i < signals.len() {
+            let bytes = signals[i].as_bytes();
+            let mut j = 0;
+            while j < bytes.len() {
+                out[at] = bytes[j];
+                at += 1;
+                j += 1;
+            }
+            out[at] = b'\n';
+            at += 1;
+            i += 1;
+        }
+        out
+    }
+
     /// Enter the workspace so that plugin code can use relative paths.
     pub fn enter_workspace(dir: &str) {
         // A worker with no readable workspace still runs; paths then fail
@@ -226,5 +257,28 @@ pub mod prelude {
         ActionHandler, BlockContext, BlockRef, CallTarget, ContextSegment, EngineCommand, Payload,
         PluginError, RunView, Statistics, Worker, WorkerOutput, export_action_handler,
         export_worker, log, segment,
+    };
+}
+
+/// Declare the signals this plugin's worker emits, so that `wfhost validate`
+/// can warn about a transition on a signal it never emits (a typo such as
+/// `SIGNAL:SUCESS`). Each entry is a signal, or `config:KEY` for "the
+/// string in the block config's top-level `KEY`, when set". Without a
+/// declaration the host assumes any signal is possible.
+///
+/// ```ignore
+/// wfhost_sdk::declare_signals!["SIGNAL:SUCCESS", "SIGNAL:EMPTY", "config:signal"];
+/// ```
+///
+/// The list is stored in the component's `wfhost:signals` custom section,
+/// one entry per line; the host reads it without running the plugin.
+#[macro_export]
+macro_rules! declare_signals {
+    ($($signal:literal),* $(,)?) => {
+        #[cfg(target_arch = "wasm32")]
+        #[used]
+        #[unsafe(link_section = "wfhost:signals")]
+        static WFHOST_DECLARED_SIGNALS: [u8; $crate::__private::signals_len(&[$($signal),*])] =
+            $crate::__private::signals_bytes(&[$($signal),*]);
     };
 }

@@ -127,3 +127,59 @@ fn a_bare_manifest_file_name_works_from_its_directory() {
         stderr(&show)
     );
 }
+
+#[test]
+fn strict_validation_fails_on_a_signal_no_worker_emits() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("wc.wasm"),
+        wfhost_guest_artifacts::EXAMPLE_WORD_COUNT,
+    )
+    .unwrap();
+    let manifest = dir.path().join("typo.json");
+    std::fs::write(
+        &manifest,
+        serde_json::json!({
+            "id": "typo", "start_node": "main",
+            "plugins": {"wc": {"path": "wc.wasm"}},
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "echo", "config": {"message": "hi"}, "transitions": [
+                    {"on_signal": "SIGNAL:SUCESS", "action": "JUMP:b"},
+                    {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL"}
+                ]},
+                // A user plugin built with the SDK declares its signals too.
+                "b": {"worker": "wc", "file_restrictions": [], "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:DONE", "action": "END"},
+                    {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL"}
+                ]}
+            }}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let lenient = wfhost(&["validate", manifest.to_str().unwrap()], scratch.path());
+    assert_eq!(lenient.status.code(), Some(0), "{}", stderr(&lenient));
+    let strict = wfhost(
+        &["validate", "--strict", manifest.to_str().unwrap()],
+        scratch.path(),
+    );
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    let err = stderr(&strict);
+    assert!(
+        err.contains("/nodes/main/blocks/a/transitions/0/on_signal: worker `echo` never emits `SIGNAL:SUCESS`; did you mean `SIGNAL:SUCCESS`?"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "/nodes/main/blocks/b/transitions/1/on_signal: worker `wc` never emits `SIGNAL:DONE`"
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        err.lines().filter(|l| l.contains("never emits")).count(),
+        2,
+        "{err}"
+    );
+}

@@ -92,6 +92,14 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
         }
     };
     print_loads(&plugins, output);
+    for w in crate::validate::signal_warnings(&workflow.workflow, &plugins) {
+        eprintln!(
+            "warning: {}: {}: {}",
+            workflow.file.display(),
+            w.location,
+            w.message
+        );
+    }
 
     // Everything is checked: only now does the run touch the store.
     let mut store = match global.open_store() {

@@ -45,7 +45,8 @@ pub fn validate(args: ValidateArgs) -> u8 {
         }
     };
     let wf = &workflow.workflow;
-    let warnings = analysis::warnings(wf);
+    let mut warnings = analysis::warnings(wf);
+    warnings.extend(signal_warnings(wf, &plugins));
     for w in &warnings {
         eprintln!(
             "warning: {}: {}: {}",
@@ -77,4 +78,20 @@ pub fn validate(args: ValidateArgs) -> u8 {
         return exit::RUN_FAILED;
     }
     exit::SUCCESS
+}
+
+/// Transitions on signals their block's worker never emits, from the
+/// signals each loaded plugin declares.
+pub fn signal_warnings(
+    wf: &wfhost_core::manifest::Workflow,
+    plugins: &wfhost_runtime::PluginSet,
+) -> Vec<analysis::Warning> {
+    let declared = |worker: &str| {
+        plugins
+            .loads()
+            .iter()
+            .find(|l| l.name == worker)
+            .and_then(|l| l.declared_signals.clone())
+    };
+    wfhost_core::signals::warnings(wf, &declared)
 }

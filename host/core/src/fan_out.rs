@@ -32,6 +32,8 @@ use crate::transitions;
 pub const LANES_SUCCEEDED: &str = "SIGNAL:SUCCESS";
 pub const LANES_PARTIAL: &str = "SIGNAL:PARTIAL";
 pub const LANES_FAILED: &str = "SIGNAL:FAILED";
+/// Every signal a parallel block's fan-in gives.
+pub const FAN_IN_SIGNALS: &[&str] = &[LANES_SUCCEEDED, LANES_PARTIAL, LANES_FAILED];
 /// `appliedFrom` of a conflict the user settled in the workspace by hand
 /// (never a lane name: lane names are letters, digits, `_` and `-`).
 pub const RESOLVED_BY_HAND: &str = "(workspace)";

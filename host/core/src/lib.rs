@@ -35,6 +35,7 @@ pub mod prompt;
 pub mod restrictions;
 pub mod session_artifacts;
 pub mod session_projection;
+pub mod signals;
 pub mod state;
 pub mod strict_json;
 pub mod time;

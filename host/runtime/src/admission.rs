@@ -143,3 +143,30 @@ pub fn check_imports(
         ))
     }
 }
+
+/// The custom section in which a plugin declares the signals it emits
+/// (written by the SDK's `declare_signals!`).
+pub const SIGNALS_SECTION: &str = "wfhost:signals";
+
+/// The signals a component declares, one entry per line of its
+/// [`SIGNALS_SECTION`] (in the component or a core module inside it);
+/// `None` when it declares none. Nothing is run.
+pub fn declared_signals(bytes: &[u8]) -> Option<Vec<String>> {
+    let mut found: Option<Vec<String>> = None;
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        let Ok(wasmparser::Payload::CustomSection(section)) = payload else {
+            continue;
+        };
+        if section.name() != SIGNALS_SECTION {
+            continue;
+        }
+        let text = String::from_utf8_lossy(section.data());
+        found.get_or_insert_with(Vec::new).extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+    }
+    found
+}

@@ -80,6 +80,8 @@ pub struct PluginLoad {
     pub world: World,
     pub digest: String,
     pub outcome: CacheOutcome,
+    /// The signals the plugin declares it emits (`None`: it does not say).
+    pub declared_signals: Option<Vec<String>>,
 }
 
 pub struct PluginSet {
@@ -230,6 +232,7 @@ impl PluginSet {
             world: request.world,
             digest: ComponentCache::digest(bytes),
             outcome,
+            declared_signals: admission::declared_signals(bytes),
         });
         Ok(())
     }

@@ -266,6 +266,16 @@ impl Worker for Agent {
 }
 
 export_worker!(Agent);
+wfhost_sdk::declare_signals![
+    "SIGNAL:SUCCESS",
+    "SIGNAL:PARTIAL",
+    "SIGNAL:FAILED",
+    "SIGNAL:BLOCKED",
+    "SIGNAL:NEEDS_INFO",
+    "SIGNAL:FAIL",
+    "SIGNAL:NEEDS_DECISION",
+    "SIGNAL:PROTOCOL_ERROR"
+];
 
 #[cfg(test)]
 mod tests {

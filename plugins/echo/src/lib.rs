@@ -54,6 +54,7 @@ impl Worker for Echo {
 }
 
 export_worker!(Echo);
+wfhost_sdk::declare_signals!["SIGNAL:SUCCESS", "SIGNAL:WRITE_REFUSED", "config:signal"];
 
 #[cfg(test)]
 mod tests {

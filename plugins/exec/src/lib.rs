@@ -186,6 +186,11 @@ impl Worker for Exec {
 }
 
 export_worker!(Exec);
+wfhost_sdk::declare_signals![
+    "SIGNAL:SUCCESS",
+    "SIGNAL:EXEC_FAILED",
+    "SIGNAL:EXEC_TIMEOUT"
+];
 
 #[cfg(test)]
 mod tests {

@@ -62,6 +62,7 @@ impl Worker for Scripted {
 }
 
 export_worker!(Scripted);
+wfhost_sdk::declare_signals!["SIGNAL:SUCCESS", "config:signal"];
 
 #[cfg(test)]
 mod tests {

@@ -63,6 +63,7 @@ impl Worker for WordCount {
 }
 
 export_worker!(WordCount);
+wfhost_sdk::declare_signals!["SIGNAL:SUCCESS"];
 
 #[cfg(test)]
 mod tests {
