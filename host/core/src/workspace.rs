@@ -177,45 +177,246 @@ pub fn violations<'a>(changes: &'a [Change], plan: &RestrictionPlan) -> Vec<&'a 
         .collect()
 }
 
-/// Apply `changes` found by [`diff`] from the tree at `from` onto `to`.
-/// Parent directories in `to` are created as needed and must not be
-/// symlinks.
+/// Make `to` look like `from` for `changes` (found by [`diff`]), all or
+/// nothing: see [`Apply`]. Symbolic links that would lead out of `to` are
+/// refused.
 pub fn apply(changes: &[Change], from: &Path, to: &Path) -> io::Result<()> {
-    // Removals deepest first, then additions shallowest first.
-    let mut removals: Vec<&Change> = changes
-        .iter()
-        .filter(|c| c.kind == ChangeKind::Removed)
-        .collect();
-    removals.sort_by(|a, b| b.path.cmp(&a.path));
-    for c in removals {
-        let target = to.join(&c.path);
-        match entry_kind(&target) {
-            Ok(EntryKind::Dir) => fs::remove_dir_all(&target)?,
-            Ok(_) => fs::remove_file(&target)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+    let mut tx = Apply::default();
+    tx.stage(changes, from, to, "")?;
+    tx.commit()
+}
+
+/// An all-or-nothing application of changes to one or more directories.
+///
+/// [`Apply::stage`] checks every new symbolic link, moves removed entries
+/// aside (renamed, not deleted), creates new directories, and copies every
+/// new file beside its target under a temporary name (this is where a full
+/// disk shows). [`Apply::commit`] moves each replaced entry aside, renames
+/// the staged copies into place, and only when all of that worked deletes
+/// what was moved aside. Any error — or dropping an
+/// `Apply` that was not committed — undoes everything it did, leaving the
+/// directories as they were.
+#[derive(Default)]
+pub struct Apply {
+    /// Staged copies and the targets they replace, in order.
+    staged: Vec<Staged>,
+    /// What was done, to undo it.
+    undo: Vec<Undo>,
+    done: bool,
+}
+
+struct Staged {
+    temp: PathBuf,
+    target: PathBuf,
+}
+
+enum Undo {
+    /// A directory this transaction created.
+    Created(PathBuf),
+    /// An entry moved aside: `(aside, original)`.
+    MovedAside(PathBuf, PathBuf),
+    /// A staged copy renamed onto its target.
+    Placed(PathBuf),
+}
+
+fn sibling(target: &Path, tag: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let name = format!(".wfhost-{tag}-{}-{n}", std::process::id());
+    target.parent().unwrap_or(Path::new(".")).join(name)
+}
+
+impl Apply {
+    /// Stage `changes` (paths relative to `from` and `to`); `at` is where
+    /// `to` lies in the workspace (for the symlink check), `""` for the
+    /// workspace itself. Removed and replaced entries are moved aside (put
+    /// back by a rollback); new files are copied beside their targets.
+    pub fn stage(
+        &mut self,
+        changes: &[Change],
+        from: &Path,
+        to: &Path,
+        at: &str,
+    ) -> io::Result<()> {
+        for c in changes {
+            if let EntryKind::Symlink(target) = &c.entry
+                && c.kind != ChangeKind::Removed
+            {
+                check_link(&join_rel(at, &c.path), target)?;
+            }
+        }
+        let mut removals: Vec<&Change> = changes
+            .iter()
+            .filter(|c| c.kind == ChangeKind::Removed)
+            .collect();
+        removals.sort_by(|a, b| b.path.cmp(&a.path));
+        for c in removals {
+            self.move_aside(&to.join(&c.path))?;
+        }
+        let mut upserts: Vec<&Change> = changes
+            .iter()
+            .filter(|c| c.kind != ChangeKind::Removed)
+            .collect();
+        upserts.sort_by(|a, b| a.path.cmp(&b.path));
+        for c in upserts {
+            if let Some(parent) = Path::new(&c.path).parent()
+                && !parent.as_os_str().is_empty()
+            {
+                self.make_dirs(to, parent.to_str().unwrap_or_default())?;
+            }
+            let target = to.join(&c.path);
+            if c.entry == EntryKind::Dir {
+                self.make_dirs(to, &c.path)?;
+                continue;
+            }
+            let temp = sibling(&target, "apply");
+            copy_entry(&from.join(&c.path), &temp, &c.entry).inspect_err(|_| {
+                let _ = fs::remove_file(&temp);
+            })?;
+            self.staged.push(Staged { temp, target });
+        }
+        Ok(())
+    }
+
+    /// Make `rel` under `root` a real directory, component by component:
+    /// a file in the way (being replaced by a directory) is moved aside, a
+    /// symlink is refused; what is created is remembered.
+    fn make_dirs(&mut self, root: &Path, rel: &str) -> io::Result<()> {
+        let mut prefix = String::new();
+        for part in rel.split('/').filter(|p| !p.is_empty()) {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            let path = root.join(&prefix);
+            match entry_kind(&path) {
+                Ok(EntryKind::Dir) => continue,
+                Ok(EntryKind::File) => self.move_aside(&path)?,
+                Ok(EntryKind::Symlink(_)) | Err(_) => {}
+            }
+            let existed = fs::symlink_metadata(&path).is_ok();
+            ensure_real_dir(root, &prefix, true)?;
+            if !existed {
+                self.undo.push(Undo::Created(path));
+            }
+        }
+        Ok(())
+    }
+
+    /// Put everything in place; on any error, undo it all.
+    pub fn commit(mut self) -> io::Result<()> {
+        match self.put_in_place() {
+            Ok(()) => {
+                self.done = true;
+                self.discard_aside();
+                Ok(())
+            }
+            Err(e) => Err(e), // dropped: rolled back
         }
     }
-    let mut upserts: Vec<&Change> = changes
-        .iter()
-        .filter(|c| c.kind != ChangeKind::Removed)
-        .collect();
-    upserts.sort_by(|a, b| a.path.cmp(&b.path));
-    for c in upserts {
-        if let Some(parent) = Path::new(&c.path).parent()
-            && !parent.as_os_str().is_empty()
-        {
-            ensure_real_dir(to, parent.to_str().unwrap_or_default(), true)?;
+
+    fn put_in_place(&mut self) -> io::Result<()> {
+        for staged in std::mem::take(&mut self.staged) {
+            self.move_aside(&staged.target)?;
+            fs::rename(&staged.temp, &staged.target).inspect_err(|_| {
+                let _ = fs::remove_file(&staged.temp);
+            })?;
+            self.undo.push(Undo::Placed(staged.target));
         }
-        let target = to.join(&c.path);
-        match entry_kind(&target) {
-            Ok(EntryKind::Dir) if c.entry == EntryKind::Dir => continue,
-            Ok(EntryKind::Dir) => fs::remove_dir_all(&target)?,
-            Ok(_) => fs::remove_file(&target)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        Ok(())
+    }
+
+    /// Move `path` (if it exists) out of the way under a temporary name.
+    fn move_aside(&mut self, path: &Path) -> io::Result<()> {
+        match fs::symlink_metadata(path) {
+            Ok(_) => {
+                let aside = sibling(path, "undo");
+                fs::rename(path, &aside)?;
+                self.undo.push(Undo::MovedAside(aside, path.to_path_buf()));
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
         }
-        copy_entry(&from.join(&c.path), &target, &c.entry)?;
+    }
+
+    fn discard_aside(&mut self) {
+        for step in std::mem::take(&mut self.undo) {
+            if let Undo::MovedAside(aside, _) = step {
+                let _ = remove_any(&aside);
+            }
+        }
+    }
+
+    fn rollback(&mut self) {
+        for staged in std::mem::take(&mut self.staged) {
+            let _ = fs::remove_file(&staged.temp);
+        }
+        for step in std::mem::take(&mut self.undo).into_iter().rev() {
+            let _ = match step {
+                Undo::Placed(target) => remove_any(&target),
+                Undo::MovedAside(aside, original) => fs::rename(&aside, &original),
+                Undo::Created(dir) => fs::remove_dir(&dir),
+            };
+        }
+    }
+}
+
+impl Drop for Apply {
+    fn drop(&mut self) {
+        if !self.done {
+            self.rollback();
+        }
+    }
+}
+
+fn remove_any(path: &Path) -> io::Result<()> {
+    match entry_kind(path)? {
+        EntryKind::Dir => fs::remove_dir_all(path),
+        _ => fs::remove_file(path),
+    }
+}
+
+fn join_rel(at: &str, path: &str) -> String {
+    if at.is_empty() {
+        path.to_string()
+    } else {
+        format!("{at}/{path}")
+    }
+}
+
+/// Refuse a symbolic link at `link` (workspace-relative) whose target is
+/// absolute or climbs out of the workspace: a later host process (an exec
+/// command, an agent) would follow it out.
+pub fn check_link(link: &str, target: &Path) -> io::Result<()> {
+    let outside = || {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the symbolic link `{link}` -> `{}` leads outside the workspace; links a block creates must stay inside it",
+                target.display()
+            ),
+        )
+    };
+    if target.is_absolute() {
+        return Err(outside());
+    }
+    let mut depth = link
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .count()
+        .saturating_sub(1) as i64;
+    for part in target.components() {
+        match part {
+            std::path::Component::ParentDir => depth -= 1,
+            std::path::Component::Normal(_) => depth += 1,
+            std::path::Component::CurDir => {}
+            _ => return Err(outside()),
+        }
+        if depth < 0 {
+            return Err(outside());
+        }
     }
     Ok(())
 }
@@ -566,19 +767,62 @@ mod tests {
                 ("gone.txt", ChangeKind::Removed),
             ]
         );
+        // A link that leads out of the tree is refused, and nothing of the
+        // change set is applied.
+        let err = apply(&changes, &b, &a).unwrap_err();
+        assert!(err.to_string().contains("leads outside"), "{err}");
+        assert_eq!(fs::read_to_string(a.join("docs/change.md")).unwrap(), "1");
+        assert!(a.join("gone.txt").exists());
+        assert!(!a.join("docs/new.md").exists());
+        assert!(fs::symlink_metadata(a.join("docs/evil")).is_err());
+        // A link inside is carried as a link, and scanning never enters it.
+        fs::remove_file(b.join("docs/evil")).unwrap();
+        symlink("../gone.txt", b.join("docs/evil")).unwrap();
+        let changes = diff(&a, &b, &|_| false).unwrap();
         apply(&changes, &b, &a).unwrap();
         assert_eq!(fs::read_to_string(a.join("docs/change.md")).unwrap(), "2");
         assert!(!a.join("gone.txt").exists());
-        // The link is carried as a link, and scanning never enters it.
         assert!(
             fs::symlink_metadata(a.join("docs/evil"))
                 .unwrap()
                 .file_type()
                 .is_symlink()
         );
+        let leftovers: Vec<_> = fs::read_dir(a.join("docs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".wfhost-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
         let tree = scan(&a, &|_| false).unwrap();
         assert!(!tree.keys().any(|k| k.contains("secret")));
         fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn links_are_checked_lexically_against_the_workspace() {
+        for (link, target) in [
+            ("a", "b"),
+            ("d/a", "../b"),
+            ("d/e/a", "../../c/x"),
+            ("a", "./b"),
+        ] {
+            assert!(
+                check_link(link, Path::new(target)).is_ok(),
+                "{link} -> {target}"
+            );
+        }
+        for (link, target) in [
+            ("a", "../b"),
+            ("d/a", "../../b"),
+            ("a", "/etc/passwd"),
+            ("d/a", "x/../../../y"),
+        ] {
+            assert!(
+                check_link(link, Path::new(target)).is_err(),
+                "{link} -> {target}"
+            );
+        }
     }
 
     #[test]

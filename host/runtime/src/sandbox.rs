@@ -264,14 +264,24 @@ impl Sandbox {
                 .map_err(|e| format!("cannot compare the staged `{rel}`: {e}"))?;
             dir_changes.push((rel.clone(), real, changes));
         }
-        workspace::apply(&root_changes, &tx.root(), &tx.workspace)
-            .map_err(|e| format!("cannot apply the staged changes: {e}"))?;
+        // One transaction for the root and every writable directory: all of
+        // the block's changes land, or none (a full disk, a planted link).
+        let mut apply = workspace::Apply::default();
+        apply
+            .stage(&root_changes, &tx.root(), &tx.workspace, "")
+            .map_err(|e| format!("cannot apply the staged changes (none were applied): {e}"))?;
         let mut applied: Vec<String> = root_changes.into_iter().map(|c| c.path).collect();
         for (rel, real, changes) in dir_changes {
-            workspace::apply(&changes, &tx.staged_dir(&rel), &real)
-                .map_err(|e| format!("cannot apply the changes to `{rel}`: {e}"))?;
+            apply
+                .stage(&changes, &tx.staged_dir(&rel), &real, &rel)
+                .map_err(|e| {
+                    format!("cannot apply the changes to `{rel}` (none were applied): {e}")
+                })?;
             applied.extend(changes.into_iter().map(|c| format!("{rel}/{}", c.path)));
         }
+        apply
+            .commit()
+            .map_err(|e| format!("cannot apply the staged changes (none were applied): {e}"))?;
         Ok(applied)
     }
 }

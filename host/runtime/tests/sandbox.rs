@@ -275,25 +275,22 @@ async fn a_symlink_the_guest_creates_does_not_lead_out_for_guest_or_host() {
         ]),
     )
     .await;
-    let seen = observed(&first);
+    // WASI lets a guest create a link whose target leaves the preopen (it
+    // just cannot follow it): the host refuses to apply it, so no later
+    // host process (an exec command, an agent) can follow it out, and the
+    // block fails with nothing applied.
+    let message = failure(&first);
     assert!(
-        seen[1].starts_with("err") && seen[2].starts_with("err"),
-        "{seen:?}"
+        message.contains("`out/evil` -> `../..` leads outside the workspace"),
+        "{message}"
     );
+    assert!(std::fs::symlink_metadata(fx.ws().join("out/evil")).is_err());
     assert!(!fx.outside().join("pwned.txt").exists());
 
-    // WASI lets a guest create a link whose target leaves the preopen; it
-    // just cannot follow it.
-    assert!(seen[0].starts_with("ok"), "{seen:?}");
-    assert!(
-        std::fs::symlink_metadata(fx.ws().join("out/evil"))
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
-
-    // The host's own copy, diff and apply (staging for an exact pattern)
-    // must carry the link as a link and never follow it.
+    // A link already in the workspace (put there by the user): the host's
+    // own copy, diff and apply (staging for an exact pattern) must carry it
+    // as a link and never follow it.
+    std::os::unix::fs::symlink("../..", fx.ws().join("out/evil")).unwrap();
     let second = run(
         &set,
         Some(&["**/*.md"]),
@@ -642,4 +639,81 @@ async fn a_failed_block_leaves_the_workspace_as_it_was() {
     assert!(observed(&ok).iter().all(|s| s.starts_with("ok")));
     assert!(fx.ws().join("out/new.txt").exists());
     assert!(!fx.ws().join("out/kept.txt").exists());
+}
+
+/// The tree under `dir` as (path, bytes), links as their targets.
+fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                out.push((rel + "/", Vec::new()));
+                stack.push(p);
+            } else if meta.file_type().is_symlink() {
+                out.push((
+                    rel,
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .display()
+                        .to_string()
+                        .into_bytes(),
+                ));
+            } else {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_full_disk_while_applying_leaves_the_workspace_as_it_was() {
+    // A 1 MiB tmpfs holds the workspace; the block's staged copies live in
+    // $TMPDIR, so the block succeeds and the disk fills while applying.
+    let fx = Fixture::new();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(fx.ws())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        if std::env::var_os("WFHOST_REQUIRE_SERVICES").is_some() {
+            panic!("cannot mount a tmpfs (root needed) for the full-disk test");
+        }
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(fx.ws());
+    std::fs::create_dir(fx.ws().join("out")).unwrap();
+    std::fs::write(fx.ws().join("out/a.txt"), "original").unwrap();
+    std::fs::write(fx.ws().join("out/z.txt"), "kept").unwrap();
+    // The host makes `.output/` before any block; not part of the test.
+    std::fs::create_dir(fx.ws().join(".output")).unwrap();
+    let before = snapshot_of(&fx.ws());
+    let set = fx.probe();
+    let result = run(
+        &set,
+        Some(&["out/**"]),
+        json!([
+            {"op": "write", "path": "out/a.txt", "content": "changed"},
+            {"op": "write", "path": "out/b.txt", "content": "new"},
+            {"op": "write", "path": "out/c.bin", "content": "x".repeat(2 << 20)},
+            {"op": "remove", "path": "out/z.txt"},
+        ]),
+    )
+    .await;
+    let message = failure(&result);
+    assert!(message.contains("none were applied"), "{message}");
+    assert_eq!(snapshot_of(&fx.ws()), before, "the workspace changed");
 }
