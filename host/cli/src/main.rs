@@ -9,10 +9,14 @@ mod execute;
 mod gc;
 mod inspect;
 mod list;
+mod logs;
+mod progress;
 mod resume;
 mod run;
 mod runs;
+mod screen;
 mod session_files;
+mod style;
 mod validate;
 
 use std::path::PathBuf;
@@ -111,6 +115,9 @@ enum Command {
     Show(runs::ShowArgs),
     /// Print a run's event log (`--follow` to watch a live run).
     Events(runs::EventsArgs),
+    /// Print what a run's blocks wrote: their log lines, the stdout and
+    /// stderr of their commands and agents (`--follow` to watch a live run).
+    Logs(logs::LogsArgs),
     /// Write a run, its pinned definition and its whole log to a bundle file.
     Export(bundle::ExportArgs),
     /// Add a run from a bundle file to the store.
@@ -144,6 +151,7 @@ fn main() -> ExitCode {
         Command::Runs(args) => runs::runs(args, &cli.global),
         Command::Show(args) => runs::show(args, &cli.global),
         Command::Events(args) => runs::events(args, &cli.global),
+        Command::Logs(args) => logs::logs(args, &cli.global),
         Command::Export(args) => bundle::export(args, &cli.global),
         Command::Import(args) => bundle::import(args, &cli.global),
         Command::Gc(args) => gc::gc(args, &cli.global),
@@ -179,6 +187,7 @@ pub fn start_runtime(
 ) -> Result<Arc<WasmRuntime>, String> {
     let mut config = RuntimeConfig {
         default_executor,
+        slurm_watcher: Some(progress::slurm_watcher()),
         ..RuntimeConfig::default()
     };
     if no_cache {
@@ -207,9 +216,11 @@ pub fn load_plugins(
     .map_err(|e| format!("{}: {e}", workflow.file.display()))
 }
 
-/// Print an error the way every wfhost error looks.
+/// Print an error the way every wfhost error looks (`error:` in red on a
+/// terminal that allows colour).
 pub fn report_error(message: impl std::fmt::Display) {
+    let prefix = style::Style::stderr().bad("error:");
     for line in message.to_string().lines() {
-        eprintln!("error: {line}");
+        eprintln!("{prefix} {line}");
     }
 }

@@ -336,6 +336,7 @@ mod tests {
                 action: "END".into(),
                 command: CommandRecord::End,
                 gate_id: None,
+                fallback_for: None,
             },
         ]
     }

@@ -612,6 +612,7 @@ async fn take_transition<A: ActionInterpreter>(
                 action: format!("GATE:{prompt}"),
                 command: CommandRecord::Gate { prompt },
                 gate_id: Some(gate_id),
+                fallback_for: None,
             }],
         );
     }
@@ -626,6 +627,10 @@ async fn take_transition<A: ActionInterpreter>(
         return finish(state, sink, reason);
     };
     let action = resolution.transition().action.clone();
+    let fallback_for = match resolution {
+        transitions::Resolution::Fallback(_) => Some(signal.clone()),
+        transitions::Resolution::Exact(_) => None,
+    };
     let step = state.last_step;
     let view = RunView {
         workflow_id: workflow.id.clone(),
@@ -736,6 +741,7 @@ async fn take_transition<A: ActionInterpreter>(
             action,
             command: record,
             gate_id,
+            fallback_for,
         }],
     )
 }

@@ -36,6 +36,7 @@ pub mod restrictions;
 pub mod session_artifacts;
 pub mod session_projection;
 pub mod state;
+pub mod text;
 pub mod time;
 pub mod transitions;
 pub mod validation;
