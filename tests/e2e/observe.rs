@@ -367,3 +367,62 @@ fn the_status_line_shows_a_slurm_blocks_job_and_state() {
         "{line}"
     );
 }
+
+#[test]
+fn lanes_are_numbered_under_their_blocks_step_on_the_screen_and_in_show() {
+    let s = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(
+        s.path(),
+        "lanes.json",
+        serde_json::json!({
+            "id": "lanes",
+            "start_node": "dev",
+            "nodes": {"dev": {"entry_block": "implement", "blocks": {
+                "implement": {
+                    "worker": "echo",
+                    "parallel": {"merge_strategy": "workspace", "lanes": {
+                        "api": {"config": {"message": "api", "write": {"path": "api.txt", "content": "a\n"}}},
+                        "ui": {"config": {"message": "ui", "write": {"path": "ui.txt", "content": "u\n"}}}
+                    }},
+                    "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:after"}]
+                },
+                "after": {
+                    "worker": "echo",
+                    "config": {"message": "done"},
+                    "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+                }
+            }}}
+        }),
+    );
+    let out = run_workflow(&manifest, ws.path(), s.path());
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(
+        text.contains(
+            "  [0] dev.implement: 2 lanes (api, ui), merge: workspace; the lanes run as steps 0-1"
+        ),
+        "{text}"
+    );
+    for lane in ["api", "ui"] {
+        assert!(
+            text.contains(&format!("  [0.{lane}] -> SIGNAL:SUCCESS (")),
+            "{text}"
+        );
+    }
+    assert!(text.contains("1 file changed)"), "{text}");
+    assert!(!text.contains("[1]"), "{text}");
+    assert!(text.contains("  [2] dev.after -> SIGNAL:SUCCESS"), "{text}");
+    let show = stdout(&wfhost(&["show", &run_id(&out)], s.path()));
+    assert!(show.contains(" [0.api] -> SIGNAL:SUCCESS"), "{show}");
+    assert!(show.contains(" [0.ui] -> SIGNAL:SUCCESS"), "{show}");
+    let logs = stdout(&wfhost(&["logs", &run_id(&out), "implement"], s.path()));
+    assert!(
+        logs.contains("[0.api] dev.implement -> SIGNAL:SUCCESS"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("log: [info] wrote api.txt (1 line)"),
+        "{logs}"
+    );
+}

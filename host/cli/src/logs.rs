@@ -337,9 +337,9 @@ fn print_bundle(dir: &Path) -> Result<(), String> {
 
 /// `argv…   (cwd DIR, exit N)`.
 fn command_line(command: &serde_json::Value) -> String {
-    let argv: Vec<&str> = command["argv"]
+    let argv: Vec<String> = command["argv"]
         .as_array()
-        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .map(|a| a.iter().filter_map(|v| v.as_str()).map(quoted).collect())
         .unwrap_or_default();
     let mut how = Vec::new();
     if let Some(cwd) = command["cwd"].as_str() {
@@ -353,7 +353,21 @@ fn command_line(command: &serde_json::Value) -> String {
         (None, Some(signal)) => how.push(format!("killed by signal {signal}")),
         (None, None) => {}
     }
+    if how.is_empty() {
+        return argv.join(" ");
+    }
     format!("{}   ({})", argv.join(" "), how.join(", "))
+}
+
+/// `arg` as a shell would need it: as it is when plain, else in single
+/// quotes.
+fn quoted(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./=:,+-@%".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
 }
 
 fn print_stream(stream: &str, text: &str, more: bool) {
@@ -381,6 +395,15 @@ mod tests {
         assert!(matches("main.build", "build"));
         assert!(!matches("main.build", "main"));
         assert!(!matches("main.build", "uild"));
+    }
+
+    #[test]
+    fn commands_are_shown_as_a_shell_would_take_them() {
+        let c = serde_json::json!({"argv": ["sh", "-c", "echo 'x' >&2", ""], "exit_code": 1});
+        assert_eq!(
+            command_line(&c),
+            "sh -c 'echo '\\''x'\\'' >&2' ''   (exit 1)"
+        );
     }
 
     #[test]

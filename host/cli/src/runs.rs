@@ -160,15 +160,44 @@ struct StepLine {
     /// The snapshot after this step, to fork from.
     #[serde(skip_serializing_if = "Option::is_none")]
     snapshot: Option<String>,
+    /// The lanes of a parallel block, in completion order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    lanes: Vec<LaneLine>,
+}
+
+/// One lane of a parallel block's step.
+#[derive(Debug, Serialize, PartialEq)]
+struct LaneLine {
+    lane: String,
+    signal: String,
+    duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure: Option<String>,
 }
 
 fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
     let mut steps: Vec<StepLine> = Vec::new();
     let mut started: Option<(u64, u32)> = None;
     let mut interrupted = 0;
+    let mut lanes = Vec::new();
     for e in chain {
         match &e.event {
-            Event::BlockStarted { step, attempt, .. } => started = Some((*step, *attempt)),
+            Event::BlockStarted { step, attempt, .. } => {
+                started = Some((*step, *attempt));
+                lanes.clear();
+            }
+            Event::LaneCompleted {
+                lane,
+                signal,
+                duration_us,
+                failure,
+                ..
+            } => lanes.push(LaneLine {
+                lane: lane.clone(),
+                signal: signal.clone(),
+                duration_ms: *duration_us as f64 / 1000.0,
+                failure: failure.clone(),
+            }),
             Event::Resumed {
                 interrupted: Some(_),
             } => interrupted += 1,
@@ -194,6 +223,7 @@ fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                     fallback_for: None,
                     interrupted: std::mem::take(&mut interrupted),
                     snapshot: None,
+                    lanes: std::mem::take(&mut lanes),
                 });
             }
             Event::ActionTaken {
@@ -396,6 +426,20 @@ fn print_step(l: &StepLine, style: Style) {
             String::new()
         }
     );
+    for lane in &l.lanes {
+        println!(
+            "  {:<15} [{}.{}] -> {} ({:.1} ms){}",
+            "",
+            l.step,
+            escape(&lane.lane),
+            style.signal(&lane.signal),
+            lane.duration_ms,
+            lane.failure
+                .as_ref()
+                .map(|f| format!("; {}", style.bad(&format!("failed: {f}"))))
+                .unwrap_or_default()
+        );
+    }
 }
 
 fn print_event(e: &StoredEvent, json: bool) {
