@@ -426,3 +426,42 @@ fn lanes_are_numbered_under_their_blocks_step_on_the_screen_and_in_show() {
         "{logs}"
     );
 }
+
+#[test]
+fn logs_show_an_agents_output() {
+    let s = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let agent = repo().join("examples/agents/scripted_agent.py");
+    let manifest = write_manifest(
+        s.path(),
+        "agent.json",
+        serde_json::json!({
+            "id": "agent-logs",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "start_node": "dev",
+            "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+                "worker": "agent",
+                "file_restrictions": ["src/**"],
+                "prompt": {"task": "add a file"},
+                "config": {"command": [agent.to_str().unwrap(), "--write", "src/a.rs=a", "--summary", "added a.rs"]},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}}
+        }),
+    );
+    let out = run_workflow(&manifest, ws.path(), s.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let logs = stdout(&wfhost(&["logs", &run_id(&out)], s.path()));
+    assert!(
+        logs.contains("[0] dev.implement -> SIGNAL:SUCCESS"),
+        "{logs}"
+    );
+    assert!(logs.contains("  bundle .output/agent/"), "{logs}");
+    assert!(logs.contains("    stderr| "), "{logs}");
+    assert!(logs.contains("exit 0: added a.rs"), "{logs}");
+}
