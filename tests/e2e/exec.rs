@@ -5,7 +5,7 @@ use super::*;
 use crate::run::write_manifest;
 
 /// A workspace holding a copy of the exec-build example's project.
-fn project_workspace() -> tempfile::TempDir {
+pub(super) fn project_workspace() -> tempfile::TempDir {
     let ws = tempfile::tempdir().unwrap();
     let project = ws.path().join("project");
     std::fs::create_dir(&project).unwrap();
@@ -75,7 +75,7 @@ fn the_exec_build_example_builds_tests_and_leaves_a_bundle() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(result.contains("2 command(s) succeeded"), "{result}");
+    assert!(result.contains("2 commands succeeded"), "{result}");
     let bundle = ws
         .path()
         .join(format!(".output/exec/{run_id}/step-0-main.build"));
@@ -300,7 +300,7 @@ fn the_exec_container_example_reuses_its_dormant_container_and_cleans_up() {
 
 /// Whether a Slurm cluster answers; skips (or, under
 /// `WFHOST_REQUIRE_SERVICES=1`, fails) otherwise.
-fn slurm_ready() -> bool {
+pub(super) fn slurm_ready() -> bool {
     let ok = Command::new("sinfo")
         .args(["-h", "-o", "%T"])
         .output()

@@ -10,6 +10,7 @@ mod durable;
 mod examples;
 mod exec;
 mod inspect;
+mod observe;
 mod parallel;
 mod run;
 mod session_files;

@@ -16,7 +16,7 @@ fn the_hello_example_runs() {
     );
     assert!(text.contains("[3] main.done -> SIGNAL:SUCCESS"), "{text}");
     assert!(
-        text.contains(" succeeded: 4 steps, 1 lines written"),
+        text.contains(" succeeded: 4 steps, 1 line written"),
         "{text}"
     );
     assert_eq!(
@@ -78,7 +78,7 @@ fn a_failed_run_exits_non_zero_naming_block_and_signal() {
     let err = stderr(&out);
     assert!(err.contains("`main.a` emitted `SIGNAL:NOPE`"), "{err}");
     assert!(
-        stdout(&out).contains(" failed: 1 steps"),
+        stdout(&out).contains(" failed: 1 step,"),
         "{}",
         stdout(&out)
     );

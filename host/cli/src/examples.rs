@@ -43,6 +43,12 @@ Examples:
   wfhost events 3c1f0a
   wfhost events 3c1f0a --follow --json   # one JSON object per line, live";
 
+pub const LOGS: &str = "\
+Examples:
+  wfhost logs 3c1f0a                   # every block's log lines and command output
+  wfhost logs 3c1f0a build.compile     # one block (node.block, or just the block)
+  wfhost logs 3c1f0a -f                # follow a live run";
+
 pub const EXPORT: &str = "\
 Examples:
   wfhost export 3c1f0a -o run.bundle.json

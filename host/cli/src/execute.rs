@@ -14,10 +14,14 @@ use wfhost_core::event::{Event, EventSink, SinkError};
 use wfhost_core::manifest::{self, LoadedWorkflow};
 use wfhost_core::pinning::PinnedDefinition;
 use wfhost_core::state::RunState;
+use wfhost_core::text::{count, escape};
 use wfhost_runtime::PluginSet;
 use wfhost_runtime::cache::CacheOutcome;
 use wfhost_store::{BranchWriter, RunRecord, Store};
 
+use crate::progress::Live;
+use crate::screen::Screen;
+use crate::style::Style;
 use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
 
 /// How a run's progress is printed.
@@ -25,6 +29,22 @@ use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
 pub struct Output {
     pub verbose: bool,
     pub json: bool,
+    /// Only where the run came to rest: no line per block, no status line.
+    pub quiet: bool,
+}
+
+impl Output {
+    /// Whether a line per event is printed.
+    fn events(self) -> bool {
+        !self.json && !self.quiet
+    }
+
+    /// Whether the live status line is drawn: only for a person at a
+    /// terminal (standard output and standard error both terminals).
+    fn live(self) -> bool {
+        use std::io::IsTerminal;
+        self.events() && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()
+    }
 }
 
 /// How the runtime is set up: where compiled plugins are cached, and where
@@ -38,18 +58,42 @@ pub struct RuntimeChoice {
 }
 
 /// The engine's sink: the store, plus a line per event for the person
-/// watching.
+/// watching, and the live status line on a terminal.
 pub struct PrintingSink<'s> {
     pub writer: BranchWriter<'s>,
     pub output: Output,
+    screen: Screen,
+    live: Option<Live>,
+}
+
+impl<'s> PrintingSink<'s> {
+    pub fn new(writer: BranchWriter<'s>, output: Output) -> Self {
+        PrintingSink {
+            writer,
+            output,
+            screen: Screen::new(Style::stdout(), output.verbose),
+            live: output.live().then(Live::start),
+        }
+    }
+
+    /// Clear the status line for good (the run is at rest).
+    fn stop_live(&mut self) {
+        self.live = None;
+    }
 }
 
 impl EventSink for PrintingSink<'_> {
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
         self.writer.append(events)?;
-        if !self.output.json {
-            for event in events {
-                print_progress(event, self.output.verbose);
+        for event in events {
+            let lines = self.screen.lines(event);
+            if let Some(live) = &self.live {
+                live.observe(event);
+                live.print(&lines);
+            } else if self.output.events() {
+                for line in lines {
+                    println!("{line}");
+                }
             }
         }
         Ok(())
@@ -62,36 +106,6 @@ impl EventSink for PrintingSink<'_> {
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn print_progress(event: &Event, verbose: bool) {
-    match event {
-        Event::BlockCompleted { log, .. } => {
-            println!("  {}", event.describe());
-            if verbose {
-                for line in log {
-                    println!("        {line}");
-                }
-            }
-        }
-        Event::ActionTaken {
-            action,
-            command,
-            gate_id,
-            ..
-        } => match gate_id {
-            Some(id) => println!("        {action}: gate {id} opened"),
-            None => println!("        {action}: {command}"),
-        },
-        Event::Resumed { .. } | Event::GateAnswered { .. } => println!("  {}", event.describe()),
-        Event::LanesStarted { .. }
-        | Event::LaneCompleted { .. }
-        | Event::LaneConflictDetected { .. }
-        | Event::FanInWaiting { .. }
-        | Event::FanInCompleted { .. } => println!("  {}", event.describe()),
-        Event::BlockStarted { .. } if verbose => println!("  {}", event.describe()),
-        _ => {}
-    }
 }
 
 /// The pinned workflow of a run, ready to execute, with its plugins.
@@ -236,8 +250,9 @@ pub fn execute(
         plugins.shutdown().await;
         result
     });
+    sink.stop_live();
     match result {
-        Ok(report) => report_run(run, branch, &report, output),
+        Ok(report) => report_run(run, branch, &report, output, sink.screen.cause()),
         Err(e) => {
             report_error(format!(
                 "run {} stopped: {e}\nits log is intact up to the last recorded event; `wfhost resume {}` continues it",
@@ -248,8 +263,15 @@ pub fn execute(
     }
 }
 
-/// Print where the run came to rest; returns the exit code.
-pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Output) -> u8 {
+/// Print where the run came to rest; returns the exit code. `cause`: the
+/// error of the last block that had one, named when the run failed.
+pub fn report_run(
+    run: &RunRecord,
+    branch: u32,
+    report: &RunReport,
+    output: Output,
+    cause: Option<&str>,
+) -> u8 {
     let code = match &report.status {
         RunStatus::Succeeded => exit::SUCCESS,
         RunStatus::Failed { .. } => exit::RUN_FAILED,
@@ -289,19 +311,23 @@ pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Outp
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return code;
     }
+    let style = Style::stdout();
     let stats = report.statistics;
     let summary = format!(
-        "{} steps, {} lines written, {} tokens, {}",
-        report.steps,
-        stats.lines_written,
-        stats.tokens_used,
+        "{}, {} written, {}, {}",
+        count(report.steps, "step"),
+        count(stats.lines_written, "line"),
+        count(stats.tokens_used, "token"),
         ms(report.duration)
     );
     match &report.status {
-        RunStatus::Succeeded => println!("run {} succeeded: {summary}", run.id),
+        RunStatus::Succeeded => println!("run {} {}: {summary}", run.id, style.good("succeeded")),
         RunStatus::Failed { reason } => {
-            println!("run {} failed: {summary}", run.id);
-            report_error(reason);
+            println!("run {} {}: {summary}", run.id, style.bad("failed"));
+            report_error(escape(reason));
+            if let Some(cause) = cause.filter(|c| !reason.contains(c)) {
+                report_error(format!("caused by: {}", escape(cause)));
+            }
         }
         RunStatus::WaitingAtGate {
             gate_id,
@@ -310,8 +336,9 @@ pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Outp
             prompt,
         } => {
             println!(
-                "run {} waiting at gate {gate_id} after {node}.{block}: {prompt} ({summary})",
-                run.id
+                "run {} waiting at gate {gate_id} after {node}.{block}: {} ({summary})",
+                run.id,
+                escape(prompt)
             );
             let fan_in = report
                 .state
@@ -331,13 +358,18 @@ pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Outp
             }
         }
     }
-    for (name, b) in &report.blocks {
+    print_block_statistics(&report.state);
+    code
+}
+
+/// One line per block, in the order the run first reached them.
+pub fn print_block_statistics(state: &RunState) {
+    for (name, b) in state.blocks_in_run_order() {
         println!(
-            "  {name}: {} run{}, {} tokens, {} lines, {}{}",
-            b.attempts,
-            if b.attempts == 1 { "" } else { "s" },
-            b.tokens_used,
-            b.lines_written,
+            "  {name}: {}, {}, {}, {}{}",
+            count(b.attempts, "run"),
+            count(b.tokens_used, "token"),
+            count(b.lines_written, "line"),
             ms(b.duration),
             if b.failures > 0 {
                 format!(", {} failed", b.failures)
@@ -346,5 +378,4 @@ pub fn report_run(run: &RunRecord, branch: u32, report: &RunReport, output: Outp
             }
         );
     }
-    code
 }

@@ -1,6 +1,7 @@
 //! `wfhost gc`: retention.
 
 use clap::Args;
+use wfhost_core::text::count;
 use wfhost_store::time::{format_utc, parse_age};
 
 use crate::{Global, exit, report_error, store_error};
@@ -141,12 +142,16 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
     }
     if args.dry_run {
         println!(
-            "{} run(s) older than {} would be removed",
-            candidates.len(),
+            "{} older than {} would be removed",
+            count(candidates.len() as u64, "run"),
             args.older_than
         );
     } else {
-        println!("{removed} run(s) older than {} removed", args.older_than);
+        println!(
+            "{} older than {} removed",
+            count(removed as u64, "run"),
+            args.older_than
+        );
     }
     exit::SUCCESS
 }

@@ -10,11 +10,15 @@ mod execute;
 mod gc;
 mod inspect;
 mod list;
+mod logs;
 mod man;
+mod progress;
 mod resume;
 mod run;
 mod runs;
+mod screen;
 mod session_files;
+mod style;
 mod validate;
 
 use std::path::PathBuf;
@@ -159,6 +163,10 @@ enum Command {
     /// Print a run's event log (`--follow` to watch a live run).
     #[command(after_help = examples::EVENTS)]
     Events(With<runs::EventsArgs, Home>),
+    /// Print what a run's blocks wrote: their log lines, the stdout and
+    /// stderr of their commands and agents (`--follow` to watch a live run).
+    #[command(after_help = examples::LOGS)]
+    Logs(With<logs::LogsArgs, Home>),
     /// Write a run, its pinned definition and its whole log to a bundle file.
     #[command(after_help = examples::EXPORT)]
     Export(With<bundle::ExportArgs, Home>),
@@ -212,6 +220,7 @@ fn main() -> ExitCode {
         Command::Runs(w) => runs::runs(w.args, &(&w.store).into()),
         Command::Show(w) => runs::show(w.args, &(&w.store).into()),
         Command::Events(w) => runs::events(w.args, &(&w.store).into()),
+        Command::Logs(w) => logs::logs(w.args, &(&w.store).into()),
         Command::Export(w) => bundle::export(w.args, &(&w.store).into()),
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
@@ -252,6 +261,7 @@ pub fn start_runtime(
 ) -> Result<Arc<WasmRuntime>, String> {
     let mut config = RuntimeConfig {
         default_executor,
+        slurm_watcher: Some(progress::slurm_watcher()),
         ..RuntimeConfig::default()
     };
     if no_cache {
@@ -280,9 +290,11 @@ pub fn load_plugins(
     .map_err(|e| format!("{}: {e}", workflow.file.display()))
 }
 
-/// Print an error the way every wfhost error looks.
+/// Print an error the way every wfhost error looks (`error:` in red on a
+/// terminal that allows colour).
 pub fn report_error(message: impl std::fmt::Display) {
+    let prefix = style::Style::stderr().bad("error:");
     for line in message.to_string().lines() {
-        eprintln!("error: {line}");
+        eprintln!("{prefix} {line}");
     }
 }

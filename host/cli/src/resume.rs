@@ -25,6 +25,10 @@ pub struct ExecOptions {
     /// Also print plugin loads and every block's log.
     #[arg(long, short, conflicts_with = "json")]
     verbose: bool,
+    /// Print only where the run came to rest: no line per block, no live
+    /// status line.
+    #[arg(long, short, conflicts_with_all = ["json", "verbose"])]
+    quiet: bool,
     /// Print only a JSON report of where the run came to rest.
     #[arg(long)]
     json: bool,
@@ -40,6 +44,7 @@ impl ExecOptions {
         Output {
             verbose: self.verbose,
             json: self.json,
+            quiet: self.quiet,
         }
     }
 
@@ -209,7 +214,7 @@ fn continue_prepared(
         Resumption::AfterCrash => Entry::Resume(state),
         Resumption::Recorded => Entry::Continue(state),
     };
-    let sink = SessionSink::new(PrintingSink { writer, output }, files);
+    let sink = SessionSink::new(PrintingSink::new(writer, output), files);
     execute(&prepared, run, sink, entry)
 }
 

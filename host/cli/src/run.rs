@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// Also print plugin loads and every block's log.
     #[arg(long, short, conflicts_with = "json")]
     verbose: bool,
+    /// Print only where the run came to rest: no line per block, no live
+    /// status line.
+    #[arg(long, short, conflicts_with_all = ["json", "verbose"])]
+    quiet: bool,
     /// Print only a JSON report of the run (status, statistics per run and
     /// per block) on stdout.
     #[arg(long)]
@@ -72,6 +76,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     let output = Output {
         verbose: args.verbose,
         json: args.json,
+        quiet: args.quiet,
     };
     let default_executor = match &args.executor {
         wfhost_exec::Executor::Local => String::new(),
@@ -163,7 +168,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     let code = execute(
         &prepared,
         &record,
-        crate::session_files::SessionSink::new(PrintingSink { writer, output }, files),
+        crate::session_files::SessionSink::new(PrintingSink::new(writer, output), files),
         Entry::Continue(state),
     );
     drop(lock);

@@ -11,6 +11,10 @@ use wfhost_core::pinning::PinnedDefinition;
 use wfhost_store::time::format_utc;
 use wfhost_store::{Store, StoredEvent};
 
+use wfhost_core::text::{count, escape};
+use wfhost_core::transitions::FAIL_DEFAULT;
+
+use crate::style::Style;
 use crate::{Global, builtin_names, exit, store_error};
 
 #[derive(Args)]
@@ -147,20 +151,53 @@ struct StepLine {
     duration_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     failure: Option<String>,
+    /// Set when the block had no transition for its signal and took its
+    /// `SIGNAL:FAIL_DEFAULT` one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fallback_for: Option<String>,
     /// Executions of this step cut short by a crash and run again.
     interrupted: u32,
     /// The snapshot after this step, to fork from.
     #[serde(skip_serializing_if = "Option::is_none")]
     snapshot: Option<String>,
+    /// The lanes of a parallel block, in completion order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    lanes: Vec<LaneLine>,
+}
+
+/// One lane of a parallel block's step.
+#[derive(Debug, Serialize, PartialEq)]
+struct LaneLine {
+    lane: String,
+    signal: String,
+    duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure: Option<String>,
 }
 
 fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
     let mut steps: Vec<StepLine> = Vec::new();
     let mut started: Option<(u64, u32)> = None;
     let mut interrupted = 0;
+    let mut lanes = Vec::new();
     for e in chain {
         match &e.event {
-            Event::BlockStarted { step, attempt, .. } => started = Some((*step, *attempt)),
+            Event::BlockStarted { step, attempt, .. } => {
+                started = Some((*step, *attempt));
+                lanes.clear();
+            }
+            Event::LaneCompleted {
+                lane,
+                signal,
+                duration_us,
+                failure,
+                ..
+            } => lanes.push(LaneLine {
+                lane: lane.clone(),
+                signal: signal.clone(),
+                duration_ms: *duration_us as f64 / 1000.0,
+                failure: failure.clone(),
+            }),
             Event::Resumed {
                 interrupted: Some(_),
             } => interrupted += 1,
@@ -183,8 +220,10 @@ fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                     command: None,
                     duration_ms: *duration_us as f64 / 1000.0,
                     failure: failure.clone(),
+                    fallback_for: None,
                     interrupted: std::mem::take(&mut interrupted),
                     snapshot: None,
+                    lanes: std::mem::take(&mut lanes),
                 });
             }
             Event::ActionTaken {
@@ -192,8 +231,10 @@ fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                 action,
                 command,
                 gate_id,
+                fallback_for,
             } => {
                 if let Some(line) = steps.iter_mut().rev().find(|l| l.step == *step) {
+                    line.fallback_for = fallback_for.clone();
                     line.action = Some(action.clone());
                     line.command = Some(match gate_id {
                         Some(id) => format!("gate {id}"),
@@ -286,6 +327,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         return exit::SUCCESS;
     }
 
+    let style = Style::stdout();
     println!("run {}  (workflow {})", run.id, run.workflow_id);
     println!(
         "  definition  {} pinned from {}",
@@ -298,17 +340,17 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     println!("  started     {}", format_utc(run.created_at));
     println!("  status      {status} (branch {branch})");
     if let Some(reason) = &failure {
-        println!("  failure     {reason}");
+        println!("  failure     {}", style.bad(reason));
     }
     println!();
     println!("branches");
     for b in &branches {
         println!(
-            "  {} {:<3} {:<11} {} events{}  last written {}",
+            "  {} {:<3} {:<11} {}{}  last written {}",
             if b.branch == branch { "*" } else { " " },
             b.branch,
             b.status,
-            b.events,
+            count(b.events, "event"),
             b.forked_from
                 .as_ref()
                 .map(|s| format!(", forked from {s}"))
@@ -325,29 +367,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         println!("  {:<15} (start)", s);
     }
     for l in &steps {
-        println!(
-            "  {:<15} [{}] {} #{} -> {}  {}{} ({:.1} ms){}{}",
-            l.snapshot.as_deref().unwrap_or("-"),
-            l.step,
-            l.block,
-            l.attempt,
-            l.signal,
-            l.action.as_deref().unwrap_or("(no transition)"),
-            l.command
-                .as_ref()
-                .map(|c| format!(": {c}"))
-                .unwrap_or_default(),
-            l.duration_ms,
-            l.failure
-                .as_ref()
-                .map(|f| format!("; failed: {f}"))
-                .unwrap_or_default(),
-            if l.interrupted > 0 {
-                format!("; interrupted {}x, ran again", l.interrupted)
-            } else {
-                String::new()
-            }
-        );
+        print_step(l, style);
     }
     if !gates.is_empty() {
         println!();
@@ -358,7 +378,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
                 g.gate_id,
                 g.node,
                 g.block,
-                g.prompt,
+                escape(&g.prompt),
                 g.decision
                     .as_ref()
                     .map_or("open".to_string(), |d| d.to_string())
@@ -367,25 +387,59 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     }
     println!();
     println!(
-        "statistics: {} steps, {} tokens, {} lines written",
-        state.steps, state.statistics.tokens_used, state.statistics.lines_written
+        "statistics: {}, {}, {} written",
+        count(state.steps, "step"),
+        count(state.statistics.tokens_used, "token"),
+        count(state.statistics.lines_written, "line")
     );
-    for (name, b) in &state.blocks {
+    crate::execute::print_block_statistics(&state);
+    exit::SUCCESS
+}
+
+/// One line of `show`'s steps.
+fn print_step(l: &StepLine, style: Style) {
+    let fallback = l
+        .fallback_for
+        .as_ref()
+        .map(|s| format!(" (no transition: {} -> {FAIL_DEFAULT})", escape(s)))
+        .unwrap_or_default();
+    println!(
+        "  {:<15} [{}] {} #{} -> {}{fallback}  {}{} ({:.1} ms){}{}",
+        l.snapshot.as_deref().unwrap_or("-"),
+        l.step,
+        l.block,
+        l.attempt,
+        style.signal(&l.signal),
+        escape(l.action.as_deref().unwrap_or("(no transition)")),
+        l.command
+            .as_ref()
+            .map(|c| format!(": {}", escape(c)))
+            .unwrap_or_default(),
+        l.duration_ms,
+        l.failure
+            .as_ref()
+            .map(|f| format!("; {}", style.bad(&format!("failed: {f}"))))
+            .unwrap_or_default(),
+        if l.interrupted > 0 {
+            format!("; interrupted {}x, ran again", l.interrupted)
+        } else {
+            String::new()
+        }
+    );
+    for lane in &l.lanes {
         println!(
-            "  {name}: {} run{}, {} tokens, {} lines, {:.1} ms{}",
-            b.attempts,
-            if b.attempts == 1 { "" } else { "s" },
-            b.tokens_used,
-            b.lines_written,
-            b.duration.as_secs_f64() * 1000.0,
-            if b.failures > 0 {
-                format!(", {} failed", b.failures)
-            } else {
-                String::new()
-            }
+            "  {:<15} [{}.{}] -> {} ({:.1} ms){}",
+            "",
+            l.step,
+            escape(&lane.lane),
+            style.signal(&lane.signal),
+            lane.duration_ms,
+            lane.failure
+                .as_ref()
+                .map(|f| format!("; {}", style.bad(&format!("failed: {f}"))))
+                .unwrap_or_default()
         );
     }
-    exit::SUCCESS
 }
 
 fn print_event(e: &StoredEvent, json: bool) {

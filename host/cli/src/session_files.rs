@@ -340,6 +340,7 @@ mod tests {
                 action: "END".into(),
                 command: CommandRecord::End,
                 gate_id: None,
+                fallback_for: None,
             },
         ]
     }

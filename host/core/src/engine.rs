@@ -700,6 +700,7 @@ async fn take_transition<A: ActionInterpreter>(
                 action: format!("GATE:{prompt}"),
                 command: CommandRecord::Gate { prompt },
                 gate_id: Some(gate_id),
+                fallback_for: None,
             }],
         );
     }
@@ -714,6 +715,10 @@ async fn take_transition<A: ActionInterpreter>(
         return finish(state, sink, reason);
     };
     let action = resolution.transition().action.clone();
+    let fallback_for = match resolution {
+        transitions::Resolution::Fallback(_) => Some(signal.clone()),
+        transitions::Resolution::Exact(_) => None,
+    };
     let step = state.last_step;
     let view = RunView {
         workflow_id: workflow.id.clone(),
@@ -824,6 +829,7 @@ async fn take_transition<A: ActionInterpreter>(
             action,
             command: record,
             gate_id,
+            fallback_for,
         }],
     )
 }

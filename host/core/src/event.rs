@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
+use crate::text::count;
 
 /// The version of the event format, recorded in every exported bundle.
 ///
@@ -88,6 +89,11 @@ pub enum Event {
         /// Set when the command opens a gate: its id, unique in the run.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         gate_id: Option<String>,
+        /// Set when the block had no transition for its signal and its
+        /// `SIGNAL:FAIL_DEFAULT` transition was taken instead: the signal
+        /// that had none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fallback_for: Option<String>,
     },
     /// A human answered an open gate.
     GateAnswered { gate_id: String, decision: Decision },
@@ -222,8 +228,13 @@ impl Event {
         )
     }
 
-    /// A one-line human description.
+    /// A one-line human description. What plugins wrote into the event
+    /// (signals, reasons, prompts) is escaped: see [`crate::text::escape`].
     pub fn describe(&self) -> String {
+        crate::text::escape(&self.describe_raw())
+    }
+
+    fn describe_raw(&self) -> String {
         match self {
             Event::RunStarted {
                 workflow_id,
@@ -262,10 +273,17 @@ impl Event {
                 action,
                 command,
                 gate_id,
-            } => match gate_id {
-                Some(id) => format!("[{step}] {action}: gate {id} opened"),
-                None => format!("[{step}] {action}: {command}"),
-            },
+                fallback_for,
+            } => {
+                let fallback = fallback_for
+                    .as_ref()
+                    .map(|signal| format!("{signal} -> {}: ", crate::transitions::FAIL_DEFAULT))
+                    .unwrap_or_default();
+                match gate_id {
+                    Some(id) => format!("[{step}] {fallback}{action}: gate {id} opened"),
+                    None => format!("[{step}] {fallback}{action}: {command}"),
+                }
+            }
             Event::GateAnswered { gate_id, decision } => {
                 format!("gate {gate_id} answered: {decision}")
             }
@@ -286,8 +304,8 @@ impl Event {
                 lanes,
                 merge_strategy,
             } => format!(
-                "[{step}] fan-out to {} lane(s): {} (merge: {})",
-                lanes.len(),
+                "[{step}] fan-out to {}: {} (merge: {})",
+                count(lanes.len() as u64, "lane"),
                 lanes.join(", "),
                 merge_strategy.as_str()
             ),
@@ -301,9 +319,9 @@ impl Event {
                 ..
             } => {
                 let mut s = format!(
-                    "[{step}] lane {lane} -> {signal} ({:.1} ms, {} file(s) changed)",
+                    "[{step}] lane {lane} -> {signal} ({:.1} ms, {} changed)",
                     *duration_us as f64 / 1000.0,
-                    changed.len()
+                    count(changed.len() as u64, "file")
                 );
                 if let Some(why) = failure {
                     s.push_str(&format!(": lane failed: {why}"));
@@ -333,12 +351,17 @@ impl Event {
                 applied,
                 discarded,
                 outputs,
-            } => format!(
-                "[{step}] fan-in: {} file(s) applied, {} discarded, {} output(s) collected",
-                applied.iter().map(|(_, p)| p.len()).sum::<usize>(),
-                discarded.iter().map(|(_, p)| p.len()).sum::<usize>(),
-                outputs.len()
-            ),
+            } => {
+                let files = |lanes: &[(String, Vec<String>)]| {
+                    lanes.iter().map(|(_, p)| p.len() as u64).sum::<u64>()
+                };
+                format!(
+                    "[{step}] fan-in: {} applied, {} discarded, {} collected",
+                    count(files(applied), "file"),
+                    files(discarded),
+                    count(outputs.len() as u64, "output")
+                )
+            }
         }
     }
 }
@@ -715,6 +738,7 @@ mod tests {
                     isolated: true,
                 },
                 gate_id: None,
+                fallback_for: None,
             },
             Event::GateAnswered {
                 gate_id: "UD-1".into(),

@@ -38,6 +38,7 @@ pub mod session_projection;
 pub mod signals;
 pub mod state;
 pub mod strict_json;
+pub mod text;
 pub mod time;
 pub mod transitions;
 pub mod validation;

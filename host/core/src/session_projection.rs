@@ -602,6 +602,7 @@ mod tests {
             action: "X".into(),
             command,
             gate_id: gate_id.map(str::to_string),
+            fallback_for: None,
         }
     }
 

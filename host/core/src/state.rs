@@ -71,6 +71,10 @@ pub struct BlockStatistics {
     pub duration: Duration,
     /// Executions whose worker failed.
     pub failures: u32,
+    /// The step at which the block first ran, to list blocks in the order
+    /// the run reached them.
+    #[serde(skip)]
+    pub first_step: u64,
 }
 
 fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -331,7 +335,13 @@ impl RunState {
                     self.artifacts.insert(key.clone(), artifact.clone());
                 }
                 self.statistics.add(*statistics);
-                let per_block = self.blocks.entry(key.clone()).or_default();
+                let per_block = self
+                    .blocks
+                    .entry(key.clone())
+                    .or_insert_with(|| BlockStatistics {
+                        first_step: *step,
+                        ..BlockStatistics::default()
+                    });
                 per_block.attempts += 1;
                 per_block.tokens_used += statistics.tokens_used;
                 per_block.lines_written += statistics.lines_written;
@@ -371,6 +381,7 @@ impl RunState {
                 action: _,
                 command,
                 gate_id,
+                fallback_for: _,
             } => {
                 let Phase::Deciding { node, block, .. } = &self.phase else {
                     return Err(err(format!(
@@ -648,6 +659,14 @@ impl RunState {
         }
         self.events += 1;
         Ok(())
+    }
+
+    /// The per-block statistics in the order the run first reached each
+    /// block.
+    pub fn blocks_in_run_order(&self) -> Vec<(&String, &BlockStatistics)> {
+        let mut blocks: Vec<_> = self.blocks.iter().collect();
+        blocks.sort_by_key(|(_, b)| b.first_step);
+        blocks
     }
 
     /// Completed executions of `node.block`.

@@ -52,6 +52,8 @@ pub struct SlurmExecutor {
     pub poll_interval: Duration,
     /// How long `sbatch`, `squeue`, `scontrol` and `scancel` may take.
     pub command_timeout: Duration,
+    /// Told the state of a job each time the queue is asked about it.
+    pub watcher: Option<JobWatcher>,
 }
 
 impl Default for SlurmExecutor {
@@ -59,7 +61,23 @@ impl Default for SlurmExecutor {
         SlurmExecutor {
             poll_interval: Duration::from_millis(250),
             command_timeout: Duration::from_secs(30),
+            watcher: None,
         }
+    }
+}
+
+/// Whoever wants to see jobs progress (a status line): called with a job's
+/// id and its state (`PENDING`, `RUNNING`, …) each time the queue shows
+/// the job. It must return at once.
+#[derive(Clone)]
+pub struct JobWatcher(pub std::sync::Arc<JobWatch>);
+
+/// The function behind a [`JobWatcher`]: job id, state.
+pub type JobWatch = dyn Fn(&str, &str) + Send + Sync;
+
+impl std::fmt::Debug for JobWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobWatcher")
     }
 }
 
@@ -407,7 +425,8 @@ impl SlurmExecutor {
     pub async fn poll(&self, job_id: &str) -> Result<(bool, String), ExecError> {
         let out = self.slurm("squeue", &squeue_args(job_id)).await?;
         if out.ok && is_active(&out.stdout) {
-            let state = out.stdout.lines().next().unwrap_or("RUNNING").trim();
+            let state = queue_state(&out.stdout);
+            self.tell(job_id, state);
             return Ok((true, state.to_string()));
         }
         Ok((false, self.final_state(job_id).await.0))
@@ -458,7 +477,7 @@ impl SlurmExecutor {
                 // A finished job is either gone (`Invalid job id`) or shown
                 // in a final state while the controller still remembers it.
                 Ok(out) if !out.ok || !is_active(&out.stdout) => return false,
-                Ok(_) => {}
+                Ok(out) => self.tell(job_id, queue_state(&out.stdout)),
                 // squeue itself failing (controller restarting): keep
                 // polling until the deadline.
                 Err(_) => {}
@@ -471,6 +490,12 @@ impl SlurmExecutor {
                 return true;
             }
             tokio::time::sleep(self.poll_interval).await;
+        }
+    }
+
+    fn tell(&self, job_id: &str, state: &str) {
+        if let Some(watcher) = &self.watcher {
+            (watcher.0)(job_id, state);
         }
     }
 
@@ -526,6 +551,11 @@ fn squeue_args(job_id: &str) -> [String; 5] {
         "-o".to_string(),
         "%T".to_string(),
     ]
+}
+
+/// The state `squeue` shows for an active job.
+fn queue_state(stdout: &str) -> &str {
+    stdout.lines().next().unwrap_or("RUNNING").trim()
 }
 
 fn is_active(states: &str) -> bool {

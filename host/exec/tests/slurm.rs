@@ -186,6 +186,32 @@ async fn a_failing_command_stops_the_job_with_its_exit_code() {
 }
 
 #[tokio::test]
+async fn a_watcher_sees_the_job_and_its_state_while_it_is_queued() {
+    let Some(mut slurm) = slurm_or_skip() else {
+        return;
+    };
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let sink = seen.clone();
+    slurm.watcher = Some(wfhost_exec::slurm::JobWatcher(std::sync::Arc::new(
+        move |job: &str, state: &str| sink.lock().unwrap().push((job.into(), state.into())),
+    )));
+    let dir = tempfile::tempdir().unwrap();
+    let req = request(dir.path(), "watched", vec![cmd(&["sleep", "1"])]);
+    let outcome = slurm.run(&req, &debug()).await.unwrap();
+    assert!(outcome.succeeded, "{outcome:?}");
+    let job = outcome.slurm_job_id.unwrap();
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty(), "the watcher was never told");
+    for (id, state) in seen.iter() {
+        assert_eq!(*id, job);
+        assert!(
+            ["PENDING", "CONFIGURING", "RUNNING", "COMPLETING"].contains(&state.as_str()),
+            "{state}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_timeout_cancels_the_job() {
     let Some(slurm) = slurm_or_skip() else {
         return;

@@ -32,6 +32,9 @@ pub struct RuntimeConfig {
     /// `TELEMETRY_ENABLED=1`); from `$WFHOST_TELEMETRY_URL`. None disables
     /// it.
     pub telemetry_url: Option<String>,
+    /// Told the state of every Slurm job of the run each time it is polled
+    /// (for a status line).
+    pub slurm_watcher: Option<wfhost_exec::slurm::JobWatcher>,
 }
 
 impl Default for RuntimeConfig {
@@ -50,6 +53,7 @@ impl Default for RuntimeConfig {
             telemetry_url: std::env::var("WFHOST_TELEMETRY_URL")
                 .ok()
                 .filter(|u| !u.trim().is_empty()),
+            slurm_watcher: None,
         }
     }
 }

@@ -109,6 +109,17 @@ pub struct RunResources {
 }
 
 impl RunResources {
+    /// The resources of a run whose Slurm jobs are watched by `watcher`.
+    pub fn new(watcher: Option<wfhost_exec::slurm::JobWatcher>) -> Self {
+        RunResources {
+            slurm: SlurmExecutor {
+                watcher,
+                ..SlurmExecutor::default()
+            },
+            ..RunResources::default()
+        }
+    }
+
     pub(crate) async fn containers(&self) -> Result<Arc<ContainerPool>, ExecError> {
         let mut slot = self.containers.lock().await;
         if let Some(pool) = slot.as_ref() {

@@ -168,6 +168,7 @@ impl PluginSet {
             origin: workspace.display().to_string(),
             message: format!("workspace is not usable: {e}"),
         })?;
+        let resources = Arc::new(RunResources::new(runtime.config().slurm_watcher.clone()));
         let mut set = PluginSet {
             runtime,
             workspace,
@@ -175,7 +176,7 @@ impl PluginSet {
             workers: HashMap::new(),
             handlers: HashMap::new(),
             loads: Vec::new(),
-            resources: Arc::default(),
+            resources,
         };
         for request in requests {
             set.load_one(request)?;

@@ -61,6 +61,7 @@ fn step(n: u64, keep: usize) -> [Event; 3] {
                 to: "main.a".into(),
             },
             gate_id: None,
+            fallback_for: None,
         },
     ]
 }

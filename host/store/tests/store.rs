@@ -67,6 +67,7 @@ fn step(n: u64) -> Vec<Event> {
                 to: "main.a".into(),
             },
             gate_id: None,
+            fallback_for: None,
         },
     ]
 }

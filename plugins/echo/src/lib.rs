@@ -46,7 +46,8 @@ impl Worker for Echo {
                 return Ok(WorkerOutput::new(payload, "SIGNAL:WRITE_REFUSED"));
             }
             lines = write.content.lines().count() as u64;
-            log::info(format!("wrote {} ({lines} lines)", write.path));
+            let noun = if lines == 1 { "line" } else { "lines" };
+            log::info(format!("wrote {} ({lines} {noun})", write.path));
         }
         let signal = config.signal.unwrap_or_else(|| "SIGNAL:SUCCESS".into());
         Ok(WorkerOutput::new(payload, signal).with_statistics(0, lines))

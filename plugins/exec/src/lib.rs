@@ -159,13 +159,13 @@ impl Worker for Exec {
                 format!("{error} (bundle {})", result.bundle_dir),
             ));
         }
-        let ran = result.commands.len();
-        log::info(format!("{ran} command(s), bundle {}", result.bundle_dir));
+        let ran = match result.commands.len() {
+            1 => "1 command".to_string(),
+            n => format!("{n} commands"),
+        };
+        log::info(format!("{ran}, bundle {}", result.bundle_dir));
         let text = match result.commands.iter().find(|c| c.exit_code != Some(0)) {
-            None => format!(
-                "exec: {ran} command(s) succeeded; bundle {}",
-                result.bundle_dir
-            ),
+            None => format!("exec: {ran} succeeded; bundle {}", result.bundle_dir),
             Some(c) if c.timed_out => format!(
                 "exec: `{}` timed out; bundle {}",
                 c.argv.join(" "),

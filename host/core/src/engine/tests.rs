@@ -177,9 +177,31 @@ async fn unmatched_signal_falls_back_to_fail_default() {
         }}}
     }));
     let workers = FakeWorkers::default().with("tag", tagger);
-    let report = execute(&wf, &workers).await;
+    let mut log = MemoryLog::default();
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("e"), &mut log)
+        .await
+        .unwrap();
     assert_eq!(report.status, RunStatus::Succeeded);
     assert_eq!(workers.visited(), ["main.a", "main.c"]);
+    // The event says the fallback was taken, and for which signal; an
+    // exact match says nothing.
+    let fallbacks: Vec<_> = log
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ActionTaken { fallback_for, .. } => Some(fallback_for.as_deref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fallbacks, [Some("SIGNAL:ODD"), None]);
+    assert_eq!(
+        log.events
+            .iter()
+            .find(|e| matches!(e, Event::ActionTaken { .. }))
+            .unwrap()
+            .describe(),
+        "[0] SIGNAL:ODD -> SIGNAL:FAIL_DEFAULT: JUMP:c: jump to main.c"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,431 @@
+//! `wfhost logs`: what a run's blocks wrote, block by block.
+//!
+//! For every block execution on the run's branch (and every lane of a
+//! parallel block): the block's line as the run printed it, its error or
+//! validation error, the log lines its worker wrote (recorded in the run's
+//! events), and the commands of its result bundles — the exec and agent
+//! bundles under `.output/exec/RUN/` and `.output/agent/RUN/` in the
+//! workspace, named `step-STEP-NODE.BLOCK` — with their stdout and stderr.
+//!
+//! The bundles are in the workspace, which workers write: they are read as
+//! untrusted. Symbolic links are never followed, each file is read up to a
+//! cap, and every line is escaped.
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use wfhost_core::event::Event;
+use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::text::escape;
+use wfhost_store::{RunRecord, Store, StoredEvent};
+
+use crate::style::Style;
+use crate::{Global, exit, report_error, store_error};
+
+/// The most of one captured file printed.
+const FILE_CAP: u64 = 1 << 20;
+
+/// Where the bundles of a run's blocks are, under the workspace.
+const BUNDLE_DIRS: [&str; 2] = [".output/exec", ".output/agent"];
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    wfhost logs run-20261123-005752-00e59a\n  \
+    wfhost logs 00e59a main.build\n  \
+    wfhost logs 00e59a build --follow")]
+pub struct LogsArgs {
+    /// The run (its id, or a part of it that names one run).
+    run: String,
+    /// Only this block: `node.block`, or `block` for a block of that name in
+    /// any node.
+    block: Option<String>,
+    /// Keep printing blocks as a live run completes them, until it stops.
+    #[arg(long, short)]
+    follow: bool,
+    /// The branch (default: the one written last).
+    #[arg(long)]
+    branch: Option<u32>,
+}
+
+pub fn logs(args: LogsArgs, global: &Global) -> u8 {
+    let store = match global.existing_store() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let run = match store.resolve_run(&args.run) {
+        Ok(r) => r,
+        Err(e) => return store_error(e),
+    };
+    if let Some(block) = &args.block
+        && let Err(e) = check_block(&store, &run, block)
+    {
+        report_error(e);
+        return exit::BAD_INPUT;
+    }
+    let branch = match args
+        .branch
+        .map_or_else(|| store.current_branch(&run.id), Ok)
+    {
+        Ok(b) => b,
+        Err(e) => return store_error(e),
+    };
+    let mut printer = Printer {
+        workspace: PathBuf::from(&run.workspace),
+        run_id: run.id.clone(),
+        filter: args.block,
+        style: Style::stdout(),
+        current: None,
+        lanes: Vec::new(),
+    };
+    match follow(&store, &run, branch, args.follow, &mut printer) {
+        Ok(()) => exit::SUCCESS,
+        Err(e) => store_error(e),
+    }
+}
+
+/// Print the branch's blocks so far, then, with `follow`, the ones a live
+/// run completes until it stops.
+fn follow(
+    store: &Store,
+    run: &RunRecord,
+    branch: u32,
+    follow: bool,
+    printer: &mut Printer,
+) -> Result<(), wfhost_store::StoreError> {
+    // Whether the run was executing *before* reading, so that the last
+    // events written before it stopped are still printed.
+    let mut live = follow && store.is_running(&run.id);
+    let chain = store.chain(&run.id, branch)?;
+    let mut last = chain.iter().map(|e| e.seq).max().unwrap_or(0);
+    chain.iter().for_each(|e| printer.event(&e.event));
+    while live {
+        std::thread::sleep(Duration::from_millis(200));
+        live = store.is_running(&run.id);
+        let batch: Vec<StoredEvent> = store.events_after(&run.id, last)?;
+        for e in &batch {
+            last = e.seq;
+            if e.branch == branch {
+                printer.event(&e.event);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `block` must name a block of the run's pinned definition.
+fn check_block(store: &Store, run: &RunRecord, block: &str) -> Result<(), String> {
+    let json = store
+        .definition(&run.workflow_hash)
+        .map_err(|e| e.to_string())?;
+    let workflow = PinnedDefinition::parse(&json, &run.workflow_hash)
+        .map_err(|e| format!("run {}: {e}", run.id))?;
+    let names: Vec<String> = workflow
+        .nodes
+        .iter()
+        .flat_map(|(n, node)| node.blocks.keys().map(move |b| format!("{n}.{b}")))
+        .collect();
+    if names.iter().any(|n| matches(n, block)) {
+        return Ok(());
+    }
+    Err(format!(
+        "run {} has no block `{}` (its blocks: {})",
+        run.id,
+        escape(block),
+        names.join(", ")
+    ))
+}
+
+/// Whether `node.block` is what `filter` names.
+fn matches(name: &str, filter: &str) -> bool {
+    name == filter || name.split_once('.').is_some_and(|(_, b)| b == filter)
+}
+
+struct Printer {
+    workspace: PathBuf,
+    run_id: String,
+    filter: Option<String>,
+    style: Style,
+    /// Step and `node.block` of the block started last.
+    current: Option<(u64, String)>,
+    /// The lanes of the running parallel block, in step order.
+    lanes: Vec<String>,
+}
+
+impl Printer {
+    fn wanted(&self, name: &str) -> bool {
+        self.filter.as_deref().is_none_or(|f| matches(name, f))
+    }
+
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::BlockStarted {
+                step, node, block, ..
+            } => {
+                self.current = Some((*step, format!("{node}.{block}")));
+                self.lanes.clear();
+            }
+            Event::LanesStarted { lanes, .. } => self.lanes = lanes.clone(),
+            Event::BlockCompleted {
+                step,
+                node,
+                block,
+                signal,
+                payload,
+                failure,
+                log,
+                duration_us,
+                ..
+            } => {
+                let name = format!("{node}.{block}");
+                if !self.wanted(&name) {
+                    return;
+                }
+                self.heading(&format!("[{step}] {name}"), signal, *duration_us);
+                self.problem("error", failure.as_deref());
+                let validation = payload.push.iter().find(|s| s.kind == "VALIDATION_ERROR");
+                self.problem("validation error", validation.map(|s| s.content.as_str()));
+                print_log(log);
+                self.bundles(*step, &name);
+            }
+            Event::LaneCompleted {
+                lane,
+                signal,
+                failure,
+                log,
+                duration_us,
+                ..
+            } => {
+                let Some((step, name)) = self.current.clone() else {
+                    return;
+                };
+                if !self.wanted(&name) {
+                    return;
+                }
+                self.heading(&format!("[{step}.{lane}] {name}"), signal, *duration_us);
+                self.problem("error", failure.as_deref());
+                print_log(log);
+                let index = self.lanes.iter().position(|l| l == lane).unwrap_or(0);
+                self.bundles(step + index as u64, &name);
+            }
+            _ => {}
+        }
+    }
+
+    fn heading(&self, what: &str, signal: &str, duration_us: u64) {
+        println!(
+            "{} -> {} ({:.1} ms)",
+            escape(what),
+            self.style.signal(signal),
+            duration_us as f64 / 1000.0
+        );
+    }
+
+    fn problem(&self, label: &str, text: Option<&str>) {
+        if let Some(text) = text {
+            println!("  {}", self.style.bad(&format!("{label}: {text}")));
+        }
+    }
+
+    /// Print the bundles of the execution at `step` of `name`.
+    fn bundles(&self, step: u64, name: &str) {
+        for dir in bundle_dirs(&self.workspace, &self.run_id, step, name) {
+            let shown = dir.strip_prefix(&self.workspace).unwrap_or(&dir);
+            println!("  bundle {}", escape(&shown.display().to_string()));
+            if let Err(e) = print_bundle(&dir) {
+                println!("    (cannot read it: {})", escape(&e));
+            }
+        }
+    }
+}
+
+fn print_log(log: &[String]) {
+    for line in log {
+        println!("  log: {}", escape(line));
+    }
+}
+
+/// The bundle directories of the execution at `step` of `name` (`node.block`):
+/// `step-STEP-NAME`, then `step-STEP-NAME-2`, … for executions run again.
+fn bundle_dirs(workspace: &Path, run_id: &str, step: u64, name: &str) -> Vec<PathBuf> {
+    let base = format!("step-{step}-{name}");
+    let mut found = Vec::new();
+    for kind in BUNDLE_DIRS {
+        let rel = format!("{kind}/{run_id}");
+        let Ok(parent) = wfhost_core::workspace::ensure_real_dir(workspace, &rel, false) else {
+            continue;
+        };
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            continue;
+        };
+        let mut dirs: Vec<(u64, PathBuf)> = entries
+            .flatten()
+            // `DirEntry::file_type` does not follow symbolic links.
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| {
+                let file_name = e.file_name();
+                let n = repeat_of(file_name.to_str()?, &base)?;
+                Some((n, e.path()))
+            })
+            .collect();
+        dirs.sort();
+        found.extend(dirs.into_iter().map(|(_, p)| p));
+    }
+    found
+}
+
+/// 1 for `base`, n for `base-n`, else none.
+fn repeat_of(file_name: &str, base: &str) -> Option<u64> {
+    let rest = file_name.strip_prefix(base)?;
+    if rest.is_empty() {
+        return Some(1);
+    }
+    rest.strip_prefix('-')?.parse().ok().filter(|n| *n >= 2)
+}
+
+/// A regular file in `dir`, read without following a symbolic link, up
+/// to [`FILE_CAP`]; `true` when there was more.
+fn read_file(dir: &Path, name: &str) -> Result<(String, bool), String> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(format!("`{name}` is not a file name in the bundle"));
+    }
+    let path = dir.join(name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| format!("{name}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("{name}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{name} is not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(FILE_CAP)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{name}: {e}"))?;
+    Ok((
+        String::from_utf8_lossy(&bytes).into_owned(),
+        meta.len() > FILE_CAP,
+    ))
+}
+
+/// Print a bundle's commands and their captured output.
+fn print_bundle(dir: &Path) -> Result<(), String> {
+    let (text, _) = read_file(dir, "manifest.json")?;
+    let manifest: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("manifest.json: {e}"))?;
+    let commands = manifest["commands"].as_array().cloned().unwrap_or_default();
+    for command in &commands {
+        println!("  $ {}", escape(&command_line(command)));
+        if let Some(error) = command["error"].as_str() {
+            println!("    error: {}", escape(error));
+        }
+        for stream in ["stdout", "stderr"] {
+            let Some(name) = command[stream].as_str() else {
+                continue;
+            };
+            match read_file(dir, name) {
+                Ok((text, more)) => print_stream(stream, &text, more),
+                Err(e) => println!("    {stream}: (cannot read it: {})", escape(&e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `argv…   (cwd DIR, exit N)`.
+fn command_line(command: &serde_json::Value) -> String {
+    let argv: Vec<String> = command["argv"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).map(quoted).collect())
+        .unwrap_or_default();
+    let mut how = Vec::new();
+    if let Some(cwd) = command["cwd"].as_str() {
+        how.push(format!("cwd {cwd}"));
+    }
+    if command["timed_out"].as_bool() == Some(true) {
+        how.push("timed out".to_string());
+    }
+    match (command["exit_code"].as_i64(), command["signal"].as_i64()) {
+        (Some(code), _) => how.push(format!("exit {code}")),
+        (None, Some(signal)) => how.push(format!("killed by signal {signal}")),
+        (None, None) => {}
+    }
+    if how.is_empty() {
+        return argv.join(" ");
+    }
+    format!("{}   ({})", argv.join(" "), how.join(", "))
+}
+
+/// `arg` as a shell would need it: as it is when plain, else in single
+/// quotes.
+fn quoted(arg: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./=:,+-@%".contains(c);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
+fn print_stream(stream: &str, text: &str, more: bool) {
+    for line in text.lines() {
+        let sep = if line.is_empty() { "" } else { " " };
+        println!("    {stream}|{sep}{}", escape_keeping_tabs(line));
+    }
+    if more {
+        println!("    {stream}| … (cut at {} KiB)", FILE_CAP / 1024);
+    }
+}
+
+/// A captured line, escaped, its tabs left as tabs.
+fn escape_keeping_tabs(line: &str) -> String {
+    line.split('\t').map(escape).collect::<Vec<_>>().join("\t")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_filters_match_full_or_bare_names() {
+        assert!(matches("main.build", "main.build"));
+        assert!(matches("main.build", "build"));
+        assert!(!matches("main.build", "main"));
+        assert!(!matches("main.build", "uild"));
+    }
+
+    #[test]
+    fn commands_are_shown_as_a_shell_would_take_them() {
+        let c = serde_json::json!({"argv": ["sh", "-c", "echo 'x' >&2", ""], "exit_code": 1});
+        assert_eq!(
+            command_line(&c),
+            "sh -c 'echo '\\''x'\\'' >&2' ''   (exit 1)"
+        );
+    }
+
+    #[test]
+    fn repeated_executions_get_numbered_bundles() {
+        assert_eq!(repeat_of("step-1-main.b", "step-1-main.b"), Some(1));
+        assert_eq!(repeat_of("step-1-main.b-3", "step-1-main.b"), Some(3));
+        assert_eq!(repeat_of("step-1-main.bc", "step-1-main.b"), None);
+        assert_eq!(repeat_of("step-1-main.b-1", "step-1-main.b"), None);
+        assert_eq!(repeat_of("step-1-main.b-x", "step-1-main.b"), None);
+    }
+
+    #[test]
+    fn bundle_files_are_never_read_through_links() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret"), "s").unwrap();
+        std::fs::write(dir.path().join("cmd-1.stdout"), "out").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("secret"), dir.path().join("link")).unwrap();
+        assert_eq!(
+            read_file(dir.path(), "cmd-1.stdout").unwrap(),
+            ("out".to_string(), false)
+        );
+        assert!(read_file(dir.path(), "link").is_err());
+        assert!(read_file(dir.path(), "../secret").is_err());
+    }
+}
