@@ -220,20 +220,23 @@ fn the_screen_shows_validation_errors_and_the_cause_of_a_failure() {
     );
 }
 
-/// A worker whose signal and message carry terminal escape sequences.
+const HOSTILE: &str = "OK\u{1b}[2J\u{1b}]0;pwned\u{7}\rrun forged succeeded\nerror: none";
+
+/// A worker whose failure message carries terminal escape sequences (a
+/// signal with control characters is refused outright: see
+/// `a_signal_with_control_characters_fails_the_block`).
 fn hostile_manifest(dir: &Path) -> PathBuf {
+    std::fs::write(dir.join("probe.wasm"), wfhost_guest_artifacts::TEST_PROBE).unwrap();
     write_manifest(
         dir,
         "hostile.json",
         serde_json::json!({
             "id": "hostile",
             "start_node": "main",
+            "plugins": {"probe": {"path": "probe.wasm"}},
             "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
-                "worker": "echo",
-                "config": {
-                    "message": "hi",
-                    "signal": "SIGNAL:OK\u{1b}[2J\u{1b}]0;pwned\u{7}\rrun forged succeeded\nerror: none"
-                },
+                "worker": "probe",
+                "config": {"ops": [{"op": "fail", "code": "x", "message": HOSTILE}]},
                 "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]
             }}}}
         }),
@@ -247,34 +250,57 @@ fn plugin_text_is_escaped_and_json_stays_exact() {
     let manifest = hostile_manifest(s.path());
     let out = run_workflow(&manifest, ws.path(), s.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let text = stdout(&out);
+    let text = stdout(&out) + &stderr(&out);
     assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text:?}");
     assert!(
-        text.contains(
-            "[0] main.a -> SIGNAL:OK\\e[2J\\e]0;pwned\\u{7}\\rrun forged succeeded\\nerror: none ("
-        ),
+        text.contains("OK\\e[2J\\e]0;pwned\\u{7}\\rrun forged succeeded\\nerror: none"),
         "{text}"
     );
     assert!(
-        !text.lines().any(|l| l.starts_with("error: none")),
+        !text
+            .lines()
+            .any(|l| l.starts_with("error: none") || l.starts_with("run forged")),
         "{text}"
     );
     let id = run_id(&out);
     for args in [vec!["events", &id], vec!["show", &id], vec!["logs", &id]] {
         let shown = stdout(&wfhost(&args, s.path()));
-        assert!(shown.contains("SIGNAL:OK\\e[2J"), "{args:?}: {shown}");
+        assert!(shown.contains("OK\\e[2J"), "{args:?}: {shown}");
         assert!(!shown.contains('\u{1b}'), "{args:?}: {shown:?}");
     }
-    // JSON carries the signal exactly as the worker sent it.
+    // JSON carries the message exactly as the worker sent it.
     let events = run_events(s.path(), &id);
     let completed = events
         .iter()
         .find(|e| e["type"] == "block_completed")
         .unwrap();
     assert_eq!(
-        completed["signal"],
-        "SIGNAL:OK\u{1b}[2J\u{1b}]0;pwned\u{7}\rrun forged succeeded\nerror: none"
+        completed["failure"],
+        format!("plugin `probe` failed: x: {HOSTILE}")
     );
+}
+
+#[test]
+fn a_signal_with_control_characters_fails_the_block() {
+    let s = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(
+        s.path(),
+        "signal.json",
+        serde_json::json!({
+            "id": "signal", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
+                "worker": "echo",
+                "config": {"message": "hi", "signal": format!("SIGNAL:{HOSTILE}")},
+                "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]
+            }}}}
+        }),
+    );
+    let out = run_workflow(&manifest, ws.path(), s.path());
+    let text = stdout(&out);
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+    assert!(text.contains("main.a -> SIGNAL:WORKER_ERROR"), "{text}");
+    assert!(text.contains("control character"), "{text}");
 }
 
 /// `wfhost ARGS` on a pseudo-terminal (util-linux `script`): everything it
