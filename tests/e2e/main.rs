@@ -12,6 +12,8 @@ mod inspect;
 mod parallel;
 mod run;
 mod session_files;
+mod deadlines;
+mod trust;
 mod validate;
 
 /// The repository root.
@@ -31,6 +33,15 @@ fn command(scratch: &Path) -> Command {
         .env_remove("WFHOST_DURABILITY")
         .env_remove("RUST_BACKTRACE");
     cmd
+}
+
+/// A workspace inside `scratch`, beside (not around) the home and cache
+/// that [`command`] puts there: wfhost refuses a workspace that contains
+/// them.
+fn workspace_in(scratch: &Path) -> PathBuf {
+    let ws = scratch.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    ws
 }
 
 /// Run `wfhost` with a private cache and home inside `scratch`.
