@@ -71,7 +71,9 @@ fn a_guest_sleeping_past_its_timeout_fails_within_a_second_of_it() {
         report["reason"].to_string().contains("timed out after 2s"),
         "{report}"
     );
-    let took = report["blocks"]["main.think"]["duration_ms"].as_f64().unwrap();
+    let took = report["blocks"]["main.think"]["duration_ms"]
+        .as_f64()
+        .unwrap();
     assert!((2000.0..3000.0).contains(&took), "the block took {took} ms");
 }
 
@@ -154,9 +156,60 @@ fn a_fifo_in_the_workspace_stalls_neither_a_restricted_block_nor_an_agent_snapsh
             }}}
         }),
     );
-    let args = ["run", manifest.to_str().unwrap(), "-w", ws.to_str().unwrap()];
+    let args = [
+        "run",
+        manifest.to_str().unwrap(),
+        "-w",
+        ws.to_str().unwrap(),
+    ];
     let (out, _) = wfhost_within(&args, scratch.path(), Duration::from_secs(60));
-    assert_eq!(out.status.code(), Some(0), "{}{}", stdout(&out), stderr(&out));
-    assert_eq!(std::fs::read_to_string(ws.join("notes/a.txt")).unwrap(), "a");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes/a.txt")).unwrap(),
+        "a"
+    );
     assert_eq!(std::fs::read_to_string(ws.join("src/b.rs")).unwrap(), "b");
+}
+
+#[test]
+fn a_fifo_planted_as_an_agents_output_file_is_not_read() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = workspace_in(scratch.path());
+    std::fs::create_dir_all(ws.join(".output")).unwrap();
+    mkfifo(&ws.join(".output/block-main.agent.json"));
+    let agent = repo().join("examples/agents/scripted_agent.py");
+    let manifest = write_json(
+        &scratch.path().join("wf.json"),
+        serde_json::json!({
+            "id": "fifo-output", "start_node": "main",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "nodes": {"main": {"entry_block": "agent", "blocks": {
+                "agent": {"worker": "agent", "timeout": "20s",
+                          "config": {"command": [agent.to_str().unwrap(), "--no-output"]},
+                          "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}
+            }}}
+        }),
+    );
+    let args = [
+        "run",
+        manifest.to_str().unwrap(),
+        "-w",
+        ws.to_str().unwrap(),
+    ];
+    let (out, took) = wfhost_within(&args, scratch.path(), Duration::from_secs(60));
+    // No output file to read: the block fails, at once, not at a deadline.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(took < Duration::from_secs(15), "{took:?}");
 }

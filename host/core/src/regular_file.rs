@@ -58,7 +58,16 @@ fn open_checked(path: &Path, extra_flags: i32) -> io::Result<File> {
 /// larger than `max` (or grows past it while it is read) is refused
 /// without reading more than `max + 1` bytes.
 pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    let file = open_checked(path, 0)?;
+    read_bounded(open_checked(path, 0)?, max)
+}
+
+/// Read a whole file in a workspace of at most `max` bytes, like
+/// [`read_regular`] but never following a symlink (see [`open_regular`]).
+pub fn read_workspace_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    read_bounded(open_regular(path)?, max)
+}
+
+fn read_bounded(file: File, max: u64) -> io::Result<Vec<u8>> {
     let len = file.metadata()?.len();
     if len > max {
         return Err(too_large(max));

@@ -238,7 +238,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let out_dir = workspace::ensure_real_dir(&workspace, ".output", true)
         .map_err(failed("the workspace's .output"))?;
     let output_path = out_dir.join(block_output::file_name(&request.agent_id));
-    let earlier = std::fs::read(&output_path).ok();
+    let earlier = read_output_file(&output_path, request.output_cap).ok();
 
     // The prompt file lives next to the bundle, where a container sees it
     // too.
@@ -357,7 +357,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let mut protocol = None;
     let (own, defect) = match request.protocol {
         Protocol::BlockOutput => {
-            let written = std::fs::read(&output_path).ok();
+            let written = read_output_file(&output_path, request.output_cap).ok();
             let fresh = written.filter(|w| Some(w) != earlier.as_ref());
             match block_output::read(fresh.as_deref(), &request.agent_id, request.block_type) {
                 Ok(output) => match ran_badly {
@@ -419,7 +419,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
             );
             // Keep what the agent wrote, if it wrote something, for
             // inspection.
-            if let Ok(bytes) = std::fs::read(&output_path)
+            if let Ok(bytes) = read_output_file(&output_path, request.output_cap)
                 && Some(&bytes) != earlier.as_ref()
                 && request.protocol == Protocol::BlockOutput
             {
@@ -509,4 +509,10 @@ mod tests {
             assert!(!not_watched(p), "{p}");
         }
     }
+}
+
+/// The agent's output file, as a regular file of bounded size: a FIFO, a
+/// device or a symlink the agent put there is not read (nor waited on).
+fn read_output_file(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    wfhost_core::regular_file::read_workspace_file(path, cap)
 }
