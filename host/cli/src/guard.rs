@@ -21,17 +21,22 @@ pub fn check_workspace(
     let ws = workspace
         .canonicalize()
         .map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
-    let home_what = "the wfhost home (the run store); choose another with --home or WFHOST_HOME";
-    let cache_what =
-        "the compiled-plugin cache; choose another with --cache-dir or WFHOST_CACHE_DIR";
-    let mut state = vec![(home.to_path_buf(), home_what)];
+    let mut state = vec![(
+        home.to_path_buf(),
+        "the wfhost home (the run store)",
+        "--home or WFHOST_HOME",
+    )];
     if let Some(cache) = runtime.cache_dir() {
-        state.push((cache, cache_what));
+        state.push((
+            cache,
+            "the compiled-plugin cache",
+            "--cache-dir or WFHOST_CACHE_DIR",
+        ));
     }
-    for (dir, what) in state {
+    for (dir, what, option) in state {
         if resolved(&dir).starts_with(&ws) {
             return Err(format!(
-                "workspace {} contains {} ({what}): blocks could read or change it",
+                "workspace {} contains {what} {}: blocks could read or change it; use a workspace that does not contain it, or move it with {option}",
                 workspace.display(),
                 dir.display()
             ));
