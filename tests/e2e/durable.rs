@@ -362,7 +362,12 @@ fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
 fn export_then_import_elsewhere_shows_the_same_run() {
     let here = tempfile::tempdir().unwrap();
     let there = tempfile::tempdir().unwrap();
-    let out = start(&example("review-gate"), &workspace_in(here.path()), here.path(), &[]);
+    let out = start(
+        &example("review-gate"),
+        &workspace_in(here.path()),
+        here.path(),
+        &[],
+    );
     assert_eq!(out.status.code(), Some(3));
     let id = only_run(here.path()).unwrap();
     let bundle = here.path().join("run.bundle.json");

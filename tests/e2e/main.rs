@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 mod agents;
 mod bad_input;
+mod deadlines;
 mod durable;
 mod examples;
 mod exec;
@@ -12,7 +13,6 @@ mod inspect;
 mod parallel;
 mod run;
 mod session_files;
-mod deadlines;
 mod trust;
 mod validate;
 

@@ -37,7 +37,12 @@ fn entry(cache: &Path, digest_prefix: &str) -> PathBuf {
     std::fs::read_dir(cache)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(digest_prefix))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(digest_prefix)
+        })
         .expect("a cache entry")
 }
 
@@ -75,15 +80,23 @@ fn a_cache_entry_overwritten_with_another_plugin_is_recompiled_and_the_right_plu
     let second = run(true);
     // Had scripted's code run as `echo`, echo's config would have failed it.
     assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
-    let echo = loads(&second).into_iter().find(|(n, _, _)| n == "echo").unwrap();
+    let echo = loads(&second)
+        .into_iter()
+        .find(|(n, _, _)| n == "echo")
+        .unwrap();
     assert!(echo.1.contains("failed the integrity check"), "{echo:?}");
     assert!(stdout(&second).contains("genuine echo") || stdout(&second).contains("main.a"));
     let (code, report) = run_report(&manifest, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
-    assert!(report["payload"].to_string().contains("genuine echo"), "{report}");
+    assert!(
+        report["payload"].to_string().contains("genuine echo"),
+        "{report}"
+    );
     let third = run(true);
     assert!(
-        loads(&third).iter().all(|(_, how, _)| how == "compiled cache hit"),
+        loads(&third)
+            .iter()
+            .all(|(_, how, _)| how == "compiled cache hit"),
         "{}",
         stdout(&third)
     );
@@ -103,7 +116,12 @@ fn run_with_home(home: &Path, manifest: &Path, ws: &Path, extra: &[&str]) -> Out
         cmd.env_remove(var);
     }
     cmd.env("HOME", home)
-        .args(["run", manifest.to_str().unwrap(), "-w", ws.to_str().unwrap()])
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
         .args(extra)
         .output()
         .unwrap()
@@ -121,7 +139,10 @@ fn a_workspace_that_contains_the_home_or_the_cache_is_refused_and_nothing_is_wri
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains(".local/share/wfhost") && err.contains("the wfhost home"), "{err}");
+    assert!(
+        err.contains(".local/share/wfhost") && err.contains("the wfhost home"),
+        "{err}"
+    );
     assert!(tree(&home).is_empty(), "written: {:?}", tree(&home));
 
     // The home elsewhere, the cache inside the workspace.
@@ -133,7 +154,10 @@ fn a_workspace_that_contains_the_home_or_the_cache_is_refused_and_nothing_is_wri
     );
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains(".cache/wfhost/components") && err.contains("compiled-plugin cache"), "{err}");
+    assert!(
+        err.contains(".cache/wfhost/components") && err.contains("compiled-plugin cache"),
+        "{err}"
+    );
     assert!(tree(&home).is_empty() && !outer.path().join("h").exists());
 
     // Both elsewhere: the run goes ahead.
@@ -141,7 +165,11 @@ fn a_workspace_that_contains_the_home_or_the_cache_is_refused_and_nothing_is_wri
         &home,
         &manifest,
         &home,
-        &["--home", outer.path().join("h").to_str().unwrap(), "--no-cache"],
+        &[
+            "--home",
+            outer.path().join("h").to_str().unwrap(),
+            "--no-cache",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
@@ -166,8 +194,22 @@ fn continuing_a_run_with_the_cache_inside_its_workspace_is_refused_and_records_n
     let inside = ws.join("cache");
     let inside = inside.to_str().unwrap();
     for args in [
-        vec!["gate", id.as_str(), "UD-1", "approved", "--cache-dir", inside],
-        vec!["fork", id.as_str(), "--at", at.as_str(), "--cache-dir", inside],
+        vec![
+            "gate",
+            id.as_str(),
+            "UD-1",
+            "approved",
+            "--cache-dir",
+            inside,
+        ],
+        vec![
+            "fork",
+            id.as_str(),
+            "--at",
+            at.as_str(),
+            "--cache-dir",
+            inside,
+        ],
     ] {
         let out = wfhost(&args, s);
         let err = stderr(&out);

@@ -113,7 +113,7 @@ fn too_large(max: u64) -> io::Error {
 
 /// `16 MiB`, `256 MiB`, or bytes when not a whole number of MiB.
 pub fn human_size(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{bytes} bytes")

@@ -491,6 +491,12 @@ fn from_protocol(
     }
 }
 
+/// The agent's output file, as a regular file of bounded size: a FIFO, a
+/// device or a symlink the agent put there is not read (nor waited on).
+fn read_output_file(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    wfhost_core::regular_file::read_workspace_file(path, cap)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,10 +515,4 @@ mod tests {
             assert!(!not_watched(p), "{p}");
         }
     }
-}
-
-/// The agent's output file, as a regular file of bounded size: a FIFO, a
-/// device or a symlink the agent put there is not read (nor waited on).
-fn read_output_file(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
-    wfhost_core::regular_file::read_workspace_file(path, cap)
 }

@@ -86,8 +86,7 @@ fn failure(result: &BlockResult) -> String {
     result
         .outcome
         .as_ref()
-        .err()
-        .expect("the block failed")
+        .expect_err("the block failed")
         .message
         .clone()
 }
