@@ -604,15 +604,23 @@ fn drain_log(store: &mut Store<HostState>) -> Vec<String> {
     lines
 }
 
+/// How long after its timeout a guest call still waiting in a host call is
+/// abandoned. Host capabilities end their own work at the deadline (an exec
+/// command or agent is killed then) and return; the grace lets the plugin
+/// report that as its own failure instead of being cut off mid-answer.
+const HOST_CALL_GRACE: Duration = Duration::from_millis(500);
+
 /// Race a guest call against its timeout. The epoch deadline stops a guest
 /// running wasm code; this stops one waiting in a host call (a sleep, a
-/// poll, a file read on the blocking pool, an exec command): the call is
-/// dropped and reported as the same interrupt.
+/// poll, a file read on the blocking pool): at the timeout plus
+/// [`HOST_CALL_GRACE`], the call is dropped and reported as the same
+/// interrupt.
 async fn within_deadline<T>(
     timeout: Duration,
     call: impl Future<Output = wasmtime::Result<T>>,
 ) -> wasmtime::Result<T> {
-    match tokio::time::timeout(timeout, call).await {
+    let limit = timeout.saturating_add(HOST_CALL_GRACE);
+    match tokio::time::timeout(limit, call).await {
         Ok(result) => result,
         Err(_) => Err(wasmtime::Error::new(Trap::Interrupt)),
     }
