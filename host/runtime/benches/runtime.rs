@@ -96,6 +96,28 @@ fn bench_compile_vs_cache() {
         std::fs::metadata(&entry).unwrap().len() / 1024,
         fmt(median(check))
     );
+    // For comparison, a load without any check: wasmtime maps the raw
+    // compiled bytes from a file.
+    let raw = dir.path().join("raw.cwasm");
+    let compiled = wasmtime::component::Component::new(rt.engine(), guests::ECHO)
+        .unwrap()
+        .serialize()
+        .unwrap();
+    std::fs::write(&raw, compiled).unwrap();
+    let unchecked: Vec<Duration> = (0..100)
+        .map(|_| {
+            let t = Instant::now();
+            // SAFETY: bytes this engine serialized just above.
+            std::hint::black_box(unsafe {
+                wasmtime::component::Component::deserialize_file(rt.engine(), &raw).unwrap()
+            });
+            t.elapsed()
+        })
+        .collect();
+    println!(
+        "| for comparison: unchecked load of the raw entry (`deserialize_file`) | median {} | |",
+        fmt(median(unchecked))
+    );
 }
 
 /// A probe call doing ten reads of a small workspace file: guest file I/O
