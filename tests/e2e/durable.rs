@@ -226,7 +226,7 @@ fn a_gate_round_trip_with_changes_requested_then_approved() {
     let manifest = example("review-gate");
     let check = wfhost(&["validate", manifest.to_str().unwrap(), "--strict"], s);
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
-    let out = start(&manifest, s, s, &[]);
+    let out = start(&manifest, &workspace_in(s), s, &[]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let id = only_run(s).unwrap();
 
@@ -309,7 +309,7 @@ fn a_gate_round_trip_with_changes_requested_then_approved() {
 fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    let out = start(&example("hello"), s, s, &[]);
+    let out = start(&example("hello"), &workspace_in(s), s, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let id = only_run(s).unwrap();
     let original = json_of(&wfhost(&["show", &id, "--json"], s));
@@ -343,7 +343,7 @@ fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
     assert_eq!(runs[0]["branches"], 2);
 
     // A snapshot of another run, or none at all, is refused.
-    let out = start(&example("hello"), s, s, &["--json"]);
+    let out = start(&example("hello"), &workspace_in(s), s, &["--json"]);
     let other = json_of(&out)["run_id"].as_str().unwrap().to_string();
     let before = store_bytes(s);
     let wrong = wfhost(&["fork", &other, "--at", &after_step_1], s);
@@ -362,7 +362,12 @@ fn a_fork_continues_from_an_older_snapshot_and_keeps_the_original_branch() {
 fn export_then_import_elsewhere_shows_the_same_run() {
     let here = tempfile::tempdir().unwrap();
     let there = tempfile::tempdir().unwrap();
-    let out = start(&example("review-gate"), here.path(), here.path(), &[]);
+    let out = start(
+        &example("review-gate"),
+        &workspace_in(here.path()),
+        here.path(),
+        &[],
+    );
     assert_eq!(out.status.code(), Some(3));
     let id = only_run(here.path()).unwrap();
     let bundle = here.path().join("run.bundle.json");
@@ -440,7 +445,7 @@ fn a_run_keeps_its_pinned_definition_when_the_file_changes() {
     let s = scratch.path();
     let manifest = s.join("gate.json");
     std::fs::copy(example("review-gate"), &manifest).unwrap();
-    let out = start(&manifest, s, s, &[]);
+    let out = start(&manifest, &workspace_in(s), s, &[]);
     assert_eq!(out.status.code(), Some(3));
     let id = only_run(s).unwrap();
     let show = stdout(&wfhost(&["show", &id], s));
@@ -477,7 +482,7 @@ fn a_second_process_cannot_execute_a_run_that_is_executing() {
             "run",
             example("durable").to_str().unwrap(),
             "-w",
-            s.to_str().unwrap(),
+            workspace_in(s).to_str().unwrap(),
         ])
         .stdout(Stdio::null())
         .spawn()
@@ -525,7 +530,7 @@ fn concurrent_runs_share_one_store_without_damage() {
                     "run",
                     example("hello").to_str().unwrap(),
                     "-w",
-                    s.to_str().unwrap(),
+                    workspace_in(s).to_str().unwrap(),
                 ])
                 .stdout(Stdio::null())
                 .spawn()
@@ -548,7 +553,7 @@ fn concurrent_runs_share_one_store_without_damage() {
 fn a_damaged_store_is_reported_not_panicked_on_and_left_alone() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    let out = start(&example("hello"), s, s, &[]);
+    let out = start(&example("hello"), &workspace_in(s), s, &[]);
     assert_eq!(out.status.code(), Some(0));
     let id = only_run(s).unwrap();
     // The last connection to close folded the WAL into the main file, so
@@ -580,7 +585,7 @@ fn a_damaged_store_is_reported_not_panicked_on_and_left_alone() {
                 "run",
                 example("hello").to_str().unwrap(),
                 "-w",
-                s.to_str().unwrap(),
+                workspace_in(s).to_str().unwrap(),
             ],
         ] {
             let out = wfhost(&args, s);
@@ -618,7 +623,7 @@ fn bad_run_ids_and_finished_runs_are_clear_errors() {
         assert!(stderr(&out).contains("no run store"), "{}", stderr(&out));
     }
     assert!(!store_file(s).exists());
-    let out = start(&example("hello"), s, s, &[]);
+    let out = start(&example("hello"), &workspace_in(s), s, &[]);
     assert_eq!(out.status.code(), Some(0));
     let id = only_run(s).unwrap();
     let before = store_bytes(s);
@@ -646,9 +651,9 @@ fn bad_run_ids_and_finished_runs_are_clear_errors() {
 fn gc_removes_old_finished_runs_and_keeps_waiting_ones() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    let ok = start(&example("hello"), s, s, &[]);
+    let ok = start(&example("hello"), &workspace_in(s), s, &[]);
     assert_eq!(ok.status.code(), Some(0));
-    let gated = start(&example("review-gate"), s, s, &[]);
+    let gated = start(&example("review-gate"), &workspace_in(s), s, &[]);
     assert_eq!(gated.status.code(), Some(3));
     std::thread::sleep(Duration::from_millis(1100));
 

@@ -137,7 +137,7 @@ fn the_policy_refuses_shells_and_the_message_names_the_rule() {
                            "transitions": end_on_success()}),
         true,
     );
-    let out = run_workflow(&manifest, dir.path(), dir.path());
+    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -145,7 +145,7 @@ fn the_policy_refuses_shells_and_the_message_names_the_rule() {
         "{err}"
     );
     assert!(
-        !dir.path().join(".output/exec").exists(),
+        !dir.path().join("ws/.output/exec").exists(),
         "nothing ran, no bundle"
     );
 }
@@ -176,7 +176,7 @@ fn bad_commands_fail_the_block_with_a_clear_message() {
             serde_json::json!({"config": {"commands": [command]}, "transitions": end_on_success()}),
             true,
         );
-        let out = run_workflow(&manifest, dir.path(), dir.path());
+        let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
         assert_eq!(out.status.code(), Some(1), "{expected}");
         assert!(
             stderr(&out).contains(expected),
@@ -209,7 +209,7 @@ fn executors_and_images_that_are_missing_say_so() {
                                "transitions": end_on_success()}),
             true,
         );
-        let out = run_workflow(&manifest, dir.path(), dir.path());
+        let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
         assert_eq!(out.status.code(), Some(1));
         let err = stderr(&out);
         assert!(
@@ -227,7 +227,7 @@ fn exec_must_be_granted() {
         serde_json::json!({"config": {"commands": [{"argv": ["true"]}]}, "transitions": end_on_success()}),
         false,
     );
-    let out = run_workflow(&manifest, dir.path(), dir.path());
+    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     let err = stderr(&out);
     assert!(
@@ -516,7 +516,7 @@ fn unreachable_docker_or_slurm_fails_the_block_clearly_and_keeps_the_run_record(
                 "run",
                 manifest.to_str().unwrap(),
                 "--workspace",
-                dir.path().to_str().unwrap(),
+                workspace_in(dir.path()).to_str().unwrap(),
             ])
             .output()
             .unwrap();
@@ -528,9 +528,9 @@ fn unreachable_docker_or_slurm_fails_the_block_clearly_and_keeps_the_run_record(
         let runs = stdout(&runs);
         assert!(runs.contains("failed"), "{runs}");
         assert!(
-            !dir.path().join(".output/exec").exists()
-                || tree(&dir.path().join(".output/exec")).is_empty()
-                || tree(&dir.path().join(".output/exec"))
+            !dir.path().join("ws/.output/exec").exists()
+                || tree(&dir.path().join("ws/.output/exec")).is_empty()
+                || tree(&dir.path().join("ws/.output/exec"))
                     .iter()
                     .all(|p| !p.contains("manifest.json")),
             "no bundle for a block that never ran"
@@ -631,7 +631,7 @@ fn crash_mid_block(
             "run",
             manifest.to_str().unwrap(),
             "--workspace",
-            dir.path().to_str().unwrap(),
+            workspace_in(dir.path()).to_str().unwrap(),
         ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

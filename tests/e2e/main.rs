@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 mod agents;
 mod bad_input;
 mod cli;
+mod deadlines;
 mod durable;
 mod examples;
 mod exec;
@@ -14,6 +15,7 @@ mod observe;
 mod parallel;
 mod run;
 mod session_files;
+mod trust;
 mod validate;
 
 /// The repository root.
@@ -33,6 +35,15 @@ fn command(scratch: &Path) -> Command {
         .env_remove("WFHOST_DURABILITY")
         .env_remove("RUST_BACKTRACE");
     cmd
+}
+
+/// A workspace inside `scratch`, beside (not around) the home and cache
+/// that [`command`] puts there: wfhost refuses a workspace that contains
+/// them.
+fn workspace_in(scratch: &Path) -> PathBuf {
+    let ws = scratch.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    ws
 }
 
 /// Run `wfhost` with a private cache and home inside `scratch`.

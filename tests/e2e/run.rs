@@ -119,7 +119,7 @@ fn a_gate_pauses_with_its_own_exit_code() {
             }}}
         }),
     );
-    let out = run_workflow(&manifest, dir.path(), dir.path());
+    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
     assert_eq!(out.status.code(), Some(3));
     assert!(
         stdout(&out).contains("waiting at gate UD-1 after main.a: ship it?"),
@@ -176,7 +176,7 @@ fn a_third_party_action_handler_serves_its_own_verb() {
             }}}
         }),
     );
-    let out = run_workflow(&manifest, dir.path(), dir.path());
+    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
     assert!(

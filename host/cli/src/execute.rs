@@ -57,6 +57,18 @@ pub struct RuntimeChoice {
     pub executor: Option<wfhost_exec::Executor>,
 }
 
+impl RuntimeChoice {
+    /// The compiled-plugin cache directory in use, if any.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        if self.cache_disabled {
+            return None;
+        }
+        self.cache_dir
+            .clone()
+            .or_else(wfhost_runtime::config::default_cache_dir)
+    }
+}
+
 /// The engine's sink: the store, plus a line per event for the person
 /// watching, and the live status line on a terminal.
 pub struct PrintingSink<'s> {
@@ -146,6 +158,7 @@ pub fn prepare(
             run.id, run.workspace
         ));
     }
+    crate::guard::check_workspace(workspace, store.home(), cache)?;
     let executor = match &cache.executor {
         Some(executor) => executor.clone(),
         None if state.default_executor.is_empty() => wfhost_exec::Executor::Local,
@@ -194,6 +207,9 @@ pub fn print_loads(plugins: &PluginSet, output: Output) {
         let how = match load.outcome {
             CacheOutcome::Hit => "compiled cache hit",
             CacheOutcome::Compiled => "compiled",
+            CacheOutcome::Replaced => {
+                "compiled: its cache entry failed the integrity check and was replaced"
+            }
         };
         println!(
             "plugin {} ({}, {}): {how}, sha256 {}",
@@ -251,6 +267,9 @@ pub fn execute(
         result
     });
     sink.stop_live();
+    // A guest call abandoned at its deadline may have left a thread of the
+    // blocking pool waiting in a file read (a FIFO): do not wait for it.
+    tokio.shutdown_background();
     match result {
         Ok(report) => report_run(run, branch, &report, output, sink.screen.cause()),
         Err(e) => {

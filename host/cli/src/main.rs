@@ -8,6 +8,7 @@ mod bundle;
 mod examples;
 mod execute;
 mod gc;
+mod guard;
 mod inspect;
 mod list;
 mod logs;

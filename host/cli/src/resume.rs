@@ -223,6 +223,11 @@ pub fn fork(args: ForkArgs, global: &Global) -> u8 {
         Ok(x) => x,
         Err(code) => return code,
     };
+    let workspace = std::path::Path::new(&run.workspace);
+    if let Err(e) = crate::guard::check_workspace(workspace, store.home(), &args.exec.cache()) {
+        report_error(e);
+        return exit::BAD_INPUT;
+    }
     let branch = match store.fork(&run.id, &args.at) {
         Ok(b) => b,
         Err(e) => return store_error(e),

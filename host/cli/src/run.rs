@@ -73,6 +73,14 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     }
+    if let Err(code) = crate::guard::check_run_workspace(
+        &args.workspace,
+        global,
+        args.cache_dir.as_deref(),
+        args.no_cache,
+    ) {
+        return code;
+    }
     let output = Output {
         verbose: args.verbose,
         json: args.json,

@@ -32,6 +32,8 @@ pub mod merge;
 pub mod payload;
 pub mod pinning;
 pub mod prompt;
+#[cfg(unix)]
+pub mod regular_file;
 pub mod restrictions;
 pub mod session_artifacts;
 pub mod session_projection;

@@ -407,7 +407,8 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
             message,
         }])
     };
-    let text = std::fs::read(file).map_err(|e| one(None, format!("cannot read manifest: {e}")))?;
+    let text = crate::regular_file::read_regular(file, crate::regular_file::MAX_MANIFEST_BYTES)
+        .map_err(|e| one(None, format!("cannot read manifest: {e}")))?;
     let text = String::from_utf8(text).map_err(|e| {
         one(
             None,
@@ -473,13 +474,19 @@ fn resolve_schemas(file: &Path, base_dir: &Path, wf: &mut Workflow) -> Vec<Manif
             };
             let path = base_dir.join(rel);
             let at = pointer(&["nodes", node_id, "blocks", block_id, "validation_schema"]);
-            let loaded = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read schema file {}: {e}", path.display()))
-                .and_then(|text| {
-                    crate::strict_json::check_no_duplicate_keys(&text)
-                        .and_then(|()| serde_json::from_str(&text))
-                        .map_err(|e| format!("schema file {} is not JSON: {e}", path.display()))
-                });
+            let loaded =
+                crate::regular_file::read_regular(&path, crate::regular_file::MAX_SCHEMA_BYTES)
+                    .and_then(|bytes| {
+                        String::from_utf8(bytes).map_err(|_| {
+                            std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8")
+                        })
+                    })
+                    .map_err(|e| format!("cannot read schema file {}: {e}", path.display()))
+                    .and_then(|text| {
+                        crate::strict_json::check_no_duplicate_keys(&text)
+                            .and_then(|()| serde_json::from_str(&text))
+                            .map_err(|e| format!("schema file {} is not JSON: {e}", path.display()))
+                    });
             match loaded {
                 Ok(schema) => block.validation_schema = Some(schema),
                 Err(message) => errors.push(ManifestError {

@@ -11,6 +11,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::regular_file;
 use crate::restrictions::RestrictionPlan;
 
 /// One entry of a workspace tree.
@@ -75,7 +76,9 @@ pub fn scan(root: &Path, skip: &dyn Fn(&str) -> bool) -> io::Result<BTreeMap<Str
             } else {
                 format!("{rel}/{name}")
             };
-            if skip(&child) {
+            // FIFOs, sockets and devices are not workspace content: reading
+            // one could stall the host forever.
+            if skip(&child) || item.file_type().is_ok_and(|t| regular_file::is_special(&t)) {
                 continue;
             }
             let kind = entry_kind(&item.path())?;
@@ -100,7 +103,7 @@ pub fn copy_tree(src: &Path, dst: &Path, skip: &dyn Fn(&str) -> bool) -> io::Res
 fn copy_entry(from: &Path, to: &Path, kind: &EntryKind) -> io::Result<()> {
     match kind {
         EntryKind::Dir => fs::create_dir_all(to),
-        EntryKind::File => fs::copy(from, to).map(|_| ()),
+        EntryKind::File => regular_file::copy_regular(from, to),
         EntryKind::Symlink(target) => std::os::unix::fs::symlink(target, to),
     }
 }
@@ -110,7 +113,7 @@ fn same_file_content(a: &Path, b: &Path) -> io::Result<bool> {
     if ma.len() != mb.len() {
         return Ok(false);
     }
-    Ok(fs::read(a)? == fs::read(b)?)
+    Ok(regular_file::read_all(a)? == regular_file::read_all(b)?)
 }
 
 /// Changes that turn the tree at `before` into the tree at `after`.

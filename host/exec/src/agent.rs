@@ -470,39 +470,9 @@ pub const MAX_OUTPUT_FILE_BYTES: u64 = 4 << 20;
 
 /// Read a file the agent wrote, as a regular file only: a symlink (never
 /// followed), a FIFO, a device or a file over [`MAX_OUTPUT_FILE_BYTES`] is
-/// refused with the reason. Opening never blocks (O_NONBLOCK).
+/// refused with the reason, without blocking.
 fn read_output_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => std::io::Error::other("is a symbolic link; refused"),
-            _ => e,
-        })?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other(
-            "is not a regular file (a FIFO, socket or device); refused",
-        ));
-    }
-    if meta.len() > MAX_OUTPUT_FILE_BYTES {
-        return Err(std::io::Error::other(format!(
-            "is {} bytes, over the limit of {MAX_OUTPUT_FILE_BYTES} bytes; refused",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_OUTPUT_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_OUTPUT_FILE_BYTES {
-        return Err(std::io::Error::other(
-            "grew past the size limit while read; refused",
-        ));
-    }
-    Ok(bytes)
+    wfhost_core::regular_file::read_workspace_file(path, MAX_OUTPUT_FILE_BYTES)
 }
 
 fn write_output(path: &Path, output: &BlockOutput) -> Result<(), ExecError> {
@@ -551,6 +521,8 @@ fn from_protocol(
     }
 }
 
+/// The agent's output file, as a regular file of bounded size: a FIFO, a
+/// device or a symlink the agent put there is not read (nor waited on).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -244,18 +244,18 @@ fn every_output_defect_becomes_a_synthetic_failure() {
             // A link to a file outside the workspace is never followed.
             "symlink",
             "os.symlink('/etc/hostname', out)",
-            "is a symbolic link; refused",
+            "is a symbolic link, not a regular file",
         ),
         (
             // A FIFO would block a reader forever.
             "fifo",
             "os.mkfifo(out)",
-            "is not a regular file",
+            "not a regular file",
         ),
         (
             "huge",
             "open(out, 'w').write(' ' * (5 << 20))",
-            "over the limit of",
+            "larger than the limit of 4 MiB",
         ),
         (
             "non-zero",

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use sha2::Digest;
 use wfhost_core::engine::{self, BlockRequest, RunOptions, RunStatus};
 use wfhost_core::manifest;
 use wfhost_core::payload::BlockContext;
@@ -74,6 +75,105 @@ fn bench_compile_vs_cache() {
         guests::ECHO.len() / 1024,
         fmt(median(compile)),
         fmt(median(cached))
+    );
+    // The integrity check of a hit: read the entry and hash it (an
+    // HMAC-SHA256 is two SHA-256 passes, the second over 96 bytes).
+    let entry = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .unwrap();
+    let check: Vec<Duration> = (0..100)
+        .map(|_| {
+            let t = Instant::now();
+            let bytes = std::fs::read(&entry).unwrap();
+            std::hint::black_box(sha2::Sha256::digest(&bytes));
+            t.elapsed()
+        })
+        .collect();
+    println!(
+        "| of which: integrity check (read + HMAC-SHA256 of the {} KiB entry) | median {} | |",
+        std::fs::metadata(&entry).unwrap().len() / 1024,
+        fmt(median(check))
+    );
+    // For comparison, a load without any check: wasmtime maps the raw
+    // compiled bytes from a file.
+    let raw = dir.path().join("raw.cwasm");
+    let compiled = wasmtime::component::Component::new(rt.engine(), guests::ECHO)
+        .unwrap()
+        .serialize()
+        .unwrap();
+    std::fs::write(&raw, compiled).unwrap();
+    let unchecked: Vec<Duration> = (0..100)
+        .map(|_| {
+            let t = Instant::now();
+            // SAFETY: bytes this engine serialized just above.
+            std::hint::black_box(unsafe {
+                wasmtime::component::Component::deserialize_file(rt.engine(), &raw).unwrap()
+            });
+            t.elapsed()
+        })
+        .collect();
+    println!(
+        "| for comparison: unchecked load of the raw entry (`deserialize_file`) | median {} | |",
+        fmt(median(unchecked))
+    );
+}
+
+/// A probe call doing ten reads of a small workspace file: guest file I/O
+/// goes through tokio's blocking pool (so a stuck read can be abandoned at
+/// the block's deadline).
+fn bench_file_io(tokio: &tokio::runtime::Runtime) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("f.txt"), "hello").unwrap();
+    let set = PluginSet::load(
+        runtime(None),
+        &[PluginRequest {
+            name: "probe".into(),
+            source: PluginSource::Builtin(guests::TEST_PROBE),
+            world: World::Worker,
+            grants: vec![],
+        }],
+        ws.path(),
+    )
+    .unwrap();
+    let ops: Vec<_> = (0..10)
+        .map(|_| json!({"op": "read", "path": "/workspace/f.txt"}))
+        .collect();
+    let request = BlockRequest {
+        worker: "probe".into(),
+        context: BlockContext {
+            workflow_id: "bench".into(),
+            execution_id: "e".into(),
+            node_id: "main".into(),
+            block_id: "probe".into(),
+            step_index: 0,
+            attempt: 1,
+            previous_block_id: None,
+            static_memory: json!({}),
+            inherited_memory: json!({}),
+            artifacts: Default::default(),
+            config: json!({ "ops": ops }),
+            file_restrictions: None,
+            system_prompt: String::new(),
+            assembled_context: String::new(),
+        },
+        payload: vec![],
+        timeout: None,
+        lane: None,
+    };
+    let samples: Vec<Duration> = (0..2000)
+        .map(|_| {
+            let t = Instant::now();
+            let r = tokio.block_on(set.run_worker(request.clone()));
+            let d = t.elapsed();
+            assert!(r.outcome.is_ok());
+            d
+        })
+        .collect();
+    println!(
+        "| probe worker call reading a 5-byte file 10 times (unrestricted) | median {} | |",
+        fmt(median(samples))
     );
 }
 
@@ -235,6 +335,9 @@ fn main() {
     }
     if wanted("call") {
         bench_per_call(&tokio);
+    }
+    if wanted("io") {
+        bench_file_io(&tokio);
     }
     if wanted("workflow") {
         bench_linear_workflow(&tokio);

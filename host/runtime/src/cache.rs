@@ -5,22 +5,47 @@
 //! of the component bytes and a hash of everything that makes compiled code
 //! compatible (wasmtime version, engine settings, target), so a changed
 //! plugin, a new wasmtime or new settings never reuse stale code.
+//!
+//! A compiled entry is native code: whoever can write it can run code in
+//! the host. So every entry carries an integrity record, an HMAC-SHA256 of
+//! its bytes bound to the component digest and the engine key, under a
+//! secret key of this user ([`key`]). The record is checked on the bytes in
+//! memory before they are handed to wasmtime; an entry without a valid
+//! record — written by anyone who does not hold the key, or copied from
+//! another plugin's entry — is never deserialized: the component is
+//! compiled again and the entry rewritten ([`CacheOutcome::Replaced`]).
+
+mod key;
+mod mac;
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+pub use key::KEY_FILE;
+
+/// The first bytes of every entry: the format, then the 32-byte record.
+const MAGIC: &[u8] = b"wfhost-cwasm-1\n";
+const MAC_LEN: usize = 32;
+
 /// Where a loaded component came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
-    /// Deserialized from the disk cache: no compilation.
+    /// Deserialized from the disk cache, its integrity record verified: no
+    /// compilation.
     Hit,
-    /// Compiled now (and stored, when the cache is enabled).
+    /// Compiled now, there being no entry (and stored, when the cache is
+    /// enabled).
     Compiled,
+    /// An entry was there but failed its integrity check (or could not be
+    /// loaded): it was not used; the component was compiled now and the
+    /// entry rewritten.
+    Replaced,
 }
 
 /// Counters for tests and diagnostics.
@@ -28,13 +53,19 @@ pub enum CacheOutcome {
 pub struct CacheStats {
     pub hits: u64,
     pub compiles: u64,
+    /// Entries refused by the integrity check (each also counts a compile).
+    pub rejected: u64,
 }
 
 pub struct ComponentCache {
     dir: Option<PathBuf>,
     engine_key: String,
+    /// The secret key, read or created on first use; `None` when it cannot
+    /// be (the cache is then neither read nor written).
+    key: OnceLock<Option<[u8; 32]>>,
     hits: AtomicU64,
     compiles: AtomicU64,
+    rejected: AtomicU64,
 }
 
 impl ComponentCache {
@@ -44,8 +75,10 @@ impl ComponentCache {
         ComponentCache {
             dir,
             engine_key: format!("{:016x}", hasher.finish()),
+            key: OnceLock::new(),
             hits: AtomicU64::new(0),
             compiles: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
         }
     }
 
@@ -57,6 +90,7 @@ impl ComponentCache {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             compiles: self.compiles.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
         }
     }
 
@@ -65,9 +99,30 @@ impl ComponentCache {
         hex::encode(Sha256::digest(bytes))
     }
 
-    fn entry(&self, digest: &str) -> Option<PathBuf> {
+    /// The entry file of a component, when the cache is enabled and its
+    /// key usable.
+    fn entry(&self, digest: &str) -> Option<(PathBuf, &[u8; 32])> {
         let dir = self.dir.as_ref()?;
-        Some(dir.join(format!("{digest}-{}.cwasm", self.engine_key)))
+        let key = self
+            .key
+            .get_or_init(|| key::load_or_create(dir).ok())
+            .as_ref()?;
+        Some((dir.join(format!("{digest}-{}.cwasm", self.engine_key)), key))
+    }
+
+    /// The integrity record of an entry's compiled bytes.
+    fn record(&self, key: &[u8; 32], digest: &str, compiled: &[u8]) -> [u8; MAC_LEN] {
+        mac::hmac_sha256(
+            key,
+            &[
+                b"wfhost compiled component\0",
+                digest.as_bytes(),
+                b"\0",
+                self.engine_key.as_bytes(),
+                b"\0",
+                compiled,
+            ],
+        )
     }
 
     /// Load a component, from the cache when possible.
@@ -78,41 +133,85 @@ impl ComponentCache {
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let digest = Self::digest(bytes);
         let entry = self.entry(&digest);
-        if let Some(path) = &entry
-            && path.is_file()
-        {
-            // SAFETY: entries are written only by `store` below, from
-            // `Component::serialize` of this engine configuration (the key
-            // includes its compatibility hash); wasmtime still validates the
-            // header and refuses incompatible or truncated artifacts, in
-            // which case we recompile.
-            match unsafe { Component::deserialize_file(engine, path) } {
-                Ok(component) => {
-                    self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok((component, CacheOutcome::Hit));
+        let mut outcome = CacheOutcome::Compiled;
+        if let Some((path, key)) = &entry {
+            match self.read_verified(path, key, &digest) {
+                Lookup::Missing => {}
+                Lookup::Verified(compiled) => {
+                    // SAFETY: `compiled` is exactly the bytes whose integrity
+                    // record was just verified in memory: they were written
+                    // by `store` below from `Component::serialize` of an
+                    // engine with this compatibility key (bound into the
+                    // record), by a holder of this user's secret key.
+                    // wasmtime still checks the header and refuses an
+                    // incompatible artifact; we then recompile.
+                    let compiled = &compiled[MAGIC.len() + MAC_LEN..];
+                    if let Ok(component) = unsafe { Component::deserialize(engine, compiled) } {
+                        self.hits.fetch_add(1, Ordering::Relaxed);
+                        return Ok((component, CacheOutcome::Hit));
+                    }
+                    outcome = CacheOutcome::Replaced;
                 }
-                Err(_) => {
-                    let _ = std::fs::remove_file(path);
-                }
+                Lookup::Rejected => outcome = CacheOutcome::Replaced,
             }
+        }
+        if outcome == CacheOutcome::Replaced {
+            self.rejected.fetch_add(1, Ordering::Relaxed);
         }
         let component = Component::from_binary(engine, bytes)?;
         self.compiles.fetch_add(1, Ordering::Relaxed);
-        if let Some(path) = &entry {
+        if let Some((path, key)) = &entry {
             // A cache that cannot be written only costs a recompile later.
-            let _ = store(path, &component);
+            let _ = self.store(path, key, &digest, &component);
         }
-        Ok((component, CacheOutcome::Compiled))
+        Ok((component, outcome))
+    }
+
+    /// Read an entry and check its integrity record. The bytes returned are
+    /// the ones checked: the file is read once.
+    fn read_verified(&self, path: &Path, key: &[u8; 32], digest: &str) -> Lookup {
+        let bytes = match wfhost_core::regular_file::read_all(path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Missing,
+            Err(_) => return Lookup::Rejected,
+        };
+        let Some(rest) = bytes.strip_prefix(MAGIC) else {
+            return Lookup::Rejected;
+        };
+        if rest.len() < MAC_LEN {
+            return Lookup::Rejected;
+        }
+        let (recorded, compiled) = rest.split_at(MAC_LEN);
+        if !mac::equal(recorded, &self.record(key, digest, compiled)) {
+            return Lookup::Rejected;
+        }
+        Lookup::Verified(bytes)
+    }
+
+    fn store(
+        &self,
+        path: &Path,
+        key: &[u8; 32],
+        digest: &str,
+        component: &Component,
+    ) -> std::io::Result<()> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let compiled = component.serialize().map_err(std::io::Error::other)?;
+        let record = self.record(key, digest, &compiled);
+        // Write then rename, so a concurrent reader never sees a partial
+        // file (and a symlink planted at `path` is replaced, not followed).
+        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+        std::io::Write::write_all(&mut tmp, MAGIC)?;
+        std::io::Write::write_all(&mut tmp, &record)?;
+        std::io::Write::write_all(&mut tmp, &compiled)?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
     }
 }
 
-fn store(path: &Path, component: &Component) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let bytes = component.serialize().map_err(std::io::Error::other)?;
-    // Write then rename, so a concurrent reader never sees a partial file.
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    std::io::Write::write_all(&mut tmp, &bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+enum Lookup {
+    Missing,
+    Rejected,
+    /// The whole entry file, its record verified.
+    Verified(Vec<u8>),
 }

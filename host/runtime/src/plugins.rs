@@ -201,7 +201,11 @@ impl PluginSet {
             }
             PluginSource::Builtin(bytes) => bytes,
             PluginSource::File(path) => {
-                file_bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+                file_bytes = wfhost_core::regular_file::read_regular(
+                    path,
+                    wfhost_core::regular_file::MAX_PLUGIN_BYTES,
+                )
+                .map_err(|e| fail(format!("cannot read: {e}")))?;
                 &file_bytes
             }
         };
@@ -312,11 +316,11 @@ impl PluginSet {
             Ok(s) => s,
             Err(e) => return failed(e),
         };
+        // Guest filesystem calls run on tokio's blocking pool, not in place:
+        // opening or reading a FIFO the workspace holds can block forever,
+        // and only a call awaited on the async side can be abandoned at the
+        // block's deadline (see `within_deadline`).
         let mut wasi = WasiCtxBuilder::new();
-        // Filesystem calls of a guest are short local I/O; running them in
-        // place avoids a round trip to tokio's blocking pool per call, which
-        // costs more than the call itself. (Must be set before the preopens.)
-        wasi.allow_blocking_current_thread(true);
         if let Err(e) = sandbox.apply_to(&mut wasi) {
             return failed(e);
         }
@@ -357,15 +361,14 @@ impl PluginSet {
         let context = to_wit_context(&request.context);
         let payload: Vec<wit::ContextSegment> =
             request.payload.iter().map(to_wit_segment).collect();
-        let call = match pre.instantiate_async(&mut store).await {
-            Ok(instance) => {
-                instance
-                    .wfhost_plugin_block_worker()
-                    .call_run(&mut store, &context, &payload)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let call = within_deadline(timeout, async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            instance
+                .wfhost_plugin_block_worker()
+                .call_run(&mut store, &context, &payload)
+                .await
+        })
+        .await;
         let mut outcome = match call {
             Ok(Ok(output)) => self.accept_output(&name, output),
             Ok(Err(e)) => Err(BlockFailure {
@@ -452,15 +455,14 @@ impl PluginSet {
             step_index: view.step_index,
             return_stack: view.return_stack.clone(),
         };
-        let call = match pre.instantiate_async(&mut store).await {
-            Ok(instance) => {
-                instance
-                    .wfhost_plugin_action_interpreter()
-                    .call_interpret(&mut store, action, &view)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let call = within_deadline(timeout, async {
+            let instance = pre.instantiate_async(&mut store).await?;
+            instance
+                .wfhost_plugin_action_interpreter()
+                .call_interpret(&mut store, action, &view)
+                .await
+        })
+        .await;
         match call {
             Ok(Ok(command)) => Ok(from_wit_command(command)),
             Ok(Err(e)) => Err(format!("handler `{handler}`: {}: {}", e.code, e.message)),
@@ -609,6 +611,28 @@ fn drain_log(store: &mut Store<HostState>) -> Vec<String> {
         }
     }
     lines
+}
+
+/// How long after its timeout a guest call still waiting in a host call is
+/// abandoned. Host capabilities end their own work at the deadline (an exec
+/// command or agent is killed then) and return; the grace lets the plugin
+/// report that as its own failure instead of being cut off mid-answer.
+const HOST_CALL_GRACE: Duration = Duration::from_millis(500);
+
+/// Race a guest call against its timeout. The epoch deadline stops a guest
+/// running wasm code; this stops one waiting in a host call (a sleep, a
+/// poll, a file read on the blocking pool): at the timeout plus
+/// [`HOST_CALL_GRACE`], the call is dropped and reported as the same
+/// interrupt.
+async fn within_deadline<T>(
+    timeout: Duration,
+    call: impl Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let limit = timeout.saturating_add(HOST_CALL_GRACE);
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => result,
+        Err(_) => Err(wasmtime::Error::new(Trap::Interrupt)),
+    }
 }
 
 /// Turn a wasmtime error into a failure message that says what happened.
