@@ -524,13 +524,15 @@ fn concurrent_runs_share_one_store_without_damage() {
     let warm = wfhost(&["validate", example("hello").to_str().unwrap()], s);
     assert_eq!(warm.status.code(), Some(0));
     let children: Vec<_> = (0..4)
-        .map(|_| {
+        .map(|i| {
+            let ws = s.join(format!("ws-{i}"));
+            std::fs::create_dir_all(&ws).unwrap();
             command(s)
                 .args([
                     "run",
                     example("hello").to_str().unwrap(),
                     "-w",
-                    workspace_in(s).to_str().unwrap(),
+                    ws.to_str().unwrap(),
                 ])
                 .stdout(Stdio::null())
                 .spawn()
@@ -688,4 +690,101 @@ fn gc_removes_old_finished_runs_and_keeps_waiting_ones() {
     let bad = wfhost(&["gc", "--older-than", "soon"], s);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("is not an age"), "{}", stderr(&bad));
+}
+
+#[test]
+fn a_workspace_in_use_by_a_live_run_is_refused_unless_shared() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let ws = workspace_in(s);
+    let warm = wfhost(&["validate", example("durable").to_str().unwrap()], s);
+    assert_eq!(warm.status.code(), Some(0));
+    // The durable example thinks for 60 ms per block: long enough to meet.
+    let mut first = command(s)
+        .args([
+            "run",
+            example("durable").to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while only_run(s).is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let owner = only_run(s).expect("the first run was recorded");
+    let second = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(second.status.code(), Some(4), "{}", stderr(&second));
+    let err = stderr(&second);
+    assert!(
+        err.contains("is in use by run") && err.contains(&owner),
+        "{err}"
+    );
+    assert!(err.lines().count() == 1, "{err}");
+    let shared = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+            "--shared-workspace",
+        ],
+        s,
+    );
+    assert_eq!(shared.status.code(), Some(0), "{}", stderr(&shared));
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+    // Free again once the first run is at rest.
+    let after = wfhost(
+        &[
+            "run",
+            example("hello").to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(after.status.code(), Some(0), "{}", stderr(&after));
+}
+
+#[test]
+fn a_workspace_is_never_a_silent_default() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let out = command(s)
+        .current_dir(s)
+        .args(["run", example("hello").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("no workspace: pass --workspace DIR"), "{err}");
+    assert!(!s.join("home").exists(), "nothing recorded");
+    assert!(
+        !s.join("notes").exists(),
+        "nothing written in the current directory"
+    );
+    // A manifest may name its workspace, relative to itself; the host's
+    // folders there come with a .gitignore.
+    let dir = tempfile::tempdir().unwrap();
+    let mut wf: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(example("hello")).unwrap()).unwrap();
+    wf["workspace"] = "ws".into();
+    wf.as_object_mut().unwrap().remove("$schema");
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    std::fs::write(dir.path().join("wf.json"), wf.to_string()).unwrap();
+    let out = wfhost(&["run", dir.path().join("wf.json").to_str().unwrap()], s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(dir.path().join("ws/notes/hello.txt").exists());
+    let ignore = std::fs::read_to_string(dir.path().join("ws/.output/.gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
 }

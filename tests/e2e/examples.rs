@@ -163,6 +163,13 @@ fn agent_pipeline_plans_implements_tests_and_reviews() {
     // The orchestrator's view of the session.
     let sessions: Vec<_> = std::fs::read_dir(ws.path().join(".agents-work"))
         .unwrap()
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.')
+        })
         .collect();
     assert_eq!(sessions.len(), 1);
     let dir = sessions[0].as_ref().unwrap().path();

@@ -17,6 +17,7 @@ fn sessions(ws: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(ws.join(".agents-work"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
         .collect();
     dirs.sort();
     dirs

@@ -124,6 +124,8 @@ fn ms(d: Duration) -> String {
 pub struct Prepared {
     pub loaded: LoadedWorkflow,
     pub plugins: PluginSet,
+    /// The run's hold on its workspace while it executes.
+    pub workspace_lock: Option<crate::workspace_lock::WorkspaceLock>,
 }
 
 /// Load the run's pinned definition (never the file on disk, which may
@@ -187,7 +189,11 @@ pub fn prepare(
         }
     }
     print_loads(&plugins, output);
-    Ok(Prepared { loaded, plugins })
+    Ok(Prepared {
+        loaded,
+        plugins,
+        workspace_lock: None,
+    })
 }
 
 /// Plugin name → `sha256:<hex>`.

@@ -21,6 +21,7 @@ mod screen;
 mod session_files;
 mod style;
 mod validate;
+mod workspace_lock;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -37,6 +37,9 @@ pub struct ExecOptions {
     /// was started with).
     #[arg(long, value_name = "EXECUTOR")]
     executor: Option<wfhost_exec::Executor>,
+    /// Run even if another run is using the workspace.
+    #[arg(long)]
+    shared_workspace: bool,
 }
 
 impl ExecOptions {
@@ -168,10 +171,17 @@ fn prepared(
     state: &RunState,
     exec: &ExecOptions,
 ) -> Result<Prepared, u8> {
-    prepare(store, run, state, &exec.cache(), exec.output()).map_err(|e| {
+    let mut prepared = prepare(store, run, state, &exec.cache(), exec.output()).map_err(|e| {
         report_error(e);
         exit::BAD_INPUT
-    })
+    })?;
+    prepared.workspace_lock = crate::workspace_lock::lock(
+        std::path::Path::new(&run.workspace),
+        &run.id,
+        store.home(),
+        exec.shared_workspace,
+    )?;
+    Ok(prepared)
 }
 
 fn continue_run(

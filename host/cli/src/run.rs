@@ -21,9 +21,13 @@ use crate::{Global, builtin_names, exit, load_plugins, report_error, start_runti
 pub struct RunArgs {
     /// The workflow manifest (JSON).
     manifest: PathBuf,
-    /// The workspace the blocks work in (default: the current directory).
-    #[arg(long, short = 'w', default_value = ".")]
-    workspace: PathBuf,
+    /// The workspace: the directory the blocks work in. Required unless
+    /// the manifest names one (`"workspace"`).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Run even if another run is using the workspace.
+    #[arg(long)]
+    shared_workspace: bool,
     /// Where compiled plugins are cached (default: $WFHOST_CACHE_DIR, else
     /// ~/.cache/wfhost/components).
     #[arg(long)]
@@ -59,22 +63,29 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    match std::fs::metadata(&args.workspace) {
+    let workspace = match chosen_workspace(args.workspace.as_deref(), &workflow) {
+        Ok(w) => w,
+        Err(message) => {
+            report_error(message);
+            return exit::BAD_INPUT;
+        }
+    };
+    match std::fs::metadata(&workspace) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
             report_error(format!(
                 "workspace {} is not a directory",
-                args.workspace.display()
+                workspace.display()
             ));
             return exit::BAD_INPUT;
         }
         Err(e) => {
-            report_error(format!("workspace {}: {e}", args.workspace.display()));
+            report_error(format!("workspace {}: {e}", workspace.display()));
             return exit::BAD_INPUT;
         }
     }
     if let Err(code) = crate::guard::check_run_workspace(
-        &args.workspace,
+        &workspace,
         global,
         args.cache_dir.as_deref(),
         args.no_cache,
@@ -97,7 +108,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let plugins = match load_plugins(runtime, &workflow, &args.workspace) {
+    let plugins = match load_plugins(runtime, &workflow, &workspace) {
         Ok(p) => p,
         Err(e) => {
             report_error(e);
@@ -129,8 +140,8 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             .unwrap_or_else(|_| workflow.file.clone())
             .display()
             .to_string(),
-        workspace: std::path::absolute(&args.workspace)
-            .unwrap_or_else(|_| args.workspace.clone())
+        workspace: std::path::absolute(&workspace)
+            .unwrap_or_else(|_| workspace.clone())
             .display()
             .to_string(),
         created_at: now,
@@ -144,6 +155,15 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     let lock = match store.lock_run(&record.id) {
         Ok(lock) => lock,
         Err(e) => return store_error(e),
+    };
+    let workspace_lock = match crate::workspace_lock::lock(
+        &workspace,
+        &record.id,
+        store.home(),
+        args.shared_workspace,
+    ) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
     if let Err(e) = store.create_run(&record, &pin.json, &started) {
         return store_error(e);
@@ -172,6 +192,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     let prepared = Prepared {
         loaded: workflow,
         plugins,
+        workspace_lock,
     };
     let code = execute(
         &prepared,
@@ -181,4 +202,22 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     );
     drop(lock);
     code
+}
+
+/// The workspace a run uses: `--workspace`, else the manifest's
+/// `workspace` (relative to the manifest). Never a silent default.
+fn chosen_workspace(
+    flag: Option<&std::path::Path>,
+    workflow: &manifest::LoadedWorkflow,
+) -> Result<PathBuf, String> {
+    if let Some(dir) = flag {
+        return Ok(dir.to_path_buf());
+    }
+    match &workflow.workflow.workspace {
+        Some(dir) => Ok(workflow.base_dir().join(dir)),
+        None => Err(format!(
+            "no workspace: pass --workspace DIR (the directory the blocks work in), or name one in {} (\"workspace\": \"DIR\", relative to the manifest)",
+            workflow.file.display()
+        )),
+    }
 }

@@ -165,6 +165,11 @@ impl SessionFiles {
             .map_err(|e| format!("status.json would not be valid: {e}"))?;
         let json = serde_json::to_string_pretty(&status).map_err(|e| e.to_string())? + "\n";
         let tasks = self.projection.tasks_yaml();
+        if let Some(workspace) = self.dir.parent().and_then(Path::parent) {
+            // Never through a planted link; with a `.gitignore` in it.
+            wfhost_core::workspace::ensure_host_dir(workspace, AGENTS_WORK)
+                .map_err(|e| e.to_string())?;
+        }
         std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
         if self.tasks_written.as_deref() != Some(tasks.as_str()) {
             write_atomic(&self.dir, "tasks.yaml", tasks.as_bytes())

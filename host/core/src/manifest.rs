@@ -45,6 +45,10 @@ pub struct Workflow {
     /// action goes to `action_handler`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub action_handlers: BTreeMap<String, String>,
+    /// The directory runs of this workflow work in when `wfhost run` is
+    /// given no `--workspace`, relative to the manifest's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
     /// Whether the run keeps the orchestrator's session files
     /// (`.agents-work/<session>/status.json` and `tasks.yaml`) in the
     /// workspace. Unset: only when a block runs an agent CLI (worker

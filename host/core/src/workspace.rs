@@ -511,6 +511,30 @@ pub fn ensure_real_dir(root: &Path, rel: &str, create: bool) -> io::Result<PathB
     Ok(path)
 }
 
+/// [`ensure_real_dir`] for a directory the host keeps in the workspace
+/// (`.output`, `.agents-work`): also writes a `.gitignore` of `*` in it
+/// when there is none, so a repository never picks the host's files up.
+pub fn ensure_host_dir(root: &Path, rel: &str) -> io::Result<PathBuf> {
+    let dir = ensure_real_dir(root, rel, true)?;
+    let ignore = dir.join(".gitignore");
+    if fs::symlink_metadata(&ignore).is_err() {
+        // create_new never follows or replaces whatever is there.
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&ignore)
+        {
+            Ok(mut f) => {
+                use std::io::Write;
+                f.write_all(b"# Written by wfhost: the host's files, not the project's.\n*\n")?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(dir)
+}
+
 /// What [`Snapshot`] remembers of one entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Meta {

@@ -243,7 +243,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let plan = RestrictionPlan::new(request.restrictions.as_deref())
         .map_err(|e| invalid(e.to_string()))?;
     let workspace = request.workspace.clone();
-    let out_dir = workspace::ensure_real_dir(&workspace, ".output", true)
+    let out_dir = workspace::ensure_host_dir(&workspace, ".output")
         .map_err(failed("the workspace's .output"))?;
     let output_path = out_dir.join(block_output::file_name(&request.agent_id));
     let earlier = read_output_file(&output_path).ok();

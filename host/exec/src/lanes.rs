@@ -254,7 +254,7 @@ impl Lane {
     /// the lane added under `.output/` (its result bundles) that the main
     /// workspace does not have. Returns the block output files copied.
     pub fn merge_outputs(&self) -> Result<Vec<String>, String> {
-        let out_dir = workspace::ensure_real_dir(&self.main, OUTPUT, true)
+        let out_dir = workspace::ensure_host_dir(&self.main, OUTPUT)
             .map_err(io("the workspace's .output"))?;
         let lane_out = self.path.join(OUTPUT);
         let mut copied = Vec::new();

@@ -306,7 +306,7 @@ impl PluginSet {
             None => self.workspace.clone(),
         };
         // Seed 000: `.output/` exists before the first block runs.
-        if let Err(e) = wfhost_core::workspace::ensure_real_dir(&workspace, ".output", true) {
+        if let Err(e) = wfhost_core::workspace::ensure_host_dir(&workspace, ".output") {
             return failed(format!(
                 "cannot create {}/.output: {e}",
                 workspace.display()
