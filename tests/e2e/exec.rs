@@ -3,6 +3,8 @@
 
 use super::*;
 use crate::run::write_manifest;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// A workspace holding a copy of the exec-build example's project.
 pub(super) fn project_workspace() -> tempfile::TempDir {
@@ -764,4 +766,95 @@ fn a_resumed_run_keeps_the_executor_it_was_started_with() {
     )
     .unwrap();
     assert_eq!(m["executor"], executor.1);
+}
+
+/// Whether `pid` is a live (not zombie) process.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .chars()
+            .next();
+        state != Some('Z') && state != Some('X')
+    })
+}
+
+#[test]
+fn ctrl_c_stops_the_blocks_processes_and_the_run_resumes_to_success() {
+    let ws = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    // The first attempt leaves a daemon behind (its own session) and
+    // sleeps; the attempt after the resume succeeds at once.
+    let script = "if [ -e done ]; then exit 0; fi; touch done; \
+                  setsid sh -c 'echo $$ > daemon.pid; exec sleep 60' </dev/null >/dev/null 2>&1 & \
+                  echo $$ > block.pid; exec sleep 60";
+    let manifest = exec_manifest(
+        scratch.path(),
+        serde_json::json!({
+            "config": {"allow_shell": true, "commands": [{"argv": ["sh", "-c", script]}]},
+            "transitions": end_on_success(),
+        }),
+        true,
+    );
+    let mut child = command(scratch.path())
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let read_pid = |name: &str| {
+        std::fs::read_to_string(ws.path().join(name))
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+    };
+    while (read_pid("block.pid").is_none() || read_pid("daemon.pid").is_none())
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (block, daemon) = (
+        read_pid("block.pid").unwrap(),
+        read_pid("daemon.pid").unwrap(),
+    );
+    // SAFETY: signalling the wfhost child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted (SIGINT)") && err.contains("wfhost resume"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!alive(block), "the block's process {block} survived Ctrl-C");
+    assert!(
+        !alive(daemon),
+        "the block's daemon {daemon} survived Ctrl-C"
+    );
+
+    let runs = wfhost(&["runs", "--json"], scratch.path());
+    let id = serde_json::from_slice::<serde_json::Value>(&runs.stdout).unwrap()[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resumed = wfhost(&["resume", &id], scratch.path());
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
 }

@@ -263,19 +263,45 @@ pub fn execute(
     };
     let active = state.fan_out.as_ref().map(|f| f.step);
     wfhost_runtime::lanes::remove_stale(plugins.workspace(), &run.id, active);
-    let result = tokio.block_on(async {
-        let result = match entry {
-            Entry::Resume(state) => engine::resume(wf, plugins, plugins, state, &mut sink).await,
-            Entry::Continue(state) => engine::drive(wf, plugins, plugins, state, &mut sink).await,
+    let ended = tokio.block_on(async {
+        let engine = async {
+            match entry {
+                Entry::Resume(state) => engine::resume(wf, plugins, plugins, state, &mut sink).await,
+                Entry::Continue(state) => engine::drive(wf, plugins, plugins, state, &mut sink).await,
+            }
         };
-        // The run is at rest: its dormant containers go.
-        plugins.shutdown().await;
-        result
+        // Ctrl-C or SIGTERM: the engine future is dropped, which kills the
+        // running block's processes (their groups and every descendant) and
+        // cancels its Slurm job; the decided events are recorded on the way.
+        let ended = tokio::select! {
+            result = engine => Ended::Rested(result),
+            signal = interrupted() => Ended::Interrupted(signal),
+        };
+        // The run is at rest or stopped: its containers go. A second
+        // Ctrl-C does not wait for that.
+        tokio::select! {
+            () = plugins.shutdown() => {}
+            _ = interrupted() => {
+                eprintln!("interrupted again: exiting now (containers of run {} may be left; `wfhost gc` removes them)", run.id);
+                std::process::exit(i32::from(exit::INTERRUPTED));
+            }
+        }
+        ended
     });
     sink.stop_live();
     // A guest call abandoned at its deadline may have left a thread of the
     // blocking pool waiting in a file read (a FIFO): do not wait for it.
     tokio.shutdown_background();
+    let result = match ended {
+        Ended::Rested(result) => result,
+        Ended::Interrupted(signal) => {
+            report_error(format!(
+                "run {} interrupted ({signal}): the running block's processes, containers and jobs were stopped; `wfhost resume {}` continues it",
+                run.id, run.id
+            ));
+            return exit::INTERRUPTED;
+        }
+    };
     match result {
         Ok(report) => report_run(run, branch, &report, output, sink.screen.cause()),
         Err(e) => {
@@ -285,6 +311,28 @@ pub fn execute(
             ));
             exit::RUN_FAILED
         }
+    }
+}
+
+/// How the engine's drive ended.
+enum Ended {
+    Rested(Result<RunReport, wfhost_core::engine::EngineError>),
+    /// A signal asked the run to stop: its name.
+    Interrupted(&'static str),
+}
+
+/// The first SIGINT or SIGTERM (never, if they cannot be watched).
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
     }
 }
 

@@ -38,8 +38,11 @@ pub mod exit {
     pub const BAD_INPUT: u8 = 2;
     /// The run paused at a human gate.
     pub const WAITING_AT_GATE: u8 = 3;
-    /// Another wfhost process is executing the run.
+    /// Another wfhost process is executing the run, or another run is
+    /// using the workspace.
     pub const BUSY: u8 = 4;
+    /// The run was interrupted (Ctrl-C, SIGTERM); it can be resumed.
+    pub const INTERRUPTED: u8 = 130;
 }
 
 #[derive(Parser)]

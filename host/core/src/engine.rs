@@ -374,6 +374,14 @@ impl<'s> StepBatch<'s> {
     }
 }
 
+impl Drop for StepBatch<'_> {
+    /// A drive abandoned mid-step (the run was interrupted) still records
+    /// what it decided: every pending event was folded, so it fits the log.
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
 impl EventSink for StepBatch<'_> {
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
         if events.iter().all(Self::deferrable) {

@@ -117,6 +117,9 @@ pub fn make_subreaper() -> std::io::Result<()> {
 #[derive(Debug)]
 pub struct Tree {
     root: i32,
+    /// The first process's start time, so its pid is never mistaken for
+    /// a later process's.
+    root_start: Option<u64>,
     seen: HashMap<i32, u64>,
     swept: bool,
 }
@@ -124,8 +127,10 @@ pub struct Tree {
 impl Tree {
     pub fn new(root: u32) -> Tree {
         host_is_subreaper();
+        let root = root as i32;
         Tree {
-            root: root as i32,
+            root,
+            root_start: read_stat(root).map(|(p, _)| p.start),
             seen: HashMap::new(),
             swept: false,
         }
@@ -169,6 +174,13 @@ impl Tree {
                     .filter(|p| p.ppid == me && p.sid != my_sid && p.pid != me)
                     .copied(),
             );
+            // Still below the command's first process: it may be dying
+            // (killed a moment ago), its children not yet handed on.
+            if let Some(start) = self.root_start
+                && alive.get(&self.root).is_some_and(|p| p.start == start)
+            {
+                targets.extend(below(&[self.root], &procs));
+            }
             let roots: Vec<i32> = targets.iter().map(|p| p.pid).collect();
             targets.extend(below(&roots, &procs));
             targets.retain(|p| p.pid != me && p.pid > 1);
