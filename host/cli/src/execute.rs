@@ -274,7 +274,7 @@ pub fn execute(
         // running block's processes (their groups and every descendant) and
         // cancels its Slurm job; the decided events are recorded on the way.
         let ended = tokio::select! {
-            result = engine => Ended::Rested(result),
+            result = engine => Ended::Rested(Box::new(result)),
             signal = interrupted() => Ended::Interrupted(signal),
         };
         // The run is at rest or stopped: its containers go. A second
@@ -293,7 +293,7 @@ pub fn execute(
     // blocking pool waiting in a file read (a FIFO): do not wait for it.
     tokio.shutdown_background();
     let result = match ended {
-        Ended::Rested(result) => result,
+        Ended::Rested(result) => *result,
         Ended::Interrupted(signal) => {
             report_error(format!(
                 "run {} interrupted ({signal}): the running block's processes, containers and jobs were stopped; `wfhost resume {}` continues it",
@@ -316,7 +316,7 @@ pub fn execute(
 
 /// How the engine's drive ended.
 enum Ended {
-    Rested(Result<RunReport, wfhost_core::engine::EngineError>),
+    Rested(Box<Result<RunReport, wfhost_core::engine::EngineError>>),
     /// A signal asked the run to stop: its name.
     Interrupted(&'static str),
 }
