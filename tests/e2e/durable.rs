@@ -287,7 +287,8 @@ fn a_gate_round_trip_with_changes_requested_then_approved() {
         "{report}"
     );
 
-    let out = wfhost(&["gate", &id, "UD-2", "approved"], s);
+    // Gate ids are case-insensitive, run ids match by any unique part.
+    let out = wfhost(&["gate", &id[id.len() - 6..], "ud-2", "approved"], s);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let again = wfhost(&["gate", &id, "UD-1", "approved"], s);
     assert_eq!(again.status.code(), Some(2));
@@ -645,6 +646,25 @@ fn bad_run_ids_and_finished_runs_are_clear_errors() {
         stderr(&done).contains("already succeeded"),
         "{}",
         stderr(&done)
+    );
+    assert_eq!(store_bytes(s), before);
+
+    // Any unique part of the id names the run: the random tail people
+    // remember, or a middle part.
+    let tail = &id[id.len() - 6..];
+    let show = wfhost(&["show", tail], s);
+    assert_eq!(show.status.code(), Some(0), "{}", stderr(&show));
+    assert!(stdout(&show).contains(&id));
+    // Two runs share `run-`: ambiguous, listed, nothing changed.
+    let again = start(&example("hello"), &workspace_in(s), s, &[]);
+    assert_eq!(again.status.code(), Some(0));
+    let before = store_bytes(s);
+    let out = wfhost(&["show", "run-"], s);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is ambiguous: it matches") && stderr(&out).contains(&id),
+        "{}",
+        stderr(&out)
     );
     assert_eq!(store_bytes(s), before);
 }

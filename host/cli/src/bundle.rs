@@ -10,7 +10,7 @@ use crate::{Global, exit, report_error, store_error};
 
 #[derive(Args)]
 pub struct ExportArgs {
-    /// The run (its id or a unique prefix).
+    /// The run: its id, or any part of it that is unique.
     run: String,
     /// The bundle file to write; `-` writes it to standard output.
     #[arg(long, short)]

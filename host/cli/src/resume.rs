@@ -62,7 +62,7 @@ impl ExecOptions {
 
 #[derive(Args)]
 pub struct ResumeArgs {
-    /// The run (its id or a unique prefix).
+    /// The run: its id, or any part of it that is unique.
     run: String,
     /// The branch to continue (default: the one written last).
     #[arg(long)]
@@ -73,7 +73,7 @@ pub struct ResumeArgs {
 
 #[derive(Args)]
 pub struct ForkArgs {
-    /// The run (its id or a unique prefix).
+    /// The run: its id, or any part of it that is unique.
     run: String,
     /// The snapshot to continue from (`wfhost show` lists them).
     #[arg(long, value_name = "SNAPSHOT")]
@@ -84,7 +84,7 @@ pub struct ForkArgs {
 
 #[derive(Args)]
 pub struct GateArgs {
-    /// The run (its id or a unique prefix).
+    /// The run: its id, or any part of it that is unique.
     run: String,
     /// The gate, e.g. `UD-1` (`wfhost gates` lists the open ones).
     gate: String,
@@ -268,7 +268,9 @@ pub fn fork(args: ForkArgs, global: &Global) -> u8 {
     )
 }
 
-pub fn gate(args: GateArgs, global: &Global) -> u8 {
+pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
+    // Gate ids are `UD-<n>`: `ud-1` names the same gate.
+    args.gate = args.gate.trim().to_ascii_uppercase();
     // The answer is checked before anything is opened or locked.
     let decision: Decision = match args.answer.parse() {
         Ok(d) => d,

@@ -26,7 +26,7 @@ pub struct RunsArgs {
 
 #[derive(Args)]
 pub struct ShowArgs {
-    /// The run (its id or a unique prefix).
+    /// The run: its id, or any part of it that is unique.
     run: String,
     /// The branch to show (default: the one written last).
     #[arg(long)]
@@ -38,7 +38,7 @@ pub struct ShowArgs {
 
 #[derive(Args)]
 pub struct EventsArgs {
-    /// The run (its id or a unique prefix).
+    /// The run: its id, or any part of it that is unique.
     run: String,
     /// Keep printing events as a live run writes them, until it stops.
     #[arg(long, short)]

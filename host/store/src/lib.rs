@@ -261,16 +261,21 @@ impl Store {
         Ok(())
     }
 
-    /// The run `id`, or the only run whose id starts with `id`.
+    /// The run `id`, or the only run whose id contains `id` (the part a
+    /// person remembers: `3c1f0a`, `024925`, a prefix). Ambiguous or unknown
+    /// is an error that lists the candidates.
     pub fn resolve_run(&self, id: &str) -> Result<RunRecord, StoreError> {
         if let Some(run) = self.run(id)? {
             return Ok(run);
         }
+        if id.is_empty() {
+            return Err(StoreError::Usage(
+                "an empty run id matches every run".into(),
+            ));
+        }
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT id FROM runs WHERE substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT 6",
-            )
+            .prepare_cached("SELECT id FROM runs WHERE instr(id, ?1) > 0 ORDER BY id LIMIT 6")
             .map_err(|e| self.err(e))?;
         let ids: Vec<String> = stmt
             .query_map([id], |r| r.get(0))
@@ -283,7 +288,7 @@ impl Store {
             }),
             [only] => Ok(self.run(only)?.expect("the run was just listed")),
             many => Err(StoreError::Usage(format!(
-                "run id `{id}` is ambiguous: it starts {}{}",
+                "run id `{id}` is ambiguous: it matches {}{}",
                 many.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
                 if many.len() > 5 { ", …" } else { "" }
             ))),
