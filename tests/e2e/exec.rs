@@ -858,3 +858,167 @@ fn ctrl_c_stops_the_blocks_processes_and_the_run_resumes_to_success() {
     let resumed = wfhost(&["resume", &id], scratch.path());
     assert_eq!(resumed.status.code(), Some(0), "{}", stderr(&resumed));
 }
+
+/// Containers labelled with run `id` (any state).
+fn containers_of(id: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=dev.wfhost.run={id}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn cancel_stops_a_live_runs_container_and_is_recorded() {
+    if !docker_ready() {
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let manifest = exec_manifest(
+        scratch.path(),
+        serde_json::json!({
+            "timeout": "120s",
+            "config": {
+                "executor": {"container": {"image": "wfhost-test/busybox:1"}},
+                "commands": [{"argv": ["sleep", "60"]}]
+            },
+            "transitions": end_on_success(),
+        }),
+        true,
+    );
+    let mut child = command(scratch.path())
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the run to be recorded and its container to exist.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let runs = wfhost(&["runs", "--json"], scratch.path());
+        let listed: serde_json::Value =
+            serde_json::from_slice(&runs.stdout).unwrap_or(serde_json::Value::Null);
+        if let Some(id) = listed[0]["id"].as_str()
+            && !containers_of(id).is_empty()
+        {
+            break id.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never started its container"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let tail = &id[id.len() - 6..];
+    let out = wfhost(&["cancel", tail, "--reason", "wrong input"], scratch.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("cancelled: wrong input"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(
+        containers_of(&id).is_empty(),
+        "the container survived the cancel"
+    );
+    let events = wfhost(&["events", &id, "--json"], scratch.path());
+    let last: serde_json::Value =
+        serde_json::from_str(stdout(&events).lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"]["type"], "run_finished", "{last}");
+    assert_eq!(
+        last["event"]["outcome"]["reason"], "cancelled: wrong input",
+        "{last}"
+    );
+    // Cancelling again, resuming or deleting it: clear answers.
+    let again = wfhost(&["cancel", &id], scratch.path());
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        stderr(&again).contains("was cancelled already"),
+        "{}",
+        stderr(&again)
+    );
+    let resume = wfhost(&["resume", &id], scratch.path());
+    assert_eq!(resume.status.code(), Some(2), "{}", stderr(&resume));
+    let rm = wfhost(&["rm", &id], scratch.path());
+    assert_eq!(rm.status.code(), Some(0), "{}", stderr(&rm));
+    let show = wfhost(&["show", &id], scratch.path());
+    assert_eq!(show.status.code(), Some(2));
+}
+
+#[test]
+fn cancel_closes_a_waiting_run_and_rm_refuses_a_running_one() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let ws = workspace_in(s);
+    let gate = wfhost(
+        &[
+            "run",
+            repo()
+                .join("examples/review-gate/workflow.json")
+                .to_str()
+                .unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ],
+        s,
+    );
+    assert_eq!(gate.status.code(), Some(3), "{}", stderr(&gate));
+    let runs: serde_json::Value =
+        serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_string();
+    let out = wfhost(&["cancel", &id], s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let gates = wfhost(&["gate", &id, "UD-1", "approved"], s);
+    assert_eq!(gates.status.code(), Some(2), "{}", stderr(&gates));
+    // rm: an unknown name among several removes nothing.
+    let before = wfhost(&["runs", "--json"], s).stdout;
+    let rm = wfhost(&["rm", &id, "no-such-run"], s);
+    assert_eq!(rm.status.code(), Some(2));
+    assert_eq!(wfhost(&["runs", "--json"], s).stdout, before);
+    // A run that is executing is refused by rm.
+    let mut live = command(s)
+        .args([
+            "run",
+            repo()
+                .join("examples/durable/workflow.json")
+                .to_str()
+                .unwrap(),
+            "-w",
+            tempfile::tempdir().unwrap().keep().to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let live_id = loop {
+        let runs: serde_json::Value =
+            serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap_or_default();
+        if let Some(r) = runs
+            .as_array()
+            .and_then(|a| a.iter().find(|r| r["id"] != id.as_str()))
+        {
+            break r["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rm = wfhost(&["rm", &live_id], s);
+    assert_eq!(rm.status.code(), Some(4), "{}", stderr(&rm));
+    assert!(stderr(&rm).contains("is executing"), "{}", stderr(&rm));
+    assert_eq!(live.wait().unwrap().code(), Some(0));
+}

@@ -49,6 +49,16 @@ Examples:
   wfhost logs 3c1f0a build.compile     # one block (node.block, or just the block)
   wfhost logs 3c1f0a -f                # follow a live run";
 
+pub const CANCEL: &str = "\
+Examples:
+  wfhost cancel 3c1f0a                          # a live run stops; a waiting one closes
+  wfhost cancel 3c1f0a --reason 'wrong branch'";
+
+pub const RM: &str = "\
+Examples:
+  wfhost rm 3c1f0a 9e41b2
+  wfhost runs --json | jq -r '.[] | select(.status == \"failed\") | .id' | xargs wfhost rm";
+
 pub const EXPORT: &str = "\
 Examples:
   wfhost export 3c1f0a -o run.bundle.json

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod bundle;
+mod cancel;
 mod examples;
 mod execute;
 mod gc;
@@ -172,6 +173,13 @@ enum Command {
     /// stderr of their commands and agents (`--follow` to watch a live run).
     #[command(after_help = examples::LOGS)]
     Logs(With<logs::LogsArgs, Home>),
+    /// Stop a run for good: a live run's processes, containers and jobs are
+    /// stopped; a waiting or interrupted run is closed. Recorded in its log.
+    #[command(after_help = examples::CANCEL)]
+    Cancel(With<cancel::CancelArgs, Home>),
+    /// Delete runs from the store (not a run that is executing).
+    #[command(after_help = examples::RM)]
+    Rm(With<cancel::RmArgs, Home>),
     /// Write a run, its pinned definition and its whole log to a bundle file.
     #[command(after_help = examples::EXPORT)]
     Export(With<bundle::ExportArgs, Home>),
@@ -226,6 +234,8 @@ fn main() -> ExitCode {
         Command::Show(w) => runs::show(w.args, &(&w.store).into()),
         Command::Events(w) => runs::events(w.args, &(&w.store).into()),
         Command::Logs(w) => logs::logs(w.args, &(&w.store).into()),
+        Command::Cancel(w) => cancel::cancel(w.args, &(&w.store).into()),
+        Command::Rm(w) => cancel::rm(w.args, &(&w.store).into()),
         Command::Export(w) => bundle::export(w.args, &(&w.store).into()),
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),

@@ -64,6 +64,10 @@ pub struct ContainerPool {
     /// Containers running a block right now. A block abandoned mid-command
     /// (its future dropped) leaves its container here, for `shutdown`.
     in_use: Mutex<HashSet<String>>,
+    /// Every container this pool created (noted the moment Docker names
+    /// it): one whose block was abandoned while it was still being started
+    /// is in no other set, and `shutdown` removes it too.
+    created: std::sync::Mutex<HashSet<String>>,
 }
 
 /// Where a container started through the `container` capability is.
@@ -130,6 +134,7 @@ impl ContainerPool {
             dormant: Mutex::new(HashMap::new()),
             owned: Mutex::new(HashSet::new()),
             in_use: Mutex::new(HashSet::new()),
+            created: std::sync::Mutex::new(HashSet::new()),
         })
     }
 
@@ -287,6 +292,9 @@ impl ContainerPool {
                     ))
                 }
             })?;
+        if let Ok(mut ids) = self.created.lock() {
+            ids.insert(created.id.clone());
+        }
         if let Err(e) = self.docker.start_container(&created.id, None).await {
             self.remove(&created.id).await;
             return Err(ExecError::Failed(format!(
@@ -412,6 +420,9 @@ impl ContainerPool {
     }
 
     async fn remove(&self, id: &str) {
+        if let Ok(mut ids) = self.created.lock() {
+            ids.remove(id);
+        }
         let _ = self
             .docker
             .remove_container(
@@ -436,6 +447,11 @@ impl ContainerPool {
             .collect();
         ids.extend(self.owned.lock().await.drain());
         ids.extend(self.in_use.lock().await.drain());
+        if let Ok(mut created) = self.created.lock() {
+            ids.extend(created.drain());
+        }
+        ids.sort();
+        ids.dedup();
         for id in ids {
             self.remove(&id).await;
         }
