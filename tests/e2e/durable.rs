@@ -808,3 +808,67 @@ fn a_workspace_is_never_a_silent_default() {
     let ignore = std::fs::read_to_string(dir.path().join("ws/.output/.gitignore")).unwrap();
     assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
 }
+
+#[test]
+fn a_killed_runs_staging_copies_are_collected_by_gc() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let tmp = s.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let ws = workspace_in(s);
+    let manifest = s.join("slow.json");
+    std::fs::write(
+        &manifest,
+        serde_json::json!({
+            "id": "slow", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
+                "worker": "scripted",
+                "file_restrictions": ["out/**"],
+                "config": {"responses": ["done"], "delay_ms": 30000},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let staged = || -> Vec<String> {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("wfhost-stage-"))
+            .collect()
+    };
+    let mut child = command(s)
+        .env("TMPDIR", &tmp)
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while staged().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!staged().is_empty(), "the block never staged its copy");
+    child.kill().unwrap(); // SIGKILL: nothing cleans up
+    child.wait().unwrap();
+    assert!(!staged().is_empty());
+    let gc = command(s)
+        .env("TMPDIR", &tmp)
+        .args(["gc", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(gc.status.code(), Some(0), "{}", stderr(&gc));
+    assert!(staged().is_empty(), "left: {:?}", staged());
+    let report: serde_json::Value = serde_json::from_slice(&gc.stdout).unwrap();
+    assert_eq!(
+        report["scratch_removed"].as_array().unwrap().len(),
+        1,
+        "{report}"
+    );
+}

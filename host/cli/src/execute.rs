@@ -263,6 +263,8 @@ pub fn execute(
     };
     let active = state.fan_out.as_ref().map(|f| f.step);
     wfhost_runtime::lanes::remove_stale(plugins.workspace(), &run.id, active);
+    // Staging copies and agent snapshots a killed wfhost left behind.
+    wfhost_exec::scratch::remove_stale(None);
     let ended = tokio.block_on(async {
         let engine = async {
             match entry {

@@ -105,8 +105,18 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
             }
         }
     }
+    // Staging copies and agent snapshots of processes killed mid-block.
+    let scratch_removed: Vec<String> = if args.dry_run {
+        Vec::new()
+    } else {
+        wfhost_exec::scratch::remove_stale(None)
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect()
+    };
     if args.json {
         let out = serde_json::json!({
+            "scratch_removed": scratch_removed,
             "dry_run": args.dry_run,
             "candidates": candidates,
             "removed": removed,

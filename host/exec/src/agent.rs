@@ -157,8 +157,8 @@ fn snapshot_dir() -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     std::env::temp_dir().join(format!(
-        "wfhost-agent-snapshot-{}-{}",
-        std::process::id(),
+        "{}{}",
+        crate::scratch::prefix("wfhost-agent-snapshot-"),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ))
 }

@@ -25,6 +25,7 @@ pub mod containment;
 pub mod lanes;
 mod local;
 mod repo;
+pub mod scratch;
 pub mod slurm;
 
 use std::path::{Path, PathBuf};

@@ -122,7 +122,7 @@ impl Sandbox {
         let mut tx = Transaction {
             snapshots: Vec::new(),
             dir: tempfile::Builder::new()
-                .prefix("wfhost-stage-")
+                .prefix(&wfhost_exec::scratch::prefix("wfhost-stage-"))
                 .tempdir()
                 .map_err(|e| fs_err("staging directory", e))?,
             workspace: workspace.to_path_buf(),
