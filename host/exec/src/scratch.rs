@@ -68,7 +68,7 @@ mod tests {
             std::fs::create_dir_all(d.join("inner")).unwrap();
         }
         let removed = remove_stale(Some(tmp.path()));
-        assert_eq!(removed, [dead.clone()]);
+        assert_eq!(removed, std::slice::from_ref(&dead));
         assert!(!dead.exists() && mine.exists() && other.exists());
     }
 }
