@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A scripted agent that speaks seed 001's JSON protocol.
+"""A scripted agent that speaks the JSON agent protocol.
 
 It reads the universal input JSON from stdin and prints exactly one universal
 output JSON object on stdout, and nothing else (its note goes to stderr).
@@ -47,7 +47,7 @@ def pair(text):
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="json_agent.py",
-        description="A scripted agent speaking the JSON agent protocol (seed 001).",
+        description="A scripted agent speaking the JSON agent protocol.",
     )
     p.add_argument("--status", choices=["OK", "BLOCKED", "NEEDS_INFO", "NEEDS_DECISION", "FAIL"],
                    default="OK", help="the answer's status (default: OK)")

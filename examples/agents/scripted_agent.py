@@ -5,7 +5,7 @@ Deterministic and driven by its arguments, so that workflows and tests can
 script it. It reads the env contract (NODE_ID, OUTPUT_DIR, ...) and its
 system prompt (--prompt-file FILE, else a PROMPT argument, else the file
 AGENT_PROMPT_FILE names, else stdin), does what its arguments say, and
-writes $OUTPUT_DIR/block-$NODE_ID.json, the BlockOutput of seed 000, with
+writes $OUTPUT_DIR/block-$NODE_ID.json, the BlockOutput the agent contract asks for, with
 accurate filesModified / filesCreated (a path is "created" when it did not
 exist before this run wrote it). Its working directory is the workspace:
 relative paths are workspace paths.
@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 
-# The env contract (seed 000), plus AGENT_PROMPT_FILE for file delivery.
+# The agent env contract, plus AGENT_PROMPT_FILE for file delivery.
 CONTRACT = [
     "WORKFLOW_ID",
     "EXECUTION_ID",
@@ -68,7 +68,7 @@ DELIVERABLES_KIND = {
     "devops": "generic",
 }
 
-# The sections the host adds to the prompt after the task (seed 000 order).
+# The sections the host adds to the prompt after the task (in the host's order).
 RESTRICTION_LINE = "Only modify files matching:"
 CHECKLIST_LINE = "You must produce the following outputs:"
 
@@ -176,7 +176,7 @@ def paragraphs(text):
 
 
 def task_section(prompt):
-    """The task instruction in a prompt assembled in seed 000's order (rules,
+    """The task instruction in a prompt assembled in the host's order (rules,
     prefix, task, restriction line, checklist): the last paragraph before the
     restriction line and the checklist."""
     parts = [

@@ -102,7 +102,7 @@ pub struct PluginSpec {
     pub grants: Vec<String>,
 }
 
-/// A logical container of blocks that owns context (seed 004).
+/// A logical container of blocks that owns context (static memory, isolation).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
@@ -120,7 +120,7 @@ fn default_true() -> bool {
     true
 }
 
-/// An atomic unit of execution (seed 004).
+/// An atomic unit of execution: one worker call and its transitions.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Block {
@@ -169,7 +169,7 @@ pub struct Block {
         regex(pattern = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$")
     )]
     pub timeout: Option<Duration>,
-    /// Makes the block a parallel group (seed 000): its worker runs once
+    /// Makes the block a parallel group: its worker runs once
     /// per lane, concurrently, each lane in an isolated workspace (a git
     /// worktree, else a copy), and fan-in merges the lanes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,7 +247,7 @@ impl Block {
     }
 }
 
-/// A block's part of its system prompt (seed 000's prompt assembly).
+/// A block's part of its system prompt (assembled after the workflow rules).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BlockPrompt {
