@@ -186,3 +186,50 @@ fn a_third_party_action_handler_serves_its_own_verb() {
     // The core verbs still went to actions-core.
     assert!(text.contains("JUMP:b: jump to main.b"), "{text}");
 }
+
+#[test]
+fn a_block_over_its_write_limits_fails_and_applies_nothing() {
+    for (limits, ops, expected) in [
+        (
+            serde_json::json!({"max_written_files": 2}),
+            serde_json::json!([
+                {"op": "write", "path": "out/a", "content": "1"},
+                {"op": "write", "path": "out/b", "content": "2"},
+                {"op": "write", "path": "out/c", "content": "3"}
+            ]),
+            "the block wrote 3 files, over its limit of 2 (`limits.max_written_files`)",
+        ),
+        (
+            serde_json::json!({"max_written_bytes": 1000}),
+            serde_json::json!([{"op": "write", "path": "out/big", "content": "x".repeat(1001)}]),
+            "the block wrote 1001 bytes, over its limit of 1000 (`limits.max_written_bytes`)",
+        ),
+    ] {
+        let scratch = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(
+            scratch.path().join("probe.wasm"),
+            wfhost_guest_artifacts::TEST_PROBE,
+        )
+        .unwrap();
+        let manifest = write_manifest(
+            scratch.path(),
+            serde_json::json!({
+                "id": "quota", "start_node": "main",
+                "plugins": {"probe": {"path": "probe.wasm"}},
+                "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
+                    "worker": "probe",
+                    "file_restrictions": ["out/**"],
+                    "limits": limits,
+                    "config": {"ops": ops},
+                    "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]
+                }}}}
+            }),
+        );
+        let (code, report) = run_report(&manifest, ws.path(), scratch.path());
+        assert_eq!(code, Some(0), "{report}");
+        let error = report["payload"][0]["content"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{report}");
+        assert!(!ws.path().join("out").join("a").exists() && !ws.path().join("out/big").exists());
+    }
+}

@@ -169,11 +169,73 @@ pub struct Block {
         regex(pattern = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h)$")
     )]
     pub timeout: Option<Duration>,
+    /// Limits on what one execution of a restricted block may write
+    /// (checked before its changes are applied; see [`WriteLimits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<WriteLimits>,
     /// Makes the block a parallel group: its worker runs once
     /// per lane, concurrently, each lane in an isolated workspace (a git
     /// worktree, else a copy), and fan-in merges the lanes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel: Option<ParallelGroup>,
+}
+
+/// How much one execution of a block may write into the workspace: the
+/// files it creates or changes, and their bytes. A block over a limit
+/// fails naming it, and none of its changes is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteLimits {
+    /// Bytes of the files created or changed (default 1 GiB).
+    #[serde(default = "default_max_written_bytes")]
+    #[schemars(range(min = 1))]
+    pub max_written_bytes: u64,
+    /// Files created or changed (default 10,000).
+    #[serde(default = "default_max_written_files")]
+    #[schemars(range(min = 1))]
+    pub max_written_files: u64,
+}
+
+/// The default [`WriteLimits::max_written_bytes`]: 1 GiB.
+pub const DEFAULT_MAX_WRITTEN_BYTES: u64 = 1 << 30;
+/// The default [`WriteLimits::max_written_files`].
+pub const DEFAULT_MAX_WRITTEN_FILES: u64 = 10_000;
+
+fn default_max_written_bytes() -> u64 {
+    DEFAULT_MAX_WRITTEN_BYTES
+}
+
+fn default_max_written_files() -> u64 {
+    DEFAULT_MAX_WRITTEN_FILES
+}
+
+impl Default for WriteLimits {
+    fn default() -> Self {
+        WriteLimits {
+            max_written_bytes: DEFAULT_MAX_WRITTEN_BYTES,
+            max_written_files: DEFAULT_MAX_WRITTEN_FILES,
+        }
+    }
+}
+
+impl WriteLimits {
+    /// Whether `files` files of `bytes` bytes in all are within the limits;
+    /// else which limit they pass.
+    pub fn check(&self, files: u64, bytes: u64) -> Result<(), String> {
+        if files > self.max_written_files {
+            return Err(format!(
+                "the block wrote {files} files, over its limit of {} (`limits.max_written_files`)",
+                self.max_written_files
+            ));
+        }
+        if bytes > self.max_written_bytes {
+            return Err(format!(
+                "the block wrote {bytes} bytes, over its limit of {} (`limits.max_written_bytes`)",
+                self.max_written_bytes
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The most lanes one parallel group may have.

@@ -91,6 +91,9 @@ pub struct PluginSet {
     /// resolved against it, like plugin paths.
     manifest_dir: Option<PathBuf>,
     workers: HashMap<String, WorkerPre<HostState>>,
+    /// Write limits of blocks that set them, by (node, block); the others
+    /// get the defaults.
+    limits: HashMap<(String, String), wfhost_core::manifest::WriteLimits>,
     handlers: HashMap<String, ActionHandlerPre<HostState>>,
     loads: Vec<PluginLoad>,
     /// Containers and Slurm jobs the run's plugins started.
@@ -149,6 +152,14 @@ impl PluginSet {
             }
         }
         let mut set = Self::load(runtime, &requests, workspace)?;
+        for (node_id, node) in &wf.nodes {
+            for (block_id, block) in &node.blocks {
+                if let Some(limits) = block.limits {
+                    set.limits
+                        .insert((node_id.clone(), block_id.clone()), limits);
+                }
+            }
+        }
         // Agents run in the workspace, not where wfhost was started.
         set.manifest_dir = Some(
             std::path::absolute(workflow.base_dir())
@@ -177,6 +188,7 @@ impl PluginSet {
             handlers: HashMap::new(),
             loads: Vec::new(),
             resources,
+            limits: HashMap::new(),
         };
         for request in requests {
             set.load_one(request)?;
@@ -380,7 +392,12 @@ impl PluginSet {
         };
         let log = drain_log(&mut store);
         drop(store);
-        match sandbox.finish(outcome.is_ok()) {
+        let limits = self
+            .limits
+            .get(&(ctx.node_id.clone(), ctx.block_id.clone()))
+            .copied()
+            .unwrap_or_default();
+        match sandbox.finish(outcome.is_ok(), &limits) {
             Ok(_) => {}
             Err(message) => outcome = Err(BlockFailure { message }),
         }

@@ -222,7 +222,11 @@ impl Sandbox {
     /// all are permitted (else the block fails and none is applied); a failed
     /// block's are discarded, leaving the workspace as it was. Returns the
     /// workspace-relative paths applied.
-    pub fn finish(self, block_succeeded: bool) -> Result<Vec<String>, String> {
+    pub fn finish(
+        self,
+        block_succeeded: bool,
+        limits: &wfhost_core::manifest::WriteLimits,
+    ) -> Result<Vec<String>, String> {
         let Some(tx) = self.transaction else {
             return Ok(Vec::new());
         };
@@ -264,6 +268,15 @@ impl Sandbox {
                 .map_err(|e| format!("cannot compare the staged `{rel}`: {e}"))?;
             dir_changes.push((rel.clone(), real, changes));
         }
+        let (mut files, mut bytes) = written(&root_changes, &tx.root());
+        for (rel, _, changes) in &dir_changes {
+            let (f, b) = written(changes, &tx.staged_dir(rel));
+            files += f;
+            bytes += b;
+        }
+        limits
+            .check(files, bytes)
+            .map_err(|e| format!("{e}; none of its changes were applied"))?;
         // One transaction for the root and every writable directory: all of
         // the block's changes land, or none (a full disk, a planted link).
         let mut apply = workspace::Apply::default();
@@ -286,6 +299,19 @@ impl Sandbox {
     }
 }
 
+/// Files created or modified by `changes` (taken from `from`) and their
+/// bytes.
+fn written(changes: &[workspace::Change], from: &Path) -> (u64, u64) {
+    changes
+        .iter()
+        .filter(|c| c.kind != workspace::ChangeKind::Removed)
+        .filter(|c| c.entry != workspace::EntryKind::Dir)
+        .fold((0, 0), |(files, bytes), c| {
+            let len = std::fs::symlink_metadata(from.join(&c.path)).map_or(0, |m| m.len());
+            (files + 1, bytes + len)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,7 +327,7 @@ mod tests {
         // The writable directory is a staged copy until the block succeeds.
         assert!(!ws.path().join("src/workers").exists());
         assert!(sb.mounts()[1].host.ends_with("dirs/src/workers"));
-        sb.finish(true).unwrap();
+        sb.finish(true, &Default::default()).unwrap();
         let sb = Sandbox::prepare(ws.path(), &plan(&["src/workers/**"])).unwrap();
         let m: Vec<(&str, bool)> = sb
             .mounts()
