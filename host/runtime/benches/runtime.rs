@@ -209,7 +209,7 @@ fn bench_per_call(tokio: &tokio::runtime::Runtime) {
             let t = Instant::now();
             let sandbox = Sandbox::prepare(ws.path(), &plan).unwrap();
             let d = t.elapsed();
-            sandbox.finish(true).unwrap();
+            sandbox.finish(true, &Default::default()).unwrap();
             d
         })
         .collect();
