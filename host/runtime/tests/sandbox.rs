@@ -702,8 +702,9 @@ async fn a_full_disk_while_applying_leaves_the_workspace_as_it_was() {
     std::fs::create_dir(fx.ws().join("out")).unwrap();
     std::fs::write(fx.ws().join("out/a.txt"), "original").unwrap();
     std::fs::write(fx.ws().join("out/z.txt"), "kept").unwrap();
-    // The host makes `.output/` before any block; not part of the test.
-    std::fs::create_dir(fx.ws().join(".output")).unwrap();
+    // The host makes `.output/` (with its .gitignore) before any block;
+    // not part of the test.
+    wfhost_core::workspace::ensure_host_dir(&fx.ws(), ".output").unwrap();
     let before = snapshot_of(&fx.ws());
     let set = fx.probe();
     let result = run(
