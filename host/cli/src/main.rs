@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod bundle;
 mod execute;
 mod gc;
+mod inputs;
 mod inspect;
 mod list;
 mod resume;
