@@ -8,6 +8,7 @@ mod bad_input;
 mod durable;
 mod examples;
 mod exec;
+mod inputs;
 mod inspect;
 mod parallel;
 mod run;
