@@ -42,7 +42,12 @@ fn manifest(dir: &Path, delay_ms: u64) -> PathBuf {
 
 /// `wfhost run MANIFEST -w DIR ARGS…` with the home in `dir`.
 fn run_with(manifest: &Path, dir: &Path, args: &[&str]) -> Output {
-    let mut all = vec!["run", manifest.to_str().unwrap(), "-w", dir.to_str().unwrap()];
+    let mut all = vec![
+        "run",
+        manifest.to_str().unwrap(),
+        "-w",
+        dir.to_str().unwrap(),
+    ];
     all.extend_from_slice(args);
     wfhost(&all, dir)
 }
@@ -52,7 +57,13 @@ fn payload_texts(report: &serde_json::Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| format!("{}:{}", s["type"].as_str().unwrap(), s["content"].as_str().unwrap()))
+        .map(|s| {
+            format!(
+                "{}:{}",
+                s["type"].as_str().unwrap(),
+                s["content"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -72,7 +83,13 @@ fn inputs_reach_workers_and_templates_and_are_recorded_with_the_run() {
     let out = run_with(
         &wf,
         d,
-        &["--input", file.to_str().unwrap(), "--set", "topic=rust", "--json"],
+        &[
+            "--input",
+            file.to_str().unwrap(),
+            "--set",
+            "topic=rust",
+            "--json",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -90,7 +107,15 @@ fn inputs_reach_workers_and_templates_and_are_recorded_with_the_run() {
 
     // The input file may also come on standard input.
     let mut child = command(d)
-        .args(["run", wf.to_str().unwrap(), "-w", d.to_str().unwrap(), "--input", "-", "--json"])
+        .args([
+            "run",
+            wf.to_str().unwrap(),
+            "-w",
+            d.to_str().unwrap(),
+            "--input",
+            "-",
+            "--json",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -119,14 +144,46 @@ fn bad_inputs_exit_2_naming_the_input_and_record_nothing() {
     let hello = repo().join("examples/hello/workflow.json");
     let cases: Vec<(&Path, Vec<&str>, &str)> = vec![
         (&wf, vec![], "missing required input `topic`"),
-        (&wf, vec!["--set", "topic=x", "--set", "count=many"], "input `count`: `many` is not a valid integer"),
-        (&wf, vec!["--set", "topic=x", "--set", "count=0"], "input `count`: 0 is less than the minimum of 1"),
-        (&wf, vec!["--set", "topic=x", "--set", "colour=red"], "unknown input `colour` (declared: count, tags, topic)"),
-        (&wf, vec!["--input", wrong_type.to_str().unwrap()], "input `topic`: 3 is not of type \"string\""),
-        (&wf, vec!["--input", not_object.to_str().unwrap()], "must hold a JSON object, not an array"),
-        (&wf, vec!["--input", "/nonexistent/in.json"], "--input /nonexistent/in.json"),
-        (&wf, vec!["--set", "topic"], "--set `topic`: expected NAME=VALUE"),
-        (&hello, vec!["--set", "x=1"], "unknown input `x`: the workflow declares no inputs"),
+        (
+            &wf,
+            vec!["--set", "topic=x", "--set", "count=many"],
+            "input `count`: `many` is not a valid integer",
+        ),
+        (
+            &wf,
+            vec!["--set", "topic=x", "--set", "count=0"],
+            "input `count`: 0 is less than the minimum of 1",
+        ),
+        (
+            &wf,
+            vec!["--set", "topic=x", "--set", "colour=red"],
+            "unknown input `colour` (declared: count, tags, topic)",
+        ),
+        (
+            &wf,
+            vec!["--input", wrong_type.to_str().unwrap()],
+            "input `topic`: 3 is not of type \"string\"",
+        ),
+        (
+            &wf,
+            vec!["--input", not_object.to_str().unwrap()],
+            "must hold a JSON object, not an array",
+        ),
+        (
+            &wf,
+            vec!["--input", "/nonexistent/in.json"],
+            "--input /nonexistent/in.json",
+        ),
+        (
+            &wf,
+            vec!["--set", "topic"],
+            "--set `topic`: expected NAME=VALUE",
+        ),
+        (
+            &hello,
+            vec!["--set", "x=1"],
+            "unknown input `x`: the workflow declares no inputs",
+        ),
     ];
     for (manifest, args, expected) in cases {
         let scratch = tempfile::tempdir().unwrap();

@@ -124,10 +124,7 @@ fn undeclared(schema: Option<&Value>, key: &str) -> String {
     if declared.is_empty() {
         format!("unknown input `{key}`: the workflow declares no inputs")
     } else {
-        format!(
-            "unknown input `{key}` (declared: {})",
-            declared.join(", ")
-        )
+        format!("unknown input `{key}` (declared: {})", declared.join(", "))
     }
 }
 
@@ -151,9 +148,10 @@ pub fn resolve(
         }
     };
     inputs.extend(sets);
-    if let Some(key) = inputs.keys().find(|k| {
-        schema.is_none_or(|s| !properties(s).any(|(n, _)| n == *k))
-    }) {
+    if let Some(key) = inputs
+        .keys()
+        .find(|k| schema.is_none_or(|s| !properties(s).any(|(n, _)| n == *k)))
+    {
         return Err(undeclared(schema, key));
     }
     let Some(schema) = schema else {
@@ -184,7 +182,10 @@ fn validate(schema: &Value, inputs: &Inputs) -> Result<(), String> {
         let name = path.trim_start_matches('/').split('/').next().unwrap_or("");
         if name.is_empty() {
             // Whole-object rules; `required` is reported above, by name.
-            if !matches!(e.kind(), jsonschema::error::ValidationErrorKind::Required { .. }) {
+            if !matches!(
+                e.kind(),
+                jsonschema::error::ValidationErrorKind::Required { .. }
+            ) {
                 errors.push(format!("inputs: {e}"));
             }
         } else {
@@ -255,22 +256,35 @@ mod tests {
     fn undeclared_keys_are_refused() {
         let s = schema();
         let err = parse_set(Some(&s), "cuont", "1").unwrap_err();
-        assert!(err.contains("unknown input `cuont`") && err.contains("count"), "{err}");
+        assert!(
+            err.contains("unknown input `cuont`") && err.contains("count"),
+            "{err}"
+        );
         let err = parse_set(None, "x", "1").unwrap_err();
         assert!(err.contains("declares no inputs"), "{err}");
         let err = resolve(Some(&s), Some(json!({"topic": "t", "extra": 1})), vec![]).unwrap_err();
         assert!(err.contains("unknown input `extra`"), "{err}");
         let err = resolve(None, Some(json!({"x": 1})), vec![]).unwrap_err();
-        assert!(err.contains("`x`") && err.contains("declares no inputs"), "{err}");
-        assert_eq!(resolve(None, Some(json!({})), vec![]).unwrap(), Inputs::new());
+        assert!(
+            err.contains("`x`") && err.contains("declares no inputs"),
+            "{err}"
+        );
+        assert_eq!(
+            resolve(None, Some(json!({})), vec![]).unwrap(),
+            Inputs::new()
+        );
     }
 
     #[test]
     fn defaults_fill_in_and_sets_override_the_file() {
         let s = schema();
         let file = json!({"topic": "from file", "loud": false});
-        let inputs = resolve(Some(&s), Some(file), sets(&s, &[("topic", "from set")]).unwrap())
-            .unwrap();
+        let inputs = resolve(
+            Some(&s),
+            Some(file),
+            sets(&s, &[("topic", "from set")]).unwrap(),
+        )
+        .unwrap();
         assert_eq!(
             Value::Object(inputs),
             json!({"topic": "from set", "loud": false, "count": 3})
@@ -283,9 +297,15 @@ mod tests {
         let err = resolve(Some(&s), None, vec![]).unwrap_err();
         assert_eq!(err, "missing required input `topic`");
         let err = resolve(Some(&s), Some(json!({"topic": "t", "count": 0})), vec![]).unwrap_err();
-        assert!(err.starts_with("input `count`: ") && err.contains("minimum"), "{err}");
+        assert!(
+            err.starts_with("input `count`: ") && err.contains("minimum"),
+            "{err}"
+        );
         let err = resolve(Some(&s), Some(json!({"topic": 5})), vec![]).unwrap_err();
-        assert!(err.starts_with("input `topic`: ") && err.contains("string"), "{err}");
+        assert!(
+            err.starts_with("input `topic`: ") && err.contains("string"),
+            "{err}"
+        );
         let err = resolve(Some(&s), Some(json!([1])), vec![]).unwrap_err();
         assert!(err.contains("JSON object, not an array"), "{err}");
     }

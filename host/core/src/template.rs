@@ -222,7 +222,11 @@ pub fn check(wf: &Workflow) -> Vec<(Vec<String>, String)> {
     let declared: Vec<&str> = wf
         .inputs
         .as_ref()
-        .map(|s| crate::inputs::properties(s).map(|(n, _)| n.as_str()).collect())
+        .map(|s| {
+            crate::inputs::properties(s)
+                .map(|(n, _)| n.as_str())
+                .collect()
+        })
         .unwrap_or_default();
     let mut problems = Vec::new();
     for (at, text) in strings(wf) {
@@ -276,7 +280,10 @@ mod tests {
     fn literal_braces() {
         let i = inputs();
         assert_eq!(render("{{{{inputs.topic}}", &i), "{{inputs.topic}}");
-        assert_eq!(render("${{ github.sha }} {{x}}", &i), "${{ github.sha }} {{x}}");
+        assert_eq!(
+            render("${{ github.sha }} {{x}}", &i),
+            "${{ github.sha }} {{x}}"
+        );
         assert_eq!(render("{{{{{{inputs.topic}}", &i), "{{rust");
     }
 
@@ -290,7 +297,8 @@ mod tests {
 
     #[test]
     fn json_strings_are_rendered_recursively() {
-        let config = json!({"message": "hi {{inputs.topic}}", "list": ["{{inputs.n}}", 1], "k": true});
+        let config =
+            json!({"message": "hi {{inputs.topic}}", "list": ["{{inputs.n}}", 1], "k": true});
         assert_eq!(
             render_json(&config, &inputs()),
             json!({"message": "hi rust", "list": ["3", 1], "k": true})

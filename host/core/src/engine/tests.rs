@@ -1131,9 +1131,13 @@ async fn inputs_reach_the_worker_its_prompt_and_config_and_are_recorded() {
     let ctx = &seen[0];
     assert_eq!(ctx.config, serde_json::json!({"about": "rust"}));
     assert_eq!(ctx.system_prompt, "Audience: users.\n\nWrite about rust.");
-    assert_eq!(ctx.inputs, serde_json::json!({"topic": "rust", "audience": "users"}));
+    assert_eq!(
+        ctx.inputs,
+        serde_json::json!({"topic": "rust", "audience": "users"})
+    );
     assert!(
-        ctx.assembled_context.contains("## Inputs\n{\n  \"audience\": \"users\""),
+        ctx.assembled_context
+            .contains("## Inputs\n{\n  \"audience\": \"users\""),
         "{}",
         ctx.assembled_context
     );
