@@ -41,6 +41,7 @@ pub struct Workflow {
     /// written into prompts and config strings as `{{inputs.NAME}}`. Absent:
     /// the workflow takes no inputs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     pub inputs: Option<serde_json::Value>,
     /// User plugins by name. Built-in plugins need no entry.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
