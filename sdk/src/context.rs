@@ -29,13 +29,23 @@ impl BlockContext {
             .map_err(|e| PluginError::new("bad-config", format!("block config: {e}")))
     }
 
+    /// The run's inputs (`wfhost run --input FILE --set NAME=VALUE`),
+    /// deserialized: a struct with a field per input, or a
+    /// `serde_json::Map` for all of them. A run without inputs reads as an
+    /// empty object.
+    pub fn inputs<T: DeserializeOwned>(&self) -> Result<T, PluginError> {
+        serde_json::from_str(&self.inputs)
+            .map_err(|e| PluginError::new("bad-inputs", format!("run inputs: {e}")))
+    }
+
     /// The node's `static_memory`, deserialized.
     pub fn static_memory<T: DeserializeOwned>(&self) -> Result<T, PluginError> {
         serde_json::from_str(&self.static_memory)
             .map_err(|e| PluginError::new("bad-static-memory", format!("static memory: {e}")))
     }
 
-    /// A context for native unit tests of plugin logic.
+    /// A context for native unit tests of plugin logic (a run without
+    /// inputs; see [`BlockContext::with_inputs`]).
     pub fn for_test(block_id: &str, config: serde_json::Value) -> Self {
         BlockContext {
             workflow_id: "test-workflow".into(),
@@ -49,11 +59,18 @@ impl BlockContext {
             inherited_memory: "{}".into(),
             artifacts: Vec::new(),
             config: config.to_string(),
+            inputs: "{}".into(),
             file_restrictions: None,
             workspace_dir: ".".into(),
             system_prompt: String::new(),
             assembled_context: String::new(),
         }
+    }
+
+    /// This context with the given run inputs (a JSON object), for tests.
+    pub fn with_inputs(mut self, inputs: serde_json::Value) -> Self {
+        self.inputs = inputs.to_string();
+        self
     }
 }
 
@@ -123,5 +140,34 @@ impl EngineCommand {
             node: node.to_string(),
             return_to: return_to.map(BlockRef::parse),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Inputs {
+        topic: String,
+        count: u32,
+    }
+
+    #[test]
+    fn inputs_deserialize_like_config() {
+        let ctx = BlockContext::for_test("b", serde_json::Value::Null)
+            .with_inputs(serde_json::json!({"topic": "rust", "count": 3}));
+        assert_eq!(
+            ctx.inputs::<Inputs>().unwrap(),
+            Inputs {
+                topic: "rust".into(),
+                count: 3
+            }
+        );
+        let none = BlockContext::for_test("b", serde_json::Value::Null);
+        let all: serde_json::Map<String, serde_json::Value> = none.inputs().unwrap();
+        assert!(all.is_empty());
+        let err = none.inputs::<Inputs>().unwrap_err();
+        assert_eq!(err.code, "bad-inputs");
     }
 }

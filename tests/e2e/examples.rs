@@ -9,6 +9,11 @@ fn run_json(example: &str) -> serde_json::Value {
 /// Run an example in a fresh workspace; returns its report and the
 /// workspace.
 fn run_example(example: &str) -> (serde_json::Value, tempfile::TempDir) {
+    run_example_with(example, &[])
+}
+
+/// [`run_example`] with more `wfhost run` arguments (an example's inputs).
+fn run_example_with(example: &str, extra: &[&str]) -> (serde_json::Value, tempfile::TempDir) {
     let ws = tempfile::tempdir().unwrap();
     // Examples that come with input files run on a copy of their directory.
     let inputs = repo().join("examples").join(example).join("docs");
@@ -31,16 +36,15 @@ fn run_example(example: &str) -> (serde_json::Value, tempfile::TempDir) {
         "{example}: {}",
         stderr(&check)
     );
-    let out = wfhost(
-        &[
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.path().to_str().unwrap(),
-            "--json",
-        ],
-        cache.path(),
-    );
+    let mut args = vec![
+        "run",
+        manifest.to_str().unwrap(),
+        "-w",
+        ws.path().to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = wfhost(&args, cache.path());
     assert_eq!(out.status.code(), Some(0), "{example}: {}", stdout(&out));
     (serde_json::from_slice(&out.stdout).unwrap(), ws)
 }
@@ -79,6 +83,7 @@ fn every_example_is_covered_here() {
             "exec-container",
             "exec-slurm",
             "hello",
+            "inputs",
             "review-gate",
             "subroutines",
             "validation-retry",
@@ -103,6 +108,23 @@ fn subroutines_call_return_and_isolate_context() {
             "STATIC_MEMORY:style: one short paragraph",
             "ECHO:summary: the draft is lint-clean",
             "ECHO:done",
+        ]
+    );
+}
+
+#[test]
+fn inputs_from_a_file_and_the_command_line_fill_the_templates() {
+    // The command of examples/inputs/README.md.
+    let file = repo().join("examples/inputs/inputs.json");
+    let (report, _ws) = run_example_with(
+        "inputs",
+        &["--input", file.to_str().unwrap(), "--set", "version=1.2.0"],
+    );
+    assert_eq!(
+        contents(&report),
+        [
+            "ECHO:releasing wfhost 1.2.0",
+            "AI_RESPONSE:wfhost 1.2.0 for users: [\"run inputs\",\"cancel\"]",
         ]
     );
 }

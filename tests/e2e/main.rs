@@ -10,6 +10,7 @@ mod deadlines;
 mod durable;
 mod examples;
 mod exec;
+mod inputs;
 mod inspect;
 mod observe;
 mod parallel;

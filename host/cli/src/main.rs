@@ -10,6 +10,7 @@ mod examples;
 mod execute;
 mod gc;
 mod guard;
+mod inputs;
 mod inspect;
 mod list;
 mod logs;

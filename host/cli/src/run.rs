@@ -49,6 +49,15 @@ pub struct RunArgs {
     /// per block) on stdout.
     #[arg(long)]
     json: bool,
+    /// A JSON file holding the run's inputs as an object (`-`: standard
+    /// input), checked against the workflow's `inputs` schema.
+    #[arg(long, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// Set one input (repeatable; wins over --input). VALUE is taken as
+    /// text for a `string` input and parsed as JSON for any other type,
+    /// e.g. `--set topic=rust --set count=3 --set 'tags=["a","b"]'`.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
     /// Where exec blocks that name no executor run: `local`,
     /// `container:IMAGE` (a local image) or `slurm[:PARTITION]`.
     #[arg(long, default_value = "local", value_name = "EXECUTOR")]
@@ -60,6 +69,13 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
         Ok(wf) => wf,
         Err(errors) => {
             report_error(errors);
+            return exit::BAD_INPUT;
+        }
+    };
+    let inputs = match crate::inputs::read(&workflow.workflow, args.input.as_deref(), &args.set) {
+        Ok(inputs) => inputs,
+        Err(e) => {
+            report_error(e);
             return exit::BAD_INPUT;
         }
     };
@@ -151,6 +167,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     options.workflow_hash = pin.hash.clone();
     options.plugins = plugin_digests(&plugins);
     options.default_executor = default_executor;
+    options.inputs = inputs;
     let started = engine::started_event(&workflow.workflow, &options);
     let lock = match store.lock_run(&record.id) {
         Ok(lock) => lock,

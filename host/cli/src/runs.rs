@@ -313,6 +313,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
             "branch": branch,
             "status": status,
             "failure": failure,
+            "inputs": state.inputs,
             "warnings": warning.iter().collect::<Vec<_>>(),
             "start_snapshot": start_snapshot,
             "branches": branches,
@@ -341,6 +342,10 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     println!("  status      {status} (branch {branch})");
     if let Some(reason) = &failure {
         println!("  failure     {}", style.bad(reason));
+    }
+    for (i, (name, value)) in state.inputs.iter().enumerate() {
+        let label = if i == 0 { "inputs" } else { "" };
+        println!("  {label:<11} {name} = {value}");
     }
     println!();
     println!("branches");

@@ -309,6 +309,7 @@ mod tests {
             max_steps: 10,
             max_call_depth: 4,
             default_executor: String::new(),
+            inputs: Default::default(),
         };
         vec![StoredEvent {
             seq: 1,

@@ -11,6 +11,9 @@
 //!    none and its callers never see its private ones);
 //! 5. **Metadata** — identifiers, step index, attempt, previous block.
 //!
+//! The run's inputs (`wfhost run --input/--set`) are rendered after the
+//! block contract, only when the run has any.
+//!
 //! [`AssembledContext::render`] turns the layers into one document in that
 //! order, omitting empty layers; workers get both the structured layers and
 //! the rendered document.
@@ -39,6 +42,8 @@ pub struct AssembledContext {
     pub payload: ExecutionPayload,
     pub system_prompt: String,
     pub config: serde_json::Value,
+    /// The run's inputs; rendered only when not empty.
+    pub inputs: crate::inputs::Inputs,
     pub inherited: serde_json::Map<String, serde_json::Value>,
     /// `node.block` → its latest structured output.
     pub artifacts: BTreeMap<String, String>,
@@ -81,6 +86,10 @@ impl AssembledContext {
         }
         if !contract.is_empty() {
             sections.push(format!("## Block contract\n{contract}"));
+        }
+        if !self.inputs.is_empty() {
+            let json = serde_json::to_string_pretty(&self.inputs).unwrap_or_default();
+            sections.push(format!("## Inputs\n{json}"));
         }
         if !self.inherited.is_empty() {
             let json = serde_json::to_string_pretty(&self.inherited).unwrap_or_default();
@@ -130,6 +139,7 @@ mod tests {
             payload: vec![ContextSegment::new("1", "NOTE", "hello")],
             system_prompt: "Be brief.".into(),
             config: json!({"k": 1}),
+            inputs: json!({"topic": "rust"}).as_object().unwrap().clone(),
             inherited: json!({"style": "terse"}).as_object().unwrap().clone(),
             artifacts: BTreeMap::from([("main.a".to_string(), "{\"ok\":true}".to_string())]),
             metadata: metadata(),
@@ -138,6 +148,7 @@ mod tests {
         let order: Vec<usize> = [
             "## Payload",
             "## Block contract",
+            "## Inputs",
             "## Inherited context",
             "## Artifacts",
             "## Metadata",
@@ -165,6 +176,7 @@ mod tests {
             payload: vec![],
             system_prompt: String::new(),
             config: serde_json::Value::Null,
+            inputs: Default::default(),
             inherited: Default::default(),
             artifacts: Default::default(),
             metadata: Metadata {

@@ -212,6 +212,8 @@ pub struct RunOptions {
     /// it (`wfhost run --executor`); empty means local. Recorded so that a
     /// resumed run keeps it.
     pub default_executor: String,
+    /// The run's validated inputs (see [`crate::inputs::resolve`]).
+    pub inputs: crate::inputs::Inputs,
 }
 
 impl RunOptions {
@@ -223,6 +225,7 @@ impl RunOptions {
             max_steps: 10_000,
             max_call_depth: 64,
             default_executor: String::new(),
+            inputs: crate::inputs::Inputs::new(),
         }
     }
 }
@@ -269,6 +272,7 @@ pub fn started_event(workflow: &Workflow, options: &RunOptions) -> Event {
         max_steps: options.max_steps,
         max_call_depth: options.max_call_depth,
         default_executor: options.default_executor.clone(),
+        inputs: options.inputs.clone(),
     }
 }
 
@@ -328,6 +332,9 @@ pub async fn drive<W: WorkerHost, A: ActionInterpreter>(
     state: RunState,
     sink: &mut dyn EventSink,
 ) -> Result<RunReport, EngineError> {
+    // The run executes the workflow with its recorded inputs written into
+    // prompts and config: a resumed or forked run uses the same inputs.
+    let workflow = &*crate::template::instantiate(workflow, &state.inputs);
     let mut batch = StepBatch::new(sink);
     let result = drive_steps(workflow, workers, actions, state, &mut batch).await;
     // What was decided is recorded even when the run stops on an error:
@@ -537,6 +544,7 @@ async fn execute_block<W: WorkerHost>(
         payload: block_payload,
         system_prompt: system_prompt(workflow, block),
         config: block.config.clone(),
+        inputs: state.inputs.clone(),
         inherited: inherited_memory(workflow, &node_id, &state.stack),
         artifacts: state.artifacts.clone(),
         metadata: Metadata {
@@ -562,6 +570,7 @@ async fn execute_block<W: WorkerHost>(
         inherited_memory: serde_json::Value::Object(assembled.inherited),
         artifacts: assembled.artifacts,
         config: assembled.config,
+        inputs: serde_json::Value::Object(assembled.inputs),
         file_restrictions: block.file_restrictions.clone(),
         system_prompt: assembled.system_prompt,
         assembled_context,

@@ -51,6 +51,11 @@ pub enum Event {
         /// `container:IMAGE`, `slurm[:PARTITION]`); empty means local.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         default_executor: String,
+        /// The run's inputs (`wfhost run --input/--set`), after defaults,
+        /// validated against the workflow's `inputs` schema. Absent in logs
+        /// of runs without inputs (and of older wfhost versions).
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        inputs: serde_json::Map<String, serde_json::Value>,
     },
     /// A block is about to execute. Without a matching
     /// [`Event::BlockCompleted`] the execution was interrupted and runs again.

@@ -34,6 +34,15 @@ pub struct Workflow {
     /// Workflow-level rules, injected first into every block's system prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rules: Option<String>,
+    /// The run's inputs, as a JSON Schema of an object: `properties` name
+    /// the inputs (with their types and `default`s), `required` lists those
+    /// that must be given. Given with `wfhost run --input FILE` and
+    /// `--set NAME=VALUE`, recorded with the run, visible to workers and
+    /// written into prompts and config strings as `{{inputs.NAME}}`. Absent:
+    /// the workflow takes no inputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
+    pub inputs: Option<serde_json::Value>,
     /// User plugins by name. Built-in plugins need no entry.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub plugins: BTreeMap<String, PluginSpec>,
@@ -612,6 +621,15 @@ pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<Manife
                 wf.action_handler
             ),
         );
+    }
+    if let Some(schema) = &wf.inputs {
+        for p in crate::inputs::check_schema(schema) {
+            err(p.pointer, p.message);
+        }
+    }
+    for (at, message) in crate::template::check(wf) {
+        let parts: Vec<&str> = at.iter().map(String::as_str).collect();
+        err(pointer(&parts), message);
     }
     for (name, spec) in &wf.plugins {
         match &spec.path {

@@ -64,6 +64,8 @@ pub struct BlockContext {
     /// `node.block` → latest structured output in this scope (layer 4).
     pub artifacts: std::collections::BTreeMap<String, String>,
     pub config: serde_json::Value,
+    /// The run's inputs, a JSON object (empty when the run has none).
+    pub inputs: serde_json::Value,
     pub file_restrictions: Option<Vec<String>>,
     pub system_prompt: String,
     /// The five layers rendered in priority order.

@@ -569,6 +569,7 @@ mod tests {
             max_steps: 100,
             max_call_depth: 8,
             default_executor: String::new(),
+            inputs: Default::default(),
         }
     }
 

@@ -157,6 +157,8 @@ pub struct RunState {
     pub plugins: BTreeMap<String, String>,
     /// The run's default executor (see [`crate::engine::RunOptions`]).
     pub default_executor: String,
+    /// The run's inputs, as recorded in its `run_started` event.
+    pub inputs: crate::inputs::Inputs,
     pub max_steps: u64,
     pub max_call_depth: usize,
     pub phase: Phase,
@@ -208,6 +210,7 @@ impl RunState {
             max_steps,
             max_call_depth,
             default_executor,
+            inputs,
         } = started
         else {
             return Err(ReplayError {
@@ -222,6 +225,7 @@ impl RunState {
             workflow_hash: workflow_hash.clone(),
             plugins: plugins.clone(),
             default_executor: default_executor.clone(),
+            inputs: inputs.clone(),
             max_steps: *max_steps,
             max_call_depth: *max_call_depth,
             phase: Phase::Ready {

@@ -148,6 +148,7 @@ proptest! {
             payload: p,
             system_prompt,
             config: serde_json::Value::Null,
+            inputs: Default::default(),
             inherited: if with_memory { memory() } else { Default::default() },
             artifacts: if with_artifacts { BTreeMap::from([("main.a".to_string(), "{}".to_string())]) } else { BTreeMap::new() },
             metadata: Metadata {

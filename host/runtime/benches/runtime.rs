@@ -236,6 +236,7 @@ fn bench_per_call(tokio: &tokio::runtime::Runtime) {
                 inherited_memory: json!({}),
                 artifacts: Default::default(),
                 config: serde_json::Value::Null,
+                inputs: json!({}),
                 file_restrictions: restrictions,
                 system_prompt: String::new(),
                 assembled_context: String::new(),

@@ -581,6 +581,10 @@ fn to_wit_context(ctx: &BlockContext) -> wit::BlockContext {
             })
             .collect(),
         config: ctx.config.to_string(),
+        inputs: match &ctx.inputs {
+            serde_json::Value::Object(_) => ctx.inputs.to_string(),
+            _ => "{}".into(),
+        },
         file_restrictions: ctx.file_restrictions.clone(),
         workspace_dir: GUEST_WORKSPACE.into(),
         system_prompt: ctx.system_prompt.clone(),

@@ -86,6 +86,7 @@ fn context(restrictions: Option<&[&str]>, ops: Value) -> BlockContext {
         inherited_memory: json!({}),
         artifacts: Default::default(),
         config: json!({ "ops": ops }),
+        inputs: json!({}),
         file_restrictions: restrictions.map(|r| r.iter().map(|s| s.to_string()).collect()),
         system_prompt: String::new(),
         assembled_context: String::new(),

@@ -15,6 +15,7 @@ fn started(run_id: &str) -> Event {
         max_steps: 100,
         max_call_depth: 8,
         default_executor: String::new(),
+        inputs: Default::default(),
     }
 }
 

@@ -1127,3 +1127,40 @@ async fn each_step_is_one_append_whatever_the_length_of_the_run() {
         assert_eq!(RunState::replay(&sink.log.events).unwrap(), report.state);
     }
 }
+
+#[tokio::test]
+async fn inputs_reach_the_worker_its_prompt_and_config_and_are_recorded() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "rules": "Audience: {{inputs.audience}}.",
+        "inputs": {"properties": {"topic": {"type": "string"}, "audience": {"type": "string"}}},
+        "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
+            "worker": "tag",
+            "config": {"about": "{{inputs.topic}}"},
+            "prompt": {"task": "Write about {{inputs.topic}}."},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    }));
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut options = RunOptions::new("exec-1");
+    options.inputs = serde_json::json!({"topic": "rust", "audience": "users"})
+        .as_object()
+        .unwrap()
+        .clone();
+    let report = execute_with(&wf, &workers, &CoreActions, &options).await;
+    assert_eq!(report.state.inputs, options.inputs);
+    let seen = workers.seen.lock().unwrap();
+    let ctx = &seen[0];
+    assert_eq!(ctx.config, serde_json::json!({"about": "rust"}));
+    assert_eq!(ctx.system_prompt, "Audience: users.\n\nWrite about rust.");
+    assert_eq!(
+        ctx.inputs,
+        serde_json::json!({"topic": "rust", "audience": "users"})
+    );
+    assert!(
+        ctx.assembled_context
+            .contains("## Inputs\n{\n  \"audience\": \"users\""),
+        "{}",
+        ctx.assembled_context
+    );
+}

@@ -63,6 +63,8 @@ enum Op {
     },
     /// Recurse until the stack is exhausted.
     Recurse,
+    /// Report the run's inputs as the SDK reads them (`ctx.inputs()`).
+    Inputs,
 }
 
 /// Recursion the optimiser cannot turn into a loop.
@@ -157,6 +159,10 @@ impl Worker for Probe {
                 Op::BadUtf8 => unsafe { String::from_utf8_unchecked(vec![b'o', b'k', 0xff, 0xfe]) },
                 Op::Exit { code } => std::process::exit(code),
                 Op::Recurse => format!("ok: {}", recurse(0)),
+                Op::Inputs => {
+                    let inputs: serde_json::Map<String, serde_json::Value> = ctx.inputs()?;
+                    format!("ok: {}", serde_json::Value::Object(inputs))
+                }
             };
             payload.push(segment("PROBE", outcome));
         }

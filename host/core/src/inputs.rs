@@ -1,0 +1,328 @@
+//! Run inputs: the values an operator gives a run (`wfhost run --input
+//! FILE --set key=value`), checked against the workflow's `inputs` schema.
+//!
+//! A workflow declares its inputs as a JSON Schema of an object: its
+//! `properties` name the inputs, `required` the ones that must be given,
+//! `default`s fill in the ones that were not. Every input must be declared:
+//! a key that is not a property is refused, so a typo never goes unnoticed.
+//! A workflow without an `inputs` schema takes no inputs.
+
+use serde_json::{Map, Value};
+
+use crate::manifest::is_valid_id;
+
+/// The inputs of one run: name → value.
+pub type Inputs = Map<String, Value>;
+
+/// A problem with the inputs schema itself: the JSON pointer into the
+/// manifest and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaProblem {
+    pub pointer: String,
+    pub message: String,
+}
+
+/// Check that `schema` (the manifest's `inputs`) is a valid JSON Schema of
+/// an object whose properties are usable input names, and that each
+/// declared `default` satisfies its property's schema.
+pub fn check_schema(schema: &Value) -> Vec<SchemaProblem> {
+    let problem = |pointer: String, message: String| SchemaProblem { pointer, message };
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        return vec![problem(
+            format!("/inputs{}", e.instance_path()),
+            format!("invalid JSON Schema: {e}"),
+        )];
+    }
+    let Some(obj) = schema.as_object() else {
+        return vec![problem(
+            "/inputs".into(),
+            "the inputs schema must be an object schema (`{\"type\": \"object\", \"properties\": {...}}`)".into(),
+        )];
+    };
+    let mut problems = Vec::new();
+    if obj.get("type").is_some_and(|t| t != "object") {
+        problems.push(problem(
+            "/inputs/type".into(),
+            "the inputs schema must describe an object (`\"type\": \"object\"`)".into(),
+        ));
+    }
+    for (name, property) in properties(schema) {
+        let at = format!("/inputs/properties/{}", escape(name));
+        if !is_valid_id(name) {
+            problems.push(problem(
+                at.clone(),
+                format!("input name `{name}` may only use letters, digits, `_` and `-`"),
+            ));
+        }
+        if let Some(default) = property.get("default")
+            && let Ok(validator) = jsonschema::validator_for(property)
+            && let Err(e) = validator.validate(default)
+        {
+            problems.push(problem(
+                format!("{at}/default"),
+                format!("the default of input `{name}` does not fit its schema: {e}"),
+            ));
+        }
+    }
+    for (i, name) in required(schema).iter().enumerate() {
+        if !properties(schema).any(|(n, _)| n == name) {
+            problems.push(problem(
+                format!("/inputs/required/{i}"),
+                format!("required input `{name}` is not declared in `properties`"),
+            ));
+        }
+    }
+    problems
+}
+
+/// The declared inputs: property name → its schema.
+pub fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+}
+
+fn required(schema: &Value) -> Vec<&str> {
+    schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+fn escape(part: &str) -> String {
+    part.replace('~', "~0").replace('/', "~1")
+}
+
+/// Parse the text of `--set key=value` for input `key`: a string input
+/// keeps the text as it is; a number, integer, boolean, object, array or
+/// null input parses it as JSON. When the declared type is absent or a
+/// list, JSON is tried and the text is kept as a string if it is not JSON.
+pub fn parse_set(schema: Option<&Value>, key: &str, text: &str) -> Result<Value, String> {
+    let Some(property) = schema.and_then(|s| s.get("properties")?.get(key)) else {
+        return Err(undeclared(schema, key));
+    };
+    match property.get("type").and_then(Value::as_str) {
+        Some("string") => Ok(Value::String(text.to_string())),
+        Some(kind) => serde_json::from_str(text).map_err(|_| {
+            format!("input `{key}`: `{text}` is not a valid {kind} (written as JSON)")
+        }),
+        None => Ok(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))),
+    }
+}
+
+/// The error for an input the workflow does not declare.
+fn undeclared(schema: Option<&Value>, key: &str) -> String {
+    let Some(schema) = schema else {
+        return format!("unknown input `{key}`: the workflow declares no inputs");
+    };
+    let declared: Vec<&str> = properties(schema).map(|(n, _)| n.as_str()).collect();
+    if declared.is_empty() {
+        format!("unknown input `{key}`: the workflow declares no inputs")
+    } else {
+        format!("unknown input `{key}` (declared: {})", declared.join(", "))
+    }
+}
+
+/// The inputs of a run: those of the input file, overridden by `sets`
+/// (already parsed with [`parse_set`]), completed with the schema's
+/// defaults and validated against it. The error is one line naming the
+/// inputs and what is wrong with each.
+pub fn resolve(
+    schema: Option<&Value>,
+    file: Option<Value>,
+    sets: Vec<(String, Value)>,
+) -> Result<Inputs, String> {
+    let mut inputs = match file {
+        None => Inputs::new(),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(format!(
+                "the input file must hold a JSON object, not {}",
+                kind_of(&other)
+            ));
+        }
+    };
+    inputs.extend(sets);
+    if let Some(key) = inputs
+        .keys()
+        .find(|k| schema.is_none_or(|s| !properties(s).any(|(n, _)| n == *k)))
+    {
+        return Err(undeclared(schema, key));
+    }
+    let Some(schema) = schema else {
+        return Ok(inputs);
+    };
+    for (name, property) in properties(schema) {
+        if let Some(default) = property.get("default")
+            && !inputs.contains_key(name)
+        {
+            inputs.insert(name.clone(), default.clone());
+        }
+    }
+    validate(schema, &inputs)?;
+    Ok(inputs)
+}
+
+/// Validate complete inputs against the schema.
+fn validate(schema: &Value, inputs: &Inputs) -> Result<(), String> {
+    let mut errors: Vec<String> = required(schema)
+        .into_iter()
+        .filter(|name| !inputs.contains_key(*name))
+        .map(|name| format!("missing required input `{name}`"))
+        .collect();
+    let validator = jsonschema::validator_for(schema).map_err(|e| format!("inputs schema: {e}"))?;
+    let instance = Value::Object(inputs.clone());
+    for e in validator.iter_errors(&instance) {
+        let path = e.instance_path().to_string();
+        let name = path.trim_start_matches('/').split('/').next().unwrap_or("");
+        if name.is_empty() {
+            // Whole-object rules; `required` is reported above, by name.
+            if !matches!(
+                e.kind(),
+                jsonschema::error::ValidationErrorKind::Required { .. }
+            ) {
+                errors.push(format!("inputs: {e}"));
+            }
+        } else {
+            errors.push(format!("input `{name}`: {e}"));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "required": ["topic"],
+            "properties": {
+                "topic": {"type": "string"},
+                "count": {"type": "integer", "minimum": 1, "default": 3},
+                "loud": {"type": "boolean"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "any": {}
+            }
+        })
+    }
+
+    fn sets(schema: &Value, pairs: &[(&str, &str)]) -> Result<Vec<(String, Value)>, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| Ok((k.to_string(), parse_set(Some(schema), k, v)?)))
+            .collect()
+    }
+
+    #[test]
+    fn set_values_are_typed_by_the_schema() {
+        let s = schema();
+        assert_eq!(parse_set(Some(&s), "topic", "42").unwrap(), json!("42"));
+        assert_eq!(parse_set(Some(&s), "count", "42").unwrap(), json!(42));
+        assert_eq!(parse_set(Some(&s), "loud", "true").unwrap(), json!(true));
+        assert_eq!(
+            parse_set(Some(&s), "tags", r#"["a","b"]"#).unwrap(),
+            json!(["a", "b"])
+        );
+        assert_eq!(parse_set(Some(&s), "any", "7").unwrap(), json!(7));
+        assert_eq!(parse_set(Some(&s), "any", "seven").unwrap(), json!("seven"));
+        let err = parse_set(Some(&s), "count", "many").unwrap_err();
+        assert!(err.contains("`count`") && err.contains("integer"), "{err}");
+    }
+
+    #[test]
+    fn undeclared_keys_are_refused() {
+        let s = schema();
+        let err = parse_set(Some(&s), "cuont", "1").unwrap_err();
+        assert!(
+            err.contains("unknown input `cuont`") && err.contains("count"),
+            "{err}"
+        );
+        let err = parse_set(None, "x", "1").unwrap_err();
+        assert!(err.contains("declares no inputs"), "{err}");
+        let err = resolve(Some(&s), Some(json!({"topic": "t", "extra": 1})), vec![]).unwrap_err();
+        assert!(err.contains("unknown input `extra`"), "{err}");
+        let err = resolve(None, Some(json!({"x": 1})), vec![]).unwrap_err();
+        assert!(
+            err.contains("`x`") && err.contains("declares no inputs"),
+            "{err}"
+        );
+        assert_eq!(
+            resolve(None, Some(json!({})), vec![]).unwrap(),
+            Inputs::new()
+        );
+    }
+
+    #[test]
+    fn defaults_fill_in_and_sets_override_the_file() {
+        let s = schema();
+        let file = json!({"topic": "from file", "loud": false});
+        let inputs = resolve(
+            Some(&s),
+            Some(file),
+            sets(&s, &[("topic", "from set")]).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(inputs),
+            json!({"topic": "from set", "loud": false, "count": 3})
+        );
+    }
+
+    #[test]
+    fn missing_and_invalid_inputs_are_named() {
+        let s = schema();
+        let err = resolve(Some(&s), None, vec![]).unwrap_err();
+        assert_eq!(err, "missing required input `topic`");
+        let err = resolve(Some(&s), Some(json!({"topic": "t", "count": 0})), vec![]).unwrap_err();
+        assert!(
+            err.starts_with("input `count`: ") && err.contains("minimum"),
+            "{err}"
+        );
+        let err = resolve(Some(&s), Some(json!({"topic": 5})), vec![]).unwrap_err();
+        assert!(
+            err.starts_with("input `topic`: ") && err.contains("string"),
+            "{err}"
+        );
+        let err = resolve(Some(&s), Some(json!([1])), vec![]).unwrap_err();
+        assert!(err.contains("JSON object, not an array"), "{err}");
+    }
+
+    #[test]
+    fn the_schema_itself_is_checked() {
+        assert!(check_schema(&schema()).is_empty());
+        let bad = json!({"type": "object", "properties": {"n": {"type": "banana"}}});
+        let p = check_schema(&bad);
+        assert_eq!(p[0].pointer, "/inputs/properties/n/type", "{p:?}");
+        let p = check_schema(&json!({"type": "string"}));
+        assert_eq!(p[0].pointer, "/inputs/type");
+        let p = check_schema(&json!({"properties": {"a b": {}}}));
+        assert_eq!(p[0].pointer, "/inputs/properties/a b");
+        let p = check_schema(&json!({"properties": {"n": {"type": "integer", "default": "x"}}}));
+        assert_eq!(p[0].pointer, "/inputs/properties/n/default");
+        let p = check_schema(&json!({"properties": {}, "required": ["ghost"]}));
+        assert_eq!(p[0].pointer, "/inputs/required/0");
+    }
+}

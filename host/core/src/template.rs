@@ -1,0 +1,355 @@
+//! Input placeholders in prompt and config text: `{{inputs.NAME}}`.
+//!
+//! In a workflow that declares `inputs`, the host replaces each
+//! placeholder in the workflow `rules`, in every block's (and lane's)
+//! `prompt` (`prefix`, `task`, `output_checklist`) and in every string of
+//! every block's (and lane's) `config` before the block runs:
+//!
+//! - `{{inputs.NAME}}` (spaces allowed inside the braces) becomes the
+//!   input's value: a string as it is, any other value as compact JSON, an
+//!   optional input that was not given (and has no default) as nothing;
+//! - `{{{{` becomes a literal `{{`, so `{{{{inputs.x}}` is the text
+//!   `{{inputs.x}}`;
+//! - any other `{{` is left as it is.
+//!
+//! `wfhost validate` refuses a placeholder that names an input the schema
+//! does not declare, and a malformed one. Workflows without `inputs` are
+//! not expanded at all.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::inputs::Inputs;
+use crate::manifest::{BlockPrompt, Workflow, is_valid_id};
+
+/// One piece of template text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece<'a> {
+    Text(&'a str),
+    Input(&'a str),
+}
+
+/// Split `text` into literal text and placeholders.
+fn parse(text: &str) -> Result<Vec<Piece<'_>>, String> {
+    let mut pieces = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("{{") {
+        pieces.push(Piece::Text(&rest[..at]));
+        let after = &rest[at + 2..];
+        if let Some(tail) = after.strip_prefix("{{") {
+            pieces.push(Piece::Text("{{"));
+            rest = tail;
+            continue;
+        }
+        let Some(body) = after.trim_start().strip_prefix("inputs.") else {
+            pieces.push(Piece::Text("{{"));
+            rest = after;
+            continue;
+        };
+        let Some(end) = body.find("}}") else {
+            return Err(format!(
+                "unterminated placeholder `{{{{inputs.{}` (write `{{{{{{{{` for a literal `{{{{`)",
+                body.chars().take(20).collect::<String>()
+            ));
+        };
+        let name = body[..end].trim_end();
+        if !is_valid_id(name) {
+            return Err(format!(
+                "malformed placeholder `{{{{inputs.{}}}}}`: an input name uses letters, digits, `_` and `-`",
+                &body[..end]
+            ));
+        }
+        pieces.push(Piece::Input(name));
+        rest = &body[end + 2..];
+    }
+    pieces.push(Piece::Text(rest));
+    Ok(pieces)
+}
+
+/// The input names `text` refers to; an error for a malformed placeholder.
+pub fn names(text: &str) -> Result<Vec<&str>, String> {
+    Ok(parse(text)?
+        .into_iter()
+        .filter_map(|p| match p {
+            Piece::Input(name) => Some(name),
+            Piece::Text(_) => None,
+        })
+        .collect())
+}
+
+/// `text` with its placeholders replaced by the inputs. Malformed
+/// placeholders (refused by validation) are left as they are.
+pub fn render(text: &str, inputs: &Inputs) -> String {
+    let Ok(pieces) = parse(text) else {
+        return text.to_string();
+    };
+    let mut out = String::with_capacity(text.len());
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => out.push_str(t),
+            Piece::Input(name) => match inputs.get(name) {
+                Some(Value::String(s)) => out.push_str(s),
+                Some(other) => out.push_str(&other.to_string()),
+                None => {}
+            },
+        }
+    }
+    out
+}
+
+/// Every string of a JSON value rendered (object keys are left alone).
+pub fn render_json(value: &Value, inputs: &Inputs) -> Value {
+    match value {
+        Value::String(s) => Value::String(render(s, inputs)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| render_json(v, inputs)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), render_json(v, inputs)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn render_prompt(prompt: &mut BlockPrompt, inputs: &Inputs) {
+    for text in [&mut prompt.prefix, &mut prompt.task].into_iter().flatten() {
+        *text = render(text, inputs);
+    }
+    for item in &mut prompt.output_checklist {
+        *item = render(item, inputs);
+    }
+}
+
+/// The workflow as a run with `inputs` executes it: every placeholder
+/// replaced. A workflow without an `inputs` schema is returned as it is.
+pub fn instantiate<'w>(workflow: &'w Workflow, inputs: &Inputs) -> Cow<'w, Workflow> {
+    if workflow.inputs.is_none() {
+        return Cow::Borrowed(workflow);
+    }
+    let mut wf = workflow.clone();
+    if let Some(rules) = &mut wf.rules {
+        *rules = render(rules, inputs);
+    }
+    for block in wf.nodes.values_mut().flat_map(|n| n.blocks.values_mut()) {
+        block.config = render_json(&block.config, inputs);
+        if let Some(prompt) = &mut block.prompt {
+            render_prompt(prompt, inputs);
+        }
+        for lane in block.parallel.iter_mut().flat_map(|g| g.lanes.values_mut()) {
+            lane.config = render_json(&lane.config, inputs);
+            if let Some(prompt) = &mut lane.prompt {
+                render_prompt(prompt, inputs);
+            }
+        }
+    }
+    Cow::Owned(wf)
+}
+
+/// Every template string of a workflow with its JSON pointer (as parts).
+pub fn strings(wf: &Workflow) -> Vec<(Vec<String>, &str)> {
+    let mut out = Vec::new();
+    if let Some(rules) = &wf.rules {
+        out.push((vec!["rules".to_string()], rules.as_str()));
+    }
+    for (node_id, node) in &wf.nodes {
+        for (block_id, block) in &node.blocks {
+            let base = vec![
+                "nodes".to_string(),
+                node_id.clone(),
+                "blocks".to_string(),
+                block_id.clone(),
+            ];
+            collect_block(&base, &block.config, block.prompt.as_ref(), &mut out);
+            for (lane, spec) in block.parallel.iter().flat_map(|g| &g.lanes) {
+                let mut at = base.clone();
+                at.extend(["parallel".into(), "lanes".into(), lane.clone()]);
+                collect_block(&at, &spec.config, spec.prompt.as_ref(), &mut out);
+            }
+        }
+    }
+    out
+}
+
+fn collect_block<'a>(
+    base: &[String],
+    config: &'a Value,
+    prompt: Option<&'a BlockPrompt>,
+    out: &mut Vec<(Vec<String>, &'a str)>,
+) {
+    let at = |rest: &[&str]| {
+        let mut parts = base.to_vec();
+        parts.extend(rest.iter().map(|s| s.to_string()));
+        parts
+    };
+    collect_json(at(&["config"]), config, out);
+    let Some(prompt) = prompt else { return };
+    if let Some(prefix) = &prompt.prefix {
+        out.push((at(&["prompt", "prefix"]), prefix));
+    }
+    if let Some(task) = &prompt.task {
+        out.push((at(&["prompt", "task"]), task));
+    }
+    for (i, item) in prompt.output_checklist.iter().enumerate() {
+        out.push((at(&["prompt", "output_checklist", &i.to_string()]), item));
+    }
+}
+
+fn collect_json<'a>(at: Vec<String>, value: &'a Value, out: &mut Vec<(Vec<String>, &'a str)>) {
+    match value {
+        Value::String(s) => out.push((at, s)),
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                let mut next = at.clone();
+                next.push(i.to_string());
+                collect_json(next, v, out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                let mut next = at.clone();
+                next.push(k.clone());
+                collect_json(next, v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The static check: every placeholder of the workflow is well formed and
+/// names a declared input. Returns (pointer parts, message) per problem.
+pub fn check(wf: &Workflow) -> Vec<(Vec<String>, String)> {
+    let declared: Vec<&str> = wf
+        .inputs
+        .as_ref()
+        .map(|s| {
+            crate::inputs::properties(s)
+                .map(|(n, _)| n.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    for (at, text) in strings(wf) {
+        match names(text) {
+            Err(e) => problems.push((at, e)),
+            Ok(names) => {
+                for name in names {
+                    if wf.inputs.is_none() {
+                        problems.push((
+                            at.clone(),
+                            format!("`{{{{inputs.{name}}}}}` is used, but the workflow declares no `inputs`"),
+                        ));
+                    } else if !declared.contains(&name) {
+                        problems.push((
+                            at.clone(),
+                            format!(
+                                "`{{{{inputs.{name}}}}}` names no input declared in `inputs.properties` (declared: {})",
+                                if declared.is_empty() { "none".to_string() } else { declared.join(", ") }
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn inputs() -> Inputs {
+        json!({"topic": "rust", "n": 3, "tags": ["a"]})
+            .as_object()
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn placeholders_are_replaced() {
+        let i = inputs();
+        assert_eq!(render("About {{inputs.topic}}.", &i), "About rust.");
+        assert_eq!(render("{{ inputs.n }}x{{inputs.tags}}", &i), "3x[\"a\"]");
+        assert_eq!(render("[{{inputs.optional}}]", &i), "[]");
+        assert_eq!(render("no placeholders", &i), "no placeholders");
+    }
+
+    #[test]
+    fn literal_braces() {
+        let i = inputs();
+        assert_eq!(render("{{{{inputs.topic}}", &i), "{{inputs.topic}}");
+        assert_eq!(
+            render("${{ github.sha }} {{x}}", &i),
+            "${{ github.sha }} {{x}}"
+        );
+        assert_eq!(render("{{{{{{inputs.topic}}", &i), "{{rust");
+    }
+
+    #[test]
+    fn names_and_malformed_placeholders() {
+        assert_eq!(names("{{inputs.a}} {{inputs.b-c}}").unwrap(), ["a", "b-c"]);
+        assert!(names("{{inputs.a b}}").unwrap_err().contains("malformed"));
+        assert!(names("{{inputs.a").unwrap_err().contains("unterminated"));
+        assert!(names("{{{{inputs.a").unwrap().is_empty());
+    }
+
+    #[test]
+    fn json_strings_are_rendered_recursively() {
+        let config =
+            json!({"message": "hi {{inputs.topic}}", "list": ["{{inputs.n}}", 1], "k": true});
+        assert_eq!(
+            render_json(&config, &inputs()),
+            json!({"message": "hi rust", "list": ["3", 1], "k": true})
+        );
+    }
+
+    fn workflow(inputs: Option<Value>, message: &str) -> Workflow {
+        let mut wf = json!({
+            "id": "w", "start_node": "main", "rules": "Rules for {{inputs.topic}}",
+            "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
+                "worker": "echo",
+                "config": {"message": message},
+                "prompt": {"task": "Write about {{inputs.topic}}"}
+            }}}}
+        });
+        if let Some(s) = inputs {
+            wf["inputs"] = s;
+        }
+        serde_json::from_value(wf).unwrap()
+    }
+
+    #[test]
+    fn the_static_check_names_the_place() {
+        let schema = json!({"properties": {"topic": {"type": "string"}}});
+        assert!(check(&workflow(Some(schema.clone()), "{{inputs.topic}}")).is_empty());
+        let problems = check(&workflow(Some(schema), "{{inputs.tpoic}}"));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(
+            problems[0].0,
+            ["nodes", "main", "blocks", "a", "config", "message"]
+        );
+        assert!(problems[0].1.contains("`{{inputs.tpoic}}`"), "{problems:?}");
+        let problems = check(&workflow(None, "x"));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(problems[0].0, ["rules"]);
+        assert!(problems[0].1.contains("declares no `inputs`"));
+    }
+
+    #[test]
+    fn instantiation_replaces_rules_prompts_and_config() {
+        let schema = json!({"properties": {"topic": {"type": "string"}}});
+        let wf = workflow(Some(schema), "msg {{inputs.topic}}");
+        let done = instantiate(&wf, &inputs());
+        assert_eq!(done.rules.as_deref(), Some("Rules for rust"));
+        let block = &done.nodes["main"].blocks["a"];
+        assert_eq!(block.config, json!({"message": "msg rust"}));
+        assert_eq!(
+            block.prompt.as_ref().unwrap().task.as_deref(),
+            Some("Write about rust")
+        );
+        let plain = workflow(None, "{{{{");
+        assert!(matches!(instantiate(&plain, &inputs()), Cow::Borrowed(_)));
+    }
+}
