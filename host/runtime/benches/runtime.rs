@@ -157,6 +157,7 @@ fn bench_file_io(tokio: &tokio::runtime::Runtime) {
             file_restrictions: None,
             system_prompt: String::new(),
             assembled_context: String::new(),
+            inputs: json!({}),
         },
         payload: vec![],
         timeout: None,

@@ -79,6 +79,7 @@ async fn run_echo(set: &PluginSet) -> Result<String, String> {
         file_restrictions: None,
         system_prompt: String::new(),
         assembled_context: String::new(),
+        inputs: json!({}),
     };
     let result = set
         .run_worker(BlockRequest {

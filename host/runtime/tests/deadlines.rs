@@ -65,6 +65,7 @@ async fn run(
         file_restrictions: restrictions.map(|r| r.iter().map(|s| s.to_string()).collect()),
         system_prompt: String::new(),
         assembled_context: String::new(),
+        inputs: json!({}),
     };
     set.run_worker(BlockRequest {
         worker: worker.into(),
