@@ -42,11 +42,12 @@ fn manifest(dir: &Path, delay_ms: u64) -> PathBuf {
 
 /// `wfhost run MANIFEST -w DIR ARGS…` with the home in `dir`.
 fn run_with(manifest: &Path, dir: &Path, args: &[&str]) -> Output {
+    let ws = workspace_in(dir);
     let mut all = vec![
         "run",
         manifest.to_str().unwrap(),
         "-w",
-        dir.to_str().unwrap(),
+        ws.to_str().unwrap(),
     ];
     all.extend_from_slice(args);
     wfhost(&all, dir)
@@ -106,12 +107,13 @@ fn inputs_reach_workers_and_templates_and_are_recorded_with_the_run() {
     assert!(text.contains("topic = \"rust\""), "{text}");
 
     // The input file may also come on standard input.
+    let ws = workspace_in(d);
     let mut child = command(d)
         .args([
             "run",
             wf.to_str().unwrap(),
             "-w",
-            d.to_str().unwrap(),
+            ws.to_str().unwrap(),
             "--input",
             "-",
             "--json",
@@ -188,7 +190,13 @@ fn bad_inputs_exit_2_naming_the_input_and_record_nothing() {
     for (manifest, args, expected) in cases {
         let scratch = tempfile::tempdir().unwrap();
         let s = scratch.path();
-        let mut all = vec!["run", manifest.to_str().unwrap(), "-w", s.to_str().unwrap()];
+        let ws = workspace_in(s);
+        let mut all = vec![
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ];
         all.extend_from_slice(&args);
         let out = wfhost(&all, s);
         let err = stderr(&out);
@@ -251,8 +259,9 @@ fn a_resumed_and_a_forked_run_keep_their_recorded_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let wf = manifest(d, 1500);
+    let ws = workspace_in(d);
     let mut child = command(d)
-        .args(["run", wf.to_str().unwrap(), "-w", d.to_str().unwrap()])
+        .args(["run", wf.to_str().unwrap(), "-w", ws.to_str().unwrap()])
         .args(["--set", "topic=rust", "--set", r#"tags=["a"]"#])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
