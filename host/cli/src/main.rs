@@ -131,7 +131,7 @@ impl Global {
     /// The existing store (commands that only read, or add to an existing
     /// run): asking about a run never creates a store.
     pub fn existing_store(&self) -> Result<wfhost_store::Store, u8> {
-        wfhost_store::Store::open_existing(&self.home()?).map_err(store_error)
+        wfhost_store::Store::open_existing_with(&self.home()?, self.durability).map_err(store_error)
     }
 }
 

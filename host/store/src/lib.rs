@@ -124,12 +124,31 @@ impl Store {
     /// Open the store in `home` if there is one; reading commands use this
     /// so that asking about a run never creates a store.
     pub fn open_existing(home: &Path) -> Result<Store, StoreError> {
+        Self::open_existing_with(home, Durability::Full)
+    }
+
+    /// [`Store::open_existing`] with the durability of the events this
+    /// process appends (`resume`, `fork`, `gate` go on with a run).
+    pub fn open_existing_with(home: &Path, durability: Durability) -> Result<Store, StoreError> {
         if !home.join(STORE_FILE).is_file() {
             return Err(StoreError::NoStore {
                 path: home.join(STORE_FILE),
             });
         }
-        Self::open_file(home, Durability::Full, false)
+        Self::open_file(home, durability, false)
+    }
+
+    /// The durability this connection writes with (SQLite's `synchronous`).
+    pub fn durability(&self) -> Result<Durability, StoreError> {
+        let level: i64 = self
+            .conn
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
+        Ok(if level >= 2 {
+            Durability::Full
+        } else {
+            Durability::Normal
+        })
     }
 
     fn open_file(home: &Path, durability: Durability, create: bool) -> Result<Store, StoreError> {

@@ -207,3 +207,16 @@ fn a_bundle_whose_log_does_not_fold_is_refused() {
     assert!(err.contains("does not fit"), "{err}");
     assert!(there.runs().unwrap().is_empty());
 }
+
+#[test]
+fn an_existing_store_opens_with_the_durability_asked_for() {
+    let home = tempfile::tempdir().unwrap();
+    wfhost_store::Store::open(home.path(), wfhost_store::Durability::Full).unwrap();
+    for durability in [
+        wfhost_store::Durability::Normal,
+        wfhost_store::Durability::Full,
+    ] {
+        let store = wfhost_store::Store::open_existing_with(home.path(), durability).unwrap();
+        assert_eq!(store.durability().unwrap(), durability);
+    }
+}
