@@ -100,18 +100,44 @@ fn escape(part: &str) -> String {
 
 /// Parse the text of `--set key=value` for input `key`: a string input
 /// keeps the text as it is; a number, integer, boolean, object, array or
-/// null input parses it as JSON. When the declared type is absent or a
-/// list, JSON is tried and the text is kept as a string if it is not JSON.
+/// null input parses it as JSON. When the declared type is absent, JSON
+/// is tried and the text is kept as a string if it is not JSON. When it is
+/// a list (`["string", "null"]`), the JSON reading is kept only if its type
+/// is in the list; otherwise, if `string` is, the text stays a string
+/// (`--set version=42` for a string-or-null input is `"42"`).
 pub fn parse_set(schema: Option<&Value>, key: &str, text: &str) -> Result<Value, String> {
     let Some(property) = schema.and_then(|s| s.get("properties")?.get(key)) else {
         return Err(undeclared(schema, key));
     };
-    match property.get("type").and_then(Value::as_str) {
-        Some("string") => Ok(Value::String(text.to_string())),
-        Some(kind) => serde_json::from_str(text).map_err(|_| {
+    let as_string = || Value::String(text.to_string());
+    match property.get("type") {
+        Some(Value::String(kind)) if kind == "string" => Ok(as_string()),
+        Some(Value::String(kind)) => serde_json::from_str(text).map_err(|_| {
             format!("input `{key}`: `{text}` is not a valid {kind} (written as JSON)")
         }),
-        None => Ok(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))),
+        Some(Value::Array(kinds)) => {
+            let allows = |kind: &str| kinds.iter().any(|k| k == kind);
+            match serde_json::from_str::<Value>(text) {
+                Ok(value) if json_types(&value).iter().any(|t| allows(t)) => Ok(value),
+                _ if allows("string") => Ok(as_string()),
+                Ok(value) => Ok(value),
+                Err(_) => Ok(as_string()),
+            }
+        }
+        _ => Ok(serde_json::from_str(text).unwrap_or_else(|_| as_string())),
+    }
+}
+
+/// The JSON Schema type names `value` satisfies.
+fn json_types(value: &Value) -> &'static [&'static str] {
+    match value {
+        Value::Null => &["null"],
+        Value::Bool(_) => &["boolean"],
+        Value::Number(n) if n.is_i64() || n.is_u64() => &["integer", "number"],
+        Value::Number(_) => &["number"],
+        Value::String(_) => &["string"],
+        Value::Array(_) => &["array"],
+        Value::Object(_) => &["object"],
     }
 }
 
@@ -248,6 +274,17 @@ mod tests {
         );
         assert_eq!(parse_set(Some(&s), "any", "7").unwrap(), json!(7));
         assert_eq!(parse_set(Some(&s), "any", "seven").unwrap(), json!("seven"));
+        // A list of types: the JSON reading when its type is listed, else
+        // the text itself when strings are allowed.
+        let mixed = json!({"properties": {"v": {"type": ["string", "null"]}, "n": {"type": ["integer", "null"]}}});
+        assert_eq!(parse_set(Some(&mixed), "v", "42").unwrap(), json!("42"));
+        assert_eq!(parse_set(Some(&mixed), "v", "null").unwrap(), json!(null));
+        assert_eq!(
+            parse_set(Some(&mixed), "v", "1.2.0").unwrap(),
+            json!("1.2.0")
+        );
+        assert_eq!(parse_set(Some(&mixed), "n", "42").unwrap(), json!(42));
+        assert_eq!(parse_set(Some(&mixed), "n", "x").unwrap(), json!("x"));
         let err = parse_set(Some(&s), "count", "many").unwrap_err();
         assert!(err.contains("`count`") && err.contains("integer"), "{err}");
     }
