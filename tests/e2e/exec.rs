@@ -1022,3 +1022,50 @@ fn cancel_closes_a_waiting_run_and_rm_refuses_a_running_one() {
     assert!(stderr(&rm).contains("is executing"), "{}", stderr(&rm));
     assert_eq!(live.wait().unwrap().code(), Some(0));
 }
+
+/// A guest cannot plant a link for a later host process to follow out of
+/// the workspace: the link is never made, so the exec block's `rm -rf`
+/// removes only what is inside.
+#[test]
+fn a_link_planted_by_a_plugin_never_leads_a_later_exec_block_out() {
+    let root = tempfile::tempdir().unwrap();
+    let ws = root.path().join("ws");
+    std::fs::create_dir_all(ws.join("notes")).unwrap();
+    std::fs::create_dir(root.path().join("victim")).unwrap();
+    std::fs::write(root.path().join("victim/precious.txt"), "keep me").unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let wf = serde_json::json!({
+        "id": "plant-then-exec", "start_node": "main",
+        "plugins": {
+            "probe": {"path": wfhost_guest_artifacts::TEST_PROBE_PATH},
+            "exec": {"grants": ["exec"]}
+        },
+        "nodes": {"main": {"entry_block": "plant", "blocks": {
+            "plant": {"worker": "probe",
+                      "config": {"ops": [
+                          {"op": "symlink", "target": "../../victim", "link": "notes/cache"},
+                          {"op": "symlink", "target": "../../victim", "link": "notes/../notes/cache"},
+                          {"op": "symlink", "target": "x/../../../victim", "link": "notes/cache"}
+                      ]},
+                      "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:clean"}]},
+            "clean": {"worker": "exec",
+                      "config": {"commands": [{"argv": ["rm", "-rf", "notes/cache/"]}]},
+                      "transitions": end_on_success()}
+        }}}
+    });
+    let manifest = write_manifest(scratch.path(), wf);
+    let report = run_json(&manifest, &ws, scratch.path());
+    let planted: Vec<String> = report["payload"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["type"] == "PROBE")
+        .map(|s| s["content"].as_str().unwrap().to_string())
+        .collect();
+    assert!(planted.iter().all(|p| p.starts_with("err")), "{planted:?}");
+    assert!(std::fs::symlink_metadata(ws.join("notes/cache")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("victim/precious.txt")).unwrap(),
+        "keep me"
+    );
+}

@@ -28,6 +28,7 @@ pub mod fan_in;
 pub mod fan_out;
 pub mod graph;
 pub mod inputs;
+pub mod links;
 pub mod manifest;
 pub mod merge;
 pub mod payload;

@@ -7,6 +7,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::log;
 use crate::capture::CappedCapture;
 use crate::host_capabilities::ExecScope;
+use crate::links::GuestMounts;
 
 /// Lines a plugin logged through `wfhost:plugin/log`, capped in bytes.
 #[derive(Debug, Default)]
@@ -75,6 +76,8 @@ pub struct HostState {
     pub exec: Option<ExecScope>,
     pub wasi: WasiCtx,
     pub table: ResourceTable,
+    /// The block's preopens, for the link guard (`crate::links`).
+    pub mounts: GuestMounts,
     pub memory: MemoryCap,
     pub log: BlockLog,
     pub stdout: CappedCapture,

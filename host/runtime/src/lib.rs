@@ -25,6 +25,7 @@ pub mod config;
 mod host_capabilities;
 mod host_state;
 pub mod lanes;
+mod links;
 pub mod plugins;
 pub mod runtime;
 pub mod sandbox;

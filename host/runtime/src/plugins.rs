@@ -31,6 +31,7 @@ use crate::cache::{CacheOutcome, ComponentCache};
 use crate::capture::CappedCapture;
 use crate::host_capabilities::{ExecScope, RunResources};
 use crate::host_state::{BlockLog, HostState, MemoryCap};
+use crate::links::GuestMounts;
 use crate::runtime::{WasmRuntime, ticks};
 use crate::sandbox::{GUEST_WORKSPACE, Sandbox};
 
@@ -272,6 +273,7 @@ impl PluginSet {
     fn new_store(
         &self,
         mut wasi: WasiCtxBuilder,
+        mounts: GuestMounts,
         timeout: Duration,
         exec: Option<ExecScope>,
     ) -> Store<HostState> {
@@ -283,6 +285,7 @@ impl PluginSet {
             exec,
             wasi: wasi.build(),
             table: ResourceTable::new(),
+            mounts,
             memory: MemoryCap {
                 limit: config.memory_limit,
                 hit: false,
@@ -368,7 +371,8 @@ impl PluginSet {
             manifest_dir: self.manifest_dir.clone(),
             telemetry_url: self.runtime.config.telemetry_url.clone(),
         };
-        let mut store = self.new_store(wasi, timeout, Some(exec));
+        let mounts = GuestMounts::new(sandbox.mounts());
+        let mut store = self.new_store(wasi, mounts, timeout, Some(exec));
 
         let context = to_wit_context(&request.context);
         let payload: Vec<wit::ContextSegment> =
@@ -462,7 +466,7 @@ impl PluginSet {
             ));
         };
         let timeout = self.runtime.config.action_timeout;
-        let mut store = self.new_store(WasiCtxBuilder::new(), timeout, None);
+        let mut store = self.new_store(WasiCtxBuilder::new(), GuestMounts::default(), timeout, None);
         let view = wit::RunView {
             workflow_id: view.workflow_id.clone(),
             execution_id: view.execution_id.clone(),

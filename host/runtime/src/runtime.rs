@@ -75,6 +75,7 @@ impl WasmRuntime {
     fn with_engine(engine: Engine, config: RuntimeConfig) -> wasmtime::Result<Self> {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        crate::links::add_to_linker(&mut linker)?;
         bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         bindings::executor_types::add_to_linker::<HostState, HasSelf<HostState>>(
             &mut linker,

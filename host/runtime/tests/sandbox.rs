@@ -276,15 +276,12 @@ async fn a_symlink_the_guest_creates_does_not_lead_out_for_guest_or_host() {
         ]),
     )
     .await;
-    // WASI lets a guest create a link whose target leaves the preopen (it
-    // just cannot follow it): the host refuses to apply it, so no later
-    // host process (an exec command, an agent) can follow it out, and the
-    // block fails with nothing applied.
-    let message = failure(&first);
-    assert!(
-        message.contains("`out/evil` -> `../..` leads outside the workspace"),
-        "{message}"
-    );
+    // WASI alone would let a guest create a link whose target leaves the
+    // workspace (it just cannot follow it); the link guard refuses to make
+    // it, so no later host process (an exec command, an agent) can follow
+    // it out.
+    let seen = observed(&first);
+    assert!(seen.iter().all(|s| s.starts_with("err")), "{seen:?}");
     assert!(std::fs::symlink_metadata(fx.ws().join("out/evil")).is_err());
     assert!(!fx.outside().join("pwned.txt").exists());
 
@@ -722,4 +719,93 @@ async fn a_full_disk_while_applying_leaves_the_workspace_as_it_was() {
     let message = failure(&result);
     assert!(message.contains("none were applied"), "{message}");
     assert_eq!(snapshot_of(&fx.ws()), before, "the workspace changed");
+}
+
+fn seen_ok(seen: &[String]) -> Vec<bool> {
+    seen.iter().map(|s| s.starts_with("ok")).collect()
+}
+
+fn is_link(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+#[tokio::test]
+async fn an_unrestricted_block_makes_only_links_that_stay_inside() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.ws().join("notes")).unwrap();
+    let result = run(
+        &fx.probe(),
+        None,
+        json!([
+            {"op": "symlink", "target": "../../outside", "link": "notes/cache"},
+            {"op": "symlink", "target": "..", "link": "up"},
+            {"op": "symlink", "target": "sub/../../..", "link": "notes/tricky"},
+            {"op": "symlink", "target": "../docs/guide.md", "link": "notes/guide"},
+            {"op": "symlink", "target": "..", "link": "notes/root"},
+        ]),
+    )
+    .await;
+    assert_eq!(
+        seen_ok(&observed(&result)),
+        [false, false, false, true, true]
+    );
+    assert!(!is_link(&fx.ws().join("notes/cache")));
+    assert!(!is_link(&fx.ws().join("up")));
+    assert!(!is_link(&fx.ws().join("notes/tricky")));
+    assert_eq!(
+        std::fs::read_link(fx.ws().join("notes/guide")).unwrap(),
+        Path::new("../docs/guide.md")
+    );
+}
+
+#[tokio::test]
+async fn a_link_cannot_be_moved_or_hard_linked_to_where_it_leads_out() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.ws().join("a/b")).unwrap();
+    let result = run(
+        &fx.probe(),
+        None,
+        json!([
+            // Inside at depth 2: ../../x is the workspace's x.
+            {"op": "symlink", "target": "../../x", "link": "a/b/l"},
+            // At the root the same text leads two levels out.
+            {"op": "rename", "from": "a/b/l", "to": "l"},
+            {"op": "hard_link", "from": "a/b/l", "to": "l2"},
+            // The directory holding it, moved up a level.
+            {"op": "rename", "from": "a/b", "to": "c"},
+            // Moved sideways or deeper, it still stays inside.
+            {"op": "rename", "from": "a/b", "to": "a/b2"},
+            {"op": "mkdir", "path": "a/b2/deeper"},
+            {"op": "rename", "from": "a/b2/l", "to": "a/b2/deeper/l"},
+        ]),
+    )
+    .await;
+    assert_eq!(
+        seen_ok(&observed(&result)),
+        [true, false, false, false, true, true, true]
+    );
+    assert!(!is_link(&fx.ws().join("l")));
+    assert!(!is_link(&fx.ws().join("l2")));
+    assert!(!fx.ws().join("c").exists());
+    assert!(is_link(&fx.ws().join("a/b2/deeper/l")));
+}
+
+#[tokio::test]
+async fn a_link_a_user_left_cannot_be_moved_out_by_a_guest() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.ws().join("a/b")).unwrap();
+    std::fs::write(fx.ws().join("x"), "workspace file").unwrap();
+    std::os::unix::fs::symlink("../../x", fx.ws().join("a/b/l")).unwrap();
+    let result = run(
+        &fx.probe(),
+        None,
+        json!([
+            {"op": "rename", "from": "a/b", "to": "c"},
+            {"op": "read", "path": "a/b/l"},
+        ]),
+    )
+    .await;
+    assert_eq!(seen_ok(&observed(&result)), [false, true]);
+    assert!(is_link(&fx.ws().join("a/b/l")));
+    assert!(!fx.ws().join("c").exists());
 }

@@ -26,6 +26,15 @@ enum Op {
         target: String,
         link: String,
     },
+    Rename {
+        from: String,
+        to: String,
+    },
+    /// A hard link `to` of `from` (a link itself, never what it points to).
+    HardLink {
+        from: String,
+        to: String,
+    },
     List {
         path: String,
     },
@@ -120,6 +129,8 @@ impl Worker for Probe {
                 Op::Mkdir { path } => report(std::fs::create_dir_all(&path)),
                 Op::Remove { path } => report(std::fs::remove_file(&path)),
                 Op::Symlink { target, link } => report(symlink(&target, &link)),
+                Op::Rename { from, to } => report(std::fs::rename(&from, &to)),
+                Op::HardLink { from, to } => report(std::fs::hard_link(&from, &to)),
                 Op::List { path } => report(std::fs::read_dir(&path).map(|d| {
                     let mut names: Vec<String> = d
                         .filter_map(|e| e.ok())
