@@ -464,28 +464,34 @@ fn an_agent_runs_in_a_container_of_a_local_image() {
     ));
     assert!(prompt_file.is_file());
 
-    // stdin cannot reach a container: a clear error, nothing run.
+    // The JSON protocol's input reaches a container command on stdin: `cat`
+    // answers with it, which is not a universal output (a protocol error),
+    // and the bundle shows what arrived.
     let wf = serde_json::json!({
         "id": "container-agent",
         "plugins": {"agent": {"grants": ["agent"]}},
         "start_node": "dev",
         "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
             "worker": "agent",
+            "timeout": "60s",
             "config": {
                 "command": ["cat"],
+                "protocol": "json",
+                "prompt_delivery": "file",
+                "input": {"task": {"id": "T-042", "title": "Echo", "goal": "stdin arrives"}},
                 "executor": {"container": {"image": "wfhost-test/busybox:1"}}
             },
-            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            "transitions": [{"on_signal": "SIGNAL:PROTOCOL_ERROR", "action": "END"}]
         }}}}
     });
     let m = write_manifest(scratch.path(), "wf2.json", wf);
     let (code, report) = run_report(&m, ws.path(), scratch.path());
-    assert_eq!(code, Some(1), "{report}");
-    assert!(
-        report["reason"]
-            .as_str()
-            .unwrap()
-            .contains("cannot feed a command's stdin"),
-        "{report}"
-    );
+    assert_eq!(code, Some(0), "{report}");
+    let run = report["run_id"].as_str().unwrap();
+    let echoed = std::fs::read_to_string(ws.path().join(format!(
+        ".output/agent/{run}/step-0-dev.implement/cmd-1.stdout"
+    )))
+    .unwrap();
+    let input: serde_json::Value = serde_json::from_str(&echoed).unwrap();
+    assert_eq!(input["task"]["id"], "T-042", "{echoed}");
 }

@@ -102,7 +102,10 @@ mod tests {
             Err(LinkRefusal::LeadsOut)
         );
         assert_eq!(check_link_at("up", ".."), Err(LinkRefusal::LeadsOut));
-        assert_eq!(check_link_at("a", "/etc/passwd"), Err(LinkRefusal::Absolute));
+        assert_eq!(
+            check_link_at("a", "/etc/passwd"),
+            Err(LinkRefusal::Absolute)
+        );
         assert_eq!(check_link_at("a", ""), Err(LinkRefusal::Empty));
         // Resolved lexically `a/b/../../x` stays inside, but `b` may be a
         // link to `..` itself: a `..` after a name is never trusted.

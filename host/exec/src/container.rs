@@ -114,6 +114,22 @@ fn container_env(contract: &[(String, String)], command: &[(String, String)]) ->
     env
 }
 
+type ExecInput = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// Write `bytes` to an exec's attached stdin, then close it so the command
+/// sees end of file. A command that exits without reading it all is not
+/// an error: what it did is in its exit code. Without bytes the connection
+/// is left as it is (returned, to be dropped after the output).
+async fn feed_stdin(mut input: ExecInput, bytes: Option<Vec<u8>>) -> ExecInput {
+    use tokio::io::AsyncWriteExt;
+    if let Some(bytes) = bytes {
+        let _ = input.write_all(&bytes).await;
+        let _ = input.flush().await;
+        let _ = input.shutdown().await;
+    }
+    input
+}
+
 impl ContainerPool {
     /// Connect to the local Docker engine (`DOCKER_HOST`, else the default
     /// socket) and check that it answers.
@@ -145,11 +161,6 @@ impl ContainerPool {
         options: &ContainerOptions,
     ) -> Result<ExecOutcome, ExecError> {
         exec::check(&request.spec)?;
-        if request.stdin.is_some() {
-            return Err(ExecError::Invalid(
-                "the container executor cannot feed a command's stdin; deliver the prompt as an argument or a file".into(),
-            ));
-        }
         let (container, warm) = self.acquire(request, options).await?;
         self.in_use.lock().await.insert(container.clone());
         if let Err(e) = std::fs::create_dir_all(&request.bundle_dir) {
@@ -334,6 +345,13 @@ impl ContainerPool {
             Some(cwd) => format!("{CONTAINER_WORKSPACE}/{cwd}"),
             None => CONTAINER_WORKSPACE.to_string(),
         };
+        // Like the local executor: the first command gets the request's
+        // stdin, then end of file; the others get none.
+        let stdin = if index == 1 {
+            request.stdin.clone()
+        } else {
+            None
+        };
         let created = self
             .docker
             .create_exec(
@@ -345,6 +363,7 @@ impl ContainerPool {
                     // own environment is that block's.
                     env: Some(container_env(&request.env, &command.env)),
                     working_dir: Some(working_dir),
+                    attach_stdin: Some(stdin.is_some()),
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
                     ..Default::default()
@@ -364,20 +383,27 @@ impl ContainerPool {
         };
         let stream = async {
             match self.docker.start_exec(&exec_id, None).await {
-                Ok(StartExecResults::Attached { mut output, .. }) => {
-                    while let Some(chunk) = output.next().await {
-                        match chunk {
-                            Ok(bollard::container::LogOutput::StdOut { message }) => {
-                                out.write(&message).await
+                Ok(StartExecResults::Attached { mut output, input }) => {
+                    // Fed beside the output: a command that writes before it
+                    // reads must not stall on a full pipe.
+                    let feed = feed_stdin(input, stdin);
+                    let drain = async {
+                        while let Some(chunk) = output.next().await {
+                            match chunk {
+                                Ok(bollard::container::LogOutput::StdOut { message }) => {
+                                    out.write(&message).await
+                                }
+                                Ok(bollard::container::LogOutput::StdErr { message }) => {
+                                    err.write(&message).await
+                                }
+                                Ok(_) => {}
+                                Err(e) => return Err(docker_error(e)),
                             }
-                            Ok(bollard::container::LogOutput::StdErr { message }) => {
-                                err.write(&message).await
-                            }
-                            Ok(_) => {}
-                            Err(e) => return Err(docker_error(e)),
                         }
-                    }
-                    Ok(())
+                        Ok(())
+                    };
+                    let (_input, drained) = tokio::join!(feed, drain);
+                    drained
                 }
                 Ok(StartExecResults::Detached) => Err("the exec detached".to_string()),
                 Err(e) => Err(docker_error(e)),

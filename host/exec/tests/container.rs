@@ -360,3 +360,33 @@ async fn a_missing_working_directory_is_named_not_blamed_on_the_program() {
     );
     pool.shutdown().await;
 }
+
+#[tokio::test]
+async fn the_first_command_reads_the_request_stdin_to_its_end() {
+    let Some(pool) = pool_or_skip().await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_id("stdin");
+    // 1 MiB: more than a pipe holds, fed while the output is drained.
+    let big: Vec<u8> = (0..(1 << 20)).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut r = request(
+        dir.path(),
+        &run,
+        "stdin",
+        vec![cmd(&["wc", "-c"]), cmd(&["cat"])],
+    );
+    r.stdin = Some(big.clone());
+    let outcome = pool.run(&r, &busybox()).await.unwrap();
+    assert!(outcome.succeeded, "{outcome:?}");
+    let b = dir.path().join(".output/exec/stdin");
+    assert_eq!(
+        std::fs::read_to_string(b.join("cmd-1.stdout"))
+            .unwrap()
+            .trim(),
+        big.len().to_string()
+    );
+    // The second command gets no stdin: `cat` ends at once with nothing.
+    assert_eq!(std::fs::read_to_string(b.join("cmd-2.stdout")).unwrap(), "");
+    pool.shutdown().await;
+}

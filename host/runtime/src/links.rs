@@ -29,9 +29,7 @@ use cap_std::fs::Dir;
 use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::FsResult;
-use wasmtime_wasi::p2::bindings::filesystem::types::{
-    self, ErrorCode, HostDescriptor, PathFlags,
-};
+use wasmtime_wasi::p2::bindings::filesystem::types::{self, ErrorCode, HostDescriptor, PathFlags};
 use wfhost_core::links;
 
 use crate::host_state::HostState;
@@ -74,8 +72,8 @@ impl GuestMounts {
                 if !(below.is_empty() || below.starts_with('/')) {
                     return None;
                 }
-                let depth = below.split('/').filter(|p| !p.is_empty()).count()
-                    + rest.components().count();
+                let depth =
+                    below.split('/').filter(|p| !p.is_empty()).count() + rest.components().count();
                 best = Some((len, depth));
             }
         }
@@ -111,14 +109,17 @@ fn parent_of(
         Some(p) if !p.as_os_str().is_empty() => base.open_dir(p).map_err(refused)?,
         _ => base,
     };
-    let host = std::fs::read_link(format!("/proc/self/fd/{}", parent.as_raw_fd()))
-        .map_err(refused)?;
+    let host =
+        std::fs::read_link(format!("/proc/self/fd/{}", parent.as_raw_fd())).map_err(refused)?;
     let depth = mounts.depth_of(&host).ok_or(ErrorCode::NotPermitted)?;
     Ok((parent, depth))
 }
 
 fn last_name(path: &str) -> &str {
-    path.trim_end_matches('/').rsplit('/').next().unwrap_or(path)
+    path.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(path)
 }
 
 /// A new link `link` with `target`, made under `dir`.
@@ -270,15 +271,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
                         return Ok((Err(code),));
                     }
                 }
-                let result = HostDescriptor::link_at(
-                    &mut state.filesystem(),
-                    fd,
-                    flags,
-                    old,
-                    new_fd,
-                    new,
-                )
-                .await;
+                let result =
+                    HostDescriptor::link_at(&mut state.filesystem(), fd, flags, old, new_fd, new)
+                        .await;
                 settle(state, result)
             })
         },

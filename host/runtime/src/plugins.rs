@@ -466,7 +466,8 @@ impl PluginSet {
             ));
         };
         let timeout = self.runtime.config.action_timeout;
-        let mut store = self.new_store(WasiCtxBuilder::new(), GuestMounts::default(), timeout, None);
+        let mut store =
+            self.new_store(WasiCtxBuilder::new(), GuestMounts::default(), timeout, None);
         let view = wit::RunView {
             workflow_id: view.workflow_id.clone(),
             execution_id: view.execution_id.clone(),
