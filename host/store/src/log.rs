@@ -4,7 +4,7 @@
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use wfhost_core::event::{CommandRecord, Event, EventSink, SinkError, gate_id};
-use wfhost_core::state::{Phase, RunState};
+use wfhost_core::state::RunState;
 
 use crate::{Store, StoreError, snapshot_id, time};
 
@@ -90,6 +90,7 @@ type RawRow = (u64, u32, Option<u64>, i64, Option<String>, String);
 
 impl Store {
     fn decode(&self, run_id: &str, seq: u64, body: &str) -> Result<Event, StoreError> {
+        self.decoded.set(self.decoded.get() + 1);
         serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
             path: self.path.clone(),
             detail: format!("event {seq} of run {run_id} cannot be read: {e}"),
@@ -174,12 +175,11 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The events of `branch` from the run's start: the shared history up
-    /// to the fork point, then the branch's own events.
-    pub fn chain(&self, run_id: &str, branch: u32) -> Result<Vec<StoredEvent>, StoreError> {
+    /// The parts of `branch`'s history, newest first: `(branch, last seq
+    /// included)` from `branch` itself up through the branches it was
+    /// forked from.
+    fn segments(&self, run_id: &str, branch: u32) -> Result<Vec<(u32, u64)>, StoreError> {
         let roots = self.branch_roots(run_id)?;
-        // Walk up from `branch` to the run's first branch, collecting
-        // (branch, last seq to include).
         let mut segments = Vec::new();
         let (mut current, mut limit) = (branch, u64::MAX);
         loop {
@@ -206,16 +206,112 @@ impl Store {
             }
             (current, limit) = (up, parent);
         }
+        Ok(segments)
+    }
+
+    /// The events of `branch` from the run's start: the shared history up
+    /// to the fork point, then the branch's own events.
+    pub fn chain(&self, run_id: &str, branch: u32) -> Result<Vec<StoredEvent>, StoreError> {
         let mut events = Vec::new();
-        for (b, limit) in segments.into_iter().rev() {
+        for (b, limit) in self.segments(run_id, branch)?.into_iter().rev() {
             events.extend(self.rows(
                 "SELECT seq, branch, parent, at, snapshot, body FROM events
                  WHERE run_id = ?1 AND branch = ?2 AND seq <= ?3 ORDER BY seq",
-                (run_id, b, limit.min(i64::MAX as u64) as i64),
+                (run_id, b, clamp(limit)),
                 run_id,
             )?);
         }
         Ok(events)
+    }
+
+    /// The event at `seq` of a run.
+    fn event_at(&self, run_id: &str, seq: u64) -> Result<Option<StoredEvent>, StoreError> {
+        Ok(self
+            .rows(
+                "SELECT seq, branch, parent, at, snapshot, body FROM events
+                 WHERE run_id = ?1 AND seq = ?2",
+                (run_id, clamp(seq)),
+                run_id,
+            )?
+            .pop())
+    }
+
+    /// The node and block of the newest `block_started` for `step` on the
+    /// history of `branch` at or before `upto`: read backwards from there,
+    /// so near the end of a long run it reads a few rows, not the run.
+    fn block_of_step(
+        &self,
+        run_id: &str,
+        branch: u32,
+        upto: u64,
+        step: u64,
+    ) -> Result<Option<(String, String)>, StoreError> {
+        for (b, limit) in self.segments(run_id, branch)? {
+            let found = self.rows(
+                "SELECT seq, branch, parent, at, snapshot, body FROM events
+                 WHERE run_id = ?1 AND branch = ?2 AND seq <= ?3 AND kind = 'block_started'
+                   AND json_extract(body, '$.step') = ?4
+                 ORDER BY seq DESC LIMIT 1",
+                (run_id, b, clamp(limit.min(upto)), clamp(step)),
+                run_id,
+            )?;
+            if let Some(Event::BlockStarted { node, block, .. }) =
+                found.into_iter().next().map(|e| e.event)
+            {
+                return Ok(Some((node, block)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The gate a branch whose newest event is `head` waits at, if any: its
+    /// head opened one, or the branch was forked from where one was open.
+    /// Read from the head and the events just before it, never by folding
+    /// the branch.
+    fn waiting_at(
+        &self,
+        run_id: &str,
+        branch: u32,
+        head: &StoredEvent,
+    ) -> Result<Option<OpenGate>, StoreError> {
+        let opener = match (&head.event, head.parent) {
+            (Event::Forked { .. }, Some(point)) => match self.event_at(run_id, point)? {
+                Some(e) => e,
+                None => return Ok(None),
+            },
+            _ => head.clone(),
+        };
+        let (gate_id, prompt, step) = match &opener.event {
+            Event::ActionTaken {
+                gate_id: Some(gate),
+                command: CommandRecord::Gate { prompt },
+                step,
+                ..
+            } => (gate.clone(), prompt.clone(), *step),
+            Event::FanInWaiting {
+                gate_id,
+                prompt,
+                step,
+            } => (gate_id.clone(), prompt.clone(), *step),
+            _ => return Ok(None),
+        };
+        let (node, block) = self
+            .block_of_step(run_id, branch, opener.seq, step)?
+            .ok_or_else(|| {
+                StoreError::Inconsistent(format!(
+                    "run {run_id}: gate {gate_id} was opened at step {step}, which never started"
+                ))
+            })?;
+        Ok(Some(OpenGate {
+            run_id: run_id.to_string(),
+            workflow_id: String::new(),
+            branch,
+            gate_id,
+            node,
+            block,
+            prompt,
+            opened_at: opener.at,
+        }))
     }
 
     /// Fold a branch into its state.
@@ -292,9 +388,9 @@ impl Store {
                 command: CommandRecord::Fail { .. },
                 ..
             }) => "failed",
-            Some(Event::Forked { .. }) => match self.state(run_id, branch)?.phase {
-                Phase::Waiting { .. } => "waiting",
-                _ => self.live_status(run_id),
+            Some(Event::Forked { .. }) => match self.waiting_at(run_id, branch, &last[0])? {
+                Some(_) => "waiting",
+                None => self.live_status(run_id),
             },
             _ => self.live_status(run_id),
         };
@@ -309,62 +405,44 @@ impl Store {
         }
     }
 
-    /// Gates waiting for an answer, in every run.
+    /// Gates waiting for an answer, in every run. Costs a few rows per
+    /// branch whose newest event opened a gate (or forked from an open
+    /// one), whatever the length of the runs.
     pub fn open_gates(&self) -> Result<Vec<OpenGate>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT e.run_id, e.branch FROM events e
+                "SELECT e.run_id, e.branch, e.seq, r.workflow_id FROM events e
                  JOIN (SELECT run_id, branch, max(seq) AS head FROM events GROUP BY run_id, branch) h
                    ON e.run_id = h.run_id AND e.seq = h.head
-                 WHERE e.kind IN ('action_taken', 'forked')
+                 JOIN runs r ON r.id = e.run_id
+                 WHERE e.kind IN ('action_taken', 'fan_in_waiting', 'forked')
                  ORDER BY e.at",
             )
             .map_err(|e| self.err(e))?;
-        let heads: Vec<(String, u32)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        let heads: Vec<(String, u32, i64, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .and_then(|rows| rows.collect())
             .map_err(|e| self.err(e))?;
         let mut gates = Vec::new();
-        for (run_id, branch) in heads {
-            let chain = self.chain(&run_id, branch)?;
-            let state = RunState::replay(chain.iter().map(|e| &e.event)).map_err(|e| {
-                StoreError::Corrupt {
-                    path: self.path.clone(),
-                    detail: format!("run {run_id} branch {branch}: {e}"),
-                }
-            })?;
-            if let Phase::Waiting {
-                gate_id,
-                node,
-                block,
-                prompt,
-            } = state.phase
-            {
-                let opened_at = chain
-                    .iter()
-                    .rev()
-                    .find(|e| match &e.event {
-                        Event::ActionTaken {
-                            gate_id: Some(g), ..
-                        } => *g == gate_id,
-                        Event::FanInWaiting { gate_id: g, .. } => *g == gate_id,
-                        _ => false,
-                    })
-                    .map_or(0, |e| e.at);
+        for (run_id, branch, head, workflow_id) in heads {
+            let Some(head) = self.event_at(&run_id, head as u64)? else {
+                continue;
+            };
+            if let Some(gate) = self.waiting_at(&run_id, branch, &head)? {
                 gates.push(OpenGate {
-                    run_id: run_id.clone(),
-                    workflow_id: state.workflow_id.clone(),
-                    branch,
-                    gate_id,
-                    node,
-                    block,
-                    prompt,
-                    opened_at,
+                    workflow_id,
+                    ..gate
                 });
             }
         }
         Ok(gates)
+    }
+
+    /// How many events this store has read and decoded since it was
+    /// opened (for tests that check what a query costs).
+    pub fn events_decoded(&self) -> u64 {
+        self.decoded.get()
     }
 
     /// How many gates the run has opened, on all branches.
@@ -557,4 +635,8 @@ impl EventSink for BranchWriter<'_> {
         self.gates += 1;
         Ok(gate_id(self.gates))
     }
+}
+
+fn clamp(seq: u64) -> i64 {
+    seq.min(i64::MAX as u64) as i64
 }

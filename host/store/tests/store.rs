@@ -220,3 +220,97 @@ fn an_existing_store_opens_with_the_durability_asked_for() {
         assert_eq!(store.durability().unwrap(), durability);
     }
 }
+
+/// `n` steps of `a` jumping to itself, then one that opens gate `UD-1`.
+fn waiting_run(store: &mut Store, id: &str, n: u64) {
+    store.create_run(&record(id), "{}", &started(id)).unwrap();
+    let mut w = store.writer(id, 1).unwrap();
+    for i in 0..n {
+        w.append(&step(i)).unwrap();
+    }
+    let mut gate = step(n);
+    gate[2] = Event::ActionTaken {
+        step: n,
+        action: "GATE:Ship it?".into(),
+        command: CommandRecord::Gate {
+            prompt: "Ship it?".into(),
+        },
+        gate_id: Some("UD-1".into()),
+        fallback_for: None,
+    };
+    w.append(&gate).unwrap();
+}
+
+#[test]
+fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    waiting_run(&mut store, "short", 10);
+    waiting_run(&mut store, "long", 1_000);
+    let cost = |store: &Store, f: &dyn Fn(&Store)| {
+        let before = store.events_decoded();
+        f(store);
+        store.events_decoded() - before
+    };
+    let gates = store.open_gates().unwrap();
+    assert_eq!(gates.len(), 2);
+    for g in &gates {
+        assert_eq!(
+            (g.gate_id.as_str(), g.node.as_str(), g.block.as_str()),
+            ("UD-1", "main", "a")
+        );
+        assert_eq!(
+            (g.prompt.as_str(), g.workflow_id.as_str()),
+            ("Ship it?", "w")
+        );
+    }
+    // Each waiting run costs the same few events, 1,000 steps or 10.
+    let both = cost(&store, &|s| {
+        s.open_gates().unwrap();
+    });
+    assert!(both <= 6, "{both} events decoded for two waiting runs");
+    let short = cost(&store, &|s| {
+        s.branches("short").unwrap();
+    });
+    let long = cost(&store, &|s| {
+        s.branches("long").unwrap();
+    });
+    assert_eq!(short, long);
+
+    // A branch forked where the gate is open waits at it too, without a
+    // fold; answering on the first branch leaves the fork waiting.
+    let snapshot = store
+        .chain("long", 1)
+        .unwrap()
+        .last()
+        .unwrap()
+        .snapshot
+        .clone()
+        .unwrap();
+    let b2 = store.fork("long", &snapshot).unwrap();
+    store
+        .writer("long", 1)
+        .unwrap()
+        .append(&[Event::GateAnswered {
+            gate_id: "UD-1".into(),
+            decision: wfhost_core::event::Decision::Approved,
+        }])
+        .unwrap();
+    let forked = cost(&store, &|s| {
+        let gates = s.open_gates().unwrap();
+        let long: Vec<u32> = gates
+            .iter()
+            .filter(|g| g.run_id == "long")
+            .map(|g| g.branch)
+            .collect();
+        assert_eq!(long, [b2]);
+    });
+    assert!(forked <= 8, "{forked}");
+    let statuses: Vec<String> = store
+        .branches("long")
+        .unwrap()
+        .into_iter()
+        .map(|b| b.status)
+        .collect();
+    assert_eq!(statuses, ["interrupted", "waiting"]);
+}
