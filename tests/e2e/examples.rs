@@ -12,6 +12,36 @@ fn run_example(example: &str) -> (serde_json::Value, tempfile::TempDir) {
     run_example_with(example, &[])
 }
 
+/// The example's manifest as users run it. Its plugin paths assume the
+/// default target directory; when the guests were built elsewhere
+/// (`CARGO_TARGET_DIR`), a copy in `scratch` names where they are.
+fn example_manifest(example: &str, scratch: &Path) -> PathBuf {
+    let manifest = repo().join("examples").join(example).join("workflow.json");
+    let mut wf: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let built = Path::new(wfhost_guest_artifacts::EXAMPLE_WORD_COUNT_PATH);
+    let Some(plugins) = wf["plugins"].as_object_mut() else {
+        return manifest;
+    };
+    let mut moved = false;
+    for plugin in plugins.values_mut() {
+        let Some(path) = plugin["path"].as_str() else {
+            continue;
+        };
+        let named = manifest.parent().unwrap().join(path);
+        if !named.exists() && named.file_name() == built.file_name() {
+            plugin["path"] = built.to_str().unwrap().into();
+            moved = true;
+        }
+    }
+    if !moved {
+        return manifest;
+    }
+    let copy = scratch.join(format!("{example}.json"));
+    std::fs::write(&copy, wf.to_string()).unwrap();
+    copy
+}
+
 /// [`run_example`] with more `wfhost run` arguments (an example's inputs).
 fn run_example_with(example: &str, extra: &[&str]) -> (serde_json::Value, tempfile::TempDir) {
     let ws = tempfile::tempdir().unwrap();
@@ -25,7 +55,7 @@ fn run_example_with(example: &str, extra: &[&str]) -> (serde_json::Value, tempfi
         }
     }
     let cache = tempfile::tempdir().unwrap();
-    let manifest = repo().join("examples").join(example).join("workflow.json");
+    let manifest = example_manifest(example, cache.path());
     let check = wfhost(
         &["validate", manifest.to_str().unwrap(), "--strict"],
         cache.path(),

@@ -47,6 +47,12 @@ fn warnings_are_printed_and_strict_makes_them_fatal() {
         dir.path(),
     );
     assert_eq!(strict.status.code(), Some(1));
+    assert!(
+        stdout(&strict).contains(": failed (--strict): workflow"),
+        "{}",
+        stdout(&strict)
+    );
+    assert!(!stdout(&strict).contains(": ok:"));
 }
 
 #[test]

@@ -56,25 +56,26 @@ pub fn validate(args: ValidateArgs) -> u8 {
         );
     }
     let blocks: usize = wf.nodes.values().map(|n| n.blocks.len()).sum();
+    let count = |n: usize, noun: &str| wfhost_core::text::count(n as u64, noun);
+    let failed = args.strict && !warnings.is_empty();
     println!(
-        "{}: ok: workflow `{}`{}: {} node{}, {blocks} block{}, {} plugin{}{}",
+        "{}: {}: workflow `{}`{}: {}, {}, {}{}",
         workflow.file.display(),
+        if failed { "failed (--strict)" } else { "ok" },
         wf.id,
         wf.version
             .as_deref()
             .map(|v| format!(" {v}"))
             .unwrap_or_default(),
-        wf.nodes.len(),
-        if wf.nodes.len() == 1 { "" } else { "s" },
-        if blocks == 1 { "" } else { "s" },
-        plugins.loads().len(),
-        if plugins.loads().len() == 1 { "" } else { "s" },
+        count(wf.nodes.len(), "node"),
+        count(blocks, "block"),
+        count(plugins.loads().len(), "plugin"),
         match warnings.len() {
             0 => String::new(),
-            n => format!(", {n} warning{}", if n == 1 { "" } else { "s" }),
+            n => format!(", {}", count(n, "warning")),
         }
     );
-    if args.strict && !warnings.is_empty() {
+    if failed {
         return exit::RUN_FAILED;
     }
     exit::SUCCESS
