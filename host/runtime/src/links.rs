@@ -194,6 +194,22 @@ async fn blocking(
         .unwrap_or(Err(ErrorCode::Io))
 }
 
+/// [`check_move`] for two descriptors, when both are directories
+/// (otherwise wasmtime-wasi refuses the call itself).
+async fn guard_move(
+    state: &mut HostState,
+    fd: &Resource<Descriptor>,
+    old: &str,
+    new_fd: &Resource<Descriptor>,
+    new: &str,
+) -> Result<(), ErrorCode> {
+    let (Some(from), Some(to)) = (dir_handle(state, fd), dir_handle(state, new_fd)) else {
+        return Ok(());
+    };
+    let (mounts, old, new) = (state.mounts.clone(), old.to_string(), new.to_string());
+    blocking(move || check_move(&from, &old, &to, &new, &mounts)).await
+}
+
 fn settle(
     state: &mut HostState,
     result: FsResult<()>,
@@ -244,13 +260,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         |mut store, (fd, old, new_fd, new): RenameArgs| {
             Box::new(async move {
                 let state = store.data_mut();
-                if let (Some(from), Some(to)) = (dir_handle(state, &fd), dir_handle(state, &new_fd))
-                {
-                    let (mounts, o, n) = (state.mounts.clone(), old.clone(), new.clone());
-                    let check = move || check_move(&from, &o, &to, &n, &mounts);
-                    if let Err(code) = blocking(check).await {
-                        return Ok((Err(code),));
-                    }
+                if let Err(code) = guard_move(state, &fd, &old, &new_fd, &new).await {
+                    return Ok((Err(code),));
                 }
                 let result =
                     HostDescriptor::rename_at(&mut state.filesystem(), fd, old, new_fd, new).await;
@@ -263,13 +274,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<
         |mut store, (fd, flags, old, new_fd, new): LinkArgs| {
             Box::new(async move {
                 let state = store.data_mut();
-                if let (Some(from), Some(to)) = (dir_handle(state, &fd), dir_handle(state, &new_fd))
-                {
-                    let (mounts, o, n) = (state.mounts.clone(), old.clone(), new.clone());
-                    let check = move || check_move(&from, &o, &to, &n, &mounts);
-                    if let Err(code) = blocking(check).await {
-                        return Ok((Err(code),));
-                    }
+                if let Err(code) = guard_move(state, &fd, &old, &new_fd, &new).await {
+                    return Ok((Err(code),));
                 }
                 let result =
                     HostDescriptor::link_at(&mut state.filesystem(), fd, flags, old, new_fd, new)

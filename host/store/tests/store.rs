@@ -73,6 +73,12 @@ fn step(n: u64) -> Vec<Event> {
     ]
 }
 
+/// The snapshot id of a branch's newest event (which must have one).
+fn last_snapshot(store: &Store, run: &str, branch: u32) -> String {
+    let chain = store.chain(run, branch).unwrap();
+    chain.last().unwrap().snapshot.clone().unwrap()
+}
+
 fn new_store() -> (tempfile::TempDir, Store) {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
@@ -144,14 +150,7 @@ fn forks_branch_off_and_chains_follow_their_ancestry() {
     assert_eq!(b2, 2);
     store.writer("r1", 2).unwrap().append(&step(1)).unwrap();
     // A fork of the fork, at its own snapshot.
-    let snap = store
-        .chain("r1", 2)
-        .unwrap()
-        .last()
-        .unwrap()
-        .snapshot
-        .clone()
-        .unwrap();
+    let snap = last_snapshot(&store, "r1", 2);
     let b3 = store.fork("r1", &snap).unwrap();
     let chain3 = store.chain("r1", b3).unwrap();
     assert_eq!(chain3.len(), 1 + 3 + 1 + 3 + 1);
@@ -279,14 +278,7 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
 
     // A branch forked where the gate is open waits at it too, without a
     // fold; answering on the first branch leaves the fork waiting.
-    let snapshot = store
-        .chain("long", 1)
-        .unwrap()
-        .last()
-        .unwrap()
-        .snapshot
-        .clone()
-        .unwrap();
+    let snapshot = last_snapshot(&store, "long", 1);
     let b2 = store.fork("long", &snapshot).unwrap();
     store
         .writer("long", 1)
