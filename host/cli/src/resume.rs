@@ -104,7 +104,7 @@ fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), u8
 }
 
 fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
-    // A fan-in gate's prompt asks for a lane (see `wfhost_core::fan_out`).
+    // A fan-in gate's prompt asks for a lane (see `wfhost_core::parallel::fan_out`).
     let forms = if prompt.contains("use-lane:") {
         "`use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`"
     } else {

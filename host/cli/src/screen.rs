@@ -203,7 +203,7 @@ impl Screen {
 #[cfg(test)]
 mod tests {
     use wfhost_core::event::{CommandRecord, PayloadDelta};
-    use wfhost_core::fan_in::MergeStrategy;
+    use wfhost_core::parallel::fan_in::MergeStrategy;
     use wfhost_core::payload::{ContextSegment, Statistics};
 
     use super::*;

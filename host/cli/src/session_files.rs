@@ -2,7 +2,7 @@
 //! `<workspace>/.agents-work/<session>/status.json` and `tasks.yaml`.
 //!
 //! Both are projections of the run's event log
-//! ([`wfhost_core::session_projection`]): [`SessionSink`] wraps the
+//! ([`wfhost_core::agents::session_projection`]): [`SessionSink`] wraps the
 //! engine's sink and, after every event the store recorded, rewrites them
 //! atomically (a temporary file in the same folder, fsynced, renamed over
 //! the old one). The projection is rebuilt from the whole branch when a
@@ -21,10 +21,10 @@ use std::io::Write;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
+use wfhost_core::agents::session_projection::{SessionProjection, iso_utc, run_session_name};
 use wfhost_core::event::{Event, EventSink, SinkError};
 use wfhost_core::manifest::Workflow;
 use wfhost_core::pinning::PinnedDefinition;
-use wfhost_core::session_projection::{SessionProjection, iso_utc, run_session_name};
 use wfhost_store::{RunRecord, Store, StoredEvent};
 
 use crate::execute::PrintingSink;
@@ -248,9 +248,9 @@ impl<S: EventSink + Recorded> EventSink for SessionSink<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wfhost_core::agents::session_artifacts::SessionStatus;
     use wfhost_core::event::{CommandRecord, MemoryLog, PayloadDelta};
     use wfhost_core::payload::Statistics;
-    use wfhost_core::session_artifacts::SessionStatus;
 
     impl Recorded for MemoryLog {
         fn recorded_at(&self) -> Vec<i64> {

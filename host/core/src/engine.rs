@@ -595,7 +595,10 @@ async fn execute_block<W: WorkerHost>(
             timeout: block.timeout,
             lane: None,
         };
-        return crate::fan_out::execute(workflow, workers, state, sink, block, group, base).await;
+        return crate::parallel::fan_out::execute(
+            workflow, workers, state, sink, block, group, base,
+        )
+        .await;
     }
     let block_started = Instant::now();
     let result = workers

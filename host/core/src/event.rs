@@ -124,7 +124,7 @@ pub enum Event {
         step: u64,
         lanes: Vec<String>,
         /// `concatenate`, `workspace` or `fail-on-conflict`.
-        merge_strategy: crate::fan_in::MergeStrategy,
+        merge_strategy: crate::parallel::fan_in::MergeStrategy,
     },
     /// One lane of the running parallel block finished (in completion
     /// order).
@@ -157,7 +157,7 @@ pub enum Event {
         conflicting_file: String,
         /// The lanes that changed it, in completion order.
         lanes: Vec<String>,
-        resolution: crate::fan_in::Resolution,
+        resolution: crate::parallel::fan_in::Resolution,
         /// The lane whose version is applied; none while the user has not
         /// chosen.
         #[serde(

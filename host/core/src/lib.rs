@@ -6,39 +6,35 @@
 //! they fold into ([`state`]), transition resolution ([`transitions`]), the engine
 //! commands that action handlers return ([`command`]) and the grammar of the
 //! default action handler ([`actions`]), file restrictions ([`restrictions`])
-//! and workspace snapshots used to enforce them ([`workspace`]), and the
-//! agent contracts: the block output file ([`block_output`]), the JSON
-//! agent protocol ([`agent_protocol`]) and the orchestrator artifacts
-//! ([`session_artifacts`]).
+//! and workspace snapshots used to enforce them ([`workspace`]), parallel
+//! blocks ([`parallel`]: fan-out and fan-in), and the agent contracts
+//! ([`agents`]: the block output file, the JSON agent protocol and the
+//! orchestrator artifacts).
 //!
 //! It must not depend on wasmtime, Docker or Slurm: those are adapters that
 //! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
 //! core is tested with in-process fakes.
 
-pub mod agent_protocol;
+pub mod agents;
 pub mod analysis;
-pub mod block_output;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod context;
 pub mod engine;
 pub mod event;
 pub mod exec;
-pub mod fan_in;
-pub mod fan_out;
 pub mod graph;
 pub mod inputs;
 pub mod links;
 pub mod manifest;
 pub mod merge;
+pub mod parallel;
 pub mod payload;
 pub mod pinning;
 pub mod prompt;
 #[cfg(unix)]
 pub mod regular_file;
 pub mod restrictions;
-pub mod session_artifacts;
-pub mod session_projection;
 pub mod signals;
 pub mod state;
 pub mod strict_json;

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 
 use crate::analysis::Warning;
-use crate::fan_out;
 use crate::manifest::{Block, Workflow};
+use crate::parallel::fan_out;
 use crate::transitions::{
     FAIL_DEFAULT, GATE_APPROVED, GATE_CHANGES_REQUESTED, NEEDS_DECISION, VALIDATION_FAIL,
     WORKER_ERROR,

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::event::{CommandRecord, Decision, Event, InterruptedBlock, Outcome};
-use crate::fan_in::MergeStrategy;
+use crate::parallel::fan_in::MergeStrategy;
 use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
 
 /// Where a run is.

@@ -27,8 +27,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use wfhost_core::agent_protocol::{self, AgentOutput, AgentStatus};
-use wfhost_core::block_output::{
+use wfhost_core::agents::agent_protocol::{self, AgentOutput, AgentStatus};
+use wfhost_core::agents::block_output::{
     self, BlockOutput, BlockOutputStatus, BlockType, ClaimMismatch, Deliverables,
 };
 use wfhost_core::exec::{ExecCommand, ExecSpec};

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use wfhost_core::block_output::{BlockOutputStatus, BlockType};
+use wfhost_core::agents::block_output::{BlockOutputStatus, BlockType};
 use wfhost_exec::agent::{
     AgentExecutor, AgentOutcome, AgentRequest, PromptDelivery, Protocol, ViolationPolicy, run_agent,
 };

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use wfhost_core::agent_protocol::{self, Verdict};
-use wfhost_core::block_output::BlockType;
+use wfhost_core::agents::agent_protocol::{self, Verdict};
+use wfhost_core::agents::block_output::BlockType;
 use wfhost_exec::agent::{
     AgentExecutor, AgentOutcome, AgentRequest, PromptDelivery, Protocol, ViolationPolicy,
 };

@@ -266,7 +266,7 @@ pub struct ParallelGroup {
     /// lanes' `.output/` files are collected) or `fail-on-conflict` (a
     /// conflict pauses the run at a gate until the user chooses a lane).
     #[serde(default)]
-    pub merge_strategy: crate::fan_in::MergeStrategy,
+    pub merge_strategy: crate::parallel::fan_in::MergeStrategy,
     /// Lane name → what differs in that lane. Each lane's `NODE_ID` is
     /// `<node>.<block>.<lane>`.
     pub lanes: BTreeMap<String, LaneSpec>,

@@ -23,8 +23,8 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
 use crate::event::{Decision, Event, PayloadDelta};
-use crate::fan_in::{self, LaneChanges};
 use crate::manifest::{Block, ParallelGroup, Workflow};
+use crate::parallel::fan_in::{self, LaneChanges};
 use crate::payload::{ContextSegment, Statistics};
 use crate::state::{FanOut, LaneResult, RunState};
 use crate::transitions;
@@ -250,7 +250,7 @@ pub(crate) async fn execute<W: WorkerHost>(
                 step,
                 conflicting_file: file.clone(),
                 lanes: lanes.clone(),
-                resolution: crate::fan_in::Resolution::UserResolved,
+                resolution: crate::parallel::fan_in::Resolution::UserResolved,
                 applied_from: Some(RESOLVED_BY_HAND.to_string()),
             });
         }

@@ -69,12 +69,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::event::{CommandRecord, Decision, Event, Outcome};
-use crate::manifest::Workflow;
-use crate::session_artifacts::{
+use crate::agents::session_artifacts::{
     DecisionStatus, STATES, SessionStatus, TaskEntry, TaskStatus, UserDecision, render_tasks_yaml,
     session_name,
 };
+use crate::event::{CommandRecord, Decision, Event, Outcome};
+use crate::manifest::Workflow;
 
 /// Signals after which a block's task is `blocked` rather than
 /// `implemented`.
@@ -533,9 +533,9 @@ pub use crate::time::iso_utc;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::session_artifacts::is_session_name;
     use crate::event::PayloadDelta;
     use crate::payload::Statistics;
-    use crate::session_artifacts::is_session_name;
 
     fn workflow(json: serde_json::Value) -> Workflow {
         serde_json::from_value(json).unwrap()
@@ -1069,7 +1069,7 @@ mod tests {
             Event::LanesStarted {
                 step: 0,
                 lanes: vec!["a".into(), "b".into()],
-                merge_strategy: crate::fan_in::MergeStrategy::default(),
+                merge_strategy: crate::parallel::fan_in::MergeStrategy::default(),
             },
             lane("b"),
         ];

@@ -1,0 +1,11 @@
+//! The agent contracts, as pure types and checks: what an agent CLI
+//! writes (`block_output`: `.output/block-<id>.json` and its defects), the
+//! JSON-only agent protocol (`agent_protocol`: universal input and output,
+//! status → signal or gate), and the orchestrator artifacts of a session
+//! (`session_artifacts`: `status.json` decisions and `tasks.yaml`;
+//! `session_projection`: both as a fold of a run's events).
+
+pub mod agent_protocol;
+pub mod block_output;
+pub mod session_artifacts;
+pub mod session_projection;
