@@ -15,6 +15,7 @@ mod inspect;
 mod observe;
 mod parallel;
 mod run;
+mod serve;
 mod session_files;
 mod trust;
 mod validate;

@@ -104,3 +104,11 @@ pub const MAN: &str = "\
 Examples:
   wfhost man | man -l -
   wfhost man --dir ~/.local/share/man/man1";
+
+pub const SERVE: &str = "\
+Examples:
+  wfhost serve
+  wfhost serve --listen 127.0.0.1:8080 --home /srv/wfhost
+  curl -s http://127.0.0.1:7464/v1/runs?status=waiting
+  curl -sN http://127.0.0.1:7464/v1/runs/RUN/events/stream
+  wfhost serve --listen 0.0.0.0:7464 --auth-token-file ~/.config/wfhost/tokens.json";

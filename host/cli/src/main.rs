@@ -20,6 +20,7 @@ mod resume;
 mod run;
 mod runs;
 mod screen;
+mod serve;
 mod session_files;
 mod style;
 mod validate;
@@ -190,6 +191,10 @@ enum Command {
     /// Remove runs older than a retention age.
     #[command(after_help = examples::GC)]
     Gc(With<gc::GcArgs, Home>),
+    /// Serve the HTTP API (`/v1`, OpenAPI at `/v1/openapi.json`) over the
+    /// run store.
+    #[command(after_help = examples::SERVE)]
+    Serve(With<serve::ServeArgs, Home>),
     /// Check a workflow and its plugins without running it.
     #[command(after_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
@@ -240,6 +245,7 @@ fn main() -> ExitCode {
         Command::Export(w) => bundle::export(w.args, &(&w.store).into()),
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
+        Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),

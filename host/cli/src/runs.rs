@@ -5,7 +5,6 @@ use std::path::Path;
 
 use clap::Args;
 use serde::Serialize;
-use wfhost_core::event::Event;
 use wfhost_core::manifest;
 use wfhost_core::pinning::PinnedDefinition;
 use wfhost_store::time::format_utc;
@@ -137,118 +136,6 @@ pub fn runs(args: RunsArgs, global: &Global) -> u8 {
     exit::SUCCESS
 }
 
-/// One executed step of a branch, as `show` lists it.
-#[derive(Debug, Serialize, PartialEq)]
-struct StepLine {
-    step: u64,
-    block: String,
-    attempt: u32,
-    signal: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    action: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    command: Option<String>,
-    duration_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failure: Option<String>,
-    /// Set when the block had no transition for its signal and took its
-    /// `SIGNAL:FAIL_DEFAULT` one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fallback_for: Option<String>,
-    /// Executions of this step cut short by a crash and run again.
-    interrupted: u32,
-    /// The snapshot after this step, to fork from.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    snapshot: Option<String>,
-    /// The lanes of a parallel block, in completion order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    lanes: Vec<LaneLine>,
-}
-
-/// One lane of a parallel block's step.
-#[derive(Debug, Serialize, PartialEq)]
-struct LaneLine {
-    lane: String,
-    signal: String,
-    duration_ms: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failure: Option<String>,
-}
-
-fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
-    let mut steps: Vec<StepLine> = Vec::new();
-    let mut started: Option<(u64, u32)> = None;
-    let mut interrupted = 0;
-    let mut lanes = Vec::new();
-    for e in chain {
-        match &e.event {
-            Event::BlockStarted { step, attempt, .. } => {
-                started = Some((*step, *attempt));
-                lanes.clear();
-            }
-            Event::LaneCompleted {
-                lane,
-                signal,
-                duration_us,
-                failure,
-                ..
-            } => lanes.push(LaneLine {
-                lane: lane.clone(),
-                signal: signal.clone(),
-                duration_ms: *duration_us as f64 / 1000.0,
-                failure: failure.clone(),
-            }),
-            Event::Resumed {
-                interrupted: Some(_),
-            } => interrupted += 1,
-            Event::BlockCompleted {
-                step,
-                node,
-                block,
-                signal,
-                duration_us,
-                failure,
-                ..
-            } => {
-                let attempt = started.filter(|(s, _)| s == step).map_or(0, |(_, a)| a);
-                steps.push(StepLine {
-                    step: *step,
-                    block: format!("{node}.{block}"),
-                    attempt,
-                    signal: signal.clone(),
-                    action: None,
-                    command: None,
-                    duration_ms: *duration_us as f64 / 1000.0,
-                    failure: failure.clone(),
-                    fallback_for: None,
-                    interrupted: std::mem::take(&mut interrupted),
-                    snapshot: None,
-                    lanes: std::mem::take(&mut lanes),
-                });
-            }
-            Event::ActionTaken {
-                step,
-                action,
-                command,
-                gate_id,
-                fallback_for,
-            } => {
-                if let Some(line) = steps.iter_mut().rev().find(|l| l.step == *step) {
-                    line.fallback_for = fallback_for.clone();
-                    line.action = Some(action.clone());
-                    line.command = Some(match gate_id {
-                        Some(id) => format!("gate {id}"),
-                        None => command.to_string(),
-                    });
-                    line.snapshot = e.snapshot.clone();
-                }
-            }
-            _ => {}
-        }
-    }
-    steps
-}
-
 /// Whether the manifest on disk still pins to the run's hash: `None` when
 /// it cannot be read any more.
 fn manifest_changed(manifest_path: &str, pinned: &str) -> Option<bool> {
@@ -297,7 +184,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         .find(|b| b.branch == branch)
         .map(|b| b.status.clone())
         .unwrap_or_default();
-    let steps = steps_of(&chain);
+    let steps = wfhost_store::view::steps_of(&chain);
     let gates: Vec<_> = state.gates.values().cloned().collect();
     let failure = match &state.phase {
         wfhost_core::state::Phase::Finished(wfhost_core::event::Outcome::Failed { reason }) => {
@@ -402,7 +289,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
 }
 
 /// One line of `show`'s steps.
-fn print_step(l: &StepLine, style: Style) {
+fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
     let fallback = l
         .fallback_for
         .as_ref()

@@ -25,6 +25,7 @@ mod lock;
 mod log;
 mod schema;
 pub mod time;
+pub mod view;
 
 use std::path::{Path, PathBuf};
 

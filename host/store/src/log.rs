@@ -142,6 +142,22 @@ impl Store {
         )
     }
 
+    /// At most `limit` events of a run after `after` (by seq), in write
+    /// order, all branches: one page of the log, read by the primary key.
+    pub fn events_page(
+        &self,
+        run_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        self.rows(
+            "SELECT seq, branch, parent, at, snapshot, body FROM events
+             WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            (run_id, clamp(after), limit.min(i64::MAX as usize) as i64),
+            run_id,
+        )
+    }
+
     /// The first event of each branch: `(branch, seq, parent)`.
     fn branch_roots(&self, run_id: &str) -> Result<Vec<(u32, u64, Option<u64>)>, StoreError> {
         let mut stmt = self

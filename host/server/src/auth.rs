@@ -1,0 +1,99 @@
+//! Who may call the API. On loopback (the default) nobody needs a token;
+//! on any other address `wfhost serve` starts only with a token file, and
+//! every request must carry one of its tokens as `Authorization: Bearer`.
+//! Agents and clients have separate tokens; a request without a valid one
+//! gets 401 and learns nothing else.
+
+use std::path::Path;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use subtle::ConstantTimeEq;
+
+use crate::error::ApiError;
+
+/// The tokens a server accepts (file format: `{"clients": [...],
+/// "agents": [...]}`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tokens {
+    #[serde(default)]
+    pub clients: Vec<String>,
+    #[serde(default)]
+    pub agents: Vec<String>,
+}
+
+/// The shortest token accepted: guessing 32 characters is hopeless.
+pub const MIN_TOKEN_LEN: usize = 32;
+
+impl Tokens {
+    /// Read a token file: a regular file of bounded size that only its
+    /// owner can read, with at least one token, each long enough.
+    pub fn read(path: &Path) -> Result<Tokens, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let bytes = wfhost_core::regular_file::read_regular(path, 64 << 10)
+            .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if meta.permissions().mode() & 0o077 != 0 {
+            return Err(format!(
+                "the token file {} can be read by other users; `chmod 600` it",
+                path.display()
+            ));
+        }
+        let tokens: Tokens = serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "the token file {} is not {{\"clients\": [...], \"agents\": [...]}}: {e}",
+                path.display()
+            )
+        })?;
+        if tokens.clients.is_empty() && tokens.agents.is_empty() {
+            return Err(format!("the token file {} holds no token", path.display()));
+        }
+        if let Some(short) = tokens
+            .clients
+            .iter()
+            .chain(&tokens.agents)
+            .find(|t| t.len() < MIN_TOKEN_LEN)
+        {
+            return Err(format!(
+                "the token file {}: a token of {} characters is too short (at least {MIN_TOKEN_LEN})",
+                path.display(),
+                short.len()
+            ));
+        }
+        Ok(tokens)
+    }
+
+    fn accepts_client(&self, presented: &[u8]) -> bool {
+        // Every token is compared, in constant time, so neither the match
+        // nor its position shows in the timing.
+        let mut found = subtle::Choice::from(0);
+        for token in &self.clients {
+            found |= token.as_bytes().ct_eq(presented);
+        }
+        found.into()
+    }
+}
+
+fn bearer(request: &Request) -> Option<&[u8]> {
+    let value = request.headers().get(AUTHORIZATION)?.as_bytes();
+    value.strip_prefix(b"Bearer ")
+}
+
+/// Client endpoints: pass when no tokens are configured (loopback), else
+/// only with a client token.
+pub async fn require_client(
+    State(tokens): State<Option<std::sync::Arc<Tokens>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(tokens) = &tokens
+        && !bearer(&request).is_some_and(|t| tokens.accepts_client(t))
+    {
+        return ApiError::unauthorized().into_response();
+    }
+    next.run(request).await
+}

@@ -1,0 +1,118 @@
+//! `wfhost serve`: the host as a service. A JSON HTTP API, versioned under
+//! `/v1` and described by the OpenAPI document at `/v1/openapi.json`, over
+//! the same run store the CLI uses: runs started by `wfhost run` are the
+//! runs the API lists, and the live event stream is read from the durable
+//! log, so a client that reconnects with `Last-Event-ID` misses nothing.
+//!
+//! Thin over the store: each request opens the store (SQLite, in the
+//! wfhost home) on tokio's blocking pool; nothing is cached in the server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+
+pub mod auth;
+pub mod error;
+mod openapi;
+mod runs;
+mod store;
+mod stream;
+
+pub use auth::Tokens;
+pub use error::ApiError;
+
+/// The default address: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7464";
+
+/// The largest request body accepted (413 above it).
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// What a server needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// The wfhost home holding the run store.
+    pub home: PathBuf,
+    /// Required unless `listen` is a loopback address.
+    pub tokens: Option<Tokens>,
+}
+
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub home: Arc<PathBuf>,
+}
+
+impl ServerConfig {
+    /// Refuse a configuration that would expose the API without tokens.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.listen.ip().is_loopback() && self.tokens.is_none() {
+            return Err(format!(
+                "{} is not a loopback address: give --auth-token-file to serve on it",
+                self.listen
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The API's routes.
+pub fn router(config: &ServerConfig) -> Router {
+    let state = AppState {
+        home: Arc::new(config.home.clone()),
+    };
+    let tokens = config.tokens.clone().map(Arc::new);
+    let v1 = Router::new()
+        .route("/runs", get(runs::list))
+        .route("/runs/{id}", get(runs::show))
+        .route("/runs/{id}/branches", get(runs::branches))
+        .route("/runs/{id}/steps", get(runs::steps))
+        .route("/runs/{id}/events", get(runs::events))
+        .route("/runs/{id}/events/stream", get(stream::events))
+        .route("/gates", get(runs::gates))
+        .with_state(state)
+        .route("/openapi.json", get(openapi::document))
+        .route("/health", get(runs::health))
+        .layer(axum::middleware::from_fn_with_state(
+            tokens,
+            auth::require_client,
+        ));
+    Router::new()
+        .nest("/v1", v1)
+        .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+/// Serve until the process is stopped; `ready` learns the bound address
+/// (port 0 picks a free one).
+pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Result<(), String> {
+    config.check()?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    ready(bound);
+    axum::serve(listener, router(&config))
+        .with_graceful_shutdown(shutdown())
+        .await
+        .map_err(|e| format!("the server stopped: {e}"))
+}
+
+async fn shutdown() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

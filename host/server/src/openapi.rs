@@ -1,0 +1,118 @@
+//! `GET /v1/openapi.json`: the API's contract, versioned with it. A change
+//! to an endpoint changes this document in the same commit, and
+//! `docs/api/CHANGELOG.md` says what changed.
+
+use axum::Json;
+use serde_json::{Value, json};
+
+/// The API's version (the OpenAPI document's `info.version`).
+pub const API_VERSION: &str = "0.1.0";
+
+fn error_response(description: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+}
+
+fn ok(description: &str, schema: &str) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+fn run_id() -> Value {
+    json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The run's full id."})
+}
+
+fn param(name: &str, kind: &str, description: &str) -> Value {
+    json!({"name": name, "in": "query", "required": false, "schema": {"type": kind}, "description": description})
+}
+
+fn get(summary: &str, params: Vec<Value>, response: Value) -> Value {
+    json!({"get": {
+        "summary": summary,
+        "parameters": params,
+        "responses": {
+            "200": response,
+            "400": error_response("A bad query string or parameter."),
+            "401": error_response("A bearer token is required and was missing or wrong."),
+            "404": error_response("No such run."),
+        }
+    }})
+}
+
+pub fn spec() -> Value {
+    let branch = || {
+        param(
+            "branch",
+            "integer",
+            "The branch (default: the one written most recently).",
+        )
+    };
+    let limit = |max: &str| param("limit", "integer", &format!("Page size, 1 to {max}."));
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "wfhost API",
+            "version": API_VERSION,
+            "description": "Runs, their branches, steps and events, over the wfhost run store. Errors are {code, message, details} with the matching status. On a non-loopback address every request needs `Authorization: Bearer <token>`."
+        },
+        "servers": [{"url": "/v1"}],
+        "paths": {
+            "/health": get("Liveness and the server clock.", vec![], ok("Up.", "Health")),
+            "/runs": get("Runs, newest first.", vec![
+                param("status", "string", "running, waiting, succeeded, failed or interrupted."),
+                param("workflow", "string", "Only runs of this workflow id."),
+                limit("1000 (default 50)"),
+                param("after", "string", "The last run id of the previous page (its next_after)."),
+            ], ok("A page of runs.", "RunPage")),
+            "/runs/{id}": get("One run: its branch's state and its branches.", vec![run_id(), branch()], ok("The run.", "Run")),
+            "/runs/{id}/branches": get("The run's branches.", vec![run_id()], ok("Branches.", "Branches")),
+            "/runs/{id}/steps": get("The executed steps of a branch.", vec![run_id(), branch()], ok("Steps.", "Steps")),
+            "/runs/{id}/events": get("One page of the run's event log, all branches, in write order.", vec![
+                run_id(),
+                param("after", "integer", "The last sequence number already seen (default 0)."),
+                limit("1000 (default 100)"),
+            ], ok("A page of events.", "EventPage")),
+            "/runs/{id}/events/stream": {"get": {
+                "summary": "The run's events as Server-Sent Events: each SSE id is the event's sequence number and its type the event kind; reconnect with Last-Event-ID (or ?after=) to get exactly what was missed.",
+                "parameters": [run_id(), param("after", "integer", "Start after this sequence number (Last-Event-ID wins).")],
+                "responses": {
+                    "200": {"description": "An endless event stream.", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                    "400": error_response("A bad Last-Event-ID or query string."),
+                    "401": error_response("A bearer token is required and was missing or wrong."),
+                    "404": error_response("No such run."),
+                }
+            }},
+            "/gates": get("Gates waiting for an answer, in every run.", vec![], ok("Open gates.", "Gates")),
+            "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
+                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, internal"},
+                    "message": {"type": "string"},
+                    "details": {"description": "Structured extras, or null."}
+                }},
+                "Health": {"type": "object", "properties": {"status": {"const": "ok"}, "version": {"type": "string"}, "server_now_ms": {"type": "integer"}}},
+                "RunSummary": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "workflow_id": {"type": "string"}, "workflow_hash": {"type": "string"},
+                    "manifest": {"type": "string"}, "workspace": {"type": "string"}, "created_at": {"type": "integer"},
+                    "status": {"type": "string"}, "branch": {"type": "integer"}, "branches": {"type": "integer"}, "last_at": {"type": "integer"}
+                }},
+                "RunPage": {"type": "object", "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}, "next_after": {"type": ["string", "null"]}}},
+                "Run": {"type": "object", "description": "The run record, the branch shown, its status and failure, inputs, branches, step count, gates, statistics, per-block statistics, payload, event count and server_now_ms."},
+                "Branches": {"type": "object", "properties": {"branches": {"type": "array", "items": {"type": "object"}}}},
+                "Steps": {"type": "object", "properties": {"branch": {"type": "integer"}, "steps": {"type": "array", "items": {"type": "object"}}}},
+                "StoredEvent": {"type": "object", "required": ["seq", "branch", "at", "event"], "properties": {
+                    "seq": {"type": "integer"}, "branch": {"type": "integer"}, "parent": {"type": ["integer", "null"]},
+                    "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
+                }},
+                "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "next_after": {"type": ["integer", "null"]}}},
+                "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"type": "object"}}}}
+            }
+        },
+        "security": [{"bearer": []}, {}]
+    })
+}
+
+pub async fn document() -> Json<Value> {
+    Json(spec())
+}

@@ -1,0 +1,255 @@
+//! Reading runs: the list (filtered, paged), one run, its branches, steps
+//! and events (paged by sequence), and the gates waiting for an answer.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wfhost_store::{BranchInfo, RunRecord, Store};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::store::{exact_run, with_store};
+
+/// The most items one page holds.
+pub const MAX_PAGE: usize = 1000;
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// A query string that does not parse is a 400 that says why.
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(t)| t)
+        .map_err(|e| ApiError::bad_request(format!("bad query string: {}", e.body_text())))
+}
+
+fn page_size(limit: Option<usize>, default: usize) -> Result<usize, ApiError> {
+    match limit.unwrap_or(default) {
+        0 => Err(ApiError::bad_request("limit must be at least 1")),
+        n if n > MAX_PAGE => Err(ApiError::bad_request(format!(
+            "limit {n} is over the maximum of {MAX_PAGE}"
+        ))
+        .with_details(json!({"maximum": MAX_PAGE}))),
+        n => Ok(n),
+    }
+}
+
+pub async fn health() -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "server_now_ms": now_ms(),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    status: Option<String>,
+    workflow: Option<String>,
+    limit: Option<usize>,
+    /// The id of the last run of the previous page.
+    after: Option<String>,
+}
+
+const STATUSES: &[&str] = &["running", "waiting", "succeeded", "failed", "interrupted"];
+
+/// A run in a listing.
+#[derive(Debug, Serialize)]
+struct RunSummary {
+    #[serde(flatten)]
+    run: RunRecord,
+    /// Of the current branch (the one written most recently).
+    status: String,
+    branch: u32,
+    branches: usize,
+    /// Unix ms of the last event.
+    last_at: i64,
+}
+
+fn summary(store: &Store, run: RunRecord) -> Result<RunSummary, ApiError> {
+    let current = store.current_branch(&run.id)?;
+    let branches = store.branches(&run.id)?;
+    let head = branches.iter().find(|b| b.branch == current);
+    Ok(RunSummary {
+        status: head.map(|b| b.status.clone()).unwrap_or_default(),
+        last_at: branches.iter().map(|b| b.last_at).max().unwrap_or(0),
+        branch: current,
+        branches: branches.len(),
+        run,
+    })
+}
+
+/// `GET /v1/runs`: newest first.
+pub async fn list(
+    State(app): State<AppState>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let q = query(q)?;
+    let limit = page_size(q.limit, 50)?;
+    if let Some(status) = &q.status
+        && !STATUSES.contains(&status.as_str())
+    {
+        return Err(ApiError::bad_request(format!("unknown status `{status}`"))
+            .with_details(json!({"allowed": STATUSES})));
+    }
+    with_store(
+        &app.home,
+        Some(json!({"runs": [], "next_after": null})),
+        move |store| {
+            let mut runs = store.runs()?;
+            if let Some(after) = &q.after {
+                let Some(at) = runs.iter().position(|r| &r.id == after) else {
+                    return Err(ApiError::bad_request(format!(
+                        "`after` names no run: `{after}`"
+                    )));
+                };
+                runs.drain(..=at);
+            }
+            let mut page = Vec::new();
+            for run in runs {
+                if q.workflow.as_ref().is_some_and(|w| *w != run.workflow_id) {
+                    continue;
+                }
+                let s = summary(store, run)?;
+                if q.status.as_ref().is_some_and(|st| *st != s.status) {
+                    continue;
+                }
+                if page.len() == limit {
+                    let next = page.last().map(|p: &RunSummary| p.run.id.clone());
+                    return Ok(json!({"runs": page, "next_after": next}));
+                }
+                page.push(s);
+            }
+            Ok(json!({"runs": page, "next_after": null}))
+        },
+    )
+    .await
+    .map(Json)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchQuery {
+    branch: Option<u32>,
+}
+
+fn branch_of(store: &Store, run: &str, asked: Option<u32>) -> Result<u32, ApiError> {
+    match asked {
+        Some(b) => Ok(b),
+        None => Ok(store.current_branch(run)?),
+    }
+}
+
+/// `GET /v1/runs/{id}`: the run, its branch's state and its branches.
+pub async fn show(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<BranchQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let q = query(q)?;
+    with_store(&app.home, None, move |store| {
+        let run = exact_run(store, &id)?;
+        let branch = branch_of(store, &run.id, q.branch)?;
+        let branches: Vec<BranchInfo> = store.branches(&run.id)?;
+        let state = store.state(&run.id, branch)?;
+        let status = branches
+            .iter()
+            .find(|b| b.branch == branch)
+            .map(|b| b.status.clone())
+            .unwrap_or_default();
+        let failure = match &state.phase {
+            wfhost_core::state::Phase::Finished(wfhost_core::event::Outcome::Failed { reason }) => {
+                Some(reason.clone())
+            }
+            _ => None,
+        };
+        Ok(json!({
+            "run": run,
+            "branch": branch,
+            "status": status,
+            "failure": failure,
+            "inputs": state.inputs,
+            "branches": branches,
+            "steps": state.steps,
+            "gates": state.gates.values().collect::<Vec<_>>(),
+            "statistics": state.statistics,
+            "blocks": state.blocks,
+            "payload": state.payload,
+            "events": state.events,
+            "server_now_ms": now_ms(),
+        }))
+    })
+    .await
+    .map(Json)
+}
+
+/// `GET /v1/runs/{id}/branches`.
+pub async fn branches(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    with_store(&app.home, None, move |store| {
+        let run = exact_run(store, &id)?;
+        Ok(json!({"branches": store.branches(&run.id)?}))
+    })
+    .await
+    .map(Json)
+}
+
+/// `GET /v1/runs/{id}/steps?branch=N`: the executed steps of a branch.
+pub async fn steps(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<BranchQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let q = query(q)?;
+    with_store(&app.home, None, move |store| {
+        let run = exact_run(store, &id)?;
+        let branch = branch_of(store, &run.id, q.branch)?;
+        let chain = store.chain(&run.id, branch)?;
+        Ok(json!({"branch": branch, "steps": wfhost_store::view::steps_of(&chain)}))
+    })
+    .await
+    .map(Json)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// The last sequence number already seen (0: from the start).
+    after: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// `GET /v1/runs/{id}/events?after=SEQ&limit=N`: one page of the log, all
+/// branches, in write order.
+pub async fn events(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let q = query(q)?;
+    let limit = page_size(q.limit, 100)?;
+    with_store(&app.home, None, move |store| {
+        let run = exact_run(store, &id)?;
+        let page = store.events_page(&run.id, q.after.unwrap_or(0), limit)?;
+        let next = (page.len() == limit).then(|| page.last().map(|e| e.seq));
+        Ok(json!({"events": page, "next_after": next.flatten()}))
+    })
+    .await
+    .map(Json)
+}
+
+/// `GET /v1/gates`: every gate waiting for an answer.
+pub async fn gates(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
+    with_store(&app.home, Some(json!({"gates": []})), |store| {
+        Ok(json!({"gates": store.open_gates()?}))
+    })
+    .await
+    .map(Json)
+}

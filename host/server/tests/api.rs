@@ -1,0 +1,386 @@
+//! The HTTP API over real loopback HTTP, against a real store file.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
+use wfhost_core::payload::Statistics;
+use wfhost_server::{ServerConfig, Tokens};
+use wfhost_store::{Durability, RunRecord, Store};
+
+fn started(run_id: &str, workflow: &str) -> Event {
+    Event::RunStarted {
+        run_id: run_id.into(),
+        workflow_id: workflow.into(),
+        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "a".into(),
+        max_steps: 100_000,
+        max_call_depth: 8,
+        default_executor: String::new(),
+        inputs: Default::default(),
+    }
+}
+
+fn step(n: u64, last: bool) -> Vec<Event> {
+    vec![
+        Event::BlockStarted {
+            step: n,
+            node: "main".into(),
+            block: "a".into(),
+            attempt: n as u32 + 1,
+        },
+        Event::BlockCompleted {
+            step: n,
+            node: "main".into(),
+            block: "a".into(),
+            signal: "SIGNAL:SUCCESS".into(),
+            payload: PayloadDelta::default(),
+            artifact: None,
+            statistics: Statistics::default(),
+            duration_us: 10,
+            failure: None,
+            log: vec![],
+        },
+        Event::ActionTaken {
+            step: n,
+            action: if last { "END" } else { "JUMP:a" }.into(),
+            command: if last {
+                CommandRecord::End
+            } else {
+                CommandRecord::Jump {
+                    to: "main.a".into(),
+                }
+            },
+            gate_id: None,
+            fallback_for: None,
+        },
+    ]
+}
+
+/// A run of `steps` steps; finished when `finish`.
+fn add_run(home: &Path, id: &str, workflow: &str, steps: u64, finish: bool) {
+    let mut store = Store::open(home, Durability::Normal).unwrap();
+    let record = RunRecord {
+        id: id.into(),
+        workflow_id: workflow.into(),
+        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        manifest: "/nowhere/wf.json".into(),
+        workspace: "/tmp".into(),
+        created_at: 1,
+    };
+    store
+        .create_run(&record, "{}", &started(id, workflow))
+        .unwrap();
+    let mut w = store.writer(id, 1).unwrap();
+    for n in 0..steps {
+        w.append(&step(n, finish && n + 1 == steps)).unwrap();
+    }
+}
+
+fn append_steps(home: &Path, id: &str, from: u64, count: u64) {
+    let mut store = Store::open(home, Durability::Normal).unwrap();
+    let mut w = store.writer(id, 1).unwrap();
+    for n in from..from + count {
+        w.append(&step(n, false)).unwrap();
+    }
+}
+
+struct Server {
+    addr: SocketAddr,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn start(home: &Path, tokens: Option<Tokens>) -> Server {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let config = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        home: home.to_path_buf(),
+        tokens,
+    };
+    rt.spawn(async move {
+        wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
+            .await
+            .unwrap();
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    Server { addr, _rt: rt }
+}
+
+/// One HTTP/1.1 request; the status and the body.
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn get(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (status, body) = request(addr, "GET", path, &[], b"");
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn runs_are_listed_filtered_and_paged() {
+    let home = tempfile::tempdir().unwrap();
+    let server = start(home.path(), None);
+    // No store yet: an empty list, not an error.
+    assert_eq!(get(server.addr, "/v1/runs").1["runs"], Value::Array(vec![]));
+    add_run(home.path(), "run-a", "alpha", 3, true);
+    add_run(home.path(), "run-b", "beta", 2, false);
+    add_run(home.path(), "run-c", "alpha", 1, false);
+    let (status, all) = get(server.addr, "/v1/runs");
+    assert_eq!(status, 200, "{all}");
+    let ids: Vec<&str> = all["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["run-c", "run-b", "run-a"]);
+    let (_, alpha) = get(server.addr, "/v1/runs?workflow=alpha&status=succeeded");
+    assert_eq!(alpha["runs"][0]["id"], "run-a");
+    assert_eq!(alpha["runs"].as_array().unwrap().len(), 1);
+    let (_, first) = get(server.addr, "/v1/runs?limit=2");
+    assert_eq!(first["next_after"], "run-b");
+    let (_, second) = get(server.addr, "/v1/runs?limit=2&after=run-b");
+    assert_eq!(second["runs"][0]["id"], "run-a");
+    assert_eq!(second["next_after"], Value::Null);
+
+    // Errors are data with the right status.
+    let (status, err) = get(server.addr, "/v1/runs?status=sleeping");
+    assert_eq!((status, err["code"].as_str()), (400, Some("bad_request")));
+    assert!(err["details"]["allowed"].is_array(), "{err}");
+    let (status, err) = get(server.addr, "/v1/runs?limit=0");
+    assert_eq!(status, 400, "{err}");
+    let (status, err) = get(server.addr, "/v1/runs?colour=red");
+    assert_eq!(status, 400, "{err}");
+    assert!(err["message"].as_str().unwrap().contains("colour"), "{err}");
+    let (status, err) = get(server.addr, "/v1/runs/run-");
+    assert_eq!((status, err["code"].as_str()), (404, Some("not_found")));
+    let (status, err) = get(server.addr, "/v1/nowhere");
+    assert_eq!((status, err["code"].as_str()), (404, Some("not_found")));
+}
+
+#[test]
+fn a_run_its_branches_steps_and_events_in_pages() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-long", "w", 400, true);
+    let server = start(home.path(), None);
+    let (status, run) = get(server.addr, "/v1/runs/run-long");
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(
+        (run["status"].as_str(), run["steps"].as_u64()),
+        (Some("succeeded"), Some(400))
+    );
+    assert!(run["server_now_ms"].as_u64().unwrap() > 0);
+    let (_, branches) = get(server.addr, "/v1/runs/run-long/branches");
+    assert_eq!(branches["branches"][0]["events"], 1 + 400 * 3);
+    let (_, steps) = get(server.addr, "/v1/runs/run-long/steps");
+    assert_eq!(steps["steps"].as_array().unwrap().len(), 400);
+    // Paged by sequence: every event once, in order.
+    let mut seen = Vec::new();
+    let mut after = 0;
+    loop {
+        let (status, page) = get(
+            server.addr,
+            &format!("/v1/runs/run-long/events?after={after}&limit=250"),
+        );
+        assert_eq!(status, 200, "{page}");
+        for e in page["events"].as_array().unwrap() {
+            seen.push(e["seq"].as_u64().unwrap());
+        }
+        match page["next_after"].as_u64() {
+            Some(next) => after = next,
+            None => break,
+        }
+    }
+    assert_eq!(seen, (1..=1 + 400 * 3).collect::<Vec<u64>>());
+    let (status, _) = get(server.addr, "/v1/runs/run-long/events?limit=5000");
+    assert_eq!(status, 400);
+}
+
+/// Read SSE events from a stream until `n` have arrived; their ids.
+fn sse_ids(addr: SocketAddr, path: &str, last_event_id: Option<u64>, n: usize) -> Vec<u64> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let extra = last_event_id
+        .map(|id| format!("Last-Event-ID: {id}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n{extra}\r\n"
+    )
+    .unwrap();
+    let mut ids = Vec::new();
+    let mut lines = BufReader::new(s).lines();
+    while ids.len() < n {
+        let line = lines.next().unwrap().unwrap();
+        if let Some(id) = line.strip_prefix("id: ") {
+            ids.push(id.trim().parse().unwrap());
+        }
+    }
+    ids
+}
+
+#[test]
+fn the_event_stream_resumes_from_last_event_id_and_follows_new_events() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-live", "w", 2, false);
+    let server = start(home.path(), None);
+    // 1 + 2*3 = 7 events so far.
+    assert_eq!(
+        sse_ids(server.addr, "/v1/runs/run-live/events/stream", None, 7),
+        (1..=7).collect::<Vec<_>>()
+    );
+    // A reconnect after event 4 gets exactly 5.. and then what is written
+    // while it listens.
+    let addr = server.addr;
+    let reader =
+        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-live/events/stream", Some(4), 6));
+    std::thread::sleep(Duration::from_millis(300));
+    append_steps(home.path(), "run-live", 2, 1);
+    assert_eq!(reader.join().unwrap(), (5..=10).collect::<Vec<_>>());
+    assert_eq!(
+        sse_ids(
+            server.addr,
+            "/v1/runs/run-live/events/stream?after=9",
+            None,
+            1
+        ),
+        [10]
+    );
+    let (status, err) = request(
+        server.addr,
+        "GET",
+        "/v1/runs/run-live/events/stream",
+        &["Last-Event-ID: yesterday"],
+        b"",
+    );
+    assert_eq!(status, 400, "{err}");
+}
+
+#[test]
+fn tokens_guard_every_endpoint_and_reveal_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-secret", "w", 1, true);
+    let token = "c".repeat(40);
+    let tokens = Tokens {
+        clients: vec![token.clone()],
+        agents: vec!["a".repeat(40)],
+    };
+    let server = start(home.path(), Some(tokens));
+    for path in [
+        "/v1/runs",
+        "/v1/runs/run-secret",
+        "/v1/openapi.json",
+        "/v1/health",
+    ] {
+        for header in [
+            None,
+            Some("Authorization: Bearer wrong"),
+            Some(&*format!("Authorization: Bearer {}", "a".repeat(40))),
+        ] {
+            let (status, body) = request(server.addr, "GET", path, header.as_slice(), b"");
+            assert_eq!(status, 401, "{path} {header:?}: {body}");
+            assert!(!body.contains("run-secret"));
+        }
+    }
+    let auth = format!("Authorization: Bearer {token}");
+    let (status, body) = request(server.addr, "GET", "/v1/runs", &[&auth], b"");
+    assert_eq!(status, 200);
+    assert!(body.contains("run-secret"));
+}
+
+#[test]
+fn a_non_loopback_address_needs_tokens() {
+    let config = ServerConfig {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        home: "/nowhere".into(),
+        tokens: None,
+    };
+    assert!(config.check().unwrap_err().contains("--auth-token-file"));
+}
+
+#[test]
+fn token_files_must_be_private_and_hold_long_tokens() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.json");
+    let write = |text: &str, mode: u32| {
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let good = format!(r#"{{"clients": ["{}"]}}"#, "x".repeat(32));
+    write(&good, 0o644);
+    assert!(Tokens::read(&file).unwrap_err().contains("chmod 600"));
+    write(&good, 0o600);
+    assert_eq!(Tokens::read(&file).unwrap().clients.len(), 1);
+    write(r#"{"clients": ["short"]}"#, 0o600);
+    assert!(Tokens::read(&file).unwrap_err().contains("too short"));
+    write(r#"{"clients": []}"#, 0o600);
+    assert!(Tokens::read(&file).unwrap_err().contains("no token"));
+    write(r#"{"client": ["x"]}"#, 0o600);
+    assert!(Tokens::read(&file).is_err());
+}
+
+#[test]
+fn the_openapi_document_describes_every_endpoint() {
+    let home = tempfile::tempdir().unwrap();
+    let server = start(home.path(), None);
+    let (status, doc) = get(server.addr, "/v1/openapi.json");
+    assert_eq!(status, 200);
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+    for p in [
+        "/health",
+        "/runs",
+        "/runs/{id}",
+        "/runs/{id}/branches",
+        "/runs/{id}/steps",
+        "/runs/{id}/events",
+        "/runs/{id}/events/stream",
+        "/gates",
+        "/openapi.json",
+    ] {
+        assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
+    }
+    // And every documented path answers (not the fallback's 404).
+    add_run(home.path(), "r", "w", 1, true);
+    for p in paths {
+        if p.ends_with("/stream") {
+            continue;
+        }
+        let (status, body) = get(server.addr, &format!("/v1{}", p.replace("{id}", "r")));
+        assert_eq!(status, 200, "{p}: {body}");
+    }
+}

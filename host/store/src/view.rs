@@ -1,0 +1,121 @@
+//! Views of a run for people and programs: the steps of a branch as
+//! `wfhost show` lists them and the HTTP API returns them, read from the
+//! branch's events.
+
+use serde::Serialize;
+use wfhost_core::event::Event;
+
+use crate::StoredEvent;
+
+/// One executed step of a branch, as `show` lists it and the API returns it.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct StepLine {
+    pub step: u64,
+    pub block: String,
+    pub attempt: u32,
+    pub signal: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    pub duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Set when the block had no transition for its signal and took its
+    /// `SIGNAL:FAIL_DEFAULT` one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_for: Option<String>,
+    /// Executions of this step cut short by a crash and run again.
+    pub interrupted: u32,
+    /// The snapshot after this step, to fork from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
+    /// The lanes of a parallel block, in completion order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneLine>,
+}
+
+/// One lane of a parallel block's step.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct LaneLine {
+    pub lane: String,
+    pub signal: String,
+    pub duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// The steps of a branch from its events (see [`crate::Store::chain`]).
+pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
+    let mut steps: Vec<StepLine> = Vec::new();
+    let mut started: Option<(u64, u32)> = None;
+    let mut interrupted = 0;
+    let mut lanes = Vec::new();
+    for e in chain {
+        match &e.event {
+            Event::BlockStarted { step, attempt, .. } => {
+                started = Some((*step, *attempt));
+                lanes.clear();
+            }
+            Event::LaneCompleted {
+                lane,
+                signal,
+                duration_us,
+                failure,
+                ..
+            } => lanes.push(LaneLine {
+                lane: lane.clone(),
+                signal: signal.clone(),
+                duration_ms: *duration_us as f64 / 1000.0,
+                failure: failure.clone(),
+            }),
+            Event::Resumed {
+                interrupted: Some(_),
+            } => interrupted += 1,
+            Event::BlockCompleted {
+                step,
+                node,
+                block,
+                signal,
+                duration_us,
+                failure,
+                ..
+            } => {
+                let attempt = started.filter(|(s, _)| s == step).map_or(0, |(_, a)| a);
+                steps.push(StepLine {
+                    step: *step,
+                    block: format!("{node}.{block}"),
+                    attempt,
+                    signal: signal.clone(),
+                    action: None,
+                    command: None,
+                    duration_ms: *duration_us as f64 / 1000.0,
+                    failure: failure.clone(),
+                    fallback_for: None,
+                    interrupted: std::mem::take(&mut interrupted),
+                    snapshot: None,
+                    lanes: std::mem::take(&mut lanes),
+                });
+            }
+            Event::ActionTaken {
+                step,
+                action,
+                command,
+                gate_id,
+                fallback_for,
+            } => {
+                if let Some(line) = steps.iter_mut().rev().find(|l| l.step == *step) {
+                    line.fallback_for = fallback_for.clone();
+                    line.action = Some(action.clone());
+                    line.command = Some(match gate_id {
+                        Some(id) => format!("gate {id}"),
+                        None => command.to_string(),
+                    });
+                    line.snapshot = e.snapshot.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    steps
+}
