@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use wfhost_core::engine::{self, RunReport, RunStatus};
 use wfhost_core::event::{Event, EventSink, SinkError};
+use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::manifest::{self, LoadedWorkflow};
-use wfhost_core::pinning::PinnedDefinition;
 use wfhost_core::state::RunState;
 use wfhost_core::text::{count, escape};
 use wfhost_runtime::PluginSet;

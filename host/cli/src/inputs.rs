@@ -42,7 +42,7 @@ fn read_file(path: &Path) -> Result<serde_json::Value, String> {
     if text.len() as u64 > MAX_INPUT_FILE {
         return Err(format!("--input {name}: larger than 16 MiB"));
     }
-    wfhost_core::strict_json::check_no_duplicate_keys(&text)
+    wfhost_core::manifest::strict_json::check_no_duplicate_keys(&text)
         .and_then(|()| serde_json::from_str(&text))
         .map_err(|e| format!("--input {name}: not a JSON object: {e}"))
 }

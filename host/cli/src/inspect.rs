@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use wfhost_core::{graph, manifest};
+use wfhost_core::manifest::{self, graph};
 
 use crate::{builtin_names, exit, report_error};
 

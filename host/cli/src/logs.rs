@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use clap::Args;
 use wfhost_core::event::Event;
-use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::text::escape;
 use wfhost_store::{RunRecord, Store, StoredEvent};
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::Args;
 use wfhost_core::engine::{self, RunOptions};
 use wfhost_core::manifest;
-use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::state::RunState;
 use wfhost_store::RunRecord;
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use clap::Args;
 use serde::Serialize;
 use wfhost_core::manifest;
-use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::time::format_utc;
 use wfhost_store::{Store, StoredEvent};
 

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use wfhost_core::agents::session_projection::{SessionProjection, iso_utc, run_session_name};
 use wfhost_core::event::{Event, EventSink, SinkError};
 use wfhost_core::manifest::Workflow;
-use wfhost_core::pinning::PinnedDefinition;
+use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::{RunRecord, Store, StoredEvent};
 
 use crate::execute::PrintingSink;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use wfhost_core::{analysis, manifest};
+use wfhost_core::manifest::{self, analysis};
 
 use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
 
@@ -94,5 +94,5 @@ pub fn signal_warnings(
             .find(|l| l.name == worker)
             .and_then(|l| l.declared_signals.clone())
     };
-    wfhost_core::signals::warnings(wf, &declared)
+    wfhost_core::manifest::signals::warnings(wf, &declared)
 }

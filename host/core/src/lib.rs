@@ -16,28 +16,23 @@
 //! core is tested with in-process fakes.
 
 pub mod agents;
-pub mod analysis;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod context;
 pub mod engine;
 pub mod event;
 pub mod exec;
-pub mod graph;
 pub mod inputs;
 pub mod links;
 pub mod manifest;
 pub mod merge;
 pub mod parallel;
 pub mod payload;
-pub mod pinning;
 pub mod prompt;
 #[cfg(unix)]
 pub mod regular_file;
 pub mod restrictions;
-pub mod signals;
 pub mod state;
-pub mod strict_json;
 pub mod template;
 pub mod text;
 pub mod time;

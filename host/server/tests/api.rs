@@ -15,7 +15,7 @@ fn started(run_id: &str, workflow: &str) -> Event {
     Event::RunStarted {
         run_id: run_id.into(),
         workflow_id: workflow.into(),
-        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         plugins: Default::default(),
         start_node: "main".into(),
         start_block: "a".into(),
@@ -68,7 +68,7 @@ fn add_run(home: &Path, id: &str, workflow: &str, steps: u64, finish: bool) {
     let record = RunRecord {
         id: id.into(),
         workflow_id: workflow.into(),
-        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         manifest: "/nowhere/wf.json".into(),
         workspace: "/tmp".into(),
         created_at: 1,

@@ -13,7 +13,7 @@ fn started(run_id: &str, max_steps: u64) -> Event {
     Event::RunStarted {
         run_id: run_id.into(),
         workflow_id: "bench".into(),
-        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         plugins: Default::default(),
         start_node: "main".into(),
         start_block: "a".into(),
@@ -71,7 +71,7 @@ fn new_run(store: &mut Store, id: &str, max_steps: u64) {
     let record = RunRecord {
         id: id.into(),
         workflow_id: "bench".into(),
-        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         manifest: "/bench/workflow.json".into(),
         workspace: "/tmp".into(),
         created_at: 0,

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wfhost_core::event::Event;
-use wfhost_core::pinning;
+use wfhost_core::manifest::pinning;
 use wfhost_core::state::RunState;
 
 use crate::{RunRecord, Store, StoreError, StoredEvent};

@@ -8,7 +8,7 @@ fn started(run_id: &str) -> Event {
     Event::RunStarted {
         run_id: run_id.into(),
         workflow_id: "w".into(),
-        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         plugins: Default::default(),
         start_node: "main".into(),
         start_block: "a".into(),
@@ -23,7 +23,7 @@ fn record(id: &str) -> RunRecord {
     RunRecord {
         id: id.into(),
         workflow_id: "w".into(),
-        workflow_hash: wfhost_core::pinning::hash_of("{}"),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         manifest: "/nowhere/w.json".into(),
         workspace: "/tmp".into(),
         created_at: 1,

@@ -104,7 +104,7 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
 
 /// Parse manifest text; errors carry line and column and the JSON path.
 pub fn parse(file: &Path, text: &str) -> Result<Workflow, ManifestErrors> {
-    if let Err(e) = crate::strict_json::check_no_duplicate_keys(text) {
+    if let Err(e) = crate::manifest::strict_json::check_no_duplicate_keys(text) {
         let mut message = e.to_string();
         if let Some(cut) = message.rfind(" at line ") {
             message.truncate(cut);
@@ -154,7 +154,7 @@ fn resolve_schemas(file: &Path, base_dir: &Path, wf: &mut Workflow) -> Vec<Manif
                     })
                     .map_err(|e| format!("cannot read schema file {}: {e}", path.display()))
                     .and_then(|text| {
-                        crate::strict_json::check_no_duplicate_keys(&text)
+                        crate::manifest::strict_json::check_no_duplicate_keys(&text)
                             .and_then(|()| serde_json::from_str(&text))
                             .map_err(|e| format!("schema file {} is not JSON: {e}", path.display()))
                     });

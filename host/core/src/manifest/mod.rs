@@ -13,9 +13,14 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod analysis;
 mod check;
 mod duration;
+pub mod graph;
 mod load;
+pub mod pinning;
+pub mod signals;
+pub mod strict_json;
 
 pub use check::check;
 pub use duration::{MAX_DURATION, parse_duration};

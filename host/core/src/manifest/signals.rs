@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::analysis::Warning;
+use crate::manifest::analysis::Warning;
 use crate::manifest::{Block, Workflow};
 use crate::parallel::fan_out;
 use crate::transitions::{
