@@ -29,6 +29,7 @@ mod links;
 pub mod plugins;
 pub mod runtime;
 pub mod sandbox;
+mod special_files;
 
 pub use config::RuntimeConfig;
 pub use plugins::{LoadError, PluginLoad, PluginSet};

@@ -38,7 +38,7 @@ use crate::sandbox::{GUEST_WORKSPACE, Mount};
 /// The WASI filesystem interface as wasmtime-wasi defines it in the linker
 /// (guests importing any 0.2.x version are served by it). The guard's tests
 /// fail if this stops matching.
-const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
+pub(crate) const FILESYSTEM_TYPES: &str = "wasi:filesystem/types@0.2.12";
 
 /// Where each preopened host directory appears in the guest.
 #[derive(Debug, Clone, Default)]

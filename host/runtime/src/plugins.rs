@@ -331,11 +331,12 @@ impl PluginSet {
             Ok(s) => s,
             Err(e) => return failed(e),
         };
-        // Guest filesystem calls run on tokio's blocking pool, not in place:
-        // opening or reading a FIFO the workspace holds can block forever,
-        // and only a call awaited on the async side can be abandoned at the
-        // block's deadline (see `within_deadline`).
+        // Guest filesystem calls run in place: a hop to tokio's blocking
+        // pool per call cost more than the block itself. Nothing a guest
+        // can open blocks without end: special files are refused at
+        // `open-at` (`crate::special_files`).
         let mut wasi = WasiCtxBuilder::new();
+        wasi.allow_blocking_current_thread(true);
         if let Err(e) = sandbox.apply_to(&mut wasi) {
             return failed(e);
         }

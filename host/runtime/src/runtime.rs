@@ -76,6 +76,7 @@ impl WasmRuntime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
         crate::links::add_to_linker(&mut linker)?;
+        crate::special_files::add_to_linker(&mut linker)?;
         bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         bindings::executor_types::add_to_linker::<HostState, HasSelf<HostState>>(
             &mut linker,

@@ -1,6 +1,7 @@
 //! Every block obeys its deadline, also when the guest waits in a host call
-//! (a sleep, a read of a FIFO) where the epoch interrupt cannot reach it,
-//! and FIFOs in the workspace never stall the host's staging copy.
+//! (a sleep) where the epoch interrupt cannot reach it; a guest cannot open
+//! a FIFO at all, and FIFOs in the workspace never stall the host's staging
+//! copy.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -109,23 +110,32 @@ async fn a_guest_sleeping_past_its_timeout_fails_at_the_deadline() {
 }
 
 #[tokio::test]
-async fn a_guest_blocked_on_a_fifo_fails_at_the_deadline() {
+async fn a_guest_cannot_open_a_fifo_or_wait_on_one() {
     let ws = tempfile::tempdir().unwrap();
     let fifo = ws.path().join("pipe");
     mkfifo(&fifo);
+    std::os::unix::fs::symlink("pipe", ws.path().join("to-pipe")).unwrap();
     let set = plugins(ws.path());
     let start = Instant::now();
-    let ops = json!({"ops": [{"op": "read", "path": "/workspace/pipe"}]});
-    let result = run(&set, "probe", ops, None, Duration::from_secs(1)).await;
+    let ops = json!({"ops": [
+        {"op": "read", "path": "/workspace/pipe"},
+        {"op": "read", "path": "/workspace/to-pipe"},
+        {"op": "write", "path": "/workspace/pipe", "content": "x"},
+        {"op": "list", "path": "/workspace"},
+    ]});
+    let result = run(&set, "probe", ops, None, Duration::from_secs(5)).await;
     let took = start.elapsed();
-    // The abandoned read still waits for a writer: give it one, so that
-    // the test's runtime can shut down.
-    drop(std::fs::OpenOptions::new().write(true).open(&fifo).unwrap());
+    // Refused before any open is attempted: nothing waits for a writer.
     assert!(took < Duration::from_secs(2), "took {took:?}");
+    let output = result.outcome.expect("the block itself succeeds");
+    let seen: Vec<&str> = output.payload.iter().map(|s| s.content.as_str()).collect();
     assert!(
-        failure(&result).contains("timed out after 1s"),
-        "{}",
-        failure(&result)
+        seen[..3].iter().all(|s| s.contains("not permitted")),
+        "{seen:?}"
+    );
+    assert!(
+        seen[3].contains("pipe"),
+        "the FIFO is still listed: {seen:?}"
     );
 }
 

@@ -491,11 +491,20 @@ impl Store {
             )));
         };
         let gates = self.gates_opened(run_id)?;
+        let last: i64 = self
+            .conn
+            .query_row(
+                "SELECT max(seq) FROM events WHERE run_id = ?1",
+                [run_id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
         Ok(BranchWriter {
             store: self,
             run_id: run_id.to_string(),
             branch,
             head: head as u64,
+            last: last as u64,
             gates,
             written: Vec::new(),
         })
@@ -562,6 +571,11 @@ pub struct BranchWriter<'s> {
     run_id: String,
     branch: u32,
     head: u64,
+    /// The run's last seq on any branch: the next event is `last + 1`. Not
+    /// read again per append: if another process wrote to the run meanwhile
+    /// (it must not: the run lock), the insert collides with its event on
+    /// the primary key and the append is refused.
+    last: u64,
     gates: usize,
     written: Vec<StoredEvent>,
 }
@@ -600,30 +614,41 @@ impl BranchWriter<'_> {
     }
 
     fn append_events(&mut self, events: &[Event]) -> Result<(), StoreError> {
-        let (tx, path) = self.store.begin()?;
+        let path = self.store.path.clone();
+        let conn = &self.store.conn;
         let err = |e| StoreError::from_sqlite(&path, e);
-        let (last, head): (i64, Option<i64>) = tx
-            .query_row(
-                "SELECT (SELECT max(seq) FROM events WHERE run_id = ?1),
-                        (SELECT max(seq) FROM events WHERE run_id = ?1 AND branch = ?2)",
-                (&self.run_id, self.branch),
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+        // Cached statements: a step's append parses no SQL.
+        conn.prepare_cached("BEGIN IMMEDIATE")
+            .and_then(|mut s| s.execute([]))
             .map_err(err)?;
-        if head != Some(self.head as i64) {
-            return Err(StoreError::Inconsistent(format!(
-                "branch {} of run {} was extended by another process",
-                self.branch, self.run_id
-            )));
-        }
         let at = time::now_ms();
         let mut written = Vec::with_capacity(events.len());
-        let (mut seq, mut parent) = (last as u64, self.head);
+        let (mut seq, mut parent) = (self.last, self.head);
         for event in events {
             seq += 1;
-            let snapshot =
-                insert_event(&tx, &self.run_id, seq, self.branch, Some(parent), at, event)
-                    .map_err(err)?;
+            let inserted = insert_event(
+                conn,
+                &self.run_id,
+                seq,
+                self.branch,
+                Some(parent),
+                at,
+                event,
+            );
+            let snapshot = match inserted {
+                Ok(snapshot) => snapshot,
+                Err(e) => {
+                    let _ = conn.execute_batch("ROLLBACK");
+                    return Err(if is_constraint(&e) {
+                        StoreError::Inconsistent(format!(
+                            "branch {} of run {} was extended by another process",
+                            self.branch, self.run_id
+                        ))
+                    } else {
+                        err(e)
+                    });
+                }
+            };
             written.push(StoredEvent {
                 seq,
                 branch: self.branch,
@@ -634,11 +659,22 @@ impl BranchWriter<'_> {
             });
             parent = seq;
         }
-        tx.commit().map_err(err)?;
+        if let Err(e) = conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+        {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(err(e));
+        }
         self.head = parent;
+        self.last = seq;
         self.written = written;
         Ok(())
     }
+}
+
+fn is_constraint(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
 impl EventSink for BranchWriter<'_> {
