@@ -24,7 +24,7 @@ use wfhost_core::payload::{BlockContext, ContextSegment, Statistics, WorkerOutpu
 use wfhost_core::restrictions::RestrictionPlan;
 
 use crate::admission::{self, World};
-use crate::bindings::action_handler::ActionHandlerPre;
+use crate::bindings::action_handler::{ActionHandler, ActionHandlerPre};
 use crate::bindings::types as wit;
 use crate::bindings::worker::WorkerPre;
 use crate::cache::{CacheOutcome, ComponentCache};
@@ -85,6 +85,12 @@ pub struct PluginLoad {
     pub declared_signals: Option<Vec<String>>,
 }
 
+/// An instantiated action handler waiting for its next call.
+struct IdleHandler {
+    store: Store<HostState>,
+    instance: ActionHandler,
+}
+
 pub struct PluginSet {
     runtime: Arc<WasmRuntime>,
     workspace: PathBuf,
@@ -96,6 +102,11 @@ pub struct PluginSet {
     /// get the defaults.
     limits: HashMap<(String, String), wfhost_core::manifest::WriteLimits>,
     handlers: HashMap<String, ActionHandlerPre<HostState>>,
+    /// Instances of action handlers kept between calls, by handler name:
+    /// a handler is a pure function of its input, so an instance that
+    /// returned normally serves the next action (the store's limits and
+    /// deadline are reset per call; one that trapped or erred is dropped).
+    idle_handlers: std::sync::Mutex<HashMap<String, Vec<IdleHandler>>>,
     loads: Vec<PluginLoad>,
     /// Containers and Slurm jobs the run's plugins started.
     resources: Arc<RunResources>,
@@ -187,6 +198,7 @@ impl PluginSet {
             manifest_dir: None,
             workers: HashMap::new(),
             handlers: HashMap::new(),
+            idle_handlers: Default::default(),
             loads: Vec::new(),
             resources,
             limits: HashMap::new(),
@@ -467,8 +479,6 @@ impl PluginSet {
             ));
         };
         let timeout = self.runtime.config.action_timeout;
-        let mut store =
-            self.new_store(WasiCtxBuilder::new(), GuestMounts::default(), timeout, None);
         let view = wit::RunView {
             workflow_id: view.workflow_id.clone(),
             execution_id: view.execution_id.clone(),
@@ -478,18 +488,46 @@ impl PluginSet {
             step_index: view.step_index,
             return_stack: view.return_stack.clone(),
         };
+        let (mut store, instance) = match self.take_idle_handler(handler) {
+            Some(IdleHandler { store, instance }) => (store, Some(instance)),
+            None => (
+                self.new_store(WasiCtxBuilder::new(), GuestMounts::default(), timeout, None),
+                None,
+            ),
+        };
+        store.set_epoch_deadline(ticks(timeout));
         let call = within_deadline(timeout, async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            instance
+            let instance = match instance {
+                Some(i) => i,
+                None => pre.instantiate_async(&mut store).await?,
+            };
+            let command = instance
                 .wfhost_plugin_action_interpreter()
                 .call_interpret(&mut store, action, &view)
-                .await
+                .await?;
+            Ok((command, instance))
         })
         .await;
         match call {
-            Ok(Ok(command)) => Ok(from_wit_command(command)),
-            Ok(Err(e)) => Err(format!("handler `{handler}`: {}: {}", e.code, e.message)),
+            Ok((Ok(command), instance)) => {
+                self.park_handler(handler, IdleHandler { store, instance });
+                Ok(from_wit_command(command))
+            }
+            Ok((Err(e), _)) => Err(format!("handler `{handler}`: {}: {}", e.code, e.message)),
             Err(e) => Err(describe_trap(handler, &e, store.data(), timeout)),
+        }
+    }
+
+    fn take_idle_handler(&self, handler: &str) -> Option<IdleHandler> {
+        let mut idle = self.idle_handlers.lock().ok()?;
+        idle.get_mut(handler)?.pop()
+    }
+
+    fn park_handler(&self, handler: &str, mut parked: IdleHandler) {
+        let data = parked.store.data_mut();
+        data.log = BlockLog::with_cap(self.runtime.config.max_log_bytes);
+        if let Ok(mut idle) = self.idle_handlers.lock() {
+            idle.entry(handler.to_string()).or_default().push(parked);
         }
     }
 }
