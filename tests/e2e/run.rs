@@ -233,3 +233,93 @@ fn a_block_over_its_write_limits_fails_and_applies_nothing() {
         assert!(!ws.path().join("out").join("a").exists() && !ws.path().join("out/big").exists());
     }
 }
+
+/// A guest filling the disk is stopped while it writes, not after: into
+/// the workspace directly (no restrictions), into `.output/` (a read-only
+/// block) and into a staged copy (`out/**`), by bytes and by files.
+#[test]
+fn a_guest_filling_the_disk_is_stopped_while_it_writes() {
+    let fill = |path: &str| serde_json::json!([{"op": "fill", "path": path, "chunk_bytes": 65536, "chunks": 1_000_000}]);
+    for (restrictions, limits, ops, expected) in [
+        (
+            serde_json::Value::Null,
+            serde_json::json!({"max_written_bytes": 4_000_000}),
+            fill("big.bin"),
+            "over its limit of 4000000 (`limits.max_written_bytes`)",
+        ),
+        (
+            serde_json::json!([]),
+            serde_json::json!({"max_written_bytes": 4_000_000}),
+            fill(".output/big.bin"),
+            "over its limit of 4000000 (`limits.max_written_bytes`)",
+        ),
+        (
+            serde_json::json!(["out/**"]),
+            serde_json::json!({"max_written_bytes": 4_000_000}),
+            fill("out/big.bin"),
+            "over its limit of 4000000 (`limits.max_written_bytes`)",
+        ),
+        (
+            serde_json::Value::Null,
+            serde_json::json!({"max_written_files": 500}),
+            serde_json::json!([{"op": "many_files", "prefix": "f-", "count": 1_000_000}]),
+            "over its limit of 500 (`limits.max_written_files`)",
+        ),
+    ] {
+        let scratch = tempfile::tempdir().unwrap();
+        let ws = scratch.path().join("ws");
+        std::fs::create_dir_all(ws.join("out")).unwrap();
+        let mut block = serde_json::json!({
+            "worker": "probe",
+            "timeout": "60s",
+            "limits": limits,
+            "config": {"ops": ops},
+            "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]
+        });
+        if !restrictions.is_null() {
+            block["file_restrictions"] = restrictions.clone();
+        }
+        let manifest = write_manifest(
+            scratch.path(),
+            serde_json::json!({
+                "id": "fill", "start_node": "main",
+                "plugins": {"probe": {"path": wfhost_guest_artifacts::TEST_PROBE_PATH}},
+                "nodes": {"main": {"entry_block": "a", "blocks": {"a": block}}}
+            }),
+        );
+        let started = std::time::Instant::now();
+        let (code, report) = run_report(&manifest, &ws, scratch.path());
+        let took = started.elapsed();
+        assert_eq!(code, Some(0), "{restrictions}: {report}");
+        let error = report["payload"][0]["content"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("was stopped") && error.contains(expected),
+            "{restrictions}: {report}"
+        );
+        // Stopped within a look or two, far from the 64 GB it would write.
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "{restrictions}: {took:?}"
+        );
+        let written: u64 = walk_sizes(&ws);
+        assert!(
+            written < 400_000_000,
+            "{restrictions}: {written} bytes stayed"
+        );
+    }
+}
+
+fn walk_sizes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let meta = e.metadata().unwrap();
+            if meta.is_dir() {
+                walk_sizes(&e.path())
+            } else {
+                meta.len()
+            }
+        })
+        .sum()
+}

@@ -8,6 +8,7 @@ use crate::bindings::log;
 use crate::capture::CappedCapture;
 use crate::host_capabilities::ExecScope;
 use crate::links::GuestMounts;
+use crate::write_watch::WriteWatch;
 
 /// Lines a plugin logged through `wfhost:plugin/log`, capped in bytes.
 #[derive(Debug, Default)]
@@ -78,6 +79,15 @@ pub struct HostState {
     pub table: ResourceTable,
     /// The block's preopens, for the link guard (`crate::links`).
     pub mounts: GuestMounts,
+    /// Epoch ticks left before the deadline, and the length of the slice
+    /// the engine is in: the deadline is checked in slices so that the
+    /// write limits can be looked at between them.
+    pub ticks_left: u64,
+    pub slice: u64,
+    /// The block's writable mounts and their limits (workers only).
+    pub watch: Option<WriteWatch>,
+    /// The write limit the guest passed, when it was stopped for it.
+    pub limit_hit: Option<String>,
     pub memory: MemoryCap,
     pub log: BlockLog,
     pub stdout: CappedCapture,

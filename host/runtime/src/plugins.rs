@@ -34,6 +34,7 @@ use crate::host_state::{BlockLog, HostState, MemoryCap};
 use crate::links::GuestMounts;
 use crate::runtime::{WasmRuntime, ticks};
 use crate::sandbox::{GUEST_WORKSPACE, Sandbox};
+use crate::write_watch::WriteWatch;
 
 /// Where a plugin's component comes from.
 #[derive(Debug, Clone)]
@@ -286,6 +287,7 @@ impl PluginSet {
         &self,
         mut wasi: WasiCtxBuilder,
         mounts: GuestMounts,
+        watch: Option<WriteWatch>,
         timeout: Duration,
         exec: Option<ExecScope>,
     ) -> Store<HostState> {
@@ -298,6 +300,10 @@ impl PluginSet {
             wasi: wasi.build(),
             table: ResourceTable::new(),
             mounts,
+            ticks_left: 0,
+            slice: 0,
+            watch,
+            limit_hit: None,
             memory: MemoryCap {
                 limit: config.memory_limit,
                 hit: false,
@@ -308,8 +314,8 @@ impl PluginSet {
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.memory);
-        store.set_epoch_deadline(ticks(timeout));
-        store.epoch_deadline_trap();
+        store.epoch_deadline_callback(deadline_slice_ended);
+        arm_deadline(&mut store, timeout);
         store
     }
 
@@ -384,8 +390,15 @@ impl PluginSet {
             manifest_dir: self.manifest_dir.clone(),
             telemetry_url: self.runtime.config.telemetry_url.clone(),
         };
+        let limits = self
+            .limits
+            .get(&(ctx.node_id.clone(), ctx.block_id.clone()))
+            .copied()
+            .unwrap_or_default();
         let mounts = GuestMounts::new(sandbox.mounts());
-        let mut store = self.new_store(wasi, mounts, timeout, Some(exec));
+        let writable = sandbox.mounts().iter().filter(|m| m.writable);
+        let watch = WriteWatch::new(writable.map(|m| m.host.clone()).collect(), limits);
+        let mut store = self.new_store(wasi, mounts, Some(watch), timeout, Some(exec));
 
         let context = to_wit_context(&request.context);
         let payload: Vec<wit::ContextSegment> =
@@ -409,11 +422,6 @@ impl PluginSet {
         };
         let log = drain_log(&mut store);
         drop(store);
-        let limits = self
-            .limits
-            .get(&(ctx.node_id.clone(), ctx.block_id.clone()))
-            .copied()
-            .unwrap_or_default();
         match sandbox.finish(outcome.is_ok(), &limits) {
             Ok(_) => {}
             Err(message) => outcome = Err(BlockFailure { message }),
@@ -491,11 +499,17 @@ impl PluginSet {
         let (mut store, instance) = match self.take_idle_handler(handler) {
             Some(IdleHandler { store, instance }) => (store, Some(instance)),
             None => (
-                self.new_store(WasiCtxBuilder::new(), GuestMounts::default(), timeout, None),
+                self.new_store(
+                    WasiCtxBuilder::new(),
+                    GuestMounts::default(),
+                    None,
+                    timeout,
+                    None,
+                ),
                 None,
             ),
         };
-        store.set_epoch_deadline(ticks(timeout));
+        arm_deadline(&mut store, timeout);
         let call = within_deadline(timeout, async {
             let instance = match instance {
                 Some(i) => i,
@@ -684,6 +698,39 @@ fn drain_log(store: &mut Store<HostState>) -> Vec<String> {
 /// report that as its own failure instead of being cut off mid-answer.
 const HOST_CALL_GRACE: Duration = Duration::from_millis(500);
 
+/// Epoch ticks per deadline slice: the write limits are looked at between
+/// slices (`WriteWatch::check_if_due` decides whether it is time).
+const SLICE_TICKS: u64 = 20;
+
+/// Give a store `timeout` from now, counted in slices.
+fn arm_deadline(store: &mut Store<HostState>, timeout: Duration) {
+    let data = store.data_mut();
+    data.ticks_left = ticks(timeout);
+    data.slice = data.ticks_left.min(SLICE_TICKS);
+    let slice = data.slice;
+    store.set_epoch_deadline(slice);
+}
+
+/// The end of a deadline slice: the timeout, a passed write limit, or
+/// another slice.
+fn deadline_slice_ended(
+    mut ctx: wasmtime::StoreContextMut<'_, HostState>,
+) -> wasmtime::Result<wasmtime::UpdateDeadline> {
+    let state = ctx.data_mut();
+    state.ticks_left = state.ticks_left.saturating_sub(state.slice);
+    if state.ticks_left == 0 {
+        return Err(wasmtime::Error::new(Trap::Interrupt));
+    }
+    if let Some(watch) = state.watch.as_mut()
+        && let Err(limit) = watch.check_if_due()
+    {
+        state.limit_hit = Some(limit);
+        return Err(wasmtime::Error::new(Trap::Interrupt));
+    }
+    state.slice = state.ticks_left.min(SLICE_TICKS);
+    Ok(wasmtime::UpdateDeadline::Continue(state.slice))
+}
+
 /// Race a guest call against its timeout. The epoch deadline stops a guest
 /// running wasm code; this stops one waiting in a host call (a sleep, a
 /// poll, a file read on the blocking pool): at the timeout plus
@@ -712,6 +759,9 @@ fn describe_trap(
             "plugin `{plugin}` exceeded its memory limit of {} MiB",
             state.memory.limit >> 20
         );
+    }
+    if let Some(limit) = &state.limit_hit {
+        return format!("plugin `{plugin}` was stopped: {limit}");
     }
     if error.downcast_ref::<Trap>() == Some(&Trap::Interrupt) {
         return format!("plugin `{plugin}` timed out after {timeout:?}");

@@ -38,6 +38,18 @@ enum Op {
     List {
         path: String,
     },
+    /// Append `chunks` chunks of `chunk_bytes` bytes to `path`, one write
+    /// each (a guest filling the disk).
+    Fill {
+        path: String,
+        chunk_bytes: usize,
+        chunks: usize,
+    },
+    /// Create `count` small files named `<prefix><n>`.
+    ManyFiles {
+        prefix: String,
+        count: usize,
+    },
     Env,
     Print {
         stdout: String,
@@ -117,6 +129,19 @@ fn symlink(target: &str, link: &str) -> std::io::Result<()> {
     std::os::unix::fs::symlink(target, link)
 }
 
+fn fill(path: &str, chunk_bytes: usize, chunks: usize) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let chunk = vec![b'x'; chunk_bytes];
+    for _ in 0..chunks {
+        file.write_all(&chunk)?;
+    }
+    Ok(())
+}
+
 pub struct Probe;
 
 impl Worker for Probe {
@@ -130,6 +155,14 @@ impl Worker for Probe {
                 Op::Remove { path } => report(std::fs::remove_file(&path)),
                 Op::Symlink { target, link } => report(symlink(&target, &link)),
                 Op::Rename { from, to } => report(std::fs::rename(&from, &to)),
+                Op::Fill {
+                    path,
+                    chunk_bytes,
+                    chunks,
+                } => report(fill(&path, chunk_bytes, chunks)),
+                Op::ManyFiles { prefix, count } => {
+                    report((0..count).try_for_each(|n| std::fs::write(format!("{prefix}{n}"), "x")))
+                }
                 Op::HardLink { from, to } => report(std::fs::hard_link(&from, &to)),
                 Op::List { path } => report(std::fs::read_dir(&path).map(|d| {
                     let mut names: Vec<String> = d
