@@ -700,7 +700,7 @@ const HOST_CALL_GRACE: Duration = Duration::from_millis(500);
 
 /// Epoch ticks per deadline slice: the write limits are looked at between
 /// slices (`WriteWatch::check_if_due` decides whether it is time).
-const SLICE_TICKS: u64 = 20;
+const SLICE_TICKS: u64 = 4;
 
 /// Give a store `timeout` from now, counted in slices.
 fn arm_deadline(store: &mut Store<HostState>, timeout: Duration) {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use wfhost_core::manifest::WriteLimits;
 
 /// How often the writable mounts are looked at while a guest runs.
-pub const CHECK_EVERY: Duration = Duration::from_millis(100);
+pub const CHECK_EVERY: Duration = Duration::from_millis(20);
 
 /// How far the kernel's file timestamps may lag the precise clock.
 const COARSE_CLOCK_LAG: Duration = Duration::from_millis(20);
