@@ -17,7 +17,6 @@
 //! the files are left as they are (a lane copied from the workspace
 //! measures its changes against it).
 
-use std::io::Write;
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
@@ -165,38 +164,27 @@ impl SessionFiles {
             .map_err(|e| format!("status.json would not be valid: {e}"))?;
         let json = serde_json::to_string_pretty(&status).map_err(|e| e.to_string())? + "\n";
         let tasks = self.projection.tasks_yaml();
-        if let Some(workspace) = self.dir.parent().and_then(Path::parent) {
-            // Never through a planted link; with a `.gitignore` in it.
-            wfhost_core::workspace::ensure_host_dir(workspace, AGENTS_WORK)
-                .map_err(|e| e.to_string())?;
-        }
-        std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
+        let (Some(workspace), Some(session)) = (
+            self.dir.parent().and_then(Path::parent),
+            self.dir.file_name().and_then(|n| n.to_str()),
+        ) else {
+            return Err(format!("{} is not a session directory", self.dir.display()));
+        };
+        // Never through a planted link (a container agent shares the
+        // workspace); with a `.gitignore` in it.
+        wfhost_core::workspace::ensure_host_dir(workspace, AGENTS_WORK)
+            .map_err(|e| e.to_string())?;
+        let write = |name: &str, bytes: &[u8]| {
+            let rel = format!("{AGENTS_WORK}/{session}/{name}");
+            wfhost_core::workspace::write_file(workspace, &rel, bytes, true)
+                .map_err(|e| format!("{name}: {e}"))
+        };
         if self.tasks_written.as_deref() != Some(tasks.as_str()) {
-            write_atomic(&self.dir, "tasks.yaml", tasks.as_bytes())
-                .map_err(|e| format!("tasks.yaml: {e}"))?;
+            write("tasks.yaml", tasks.as_bytes())?;
             self.tasks_written = Some(tasks);
         }
-        write_atomic(&self.dir, "status.json", json.as_bytes())
-            .map_err(|e| format!("status.json: {e}"))?;
-        Ok(())
+        write("status.json", json.as_bytes())
     }
-}
-
-/// Replace `dir/name` with `bytes` all at once: readers see the old file
-/// or the new one, never a part.
-fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
-    // The rename is durable once the directory is.
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 fn warn(message: &str) {

@@ -42,6 +42,12 @@ fn open_checked(path: &Path, extra_flags: i32) -> io::Result<File> {
             ),
             _ => e,
         })?;
+    check_regular(file)
+}
+
+/// `file` if its descriptor shows a regular file; otherwise an error
+/// naming what it is.
+pub fn check_regular(file: File) -> io::Result<File> {
     let kind = file.metadata()?.file_type();
     if kind.is_file() {
         return Ok(file);
@@ -61,13 +67,7 @@ pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     read_bounded(open_checked(path, 0)?, max)
 }
 
-/// Read a whole file in a workspace of at most `max` bytes, like
-/// [`read_regular`] but never following a symlink (see [`open_regular`]).
-pub fn read_workspace_file(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    read_bounded(open_regular(path)?, max)
-}
-
-fn read_bounded(file: File, max: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(file: File, max: u64) -> io::Result<Vec<u8>> {
     let len = file.metadata()?.len();
     if len > max {
         return Err(too_large(max));
@@ -86,22 +86,6 @@ pub fn read_all(path: &Path) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     open_regular(path)?.read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-/// Copy the regular file `from` to a new file `to` with its permissions,
-/// like `std::fs::copy`, but refusing a FIFO, device or symlink at `from`
-/// (at once, without waiting) and never writing through a symlink at `to`.
-pub fn copy_regular(from: &Path, to: &Path) -> io::Result<()> {
-    let mut source = open_regular(from)?;
-    let permissions = source.metadata()?.permissions();
-    let mut target = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(to)?;
-    io::copy(&mut source, &mut target)?;
-    target.set_permissions(permissions)
 }
 
 fn too_large(max: u64) -> io::Error {

@@ -180,14 +180,6 @@ fn failed(what: &str) -> impl Fn(std::io::Error) -> ExecError + '_ {
     move |e| ExecError::Failed(format!("{what}: {e}"))
 }
 
-/// Write `bytes` to `path` through a temporary file and a rename, so a
-/// reader never sees half of it.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
-}
-
 /// The argv with the prompt placed, and what goes on stdin.
 fn place_prompt(
     request: &AgentRequest,
@@ -243,9 +235,11 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let plan = RestrictionPlan::new(request.restrictions.as_deref())
         .map_err(|e| invalid(e.to_string()))?;
     let workspace = request.workspace.clone();
-    let out_dir = workspace::ensure_host_dir(&workspace, ".output")
-        .map_err(failed("the workspace's .output"))?;
-    let output_path = out_dir.join(block_output::file_name(&request.agent_id));
+    workspace::ensure_host_dir(&workspace, ".output").map_err(failed("the workspace's .output"))?;
+    let output_path = OutputFile {
+        workspace: &workspace,
+        rel: format!(".output/{}", block_output::file_name(&request.agent_id)),
+    };
     let earlier = read_output_file(&output_path).ok();
 
     // The prompt file lives next to the bundle, where a container sees it
@@ -398,7 +392,10 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
                     request.output_cap
                 ))
             } else {
-                match std::fs::read(exec.bundle_dir.join(&command.stdout)) {
+                // Never through a link put in the bundle's place.
+                let read = crate::bundle::BundleDir::open(&exec.bundle_dir)
+                    .and_then(|b| b.read(&command.stdout, request.output_cap));
+                match read {
                     Ok(bytes) => agent_protocol::parse_output(&bytes).map_err(|e| e.to_string()),
                     Err(e) => Err(format!(
                         "protocol error: cannot read the agent's stdout: {e}"
@@ -441,9 +438,9 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
                 && Some(&bytes) != earlier.as_ref()
                 && request.protocol == Protocol::BlockOutput
             {
-                let rejected = out_dir.join(format!("block-{}.rejected.json", request.agent_id));
+                let rejected = format!(".output/block-{}.rejected.json", request.agent_id);
                 // Replaces whatever is there (a planted link included).
-                let _ = write_atomically(&rejected, &bytes);
+                let _ = workspace::write_file(&workspace, &rejected, &bytes, false);
             }
             write_output(&output_path, &synthetic)?;
             (synthetic, ClaimMismatch::default())
@@ -471,14 +468,26 @@ pub const MAX_OUTPUT_FILE_BYTES: u64 = 4 << 20;
 /// Read a file the agent wrote, as a regular file only: a symlink (never
 /// followed), a FIFO, a device or a file over [`MAX_OUTPUT_FILE_BYTES`] is
 /// refused with the reason, without blocking.
-fn read_output_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    wfhost_core::regular_file::read_workspace_file(path, MAX_OUTPUT_FILE_BYTES)
+fn read_output_file(file: &OutputFile) -> std::io::Result<Vec<u8>> {
+    workspace::read_file(file.workspace, &file.rel, MAX_OUTPUT_FILE_BYTES)
 }
 
-fn write_output(path: &Path, output: &BlockOutput) -> Result<(), ExecError> {
+/// The block output file in a workspace. It is read and written from the
+/// workspace's handle, never through a link: a container agent could plant
+/// one (at `.output/` or at a temporary file's name) to make the host write
+/// outside the workspace.
+struct OutputFile<'a> {
+    workspace: &'a Path,
+    rel: String,
+}
+
+/// Replace the block output file (through a new file and a rename, so a
+/// reader never sees half of it).
+fn write_output(file: &OutputFile, output: &BlockOutput) -> Result<(), ExecError> {
     let json = serde_json::to_vec_pretty(output)
         .map_err(|e| ExecError::Failed(format!("serializing the block output: {e}")))?;
-    write_atomically(path, &json).map_err(failed("writing the block output"))
+    workspace::write_file(file.workspace, &file.rel, &json, false)
+        .map_err(failed("writing the block output"))
 }
 
 /// The BlockOutput of a JSON-protocol agent: its status and summary, the

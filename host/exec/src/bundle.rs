@@ -1,7 +1,10 @@
 //! The result bundle's files.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, OpenOptions};
 use serde::Serialize;
 
 use crate::{BundleMeta, CommandResult, ExecError, ExecOutcome, ExecRequest, repo, unix_ms};
@@ -76,7 +79,7 @@ pub(crate) struct Finished {
 /// succeeded.
 pub(crate) async fn close(
     request: &ExecRequest,
-    dir: &Path,
+    dir: &BundleDir,
     finished: Finished,
 ) -> Result<ExecOutcome, ExecError> {
     let results = finished.results;
@@ -99,7 +102,10 @@ pub(crate) async fn close(
     };
     let repo = repo::snapshot(&request.workdir).await;
     seal(dir, &manifest, &request.meta, &request.workdir, &repo).map_err(|e| {
-        ExecError::Failed(format!("cannot write the bundle {}: {e}", dir.display()))
+        ExecError::Failed(format!(
+            "cannot write the bundle {}: {e}",
+            dir.path().display()
+        ))
     })?;
     Ok(ExecOutcome {
         bundle_dir: request.bundle_dir.clone(),
@@ -114,41 +120,142 @@ pub(crate) fn log_names(index: usize) -> (String, String) {
     (format!("cmd-{index}.stdout"), format!("cmd-{index}.stderr"))
 }
 
+/// A result bundle's directory, held open from when it is made to when it
+/// is sealed. Every file of the bundle is created through this handle by
+/// name, never following a link, and sealing never leaves it: the bundle
+/// lies in the workspace, which a container shares, and a link put in
+/// place of the bundle directory or of one of its files (pointing to a
+/// path of the host's user) must not make the host write, truncate or
+/// chmod anything there.
+#[derive(Debug)]
+pub(crate) struct BundleDir {
+    path: PathBuf,
+    dir: Dir,
+}
+
+impl BundleDir {
+    /// Make the directory at `path` (and its parents) and hold it.
+    pub(crate) fn create(path: &Path) -> io::Result<BundleDir> {
+        std::fs::create_dir_all(path)?;
+        BundleDir::open(path)
+    }
+
+    /// Hold the existing directory at `path` (not a link).
+    pub(crate) fn open(path: &Path) -> io::Result<BundleDir> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(path)?;
+        Ok(BundleDir {
+            path: path.to_path_buf(),
+            dir: Dir::from_std_file(file),
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory `rel` of the bundle (`""` for the bundle itself),
+    /// made if missing, never through a link.
+    fn subdir(&self, rel: &str) -> io::Result<Dir> {
+        let mut dir = self.dir.try_clone()?;
+        for part in rel.split('/').filter(|p| !p.is_empty()) {
+            match dir.create_dir(part) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+            dir = dir.open_dir_nofollow(part)?;
+        }
+        Ok(dir)
+    }
+
+    /// Create (or empty) the file `rel` of the bundle for writing.
+    pub(crate) fn create_file(&self, rel: &str) -> io::Result<std::fs::File> {
+        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let mut options = OpenOptions::new();
+        options
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .follow(FollowSymlinks::No);
+        Ok(self.subdir(parent)?.open_with(name, &options)?.into_std())
+    }
+
+    /// Write the whole file `rel` of the bundle.
+    pub(crate) fn write(&self, rel: &str, bytes: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        self.create_file(rel)?.write_all(bytes)
+    }
+
+    /// Read the regular file `rel` of the bundle, at most `max` bytes.
+    pub(crate) fn read(&self, rel: &str, max: u64) -> io::Result<Vec<u8>> {
+        use cap_std::fs::OpenOptionsExt;
+        use std::io::Read;
+        let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let dir = match parent {
+            "" => self.dir.try_clone()?,
+            p => self.dir.open_dir_nofollow(p)?,
+        };
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .follow(FollowSymlinks::No)
+            .custom_flags(libc::O_NONBLOCK);
+        let file = dir.open_with(name, &options)?.into_std();
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{rel} is not a regular file"),
+            ));
+        }
+        let mut bytes = Vec::new();
+        file.take(max).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+}
+
 /// Write the metadata files and make the whole bundle read-only.
 pub(crate) fn seal(
-    dir: &Path,
+    dir: &BundleDir,
     manifest: &BundleManifest<'_>,
     meta: &BundleMeta,
     workdir: &Path,
     repo: &str,
-) -> std::io::Result<()> {
+) -> io::Result<()> {
     let env = EnvMeta {
         meta,
         workdir: workdir.display().to_string(),
         executor: manifest.executor,
     };
-    std::fs::create_dir_all(dir.join("meta"))?;
-    std::fs::write(
-        dir.join("meta/env.json"),
-        serde_json::to_vec_pretty(&env).expect("metadata serializes"),
+    dir.write(
+        "meta/env.json",
+        &serde_json::to_vec_pretty(&env).expect("metadata serializes"),
     )?;
-    std::fs::write(dir.join("meta/repo.txt"), repo)?;
-    std::fs::write(
-        dir.join("manifest.json"),
-        serde_json::to_vec_pretty(manifest).expect("manifests serialize"),
+    dir.write("meta/repo.txt", repo.as_bytes())?;
+    dir.write(
+        "manifest.json",
+        &serde_json::to_vec_pretty(manifest).expect("manifests serialize"),
     )?;
-    make_read_only(dir)
+    make_read_only(&dir.dir)
 }
 
-fn make_read_only(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    for entry in std::fs::read_dir(dir)? {
+/// Every regular file under `dir` made read-only, through handles: links
+/// are neither followed nor changed.
+fn make_read_only(dir: &Dir) -> io::Result<()> {
+    use cap_std::fs::PermissionsExt;
+    for entry in dir.entries()? {
         let entry = entry?;
         let kind = entry.file_type()?;
+        let name = entry.file_name();
         if kind.is_dir() {
-            make_read_only(&entry.path())?;
+            make_read_only(&dir.open_dir_nofollow(&name)?)?;
         } else if kind.is_file() {
-            std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o444))?;
+            let mut options = OpenOptions::new();
+            options.read(true).follow(FollowSymlinks::No);
+            let file = dir.open_with(&name, &options)?;
+            file.set_permissions(cap_std::fs::Permissions::from_mode(0o444))?;
         }
     }
     Ok(())

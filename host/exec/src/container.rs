@@ -163,19 +163,24 @@ impl ContainerPool {
         exec::check(&request.spec)?;
         let (container, warm) = self.acquire(request, options).await?;
         self.in_use.lock().await.insert(container.clone());
-        if let Err(e) = std::fs::create_dir_all(&request.bundle_dir) {
-            self.in_use.lock().await.remove(&container);
-            self.remove(&container).await;
-            return Err(ExecError::Failed(format!(
-                "cannot create the bundle {}: {e}",
-                request.bundle_dir.display()
-            )));
-        }
+        let bundle = match bundle::BundleDir::create(&request.bundle_dir) {
+            Ok(bundle) => bundle,
+            Err(e) => {
+                self.in_use.lock().await.remove(&container);
+                self.remove(&container).await;
+                return Err(ExecError::Failed(format!(
+                    "cannot create the bundle {}: {e}",
+                    request.bundle_dir.display()
+                )));
+            }
+        };
         let started_ms = unix_ms();
         let mut results = Vec::new();
         let mut container_alive = true;
         for (i, command) in request.spec.commands.iter().enumerate() {
-            let result = self.run_command(request, &container, i + 1, command).await;
+            let result = self
+                .run_command(request, &bundle, &container, i + 1, command)
+                .await;
             let ok = result.succeeded();
             if result.timed_out {
                 container_alive = false;
@@ -196,7 +201,7 @@ impl ContainerPool {
         }
         bundle::close(
             request,
-            &request.bundle_dir,
+            &bundle,
             bundle::Finished {
                 executor: "container",
                 started_ms,
@@ -320,15 +325,14 @@ impl ContainerPool {
     async fn run_command(
         &self,
         request: &ExecRequest,
+        bundle: &bundle::BundleDir,
         container: &str,
         index: usize,
         command: &ExecCommand,
     ) -> CommandResult {
         let mut result = CommandResult::starting(index, command);
-        let mut out =
-            CappedFile::create(&request.bundle_dir.join(&result.stdout), request.output_cap).await;
-        let mut err =
-            CappedFile::create(&request.bundle_dir.join(&result.stderr), request.output_cap).await;
+        let mut out = CappedFile::create(bundle.create_file(&result.stdout), request.output_cap);
+        let mut err = CappedFile::create(bundle.create_file(&result.stderr), request.output_cap);
         if let Err(v) = exec::check_command(index, command, request.spec.allow_shell) {
             result.error = Some(v.to_string());
             result.ended_ms = unix_ms();
@@ -676,9 +680,9 @@ struct CappedFile {
 }
 
 impl CappedFile {
-    async fn create(path: &Path, cap: u64) -> CappedFile {
+    fn create(file: std::io::Result<std::fs::File>, cap: u64) -> CappedFile {
         CappedFile {
-            file: tokio::fs::File::create(path).await.ok(),
+            file: file.ok().map(tokio::fs::File::from_std),
             cap,
             seen: 0,
             kept: 0,

@@ -258,15 +258,18 @@ impl Lane {
             .map_err(io("the workspace's .output"))?;
         let lane_out = self.path.join(OUTPUT);
         let mut copied = Vec::new();
-        for (name, path) in self.block_outputs() {
-            let bytes = std::fs::read(&path).map_err(io(&format!("reading {name}")))?;
-            let target = out_dir.join(&name);
-            if std::fs::read(&target).ok().as_deref() == Some(&bytes[..]) {
+        // Read and written from the workspaces' handles, never through a
+        // link a lane's process planted.
+        let max = crate::agent::MAX_OUTPUT_FILE_BYTES;
+        for (name, _) in self.block_outputs() {
+            let rel = format!("{OUTPUT}/{name}");
+            let bytes = workspace::read_file(&self.path, &rel, max)
+                .map_err(io(&format!("reading {name}")))?;
+            if workspace::read_file(&self.main, &rel, max).ok().as_deref() == Some(&bytes[..]) {
                 continue;
             }
-            let tmp = out_dir.join(format!(".{name}.tmp"));
-            std::fs::write(&tmp, &bytes).map_err(io(&format!("writing {name}")))?;
-            std::fs::rename(&tmp, &target).map_err(io(&format!("writing {name}")))?;
+            workspace::write_file(&self.main, &rel, &bytes, false)
+                .map_err(io(&format!("writing {name}")))?;
             copied.push(name);
         }
         if lane_out.is_dir() {

@@ -63,10 +63,10 @@ async fn watch(
 /// rest. Returns (bytes seen, truncated).
 async fn capture(
     mut from: impl AsyncRead + Unpin,
-    path: PathBuf,
+    file: std::io::Result<std::fs::File>,
     cap: u64,
 ) -> std::io::Result<(u64, bool)> {
-    let mut file = tokio::fs::File::create(&path).await?;
+    let mut file = tokio::fs::File::from_std(file?);
     let mut buf = vec![0u8; 64 * 1024];
     let (mut seen, mut kept) = (0u64, 0u64);
     loop {
@@ -114,7 +114,7 @@ pub async fn run_local(request: &ExecRequest) -> Result<ExecOutcome, ExecError> 
             request.workdir.display()
         )));
     }
-    std::fs::create_dir_all(&request.bundle_dir).map_err(|e| {
+    let bundle = bundle::BundleDir::create(&request.bundle_dir).map_err(|e| {
         ExecError::Failed(format!(
             "cannot create the bundle {}: {e}",
             request.bundle_dir.display()
@@ -123,7 +123,7 @@ pub async fn run_local(request: &ExecRequest) -> Result<ExecOutcome, ExecError> 
     let started_ms = unix_ms();
     let mut results = Vec::new();
     for (i, command) in request.spec.commands.iter().enumerate() {
-        let result = run_command(request, i + 1, command).await;
+        let result = run_command(request, &bundle, i + 1, command).await;
         let ok = result.succeeded();
         results.push(result);
         if !ok {
@@ -132,7 +132,7 @@ pub async fn run_local(request: &ExecRequest) -> Result<ExecOutcome, ExecError> 
     }
     bundle::close(
         request,
-        &request.bundle_dir,
+        &bundle,
         bundle::Finished {
             executor: "local",
             started_ms,
@@ -182,7 +182,12 @@ pub(crate) fn preflight(
     Ok(executable)
 }
 
-async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand) -> CommandResult {
+async fn run_command(
+    request: &ExecRequest,
+    bundle: &bundle::BundleDir,
+    index: usize,
+    command: &ExecCommand,
+) -> CommandResult {
     let input = if index == 1 {
         request.stdin.clone()
     } else {
@@ -193,8 +198,8 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
     let fail = |mut result: CommandResult, message: String| {
         // The log files exist even for a command that never ran, so that
         // every path in the manifest resolves.
-        let _ = std::fs::write(request.bundle_dir.join(&result.stdout), b"");
-        let _ = std::fs::write(request.bundle_dir.join(&result.stderr), message.as_bytes());
+        let _ = bundle.write(&result.stdout, b"");
+        let _ = bundle.write(&result.stderr, message.as_bytes());
         result.error = Some(message);
         result.ended_ms = unix_ms();
         result
@@ -248,12 +253,12 @@ async fn run_command(request: &ExecRequest, index: usize, command: &ExecCommand)
     }
     let out = tokio::spawn(capture(
         child.stdout.take().expect("stdout is piped"),
-        request.bundle_dir.join(&result.stdout),
+        bundle.create_file(&result.stdout),
         request.output_cap,
     ));
     let err = tokio::spawn(capture(
         child.stderr.take().expect("stderr is piped"),
-        request.bundle_dir.join(&result.stderr),
+        bundle.create_file(&result.stderr),
         request.output_cap,
     ));
     let waited = watch(&mut child, tree.as_mut());

@@ -448,9 +448,17 @@ impl SlurmExecutor {
         let slurm_timed_out = timed_out || state == "TIMEOUT";
 
         let results = collect_results(request, bundle_dir, &state, slurm_timed_out);
+        // The job itself runs with the user's authority and writes where it
+        // likes; the host's own last writes go through the handle.
+        let bundle = bundle::BundleDir::open(bundle_dir).map_err(|e| {
+            ExecError::Failed(format!(
+                "cannot open the bundle {}: {e}",
+                bundle_dir.display()
+            ))
+        })?;
         bundle::close(
             request,
-            bundle_dir,
+            &bundle,
             bundle::Finished {
                 executor: "slurm",
                 started_ms,

@@ -480,3 +480,33 @@ fn requests_that_cannot_run_are_refused_before_anything_happens() {
     // Nothing was written.
     assert!(!f.ws.path().join(".output/agent").exists());
 }
+
+#[test]
+fn the_host_never_writes_the_block_output_through_a_link_the_agent_planted() {
+    let f = fixture();
+    let outside = tempfile::tempdir().unwrap();
+    // The agent moves `.output` away and leaves a link to a directory of
+    // the host's user in its place, then writes no output: the host's
+    // synthetic failure must not land there.
+    let program = agent(
+        f.agents.path(),
+        "planter.py",
+        &format!(
+            "ws = os.getcwd()\nos.rename(os.path.join(ws, '.output'), os.path.join(ws, 'moved'))\nos.symlink({:?}, os.path.join(ws, '.output'))",
+            outside.path().display().to_string()
+        ),
+    );
+    let mut request = f.request(&program);
+    request.on_violation = ViolationPolicy::Fail;
+    let _ = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(run_agent(request));
+    let leaked: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(leaked.is_empty(), "written outside: {leaked:?}");
+    assert!(f.ws.path().join("moved").is_dir(), "the agent did not run");
+}

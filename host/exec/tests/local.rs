@@ -335,3 +335,43 @@ async fn a_missing_working_directory_is_named() {
         "{error}"
     );
 }
+
+/// A command that puts a link in place of its own bundle directory (as a
+/// container sharing the workspace could) gets nothing of the bundle
+/// written through it: the host keeps writing into the directory it made.
+#[tokio::test]
+async fn the_bundle_is_never_written_through_a_link_put_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join(".output/exec/bundle");
+    let moved = dir.path().join(".output/exec/moved");
+    let swap = cmd(&[
+        "python3",
+        "-c",
+        &format!(
+            "import os; os.rename({b:?}, {m:?}); os.symlink({o:?}, {b:?})",
+            b = bundle.display().to_string(),
+            m = moved.display().to_string(),
+            o = outside.path().display().to_string(),
+        ),
+    ]);
+    let mut request = request(
+        dir.path(),
+        vec![swap, cmd(&["echo", "second"]), cmd(&["false"])],
+    );
+    request.spec.allow_shell = true;
+    let outcome = run_local(&request).await.unwrap();
+    assert_eq!(outcome.commands.len(), 3);
+    let leaked: Vec<_> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(leaked.is_empty(), "written outside: {leaked:?}");
+    // Everything landed in the directory the host made (now `moved`).
+    assert_eq!(
+        std::fs::read_to_string(moved.join("cmd-2.stdout")).unwrap(),
+        "second\n"
+    );
+    assert!(moved.join("manifest.json").is_file());
+    assert!(moved.join("meta/env.json").is_file());
+}

@@ -261,15 +261,15 @@ impl Sandbox {
         }
         let mut dir_changes = Vec::new();
         for rel in plan.writable_dirs() {
-            let real = workspace::ensure_real_dir(&tx.workspace, rel, true)
+            workspace::ensure_real_dir(&tx.workspace, rel, true)
                 .map_err(|e| format!("cannot apply the changes to `{rel}`: {e}"))?;
             let changes = tx
                 .guest_changes(Some(rel))
                 .map_err(|e| format!("cannot compare the staged `{rel}`: {e}"))?;
-            dir_changes.push((rel.clone(), real, changes));
+            dir_changes.push((rel.clone(), changes));
         }
         let (mut files, mut bytes) = written(&root_changes, &tx.root());
-        for (rel, _, changes) in &dir_changes {
+        for (rel, changes) in &dir_changes {
             let (f, b) = written(changes, &tx.staged_dir(rel));
             files += f;
             bytes += b;
@@ -284,9 +284,9 @@ impl Sandbox {
             .stage(&root_changes, &tx.root(), &tx.workspace, "")
             .map_err(|e| format!("cannot apply the staged changes (none were applied): {e}"))?;
         let mut applied: Vec<String> = root_changes.into_iter().map(|c| c.path).collect();
-        for (rel, real, changes) in dir_changes {
+        for (rel, changes) in dir_changes {
             apply
-                .stage(&changes, &tx.staged_dir(&rel), &real, &rel)
+                .stage(&changes, &tx.staged_dir(&rel), &tx.workspace, &rel)
                 .map_err(|e| {
                     format!("cannot apply the changes to `{rel}` (none were applied): {e}")
                 })?;

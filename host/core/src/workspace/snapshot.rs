@@ -1,0 +1,150 @@
+//! What a workspace was before a host process (an agent, an exec command)
+//! worked on it directly, to find and roll back what it changed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use cap_std::fs::{Dir, MetadataExt};
+
+use super::diff::same_content;
+use super::handles::{self, Parents};
+use super::scan::walk;
+use super::{Change, ChangeKind, EntryKind};
+
+/// What [`Snapshot`] remembers of one entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Meta {
+    kind: EntryKind,
+    len: u64,
+    /// Permission bits (a `chmod` is a change).
+    mode: u32,
+    mtime_ns: i128,
+    /// The inode change time: a process cannot set it back, so a rewrite
+    /// that restores size and modification time still shows.
+    ctime_ns: i128,
+}
+
+fn meta_of(dir: &Dir, name: &str, kind: &EntryKind) -> io::Result<Meta> {
+    let m = dir.symlink_metadata(name)?;
+    Ok(Meta {
+        kind: kind.clone(),
+        len: m.len(),
+        mode: m.mode() & 0o7777,
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+    })
+}
+
+/// A workspace as it was before a non-sandboxed block ran: every entry's
+/// kind, size, permissions, modification and change times, plus copies of
+/// the entries a rollback may have to restore. Cheap for large trees: only
+/// the files the block may not touch are copied, and only when the block
+/// has restrictions.
+#[derive(Debug)]
+pub struct Snapshot {
+    root: PathBuf,
+    skip: fn(&str) -> bool,
+    entries: BTreeMap<String, Meta>,
+    store: PathBuf,
+    copied: BTreeSet<String>,
+}
+
+impl Snapshot {
+    /// Record the tree under `root` (`skip` prunes paths, e.g. `.git`),
+    /// copying into `store` — a fresh directory outside the workspace —
+    /// every file and symlink for which `keep_copy` holds.
+    pub fn take(
+        root: &Path,
+        skip: fn(&str) -> bool,
+        keep_copy: &dyn Fn(&str) -> bool,
+        store: &Path,
+    ) -> io::Result<Snapshot> {
+        std::fs::create_dir_all(store)?;
+        let (tree, copies) = (handles::open_root(root)?, handles::open_root(store)?);
+        let mut entries = BTreeMap::new();
+        let mut copied = BTreeSet::new();
+        walk(&tree, &skip, &mut |rel, dir, name, kind| {
+            let meta = meta_of(dir, name, kind)?;
+            if *kind != EntryKind::Dir && keep_copy(rel) {
+                let (parent, copy_name) = handles::split(rel);
+                copies.create_dir_all(parent)?;
+                let to = handles::open_dir(&copies, parent)?;
+                handles::copy_entry(dir, name, &to, copy_name, kind)?;
+                copied.insert(rel.to_string());
+            }
+            entries.insert(rel.to_string(), meta);
+            Ok(())
+        })?;
+        Ok(Snapshot {
+            root: root.to_path_buf(),
+            skip,
+            entries,
+            store: store.to_path_buf(),
+            copied,
+        })
+    }
+
+    /// Where the copies are: the `snapshot` argument of
+    /// [`revert`](super::revert).
+    pub fn store(&self) -> &Path {
+        &self.store
+    }
+
+    /// The changes from the snapshot to the tree as it is now. A file whose
+    /// size or permissions changed is modified; one whose modification or
+    /// change time moved is modified unless a copy shows its content is the
+    /// same (a touch is not a change).
+    pub fn changes(&self) -> io::Result<Vec<Change>> {
+        let (tree, copies) = (
+            handles::open_root(&self.root)?,
+            handles::open_root(&self.store)?,
+        );
+        let mut now = BTreeMap::new();
+        walk(&tree, &self.skip, &mut |rel, dir, name, kind| {
+            match meta_of(dir, name, kind) {
+                Ok(meta) => {
+                    now.insert(rel.to_string(), meta);
+                }
+                // Gone between the listing and the look: not there.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+            Ok(())
+        })?;
+        let mut changes = Vec::new();
+        for (rel, before) in &self.entries {
+            if !now.contains_key(rel) {
+                changes.push(Change::new(rel, ChangeKind::Removed, &before.kind));
+            }
+        }
+        let (mut live, mut kept) = (Parents::new(&tree), Parents::new(&copies));
+        for (rel, after) in &now {
+            let Some(before) = self.entries.get(rel) else {
+                changes.push(Change::new(rel, ChangeKind::Added, &after.kind));
+                continue;
+            };
+            let changed = match (&before.kind, &after.kind) {
+                (EntryKind::Dir, EntryKind::Dir) => false,
+                (EntryKind::File, EntryKind::File) => {
+                    if before.len != after.len || before.mode != after.mode {
+                        true
+                    } else if before.mtime_ns == after.mtime_ns && before.ctime_ns == after.ctime_ns
+                    {
+                        false
+                    } else if self.copied.contains(rel) {
+                        !same_content(kept.of(rel)?, live.of(rel)?)?
+                    } else {
+                        true
+                    }
+                }
+                (a, b) => a != b,
+            };
+            if changed {
+                changes.push(Change::new(rel, ChangeKind::Modified, &after.kind));
+            }
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changes)
+    }
+}
