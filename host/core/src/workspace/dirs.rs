@@ -29,35 +29,39 @@ pub fn open_real_dir(root: &Path, rel: &str, create: bool) -> io::Result<Dir> {
     let mut prefix = String::new();
     for part in handles::components(rel)? {
         prefix = handles::join(&prefix, part);
-        let shown = || root.join(&prefix).display().to_string();
-        match dir.symlink_metadata(part) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{} is a symbolic link; refusing to use it as a directory",
-                        shown()
-                    ),
-                ));
+        // Opened without following: a link is refused, also one swapped
+        // in after a look.
+        dir = match handles::open_child(&dir, part, &prefix) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                match dir.create_dir(part) {
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                    _ => {}
+                }
+                handles::open_child(&dir, part, &prefix)
             }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::AlreadyExists,
-                    format!("{} is not a directory", shown()),
-                ));
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound && create => match dir.create_dir(part) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                _ => {}
-            },
-            Err(e) => return Err(e),
+            other => other,
         }
-        // Opened without following: a link swapped in after the look above
-        // is refused here.
-        dir = handles::open_child(&dir, part, &prefix)?;
+        .map_err(|e| shown(root, &prefix, e))?;
     }
     Ok(dir)
+}
+
+/// The error for `rel` naming its full path, as a user knows it.
+fn shown(root: &Path, rel: &str, e: io::Error) -> io::Error {
+    let path = root.join(rel);
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => io::Error::new(
+            e.kind(),
+            format!(
+                "{} is a symbolic link; refusing to use it as a directory",
+                path.display()
+            ),
+        ),
+        io::ErrorKind::AlreadyExists => {
+            io::Error::new(e.kind(), format!("{} is not a directory", path.display()))
+        }
+        _ => e,
+    }
 }
 
 /// [`ensure_real_dir`] for a directory the host keeps in the workspace

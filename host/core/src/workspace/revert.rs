@@ -31,6 +31,8 @@ pub fn revert(
                 })
         })
         .collect();
+    // A snapshot that copied nothing has no directory yet.
+    std::fs::create_dir_all(snapshot)?;
     let snapshot_root = handles::open_root(snapshot)?;
     let mut inverse = Vec::with_capacity(undo.len());
     for c in &undo {

@@ -60,16 +60,22 @@ impl Snapshot {
         keep_copy: &dyn Fn(&str) -> bool,
         store: &Path,
     ) -> io::Result<Snapshot> {
-        std::fs::create_dir_all(store)?;
-        let (tree, copies) = (handles::open_root(root)?, handles::open_root(store)?);
+        let tree = handles::open_root(root)?;
+        // The store is made only when something is copied into it.
+        let mut copies: Option<cap_std::fs::Dir> = None;
         let mut entries = BTreeMap::new();
         let mut copied = BTreeSet::new();
         walk(&tree, &skip, &mut |rel, dir, name, kind| {
             let meta = meta_of(dir, name, kind)?;
             if *kind != EntryKind::Dir && keep_copy(rel) {
+                if copies.is_none() {
+                    std::fs::create_dir_all(store)?;
+                    copies = Some(handles::open_root(store)?);
+                }
+                let copies = copies.as_ref().expect("opened above");
                 let (parent, copy_name) = handles::split(rel);
                 copies.create_dir_all(parent)?;
-                let to = handles::open_dir(&copies, parent)?;
+                let to = handles::open_dir(copies, parent)?;
                 handles::copy_entry(dir, name, &to, copy_name, kind)?;
                 copied.insert(rel.to_string());
             }
@@ -86,7 +92,7 @@ impl Snapshot {
     }
 
     /// Where the copies are: the `snapshot` argument of
-    /// [`revert`](super::revert).
+    /// [`revert`](super::revert). (Made only when something was copied.)
     pub fn store(&self) -> &Path {
         &self.store
     }
@@ -96,10 +102,11 @@ impl Snapshot {
     /// change time moved is modified unless a copy shows its content is the
     /// same (a touch is not a change).
     pub fn changes(&self) -> io::Result<Vec<Change>> {
-        let (tree, copies) = (
-            handles::open_root(&self.root)?,
-            handles::open_root(&self.store)?,
-        );
+        let tree = handles::open_root(&self.root)?;
+        let copies = match self.copied.is_empty() {
+            true => None,
+            false => Some(handles::open_root(&self.store)?),
+        };
         let mut now = BTreeMap::new();
         walk(&tree, &self.skip, &mut |rel, dir, name, kind| {
             match meta_of(dir, name, kind) {
@@ -118,7 +125,8 @@ impl Snapshot {
                 changes.push(Change::new(rel, ChangeKind::Removed, &before.kind));
             }
         }
-        let (mut live, mut kept) = (Parents::new(&tree), Parents::new(&copies));
+        let mut live = Parents::new(&tree);
+        let mut kept = copies.as_ref().map(Parents::new);
         for (rel, after) in &now {
             let Some(before) = self.entries.get(rel) else {
                 changes.push(Change::new(rel, ChangeKind::Added, &after.kind));
@@ -132,7 +140,7 @@ impl Snapshot {
                     } else if before.mtime_ns == after.mtime_ns && before.ctime_ns == after.ctime_ns
                     {
                         false
-                    } else if self.copied.contains(rel) {
+                    } else if let (true, Some(kept)) = (self.copied.contains(rel), &mut kept) {
                         !same_content(kept.of(rel)?, live.of(rel)?)?
                     } else {
                         true
