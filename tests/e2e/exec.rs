@@ -1069,3 +1069,42 @@ fn a_link_planted_by_a_plugin_never_leads_a_later_exec_block_out() {
         "keep me"
     );
 }
+
+/// The write limits hold while an exec command writes into the workspace
+/// (a host process, outside the sandbox): the command is stopped, the
+/// block fails naming the limit.
+#[test]
+fn an_exec_command_filling_the_disk_is_stopped_while_it_writes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = scratch.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let manifest = exec_manifest(
+        scratch.path(),
+        serde_json::json!({
+            "timeout": "60s",
+            "limits": {"max_written_bytes": 4_000_000},
+            "config": {"allow_shell": true, "commands": [{"argv": [
+                "python3", "-c",
+                "f = open('big.bin', 'wb')\nfor _ in range(1000000): f.write(bytes(65536)); f.flush()"
+            ]}]},
+            "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]
+        }),
+        true,
+    );
+    let started = std::time::Instant::now();
+    let report = run_json(&manifest, &ws, scratch.path());
+    let took = started.elapsed();
+    let error = report["payload"][0]["content"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("was stopped")
+            && error.contains("over its limit of 4000000 (`limits.max_written_bytes`)"),
+        "{report}"
+    );
+    assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+    let written = std::fs::metadata(ws.join("big.bin")).map_or(0, |m| m.len());
+    assert!(written < 400_000_000, "{written} bytes stayed");
+    // The command was killed, not left writing.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let later = std::fs::metadata(ws.join("big.bin")).map_or(0, |m| m.len());
+    assert_eq!(later, written, "the command kept writing");
+}

@@ -397,13 +397,23 @@ impl PluginSet {
             .unwrap_or_default();
         let mounts = GuestMounts::new(sandbox.mounts());
         let writable = sandbox.mounts().iter().filter(|m| m.writable);
-        let watch = WriteWatch::new(writable.map(|m| m.host.clone()).collect(), limits);
+        let roots: Vec<PathBuf> = writable.map(|m| m.host.clone()).collect();
+        // While the guest waits in a host call (an exec command, an agent,
+        // a container), the epoch check does not run: the same limits are
+        // looked at beside the call, over the live workspace too, where
+        // host processes write.
+        let mut host_roots = roots.clone();
+        if !host_roots.contains(&workspace) {
+            host_roots.push(workspace.clone());
+        }
+        let mut host_watch = WriteWatch::new(host_roots, limits);
+        let watch = WriteWatch::new(roots, limits);
         let mut store = self.new_store(wasi, mounts, Some(watch), timeout, Some(exec));
 
         let context = to_wit_context(&request.context);
         let payload: Vec<wit::ContextSegment> =
             request.payload.iter().map(to_wit_segment).collect();
-        let call = within_deadline(timeout, async {
+        let (call, limit_hit) = within_deadline(timeout, Some(&mut host_watch), async {
             let instance = pre.instantiate_async(&mut store).await?;
             instance
                 .wfhost_plugin_block_worker()
@@ -411,6 +421,9 @@ impl PluginSet {
                 .await
         })
         .await;
+        if limit_hit.is_some() {
+            store.data_mut().limit_hit = limit_hit;
+        }
         let mut outcome = match call {
             Ok(Ok(output)) => self.accept_output(&name, output),
             Ok(Err(e)) => Err(BlockFailure {
@@ -510,7 +523,7 @@ impl PluginSet {
             ),
         };
         arm_deadline(&mut store, timeout);
-        let call = within_deadline(timeout, async {
+        let (call, _) = within_deadline(timeout, None, async {
             let instance = match instance {
                 Some(i) => i,
                 None => pre.instantiate_async(&mut store).await?,
@@ -733,17 +746,35 @@ fn deadline_slice_ended(
 
 /// Race a guest call against its timeout. The epoch deadline stops a guest
 /// running wasm code; this stops one waiting in a host call (a sleep, a
-/// poll, a file read on the blocking pool): at the timeout plus
-/// [`HOST_CALL_GRACE`], the call is dropped and reported as the same
-/// interrupt.
+/// poll, an exec command): at the timeout plus [`HOST_CALL_GRACE`], the
+/// call is dropped and reported as the same interrupt. With a `watch`, the
+/// write limits are looked at while the call waits; over one, the call is
+/// dropped (which kills the commands it was waiting on) and the limit is
+/// returned beside the interrupt.
 async fn within_deadline<T>(
     timeout: Duration,
+    watch: Option<&mut WriteWatch>,
     call: impl Future<Output = wasmtime::Result<T>>,
-) -> wasmtime::Result<T> {
+) -> (wasmtime::Result<T>, Option<String>) {
     let limit = timeout.saturating_add(HOST_CALL_GRACE);
-    match tokio::time::timeout(limit, call).await {
-        Ok(result) => result,
-        Err(_) => Err(wasmtime::Error::new(Trap::Interrupt)),
+    let interrupted = || Err(wasmtime::Error::new(Trap::Interrupt));
+    let watching = async {
+        match watch {
+            Some(watch) => loop {
+                tokio::time::sleep(crate::write_watch::CHECK_EVERY).await;
+                if let Err(limit) = watch.check_if_due() {
+                    return limit;
+                }
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        result = tokio::time::timeout(limit, call) => match result {
+            Ok(result) => (result, None),
+            Err(_) => (interrupted(), None),
+        },
+        limit = watching => (interrupted(), Some(limit)),
     }
 }
 

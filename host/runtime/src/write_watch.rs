@@ -13,7 +13,11 @@
 //! The look happens at the wasm engine's periodic deadline check (epoch
 //! interruption), so it costs nothing for blocks shorter than
 //! [`CHECK_EVERY`]; a guest can overshoot by what it writes between two
-//! looks.
+//! looks. While the guest waits in a host call — an exec command, an agent,
+//! a container, where host processes write into the live workspace — no
+//! wasm runs, so a second watch over the same mounts and the live
+//! workspace runs beside the call (`plugins::within_deadline`); over a
+//! limit the call is dropped, which kills the processes it waited on.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
