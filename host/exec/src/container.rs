@@ -231,11 +231,11 @@ impl ContainerPool {
             .await
             .remove(&(options.image.clone(), request.workdir.clone()));
         if let Some(id) = dormant {
-            match self.docker.unpause_container(&id).await {
-                Ok(()) => return Ok((id, true)),
-                // Gone or broken: fall through to a cold start.
-                Err(_) => self.remove(&id).await,
+            if self.docker.unpause_container(&id).await.is_ok() && self.thawed(&id).await {
+                return Ok((id, true));
             }
+            // Gone, broken or still frozen: fall through to a cold start.
+            self.remove(&id).await;
         }
         // Keeps the container alive between execs; images must have
         // `sleep` (busybox does).
@@ -251,6 +251,20 @@ impl ContainerPool {
             )
             .await?;
         Ok((id, false))
+    }
+
+    /// Whether the container `id` shows as no longer paused. Under load the
+    /// engine has been seen to refuse an exec as "paused" right after an
+    /// unpause it answered: wait (up to 2 s) until its state says so.
+    async fn thawed(&self, id: &str) -> bool {
+        for _ in 0..100 {
+            match self.docker.inspect_container(id, None).await {
+                Ok(c) if c.state.as_ref().and_then(|s| s.paused) != Some(true) => return true,
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                Err(_) => return false,
+            }
+        }
+        false
     }
 
     /// Create and start a labelled container of `options.image` running
