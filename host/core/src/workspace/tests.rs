@@ -104,12 +104,8 @@ fn diff_and_apply_round_trip_without_following_links() {
     symlink("../../outside", b.join("docs/evil")).unwrap();
 
     let changes = diff(&a, &b, &|_| false).unwrap();
-    let summary: Vec<_> = changes
-        .iter()
-        .map(|c| (c.path.as_str(), c.kind.clone()))
-        .collect();
     assert_eq!(
-        summary,
+        summary(&changes),
         [
             ("docs/change.md", ChangeKind::Modified),
             ("docs/evil", ChangeKind::Added),
@@ -218,6 +214,14 @@ fn violations_judge_directories_by_content() {
         .map(|c| c.path.clone())
         .collect();
     assert_eq!(bad, ["e", "f.rs"]);
+}
+
+/// Each change's path and kind.
+fn summary(changes: &[Change]) -> Vec<(&str, ChangeKind)> {
+    changes
+        .iter()
+        .map(|c| (c.path.as_str(), c.kind.clone()))
+        .collect()
 }
 
 /// Every file under `dir`, with its content.
@@ -350,12 +354,8 @@ fn a_snapshot_copies_and_compares_nothing_outside_its_tree() {
     // A directory swapped for a link: the comparison does not go into it.
     swap_for_link(&live.join("docs"), &outside);
     let changes = snap.changes().unwrap();
-    let summary: Vec<_> = changes
-        .iter()
-        .map(|c| (c.path.as_str(), c.kind.clone()))
-        .collect();
     assert_eq!(
-        summary,
+        summary(&changes),
         [
             ("docs", ChangeKind::Modified),
             ("docs.moved", ChangeKind::Added),
