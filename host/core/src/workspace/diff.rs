@@ -62,6 +62,16 @@ pub fn diff(
 /// Changes a plan does not permit. A new or removed directory is judged by
 /// what it contains; an empty one by its own path.
 pub fn violations<'a>(changes: &'a [Change], plan: &RestrictionPlan) -> Vec<&'a Change> {
+    not_permitted(changes, plan, |other| other.entry != EntryKind::Dir)
+}
+
+/// Changes `plan` does not permit, leaving out a directory with a change
+/// below it for which `keeps` holds (the directory is judged by that).
+pub(super) fn not_permitted<'a>(
+    changes: &'a [Change],
+    plan: &RestrictionPlan,
+    keeps: impl Fn(&Change) -> bool,
+) -> Vec<&'a Change> {
     changes
         .iter()
         .filter(|c| !plan.permits(&c.path))
@@ -70,7 +80,7 @@ pub fn violations<'a>(changes: &'a [Change], plan: &RestrictionPlan) -> Vec<&'a 
                 || !changes.iter().any(|other| {
                     other.path.len() > c.path.len()
                         && crate::restrictions::is_under(&other.path, &c.path)
-                        && other.entry != EntryKind::Dir
+                        && keeps(other)
                 })
         })
         .collect()

@@ -3,6 +3,7 @@
 use std::io;
 use std::path::Path;
 
+use super::diff::not_permitted;
 use super::handles;
 use super::{Change, ChangeKind, EntryKind, apply};
 use crate::restrictions::RestrictionPlan;
@@ -19,18 +20,7 @@ pub fn revert(
     snapshot: &Path,
     live: &Path,
 ) -> io::Result<Vec<String>> {
-    let undo: Vec<&Change> = changes
-        .iter()
-        .filter(|c| !plan.permits(&c.path))
-        .filter(|c| {
-            c.entry != EntryKind::Dir
-                || !changes.iter().any(|other| {
-                    other.path.len() > c.path.len()
-                        && crate::restrictions::is_under(&other.path, &c.path)
-                        && plan.permits(&other.path)
-                })
-        })
-        .collect();
+    let undo = not_permitted(changes, plan, |other| plan.permits(&other.path));
     // A snapshot that copied nothing has no directory yet.
     std::fs::create_dir_all(snapshot)?;
     let snapshot_root = handles::open_root(snapshot)?;
