@@ -338,13 +338,8 @@ impl PluginSet {
             Some(key) => crate::lanes::lane_path(key),
             None => self.workspace.clone(),
         };
-        // Seed 000: `.output/` exists before the first block runs.
-        if let Err(e) = wfhost_core::workspace::ensure_host_dir(&workspace, ".output") {
-            return failed(format!(
-                "cannot create {}/.output: {e}",
-                workspace.display()
-            ));
-        }
+        // `.output/` exists before the first block runs: the sandbox makes
+        // it (with its `.gitignore`) when it mounts it.
         let sandbox = match Sandbox::prepare(&workspace, &plan) {
             Ok(s) => s,
             Err(e) => return failed(e),

@@ -89,7 +89,7 @@ impl Sandbox {
     pub fn prepare(workspace: &Path, plan: &RestrictionPlan) -> Result<Sandbox, String> {
         let fs_err =
             |what: &str, e: std::io::Error| format!("cannot prepare the sandbox ({what}): {e}");
-        let output = workspace::ensure_real_dir(workspace, OUTPUT_DIR, true)
+        let output = workspace::ensure_host_dir(workspace, OUTPUT_DIR)
             .map_err(|e| fs_err("`.output`", e))?;
         let output_mount = Mount {
             host: output,

@@ -173,8 +173,9 @@ impl Store {
             ),
         )
         .map_err(err)?;
+        let run = tx.last_insert_rowid();
         for e in &bundle.events {
-            crate::log::insert_event(&tx, run_id, e.seq, e.branch, e.parent, e.at, &e.event)
+            crate::log::insert_event(&tx, run, run_id, e.seq, e.branch, e.parent, e.at, &e.event)
                 .map_err(err)?;
         }
         tx.commit().map_err(err)?;

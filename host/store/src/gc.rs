@@ -29,8 +29,8 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT r.id, r.workflow_id, max(e.at) AS last FROM runs r JOIN events e ON e.run_id = r.id
-                 GROUP BY r.id HAVING last < ?1 ORDER BY last",
+                "SELECT r.id, r.workflow_id, max(e.at) AS last FROM runs r JOIN events e ON e.run = r.num
+                 GROUP BY r.num HAVING last < ?1 ORDER BY last",
             )
             .map_err(|e| self.err(e))?;
         let old: Vec<(String, String, i64)> = stmt
@@ -76,8 +76,11 @@ impl Store {
             };
             let (tx, path) = self.begin()?;
             let err = |e| StoreError::from_sqlite(&path, e);
-            tx.execute("DELETE FROM events WHERE run_id = ?1", [run_id])
-                .map_err(err)?;
+            tx.execute(
+                "DELETE FROM events WHERE run = (SELECT num FROM runs WHERE id = ?1)",
+                [run_id],
+            )
+            .map_err(err)?;
             removed += tx
                 .execute("DELETE FROM runs WHERE id = ?1", [run_id])
                 .map_err(err)?;

@@ -280,7 +280,9 @@ impl Store {
             return Err(StoreError::RunExists(record.id.clone()));
         }
         inserted.map_err(err)?;
-        log::insert_event(&tx, &record.id, 1, 1, None, time::now_ms(), started).map_err(err)?;
+        let run = tx.last_insert_rowid();
+        log::insert_event(&tx, run, &record.id, 1, 1, None, time::now_ms(), started)
+            .map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(())
     }

@@ -57,8 +57,20 @@ pub struct OpenGate {
     pub opened_at: i64,
 }
 
+/// The largest `seq` a run can have: its events are keyed `run << 32 | seq`.
+pub(crate) const MAX_SEQ: u64 = u32::MAX as u64;
+
+/// `seq` as a query parameter, never past the run's key range.
+fn seq_param(seq: u64) -> i64 {
+    seq.min(MAX_SEQ) as i64
+}
+
+/// Record `event` as event `seq` of run number `run` (`runs.num`), whose id
+/// is `run_id`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn insert_event(
     conn: &Connection,
+    run: i64,
     run_id: &str,
     seq: u64,
     branch: u32,
@@ -66,14 +78,17 @@ pub(crate) fn insert_event(
     at: i64,
     event: &Event,
 ) -> rusqlite::Result<Option<String>> {
+    if seq == 0 || seq > MAX_SEQ {
+        return Err(rusqlite::Error::IntegralValueOutOfRange(1, seq as i64));
+    }
     let body = serde_json::to_string(event).expect("events serialize");
     let snapshot = event.is_snapshot().then(|| snapshot_id(run_id, seq));
     conn.prepare_cached(
-        "INSERT INTO events (run_id, seq, branch, parent, at, kind, body, snapshot)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO events (key, run, branch, parent, at, kind, body, snapshot)
+         VALUES ((?1 << 32) + ?2, ?1, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute((
-        run_id,
+        run,
         seq as i64,
         branch,
         parent.map(|p| p as i64),
@@ -89,6 +104,16 @@ pub(crate) fn insert_event(
 type RawRow = (u64, u32, Option<u64>, i64, Option<String>, String);
 
 impl Store {
+    /// The number a run's events are keyed by (`runs.num`); -1, which keys
+    /// no event, for a run this store does not have.
+    pub(crate) fn run_num(&self, run_id: &str) -> Result<i64, StoreError> {
+        self.conn
+            .prepare_cached("SELECT num FROM runs WHERE id = ?1")
+            .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional())
+            .map(|n| n.unwrap_or(-1))
+            .map_err(|e| self.err(e))
+    }
+
     fn decode(&self, run_id: &str, seq: u64, body: &str) -> Result<Event, StoreError> {
         self.decoded.set(self.decoded.get() + 1);
         serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
@@ -136,8 +161,8 @@ impl Store {
     pub fn events_after(&self, run_id: &str, after: u64) -> Result<Vec<StoredEvent>, StoreError> {
         self.rows(
             "SELECT seq, branch, parent, at, snapshot, body FROM events
-             WHERE run_id = ?1 AND seq > ?2 ORDER BY seq",
-            (run_id, after as i64),
+             WHERE key > (?1 << 32) + ?2 AND key < (?1 + 1) << 32 ORDER BY key",
+            (self.run_num(run_id)?, seq_param(after)),
             run_id,
         )
     }
@@ -152,8 +177,12 @@ impl Store {
     ) -> Result<Vec<StoredEvent>, StoreError> {
         self.rows(
             "SELECT seq, branch, parent, at, snapshot, body FROM events
-             WHERE run_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-            (run_id, clamp(after), limit.min(i64::MAX as usize) as i64),
+             WHERE key > (?1 << 32) + ?2 AND key < (?1 + 1) << 32 ORDER BY key LIMIT ?3",
+            (
+                self.run_num(run_id)?,
+                seq_param(after),
+                limit.min(i64::MAX as usize) as i64,
+            ),
             run_id,
         )
     }
@@ -164,12 +193,12 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT e.branch, e.seq, e.parent FROM events e
-                 JOIN (SELECT branch, min(seq) AS first FROM events WHERE run_id = ?1 GROUP BY branch) b
-                   ON e.branch = b.branch AND e.seq = b.first
-                 WHERE e.run_id = ?1 ORDER BY e.branch",
+                 JOIN (SELECT min(key) AS first FROM events WHERE run = ?1 GROUP BY branch) b
+                   ON e.key = b.first
+                 ORDER BY e.branch",
             )
             .map_err(|e| self.err(e))?;
-        stmt.query_map([run_id], |r| {
+        stmt.query_map([self.run_num(run_id)?], |r| {
             Ok((
                 r.get(0)?,
                 r.get::<_, i64>(1)? as u64,
@@ -183,8 +212,8 @@ impl Store {
     fn branch_of(&self, run_id: &str, seq: u64) -> Result<Option<u32>, StoreError> {
         self.conn
             .query_row(
-                "SELECT branch FROM events WHERE run_id = ?1 AND seq = ?2",
-                (run_id, seq as i64),
+                "SELECT branch FROM events WHERE key = (?1 << 32) + ?2",
+                (self.run_num(run_id)?, seq_param(seq)),
                 |r| r.get(0),
             )
             .optional()
@@ -229,11 +258,12 @@ impl Store {
     /// to the fork point, then the branch's own events.
     pub fn chain(&self, run_id: &str, branch: u32) -> Result<Vec<StoredEvent>, StoreError> {
         let mut events = Vec::new();
+        let run = self.run_num(run_id)?;
         for (b, limit) in self.segments(run_id, branch)?.into_iter().rev() {
             events.extend(self.rows(
                 "SELECT seq, branch, parent, at, snapshot, body FROM events
-                 WHERE run_id = ?1 AND branch = ?2 AND seq <= ?3 ORDER BY seq",
-                (run_id, b, clamp(limit)),
+                 WHERE run = ?1 AND branch = ?2 AND key <= (?1 << 32) + ?3 ORDER BY key",
+                (run, b, seq_param(limit)),
                 run_id,
             )?);
         }
@@ -245,8 +275,8 @@ impl Store {
         Ok(self
             .rows(
                 "SELECT seq, branch, parent, at, snapshot, body FROM events
-                 WHERE run_id = ?1 AND seq = ?2",
-                (run_id, clamp(seq)),
+                 WHERE key = (?1 << 32) + ?2",
+                (self.run_num(run_id)?, seq_param(seq)),
                 run_id,
             )?
             .pop())
@@ -262,13 +292,14 @@ impl Store {
         upto: u64,
         step: u64,
     ) -> Result<Option<(String, String)>, StoreError> {
+        let run = self.run_num(run_id)?;
         for (b, limit) in self.segments(run_id, branch)? {
             let found = self.rows(
                 "SELECT seq, branch, parent, at, snapshot, body FROM events
-                 WHERE run_id = ?1 AND branch = ?2 AND seq <= ?3 AND kind = 'block_started'
-                   AND json_extract(body, '$.step') = ?4
-                 ORDER BY seq DESC LIMIT 1",
-                (run_id, b, clamp(limit.min(upto)), clamp(step)),
+                 WHERE run = ?1 AND branch = ?2 AND key <= (?1 << 32) + ?3
+                   AND kind = 'block_started' AND json_extract(body, '$.step') = ?4
+                 ORDER BY key DESC LIMIT 1",
+                (run, b, seq_param(limit.min(upto)), clamp(step)),
                 run_id,
             )?;
             if let Some(Event::BlockStarted { node, block, .. }) =
@@ -344,8 +375,9 @@ impl Store {
     pub fn current_branch(&self, run_id: &str) -> Result<u32, StoreError> {
         self.conn
             .query_row(
-                "SELECT branch FROM events WHERE run_id = ?1 ORDER BY seq DESC LIMIT 1",
-                [run_id],
+                "SELECT branch FROM events WHERE key > ?1 << 32 AND key < (?1 + 1) << 32
+                 ORDER BY key DESC LIMIT 1",
+                [self.run_num(run_id)?],
                 |r| r.get(0),
             )
             .optional()
@@ -356,13 +388,14 @@ impl Store {
     /// The branches of a run with their status.
     pub fn branches(&self, run_id: &str) -> Result<Vec<BranchInfo>, StoreError> {
         let roots = self.branch_roots(run_id)?;
+        let run = self.run_num(run_id)?;
         let mut out = Vec::new();
         for (branch, _, parent) in roots {
             let (head, events, last_at): (i64, i64, i64) = self
                 .conn
                 .query_row(
-                    "SELECT max(seq), count(*), max(at) FROM events WHERE run_id = ?1 AND branch = ?2",
-                    (run_id, branch),
+                    "SELECT max(seq), count(*), max(at) FROM events WHERE run = ?1 AND branch = ?2",
+                    (run, branch),
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
                 .map_err(|e| self.err(e))?;
@@ -383,8 +416,8 @@ impl Store {
     /// event alone cannot tell.
     fn branch_status(&self, run_id: &str, branch: u32, head: u64) -> Result<String, StoreError> {
         let last = self.rows(
-            "SELECT seq, branch, parent, at, snapshot, body FROM events WHERE run_id = ?1 AND seq = ?2",
-            (run_id, head as i64),
+            "SELECT seq, branch, parent, at, snapshot, body FROM events WHERE key = (?1 << 32) + ?2",
+            (self.run_num(run_id)?, seq_param(head)),
             run_id,
         )?;
         let status = match last.first().map(|e| &e.event) {
@@ -428,10 +461,10 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT e.run_id, e.branch, e.seq, r.workflow_id FROM events e
-                 JOIN (SELECT run_id, branch, max(seq) AS head FROM events GROUP BY run_id, branch) h
-                   ON e.run_id = h.run_id AND e.seq = h.head
-                 JOIN runs r ON r.id = e.run_id
+                "SELECT r.id, e.branch, e.seq, r.workflow_id FROM events e
+                 JOIN (SELECT max(key) AS head FROM events GROUP BY run, branch) h
+                   ON e.key = h.head
+                 JOIN runs r ON r.num = e.run
                  WHERE e.kind IN ('action_taken', 'fan_in_waiting', 'forked')
                  ORDER BY e.at",
             )
@@ -465,9 +498,9 @@ impl Store {
     fn gates_opened(&self, run_id: &str) -> Result<usize, StoreError> {
         self.conn
             .query_row(
-                "SELECT count(*) FROM events WHERE run_id = ?1 AND kind = 'action_taken'
+                "SELECT count(*) FROM events WHERE run = ?1 AND kind = 'action_taken'
                    AND json_extract(body, '$.gate_id') IS NOT NULL",
-                [run_id],
+                [self.run_num(run_id)?],
                 |r| r.get::<_, i64>(0),
             )
             .map(|n| n as usize)
@@ -477,11 +510,12 @@ impl Store {
     /// A writer that extends `branch` of `run_id` from its current head.
     /// Hold the run's [`crate::RunLock`] while writing.
     pub fn writer(&mut self, run_id: &str, branch: u32) -> Result<BranchWriter<'_>, StoreError> {
+        let run = self.run_num(run_id)?;
         let head: Option<i64> = self
             .conn
             .query_row(
-                "SELECT max(seq) FROM events WHERE run_id = ?1 AND branch = ?2",
-                (run_id, branch),
+                "SELECT max(key) - (?1 << 32) FROM events WHERE run = ?1 AND branch = ?2",
+                (run, branch),
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))?;
@@ -494,13 +528,14 @@ impl Store {
         let last: i64 = self
             .conn
             .query_row(
-                "SELECT max(seq) FROM events WHERE run_id = ?1",
-                [run_id],
+                "SELECT max(key) - (?1 << 32) FROM events WHERE key > ?1 << 32 AND key < (?1 + 1) << 32",
+                [run],
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))?;
         Ok(BranchWriter {
             store: self,
+            run,
             run_id: run_id.to_string(),
             branch,
             head: head as u64,
@@ -517,7 +552,7 @@ impl Store {
         let found: Option<(String, i64)> = self
             .conn
             .query_row(
-                "SELECT run_id, seq FROM events WHERE snapshot = ?1",
+                "SELECT r.id, e.seq FROM events e JOIN runs r ON r.num = e.run WHERE e.snapshot = ?1",
                 [snapshot],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -536,12 +571,13 @@ impl Store {
                 )));
             }
         };
+        let run = self.run_num(run_id)?;
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
         let (next, branch): (i64, u32) = tx
             .query_row(
-                "SELECT max(seq) + 1, max(branch) + 1 FROM events WHERE run_id = ?1",
-                [run_id],
+                "SELECT max(seq) + 1, max(branch) + 1 FROM events WHERE run = ?1",
+                [run],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .map_err(err)?;
@@ -550,6 +586,7 @@ impl Store {
         };
         insert_event(
             &tx,
+            run,
             run_id,
             next as u64,
             branch,
@@ -568,6 +605,8 @@ impl Store {
 /// the branch still ends where this writer left it.
 pub struct BranchWriter<'s> {
     store: &'s mut Store,
+    /// The run's number in the store (`runs.num`).
+    run: i64,
     run_id: String,
     branch: u32,
     head: u64,
@@ -628,6 +667,7 @@ impl BranchWriter<'_> {
             seq += 1;
             let inserted = insert_event(
                 conn,
+                self.run,
                 &self.run_id,
                 seq,
                 self.branch,

@@ -306,3 +306,120 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
         .collect();
     assert_eq!(statuses, ["interrupted", "waiting"]);
 }
+
+/// The tables of a version 1 store, as wfhost 0.1 wrote them.
+const SCHEMA_V1: &str = "
+CREATE TABLE definitions (hash TEXT PRIMARY KEY, workflow_id TEXT NOT NULL, body TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE runs (id TEXT PRIMARY KEY, workflow_id TEXT NOT NULL,
+    workflow_hash TEXT NOT NULL REFERENCES definitions(hash), manifest TEXT NOT NULL,
+    workspace TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE events (run_id TEXT NOT NULL REFERENCES runs(id), seq INTEGER NOT NULL,
+    branch INTEGER NOT NULL, parent INTEGER, at INTEGER NOT NULL, kind TEXT NOT NULL,
+    body TEXT NOT NULL, snapshot TEXT UNIQUE, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+CREATE INDEX events_by_branch ON events (run_id, branch, seq);
+CREATE TRIGGER events_are_append_only BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+PRAGMA journal_mode = WAL;
+PRAGMA user_version = 1;
+";
+
+/// A version 1 store holding run `old` (one step, then a fork of branch 1
+/// at its start) and run `new`, created later.
+fn version_1_store(home: &std::path::Path) {
+    let conn = rusqlite::Connection::open(home.join("wfhost.db")).unwrap();
+    conn.execute_batch(SCHEMA_V1).unwrap();
+    let hash = wfhost_core::manifest::pinning::hash_of("{}");
+    conn.execute("INSERT INTO definitions VALUES (?1, 'w', '{}')", [&hash])
+        .unwrap();
+    let mut events = vec![(1, 1, None, started("old"))];
+    for (i, e) in step(0).into_iter().enumerate() {
+        events.push((i as u64 + 2, 1, Some(i as u64 + 1), e));
+    }
+    let forked = Event::Forked {
+        from_snapshot: wfhost_store::snapshot_id("old", 1),
+    };
+    events.push((5, 2, Some(1), forked));
+    for (run, created) in [("old", 10), ("new", 20)] {
+        conn.execute(
+            "INSERT INTO runs VALUES (?1, 'w', ?2, '/nowhere/w.json', '/tmp', ?3)",
+            (run, &hash, created),
+        )
+        .unwrap();
+        let mine: Vec<_> = if run == "old" {
+            events.clone()
+        } else {
+            vec![(1, 1, None, started("new"))]
+        };
+        for (seq, branch, parent, event) in mine {
+            let snapshot = event
+                .is_snapshot()
+                .then(|| wfhost_store::snapshot_id(run, seq));
+            conn.execute(
+                "INSERT INTO events VALUES (?1, ?2, ?3, ?4, 5, ?5, ?6, ?7)",
+                (
+                    run,
+                    seq as i64,
+                    branch,
+                    parent.map(|p| p as i64),
+                    event.kind(),
+                    serde_json::to_string(&event).unwrap(),
+                    snapshot,
+                ),
+            )
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_version_1_store_is_upgraded_with_every_run_event_and_snapshot() {
+    let home = tempfile::tempdir().unwrap();
+    version_1_store(home.path());
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    let conn = rusqlite::Connection::open(store.path()).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    let runs: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(runs, ["new", "old"]);
+    // The history, its branches and its snapshot ids are what they were.
+    assert_eq!(store.state("old", 1).unwrap().steps, 1);
+    let branch_2 = store.chain("old", 2).unwrap();
+    let seqs: Vec<u64> = branch_2.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 5]);
+    assert_eq!(
+        branch_2[0].snapshot.as_deref(),
+        Some(wfhost_store::snapshot_id("old", 1).as_str())
+    );
+    assert_eq!(store.events_after("old", 0).unwrap().len(), 5);
+    assert_eq!(store.events_after("new", 0).unwrap().len(), 1);
+    // And the upgraded store goes on: a run extended, a snapshot forked.
+    store.writer("old", 1).unwrap().append(&step(1)).unwrap();
+    assert_eq!(store.state("old", 1).unwrap().steps, 2);
+    let snapshot = last_snapshot(&store, "old", 1);
+    assert_eq!(store.fork("old", &snapshot).unwrap(), 3);
+    assert!(store.fork("new", &snapshot).is_err());
+    // Opening it again finds version 2 and changes nothing.
+    drop(store);
+    let again = Store::open(home.path(), Durability::Normal).unwrap();
+    assert_eq!(again.events_after("old", 0).unwrap().len(), 9);
+}
+
+#[test]
+fn runs_do_not_see_each_others_events() {
+    let (_home, mut store) = new_store();
+    store
+        .create_run(&record("r2"), "{}", &started("r2"))
+        .unwrap();
+    store.writer("r1", 1).unwrap().append(&step(0)).unwrap();
+    store.writer("r2", 1).unwrap().append(&step(0)).unwrap();
+    store.writer("r1", 1).unwrap().append(&step(1)).unwrap();
+    assert_eq!(store.events_after("r1", 0).unwrap().len(), 7);
+    assert_eq!(store.events_after("r2", 0).unwrap().len(), 4);
+    assert_eq!(store.events_page("r2", 1, 100).unwrap()[0].seq, 2);
+    assert_eq!(store.state("r1", 1).unwrap().steps, 2);
+    assert_eq!(store.current_branch("r2").unwrap(), 1);
+    assert!(store.events_after("nope", 0).unwrap().is_empty());
+    assert!(store.writer("nope", 1).is_err());
+}
