@@ -72,8 +72,11 @@ fn of_type<'a>(events: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_jso
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 
-fn lanes_left(run: &str) -> bool {
-    std::env::temp_dir().join("wfhost-lanes").join(run).exists()
+/// Whether any lane directory of `run` is left, in memory or on disk.
+pub fn lanes_left(run: &str) -> bool {
+    wfhost_exec::lanes::lane_roots(run)
+        .iter()
+        .any(|root| root.exists())
 }
 
 fn read(ws: &Path, rel: &str) -> String {
@@ -255,21 +258,29 @@ fn gc_removes_lane_workspaces_nobody_will_come_back_to() {
     assert_eq!(code, Some(0));
     let run = report["run_id"].as_str().unwrap().to_string();
     // What a host that died during fan-in would have left behind.
-    let root = std::env::temp_dir().join("wfhost-lanes");
-    let leftover = root.join(&run).join("step-0-api");
+    // Lanes of small workspaces are made in memory, the others on disk:
+    // one leftover in each place.
+    let roots = wfhost_exec::lanes::lane_bases();
+    let root = &roots.last().unwrap().path;
+    let leftover = roots[0].path.join(&run).join("step-0-api");
     std::fs::create_dir_all(&leftover).unwrap();
     std::fs::write(leftover.join("f"), "x").unwrap();
+    if roots.len() > 1 {
+        let on_disk = root.join(&run).join("step-1-api");
+        std::fs::create_dir_all(&on_disk).unwrap();
+    }
     // Another store's lanes are not this gc's business.
     let foreign = root.join("run-20260101-000000-foreign").join("step-0-a");
     std::fs::create_dir_all(&foreign).unwrap();
     let out = wfhost(&["gc", "--json"], scratch.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(
-        report["lane_workspaces_removed"],
-        serde_json::json!([format!("{run}/step-0-api")]),
-        "{report}"
-    );
+    let removed = if roots.len() > 1 {
+        serde_json::json!([format!("{run}/step-0-api"), format!("{run}/step-1-api")])
+    } else {
+        serde_json::json!([format!("{run}/step-0-api")])
+    };
+    assert_eq!(report["lane_workspaces_removed"], removed, "{report}");
     assert!(!lanes_left(&run));
     assert!(foreign.exists());
     std::fs::remove_dir_all(foreign.parent().unwrap()).unwrap();

@@ -29,10 +29,176 @@ pub struct Lane {
     main: PathBuf,
 }
 
-/// Where a run's lanes live: outside the workspace, so they never show up
-/// in it.
+/// A directory lanes may live in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneBase {
+    pub path: PathBuf,
+    /// On a tmpfs: lanes there cost memory, not disk writes.
+    pub in_memory: bool,
+}
+
+/// The directories lanes may live in, outside any workspace so they never
+/// show up in one: `WFHOST_LANES_DIR` alone when it is set; else a
+/// directory in memory (`/dev/shm`, when it is a tmpfs) first and one in
+/// `TMPDIR`. Each is this user's own (`wfhost-lanes-<uid>`, mode 0700).
+/// A lane is made in the first that has room for it (see [`choose_base`])
+/// and looked up in all of them, so `resume` finds it wherever it is.
+pub fn lane_bases() -> Vec<LaneBase> {
+    if let Some(dir) = std::env::var_os("WFHOST_LANES_DIR").filter(|d| !d.is_empty()) {
+        let path = PathBuf::from(dir);
+        let in_memory = is_tmpfs(&path);
+        return vec![LaneBase { path, in_memory }];
+    }
+    // SAFETY: geteuid cannot fail.
+    let name = format!("wfhost-lanes-{}", unsafe { libc::geteuid() });
+    let mut bases = Vec::new();
+    let shm = Path::new("/dev/shm");
+    if is_tmpfs(shm) {
+        bases.push(LaneBase {
+            path: shm.join(&name),
+            in_memory: true,
+        });
+    }
+    let tmp = std::env::temp_dir();
+    bases.push(LaneBase {
+        in_memory: is_tmpfs(&tmp),
+        path: tmp.join(name),
+    });
+    bases
+}
+
+/// The directories of `run_id`'s lanes, one per base of [`lane_bases`].
+pub fn lane_roots(run_id: &str) -> Vec<PathBuf> {
+    lane_bases()
+        .into_iter()
+        .map(|b| b.path.join(run_id))
+        .collect()
+}
+
+/// The base that always exists: the last of [`lane_bases`].
+fn last_base() -> PathBuf {
+    lane_bases().pop().expect("there is always a base").path
+}
+
+/// Where `run_id`'s lanes go when there is no choice to make: the last
+/// base's directory for the run.
 pub fn lanes_root(run_id: &str) -> PathBuf {
-    std::env::temp_dir().join("wfhost-lanes").join(run_id)
+    last_base().join(run_id)
+}
+
+fn is_tmpfs(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills the struct we pass for a NUL-terminated path.
+    unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type == libc::TMPFS_MAGIC
+    }
+}
+
+/// Bytes free to an unprivileged writer under `dir`.
+fn available(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return 0;
+    };
+    // SAFETY: as in `is_tmpfs`.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return 0;
+        }
+        (st.f_bavail as u64).saturating_mul(st.f_frsize as u64)
+    }
+}
+
+/// A lane of a workspace this big or bigger is never made in memory.
+pub const MEMORY_LANE_MAX_BYTES: u64 = 64 << 20;
+
+/// Which of `bases` a lane of a workspace of `size` bytes goes to, given
+/// the room left in each: a base in memory only when the workspace is
+/// under [`MEMORY_LANE_MAX_BYTES`] and the lane would take at most an
+/// eighth of the room left there (so sixteen lanes of a small workspace
+/// fit, and a big fan-out falls back to the disk instead of filling the
+/// machine's memory); else the last base.
+pub fn choose_base(bases: &[(LaneBase, u64)], size: u64) -> Option<&LaneBase> {
+    let fits = |room: u64| size < MEMORY_LANE_MAX_BYTES && size.saturating_mul(8) <= room;
+    bases
+        .iter()
+        .find(|(b, room)| b.in_memory && fits(*room))
+        .or(bases.last())
+        .map(|(b, _)| b)
+}
+
+/// The bytes of the files under `dir`, counting no further than `limit`.
+/// Links are not followed.
+pub fn tree_size(dir: &Path, limit: u64) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+            // Every entry takes at least a page of a tmpfs.
+            total = total.saturating_add(meta.len().max(4096));
+            if total >= limit {
+                return total;
+            }
+        }
+    }
+    total
+}
+
+/// The directory a new lane of `main` for `run_id` goes to: in memory
+/// when the workspace is small enough (see [`choose_base`]), else on disk.
+/// The base is made this user's own.
+pub fn root_for_new_lane(main: &Path, run_id: &str) -> Result<PathBuf, String> {
+    let size = tree_size(main, MEMORY_LANE_MAX_BYTES);
+    let bases: Vec<(LaneBase, u64)> = lane_bases()
+        .into_iter()
+        .map(|b| {
+            let room = match (b.in_memory, b.path.parent()) {
+                (true, Some(parent)) => available(parent),
+                _ => 0,
+            };
+            (b, room)
+        })
+        .collect();
+    let base = choose_base(&bases, size).expect("there is always a base");
+    own_dir(&base.path)?;
+    Ok(base.path.join(run_id))
+}
+
+/// Make `base` a directory of this user's, reached without a link, that no
+/// one else can enter; refuse one someone else made or planted.
+fn own_dir(base: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("lanes {}: {e}", base.display())),
+    }
+    let meta = std::fs::symlink_metadata(base).map_err(io(&format!("lanes {}", base.display())))?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != me {
+        return Err(format!(
+            "lanes {}: not a directory of this user's; remove it or set WFHOST_LANES_DIR",
+            base.display()
+        ));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o700))
+            .map_err(io(&format!("lanes {}", base.display())))?;
+    }
+    Ok(())
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
@@ -71,8 +237,8 @@ impl RepoLock {
         use std::os::fd::AsRawFd;
         let mut h = std::collections::hash_map::DefaultHasher::new();
         main.hash(&mut h);
-        let dir = lanes_root("");
-        let file = std::fs::create_dir_all(&dir).ok().and_then(|_| {
+        let dir = last_base();
+        let file = own_dir(&dir).ok().and_then(|_| {
             std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(false)
@@ -104,15 +270,21 @@ impl Drop for RepoLock {
 
 /// Whether `dir` is the top of a git work tree whose HEAD is a commit.
 fn is_git_top(dir: &Path) -> bool {
-    let Ok(top) = git(dir, &["rev-parse", "--show-toplevel"]) else {
+    // One git: the top, then HEAD's commit (failing when there is none).
+    let Ok(out) = git(
+        dir,
+        &["rev-parse", "--show-toplevel", "--verify", "-q", "HEAD"],
+    ) else {
         return false;
     };
-    let top = PathBuf::from(String::from_utf8_lossy(&top).trim());
-    let same = match (top.canonicalize(), dir.canonicalize()) {
+    let out = String::from_utf8_lossy(&out);
+    let Some(top) = out.lines().next() else {
+        return false;
+    };
+    match (PathBuf::from(top).canonicalize(), dir.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
-    };
-    same && git(dir, &["rev-parse", "--verify", "-q", "HEAD"]).is_ok()
+    }
 }
 
 fn nul_list(bytes: &[u8]) -> Vec<String> {
@@ -163,7 +335,6 @@ impl Lane {
             remove_path(&main, &path);
         }
         let lane = if is_git_top(&main) {
-            let _turn = RepoLock::take(&main);
             let lane = Lane {
                 name: name.into(),
                 path,
@@ -292,10 +463,16 @@ impl Lane {
 
     fn fill_worktree(&self) -> Result<(), String> {
         let lane = self.path.to_str().ok_or("the lane path is not UTF-8")?;
-        git(
-            &self.main,
-            &["worktree", "add", "--detach", "-q", lane, "HEAD"],
-        )?;
+        {
+            // Only the bookkeeping in `.git/worktrees/` needs turns: what
+            // follows works in the lane's own index and HEAD, and git writes
+            // objects atomically, so lanes fill side by side.
+            let _turn = RepoLock::take(&self.main);
+            git(
+                &self.main,
+                &["worktree", "add", "--detach", "-q", lane, "HEAD"],
+            )?;
+        }
         // Uncommitted changes to tracked files (staged or not).
         let patch = git(&self.main, &["diff", "--binary", "HEAD"])?;
         if !patch.is_empty() {
@@ -318,12 +495,21 @@ impl Lane {
             &self.main,
             &["ls-files", "--others", "--exclude-standard", "-z"],
         )?;
-        for rel in nul_list(&untracked).into_iter().filter(|p| !is_output(p)) {
-            copy_one(&self.main, &self.path, &rel)?;
+        let untracked: Vec<String> = nul_list(&untracked)
+            .into_iter()
+            .filter(|p| !is_output(p))
+            .collect();
+        for rel in &untracked {
+            copy_one(&self.main, &self.path, rel)?;
         }
         if self.main.join(OUTPUT).is_dir() {
             workspace::copy_tree(&self.main.join(OUTPUT), &self.path.join(OUTPUT), &|_| false)
                 .map_err(io("copying .output"))?;
+        }
+        // A clean workspace *is* its HEAD: the lane's base needs no commit
+        // of its own (`.output/` is never a change, see `is_output`).
+        if patch.is_empty() && untracked.is_empty() {
+            return Ok(());
         }
         let mut add = IDENTITY.to_vec();
         add.extend(["add", "-A"]);
@@ -467,4 +653,68 @@ pub fn remove_all(main: &Path, root: &Path) -> Vec<String> {
     let _ = std::fs::remove_dir(root);
     removed.sort();
     removed
+}
+
+#[cfg(test)]
+mod base_tests {
+    use super::*;
+
+    fn base(path: &str, in_memory: bool) -> LaneBase {
+        LaneBase {
+            path: PathBuf::from(path),
+            in_memory,
+        }
+    }
+
+    #[test]
+    fn small_workspaces_get_lanes_in_memory_and_big_ones_on_disk() {
+        let bases = [(base("/m", true), 1 << 30), (base("/d", false), 0)];
+        let pick = |size| choose_base(&bases, size).unwrap().path.clone();
+        assert_eq!(pick(200 * 4096), PathBuf::from("/m"));
+        assert_eq!(pick(MEMORY_LANE_MAX_BYTES), PathBuf::from("/d"));
+        // A memory nearly full takes no lane that would use an eighth of it.
+        let full = [(base("/m", true), 8 << 20), (base("/d", false), 0)];
+        assert_eq!(
+            choose_base(&full, 1 << 20).unwrap().path,
+            PathBuf::from("/m")
+        );
+        assert_eq!(
+            choose_base(&full, (1 << 20) + 1).unwrap().path,
+            PathBuf::from("/d")
+        );
+        // One base (WFHOST_LANES_DIR): always that one.
+        let only = [(base("/x", false), 0)];
+        assert_eq!(choose_base(&only, 1).unwrap().path, PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn the_size_counts_every_entry_and_stops_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/big"), vec![0u8; 10_000]).unwrap();
+        std::fs::write(dir.path().join("small"), "x").unwrap();
+        std::os::unix::fs::symlink("/usr", dir.path().join("link")).unwrap();
+        // sub (a page), big, small (a page), the link (a page): nothing
+        // behind the link.
+        assert_eq!(tree_size(dir.path(), u64::MAX), 4096 + 10_000 + 4096 + 4096);
+        assert!(tree_size(dir.path(), 5000) < 20_000);
+    }
+
+    #[test]
+    fn a_lane_base_planted_as_a_link_or_open_to_others_is_not_used_as_is() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        let planted = dir.path().join("wfhost-lanes-planted");
+        std::os::unix::fs::symlink(&elsewhere, &planted).unwrap();
+        let err = own_dir(&planted).unwrap_err();
+        assert!(err.contains("not a directory of this user's"), "{err}");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        own_dir(&open).unwrap();
+        let mode = std::fs::metadata(&open).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
 }

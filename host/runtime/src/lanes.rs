@@ -10,9 +10,20 @@ use std::path::{Path, PathBuf};
 use wfhost_core::engine::LaneKey;
 use wfhost_exec::lanes::{self, Lane};
 
+/// The run's lane directory holding `key`'s lane, if it exists (lanes are
+/// made in memory or on disk: see `wfhost_exec::lanes::lane_bases`).
+fn root_of(key: &LaneKey) -> Option<PathBuf> {
+    let name = key.dir_name();
+    lanes::lane_roots(&key.run_id)
+        .into_iter()
+        .find(|root| std::fs::symlink_metadata(root.join(&name)).is_ok_and(|m| m.is_dir()))
+}
+
 /// Where `key`'s lane lives.
 pub fn lane_path(key: &LaneKey) -> PathBuf {
-    lanes::lanes_root(&key.run_id).join(key.dir_name())
+    root_of(key)
+        .unwrap_or_else(|| lanes::lanes_root(&key.run_id))
+        .join(key.dir_name())
 }
 
 async fn blocking<T: Send + 'static>(
@@ -26,17 +37,25 @@ async fn blocking<T: Send + 'static>(
 pub async fn create(main: &Path, key: &LaneKey) -> Result<(), String> {
     let (main, key) = (main.to_path_buf(), key.clone());
     blocking(move || {
-        Lane::create(&main, &lanes::lanes_root(&key.run_id), &key.dir_name()).map(|_| ())
+        // A leftover of the same lane elsewhere (a crash) goes first.
+        if let Some(old) = root_of(&key)
+            && let Ok(lane) = Lane::open(&main, &old, &key.dir_name())
+        {
+            lane.remove();
+        }
+        let root = lanes::root_for_new_lane(&main, &key.run_id)?;
+        Lane::create(&main, &root, &key.dir_name()).map(|_| ())
     })
     .await
 }
 
 pub fn exists(key: &LaneKey) -> bool {
-    lane_path(key).is_dir()
+    root_of(key).is_some()
 }
 
 fn open(main: &Path, key: &LaneKey) -> Result<Lane, String> {
-    Lane::open(main, &lanes::lanes_root(&key.run_id), &key.dir_name())
+    let root = root_of(key).ok_or_else(|| format!("lane {} is missing", key.dir_name()))?;
+    Lane::open(main, &root, &key.dir_name())
 }
 
 pub async fn changes(main: &Path, key: &LaneKey) -> Result<Vec<String>, String> {
@@ -68,20 +87,21 @@ pub async fn merge(main: &Path, key: &LaneKey, files: &[String]) -> Result<Vec<S
 pub async fn remove_step(main: &Path, run_id: &str, step: u64) {
     let (main, run_id) = (main.to_path_buf(), run_id.to_string());
     let _ = blocking(move || {
-        let root = lanes::lanes_root(&run_id);
         let prefix = format!("step-{step}-");
-        let Ok(dir) = std::fs::read_dir(&root) else {
-            return Ok(());
-        };
-        for entry in dir.filter_map(Result::ok) {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix)
-                && let Ok(lane) = Lane::open(&main, &root, &name)
-            {
-                lane.remove();
+        for root in lanes::lane_roots(&run_id) {
+            let Ok(dir) = std::fs::read_dir(&root) else {
+                continue;
+            };
+            for entry in dir.filter_map(Result::ok) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.starts_with(&prefix)
+                    && let Ok(lane) = Lane::open(&main, &root, &name)
+                {
+                    lane.remove();
+                }
             }
+            let _ = std::fs::remove_dir(&root);
         }
-        let _ = std::fs::remove_dir(&root);
         Ok(())
     })
     .await;
@@ -91,18 +111,25 @@ pub async fn remove_step(main: &Path, run_id: &str, step: u64) {
 /// progress (`active_step`): what a crash left behind. Returns the lane
 /// directory names removed.
 pub fn remove_stale(main: &Path, run_id: &str, active_step: Option<u64>) -> Vec<String> {
-    let root = lanes::lanes_root(run_id);
-    let Ok(dir) = std::fs::read_dir(&root) else {
-        return Vec::new();
+    let mut removed = Vec::new();
+    for root in lanes::lane_roots(run_id) {
+        remove_stale_in(main, &root, active_step, &mut removed);
+    }
+    removed.sort();
+    removed
+}
+
+fn remove_stale_in(main: &Path, root: &Path, active_step: Option<u64>, removed: &mut Vec<String>) {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return;
     };
     let keep = active_step.map(|s| format!("step-{s}-"));
-    let mut removed = Vec::new();
     for entry in dir.filter_map(Result::ok) {
         let name = entry.file_name().to_string_lossy().into_owned();
         if keep.as_ref().is_some_and(|k| name.starts_with(k.as_str())) {
             continue;
         }
-        match Lane::open(main, &root, &name) {
+        match Lane::open(main, root, &name) {
             Ok(lane) => lane.remove(),
             Err(_) => {
                 let _ = std::fs::remove_dir_all(entry.path());
@@ -110,21 +137,19 @@ pub fn remove_stale(main: &Path, run_id: &str, active_step: Option<u64>) -> Vec<
         }
         removed.push(name);
     }
-    let _ = std::fs::remove_dir(&root);
-    removed.sort();
-    removed
+    let _ = std::fs::remove_dir(root);
 }
 
 /// The run ids that have lane directories on this machine.
 pub fn runs_with_lanes() -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(lanes::lanes_root("")) else {
-        return Vec::new();
-    };
-    let mut runs: Vec<String> = dir
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
+    let mut runs: Vec<String> = lanes::lane_bases()
+        .iter()
+        .filter_map(|b| std::fs::read_dir(&b.path).ok())
+        .flat_map(|dir| dir.filter_map(Result::ok))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     runs.sort();
+    runs.dedup();
     runs
 }
