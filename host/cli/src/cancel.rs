@@ -1,11 +1,9 @@
 //! `wfhost cancel` (stop a run for good) and `wfhost rm` (delete runs).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
-use wfhost_core::event::{Event, EventSink, Outcome};
-use wfhost_core::state::Phase;
-use wfhost_store::{RunLock, RunRecord, Store, StoreError};
+use wfhost_store::CancelError;
 
 use crate::{Global, exit, report_error, store_error};
 
@@ -28,9 +26,6 @@ pub struct RmArgs {
     runs: Vec<String>,
 }
 
-/// The prefix of a cancelled run's failure reason.
-pub const CANCELLED: &str = "cancelled";
-
 pub fn cancel(args: CancelArgs, global: &Global) -> u8 {
     let mut store = match global.existing_store() {
         Ok(s) => s,
@@ -40,103 +35,24 @@ pub fn cancel(args: CancelArgs, global: &Global) -> u8 {
         Ok(r) => r,
         Err(e) => return store_error(e),
     };
-    if let Err(code) = not_finished(&store, &run) {
-        return code;
-    }
-    let _lock = match stop_and_lock(&store, &run, Duration::from_secs(args.wait)) {
-        Ok(lock) => lock,
-        Err(code) => return code,
-    };
-    // The live run may have finished on its own while it was asked to stop.
-    if let Err(code) = not_finished(&store, &run) {
-        return code;
-    }
-    let branch = match store.current_branch(&run.id) {
-        Ok(b) => b,
-        Err(e) => return store_error(e),
-    };
-    let reason = match &args.reason {
-        Some(why) => format!("{CANCELLED}: {why}"),
-        None => format!("{CANCELLED} by the user"),
-    };
-    let mut writer = match store.writer(&run.id, branch) {
-        Ok(w) => w,
-        Err(e) => return store_error(e),
-    };
-    let finished = Event::RunFinished {
-        outcome: Outcome::Failed {
-            reason: reason.clone(),
-        },
-    };
-    if let Err(e) = writer.append(std::slice::from_ref(&finished)) {
-        report_error(format!(
-            "run {}: cannot record the cancellation: {e}",
-            run.id
-        ));
-        return exit::RUN_FAILED;
-    }
-    println!("run {} {reason}", run.id);
-    exit::SUCCESS
-}
-
-/// Exit 2 naming how the run ended, if it has.
-fn not_finished(store: &Store, run: &RunRecord) -> Result<(), u8> {
-    let branch = store.current_branch(&run.id).map_err(store_error)?;
-    let state = store.state(&run.id, branch).map_err(store_error)?;
-    match &state.phase {
-        Phase::Finished(Outcome::Succeeded) => Err(finished(run, "succeeded")),
-        Phase::Finished(Outcome::Failed { reason }) if reason.starts_with(CANCELLED) => {
-            Err(finished(run, "was cancelled"))
+    match store.cancel(
+        &run.id,
+        args.reason.as_deref(),
+        Duration::from_secs(args.wait),
+    ) {
+        Ok(reason) => {
+            println!("run {} {reason}", run.id);
+            exit::SUCCESS
         }
-        Phase::Finished(Outcome::Failed { .. }) => Err(finished(run, "failed")),
-        _ => Ok(()),
-    }
-}
-
-fn finished(run: &RunRecord, how: &str) -> u8 {
-    report_error(format!(
-        "run {} {how} already; there is nothing to cancel",
-        run.id
-    ));
-    exit::BAD_INPUT
-}
-
-/// The run's lock. A live run's process is asked to stop (SIGTERM: it
-/// stops its block's processes, containers and jobs, records what it
-/// decided and exits), then its lock is awaited for at most `wait`.
-fn stop_and_lock(store: &Store, run: &RunRecord, wait: Duration) -> Result<RunLock, u8> {
-    let pid = match store.lock_run(&run.id) {
-        Ok(lock) => return Ok(lock),
-        Err(StoreError::Busy { pid, .. }) => pid,
-        Err(e) => return Err(store_error(e)),
-    };
-    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
-        report_error(format!(
-            "run {} is executing in a process that did not say its pid; nothing was changed",
-            run.id
-        ));
-        return Err(exit::BUSY);
-    };
-    // SAFETY: sending a signal; ESRCH (already gone) is fine.
-    unsafe {
-        libc::kill(pid, libc::SIGTERM);
-    }
-    let deadline = Instant::now() + wait;
-    loop {
-        match store.lock_run(&run.id) {
-            Ok(lock) => return Ok(lock),
-            Err(StoreError::Busy { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(StoreError::Busy { .. }) => {
-                report_error(format!(
-                    "run {} did not stop within {} s (pid {pid}); nothing was recorded",
-                    run.id,
-                    wait.as_secs()
-                ));
-                return Err(exit::BUSY);
-            }
-            Err(e) => return Err(store_error(e)),
+        Err(CancelError::Store(e)) => store_error(e),
+        Err(e) => {
+            let code = match &e {
+                CancelError::Finished { .. } => exit::BAD_INPUT,
+                CancelError::NotRecorded { .. } => exit::RUN_FAILED,
+                _ => exit::BUSY,
+            };
+            report_error(e.to_string());
+            code
         }
     }
 }

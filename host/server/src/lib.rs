@@ -6,6 +6,8 @@
 //!
 //! Thin over the store: each request opens the store (SQLite, in the
 //! wfhost home) on tokio's blocking pool; nothing is cached in the server.
+//! Runs are changed under the same lock discipline as the CLI's: a cancel
+//! stops a live run's process and records the end under the run's lock.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,10 +15,12 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 pub mod auth;
+mod body;
 pub mod error;
+mod manage;
 mod openapi;
 mod runs;
 mod store;
@@ -72,6 +76,9 @@ pub fn router(config: &ServerConfig) -> Router {
         .route("/runs/{id}/steps", get(runs::steps))
         .route("/runs/{id}/events", get(runs::events))
         .route("/runs/{id}/events/stream", get(stream::events))
+        .route("/runs/import", post(manage::import))
+        .route("/runs/{id}/cancel", post(manage::cancel))
+        .route("/runs/{id}/export", get(manage::export))
         .route("/gates", get(runs::gates))
         .with_state(state)
         .route("/openapi.json", get(openapi::document))

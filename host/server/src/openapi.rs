@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.1.0";
+pub const API_VERSION: &str = "0.2.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -33,6 +33,29 @@ fn get(summary: &str, params: Vec<Value>, response: Value) -> Value {
             "400": error_response("A bad query string or parameter."),
             "401": error_response("A bearer token is required and was missing or wrong."),
             "404": error_response("No such run."),
+        }
+    }})
+}
+
+fn post(
+    summary: &str,
+    params: Vec<Value>,
+    body: Value,
+    ok_status: &str,
+    response: Value,
+    conflict: &str,
+) -> Value {
+    json!({"post": {
+        "summary": summary,
+        "parameters": params,
+        "requestBody": {"required": false, "content": {"application/json": {"schema": body}}},
+        "responses": {
+            ok_status: response,
+            "400": error_response("A body that is not JSON or does not fit: details.pointer is the JSON pointer of the offending value."),
+            "401": error_response("A bearer token is required and was missing or wrong."),
+            "404": error_response("No such run."),
+            "409": error_response(conflict),
+            "413": error_response("A body over 1 MiB (details.limit_bytes)."),
         }
     }})
 }
@@ -80,6 +103,23 @@ pub fn spec() -> Value {
                     "404": error_response("No such run."),
                 }
             }},
+            "/runs/{id}/cancel": post(
+                "Cancel the run for good: a live run's process is asked to stop (it stops its block's processes, containers and jobs), then the run is recorded as failed with `cancelled: <reason>`.",
+                vec![run_id()],
+                json!({"$ref": "#/components/schemas/CancelRequest"}),
+                "200",
+                ok("Cancelled.", "Cancelled"),
+                "`finished`: the run had ended already; `busy`: its process did not stop within wait_s.",
+            ),
+            "/runs/{id}/export": get("The run as a bundle (`wfhost export`'s format): its record, pinned definition and every event, with a checksum.", vec![run_id()], ok("The bundle.", "Bundle")),
+            "/runs/import": post(
+                "Add a bundle's run to this store, all or nothing. Refused (400) if its format or version is unknown, its checksum does not match, or its log does not fold.",
+                vec![],
+                json!({"$ref": "#/components/schemas/Bundle"}),
+                "201",
+                ok("Imported.", "Imported"),
+                "`exists`: a run with the bundle's id is in this store already.",
+            ),
             "/gates": get("Gates waiting for an answer, in every run.", vec![], ok("Open gates.", "Gates")),
             "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
         },
@@ -87,7 +127,7 @@ pub fn spec() -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
-                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, internal"},
+                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, finished, exists, internal"},
                     "message": {"type": "string"},
                     "details": {"description": "Structured extras, or null."}
                 }},
@@ -106,6 +146,17 @@ pub fn spec() -> Value {
                     "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
                 }},
                 "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "next_after": {"type": ["integer", "null"]}}},
+                "CancelRequest": {"type": "object", "additionalProperties": false, "properties": {
+                    "reason": {"type": "string", "description": "Recorded with the cancellation."},
+                    "wait_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "How long to wait for a live run's process to stop (default 60)."}
+                }},
+                "Cancelled": {"type": "object", "properties": {"run_id": {"type": "string"}, "status": {"const": "failed"}, "reason": {"type": "string"}}},
+                "Bundle": {"type": "object", "required": ["format", "version", "event_format", "run", "definition", "events", "checksum"], "properties": {
+                    "format": {"const": "wfhost-run-bundle"}, "version": {"type": "integer"}, "event_format": {"type": "integer"},
+                    "run": {"type": "object"}, "definition": {"type": "string", "description": "The pinned definition, canonical JSON."},
+                    "events": {"type": "array", "items": {"type": "object"}}, "checksum": {"type": "string"}
+                }},
+                "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
                 "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"type": "object"}}}}
             }
         },

@@ -371,16 +371,172 @@ fn the_openapi_document_describes_every_endpoint() {
         "/runs/{id}/events/stream",
         "/gates",
         "/openapi.json",
+        "/runs/{id}/cancel",
+        "/runs/{id}/export",
+        "/runs/import",
     ] {
         assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
     }
-    // And every documented path answers (not the fallback's 404).
+    // And every documented GET answers (not the fallback's 404).
     add_run(home.path(), "r", "w", 1, true);
     for p in paths {
-        if p.ends_with("/stream") {
+        if p.ends_with("/stream") || doc["paths"][p.as_str()].get("get").is_none() {
             continue;
         }
         let (status, body) = get(server.addr, &format!("/v1{}", p.replace("{id}", "r")));
         assert_eq!(status, 200, "{p}: {body}");
     }
+}
+
+fn post(addr: SocketAddr, path: &str, body: &[u8]) -> (u16, Value) {
+    let (status, body) = request(
+        addr,
+        "POST",
+        path,
+        &["Content-Type: application/json"],
+        body,
+    );
+    (status, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn a_cancel_records_the_end_once_and_says_why_it_cannot() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-open", "w", 3, false);
+    add_run(home.path(), "run-done", "w", 1, true);
+    let server = start(home.path(), None);
+    let (status, body) = post(
+        server.addr,
+        "/v1/runs/run-open/cancel",
+        br#"{"reason": "api"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reason"], "cancelled: api");
+    let (_, run) = get(server.addr, "/v1/runs/run-open");
+    assert_eq!(run["status"], "failed", "{run}");
+    // Again, or a run that ended by itself: a conflict that says how it ended.
+    let (status, body) = post(server.addr, "/v1/runs/run-open/cancel", b"");
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("finished")),
+        "{body}"
+    );
+    assert!(body["message"].as_str().unwrap().contains("was cancelled"));
+    let (status, body) = post(server.addr, "/v1/runs/run-done/cancel", b"{}");
+    assert_eq!(status, 409, "{body}");
+    assert!(body["message"].as_str().unwrap().contains("succeeded"));
+    let (status, _) = post(server.addr, "/v1/runs/run-nope/cancel", b"{}");
+    assert_eq!(status, 404);
+    // Nothing else was written to the finished runs.
+    let (_, events) = get(server.addr, "/v1/runs/run-open/events?limit=1000");
+    let finished = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["type"] == "run_finished")
+        .count();
+    assert_eq!(finished, 1);
+}
+
+#[test]
+fn bad_bodies_are_400s_naming_the_pointer_and_big_ones_413s() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-open", "w", 1, false);
+    let server = start(home.path(), None);
+    let url = "/v1/runs/run-open/cancel";
+    for (body, pointer) in [
+        (&br#"{"reason": 5}"#[..], "/reason"),
+        (br#"{"wait_s": 100000}"#, "/wait_s"),
+        (br#"{"wait_s": -1}"#, "/wait_s"),
+        (br#"{"reason": "x", "bogus": 1}"#, "/bogus"),
+        (br#"{"reason": "#, "/reason"),
+        (br#"[1, 2]"#, ""),
+    ] {
+        let (status, err) = post(server.addr, url, body);
+        assert_eq!(status, 400, "{}: {err}", String::from_utf8_lossy(body));
+        assert_eq!(err["code"], "bad_request");
+        assert_eq!(err["details"]["pointer"], pointer, "{err}");
+    }
+    let big = format!(
+        r#"{{"reason": "{}"}}"#,
+        "x".repeat(wfhost_server::MAX_BODY_BYTES)
+    );
+    let (status, err) = post(server.addr, url, big.as_bytes());
+    assert_eq!(status, 413, "{err}");
+    assert_eq!(err["code"], "payload_too_large");
+    assert_eq!(err["details"]["limit_bytes"], wfhost_server::MAX_BODY_BYTES);
+    let (status, _) = post(server.addr, "/v1/runs/import", big.as_bytes());
+    assert_eq!(status, 413);
+    // None of it touched the run.
+    let (_, run) = get(server.addr, "/v1/runs/run-open");
+    assert_ne!(run["status"], "failed", "{run}");
+}
+
+/// A definition that parses as a workflow, so its run's bundle imports.
+const DEFINITION: &str = r#"{"id":"w","nodes":{"main":{"blocks":{"a":{"transitions":[{"action":"END","on_signal":"SIGNAL:SUCCESS"}],"worker":"echo"}},"entry_block":"a"}},"start_node":"main"}"#;
+
+fn add_real_run(home: &Path, id: &str) {
+    let mut store = Store::open(home, Durability::Normal).unwrap();
+    let hash = wfhost_core::manifest::pinning::hash_of(DEFINITION);
+    let record = RunRecord {
+        id: id.into(),
+        workflow_id: "w".into(),
+        workflow_hash: hash.clone(),
+        manifest: "/nowhere/wf.json".into(),
+        workspace: "/tmp".into(),
+        created_at: 1,
+    };
+    let mut first = started(id, "w");
+    if let Event::RunStarted { workflow_hash, .. } = &mut first {
+        *workflow_hash = hash;
+    }
+    store.create_run(&record, DEFINITION, &first).unwrap();
+    store.writer(id, 1).unwrap().append(&step(0, true)).unwrap();
+}
+
+#[test]
+fn a_run_exported_from_one_server_imports_into_another_once() {
+    let here = tempfile::tempdir().unwrap();
+    add_real_run(here.path(), "run-moving");
+    let source = start(here.path(), None);
+    let (status, bundle) = get(source.addr, "/v1/runs/run-moving/export");
+    assert_eq!(status, 200, "{bundle}");
+    assert_eq!(bundle["format"], "wfhost-run-bundle");
+    assert_eq!(bundle["events"].as_array().unwrap().len(), 4);
+    let (status, _) = get(source.addr, "/v1/runs/run-nope/export");
+    assert_eq!(status, 404);
+
+    let there = tempfile::tempdir().unwrap();
+    let target = start(there.path(), None);
+    let text = serde_json::to_vec(&bundle).unwrap();
+    // A bundle edited on the way is refused whole.
+    let mut edited = bundle.clone();
+    edited["run"]["workspace"] = "/elsewhere".into();
+    let (status, err) = post(
+        target.addr,
+        "/v1/runs/import",
+        &serde_json::to_vec(&edited).unwrap(),
+    );
+    assert_eq!(status, 400, "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("checksum"),
+        "{err}"
+    );
+    let (status, err) = post(target.addr, "/v1/runs/import", b"{\"format\": ");
+    assert_eq!(status, 400, "{err}");
+    let (status, _) = get(target.addr, "/v1/runs/run-moving");
+    assert_eq!(status, 404);
+
+    let (status, body) = post(target.addr, "/v1/runs/import", &text);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["run_id"], "run-moving");
+    let (status, run) = get(target.addr, "/v1/runs/run-moving");
+    assert_eq!(status, 200);
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let (status, err) = post(target.addr, "/v1/runs/import", &text);
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (409, Some("exists")),
+        "{err}"
+    );
 }

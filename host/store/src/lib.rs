@@ -18,6 +18,7 @@
 //! processes from executing the same run.
 
 mod bundle;
+mod cancel;
 mod error;
 mod gc;
 mod ids;
@@ -33,6 +34,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
+pub use cancel::{CANCELLED, CancelError};
 pub use error::StoreError;
 pub use gc::GcCandidate;
 pub use ids::{new_run_id, snapshot_id};
