@@ -99,3 +99,231 @@ fn serving_beyond_loopback_without_tokens_is_refused() {
     );
     assert_eq!(out.status.code(), Some(2));
 }
+
+fn http_post(addr: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let body = body.to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let body = raw.split_once("\r\n\r\n").unwrap().1;
+    (status, serde_json::from_str(body).unwrap_or_default())
+}
+
+/// The run's status once it is `want`, waiting up to 60 s.
+fn await_status(addr: &str, run: &str, want: &str) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, body) = http_get(addr, &format!("/v1/runs/{run}"));
+        if status == 200 && body["status"] == want {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {run} never became {want}: {status} {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn runs_started_answered_and_forked_over_the_api_are_the_clis_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve(scratch.path());
+    let ws = workspace_in(scratch.path());
+    let workflow = repo().join("examples/review-gate/workflow.json");
+    let (status, started) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"workflow": workflow, "workspace": ws}),
+    );
+    assert_eq!(status, 202, "{started}");
+    let id = started["run_id"].as_str().unwrap().to_string();
+    await_status(&served.addr, &id, "waiting");
+    // The same run the CLI sees.
+    let gates = wfhost(&["gates", "--json"], scratch.path());
+    assert!(stdout(&gates).contains(&id), "{}", stdout(&gates));
+
+    let gate = |g: &str, answer: &str| {
+        http_post(
+            &served.addr,
+            &format!("/v1/runs/{id}/gates/{g}"),
+            &serde_json::json!({"answer": answer}),
+        )
+    };
+    let (status, err) = gate("UD-9", "approved");
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (409, Some("not_waiting")),
+        "{err}"
+    );
+    // The CLI's own check, as the error.
+    let (status, err) = gate("UD-1", "approved please");
+    assert_eq!(status, 400, "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("changes-requested"),
+        "{err}"
+    );
+    let (status, answered) = gate("UD-1", "approved");
+    assert_eq!(status, 202, "{answered}");
+    let run = await_status(&served.addr, &id, "succeeded");
+    assert_eq!(run["run"]["id"], id.as_str(), "{run}");
+    // Nothing to resume: the CLI's refusal, as the error (`busy` while the
+    // process that ended the run is still exiting).
+    let resume = || {
+        http_post(
+            &served.addr,
+            &format!("/v1/runs/{id}/resume"),
+            &serde_json::json!({}),
+        )
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (mut status, mut err) = resume();
+    while status == 409 && err["code"] == "busy" && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        (status, err) = resume();
+    }
+    assert_eq!(status, 400, "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing to resume"),
+        "{err}"
+    );
+
+    // A new branch from the first snapshot: it waits at the gate again.
+    let (_, events) = http_get(&served.addr, &format!("/v1/runs/{id}/events"));
+    let snapshot = events["events"][0]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, forked) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{id}/fork"),
+        &serde_json::json!({"at": snapshot}),
+    );
+    assert_eq!(status, 202, "{forked}");
+    assert_eq!(forked["branch"], 2, "{forked}");
+    await_status(&served.addr, &id, "waiting");
+    let (status, cancelled) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{id}/cancel"),
+        &serde_json::json!({"reason": "done here"}),
+    );
+    assert_eq!(status, 200, "{cancelled}");
+}
+
+#[test]
+fn a_start_that_cannot_run_is_refused_with_the_reason_and_records_nothing() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve(scratch.path());
+    let ws = workspace_in(scratch.path());
+    let hello = repo().join("examples/hello/workflow.json");
+    for (body, pointer) in [
+        (
+            serde_json::json!({"workflow": hello, "workspace": "relative/ws"}),
+            "/workspace",
+        ),
+        (serde_json::json!({"workspace": ws}), "/workflow"),
+        (
+            serde_json::json!({"workflow": hello, "manifest": {}, "workspace": ws}),
+            "/workflow",
+        ),
+        (
+            serde_json::json!({"workflow": hello, "workspace": ws, "max_steps": "many"}),
+            "/max_steps",
+        ),
+    ] {
+        let (status, err) = http_post(&served.addr, "/v1/runs", &body);
+        assert_eq!(status, 400, "{body}: {err}");
+        assert_eq!(err["details"]["pointer"], pointer, "{err}");
+    }
+    // A manifest in the body that is not a workflow: the CLI's message.
+    let (status, err) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"manifest": {"id": "broken", "nodes": {}}, "workspace": ws}),
+    );
+    assert_eq!(status, 400, "{err}");
+    assert!(
+        err["message"].as_str().unwrap().contains("start_node"),
+        "{err}"
+    );
+    let (_, runs) = http_get(&served.addr, "/v1/runs");
+    assert_eq!(runs["runs"].as_array().map_or(0, Vec::len), 0, "{runs}");
+
+    // A manifest in the body that is one runs, with its inputs.
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&hello).unwrap()).unwrap();
+    let (status, started) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"manifest": manifest, "workspace": ws}),
+    );
+    assert_eq!(status, 202, "{started}");
+    await_status(
+        &served.addr,
+        started["run_id"].as_str().unwrap(),
+        "succeeded",
+    );
+}
+
+#[test]
+fn a_run_killed_mid_way_is_resumed_over_the_api_to_its_end() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve(scratch.path());
+    let ws = workspace_in(scratch.path());
+    let n = 5000;
+    let blocks: serde_json::Map<String, serde_json::Value> = (0..n)
+        .map(|i| {
+            let action = if i + 1 == n {
+                "END".to_string()
+            } else {
+                format!("JUMP:b{}", i + 1)
+            };
+            (
+                format!("b{i}"),
+                serde_json::json!({"worker": "echo", "payload_merge_strategy": ["clear"],
+                    "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
+            )
+        })
+        .collect();
+    let manifest = serde_json::json!({"id": "long", "start_node": "main",
+        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}});
+    let (status, started) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"manifest": manifest, "workspace": ws, "max_steps": n + 10}),
+    );
+    assert_eq!(status, 202, "{started}");
+    let id = started["run_id"].as_str().unwrap().to_string();
+    await_status(&served.addr, &id, "running");
+    // SIGKILL the run's process (its command line names the run).
+    let killed = Command::new("pkill")
+        .args(["-KILL", "-f", &format!("run-id {id}")])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "no process ran {id}");
+    let run = await_status(&served.addr, &id, "interrupted");
+    assert!(run["steps"].as_u64().unwrap() < n as u64, "{run}");
+    let (status, resumed) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{id}/resume"),
+        &serde_json::json!({}),
+    );
+    assert_eq!(status, 202, "{resumed}");
+    let run = await_status(&served.addr, &id, "succeeded");
+    assert_eq!(run["steps"], n, "{run}");
+}

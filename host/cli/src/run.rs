@@ -62,6 +62,10 @@ pub struct RunArgs {
     /// `container:IMAGE` (a local image) or `slurm[:PARTITION]`.
     #[arg(long, default_value = "local", value_name = "EXECUTOR")]
     executor: wfhost_exec::Executor,
+    /// The new run's id, chosen by the caller (`wfhost serve` starting a
+    /// run it has already answered for); `run-YYYYMMDD-HHMMSS-xxxxxx`.
+    #[arg(long, hide = true, value_parser = run_id)]
+    run_id: Option<String>,
 }
 
 pub fn run(args: RunArgs, global: &Global) -> u8 {
@@ -149,7 +153,10 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     let pin = PinnedDefinition::of(&workflow);
     let now = wfhost_store::time::now_ms();
     let record = RunRecord {
-        id: wfhost_store::new_run_id(now),
+        id: args
+            .run_id
+            .clone()
+            .unwrap_or_else(|| wfhost_store::new_run_id(now)),
         workflow_id: workflow.workflow.id.clone(),
         workflow_hash: pin.hash.clone(),
         manifest: std::path::absolute(&workflow.file)
@@ -236,5 +243,13 @@ fn chosen_workspace(
             "no workspace: pass --workspace DIR (the directory the blocks work in), or name one in {} (\"workspace\": \"DIR\", relative to the manifest)",
             workflow.file.display()
         )),
+    }
+}
+
+fn run_id(id: &str) -> Result<String, String> {
+    if wfhost_store::is_run_id(id) {
+        Ok(id.to_string())
+    } else {
+        Err("a run id looks like run-YYYYMMDD-HHMMSS-xxxxxx".into())
     }
 }

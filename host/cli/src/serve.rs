@@ -38,10 +38,15 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    // Runs started over the API execute in this same executable.
+    let runner = std::env::current_exe()
+        .ok()
+        .map(|exe| wfhost_server::Runner { exe });
     let config = wfhost_server::ServerConfig {
         listen: args.listen,
         home,
         tokens,
+        runner,
     };
     if let Err(e) = config.check() {
         report_error(e);

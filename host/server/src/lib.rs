@@ -22,12 +22,15 @@ mod body;
 pub mod error;
 mod manage;
 mod openapi;
+mod runner;
 mod runs;
+mod start;
 mod store;
 mod stream;
 
 pub use auth::Tokens;
 pub use error::ApiError;
+pub use runner::Runner;
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7464";
@@ -43,11 +46,15 @@ pub struct ServerConfig {
     pub home: PathBuf,
     /// Required unless `listen` is a loopback address.
     pub tokens: Option<Tokens>,
+    /// The `wfhost` executable runs are started with; without one the
+    /// endpoints that start or continue runs answer 501.
+    pub runner: Option<Runner>,
 }
 
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub home: Arc<PathBuf>,
+    pub runner: Option<Runner>,
 }
 
 impl ServerConfig {
@@ -67,10 +74,11 @@ impl ServerConfig {
 pub fn router(config: &ServerConfig) -> Router {
     let state = AppState {
         home: Arc::new(config.home.clone()),
+        runner: config.runner.clone(),
     };
     let tokens = config.tokens.clone().map(Arc::new);
     let v1 = Router::new()
-        .route("/runs", get(runs::list))
+        .route("/runs", get(runs::list).post(start::start))
         .route("/runs/{id}", get(runs::show))
         .route("/runs/{id}/branches", get(runs::branches))
         .route("/runs/{id}/steps", get(runs::steps))
@@ -78,6 +86,9 @@ pub fn router(config: &ServerConfig) -> Router {
         .route("/runs/{id}/events/stream", get(stream::events))
         .route("/runs/import", post(manage::import))
         .route("/runs/{id}/cancel", post(manage::cancel))
+        .route("/runs/{id}/gates/{gate}", post(start::answer_gate))
+        .route("/runs/{id}/resume", post(start::resume))
+        .route("/runs/{id}/fork", post(start::fork))
         .route("/runs/{id}/export", get(manage::export))
         .route("/gates", get(runs::gates))
         .with_state(state)

@@ -60,6 +60,15 @@ fn post(
     }})
 }
 
+/// One path's operations from several `get`/`post` objects.
+fn both(a: Value, b: Value) -> Value {
+    let (Value::Object(mut a), Value::Object(b)) = (a, b) else {
+        unreachable!("operations are objects")
+    };
+    a.extend(b);
+    Value::Object(a)
+}
+
 pub fn spec() -> Value {
     let branch = || {
         param(
@@ -79,12 +88,19 @@ pub fn spec() -> Value {
         "servers": [{"url": "/v1"}],
         "paths": {
             "/health": get("Liveness and the server clock.", vec![], ok("Up.", "Health")),
-            "/runs": get("Runs, newest first.", vec![
+            "/runs": both(get("Runs, newest first.", vec![
                 param("status", "string", "running, waiting, succeeded, failed or interrupted."),
                 param("workflow", "string", "Only runs of this workflow id."),
                 limit("1000 (default 50)"),
                 param("after", "string", "The last run id of the previous page (its next_after)."),
-            ], ok("A page of runs.", "RunPage")),
+            ], ok("A page of runs.", "RunPage")), post(
+                "Start a run of a workflow file on the server, or of a workflow given in the body. It executes in its own wfhost process, as `wfhost run` would; the answer comes once the run is recorded. A workflow the CLI would refuse is a 400 with its message, and nothing is recorded.",
+                vec![],
+                json!({"$ref": "#/components/schemas/StartRequest"}),
+                "202",
+                ok("Started.", "Launched"),
+                "`busy`: the workspace is in use by another run.",
+            )),
             "/runs/{id}": get("One run: its branch's state and its branches.", vec![run_id(), branch()], ok("The run.", "Run")),
             "/runs/{id}/branches": get("The run's branches.", vec![run_id()], ok("Branches.", "Branches")),
             "/runs/{id}/steps": get("The executed steps of a branch.", vec![run_id(), branch()], ok("Steps.", "Steps")),
@@ -111,6 +127,30 @@ pub fn spec() -> Value {
                 ok("Cancelled.", "Cancelled"),
                 "`finished`: the run had ended already; `busy`: its process did not stop within wait_s.",
             ),
+            "/runs/{id}/gates/{gate}": post(
+                "Answer a gate the run waits at (`approved`, `changes-requested:<text>`; at a fan-in gate `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`); the run goes on in its own process. Answered once the answer is recorded.",
+                vec![run_id(), json!({"name": "gate", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The gate id (UD-1, …)."})],
+                json!({"type": "object", "required": ["answer"], "additionalProperties": false, "properties": {"answer": {"type": "string"}}}),
+                "202",
+                ok("Answered.", "Launched"),
+                "`not_waiting`: the run does not wait at that gate; `busy`: it is executing.",
+            ),
+            "/runs/{id}/resume": post(
+                "Continue an interrupted run in its own process (`wfhost resume`). Answered once that process holds the run.",
+                vec![run_id()],
+                json!({"type": "object", "additionalProperties": false, "properties": {"branch": {"type": "integer", "description": "Default: the branch written last."}}}),
+                "202",
+                ok("Resumed.", "Launched"),
+                "`busy`: the run is executing.",
+            ),
+            "/runs/{id}/fork": post(
+                "Start a new branch of the run at a snapshot (each event's `snapshot` in the event log) and run it in its own process (`wfhost fork`).",
+                vec![run_id()],
+                json!({"type": "object", "required": ["at"], "additionalProperties": false, "properties": {"at": {"type": "string"}}}),
+                "202",
+                ok("Forked: `branch` is the new branch.", "Launched"),
+                "`busy`: the run is executing.",
+            ),
             "/runs/{id}/export": get("The run as a bundle (`wfhost export`'s format): its record, pinned definition and every event, with a checksum.", vec![run_id()], ok("The bundle.", "Bundle")),
             "/runs/import": post(
                 "Add a bundle's run to this store, all or nothing. Refused (400) if its format or version is unknown, its checksum does not match, or its log does not fold.",
@@ -127,7 +167,7 @@ pub fn spec() -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {
                 "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
-                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, finished, exists, internal"},
+                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, finished, exists, not_waiting, not_available, internal"},
                     "message": {"type": "string"},
                     "details": {"description": "Structured extras, or null."}
                 }},
@@ -146,6 +186,19 @@ pub fn spec() -> Value {
                     "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
                 }},
                 "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "next_after": {"type": ["integer", "null"]}}},
+                "StartRequest": {"type": "object", "required": ["workspace"], "additionalProperties": false, "properties": {
+                    "workflow": {"type": "string", "description": "An absolute path on the server (or give manifest)."},
+                    "manifest": {"type": "object", "description": "The workflow itself, as in a workflow file; plugin paths must be absolute."},
+                    "workspace": {"type": "string", "description": "An absolute path on the server."},
+                    "inputs": {"type": "object", "description": "The run's inputs, as `wfhost run --input`."},
+                    "max_steps": {"type": "integer", "minimum": 0},
+                    "executor": {"type": "string", "description": "local, container:IMAGE or slurm[:PARTITION]."}
+                }},
+                "Launched": {"type": "object", "required": ["run_id", "starting"], "properties": {
+                    "run_id": {"type": "string"},
+                    "starting": {"type": "boolean", "description": "True when the process had not done what was asked within 30 s (it goes on); watch the run."},
+                    "gate": {"type": "string"}, "answer": {"type": "string"}, "branch": {"type": ["integer", "null"]}
+                }},
                 "CancelRequest": {"type": "object", "additionalProperties": false, "properties": {
                     "reason": {"type": "string", "description": "Recorded with the cancellation."},
                     "wait_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "How long to wait for a live run's process to stop (default 60)."}

@@ -102,6 +102,7 @@ fn start(home: &Path, tokens: Option<Tokens>) -> Server {
         listen: "127.0.0.1:0".parse().unwrap(),
         home: home.to_path_buf(),
         tokens,
+        runner: None,
     };
     rt.spawn(async move {
         wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
@@ -327,6 +328,7 @@ fn a_non_loopback_address_needs_tokens() {
         listen: "0.0.0.0:0".parse().unwrap(),
         home: "/nowhere".into(),
         tokens: None,
+        runner: None,
     };
     assert!(config.check().unwrap_err().contains("--auth-token-file"));
 }
@@ -374,6 +376,9 @@ fn the_openapi_document_describes_every_endpoint() {
         "/runs/{id}/cancel",
         "/runs/{id}/export",
         "/runs/import",
+        "/runs/{id}/gates/{gate}",
+        "/runs/{id}/resume",
+        "/runs/{id}/fork",
     ] {
         assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
     }
@@ -539,4 +544,23 @@ fn a_run_exported_from_one_server_imports_into_another_once() {
         (409, Some("exists")),
         "{err}"
     );
+}
+
+#[test]
+fn a_server_without_an_executable_says_it_starts_no_runs() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-open", "w", 1, false);
+    let server = start(home.path(), None);
+    let (status, err) = post(
+        server.addr,
+        "/v1/runs",
+        br#"{"workflow": "/w.json", "workspace": "/ws"}"#,
+    );
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (501, Some("not_available")),
+        "{err}"
+    );
+    let (status, _) = post(server.addr, "/v1/runs/run-open/resume", b"{}");
+    assert_eq!(status, 501);
 }

@@ -22,10 +22,40 @@ pub fn new_run_id(now_ms: i64) -> String {
     format!("run-{date}-{time}-{}", hex::encode(random))
 }
 
+/// Whether `id` has the shape [`new_run_id`] gives ids.
+pub fn is_run_id(id: &str) -> bool {
+    let Some(rest) = id.strip_prefix("run-") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('-').collect();
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    let hex = |s: &str| s.len() == 6 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    matches!(parts.as_slice(), [date, time, random] if digits(date, 8) && digits(time, 6) && hex(random))
+}
+
 /// The snapshot id of event `seq` of run `run_id`: `sn-` and 12 hex digits
 /// of a hash of both, so that a snapshot names its run as well as its
 /// place, and a snapshot of one run is never mistaken for one of another.
 pub fn snapshot_id(run_id: &str, seq: u64) -> String {
     let digest = Sha256::digest(format!("{run_id}/{seq}").as_bytes());
     format!("sn-{}", &hex::encode(digest)[..12])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn new_run_ids_have_the_shape_is_run_id_checks() {
+        for _ in 0..20 {
+            assert!(super::is_run_id(&super::new_run_id(1_795_410_070_021)));
+        }
+        for bad in [
+            "run-1-2-3",
+            "run-20261123-040112-9C2E41",
+            "x-20261123-040112-9c2e41",
+            "run-20261123-040112-9c2e41-x",
+            "run-2026112a-040112-9c2e41",
+        ] {
+            assert!(!super::is_run_id(bad), "{bad}");
+        }
+    }
 }

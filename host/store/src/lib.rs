@@ -37,7 +37,7 @@ pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
 pub use cancel::{CANCELLED, CancelError};
 pub use error::StoreError;
 pub use gc::GcCandidate;
-pub use ids::{new_run_id, snapshot_id};
+pub use ids::{is_run_id, new_run_id, snapshot_id};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, OpenGate, StoredEvent};
 
@@ -369,6 +369,11 @@ impl Store {
     /// process holds it.
     pub fn lock_run(&self, run_id: &str) -> Result<RunLock, StoreError> {
         RunLock::acquire(&self.home, run_id)
+    }
+
+    /// The pid of the process executing `run_id` right now, if any.
+    pub fn lock_holder(&self, run_id: &str) -> Option<u32> {
+        RunLock::holder(&self.home, run_id)
     }
 
     /// Whether a process is executing `run_id` right now.

@@ -42,7 +42,17 @@ impl RunLock {
             .open(&path)
             .map_err(io)?;
         // SAFETY: flock on a file descriptor we own.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let try_lock = || unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        let mut rc = try_lock();
+        // A probe (`is_held`) holds a shared lock for a few microseconds:
+        // a real holder is still there after a short wait, a probe is not.
+        for _ in 0..10 {
+            if rc == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            rc = try_lock();
+        }
         if rc != 0 {
             let pid = std::fs::read_to_string(&path)
                 .ok()
@@ -72,6 +82,17 @@ impl RunLock {
         } else {
             true
         }
+    }
+
+    /// The pid of the process holding the lock, if one does and has
+    /// written it.
+    pub fn holder(home: &Path, run_id: &str) -> Option<u32> {
+        if !Self::is_held(home, run_id) {
+            return None;
+        }
+        std::fs::read_to_string(Self::path(home, run_id))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
     }
 
     /// Remove the lock file of a run that is gone (gc).

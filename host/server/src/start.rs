@@ -1,0 +1,289 @@
+//! Starting a run, answering a gate, resuming, forking: each launched as
+//! the matching `wfhost` command in its own process (see `runner`).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use wfhost_store::Store;
+
+use crate::AppState;
+use crate::body::JsonBody;
+use crate::error::ApiError;
+use crate::runner::Launched;
+use crate::store::{exact_run, with_store};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    /// A workflow file on the server (absolute path).
+    workflow: Option<String>,
+    /// Or the workflow itself.
+    manifest: Option<Map<String, Value>>,
+    /// The workspace on the server (absolute path).
+    workspace: String,
+    inputs: Option<Map<String, Value>>,
+    max_steps: Option<u64>,
+    /// `local`, `container:IMAGE` or `slurm[:PARTITION]`.
+    executor: Option<String>,
+}
+
+fn at(pointer: &str, message: impl Into<String>) -> ApiError {
+    ApiError::bad_request(message).with_details(json!({"pointer": pointer}))
+}
+
+fn absolute(pointer: &str, path: &str) -> Result<(), ApiError> {
+    if std::path::Path::new(path).is_absolute() {
+        Ok(())
+    } else {
+        Err(at(
+            pointer,
+            format!("{pointer}: `{path}` must be an absolute path on the server"),
+        ))
+    }
+}
+
+fn write_json(path: &std::path::Path, value: &Value) -> Result<(), ApiError> {
+    let parent = path.parent().expect("under the home");
+    std::fs::create_dir_all(parent)
+        .and_then(|()| std::fs::write(path, value.to_string()))
+        .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", path.display())))
+}
+
+fn runner(state: &AppState) -> Result<crate::runner::Runner, ApiError> {
+    state.runner.clone().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_available",
+            "this server executes no runs (it was started without a wfhost executable)",
+        )
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
+}
+
+fn accepted(run_id: &str, launched: Launched, extra: Value) -> (StatusCode, Json<Value>) {
+    let mut body = json!({
+        "run_id": run_id,
+        "starting": matches!(launched, Launched::Slow),
+    });
+    if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
+        body.extend(extra);
+    }
+    (StatusCode::ACCEPTED, Json(body))
+}
+
+/// `POST /v1/runs`: check the request, then `wfhost run` it under a run id
+/// chosen here; answered once the run is recorded (or refused).
+pub async fn start(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<StartBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let runner = runner(&state)?;
+    absolute("/workspace", &body.workspace)?;
+    let run_id = wfhost_store::new_run_id(wfhost_store::time::now_ms());
+    let home = state.home.as_ref().clone();
+    let given = home.join("serve-manifests");
+    let manifest = match (&body.workflow, body.manifest) {
+        (Some(path), None) => {
+            absolute("/workflow", path)?;
+            path.clone()
+        }
+        (None, Some(manifest)) => {
+            let path = given.join(format!("{run_id}.json"));
+            write_json(&path, &Value::Object(manifest))?;
+            path.display().to_string()
+        }
+        _ => {
+            return Err(at(
+                "/workflow",
+                "give either `workflow` (a file on the server) or `manifest` (the workflow itself)",
+            ));
+        }
+    };
+    let mut args = vec![
+        "run".to_string(),
+        manifest,
+        "-w".into(),
+        body.workspace.clone(),
+        "--run-id".into(),
+        run_id.clone(),
+        "--quiet".into(),
+    ];
+    if let Some(inputs) = body.inputs {
+        let path = given.join(format!("{run_id}.inputs.json"));
+        write_json(&path, &Value::Object(inputs))?;
+        args.extend(["--input".into(), path.display().to_string()]);
+    }
+    if let Some(n) = body.max_steps {
+        args.extend(["--max-steps".into(), n.to_string()]);
+    }
+    if let Some(executor) = body.executor {
+        args.extend(["--executor".into(), executor]);
+    }
+    let id = run_id.clone();
+    let launched = blocking(move || {
+        runner.launch(&home, &id, &args, |store, _| {
+            store.run(&id).ok().flatten().is_some()
+        })
+    })
+    .await?;
+    Ok(accepted(&run_id, launched, json!({})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateBody {
+    /// `approved`, `changes-requested:<what>`, or at a fan-in gate
+    /// `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`.
+    answer: String,
+}
+
+fn gate_open(store: &Store, run_id: &str, gate: &str) -> Result<bool, ApiError> {
+    Ok(store
+        .open_gates()?
+        .iter()
+        .any(|g| g.run_id == run_id && g.gate_id == gate))
+}
+
+/// `POST /v1/runs/{id}/gates/{gate}`: answer a waiting gate; the run goes
+/// on in its own process. Answered once the answer is recorded.
+pub async fn answer_gate(
+    State(state): State<AppState>,
+    Path((id, gate)): Path<(String, String)>,
+    JsonBody(body): JsonBody<GateBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let runner = runner(&state)?;
+    let (run, g) = (id.clone(), gate.clone());
+    with_store(&state.home, None, move |store| {
+        exact_run(store, &run)?;
+        if gate_open(store, &run, &g)? {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "not_waiting",
+                format!(
+                    "run {run} is not waiting at gate `{g}`; GET /v1/gates lists the open ones"
+                ),
+            ))
+        }
+    })
+    .await?;
+    let home = state.home.as_ref().clone();
+    let args = vec![
+        "gate".to_string(),
+        id.clone(),
+        gate.clone(),
+        body.answer.clone(),
+        "--quiet".into(),
+    ];
+    let (run, g) = (id.clone(), gate.clone());
+    let launched = blocking(move || {
+        runner.launch(&home, &run, &args, |store, _| {
+            gate_open(store, &run, &g).is_ok_and(|open| !open)
+        })
+    })
+    .await?;
+    Ok(accepted(
+        &id,
+        launched,
+        json!({"gate": gate, "answer": body.answer}),
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeBody {
+    /// The branch to continue (default: the one written last).
+    branch: Option<u32>,
+}
+
+/// `POST /v1/runs/{id}/resume`: continue an interrupted run in its own
+/// process. Answered once that process holds the run.
+pub async fn resume(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ResumeBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let runner = runner(&state)?;
+    let run = id.clone();
+    with_store(&state.home, None, move |store| {
+        exact_run(store, &run)?;
+        match store.lock_holder(&run) {
+            Some(pid) => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "busy",
+                format!("run {run} is executing (pid {pid}); nothing to resume"),
+            )),
+            None => Ok(()),
+        }
+    })
+    .await?;
+    let home = state.home.as_ref().clone();
+    let mut args = vec!["resume".to_string(), id.clone(), "--quiet".into()];
+    if let Some(b) = body.branch {
+        args.extend(["--branch".into(), b.to_string()]);
+    }
+    let run = id.clone();
+    // Held by this process, not by one that was finishing the run.
+    let launched = blocking(move || {
+        runner.launch(&home, &run, &args, |store, pid| {
+            store.lock_holder(&run) == Some(pid)
+        })
+    })
+    .await?;
+    Ok(accepted(&id, launched, json!({})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkBody {
+    /// The snapshot to start the new branch from (`GET /v1/runs/{id}/events`
+    /// shows each event's).
+    at: String,
+}
+
+/// `POST /v1/runs/{id}/fork`: a new branch from a snapshot, run in its own
+/// process. Answered once the branch exists, with its number.
+pub async fn fork(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<ForkBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let runner = runner(&state)?;
+    let run = id.clone();
+    let before = with_store(&state.home, None, move |store| {
+        exact_run(store, &run)?;
+        Ok(store.branches(&run)?.len())
+    })
+    .await?;
+    let home = state.home.as_ref().clone();
+    let args = vec![
+        "fork".to_string(),
+        id.clone(),
+        "--at".into(),
+        body.at.clone(),
+        "--quiet".into(),
+    ];
+    let run = id.clone();
+    let launched = blocking(move || {
+        runner.launch(&home, &run, &args, |store, _| {
+            store.branches(&run).is_ok_and(|b| b.len() > before)
+        })
+    })
+    .await?;
+    let run = id.clone();
+    let branch = with_store(&state.home, None, move |store| {
+        Ok(store.branches(&run)?.iter().map(|b| b.branch).max())
+    })
+    .await?;
+    Ok(accepted(&id, launched, json!({"branch": branch})))
+}
