@@ -37,18 +37,34 @@ fn serve(scratch: &Path) -> Served {
     Served { child, addr }
 }
 
-fn http_get(addr: &str, path: &str) -> (u16, serde_json::Value) {
+/// One request, its status and JSON body (`null` when not JSON).
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let body = body.map(|b| b.to_string());
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    if let Some(b) = &body {
+        head.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    write!(s, "{head}\r\n{}", body.unwrap_or_default()).unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
     let status = raw[9..12].parse().unwrap();
     let body = raw.split_once("\r\n\r\n").unwrap().1;
     (status, serde_json::from_str(body).unwrap_or_default())
+}
+
+fn http_get(addr: &str, path: &str) -> (u16, serde_json::Value) {
+    http(addr, "GET", path, None)
 }
 
 #[test]
@@ -101,21 +117,7 @@ fn serving_beyond_loopback_without_tokens_is_refused() {
 }
 
 fn http_post(addr: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
-    let body = body.to_string();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
-        .unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let status = raw[9..12].parse().unwrap();
-    let body = raw.split_once("\r\n\r\n").unwrap().1;
-    (status, serde_json::from_str(body).unwrap_or_default())
+    http(addr, "POST", path, Some(body))
 }
 
 /// The run's status once it is `want`, waiting up to 60 s.
