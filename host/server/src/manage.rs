@@ -13,7 +13,7 @@ use wfhost_store::{Bundle, CancelError, Store, StoreError};
 use crate::AppState;
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::store::{exact_run, with_store};
+use crate::store::{blocking, exact_run, with_store};
 
 /// The longest a cancel waits for a live run to stop.
 pub const MAX_CANCEL_WAIT_S: u64 = 600;
@@ -40,7 +40,7 @@ pub async fn cancel(
         .with_details(json!({"pointer": "/wait_s", "maximum": MAX_CANCEL_WAIT_S})));
     }
     let home = state.home.as_ref().clone();
-    tokio::task::spawn_blocking(move || {
+    blocking(move || {
         let mut store = Store::open_existing(&home)?;
         exact_run(&store, &id)?;
         let reason = store
@@ -51,7 +51,6 @@ pub async fn cancel(
         ))
     })
     .await
-    .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
 }
 
 fn cancel_error(e: CancelError) -> ApiError {
@@ -98,7 +97,7 @@ pub async fn import(
     let bundle = Bundle::parse(&bytes)
         .map_err(|m| ApiError::bad_request(format!("the bundle is invalid: {m}")))?;
     let home = state.home.as_ref().clone();
-    tokio::task::spawn_blocking(move || {
+    blocking(move || {
         let mut store = Store::open(&home, wfhost_store::Durability::Full)?;
         match store.import(&bundle) {
             Ok(()) => Ok((
@@ -114,5 +113,4 @@ pub async fn import(
         }
     })
     .await
-    .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
 }

@@ -12,7 +12,7 @@ use crate::AppState;
 use crate::body::JsonBody;
 use crate::error::ApiError;
 use crate::runner::Launched;
-use crate::store::{exact_run, with_store};
+use crate::store::{blocking, exact_run, with_store};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -61,12 +61,15 @@ fn runner(state: &AppState) -> Result<crate::runner::Runner, ApiError> {
     })
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
+/// [`Runner::launch`](crate::runner::Runner::launch) on the blocking pool.
+async fn launch(
+    runner: crate::runner::Runner,
+    home: std::path::PathBuf,
+    run: String,
+    args: Vec<String>,
+    done: impl Fn(&Store, u32) -> bool + Send + 'static,
+) -> Result<Launched, ApiError> {
+    blocking(move || runner.launch(&home, &run, &args, done)).await
 }
 
 fn accepted(run_id: &str, launched: Launched, extra: Value) -> (StatusCode, Json<Value>) {
@@ -129,10 +132,8 @@ pub async fn start(
         args.extend(["--executor".into(), executor]);
     }
     let id = run_id.clone();
-    let launched = blocking(move || {
-        runner.launch(&home, &id, &args, |store, _| {
-            store.run(&id).ok().flatten().is_some()
-        })
+    let launched = launch(runner, home, id.clone(), args, move |store, _| {
+        store.run(&id).ok().flatten().is_some()
     })
     .await?;
     Ok(accepted(&run_id, launched, json!({})))
@@ -186,10 +187,8 @@ pub async fn answer_gate(
         "--quiet".into(),
     ];
     let (run, g) = (id.clone(), gate.clone());
-    let launched = blocking(move || {
-        runner.launch(&home, &run, &args, |store, _| {
-            gate_open(store, &run, &g).is_ok_and(|open| !open)
-        })
+    let launched = launch(runner, home, run.clone(), args, move |store, _| {
+        gate_open(store, &run, &g).is_ok_and(|open| !open)
     })
     .await?;
     Ok(accepted(
@@ -234,10 +233,8 @@ pub async fn resume(
     }
     let run = id.clone();
     // Held by this process, not by one that was finishing the run.
-    let launched = blocking(move || {
-        runner.launch(&home, &run, &args, |store, pid| {
-            store.lock_holder(&run) == Some(pid)
-        })
+    let launched = launch(runner, home, run.clone(), args, move |store, pid| {
+        store.lock_holder(&run) == Some(pid)
     })
     .await?;
     Ok(accepted(&id, launched, json!({})))
@@ -274,10 +271,8 @@ pub async fn fork(
         "--quiet".into(),
     ];
     let run = id.clone();
-    let launched = blocking(move || {
-        runner.launch(&home, &run, &args, |store, _| {
-            store.branches(&run).is_ok_and(|b| b.len() > before)
-        })
+    let launched = launch(runner, home, run.clone(), args, move |store, _| {
+        store.branches(&run).is_ok_and(|b| b.len() > before)
     })
     .await?;
     let run = id.clone();

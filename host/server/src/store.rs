@@ -14,13 +14,21 @@ pub(crate) async fn with_store<T: Send + 'static>(
     f: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let home = home.to_path_buf();
-    tokio::task::spawn_blocking(move || match Store::open_existing(&home) {
+    blocking(move || match Store::open_existing(&home) {
         Ok(store) => f(&store),
         Err(StoreError::NoStore { .. }) if empty.is_some() => Ok(empty.expect("checked")),
         Err(e) => Err(e.into()),
     })
     .await
-    .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
+}
+
+/// `f` on tokio's blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
 }
 
 /// A run by its exact id (the API does not guess from a part of one).
