@@ -64,6 +64,8 @@ impl Store {
                 run_id: run_id.to_string(),
                 message: e.to_string(),
             })?;
+        // Agents running one of its blocks lose their lease and stop.
+        self.cancel_jobs_of_run(run_id, &reason, crate::time::now_ms())?;
         Ok(reason)
     }
 

@@ -22,6 +22,7 @@ mod cancel;
 mod error;
 mod gc;
 mod ids;
+mod jobs;
 mod lock;
 mod log;
 mod schema;
@@ -38,6 +39,7 @@ pub use cancel::{CANCELLED, CancelError};
 pub use error::StoreError;
 pub use gc::GcCandidate;
 pub use ids::{is_run_id, new_run_id, snapshot_id};
+pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, OpenGate, StoredEvent};
 

@@ -6,11 +6,15 @@
 //! that version 1's `(run_id, seq)` key did (a `WITHOUT ROWID` table
 //! rebalances three leaves whenever its last one fills, and version 1
 //! indexed every event's NULL `snapshot`).
+//!
+//! Version 3 adds the job queue of `wfhost serve`: each block execution
+//! handed to an agent is a row of `jobs` (leased, heartbeated, completed
+//! under a fence), with its history in `job_events`.
 
 use rusqlite::Connection;
 
 /// The schema this wfhost writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 pub(crate) enum MigrateError {
     Sqlite(rusqlite::Error),
@@ -69,6 +73,51 @@ BEGIN
 END;
 ";
 
+const V3: &str = "
+-- A block execution handed to agents. `(run, branch, step, lane)` names the
+-- execution, so a run process that restarts finds the job it queued (and
+-- its result) instead of running the block again. `state` is queued,
+-- leased, succeeded, failed or cancelled; a lease is `(attempt, token,
+-- agent, expires_at)` and only a matching `(id, attempt, token)` may
+-- heartbeat or complete it. `response` is the body the accepted completion
+-- was answered with, replayed to a duplicate of it.
+CREATE TABLE jobs (
+    id          INTEGER PRIMARY KEY,
+    run         INTEGER NOT NULL REFERENCES runs(num),
+    branch      INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    lane        TEXT NOT NULL,
+    node        TEXT NOT NULL,
+    block       TEXT NOT NULL,
+    requires    TEXT NOT NULL,
+    request     TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    attempt     INTEGER NOT NULL,
+    token       TEXT,
+    agent       TEXT,
+    expires_at  INTEGER,
+    result      TEXT,
+    response    TEXT,
+    created_at  INTEGER NOT NULL,
+    UNIQUE (run, branch, step, lane)
+);
+CREATE INDEX jobs_queued ON jobs (id) WHERE state = 'queued';
+CREATE INDEX jobs_leased ON jobs (expires_at) WHERE state = 'leased';
+
+-- What happened to each job: queued, leased, requeued (a lease expired),
+-- completed, refused (a stale or foreign completion), cancelled.
+CREATE TABLE job_events (
+    id      INTEGER PRIMARY KEY,
+    job     INTEGER NOT NULL REFERENCES jobs(id),
+    at      INTEGER NOT NULL,
+    kind    TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    agent   TEXT,
+    detail  TEXT NOT NULL
+);
+CREATE INDEX job_events_by_job ON job_events (job, id);
+";
+
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in
 /// the order they were created.
 const V1_TO_V2: &str = "
@@ -109,8 +158,9 @@ fn upgrade(conn: &Connection) -> Result<(), MigrateError> {
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
-        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY}"),
-        _ => format!("{DEFINITIONS} {V2}"),
+        2 => V3.to_string(),
+        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3}"),
+        _ => format!("{DEFINITIONS} {V2} {V3}"),
     };
     conn.execute_batch(&format!(
         "{steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

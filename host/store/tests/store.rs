@@ -380,7 +380,7 @@ fn a_version_1_store_is_upgraded_with_every_run_event_and_snapshot() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let runs: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(runs, ["new", "old"]);
     // The history, its branches and its snapshot ids are what they were.

@@ -1,0 +1,600 @@
+//! The job queue of `wfhost serve`: a block execution handed to an agent.
+//!
+//! A job is `queued → leased → succeeded | failed` (or `cancelled` with its
+//! run). A lease is `(job, attempt, token, agent, expires_at)`:
+//!
+//! - **claim** is one conditional update inside a write transaction
+//!   (`… WHERE id = ? AND state = 'queued'`), so two agents, or two server
+//!   threads, never hold the same job;
+//! - **heartbeat** extends only the lease whose `(job, attempt, token)`
+//!   matches;
+//! - **requeue** ([`Store::requeue_expired`]) puts a job whose lease ran
+//!   out back in the queue with `attempt + 1` and records it;
+//! - **completion** is fenced on `(attempt, token)`: a stale agent's late
+//!   result is refused and recorded as such; the same completion sent again
+//!   gets the response the first one got, byte for byte, and changes
+//!   nothing. A job is completed at most once.
+//!
+//! Every transition is a row of `job_events`. Times are the server's clock
+//! (Unix milliseconds), passed in by the caller.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use crate::{Store, StoreError};
+
+/// A job's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Leased,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Leased => "leased",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    fn parse(text: &str) -> JobState {
+        match text {
+            "queued" => JobState::Queued,
+            "leased" => JobState::Leased,
+            "succeeded" => JobState::Succeeded,
+            "failed" => JobState::Failed,
+            _ => JobState::Cancelled,
+        }
+    }
+
+    /// Whether the job is done with (no lease can change it any more).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// A block execution to queue.
+#[derive(Debug, Clone)]
+pub struct NewJob<'a> {
+    pub run_id: &'a str,
+    pub branch: u32,
+    pub step: u64,
+    /// The lane of a parallel block (`""` for none).
+    pub lane: &'a str,
+    pub node: &'a str,
+    pub block: &'a str,
+    /// Capabilities an agent needs to run it (`wasm`, `exec`, …).
+    pub requires: &'a [String],
+    /// What the agent is given (JSON, opaque to the store).
+    pub request: &'a str,
+}
+
+/// A job as stored.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job {
+    pub id: i64,
+    pub run_id: String,
+    pub branch: u32,
+    pub step: u64,
+    pub lane: String,
+    pub node: String,
+    pub block: String,
+    pub requires: Vec<String>,
+    pub state: JobState,
+    pub attempt: u32,
+    pub agent: Option<String>,
+    pub expires_at_ms: Option<i64>,
+    pub created_at_ms: i64,
+    /// The completion's result (JSON), once the job is final.
+    #[serde(skip)]
+    pub result: Option<String>,
+}
+
+/// A lease handed to an agent.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub job: Job,
+    pub token: String,
+    pub request: String,
+}
+
+/// One line of a job's history.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobEvent {
+    pub at_ms: i64,
+    pub kind: String,
+    pub attempt: u32,
+    pub agent: Option<String>,
+    pub detail: String,
+}
+
+/// Why a heartbeat or a completion was refused: the lease presented is not
+/// the job's current one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseLost {
+    pub job: i64,
+    /// The job's state now.
+    pub state: JobState,
+    /// Its current attempt.
+    pub attempt: u32,
+    pub reason: String,
+}
+
+/// The answer to a completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// Recorded now; `response` is what was stored to replay.
+    Accepted { response: String },
+    /// The very completion recorded before: its stored response.
+    Replayed { response: String },
+    /// Fenced off (recorded as refused).
+    Refused(LeaseLost),
+}
+
+const COLUMNS: &str = "j.id, r.id, j.branch, j.step, j.lane, j.node, j.block, j.requires, \
+     j.state, j.attempt, j.agent, j.expires_at, j.created_at, j.result";
+
+fn job_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+    let requires: String = row.get(7)?;
+    let state: String = row.get(8)?;
+    Ok(Job {
+        id: row.get(0)?,
+        run_id: row.get(1)?,
+        branch: row.get(2)?,
+        step: row.get::<_, i64>(3)? as u64,
+        lane: row.get(4)?,
+        node: row.get(5)?,
+        block: row.get(6)?,
+        requires: requires
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+        state: JobState::parse(&state),
+        attempt: row.get(9)?,
+        agent: row.get(10)?,
+        expires_at_ms: row.get(11)?,
+        created_at_ms: row.get(12)?,
+        result: row.get(13)?,
+    })
+}
+
+/// A new lease token: 128 random bits, hex.
+fn new_token() -> Result<String, std::io::Error> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
+
+fn record(
+    tx: &rusqlite::Connection,
+    job: i64,
+    at: i64,
+    kind: &str,
+    attempt: u32,
+    agent: Option<&str>,
+    detail: &str,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO job_events (job, at, kind, attempt, agent, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![job, at, kind, attempt, agent, detail])?;
+    Ok(())
+}
+
+impl Store {
+    /// Queue a block execution, or find the job that already stands for
+    /// it (a run process that restarted asks again): returns the job.
+    pub fn enqueue_job(&mut self, new: &NewJob<'_>, now_ms: i64) -> Result<Job, StoreError> {
+        let num = self.run_num(new.run_id)?;
+        if num < 0 {
+            return Err(StoreError::UnknownRun {
+                id: new.run_id.to_string(),
+                store: self.path.clone(),
+            });
+        }
+        let (tx, path) = self.begin()?;
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let inserted = tx
+            .prepare_cached(
+                "INSERT INTO jobs (run, branch, step, lane, node, block, requires, request, state, attempt, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 1, ?9) \
+                 ON CONFLICT (run, branch, step, lane) DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    num,
+                    new.branch,
+                    new.step as i64,
+                    new.lane,
+                    new.node,
+                    new.block,
+                    new.requires.join(","),
+                    new.request,
+                    now_ms
+                ])
+            })
+            .map_err(err)?;
+        let job = tx
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
+                     WHERE j.run = ?1 AND j.branch = ?2 AND j.step = ?3 AND j.lane = ?4"
+                ),
+                params![num, new.branch, new.step as i64, new.lane],
+                job_row,
+            )
+            .map_err(err)?;
+        if inserted == 1 {
+            record(&tx, job.id, now_ms, "queued", 1, None, "").map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        Ok(job)
+    }
+
+    /// Lease the oldest queued job whose needs are among `capabilities`,
+    /// for `lease_ms`. None when there is none.
+    pub fn claim_job(
+        &mut self,
+        agent: &str,
+        capabilities: &[String],
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let token = new_token().map_err(|e| StoreError::Io {
+            path: "/dev/urandom".into(),
+            message: format!("cannot make a lease token: {e}"),
+        })?;
+        let (tx, path) = self.begin()?;
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let candidates: Vec<(i64, String)> = tx
+            .prepare_cached(
+                "SELECT id, requires FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 256",
+            )
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<rusqlite::Result<_>>()
+            })
+            .map_err(err)?;
+        let fits = |requires: &str| {
+            requires
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .all(|need| capabilities.iter().any(|c| c == need))
+        };
+        let Some((id, _)) = candidates.into_iter().find(|(_, r)| fits(r)) else {
+            return Ok(None);
+        };
+        let expires = now_ms + lease_ms;
+        let changed = tx
+            .prepare_cached(
+                "UPDATE jobs SET state = 'leased', token = ?2, agent = ?3, expires_at = ?4 \
+                 WHERE id = ?1 AND state = 'queued'",
+            )
+            .and_then(|mut s| s.execute(params![id, token, agent, expires]))
+            .map_err(err)?;
+        if changed != 1 {
+            return Ok(None);
+        }
+        let (job, request) = tx
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS}, j.request FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
+                ),
+                [id],
+                |row| Ok((job_row(row)?, row.get::<_, String>(14)?)),
+            )
+            .map_err(err)?;
+        record(&tx, id, now_ms, "leased", job.attempt, Some(agent), "").map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(Some(Lease {
+            job,
+            token,
+            request,
+        }))
+    }
+
+    /// The current lease of `job`, if `(attempt, token)` is it.
+    fn check_lease(
+        tx: &rusqlite::Connection,
+        job: i64,
+        attempt: u32,
+        token: &str,
+    ) -> rusqlite::Result<Result<(), LeaseLost>> {
+        let row: Option<(String, u32, Option<String>)> = tx
+            .prepare_cached("SELECT state, attempt, token FROM jobs WHERE id = ?1")?
+            .query_row([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?;
+        let Some((state, current, held)) = row else {
+            return Ok(Err(LeaseLost {
+                job,
+                state: JobState::Cancelled,
+                attempt: 0,
+                reason: format!("there is no job {job}"),
+            }));
+        };
+        let state = JobState::parse(&state);
+        let lost = |reason: String| {
+            Ok(Err(LeaseLost {
+                job,
+                state,
+                attempt: current,
+                reason,
+            }))
+        };
+        if current != attempt {
+            return lost(format!(
+                "the lease of attempt {attempt} has ended: the job is at attempt {current} ({})",
+                state.as_str()
+            ));
+        }
+        if state != JobState::Leased {
+            return lost(format!("the job is {} now", state.as_str()));
+        }
+        // Same length and constant-time equality: a token is not guessed
+        // a character at a time.
+        use subtle::ConstantTimeEq;
+        let matches = held.is_some_and(|h| bool::from(h.as_bytes().ct_eq(token.as_bytes())));
+        if !matches {
+            return lost("the lease token does not match".into());
+        }
+        Ok(Ok(()))
+    }
+
+    /// Extend the lease `(job, attempt, token)` to `now + lease_ms`;
+    /// returns the new expiry, or why the lease is not held any more.
+    pub fn heartbeat_job(
+        &mut self,
+        job: i64,
+        attempt: u32,
+        token: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Result<i64, LeaseLost>, StoreError> {
+        let (tx, path) = self.begin()?;
+        let err = |e| StoreError::from_sqlite(&path, e);
+        if let Err(lost) = Self::check_lease(&tx, job, attempt, token).map_err(err)? {
+            return Ok(Err(lost));
+        }
+        let expires = now_ms + lease_ms;
+        tx.prepare_cached("UPDATE jobs SET expires_at = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![job, expires]))
+            .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(Ok(expires))
+    }
+
+    /// Complete the lease `(job, attempt, token)` with `result` (JSON);
+    /// `succeeded` says which final state. `respond` makes the response
+    /// body from the job as completed; it is stored and replayed to the
+    /// same completion sent again.
+    pub fn complete_job(
+        &mut self,
+        lease: (i64, u32, &str),
+        succeeded: bool,
+        result: &str,
+        now_ms: i64,
+        respond: impl FnOnce(&Job) -> String,
+    ) -> Result<Completion, StoreError> {
+        let (job, attempt, token) = lease;
+        let (tx, path) = self.begin()?;
+        let err = |e| StoreError::from_sqlite(&path, e);
+        if let Some(response) = Self::replay(&tx, lease, result).map_err(err)? {
+            return Ok(Completion::Replayed { response });
+        }
+        if let Err(lost) = Self::check_lease(&tx, job, attempt, token).map_err(err)? {
+            let agent: Option<String> = tx
+                .query_row("SELECT agent FROM jobs WHERE id = ?1", [job], |r| r.get(0))
+                .optional()
+                .map_err(err)?
+                .flatten();
+            if lost.attempt > 0 {
+                record(
+                    &tx,
+                    job,
+                    now_ms,
+                    "refused",
+                    attempt,
+                    agent.as_deref(),
+                    &lost.reason,
+                )
+                .map_err(err)?;
+                tx.commit().map_err(err)?;
+            }
+            return Ok(Completion::Refused(lost));
+        }
+        let state = if succeeded { "succeeded" } else { "failed" };
+        tx.prepare_cached(
+            "UPDATE jobs SET state = ?2, result = ?3, expires_at = NULL WHERE id = ?1",
+        )
+        .and_then(|mut s| s.execute(params![job, state, result]))
+        .map_err(err)?;
+        let done = tx
+            .query_row(
+                &format!(
+                    "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
+                ),
+                [job],
+                job_row,
+            )
+            .map_err(err)?;
+        let response = respond(&done);
+        tx.prepare_cached("UPDATE jobs SET response = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![job, response]))
+            .map_err(err)?;
+        record(&tx, job, now_ms, state, attempt, done.agent.as_deref(), "").map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(Completion::Accepted { response })
+    }
+
+    /// The stored response, when `lease` is the one that completed the job
+    /// with this very `result`.
+    fn replay(
+        tx: &rusqlite::Connection,
+        lease: (i64, u32, &str),
+        result: &str,
+    ) -> rusqlite::Result<Option<String>> {
+        let (job, attempt, token) = lease;
+        let row: Option<(u32, Option<String>, Option<String>, Option<String>)> = tx
+            .prepare_cached("SELECT attempt, token, result, response FROM jobs WHERE id = ?1")?
+            .query_row([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .optional()?;
+        Ok(match row {
+            Some((a, Some(t), Some(r), Some(response)))
+                if a == attempt && t == token && r == result =>
+            {
+                Some(response)
+            }
+            _ => None,
+        })
+    }
+
+    /// Put every job whose lease expired before `now_ms` back in the
+    /// queue with its attempt raised; returns `(job, new attempt)` of each.
+    pub fn requeue_expired(&mut self, now_ms: i64) -> Result<Vec<(i64, u32)>, StoreError> {
+        let (tx, path) = self.begin()?;
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let expired: Vec<(i64, u32, Option<String>)> = tx
+            .prepare_cached(
+                "SELECT id, attempt, agent FROM jobs WHERE state = 'leased' AND expires_at < ?1",
+            )
+            .and_then(|mut s| {
+                s.query_map([now_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<rusqlite::Result<_>>()
+            })
+            .map_err(err)?;
+        let mut requeued = Vec::with_capacity(expired.len());
+        for (job, attempt, agent) in expired {
+            tx.prepare_cached(
+                "UPDATE jobs SET state = 'queued', attempt = attempt + 1, token = NULL, agent = NULL, expires_at = NULL \
+                 WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute([job]))
+            .map_err(err)?;
+            let detail = format!(
+                "the lease of attempt {attempt} held by {} expired",
+                agent.as_deref().unwrap_or("an agent")
+            );
+            record(
+                &tx,
+                job,
+                now_ms,
+                "requeued",
+                attempt + 1,
+                agent.as_deref(),
+                &detail,
+            )
+            .map_err(err)?;
+            requeued.push((job, attempt + 1));
+        }
+        tx.commit().map_err(err)?;
+        Ok(requeued)
+    }
+
+    /// Cancel `job` unless it is final (its run stopped waiting for it).
+    pub fn cancel_job(&mut self, job: i64, why: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let (tx, path) = self.begin()?;
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let attempt: Option<u32> = tx
+            .query_row(
+                "UPDATE jobs SET state = 'cancelled', token = NULL, expires_at = NULL \
+                 WHERE id = ?1 AND state IN ('queued', 'leased') RETURNING attempt",
+                [job],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(err)?;
+        if let Some(attempt) = attempt {
+            record(&tx, job, now_ms, "cancelled", attempt, None, why).map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        Ok(attempt.is_some())
+    }
+
+    /// Cancel every unfinished job of `run_id`; returns how many.
+    pub fn cancel_jobs_of_run(
+        &mut self,
+        run_id: &str,
+        why: &str,
+        now_ms: i64,
+    ) -> Result<usize, StoreError> {
+        let num = self.run_num(run_id)?;
+        let open: Vec<i64> = self
+            .conn
+            .prepare_cached("SELECT id FROM jobs WHERE run = ?1 AND state IN ('queued', 'leased')")
+            .and_then(|mut s| {
+                s.query_map([num], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()
+            })
+            .map_err(|e| self.err(e))?;
+        let mut cancelled = 0;
+        for job in open {
+            cancelled += usize::from(self.cancel_job(job, why, now_ms)?);
+        }
+        Ok(cancelled)
+    }
+
+    /// Job `id`, if there is one.
+    pub fn job(&self, id: i64) -> Result<Option<Job>, StoreError> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
+            ))
+            .and_then(|mut s| s.query_row([id], job_row).optional())
+            .map_err(|e| self.err(e))
+    }
+
+    /// The jobs of `run_id`, oldest first, from `after` (a job id), at
+    /// most `limit`.
+    pub fn jobs_of_run(
+        &self,
+        run_id: &str,
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<Job>, StoreError> {
+        let num = self.run_num(run_id)?;
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
+                 WHERE j.run = ?1 AND j.id > ?2 ORDER BY j.id LIMIT ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_map(params![num, after, limit], job_row)?
+                    .collect::<rusqlite::Result<_>>()
+            })
+            .map_err(|e| self.err(e))
+    }
+
+    /// The history of job `id`, oldest first.
+    pub fn job_history(&self, id: i64) -> Result<Vec<JobEvent>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT at, kind, attempt, agent, detail FROM job_events WHERE job = ?1 ORDER BY id",
+            )
+            .and_then(|mut s| {
+                s.query_map([id], |r| {
+                    Ok(JobEvent {
+                        at_ms: r.get(0)?,
+                        kind: r.get(1)?,
+                        attempt: r.get(2)?,
+                        agent: r.get(3)?,
+                        detail: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()
+            })
+            .map_err(|e| self.err(e))
+    }
+}

@@ -1,0 +1,255 @@
+//! The job queue against a real SQLite file: claims that race, fenced and
+//! idempotent completions, expired leases.
+
+use wfhost_core::event::Event;
+use wfhost_store::{Completion, Durability, JobState, NewJob, RunRecord, Store};
+
+fn store_with_run(home: &std::path::Path) -> Store {
+    let mut store = Store::open(home, Durability::Normal).unwrap();
+    let hash = wfhost_core::manifest::pinning::hash_of("{}");
+    let record = RunRecord {
+        id: "r".into(),
+        workflow_id: "w".into(),
+        workflow_hash: hash.clone(),
+        manifest: "/nowhere/w.json".into(),
+        workspace: "/tmp".into(),
+        created_at: 1,
+    };
+    let started = Event::RunStarted {
+        run_id: "r".into(),
+        workflow_id: "w".into(),
+        workflow_hash: hash,
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "a".into(),
+        max_steps: 100,
+        max_call_depth: 8,
+        default_executor: String::new(),
+        inputs: Default::default(),
+    };
+    store.create_run(&record, "{}", &started).unwrap();
+    store
+}
+
+fn wasm() -> Vec<String> {
+    vec!["wasm".to_string()]
+}
+
+fn job(step: u64, requires: &[String]) -> NewJob<'_> {
+    NewJob {
+        run_id: "r",
+        branch: 1,
+        step,
+        lane: "",
+        node: "main",
+        block: "a",
+        requires,
+        request: "{}",
+    }
+}
+
+#[test]
+fn a_job_is_queued_once_per_execution_and_found_again() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    let caps = wasm();
+    let first = store.enqueue_job(&job(0, &caps), 10).unwrap();
+    let again = store.enqueue_job(&job(0, &caps), 20).unwrap();
+    assert_eq!(first.id, again.id);
+    assert_eq!(again.state, JobState::Queued);
+    let other = store.enqueue_job(&job(1, &caps), 30).unwrap();
+    assert_ne!(other.id, first.id);
+    let history = store.job_history(first.id).unwrap();
+    assert_eq!(history.len(), 1, "{history:?}");
+}
+
+#[test]
+fn an_agent_gets_only_jobs_it_can_run() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    let slurm = vec!["wasm".to_string(), "slurm".to_string()];
+    let needs_slurm = store.enqueue_job(&job(0, &slurm), 1).unwrap();
+    let plain = store.enqueue_job(&job(1, &wasm()), 1).unwrap();
+    let lease = store.claim_job("a", &wasm(), 1000, 2).unwrap().unwrap();
+    assert_eq!(lease.job.id, plain.id);
+    assert!(store.claim_job("a", &wasm(), 1000, 2).unwrap().is_none());
+    let lease = store.claim_job("b", &slurm, 1000, 2).unwrap().unwrap();
+    assert_eq!(lease.job.id, needs_slurm.id);
+}
+
+#[test]
+fn two_agents_racing_never_hold_the_same_job() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    for step in 0..200 {
+        store.enqueue_job(&job(step, &wasm()), 1).unwrap();
+    }
+    let claimers: Vec<_> = (0..4)
+        .map(|i| {
+            let home = home.path().to_path_buf();
+            std::thread::spawn(move || {
+                let mut store = Store::open(&home, Durability::Normal).unwrap();
+                let mut got = Vec::new();
+                while let Some(lease) = store
+                    .claim_job(&format!("agent-{i}"), &wasm(), 60_000, 5)
+                    .unwrap()
+                {
+                    let done = store
+                        .complete_job(
+                            (lease.job.id, lease.job.attempt, &lease.token),
+                            true,
+                            "{}",
+                            6,
+                            |_| "ok".into(),
+                        )
+                        .unwrap();
+                    assert!(matches!(done, Completion::Accepted { .. }), "{done:?}");
+                    got.push(lease.job.id);
+                }
+                got
+            })
+        })
+        .collect();
+    let mut all: Vec<i64> = claimers
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    all.sort_unstable();
+    let count = all.len();
+    all.dedup();
+    assert_eq!(count, 200, "every job run");
+    assert_eq!(all.len(), 200, "no job leased twice");
+}
+
+#[test]
+fn a_heartbeat_extends_only_the_matching_lease() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
+    let id = lease.job.id;
+    assert_eq!(
+        store.heartbeat_job(id, 1, &lease.token, 100, 50).unwrap(),
+        Ok(150)
+    );
+    let wrong = store.heartbeat_job(id, 1, "forged", 100, 60).unwrap();
+    assert!(wrong.unwrap_err().reason.contains("token"));
+    let wrong = store.heartbeat_job(id, 2, &lease.token, 100, 60).unwrap();
+    assert!(wrong.is_err());
+    // Not expired at 149: nothing is requeued.
+    assert!(store.requeue_expired(149).unwrap().is_empty());
+    assert_eq!(store.requeue_expired(151).unwrap(), [(id, 2)]);
+    let lost = store.heartbeat_job(id, 1, &lease.token, 100, 152).unwrap();
+    assert!(lost.unwrap_err().reason.contains("attempt 2"));
+}
+
+#[test]
+fn a_stale_completion_is_refused_and_the_new_lease_wins() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    let stale = store.claim_job("slow", &wasm(), 100, 0).unwrap().unwrap();
+    store.requeue_expired(200).unwrap();
+    let fresh = store
+        .claim_job("quick", &wasm(), 100, 201)
+        .unwrap()
+        .unwrap();
+    assert_eq!(fresh.job.attempt, 2);
+    let id = fresh.job.id;
+    let done = store
+        .complete_job(
+            (id, 2, &fresh.token),
+            true,
+            "{\"by\":\"quick\"}",
+            250,
+            |j| format!("{{\"state\":\"{}\"}}", j.state.as_str()),
+        )
+        .unwrap();
+    assert_eq!(
+        done,
+        Completion::Accepted {
+            response: "{\"state\":\"succeeded\"}".into()
+        }
+    );
+    let late = store
+        .complete_job(
+            (id, 1, &stale.token),
+            true,
+            "{\"by\":\"slow\"}",
+            300,
+            |_| unreachable!("a refused completion makes no response"),
+        )
+        .unwrap();
+    let Completion::Refused(lost) = late else {
+        panic!("{late:?}")
+    };
+    assert_eq!(lost.attempt, 2);
+    let job = store.job(id).unwrap().unwrap();
+    assert_eq!(job.result.as_deref(), Some("{\"by\":\"quick\"}"));
+    let kinds: Vec<String> = store
+        .job_history(id)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "queued",
+            "leased",
+            "requeued",
+            "leased",
+            "succeeded",
+            "refused"
+        ]
+    );
+}
+
+#[test]
+fn a_replayed_completion_gets_the_same_response_and_changes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
+    let key = (lease.job.id, 1, lease.token.as_str());
+    let first = store
+        .complete_job(key, false, "{\"r\":1}", 10, |_| "first".into())
+        .unwrap();
+    assert_eq!(
+        first,
+        Completion::Accepted {
+            response: "first".into()
+        }
+    );
+    let again = store
+        .complete_job(key, false, "{\"r\":1}", 20, |_| "second".into())
+        .unwrap();
+    assert_eq!(
+        again,
+        Completion::Replayed {
+            response: "first".into()
+        }
+    );
+    // The same lease with another result is not a replay.
+    let other = store
+        .complete_job(key, true, "{\"r\":2}", 30, |_| "third".into())
+        .unwrap();
+    assert!(matches!(other, Completion::Refused(_)), "{other:?}");
+    let job = store.job(lease.job.id).unwrap().unwrap();
+    assert_eq!(job.state, JobState::Failed);
+    assert_eq!(job.result.as_deref(), Some("{\"r\":1}"));
+}
+
+#[test]
+fn cancelling_a_run_cancels_its_open_jobs() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    let a = store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
+    assert_eq!(lease.job.id, a.id);
+    store.enqueue_job(&job(1, &wasm()), 0).unwrap();
+    assert_eq!(store.cancel_jobs_of_run("r", "cancelled", 5).unwrap(), 2);
+    let lost = store.heartbeat_job(a.id, 1, &lease.token, 100, 6).unwrap();
+    assert_eq!(lost.unwrap_err().state, JobState::Cancelled);
+    assert!(store.claim_job("b", &wasm(), 100, 7).unwrap().is_none());
+}
