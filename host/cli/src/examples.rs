@@ -111,4 +111,12 @@ Examples:
   wfhost serve --listen 127.0.0.1:8080 --home /srv/wfhost
   curl -s http://127.0.0.1:7464/v1/runs?status=waiting
   curl -sN http://127.0.0.1:7464/v1/runs/RUN/events/stream
-  wfhost serve --listen 0.0.0.0:7464 --auth-token-file ~/.config/wfhost/tokens.json";
+  wfhost serve --listen 0.0.0.0:7464 --auth-token-file ~/.config/wfhost/tokens.json
+  wfhost serve --local-agents 0      (only remote agents run blocks)";
+
+pub const AGENT: &str = "\
+Examples:
+  wfhost agent --server http://127.0.0.1:7464
+  wfhost agent --server http://build-host:7464 --name gpu-1 --capabilities wasm,exec,slurm --concurrency 4 \\
+      --token-file ~/.config/wfhost/agent-token
+The agent and the server must see run workspaces at the same path (a shared filesystem).";

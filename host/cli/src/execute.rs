@@ -265,11 +265,18 @@ pub fn execute(
     wfhost_runtime::lanes::remove_stale(plugins.workspace(), &run.id, active);
     // Staging copies and agent snapshots a killed wfhost left behind.
     wfhost_exec::scratch::remove_stale(None);
+    let jobs = match run_jobs(plugins, run, branch, state) {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            report_error(format!("run {}: {e}", run.id));
+            return exit::BAD_INPUT;
+        }
+    };
     let ended = tokio.block_on(async {
         let engine = async {
-            match entry {
-                Entry::Resume(state) => engine::resume(wf, plugins, plugins, state, &mut sink).await,
-                Entry::Continue(state) => engine::drive(wf, plugins, plugins, state, &mut sink).await,
+            match &jobs {
+                Some(jobs) => enter(wf, jobs, plugins, entry, &mut sink).await,
+                None => enter(wf, plugins, plugins, entry, &mut sink).await,
             }
         };
         // Ctrl-C or SIGTERM: the engine future is dropped, which kills the
@@ -313,6 +320,45 @@ pub fn execute(
             ));
             exit::RUN_FAILED
         }
+    }
+}
+
+/// For a run executed for `wfhost serve`: its blocks as jobs for agents.
+fn run_jobs<'p>(
+    plugins: &'p PluginSet,
+    run: &RunRecord,
+    branch: u32,
+    state: &RunState,
+) -> Result<Option<crate::jobs::queue::RunJobs<'p>>, String> {
+    if std::env::var_os(wfhost_server::RUN_BLOCKS_AS_JOBS).is_none_or(|v| v != "1") {
+        return Ok(None);
+    }
+    let home = wfhost_store::resolve_home(None).map_err(|e| e.to_string())?;
+    crate::jobs::queue::RunJobs::new(
+        plugins,
+        crate::jobs::queue::RunInfo {
+            home,
+            run_id: run.id.clone(),
+            branch,
+            workflow_hash: run.workflow_hash.clone(),
+            manifest: run.manifest.clone(),
+            executor: state.default_executor.clone(),
+        },
+    )
+    .map(Some)
+}
+
+/// Enter the engine with `workers` executing the blocks.
+async fn enter<W: engine::WorkerHost + Sync>(
+    wf: &wfhost_core::manifest::Workflow,
+    workers: &W,
+    actions: &PluginSet,
+    entry: Entry,
+    sink: &mut crate::session_files::SessionSink<PrintingSink<'_>>,
+) -> Result<RunReport, wfhost_core::engine::EngineError> {
+    match entry {
+        Entry::Resume(state) => engine::resume(wf, workers, actions, state, sink).await,
+        Entry::Continue(state) => engine::drive(wf, workers, actions, state, sink).await,
     }
 }
 

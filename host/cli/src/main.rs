@@ -12,6 +12,7 @@ mod gc;
 mod guard;
 mod inputs;
 mod inspect;
+mod jobs;
 mod list;
 mod logs;
 mod man;
@@ -195,6 +196,10 @@ enum Command {
     /// run store.
     #[command(after_help = examples::SERVE)]
     Serve(With<serve::ServeArgs, Home>),
+    /// Lease jobs from a `wfhost serve` and run them (the blocks of runs
+    /// started over its API).
+    #[command(after_help = examples::AGENT)]
+    Agent(jobs::AgentArgs),
     /// Check a workflow and its plugins without running it.
     #[command(after_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
@@ -246,6 +251,7 @@ fn main() -> ExitCode {
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
+        Command::Agent(args) => jobs::agent(args),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),

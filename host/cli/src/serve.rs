@@ -19,6 +19,15 @@ pub struct ServeArgs {
     /// `Authorization: Bearer <token>`.
     #[arg(long, value_name = "FILE")]
     auth_token_file: Option<PathBuf>,
+    /// Agents run inside this process (all capabilities: wasm, exec,
+    /// container, slurm), so one command serves a laptop; 0 leaves every
+    /// job to `wfhost agent`s.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    local_agents: usize,
+    /// How long a job's lease lasts without a heartbeat, in milliseconds
+    /// (agents send one every sixth of it).
+    #[arg(long, default_value_t = wfhost_server::jobs::DEFAULT_LEASE.as_millis() as u64, value_name = "MS")]
+    lease_ms: u64,
 }
 
 pub fn serve(args: ServeArgs, global: &Global) -> u8 {
@@ -42,11 +51,23 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     let runner = std::env::current_exe()
         .ok()
         .map(|exe| wfhost_server::Runner { exe });
+    if args.local_agents > 64 {
+        report_error("--local-agents: at most 64");
+        return exit::BAD_INPUT;
+    }
+    let agent_token = tokens.as_ref().map(|t| t.agents.first().cloned());
+    if args.local_agents > 0 && matches!(agent_token, Some(None)) {
+        report_error(
+            "--local-agents needs an agent token: add one to `agents` in the token file (or give --local-agents 0)",
+        );
+        return exit::BAD_INPUT;
+    }
     let config = wfhost_server::ServerConfig {
         listen: args.listen,
         home,
         tokens,
         runner,
+        lease: std::time::Duration::from_millis(args.lease_ms),
     };
     if let Err(e) = config.check() {
         report_error(e);
@@ -60,9 +81,13 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
         }
     };
     let home_shown = config.home.display().to_string();
-    let served = runtime.block_on(wfhost_server::serve(config, |addr| {
+    let local_agents = args.local_agents;
+    let served = runtime.block_on(wfhost_server::serve(config, move |addr| {
         // One line a script can wait for.
         println!("wfhost: serving http://{addr}/v1 (store in {home_shown})");
+        if local_agents > 0 {
+            start_local_agents(addr, agent_token.flatten(), local_agents);
+        }
     }));
     match served {
         Ok(()) => exit::SUCCESS,
@@ -71,4 +96,29 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
             exit::BAD_INPUT
         }
     }
+}
+
+/// Agents in this process, leasing from the server over loopback like any
+/// other agent.
+fn start_local_agents(addr: SocketAddr, token: Option<String>, concurrency: usize) {
+    let server = crate::jobs::Server {
+        authority: addr.to_string(),
+        base: "/v1".into(),
+        token,
+    };
+    let config = crate::jobs::agent::AgentConfig {
+        server,
+        name: format!("local-{}", std::process::id()),
+        capabilities: crate::jobs::CAPABILITIES
+            .iter()
+            .map(|c| c.to_string())
+            .collect(),
+        concurrency,
+        cache_dir: None,
+        cache_disabled: false,
+    };
+    tokio::spawn(async move {
+        let why = crate::jobs::agent::run(config).await;
+        report_error(format!("the local agents stopped: {why}"));
+    });
 }

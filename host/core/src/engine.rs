@@ -39,7 +39,7 @@ pub struct BlockRequest {
 }
 
 /// One lane of a parallel block's execution.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct LaneKey {
     pub run_id: String,
     /// The parallel block's step.

@@ -46,7 +46,7 @@ impl Statistics {
 
 /// Everything a worker is told about the block it executes (the WIT
 /// `block-context` record, host side).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockContext {
     pub workflow_id: String,
     pub execution_id: String,
@@ -73,7 +73,7 @@ pub struct BlockContext {
 }
 
 /// What a worker returned.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct WorkerOutput {
     pub payload: ExecutionPayload,
     pub signal: String,

@@ -68,14 +68,23 @@ impl Tokens {
     }
 
     fn accepts_client(&self, presented: &[u8]) -> bool {
-        // Every token is compared, in constant time, so neither the match
-        // nor its position shows in the timing.
-        let mut found = subtle::Choice::from(0);
-        for token in &self.clients {
-            found |= token.as_bytes().ct_eq(presented);
-        }
-        found.into()
+        accepts(&self.clients, presented)
     }
+
+    fn accepts_agent(&self, presented: &[u8]) -> bool {
+        accepts(&self.agents, presented)
+    }
+}
+
+/// Whether `presented` is one of `tokens`. Every token is compared, in
+/// constant time, so neither the match nor its position shows in the
+/// timing.
+fn accepts(tokens: &[String], presented: &[u8]) -> bool {
+    let mut found = subtle::Choice::from(0);
+    for token in tokens {
+        found |= token.as_bytes().ct_eq(presented);
+    }
+    found.into()
 }
 
 fn bearer(request: &Request) -> Option<&[u8]> {
@@ -92,6 +101,21 @@ pub async fn require_client(
 ) -> Response {
     if let Some(tokens) = &tokens
         && !bearer(&request).is_some_and(|t| tokens.accepts_client(t))
+    {
+        return ApiError::unauthorized().into_response();
+    }
+    next.run(request).await
+}
+
+/// Agent endpoints: pass when no tokens are configured (loopback), else
+/// only with an agent token.
+pub async fn require_agent(
+    State(tokens): State<Option<std::sync::Arc<Tokens>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(tokens) = &tokens
+        && !bearer(&request).is_some_and(|t| tokens.accepts_agent(t))
     {
         return ApiError::unauthorized().into_response();
     }

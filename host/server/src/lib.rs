@@ -20,6 +20,7 @@ use axum::routing::{get, post};
 pub mod auth;
 mod body;
 pub mod error;
+pub mod jobs;
 mod manage;
 mod openapi;
 mod runner;
@@ -30,7 +31,7 @@ mod stream;
 
 pub use auth::Tokens;
 pub use error::ApiError;
-pub use runner::Runner;
+pub use runner::{RUN_BLOCKS_AS_JOBS, Runner};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7464";
@@ -49,12 +50,15 @@ pub struct ServerConfig {
     /// The `wfhost` executable runs are started with; without one the
     /// endpoints that start or continue runs answer 501.
     pub runner: Option<Runner>,
+    /// How long a job's lease lasts without a heartbeat.
+    pub lease: std::time::Duration,
 }
 
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub home: Arc<PathBuf>,
     pub runner: Option<Runner>,
+    pub lease: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -66,6 +70,13 @@ impl ServerConfig {
                 self.listen
             ));
         }
+        if self.lease < jobs::MIN_LEASE {
+            return Err(format!(
+                "a lease of {} ms is too short (at least {} ms)",
+                self.lease.as_millis(),
+                jobs::MIN_LEASE.as_millis()
+            ));
+        }
         Ok(())
     }
 }
@@ -75,8 +86,18 @@ pub fn router(config: &ServerConfig) -> Router {
     let state = AppState {
         home: Arc::new(config.home.clone()),
         runner: config.runner.clone(),
+        lease: config.lease,
     };
     let tokens = config.tokens.clone().map(Arc::new);
+    let agents = Router::new()
+        .route("/agent/lease", post(jobs::lease))
+        .route("/jobs/{id}/heartbeat", post(jobs::heartbeat))
+        .route("/jobs/{id}/complete", post(jobs::complete))
+        .with_state(state.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            tokens.clone(),
+            auth::require_agent,
+        ));
     let v1 = Router::new()
         .route("/runs", get(runs::list).post(start::start))
         .route("/runs/{id}", get(runs::show))
@@ -91,13 +112,16 @@ pub fn router(config: &ServerConfig) -> Router {
         .route("/runs/{id}/fork", post(start::fork))
         .route("/runs/{id}/export", get(manage::export))
         .route("/gates", get(runs::gates))
+        .route("/jobs/{id}", get(jobs::show))
+        .route("/runs/{id}/jobs", get(jobs::of_run))
         .with_state(state)
         .route("/openapi.json", get(openapi::document))
         .route("/health", get(runs::health))
         .layer(axum::middleware::from_fn_with_state(
             tokens,
             auth::require_client,
-        ));
+        ))
+        .merge(agents);
     Router::new()
         .nest("/v1", v1)
         .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
@@ -115,10 +139,14 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
         .local_addr()
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     ready(bound);
-    axum::serve(listener, router(&config))
+    let every = (config.lease / 4).min(std::time::Duration::from_secs(1));
+    let reconcile = tokio::spawn(jobs::reconcile(config.home.clone(), every));
+    let served = axum::serve(listener, router(&config))
         .with_graceful_shutdown(shutdown())
         .await
-        .map_err(|e| format!("the server stopped: {e}"))
+        .map_err(|e| format!("the server stopped: {e}"));
+    reconcile.abort();
+    served
 }
 
 async fn shutdown() {

@@ -19,6 +19,11 @@ use crate::error::ApiError;
 /// How long a request waits for its process to get going.
 pub const START_WAIT: Duration = Duration::from_secs(30);
 
+/// Set (to `1`) in the environment of the processes that execute runs for
+/// the server: their blocks are queued as jobs for agents instead of run
+/// in the process.
+pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";
+
 /// The `wfhost` executable runs are executed with.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -62,6 +67,8 @@ impl Runner {
         let mut child = Command::new(&self.exe)
             .args(args)
             .env("WFHOST_HOME", home)
+            // Its blocks become jobs, run by agents.
+            .env(RUN_BLOCKS_AS_JOBS, "1")
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(err_log)

@@ -103,6 +103,7 @@ fn start(home: &Path, tokens: Option<Tokens>) -> Server {
         home: home.to_path_buf(),
         tokens,
         runner: None,
+        lease: wfhost_server::jobs::DEFAULT_LEASE,
     };
     rt.spawn(async move {
         wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
@@ -329,6 +330,7 @@ fn a_non_loopback_address_needs_tokens() {
         home: "/nowhere".into(),
         tokens: None,
         runner: None,
+        lease: wfhost_server::jobs::DEFAULT_LEASE,
     };
     assert!(config.check().unwrap_err().contains("--auth-token-file"));
 }

@@ -244,6 +244,14 @@ impl Store {
         Ok(job)
     }
 
+    /// Whether any job waits for an agent (a read: no write lock).
+    pub fn has_queued_jobs(&self) -> Result<bool, StoreError> {
+        self.conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued')")
+            .and_then(|mut s| s.query_row([], |r| r.get(0)))
+            .map_err(|e| self.err(e))
+    }
+
     /// Lease the oldest queued job whose needs are among `capabilities`,
     /// for `lease_ms`. None when there is none.
     pub fn claim_job(
@@ -447,7 +455,8 @@ impl Store {
         result: &str,
     ) -> rusqlite::Result<Option<String>> {
         let (job, attempt, token) = lease;
-        let row: Option<(u32, Option<String>, Option<String>, Option<String>)> = tx
+        type Done = (u32, Option<String>, Option<String>, Option<String>);
+        let row: Option<Done> = tx
             .prepare_cached("SELECT attempt, token, result, response FROM jobs WHERE id = ?1")?
             .query_row([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .optional()?;

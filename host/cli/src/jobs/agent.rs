@@ -1,0 +1,347 @@
+//! `wfhost agent`: lease jobs from a `wfhost serve`, run each with the
+//! runtime `wfhost run` uses (the wasm sandbox; exec, container and Slurm
+//! executors), send heartbeats while it runs, report the result. An agent
+//! that loses its lease (the server gave the job to another agent, or the
+//! run was cancelled) stops the job — its processes, containers and Slurm
+//! jobs with it — and says so.
+//!
+//! The workspace contract: agent and server see the run's workspace at the
+//! same path (a shared filesystem, as with Slurm). Before a job runs, the
+//! workspace's identity file is compared with the job's; a mismatch fails
+//! the job with the reason.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wfhost_core::engine::WorkerHost;
+use wfhost_core::manifest::pinning::PinnedDefinition;
+use wfhost_core::manifest::{self, LoadedWorkflow};
+use wfhost_runtime::{PluginSet, WasmRuntime};
+
+use super::http::{Client, Server};
+use super::request::{JOB_FORMAT, JobRequest, JobResult, exec_policy, read_workspace_id};
+
+/// How an agent is set up.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub server: Server,
+    pub name: String,
+    pub capabilities: Vec<String>,
+    pub concurrency: usize,
+    pub cache_dir: Option<PathBuf>,
+    pub cache_disabled: bool,
+}
+
+/// The most plugin sets (one per run workflow and workspace) kept loaded.
+const LOADED_MAX: usize = 16;
+/// How long a lease request waits on the server for a job.
+const LEASE_WAIT_MS: u64 = 20_000;
+
+type Loaded = Arc<PluginSet>;
+
+/// What the slots of one agent share.
+struct Shared {
+    config: AgentConfig,
+    runtimes: std::sync::Mutex<HashMap<String, Arc<WasmRuntime>>>,
+    loaded: tokio::sync::Mutex<HashMap<(String, String, String), Loaded>>,
+}
+
+/// Run the agent until the process is stopped, or until the server refuses
+/// its token; the error says why it stopped.
+pub async fn run(config: AgentConfig) -> String {
+    let shared = Arc::new(Shared {
+        config: config.clone(),
+        runtimes: Default::default(),
+        loaded: Default::default(),
+    });
+    let mut slots = tokio::task::JoinSet::new();
+    for slot in 0..config.concurrency.max(1) {
+        slots.spawn(slot_loop(shared.clone(), slot));
+    }
+    match slots.join_next().await {
+        Some(Ok(why)) => why,
+        Some(Err(e)) => format!("an agent slot failed: {e}"),
+        None => "no slots".into(),
+    }
+}
+
+async fn slot_loop(shared: Arc<Shared>, slot: usize) -> String {
+    let config = &shared.config;
+    let mut client = Client::new(config.server.clone());
+    let mut backoff = Duration::from_millis(250);
+    let ask = json!({
+        "agent": config.name,
+        "capabilities": config.capabilities,
+        "wait_ms": LEASE_WAIT_MS,
+    });
+    loop {
+        let answer = client
+            .post(
+                "/agent/lease",
+                &ask,
+                Duration::from_millis(LEASE_WAIT_MS + 10_000),
+            )
+            .await;
+        let job = match answer {
+            Ok(a) if a.status == 200 => a.body.get("job").cloned().unwrap_or(Value::Null),
+            Ok(a) if a.status == 401 => {
+                return format!(
+                    "the server at {} refused the agent's token",
+                    config.server.authority
+                );
+            }
+            Ok(a) => {
+                eprintln!(
+                    "agent {} ({slot}): the server answered {}: {}",
+                    config.name, a.status, a.body
+                );
+                pause(&mut backoff).await;
+                continue;
+            }
+            Err(e) => {
+                eprintln!(
+                    "agent {} ({slot}): {e}; trying again in {} ms",
+                    config.name,
+                    backoff.as_millis()
+                );
+                pause(&mut backoff).await;
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(250);
+        if job.is_null() {
+            continue;
+        }
+        run_job(&shared, &mut client, job).await;
+    }
+}
+
+async fn pause(backoff: &mut Duration) {
+    tokio::time::sleep(*backoff).await;
+    *backoff = (*backoff * 2).min(Duration::from_secs(10));
+}
+
+/// A leased job as the server handed it out.
+struct Leased {
+    id: i64,
+    attempt: u64,
+    token: String,
+    heartbeat: Duration,
+}
+
+fn leased(job: &Value) -> Option<Leased> {
+    Some(Leased {
+        id: job.get("id")?.as_i64()?,
+        attempt: job.get("attempt")?.as_u64()?,
+        token: job.get("token")?.as_str()?.to_string(),
+        heartbeat: Duration::from_millis(job.get("heartbeat_ms")?.as_u64()?.max(50)),
+    })
+}
+
+async fn run_job(shared: &Shared, client: &mut Client, job: Value) {
+    let name = &shared.config.name;
+    let Some(lease) = leased(&job) else {
+        eprintln!("agent {name}: the server sent a job without a lease: {job}");
+        return;
+    };
+    let request = job
+        .get("request")
+        .cloned()
+        .ok_or_else(|| "the job has no request".to_string())
+        .and_then(|r| {
+            serde_json::from_value::<JobRequest>(r).map_err(|e| format!("cannot read the job: {e}"))
+        });
+    let result = match request {
+        Ok(request) => match prepare(shared, &request).await {
+            Ok(plugins) => {
+                match heartbeat_while(shared, &lease, plugins.run_block(request.block_request()))
+                    .await
+                {
+                    Some(result) => JobResult::of(result),
+                    None => return,
+                }
+            }
+            Err(e) => JobResult::failed(e),
+        },
+        Err(e) => JobResult::failed(e),
+    };
+    complete(shared, client, &lease, result).await;
+}
+
+/// Run `block` while sending heartbeats; None when the lease was lost (the
+/// block was stopped).
+async fn heartbeat_while<F: std::future::Future>(
+    shared: &Shared,
+    lease: &Leased,
+    block: F,
+) -> Option<F::Output> {
+    let name = &shared.config.name;
+    let mut client = Client::new(shared.config.server.clone());
+    let mut tick = tokio::time::interval(lease.heartbeat);
+    tick.tick().await;
+    tokio::pin!(block);
+    let beat = json!({"attempt": lease.attempt, "token": lease.token});
+    loop {
+        tokio::select! {
+            result = &mut block => return Some(result),
+            _ = tick.tick() => {
+                let path = format!("/jobs/{}/heartbeat", lease.id);
+                match client.post(&path, &beat, lease.heartbeat).await {
+                    Ok(a) if a.status == 409 => {
+                        let why = a.body.get("message").and_then(Value::as_str).unwrap_or("the lease is gone");
+                        eprintln!("agent {name}: lost the lease of job {} ({why}); stopped it", lease.id);
+                        return None;
+                    }
+                    Ok(a) if a.status != 200 => {
+                        eprintln!("agent {name}: heartbeat of job {}: the server answered {}", lease.id, a.status);
+                    }
+                    Ok(_) => {}
+                    // The lease may still hold: keep going, try again.
+                    Err(e) => eprintln!("agent {name}: heartbeat of job {}: {e}", lease.id),
+                }
+            }
+        }
+    }
+}
+
+/// Report `result`, retrying while the server cannot be reached (the same
+/// completion is answered the same way however often it is sent).
+async fn complete(shared: &Shared, client: &mut Client, lease: &Leased, result: JobResult) {
+    let name = &shared.config.name;
+    let succeeded = result.output.is_some();
+    let Ok(Value::Object(result)) = serde_json::to_value(&result) else {
+        eprintln!("agent {name}: job {}: cannot encode its result", lease.id);
+        return;
+    };
+    let body = json!({"attempt": lease.attempt, "token": lease.token, "succeeded": succeeded, "result": result});
+    let path = format!("/jobs/{}/complete", lease.id);
+    let mut backoff = Duration::from_millis(100);
+    for _ in 0..30 {
+        match client.post(&path, &body, Duration::from_secs(30)).await {
+            Ok(a) if a.status == 200 => return,
+            Ok(a) if a.status == 409 => {
+                let why = a.body.get("message").and_then(Value::as_str).unwrap_or("");
+                eprintln!(
+                    "agent {name}: the result of job {} was refused: {why}",
+                    lease.id
+                );
+                return;
+            }
+            Ok(a) => eprintln!(
+                "agent {name}: completing job {}: the server answered {}: {}",
+                lease.id, a.status, a.body
+            ),
+            Err(e) => eprintln!("agent {name}: completing job {}: {e}", lease.id),
+        }
+        pause(&mut backoff).await;
+    }
+    eprintln!(
+        "agent {name}: gave up reporting job {}; its lease will expire and it will run again",
+        lease.id
+    );
+}
+
+/// The run's plugins, loaded once per workflow, workspace and executor,
+/// after the job's checks: its format, its workspace's identity, the
+/// exec policy, its plugins' digests.
+async fn prepare(shared: &Shared, request: &JobRequest) -> Result<Loaded, String> {
+    if request.format != JOB_FORMAT {
+        return Err(format!(
+            "the job is in format {}; this agent reads format {JOB_FORMAT} (run the same wfhost version as the server)",
+            request.format
+        ));
+    }
+    check_workspace(&shared.config.name, request)?;
+    exec_policy(&request.worker, &request.context.config)
+        .map_err(|e| e.replace("before a job was created", "on the agent"))?;
+    let key = (
+        request.workflow_hash.clone(),
+        request.workspace.clone(),
+        request.executor.clone(),
+    );
+    let mut loaded = shared.loaded.lock().await;
+    if let Some(plugins) = loaded.get(&key) {
+        return Ok(plugins.clone());
+    }
+    let runtime = runtime_for(shared, &request.executor)?;
+    let job = request.clone();
+    let plugins = tokio::task::spawn_blocking(move || load(runtime, &job))
+        .await
+        .map_err(|e| format!("loading the plugins failed: {e}"))??;
+    if loaded.len() >= LOADED_MAX {
+        loaded.clear();
+    }
+    let plugins = Arc::new(plugins);
+    loaded.insert(key, plugins.clone());
+    Ok(plugins)
+}
+
+fn check_workspace(agent: &str, request: &JobRequest) -> Result<(), String> {
+    let workspace = Path::new(&request.workspace);
+    let found = read_workspace_id(workspace)?;
+    if found.as_deref() == Some(request.workspace_id.as_str()) {
+        return Ok(());
+    }
+    let what = match found {
+        None if !workspace.is_dir() => "does not exist here".to_string(),
+        None => "has no workspace identity here".to_string(),
+        Some(other) => format!("has another identity here ({other})"),
+    };
+    Err(format!(
+        "the run's workspace {} {what}, not the server's ({}): agent `{agent}` and the server must see the workspace at the same path (a shared filesystem)",
+        request.workspace, request.workspace_id
+    ))
+}
+
+fn runtime_for(shared: &Shared, executor: &str) -> Result<Arc<WasmRuntime>, String> {
+    let mut runtimes = shared.runtimes.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(rt) = runtimes.get(executor) {
+        return Ok(rt.clone());
+    }
+    let parsed = if executor.is_empty() {
+        wfhost_exec::Executor::Local
+    } else {
+        executor
+            .parse()
+            .map_err(|e| format!("the job's executor `{executor}`: {e}"))?
+    };
+    let rt = crate::start_runtime(
+        shared.config.cache_dir.clone(),
+        shared.config.cache_disabled,
+        parsed,
+    )?;
+    runtimes.insert(executor.to_string(), rt.clone());
+    Ok(rt)
+}
+
+fn load(runtime: Arc<WasmRuntime>, request: &JobRequest) -> Result<PluginSet, String> {
+    let workflow = PinnedDefinition::parse(&request.definition, &request.workflow_hash)
+        .map_err(|e| format!("run {}: {e}", request.run_id))?;
+    let file = PathBuf::from(&request.manifest);
+    let errors = manifest::check(&file, &workflow, &crate::builtin_names());
+    if !errors.is_empty() {
+        return Err(format!(
+            "run {}: its definition does not check on this agent: {}",
+            request.run_id,
+            manifest::ManifestErrors(errors)
+        ));
+    }
+    let loaded = LoadedWorkflow { workflow, file };
+    let plugins = crate::load_plugins(runtime, &loaded, Path::new(&request.workspace))?;
+    let here = crate::execute::plugin_digests(&plugins);
+    for (name, pinned) in &request.plugins {
+        match here.get(name) {
+            Some(digest) if digest == pinned => {}
+            Some(digest) => {
+                return Err(format!(
+                    "plugin `{name}` on this agent is {digest}, the run started with {pinned}"
+                ));
+            }
+            None => return Err(format!("plugin `{name}` is missing on this agent")),
+        }
+    }
+    Ok(plugins)
+}

@@ -1,0 +1,145 @@
+//! Blocks as leased jobs: the run side (`queue`: a run started by `wfhost
+//! serve` queues each block execution and waits for its result), the agent
+//! side (`agent`: `wfhost agent` and `wfhost serve --local-agents`), what a
+//! job carries (`request`) and the agent's HTTP client (`http`).
+
+pub mod agent;
+mod http;
+pub mod queue;
+pub mod request;
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::{exit, report_error};
+
+pub use http::Server;
+
+#[derive(Args)]
+pub struct AgentArgs {
+    /// The server's URL, e.g. http://127.0.0.1:7464 (`/v1` is added when
+    /// the URL has no path).
+    #[arg(long, value_name = "URL")]
+    server: String,
+    /// The agent's name in leases and job histories (default: the host
+    /// name and the process id).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// What this agent runs: `wasm` (every block), `exec` (exec and agent
+    /// blocks as host processes), `container` (Docker), `slurm`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "wasm,exec",
+        value_name = "LIST"
+    )]
+    capabilities: Vec<String>,
+    /// How many jobs run at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    concurrency: usize,
+    /// A file holding the agent's bearer token (one of the server's
+    /// `agents` tokens), readable only by its owner. Also $WFHOST_AGENT_TOKEN_FILE.
+    #[arg(long, env = "WFHOST_AGENT_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Where compiled plugins are cached (default: the user cache).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile plugins every time instead of caching them.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+/// The capabilities an agent may claim.
+pub const CAPABILITIES: [&str; 4] = wfhost_server::jobs::CAPABILITIES;
+
+pub fn agent(args: AgentArgs) -> u8 {
+    let config = match agent_config(args) {
+        Ok(c) => c,
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(format!("cannot start the agent's runtime: {e}"));
+            return exit::BAD_INPUT;
+        }
+    };
+    println!(
+        "wfhost agent {}: leasing jobs from http://{}{} ({})",
+        config.name,
+        config.server.authority,
+        config.server.base,
+        config.capabilities.join(", ")
+    );
+    let stopped = runtime.block_on(async {
+        tokio::select! {
+            why = agent::run(config) => Some(why),
+            _ = tokio::signal::ctrl_c() => None,
+        }
+    });
+    // A job still running is dropped with the runtime: its processes stop.
+    runtime.shutdown_background();
+    match stopped {
+        Some(why) => {
+            report_error(why);
+            exit::BAD_INPUT
+        }
+        None => exit::INTERRUPTED,
+    }
+}
+
+fn agent_config(args: AgentArgs) -> Result<agent::AgentConfig, String> {
+    let mut server = Server::parse(&args.server)?;
+    if let Some(file) = &args.token_file {
+        server.token = Some(read_token(file)?);
+    }
+    if let Some(bad) = args
+        .capabilities
+        .iter()
+        .find(|c| !CAPABILITIES.contains(&c.as_str()))
+    {
+        return Err(format!(
+            "--capabilities: unknown capability `{bad}` (known: {})",
+            CAPABILITIES.join(", ")
+        ));
+    }
+    if args.concurrency == 0 || args.concurrency > 256 {
+        return Err("--concurrency: 1 to 256".into());
+    }
+    let name = args
+        .name
+        .unwrap_or_else(|| format!("{}-{}", wfhost_exec::hostname(), std::process::id()));
+    Ok(agent::AgentConfig {
+        server,
+        name,
+        capabilities: args.capabilities,
+        concurrency: args.concurrency,
+        cache_dir: args.cache_dir,
+        cache_disabled: args.no_cache,
+    })
+}
+
+fn read_token(file: &std::path::Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let bytes = wfhost_core::regular_file::read_regular(file, 4096)
+        .map_err(|e| format!("cannot read the token file {}: {e}", file.display()))?;
+    let mode = std::fs::metadata(file)
+        .map_err(|e| format!("{}: {e}", file.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "the token file {} can be read by other users; `chmod 600` it",
+            file.display()
+        ));
+    }
+    let token = String::from_utf8_lossy(&bytes).trim().to_string();
+    if token.is_empty() {
+        return Err(format!("the token file {} is empty", file.display()));
+    }
+    Ok(token)
+}

@@ -1,0 +1,233 @@
+//! The engine's [`WorkerHost`] for runs started by `wfhost serve`: each
+//! block execution becomes a job in the store, leased and run by an agent;
+//! the run waits for its result. Lane workspaces are made and merged here,
+//! as for a local run.
+//!
+//! A job is named by `(run, branch, step, lane)`: a run process that is
+//! killed and resumed finds the job it queued — and its result, if an
+//! agent reported one meanwhile — so a block whose result was recorded is
+//! not run again.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use wfhost_core::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, WorkerHost};
+use wfhost_runtime::PluginSet;
+use wfhost_store::{Durability, JobState, NewJob, Store};
+
+use super::request::{JOB_FORMAT, JobRequest, JobResult, exec_policy, requirements};
+
+/// What every job of one run carries besides the block.
+pub struct RunJobs<'p> {
+    plugins: &'p PluginSet,
+    store: Mutex<Store>,
+    home: PathBuf,
+    run_id: String,
+    branch: u32,
+    workflow_hash: String,
+    definition: String,
+    manifest: String,
+    workspace: String,
+    workspace_id: String,
+    executor: String,
+    digests: BTreeMap<String, String>,
+}
+
+/// Where a run's jobs are queued, and what they share.
+pub struct RunInfo {
+    pub home: PathBuf,
+    pub run_id: String,
+    pub branch: u32,
+    pub workflow_hash: String,
+    pub manifest: String,
+    pub executor: String,
+}
+
+impl<'p> RunJobs<'p> {
+    pub fn new(plugins: &'p PluginSet, run: RunInfo) -> Result<RunJobs<'p>, String> {
+        let store =
+            Store::open_existing_with(&run.home, Durability::Full).map_err(|e| e.to_string())?;
+        let definition = store
+            .definition(&run.workflow_hash)
+            .map_err(|e| e.to_string())?;
+        let workspace_id = super::request::ensure_workspace_id(plugins.workspace())?;
+        Ok(RunJobs {
+            plugins,
+            store: Mutex::new(store),
+            home: run.home,
+            run_id: run.run_id,
+            branch: run.branch,
+            workflow_hash: run.workflow_hash,
+            definition,
+            manifest: run.manifest,
+            workspace: plugins.workspace().display().to_string(),
+            workspace_id,
+            executor: run.executor,
+            digests: crate::execute::plugin_digests(plugins),
+        })
+    }
+
+    fn job_request(&self, request: BlockRequest) -> JobRequest {
+        JobRequest {
+            format: JOB_FORMAT,
+            run_id: self.run_id.clone(),
+            branch: self.branch,
+            workflow_hash: self.workflow_hash.clone(),
+            definition: self.definition.clone(),
+            manifest: self.manifest.clone(),
+            workspace: self.workspace.clone(),
+            workspace_id: self.workspace_id.clone(),
+            executor: self.executor.clone(),
+            plugins: self.digests.clone(),
+            worker: request.worker,
+            timeout_ms: request.timeout.map(|t| t.as_millis() as u64),
+            lane: request.lane,
+            context: request.context,
+            payload: request.payload,
+        }
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queue the block (or find its job) and return the job's id.
+    fn enqueue(&self, job: &JobRequest) -> Result<(i64, Option<BlockResult>), String> {
+        let requires = requirements(&job.worker, &job.context.config, &job.executor);
+        let text = serde_json::to_string(job).map_err(|e| format!("cannot encode the job: {e}"))?;
+        let lane = job.lane.as_ref().map(|l| l.lane.as_str()).unwrap_or("");
+        let new = NewJob {
+            run_id: &job.run_id,
+            branch: job.branch,
+            step: job.context.step_index,
+            lane,
+            node: &job.context.node_id,
+            block: &job.context.block_id,
+            requires: &requires,
+            request: &text,
+        };
+        let queued = self
+            .store()
+            .enqueue_job(&new, wfhost_store::time::now_ms())
+            .map_err(|e| format!("cannot queue the block's job: {e}"))?;
+        Ok((queued.id, finished(&queued)))
+    }
+
+    /// Wait until job `id` is final; its result.
+    async fn wait(&self, id: i64) -> BlockResult {
+        let mut pause = Duration::from_micros(500);
+        loop {
+            let job = self.store().job(id);
+            match job {
+                Ok(Some(job)) => {
+                    if let Some(result) = finished(&job) {
+                        return result;
+                    }
+                }
+                Ok(None) => return failure(format!("job {id} is gone from the store")),
+                // A busy store: look again.
+                Err(_) => {}
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    async fn run(&self, request: BlockRequest) -> BlockResult {
+        let job = self.job_request(request);
+        if let Err(refused) = exec_policy(&job.worker, &job.context.config) {
+            return failure(refused);
+        }
+        let (id, done) = match self.enqueue(&job) {
+            Ok(queued) => queued,
+            Err(e) => return failure(e),
+        };
+        if let Some(result) = done {
+            return result;
+        }
+        // Dropped (the run was interrupted or cancelled): the job is
+        // cancelled, so the agent running it loses its lease and stops.
+        let guard = CancelOnDrop {
+            home: &self.home,
+            job: id,
+        };
+        let result = self.wait(id).await;
+        std::mem::forget(guard);
+        result
+    }
+}
+
+/// The result of a final job.
+fn finished(job: &wfhost_store::Job) -> Option<BlockResult> {
+    match job.state {
+        JobState::Queued | JobState::Leased => None,
+        JobState::Cancelled => Some(failure(format!("job {} was cancelled", job.id))),
+        JobState::Succeeded | JobState::Failed => Some(
+            match job.result.as_deref().map(serde_json::from_str::<JobResult>) {
+                Some(Ok(result)) => result.into_block_result(),
+                Some(Err(e)) => failure(format!("job {}: its result cannot be read: {e}", job.id)),
+                None => failure(format!("job {} finished without a result", job.id)),
+            },
+        ),
+    }
+}
+
+fn failure(message: String) -> BlockResult {
+    BlockResult {
+        outcome: Err(BlockFailure { message }),
+        log: Vec::new(),
+    }
+}
+
+struct CancelOnDrop<'a> {
+    home: &'a std::path::Path,
+    job: i64,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut store) = Store::open_existing(self.home) {
+            let _ = store.cancel_job(
+                self.job,
+                "the run stopped waiting for it",
+                wfhost_store::time::now_ms(),
+            );
+        }
+    }
+}
+
+impl WorkerHost for RunJobs<'_> {
+    fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
+        self.run(request)
+    }
+
+    fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
+        self.plugins.create_lane(lane)
+    }
+
+    fn lane_exists(&self, lane: &LaneKey) -> bool {
+        self.plugins.lane_exists(lane)
+    }
+
+    fn lane_changes(
+        &self,
+        lane: &LaneKey,
+    ) -> impl Future<Output = Result<Vec<String>, String>> + Send {
+        self.plugins.lane_changes(lane)
+    }
+
+    fn merge_lane(
+        &self,
+        lane: &LaneKey,
+        files: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, String>> + Send {
+        self.plugins.merge_lane(lane, files)
+    }
+
+    fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
+        self.plugins.remove_lanes(run_id, step)
+    }
+}

@@ -1,0 +1,280 @@
+//! What a job carries to an agent and what comes back: a block execution
+//! (the engine's [`BlockRequest`]) with everything an agent needs to load
+//! the run's pinned workflow and plugins, and the block's result.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use wfhost_core::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey};
+use wfhost_core::payload::{BlockContext, ExecutionPayload, WorkerOutput};
+
+/// The version of [`JobRequest`] this wfhost writes and reads.
+pub const JOB_FORMAT: u32 = 1;
+
+/// Where a workspace keeps its identity: agents compare it with the one
+/// the job names, so a job never runs in another directory that happens
+/// to have the same path.
+pub const WORKSPACE_ID_FILE: &str = ".output/workspace-id";
+
+/// A block execution handed to an agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobRequest {
+    pub format: u32,
+    pub run_id: String,
+    pub branch: u32,
+    pub workflow_hash: String,
+    /// The run's pinned definition (JSON).
+    pub definition: String,
+    /// The manifest file the run was started from (plugin paths are
+    /// relative to it).
+    pub manifest: String,
+    pub workspace: String,
+    /// The content of the workspace's identity file.
+    pub workspace_id: String,
+    /// The run's default executor (`local`, `container:IMAGE`,
+    /// `slurm[:PARTITION]`).
+    pub executor: String,
+    /// Plugin name → `sha256:<hex>` the run started with.
+    pub plugins: BTreeMap<String, String>,
+    pub worker: String,
+    pub context: BlockContext,
+    pub payload: ExecutionPayload,
+    pub timeout_ms: Option<u64>,
+    pub lane: Option<LaneKey>,
+}
+
+impl JobRequest {
+    /// The engine's request this job stands for.
+    pub fn block_request(&self) -> BlockRequest {
+        BlockRequest {
+            worker: self.worker.clone(),
+            context: self.context.clone(),
+            payload: self.payload.clone(),
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            lane: self.lane.clone(),
+        }
+    }
+}
+
+/// A job's result: the worker's output or why the block failed, and the
+/// lines it logged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<WorkerOutput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    #[serde(default)]
+    pub log: Vec<String>,
+}
+
+impl JobResult {
+    pub fn of(result: BlockResult) -> JobResult {
+        match result.outcome {
+            Ok(output) => JobResult {
+                output: Some(output),
+                failure: None,
+                log: result.log,
+            },
+            Err(failure) => JobResult {
+                output: None,
+                failure: Some(failure.message),
+                log: result.log,
+            },
+        }
+    }
+
+    pub fn failed(message: impl Into<String>) -> JobResult {
+        JobResult {
+            output: None,
+            failure: Some(message.into()),
+            log: Vec::new(),
+        }
+    }
+
+    pub fn into_block_result(self) -> BlockResult {
+        let outcome = match (self.output, self.failure) {
+            (Some(output), None) => Ok(output),
+            (_, Some(message)) => Err(BlockFailure { message }),
+            (None, None) => Err(BlockFailure {
+                message: "the agent reported neither an output nor a failure".into(),
+            }),
+        };
+        BlockResult {
+            outcome,
+            log: self.log,
+        }
+        .checked()
+    }
+}
+
+/// What an agent must be able to do to run `worker` with `config`: every
+/// job needs `wasm`; the `exec` worker needs the capability of its
+/// executor, the `agent` worker host processes.
+pub fn requirements(
+    worker: &str,
+    config: &serde_json::Value,
+    default_executor: &str,
+) -> Vec<String> {
+    let mut needs = vec!["wasm".to_string()];
+    let executor_kind = |default: &str| match config.get("executor") {
+        Some(serde_json::Value::String(s)) => s.split(':').next().unwrap_or("local").to_string(),
+        Some(serde_json::Value::Object(o)) => o.keys().next().cloned().unwrap_or_default(),
+        _ => default.split(':').next().unwrap_or("local").to_string(),
+    };
+    let kind = match worker {
+        "exec" => executor_kind(default_executor),
+        "agent" => "local".to_string(),
+        _ => return needs,
+    };
+    needs.push(
+        match kind.as_str() {
+            "container" => "container",
+            "slurm" => "slurm",
+            _ => "exec",
+        }
+        .to_string(),
+    );
+    needs
+}
+
+/// The exec safety policy for an `exec` block, checked before its job is
+/// created (the agent's runtime checks it again before each command).
+pub fn exec_policy(worker: &str, config: &serde_json::Value) -> Result<(), String> {
+    #[derive(Deserialize)]
+    struct Command {
+        argv: Vec<String>,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+    }
+    if worker != "exec" {
+        return Ok(());
+    }
+    let commands = config
+        .get("commands")
+        .cloned()
+        .and_then(|c| serde_json::from_value::<Vec<Command>>(c).ok());
+    // A config the plugin cannot read fails in the plugin, with its message.
+    let Some(commands) = commands else {
+        return Ok(());
+    };
+    let spec = wfhost_core::exec::ExecSpec {
+        commands: commands
+            .into_iter()
+            .map(|c| wfhost_core::exec::ExecCommand {
+                argv: c.argv,
+                cwd: c.cwd,
+                env: c.env.into_iter().collect(),
+            })
+            .collect(),
+        allow_shell: config
+            .get("allow_shell")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
+    };
+    wfhost_core::exec::check(&spec).map_err(|v| {
+        format!("the exec safety policy refused the block before a job was created: {v}")
+    })
+}
+
+/// The workspace's identity, made on first use.
+pub fn ensure_workspace_id(workspace: &Path) -> Result<String, String> {
+    if let Some(id) = read_workspace_id(workspace)? {
+        return Ok(id);
+    }
+    let mut bytes = [0u8; 16];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| format!("cannot make a workspace identity: {e}"))?;
+    let id = hex::encode(bytes);
+    wfhost_core::workspace::write_file(workspace, WORKSPACE_ID_FILE, id.as_bytes(), true).map_err(
+        |e| {
+            format!(
+                "cannot write the workspace identity {}/{WORKSPACE_ID_FILE}: {e}",
+                workspace.display()
+            )
+        },
+    )?;
+    Ok(id)
+}
+
+/// The workspace's identity, if it has one.
+pub fn read_workspace_id(workspace: &Path) -> Result<Option<String>, String> {
+    match wfhost_core::workspace::read_file(workspace, WORKSPACE_ID_FILE, 256) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).trim().to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!(
+            "cannot read the workspace identity {}/{WORKSPACE_ID_FILE}: {e}",
+            workspace.display()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requirements_follow_the_worker_and_its_executor() {
+        let none = json!({});
+        assert_eq!(requirements("echo", &none, ""), ["wasm"]);
+        assert_eq!(requirements("exec", &none, ""), ["wasm", "exec"]);
+        assert_eq!(
+            requirements("exec", &none, "slurm:debug"),
+            ["wasm", "slurm"]
+        );
+        let docker = json!({"executor": {"container": {"image": "x"}}});
+        assert_eq!(
+            requirements("exec", &docker, "slurm"),
+            ["wasm", "container"]
+        );
+        assert_eq!(requirements("agent", &none, "slurm"), ["wasm", "exec"]);
+    }
+
+    #[test]
+    fn the_policy_refuses_a_shell_before_a_job_exists() {
+        let shell = json!({"commands": [{"argv": ["sh", "-c", "true"]}]});
+        assert!(
+            exec_policy("exec", &shell)
+                .unwrap_err()
+                .contains("before a job was created")
+        );
+        let allowed = json!({"commands": [{"argv": ["sh", "-c", "true"]}], "allow_shell": true});
+        assert!(exec_policy("exec", &allowed).is_ok());
+        assert!(exec_policy("echo", &shell).is_ok());
+    }
+
+    #[test]
+    fn a_result_goes_back_to_the_engine_as_it_was() {
+        let ok = JobResult::of(BlockResult {
+            outcome: Ok(WorkerOutput {
+                signal: "SIGNAL:SUCCESS".into(),
+                ..Default::default()
+            }),
+            log: vec!["hi".into()],
+        });
+        let text = serde_json::to_string(&ok).unwrap();
+        let back: JobResult = serde_json::from_str(&text).unwrap();
+        let result = back.into_block_result();
+        assert_eq!(result.outcome.unwrap().signal, "SIGNAL:SUCCESS");
+        assert_eq!(result.log, ["hi"]);
+        // A signal no worker may send is refused here too.
+        let bad = JobResult {
+            output: Some(WorkerOutput {
+                signal: "x\u{7}".into(),
+                ..Default::default()
+            }),
+            failure: None,
+            log: vec![],
+        };
+        assert!(bad.into_block_result().outcome.is_err());
+    }
+}

@@ -1,0 +1,321 @@
+//! Leased jobs: the endpoints agents call, and the reconcile loop.
+//!
+//! An agent asks for a job (`POST /v1/agent/lease`, long-polled), sends a
+//! heartbeat while it runs it (`POST /v1/jobs/{id}/heartbeat`) and reports
+//! the result (`POST /v1/jobs/{id}/complete`). Heartbeats and completions
+//! are fenced on the lease's `(attempt, token)`: a stale or foreign one is
+//! refused with 409 `lease_lost` (and a refused completion is recorded in
+//! the job's history). The reconcile loop puts jobs whose lease ran out
+//! back in the queue with their attempt raised. The server's clock is the
+//! one that counts: every answer carries `server_now_ms`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use wfhost_store::{Completion, LeaseLost, Store};
+
+use crate::AppState;
+use crate::body::JsonBody;
+use crate::error::ApiError;
+use crate::store::{blocking, exact_run, with_store};
+
+/// The default lease: an agent that has not sent a heartbeat for this long
+/// has lost its job.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// The shortest lease a server accepts.
+pub const MIN_LEASE: Duration = Duration::from_millis(300);
+/// Agents send a heartbeat every lease / this (so a lease outlives several
+/// lost heartbeats: at least 3 are required, 6 are given).
+pub const HEARTBEATS_PER_LEASE: u32 = 6;
+/// The longest an agent's lease request waits for a job.
+pub const MAX_LEASE_WAIT_MS: u64 = 30_000;
+/// The largest result an agent may report (the request body limit).
+pub const MAX_RESULT_BYTES: usize = crate::MAX_BODY_BYTES;
+
+fn now_ms() -> i64 {
+    wfhost_store::time::now_ms()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LeaseBody {
+    /// The agent's name (letters, digits, `.`, `_`, `-`; at most 64).
+    agent: String,
+    /// What the agent can run: `wasm`, `exec`, `container`, `slurm`.
+    capabilities: Vec<String>,
+    /// How long to wait for a job when none is queued (default 0).
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+/// The capabilities a job may require.
+pub const CAPABILITIES: [&str; 4] = ["wasm", "exec", "container", "slurm"];
+
+fn check_lease_body(body: &LeaseBody) -> Result<(), ApiError> {
+    let name_ok = !body.agent.is_empty()
+        && body.agent.len() <= 64
+        && body
+            .agent
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !name_ok {
+        return Err(
+            ApiError::bad_request("agent: 1 to 64 letters, digits, `.`, `_` or `-`")
+                .with_details(json!({"pointer": "/agent"})),
+        );
+    }
+    if let Some((i, bad)) = body
+        .capabilities
+        .iter()
+        .enumerate()
+        .find(|(_, c)| !CAPABILITIES.contains(&c.as_str()))
+    {
+        return Err(ApiError::bad_request(format!(
+            "capabilities: unknown capability `{}` (known: {})",
+            wfhost_core::text::escape(bad),
+            CAPABILITIES.join(", ")
+        ))
+        .with_details(json!({"pointer": format!("/capabilities/{i}")})));
+    }
+    if body.wait_ms > MAX_LEASE_WAIT_MS {
+        return Err(ApiError::bad_request(format!(
+            "wait_ms {} is over the maximum of {MAX_LEASE_WAIT_MS}",
+            body.wait_ms
+        ))
+        .with_details(json!({"pointer": "/wait_ms", "maximum": MAX_LEASE_WAIT_MS})));
+    }
+    Ok(())
+}
+
+/// `POST /v1/agent/lease`: the oldest queued job this agent can run,
+/// leased to it; `job: null` when none came within `wait_ms`.
+pub(crate) async fn lease(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<LeaseBody>,
+) -> Result<Json<Value>, ApiError> {
+    check_lease_body(&body)?;
+    let lease_ms = state.lease.as_millis() as i64;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(body.wait_ms);
+    let body = std::sync::Arc::new(body);
+    loop {
+        let home = state.home.as_ref().clone();
+        let asked = body.clone();
+        let leased = blocking(move || claim(&home, &asked, lease_ms)).await?;
+        if let Some(answer) = leased {
+            return Ok(Json(answer));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(Json(json!({"job": null, "server_now_ms": now_ms()})));
+        }
+        tokio::time::sleep(Duration::from_millis(4)).await;
+    }
+}
+
+fn claim(
+    home: &std::path::Path,
+    body: &LeaseBody,
+    lease_ms: i64,
+) -> Result<Option<Value>, ApiError> {
+    let mut store = match Store::open_existing(home) {
+        Ok(store) => store,
+        Err(wfhost_store::StoreError::NoStore { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if !store.has_queued_jobs()? {
+        return Ok(None);
+    }
+    let now = now_ms();
+    let Some(lease) = store.claim_job(&body.agent, &body.capabilities, lease_ms, now)? else {
+        return Ok(None);
+    };
+    let request: Value = serde_json::from_str(&lease.request).map_err(|e| {
+        ApiError::internal(format!(
+            "job {}: its request is not JSON: {e}",
+            lease.job.id
+        ))
+    })?;
+    Ok(Some(json!({
+        "job": {
+            "id": lease.job.id,
+            "attempt": lease.job.attempt,
+            "token": lease.token,
+            "run_id": lease.job.run_id,
+            "node": lease.job.node,
+            "block": lease.job.block,
+            "requires": lease.job.requires,
+            "expires_at_ms": lease.job.expires_at_ms,
+            "lease_ms": lease_ms,
+            "heartbeat_ms": lease_ms / i64::from(HEARTBEATS_PER_LEASE),
+            "request": request,
+        },
+        "server_now_ms": now,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HeartbeatBody {
+    attempt: u32,
+    token: String,
+}
+
+fn lease_lost(lost: LeaseLost) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "lease_lost",
+        format!("job {}: {}", lost.job, lost.reason),
+    )
+    .with_details(json!({
+        "job": lost.job,
+        "state": lost.state.as_str(),
+        "attempt": lost.attempt,
+        "server_now_ms": now_ms(),
+    }))
+}
+
+/// `POST /v1/jobs/{id}/heartbeat`: extend the lease `(attempt, token)`.
+pub(crate) async fn heartbeat(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    JsonBody(body): JsonBody<HeartbeatBody>,
+) -> Result<Json<Value>, ApiError> {
+    let home = state.home.as_ref().clone();
+    let lease_ms = state.lease.as_millis() as i64;
+    blocking(move || {
+        let mut store = Store::open_existing(&home)?;
+        let now = now_ms();
+        match store.heartbeat_job(id, body.attempt, &body.token, lease_ms, now)? {
+            Ok(expires) => Ok(Json(json!({
+                "job": id,
+                "attempt": body.attempt,
+                "expires_at_ms": expires,
+                "server_now_ms": now,
+            }))),
+            Err(lost) => Err(lease_lost(lost)),
+        }
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CompleteBody {
+    attempt: u32,
+    token: String,
+    /// Whether the block produced an output (`succeeded`) or failed.
+    succeeded: bool,
+    /// The block's result, as the agent's runtime reported it.
+    result: serde_json::Map<String, Value>,
+}
+
+/// `POST /v1/jobs/{id}/complete`: record the result of the lease
+/// `(attempt, token)`; the same completion again gets the same answer.
+pub(crate) async fn complete(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    JsonBody(body): JsonBody<CompleteBody>,
+) -> Result<(StatusCode, String), ApiError> {
+    let home = state.home.as_ref().clone();
+    blocking(move || {
+        let mut store = Store::open_existing(&home)?;
+        let result = Value::Object(body.result).to_string();
+        let now = now_ms();
+        let respond = |job: &wfhost_store::Job| {
+            json!({
+                "job": job.id,
+                "attempt": job.attempt,
+                "state": job.state.as_str(),
+                "server_now_ms": now,
+            })
+            .to_string()
+        };
+        match store.complete_job(
+            (id, body.attempt, &body.token),
+            body.succeeded,
+            &result,
+            now,
+            respond,
+        )? {
+            Completion::Accepted { response } | Completion::Replayed { response } => {
+                Ok((StatusCode::OK, response))
+            }
+            Completion::Refused(lost) => Err(lease_lost(lost)),
+        }
+    })
+    .await
+}
+
+/// `GET /v1/jobs/{id}`: a job and its history.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> Result<Json<Value>, ApiError> {
+    with_store(&state.home, None, move |store| {
+        let job = store
+            .job(id)?
+            .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
+        let history = store.job_history(id)?;
+        Ok(Json(
+            json!({"job": job, "history": history, "server_now_ms": now_ms()}),
+        ))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobsQuery {
+    after: Option<i64>,
+    limit: Option<u32>,
+}
+
+/// `GET /v1/runs/{id}/jobs`: the run's jobs, oldest first, paged by id.
+pub(crate) async fn of_run(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<axum::extract::Query<JobsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let axum::extract::Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let limit = query.limit.unwrap_or(100).clamp(1, 1000);
+    with_store(&state.home, None, move |store| {
+        exact_run(store, &id)?;
+        let jobs = store.jobs_of_run(&id, query.after.unwrap_or(0), limit)?;
+        let next = (jobs.len() == limit as usize).then(|| jobs.last().map(|j| j.id));
+        Ok(Json(
+            json!({"jobs": jobs, "next_after": next.flatten(), "server_now_ms": now_ms()}),
+        ))
+    })
+    .await
+}
+
+/// Requeue expired leases every `every` until the server stops.
+pub(crate) async fn reconcile(home: PathBuf, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let home = home.clone();
+        let done = blocking(move || {
+            let mut store = match Store::open_existing(&home) {
+                Ok(store) => store,
+                Err(wfhost_store::StoreError::NoStore { .. }) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            Ok(store.requeue_expired(now_ms())?)
+        })
+        .await;
+        match done {
+            Ok(requeued) => {
+                for (job, attempt) in requeued {
+                    eprintln!("job {job}: its lease expired; queued again as attempt {attempt}");
+                }
+            }
+            Err(e) => eprintln!("reconcile: {}", e.message),
+        }
+    }
+}
