@@ -12,6 +12,7 @@ mod examples;
 mod exec;
 mod inputs;
 mod inspect;
+mod leases;
 mod observe;
 mod parallel;
 mod run;

@@ -5,9 +5,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 
 /// A running `wfhost serve` on a free loopback port, stopped on drop.
-struct Served {
-    child: std::process::Child,
-    addr: String,
+pub(super) struct Served {
+    pub(super) child: std::process::Child,
+    pub(super) addr: String,
 }
 
 impl Drop for Served {
@@ -18,8 +18,14 @@ impl Drop for Served {
 }
 
 fn serve(scratch: &Path) -> Served {
+    serve_with(scratch, &[])
+}
+
+/// `wfhost serve` on a free loopback port with `extra` options.
+pub(super) fn serve_with(scratch: &Path, extra: &[&str]) -> Served {
     let mut child = command(scratch)
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -38,7 +44,7 @@ fn serve(scratch: &Path) -> Served {
 }
 
 /// One request, its status and JSON body (`null` when not JSON).
-fn http(
+pub(super) fn http(
     addr: &str,
     method: &str,
     path: &str,
@@ -63,7 +69,7 @@ fn http(
     (status, serde_json::from_str(body).unwrap_or_default())
 }
 
-fn http_get(addr: &str, path: &str) -> (u16, serde_json::Value) {
+pub(super) fn http_get(addr: &str, path: &str) -> (u16, serde_json::Value) {
     http(addr, "GET", path, None)
 }
 
@@ -116,12 +122,12 @@ fn serving_beyond_loopback_without_tokens_is_refused() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-fn http_post(addr: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+pub(super) fn http_post(addr: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
     http(addr, "POST", path, Some(body))
 }
 
 /// The run's status once it is `want`, waiting up to 60 s.
-fn await_status(addr: &str, run: &str, want: &str) -> serde_json::Value {
+pub(super) fn await_status(addr: &str, run: &str, want: &str) -> serde_json::Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let (status, body) = http_get(addr, &format!("/v1/runs/{run}"));
@@ -287,7 +293,7 @@ fn a_run_killed_mid_way_is_resumed_over_the_api_to_its_end() {
     let scratch = tempfile::tempdir().unwrap();
     let served = serve(scratch.path());
     let ws = workspace_in(scratch.path());
-    let n = 5000;
+    let n = 1500;
     let blocks: serde_json::Map<String, serde_json::Value> = (0..n)
         .map(|i| {
             let action = if i + 1 == n {

@@ -100,32 +100,40 @@ pub(crate) async fn lease(
 ) -> Result<Json<Value>, ApiError> {
     check_lease_body(&body)?;
     let lease_ms = state.lease.as_millis() as i64;
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(body.wait_ms);
-    let body = std::sync::Arc::new(body);
-    loop {
-        let home = state.home.as_ref().clone();
-        let asked = body.clone();
-        let leased = blocking(move || claim(&home, &asked, lease_ms)).await?;
-        if let Some(answer) = leased {
-            return Ok(Json(answer));
+    let home = state.home.as_ref().clone();
+    // The wait is a loop of cheap reads on one connection (a millisecond
+    // apart), on the blocking pool: jobs are queued by other processes.
+    blocking(move || {
+        let deadline = std::time::Instant::now() + Duration::from_millis(body.wait_ms);
+        let mut store = None;
+        loop {
+            if store.is_none() {
+                store = open_if_any(&home)?;
+            }
+            if let Some(store) = store.as_mut()
+                && let Some(answer) = claim(store, &body, lease_ms)?
+            {
+                return Ok(Json(answer));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(Json(json!({"job": null, "server_now_ms": now_ms()})));
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok(Json(json!({"job": null, "server_now_ms": now_ms()})));
-        }
-        tokio::time::sleep(Duration::from_millis(4)).await;
+    })
+    .await
+}
+
+/// The store, or None when no run was ever started in `home`.
+fn open_if_any(home: &std::path::Path) -> Result<Option<Store>, ApiError> {
+    match Store::open_existing(home) {
+        Ok(store) => Ok(Some(store)),
+        Err(wfhost_store::StoreError::NoStore { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
-fn claim(
-    home: &std::path::Path,
-    body: &LeaseBody,
-    lease_ms: i64,
-) -> Result<Option<Value>, ApiError> {
-    let mut store = match Store::open_existing(home) {
-        Ok(store) => store,
-        Err(wfhost_store::StoreError::NoStore { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
+fn claim(store: &mut Store, body: &LeaseBody, lease_ms: i64) -> Result<Option<Value>, ApiError> {
     if !store.has_queued_jobs()? {
         return Ok(None);
     }
@@ -300,13 +308,9 @@ pub(crate) async fn reconcile(home: PathBuf, every: Duration) {
     loop {
         tick.tick().await;
         let home = home.clone();
-        let done = blocking(move || {
-            let mut store = match Store::open_existing(&home) {
-                Ok(store) => store,
-                Err(wfhost_store::StoreError::NoStore { .. }) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            Ok(store.requeue_expired(now_ms())?)
+        let done = blocking(move || match open_if_any(&home)? {
+            Some(mut store) => Ok(store.requeue_expired(now_ms())?),
+            None => Ok(Vec::new()),
         })
         .await;
         match done {

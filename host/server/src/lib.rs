@@ -141,6 +141,12 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     ready(bound);
     let every = (config.lease / 4).min(std::time::Duration::from_secs(1));
     let reconcile = tokio::spawn(jobs::reconcile(config.home.clone(), every));
+    // Answers go out at once (no Nagle delay on kept-alive connections:
+    // an agent's lease, heartbeat and completion are small writes).
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let served = axum::serve(listener, router(&config))
         .with_graceful_shutdown(shutdown())
         .await

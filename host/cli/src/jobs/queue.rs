@@ -118,7 +118,9 @@ impl<'p> RunJobs<'p> {
 
     /// Wait until job `id` is final; its result.
     async fn wait(&self, id: i64) -> BlockResult {
-        let mut pause = Duration::from_micros(500);
+        // Every millisecond for the first tenth of a second (a quick block
+        // is answered quickly), then every 10 ms.
+        let started = std::time::Instant::now();
         loop {
             let job = self.store().job(id);
             match job {
@@ -131,8 +133,12 @@ impl<'p> RunJobs<'p> {
                 // A busy store: look again.
                 Err(_) => {}
             }
+            let pause = if started.elapsed() < Duration::from_millis(100) {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_millis(10)
+            };
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
 

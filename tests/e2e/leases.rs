@@ -1,0 +1,235 @@
+//! Blocks as leased jobs: `wfhost serve` with `wfhost agent` processes,
+//! over real HTTP on loopback.
+
+use super::serve::{Served, await_status, http_get, http_post, serve_with};
+use super::*;
+use serde_json::{Value, json};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// A `wfhost agent` process, killed on drop; its stderr goes to a file.
+struct Agent {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Agent {
+    fn start(scratch: &Path, served: &Served, name: &str) -> Agent {
+        let log = scratch.join(format!("{name}.log"));
+        let child = command(scratch)
+            .args(["agent", "--server", &format!("http://{}", served.addr)])
+            .args(["--name", name])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Agent { child, log }
+    }
+
+    fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// A chain of `n` echo blocks.
+fn chain(n: usize) -> Value {
+    let blocks: serde_json::Map<String, Value> = (0..n)
+        .map(|i| {
+            let action = if i + 1 == n {
+                "END".to_string()
+            } else {
+                format!("JUMP:b{}", i + 1)
+            };
+            (
+                format!("b{i}"),
+                json!({"worker": "echo", "payload_merge_strategy": ["clear"],
+                    "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
+            )
+        })
+        .collect();
+    json!({"id": "chain", "start_node": "main",
+        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}})
+}
+
+/// One exec block that sleeps `seconds`.
+fn sleeper(seconds: &str) -> Value {
+    json!({"id": "sleeper", "start_node": "main",
+        "plugins": {"exec": {"grants": ["exec"]}},
+        "nodes": {"main": {"entry_block": "nap", "blocks": {"nap": {
+            "worker": "exec",
+            "config": {"commands": [{"argv": ["sleep", seconds]}]},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}}}}})
+}
+
+fn start(served: &Served, manifest: &Value, ws: &Path) -> String {
+    let (status, body) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &json!({"manifest": manifest, "workspace": ws, "max_steps": 1000}),
+    );
+    assert_eq!(status, 202, "{body}");
+    body["run_id"].as_str().unwrap().to_string()
+}
+
+fn jobs(served: &Served, run: &str) -> Vec<Value> {
+    let (status, body) = http_get(&served.addr, &format!("/v1/runs/{run}/jobs?limit=1000"));
+    assert_eq!(status, 200, "{body}");
+    body["jobs"].as_array().unwrap().clone()
+}
+
+fn history(served: &Served, job: i64) -> Vec<String> {
+    let (status, body) = http_get(&served.addr, &format!("/v1/jobs/{job}"));
+    assert_eq!(status, 200, "{body}");
+    body["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| format!("{}:{}", e["kind"].as_str().unwrap(), e["agent"].as_str().unwrap_or("")))
+        .collect()
+}
+
+/// The first job of `run` once it is leased; waits up to 30 s.
+fn leased_job(served: &Served, run: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(job) = jobs(served, run).into_iter().find(|j| j["state"] == "leased") {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "no job of {run} was leased");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_agents_share_the_jobs_of_concurrent_runs_and_none_is_recorded_twice() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &["--local-agents", "0"]);
+    let a = Agent::start(scratch.path(), &served, "a");
+    let b = Agent::start(scratch.path(), &served, "b");
+    let runs: Vec<String> = (0..4)
+        .map(|i| {
+            let ws = scratch.path().join(format!("ws{i}"));
+            std::fs::create_dir_all(&ws).unwrap();
+            start(&served, &chain(50), &ws)
+        })
+        .collect();
+    let mut by_agent = std::collections::BTreeMap::<String, usize>::new();
+    for run in &runs {
+        let shown = await_status(&served.addr, run, "succeeded");
+        assert_eq!(shown["steps"], 50, "{shown}");
+        let jobs = jobs(&served, run);
+        assert_eq!(jobs.len(), 50, "one job per block execution");
+        for job in &jobs {
+            assert_eq!(job["state"], "succeeded", "{job}");
+            assert_eq!(job["attempt"], 1, "{job}");
+            *by_agent.entry(job["agent"].as_str().unwrap().into()).or_default() += 1;
+        }
+        // Each block recorded completed exactly once, in step order.
+        let (_, steps) = http_get(&served.addr, &format!("/v1/runs/{run}/steps"));
+        let steps = steps["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 50, "{steps:?}");
+    }
+    assert_eq!(by_agent.values().sum::<usize>(), 200);
+    assert!(by_agent.len() == 2, "both agents ran jobs: {by_agent:?}\n{}\n{}", a.said(), b.said());
+}
+
+#[test]
+fn an_agent_killed_mid_job_loses_it_to_another_and_one_success_is_recorded() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &["--local-agents", "0", "--lease-ms", "1000"]);
+    let ws = workspace_in(scratch.path());
+    let killed = Agent::start(scratch.path(), &served, "killed");
+    let run = start(&served, &sleeper("2"), &ws);
+    let job = leased_job(&served, &run);
+    assert_eq!(job["agent"], "killed");
+    killed.signal("-KILL");
+    let _other = Agent::start(scratch.path(), &served, "other");
+    await_status(&served.addr, &run, "succeeded");
+    let jobs = jobs(&served, &run);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0]["attempt"], 2);
+    assert_eq!(jobs[0]["agent"], "other");
+    assert_eq!(
+        history(&served, jobs[0]["id"].as_i64().unwrap()),
+        ["queued:", "leased:killed", "requeued:killed", "leased:other", "succeeded:other"]
+    );
+}
+
+#[test]
+fn a_paused_agent_past_its_lease_cannot_record_its_result() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &["--local-agents", "0", "--lease-ms", "1000"]);
+    let ws = workspace_in(scratch.path());
+    let paused = Agent::start(scratch.path(), &served, "paused");
+    let run = start(&served, &sleeper("1.5"), &ws);
+    let job = leased_job(&served, &run);
+    let id = job["id"].as_i64().unwrap();
+    paused.signal("-STOP");
+    let _other = Agent::start(scratch.path(), &served, "other");
+    await_status(&served.addr, &run, "succeeded");
+    // Resumed, the paused agent learns it lost the lease: its heartbeat or
+    // its completion is refused, and nothing it says is recorded.
+    paused.signal("-CONT");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(paused.said().contains("lost the lease") || paused.said().contains("was refused")) {
+        assert!(Instant::now() < deadline, "the paused agent said: {}", paused.said());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let jobs = jobs(&served, &run);
+    assert_eq!((jobs[0]["agent"].as_str(), jobs[0]["attempt"].as_u64()), (Some("other"), Some(2)));
+    let kinds = history(&served, id);
+    assert_eq!(kinds.iter().filter(|k| k.starts_with("succeeded")).count(), 1, "{kinds:?}");
+    // A late completion of the first lease, sent over HTTP, is refused
+    // and recorded as such.
+    let (status, body) = http_post(
+        &served.addr,
+        &format!("/v1/jobs/{id}/complete"),
+        &json!({"attempt": 1, "token": "0".repeat(32), "succeeded": true, "result": {}}),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "lease_lost");
+    assert_eq!(body["details"]["state"], "succeeded");
+    assert!(history(&served, id).last().unwrap().starts_with("refused"));
+    // The run's record of the block is the other agent's.
+    let shown = await_status(&served.addr, &run, "succeeded");
+    assert_eq!(shown["steps"], 1, "{shown}");
+}
+
+#[test]
+fn a_workspace_the_agent_does_not_share_fails_the_job_with_the_reason() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &["--local-agents", "0"]);
+    let ws = workspace_in(scratch.path());
+    let run = start(&served, &chain(1), &ws);
+    // Another machine's view: the path holds a different workspace.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while jobs(&served, &run).is_empty() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(ws.join(".output/workspace-id"), "elsewhere").unwrap();
+    let agent = Agent::start(scratch.path(), &served, "remote");
+    let shown = await_status(&served.addr, &run, "failed");
+    let (_, events) = http_get(&served.addr, &format!("/v1/runs/{run}/events"));
+    let text = events.to_string();
+    assert!(
+        text.contains("must see the workspace at the same path"),
+        "{shown}\n{text}\n{}",
+        agent.said()
+    );
+}
