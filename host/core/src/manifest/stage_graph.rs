@@ -464,8 +464,10 @@ fn cycle_error(graph: &StageGraph, incoming: &[usize]) -> StageGraphError {
             None => break,
         }
     }
+    // `seen` walked the cycle backwards from `at`; name it forwards.
     let start = seen.iter().position(|&i| i == at).unwrap_or(0);
-    let mut cycle: Vec<&str> = seen[start..].iter().rev().map(|&i| ids[i]).collect();
+    let mut cycle = vec![ids[at]];
+    cycle.extend(seen[start + 1..].iter().rev().map(|&i| ids[i]));
     cycle.push(ids[at]);
     StageGraphError::new(
         Some(ids[at]),
@@ -829,5 +831,430 @@ fn named_block(reason: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+    use crate::event::{CommandRecord, Decision, Event, PayloadDelta};
+    use crate::manifest::{Workflow, check};
+    use crate::payload::Statistics;
+
+    const BUILTINS: &[&str] = &["exec", "actions-core", "echo", "agent", "scripted"];
+
+    /// build → approve (gate) → test.
+    fn three_stages() -> Value {
+        json!({
+            "workflow": {
+                "nodes": [
+                    {"id": "build", "type": "exec_block", "exec": {
+                        "workdir": "app", "env": {"RUST_LOG": "info"},
+                        "commands": [{"name": "compile", "argv": ["cargo", "build"]}]}},
+                    {"id": "approve", "type": "gate",
+                     "config": {"requires_approval": true, "message": "Ship the build?"}},
+                    {"id": "test", "type": "exec_block", "exec": {
+                        "max_attempts": 3,
+                        "commands": [{"argv": ["cargo", "test"]}, {"argv": ["make", "check"]}]}}
+                ],
+                "edges": [{"from": "build", "to": "approve"}, {"from": "approve", "to": "test"}]
+            },
+            "project_path": "/srv/projects/app",
+            "intent": {"goal": "build, approve and test the app"}
+        })
+    }
+
+    fn checked(manifest: &Value) -> Workflow {
+        let wf: Workflow = serde_json::from_value(manifest.clone()).expect("a manifest");
+        let errors = check(Path::new("stage-graph.json"), &wf, BUILTINS);
+        assert!(errors.is_empty(), "{errors:?}");
+        wf
+    }
+
+    fn actions(wf: &Workflow, block: &str) -> Vec<(String, String)> {
+        wf.nodes[NODE].blocks[block]
+            .transitions
+            .iter()
+            .map(|t| (t.on_signal.clone(), t.action.clone()))
+            .collect()
+    }
+
+    fn action(wf: &Workflow, block: &str, signal: &str) -> String {
+        actions(wf, block)
+            .into_iter()
+            .find(|(s, _)| s == signal)
+            .map(|(_, a)| a)
+            .unwrap_or_else(|| panic!("{block} has no transition for {signal}"))
+    }
+
+    #[test]
+    fn exec_gate_exec_translates_into_a_checked_chain() {
+        let t = translate(&three_stages()).unwrap();
+        let wf = checked(&t.manifest);
+        assert_eq!(t.project_path, "/srv/projects/app");
+        assert_eq!(wf.start_node, NODE);
+        assert_eq!(wf.nodes[NODE].entry_block, "build");
+        assert_eq!(wf.plugins["exec"].grants, ["exec"]);
+        assert_eq!(
+            wf.description.as_deref(),
+            Some("build, approve and test the app")
+        );
+        let kinds: Vec<(&str, StageKind, &str)> = t
+            .stages
+            .iter()
+            .map(|s| (s.id.as_str(), s.kind, s.block.as_str()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("build", StageKind::Exec, "build"),
+                ("approve", StageKind::Gate, "approve"),
+                ("test", StageKind::Exec, "test"),
+            ]
+        );
+        let build = &wf.nodes[NODE].blocks["build"];
+        assert_eq!(build.worker, "exec");
+        assert_eq!(
+            build.config,
+            json!({"commands": [{"argv": ["cargo", "build"], "cwd": "app", "env": {"RUST_LOG": "info"}}],
+                   "allow_shell": false, "executor": "local"})
+        );
+        assert_eq!(build.max_attempts, None);
+        assert_eq!(action(&wf, "build", "SIGNAL:SUCCESS"), "JUMP:approve");
+        assert!(action(&wf, "build", "SIGNAL:EXEC_FAILED").starts_with("FAIL:stage `build`"));
+        assert_eq!(wf.nodes[NODE].blocks["approve"].worker, "echo");
+        assert_eq!(
+            action(&wf, "approve", "SIGNAL:SUCCESS"),
+            "GATE:Ship the build?"
+        );
+        assert_eq!(action(&wf, "approve", "SIGNAL:GATE_APPROVED"), "JUMP:test");
+        assert!(action(&wf, "approve", "SIGNAL:GATE_CHANGES_REQUESTED").starts_with("FAIL:"));
+        assert_eq!(action(&wf, "test", "SIGNAL:SUCCESS"), "END");
+        for block in ["build", "approve", "test"] {
+            assert!(action(&wf, block, "SIGNAL:FAIL_DEFAULT").starts_with("FAIL:"));
+        }
+    }
+
+    #[test]
+    fn max_attempts_becomes_a_bounded_retry_of_the_block() {
+        let wf = checked(&translate(&three_stages()).unwrap().manifest);
+        assert_eq!(wf.nodes[NODE].blocks["test"].max_attempts, Some(3));
+        assert_eq!(action(&wf, "test", "SIGNAL:EXEC_FAILED"), "JUMP:test");
+        assert_eq!(action(&wf, "test", "SIGNAL:EXEC_TIMEOUT"), "JUMP:test");
+    }
+
+    #[test]
+    fn several_entries_and_branches_run_as_one_topological_chain() {
+        let exec = |argv: &str| json!({"commands": [{"argv": [argv]}]});
+        let graph = json!({
+            "workflow": {
+                "nodes": [
+                    {"id": "report", "type": "exec_block", "exec": exec("report")},
+                    {"id": "lint", "type": "exec_block", "exec": exec("lint")},
+                    {"id": "fetch", "type": "exec_block", "exec": exec("fetch")},
+                    {"id": "unit", "type": "exec_block", "exec": exec("unit")}
+                ],
+                "edges": [{"from": "fetch", "to": "unit"}, {"from": "lint", "to": "report"},
+                          {"from": "unit", "to": "report"}]
+            },
+            "project_path": "p"
+        });
+        let t = translate(&graph).unwrap();
+        let order: Vec<&str> = t.stages.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(order, ["lint", "fetch", "unit", "report"]);
+        let wf = checked(&t.manifest);
+        assert_eq!(wf.nodes[NODE].entry_block, "lint");
+        assert_eq!(action(&wf, "lint", "SIGNAL:SUCCESS"), "JUMP:fetch");
+        assert_eq!(action(&wf, "unit", "SIGNAL:SUCCESS"), "JUMP:report");
+        assert_eq!(action(&wf, "report", "SIGNAL:SUCCESS"), "END");
+    }
+
+    #[test]
+    fn a_gate_without_approval_is_skipped_and_executors_map() {
+        let mut graph = three_stages();
+        graph["workflow"]["nodes"][1]["config"]["requires_approval"] = json!(false);
+        graph["workflow"]["nodes"][0]["exec"]["executor"] = json!("slurm");
+        graph["workflow"]["nodes"][2]["exec"]["executor"] =
+            json!({"kind": "docker", "image": "rust:1", "cpus": 2.0});
+        let t = translate(&graph).unwrap();
+        let wf = checked(&t.manifest);
+        assert_eq!(t.stages[1].kind, StageKind::SkippedGate);
+        assert!(!wf.nodes[NODE].blocks.contains_key("approve"));
+        assert_eq!(action(&wf, "build", "SIGNAL:SUCCESS"), "JUMP:test");
+        let executor = |b: &str| wf.nodes[NODE].blocks[b].config["executor"].clone();
+        assert_eq!(executor("build"), json!({"slurm": {}}));
+        assert_eq!(
+            executor("test"),
+            json!({"container": {"image": "rust:1", "cpus": 2.0}})
+        );
+    }
+
+    /// The error for `graph` after `edit`.
+    fn refused(edit: impl FnOnce(&mut Value)) -> StageGraphError {
+        let mut graph = three_stages();
+        edit(&mut graph);
+        translate(&graph).expect_err("refused")
+    }
+
+    fn assert_refused(err: &StageGraphError, node: &str, pointer: &str, says: &str) {
+        assert_eq!(err.node.as_deref(), Some(node), "{err}");
+        assert_eq!(err.pointer, pointer, "{err}");
+        assert!(err.message.contains(says), "{err}");
+        assert!(
+            err.to_string().contains(&format!("stage `{node}`")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_stage_and_the_pointer() {
+        let err = refused(|g| g["workflow"]["nodes"][2]["id"] = json!("build"));
+        assert_refused(&err, "build", "/workflow/nodes/2/id", "used twice");
+        let err = refused(|g| g["workflow"]["edges"][1]["to"] = json!("deploy"));
+        assert_refused(
+            &err,
+            "approve",
+            "/workflow/edges/1/to",
+            "`deploy`, which is not a stage",
+        );
+        let err = refused(|g| {
+            let edges = g["workflow"]["edges"].as_array_mut().unwrap();
+            edges.push(json!({"from": "test", "to": "approve"}));
+        });
+        assert_refused(
+            &err,
+            "approve",
+            "/workflow/edges",
+            "cycle (approve → test → approve)",
+        );
+        let err = refused(|g| {
+            g["workflow"]["nodes"][2]["exec"]["commands"][1]["argv"] =
+                json!(["bash", "-c", "make"]);
+        });
+        assert_refused(
+            &err,
+            "test",
+            "/workflow/nodes/2/exec/commands/1/argv",
+            "no-shell",
+        );
+        let err = refused(|g| g["workflow"]["nodes"][0]["exec"]["workdir"] = json!("/etc"));
+        assert_refused(
+            &err,
+            "build",
+            "/workflow/nodes/0/exec/workdir",
+            "cwd-inside",
+        );
+        let err = refused(|g| g["workflow"]["nodes"][0]["exec"]["workdir"] = json!("../x"));
+        assert_refused(
+            &err,
+            "build",
+            "/workflow/nodes/0/exec/workdir",
+            "cwd-inside",
+        );
+        let err = refused(|g| g["workflow"]["nodes"][2]["exec"]["retries"] = json!(2));
+        assert_refused(
+            &err,
+            "test",
+            "/workflow/nodes/2/exec/retries",
+            "unknown field `retries`",
+        );
+        let err = refused(|g| g["workflow"]["nodes"][0]["exec"]["commands"] = json!([]));
+        assert_refused(
+            &err,
+            "build",
+            "/workflow/nodes/0/exec/commands",
+            "at least one command",
+        );
+        let err = refused(|g| {
+            g["workflow"]["nodes"][0]["exec"]["commands"][0]["allow_failure"] = json!(true);
+        });
+        assert_refused(
+            &err,
+            "build",
+            "/workflow/nodes/0/exec/commands/0/allow_failure",
+            "not supported",
+        );
+        let err = refused(|g| g["workflow"]["nodes"][1]["id"] = json!("ap prove"));
+        assert_refused(&err, "ap prove", "/workflow/nodes/1/id", "letters, digits");
+        let err = refused(|g| g["workflow"]["nodes"][0]["exec"]["executor"] = json!("docker"));
+        assert_refused(
+            &err,
+            "build",
+            "/workflow/nodes/0/exec/executor",
+            "needs an image",
+        );
+        let err = refused(|g| g["workflow"]["nodes"][2]["exec"]["max_attempts"] = json!(0));
+        assert_refused(
+            &err,
+            "test",
+            "/workflow/nodes/2/exec/max_attempts",
+            "between 1",
+        );
+        let err = refused(|g| g["workflow"]["nodes"][1]["type"] = json!("exec_block"));
+        assert_refused(&err, "approve", "/workflow/nodes/1/config", "takes `exec`");
+    }
+
+    #[test]
+    fn shells_pass_with_allow_shell_and_request_errors_need_no_stage() {
+        let mut graph = three_stages();
+        graph["workflow"]["nodes"][0]["exec"]["commands"][0]["argv"] = json!(["sh", "-c", "make"]);
+        graph["workflow"]["nodes"][0]["exec"]["allow_shell"] = json!(true);
+        let wf = checked(&translate(&graph).unwrap().manifest);
+        assert_eq!(
+            wf.nodes[NODE].blocks["build"].config["allow_shell"],
+            json!(true)
+        );
+        let err = translate(&json!({"workflow": {"nodes": []}, "project_path": "p"})).unwrap_err();
+        assert_eq!((err.node, err.pointer.as_str()), (None, "/workflow/nodes"));
+        let err = translate(&json!({"workflow": {"nodes": []}, "project": "p"})).unwrap_err();
+        assert_eq!(err.node, None);
+        assert!(err.message.contains("unknown field `project`"), "{err}");
+    }
+
+    fn started() -> RunState {
+        RunState::start(&Event::RunStarted {
+            run_id: "run-1".into(),
+            workflow_id: WORKFLOW_ID.into(),
+            workflow_hash: "sha256:00".into(),
+            plugins: BTreeMap::new(),
+            start_node: NODE.into(),
+            start_block: "build".into(),
+            max_steps: 100,
+            max_call_depth: 8,
+            default_executor: String::new(),
+            inputs: Default::default(),
+        })
+        .unwrap()
+    }
+
+    /// Block `block` runs as step `step` and completes with `signal`.
+    fn ran(state: &mut RunState, step: u64, block: &str, attempt: u32, signal: &str) {
+        let (node, block) = (NODE.to_string(), block.to_string());
+        let events = [
+            Event::BlockStarted {
+                step,
+                node: node.clone(),
+                block: block.clone(),
+                attempt,
+            },
+            Event::BlockCompleted {
+                step,
+                node,
+                block,
+                signal: signal.into(),
+                payload: PayloadDelta::default(),
+                artifact: None,
+                statistics: Statistics::default(),
+                duration_us: 10,
+                failure: None,
+                log: vec![],
+            },
+        ];
+        for event in &events {
+            state.apply(event).unwrap();
+        }
+    }
+
+    fn took(state: &mut RunState, step: u64, command: CommandRecord, gate_id: Option<&str>) {
+        let event = Event::ActionTaken {
+            step,
+            action: "X".into(),
+            command,
+            gate_id: gate_id.map(str::to_string),
+            fallback_for: None,
+        };
+        state.apply(&event).unwrap();
+    }
+
+    fn jump(to: &str) -> CommandRecord {
+        CommandRecord::Jump {
+            to: format!("{NODE}.{to}"),
+        }
+    }
+
+    fn statuses(stages: &[StageInfo], state: &RunState) -> Vec<&'static str> {
+        stage_statuses(stages, state)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect()
+    }
+
+    #[test]
+    fn statuses_follow_the_run_through_its_chain() {
+        let stages = translate(&three_stages()).unwrap().stages;
+        let mut state = started();
+        assert_eq!(statuses(&stages, &state), ["pending", "pending", "pending"]);
+        let start = Event::BlockStarted {
+            step: 0,
+            node: NODE.into(),
+            block: "build".into(),
+            attempt: 1,
+        };
+        let mut probe = state.clone();
+        probe.apply(&start).unwrap();
+        assert_eq!(statuses(&stages, &probe), ["running", "pending", "pending"]);
+        ran(&mut state, 0, "build", 1, "SIGNAL:SUCCESS");
+        took(&mut state, 0, jump("approve"), None);
+        ran(&mut state, 1, "approve", 1, "SIGNAL:SUCCESS");
+        let gate = CommandRecord::Gate {
+            prompt: "Ship the build?".into(),
+        };
+        took(&mut state, 1, gate, Some("UD-1"));
+        assert_eq!(
+            statuses(&stages, &state),
+            ["succeeded", "needs_human", "pending"]
+        );
+        let mut rejected = state.clone();
+        let answer = Decision::ChangesRequested { text: "no".into() };
+        rejected
+            .apply(&Event::GateAnswered {
+                gate_id: "UD-1".into(),
+                decision: answer,
+            })
+            .unwrap();
+        let fail = CommandRecord::Fail {
+            reason: "changes requested at gate `approve`".into(),
+        };
+        took(&mut rejected, 1, fail, None);
+        assert_eq!(
+            statuses(&stages, &rejected),
+            ["succeeded", "failed", "pending"]
+        );
+        let approved = Event::GateAnswered {
+            gate_id: "UD-1".into(),
+            decision: Decision::Approved,
+        };
+        state.apply(&approved).unwrap();
+        took(&mut state, 1, jump("test"), None);
+        ran(&mut state, 2, "test", 1, "SIGNAL:EXEC_FAILED");
+        took(&mut state, 2, jump("test"), None);
+        assert_eq!(
+            statuses(&stages, &state),
+            ["succeeded", "succeeded", "running"]
+        );
+        ran(&mut state, 3, "test", 2, "SIGNAL:SUCCESS");
+        took(&mut state, 3, CommandRecord::End, None);
+        assert_eq!(
+            statuses(&stages, &state),
+            ["succeeded", "succeeded", "succeeded"]
+        );
+    }
+
+    #[test]
+    fn skipped_gates_and_exhausted_retries_show() {
+        let mut graph = three_stages();
+        graph["workflow"]["nodes"][1]["config"]["requires_approval"] = json!(false);
+        let stages = translate(&graph).unwrap().stages;
+        let mut state = started();
+        assert_eq!(statuses(&stages, &state), ["pending", "skipped", "pending"]);
+        ran(&mut state, 0, "build", 1, "SIGNAL:SUCCESS");
+        took(&mut state, 0, jump("test"), None);
+        ran(&mut state, 1, "test", 1, "SIGNAL:EXEC_FAILED");
+        took(&mut state, 1, jump("test"), None);
+        let outcome = Outcome::Failed {
+            reason: "block `main.test` would run a 4th time, over its max_attempts of 3".into(),
+        };
+        state.apply(&Event::RunFinished { outcome }).unwrap();
+        assert_eq!(
+            statuses(&stages, &state),
+            ["succeeded", "skipped", "failed"]
+        );
+    }
 }
