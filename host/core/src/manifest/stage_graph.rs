@@ -1004,7 +1004,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_stage_and_the_pointer() {
+    fn graph_errors_name_the_stage_and_the_pointer() {
         let err = refused(|g| g["workflow"]["nodes"][2]["id"] = json!("build"));
         assert_refused(&err, "build", "/workflow/nodes/2/id", "used twice");
         let err = refused(|g| g["workflow"]["edges"][1]["to"] = json!("deploy"));
@@ -1024,6 +1024,10 @@ mod tests {
             "/workflow/edges",
             "cycle (approve → test → approve)",
         );
+    }
+
+    #[test]
+    fn stage_errors_name_the_stage_and_the_pointer() {
         let err = refused(|g| {
             g["workflow"]["nodes"][2]["exec"]["commands"][1]["argv"] =
                 json!(["bash", "-c", "make"]);
