@@ -20,6 +20,7 @@ pub mod graph;
 mod load;
 pub mod pinning;
 pub mod signals;
+pub mod stage_graph;
 pub mod strict_json;
 
 pub use check::check;
