@@ -99,7 +99,13 @@ fn history(served: &Served, job: i64) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| format!("{}:{}", e["kind"].as_str().unwrap(), e["agent"].as_str().unwrap_or("")))
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["kind"].as_str().unwrap(),
+                e["agent"].as_str().unwrap_or("")
+            )
+        })
         .collect()
 }
 
@@ -107,7 +113,10 @@ fn history(served: &Served, job: i64) -> Vec<String> {
 fn leased_job(served: &Served, run: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(job) = jobs(served, run).into_iter().find(|j| j["state"] == "leased") {
+        if let Some(job) = jobs(served, run)
+            .into_iter()
+            .find(|j| j["state"] == "leased")
+        {
             return job;
         }
         assert!(Instant::now() < deadline, "no job of {run} was leased");
@@ -137,7 +146,9 @@ fn two_agents_share_the_jobs_of_concurrent_runs_and_none_is_recorded_twice() {
         for job in &jobs {
             assert_eq!(job["state"], "succeeded", "{job}");
             assert_eq!(job["attempt"], 1, "{job}");
-            *by_agent.entry(job["agent"].as_str().unwrap().into()).or_default() += 1;
+            *by_agent
+                .entry(job["agent"].as_str().unwrap().into())
+                .or_default() += 1;
         }
         // Each block recorded completed exactly once, in step order.
         let (_, steps) = http_get(&served.addr, &format!("/v1/runs/{run}/steps"));
@@ -145,13 +156,21 @@ fn two_agents_share_the_jobs_of_concurrent_runs_and_none_is_recorded_twice() {
         assert_eq!(steps.len(), 50, "{steps:?}");
     }
     assert_eq!(by_agent.values().sum::<usize>(), 200);
-    assert!(by_agent.len() == 2, "both agents ran jobs: {by_agent:?}\n{}\n{}", a.said(), b.said());
+    assert!(
+        by_agent.len() == 2,
+        "both agents ran jobs: {by_agent:?}\n{}\n{}",
+        a.said(),
+        b.said()
+    );
 }
 
 #[test]
 fn an_agent_killed_mid_job_loses_it_to_another_and_one_success_is_recorded() {
     let scratch = tempfile::tempdir().unwrap();
-    let served = serve_with(scratch.path(), &["--local-agents", "0", "--lease-ms", "1000"]);
+    let served = serve_with(
+        scratch.path(),
+        &["--local-agents", "0", "--lease-ms", "1000"],
+    );
     let ws = workspace_in(scratch.path());
     let killed = Agent::start(scratch.path(), &served, "killed");
     let run = start(&served, &sleeper("2"), &ws);
@@ -166,14 +185,23 @@ fn an_agent_killed_mid_job_loses_it_to_another_and_one_success_is_recorded() {
     assert_eq!(jobs[0]["agent"], "other");
     assert_eq!(
         history(&served, jobs[0]["id"].as_i64().unwrap()),
-        ["queued:", "leased:killed", "requeued:killed", "leased:other", "succeeded:other"]
+        [
+            "queued:",
+            "leased:killed",
+            "requeued:killed",
+            "leased:other",
+            "succeeded:other"
+        ]
     );
 }
 
 #[test]
 fn a_paused_agent_past_its_lease_cannot_record_its_result() {
     let scratch = tempfile::tempdir().unwrap();
-    let served = serve_with(scratch.path(), &["--local-agents", "0", "--lease-ms", "1000"]);
+    let served = serve_with(
+        scratch.path(),
+        &["--local-agents", "0", "--lease-ms", "1000"],
+    );
     let ws = workspace_in(scratch.path());
     let paused = Agent::start(scratch.path(), &served, "paused");
     let run = start(&served, &sleeper("1.5"), &ws);
@@ -187,13 +215,24 @@ fn a_paused_agent_past_its_lease_cannot_record_its_result() {
     paused.signal("-CONT");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !(paused.said().contains("lost the lease") || paused.said().contains("was refused")) {
-        assert!(Instant::now() < deadline, "the paused agent said: {}", paused.said());
+        assert!(
+            Instant::now() < deadline,
+            "the paused agent said: {}",
+            paused.said()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let jobs = jobs(&served, &run);
-    assert_eq!((jobs[0]["agent"].as_str(), jobs[0]["attempt"].as_u64()), (Some("other"), Some(2)));
+    assert_eq!(
+        (jobs[0]["agent"].as_str(), jobs[0]["attempt"].as_u64()),
+        (Some("other"), Some(2))
+    );
     let kinds = history(&served, id);
-    assert_eq!(kinds.iter().filter(|k| k.starts_with("succeeded")).count(), 1, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| k.starts_with("succeeded")).count(),
+        1,
+        "{kinds:?}"
+    );
     // A late completion of the first lease, sent over HTTP, is refused
     // and recorded as such.
     let (status, body) = http_post(
@@ -232,4 +271,70 @@ fn a_workspace_the_agent_does_not_share_fails_the_job_with_the_reason() {
         "{shown}\n{text}\n{}",
         agent.said()
     );
+}
+
+#[test]
+fn a_stage_graph_runs_as_a_workflow_with_the_stage_statuses() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &[]);
+    let project = workspace_in(scratch.path());
+    let graph = json!({
+        "workflow": {
+            "nodes": [
+                {"id": "build", "type": "exec_block", "exec": {"commands": [{"name": "make", "argv": ["true"]}]}},
+                {"id": "approve", "type": "gate", "config": {"requires_approval": true, "message": "ship it?"}},
+                {"id": "publish", "type": "exec_block", "exec": {"max_attempts": 2, "commands": [{"name": "pub", "argv": ["true"]}]}}
+            ],
+            "edges": [{"from": "build", "to": "approve"}, {"from": "approve", "to": "publish"}]
+        },
+        "project_path": project,
+        "intent": {"goal": "build and publish"}
+    });
+    let (status, body) = http_post(&served.addr, "/v1/runs", &graph);
+    assert_eq!(status, 202, "{body}");
+    let run = body["run_id"].as_str().unwrap().to_string();
+    let shown = await_status(&served.addr, &run, "waiting");
+    let statuses = |shown: &Value| -> Vec<String> {
+        shown["stages"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{shown}"))
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}={}",
+                    s["id"].as_str().unwrap(),
+                    s["status"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        statuses(&shown),
+        ["build=succeeded", "approve=needs_human", "publish=pending"]
+    );
+    let gate = shown["gates"][0]["gate_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{shown}"))
+        .to_string();
+    let (status, body) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{run}/gates/{gate}"),
+        &json!({"answer": "approved"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let shown = await_status(&served.addr, &run, "succeeded");
+    assert_eq!(
+        statuses(&shown),
+        ["build=succeeded", "approve=succeeded", "publish=succeeded"]
+    );
+
+    // A graph that does not translate: 400 naming the stage.
+    let bad = json!({
+        "workflow": {"nodes": [{"id": "sh", "type": "exec_block", "exec": {"commands": [{"name": "x", "argv": ["bash", "-c", "true"]}]}}], "edges": []},
+        "project_path": project,
+    });
+    let (status, body) = http_post(&served.addr, "/v1/runs", &bad);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["details"]["node"], "sh", "{body}");
+    assert!(body["message"].as_str().unwrap().contains("sh"), "{body}");
 }

@@ -122,7 +122,11 @@ fn serving_beyond_loopback_without_tokens_is_refused() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-pub(super) fn http_post(addr: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+pub(super) fn http_post(
+    addr: &str,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
     http(addr, "POST", path, Some(body))
 }
 

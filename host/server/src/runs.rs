@@ -168,10 +168,12 @@ pub async fn show(
             }
             _ => None,
         };
+        let stages = stage_statuses(store.home(), &run.id, &state);
         Ok(json!({
             "run": run,
             "branch": branch,
             "status": status,
+            "stages": stages,
             "failure": failure,
             "inputs": state.inputs,
             "branches": branches,
@@ -252,4 +254,28 @@ pub async fn gates(State(app): State<AppState>) -> Result<Json<Value>, ApiError>
     })
     .await
     .map(Json)
+}
+
+/// For a run started from a stage graph: each stage and its status
+/// (`pending`, `running`, `succeeded`, `failed`, `needs_human`, `skipped`);
+/// null for other runs.
+fn stage_statuses(
+    home: &std::path::Path,
+    run_id: &str,
+    state: &wfhost_core::state::RunState,
+) -> Value {
+    use wfhost_core::manifest::stage_graph::{StageInfo, stage_statuses};
+    let file = home
+        .join("serve-manifests")
+        .join(format!("{run_id}.stages.json"));
+    let Ok(bytes) = wfhost_core::regular_file::read_regular(&file, 1 << 20) else {
+        return Value::Null;
+    };
+    let Ok(stages) = serde_json::from_slice::<Vec<StageInfo>>(&bytes) else {
+        return Value::Null;
+    };
+    stage_statuses(&stages, state)
+        .into_iter()
+        .map(|(id, status)| json!({"id": id, "status": status}))
+        .collect()
 }

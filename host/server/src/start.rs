@@ -17,12 +17,18 @@ use crate::store::{blocking, exact_run, with_store};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartBody {
-    /// A workflow file on the server (absolute path).
-    workflow: Option<String>,
+    /// A workflow file on the server (absolute path), or a stage graph
+    /// (`{nodes, edges}`, with `project_path` and `intent`).
+    workflow: Option<Value>,
     /// Or the workflow itself.
     manifest: Option<Map<String, Value>>,
-    /// The workspace on the server (absolute path).
-    workspace: String,
+    /// The workspace on the server (absolute path); a stage graph's
+    /// default is its `project_path`.
+    workspace: Option<String>,
+    /// The stage graph's project directory (absolute path on the server).
+    project_path: Option<String>,
+    /// The stage graph's intent (`{goal}`).
+    intent: Option<Value>,
     inputs: Option<Map<String, Value>>,
     max_steps: Option<u64>,
     /// `local`, `container:IMAGE` or `slurm[:PARTITION]`.
@@ -83,6 +89,61 @@ fn accepted(run_id: &str, launched: Launched, extra: Value) -> (StatusCode, Json
     (StatusCode::ACCEPTED, Json(body))
 }
 
+/// The manifest file to run and the workspace, from the three forms of a
+/// start: a workflow file, a manifest, a stage graph (translated; its
+/// stages are kept beside it for the run's stage statuses).
+fn workflow_of(
+    body: &StartBody,
+    given: &std::path::Path,
+    run_id: &str,
+) -> Result<(String, String), ApiError> {
+    let workspace = |fallback: Option<&String>| -> Result<String, ApiError> {
+        let (pointer, ws) = match (&body.workspace, fallback) {
+            (Some(ws), _) => ("/workspace", ws),
+            (None, Some(p)) => ("/project_path", p),
+            (None, None) => return Err(at("/workspace", "`workspace` is required")),
+        };
+        absolute(pointer, ws)?;
+        Ok(ws.clone())
+    };
+    match (&body.workflow, &body.manifest) {
+        (Some(Value::String(path)), None) => {
+            absolute("/workflow", path)?;
+            Ok((path.clone(), workspace(None)?))
+        }
+        (Some(Value::Object(_)), None) => {
+            let graph = json!({
+                "workflow": body.workflow,
+                "project_path": body.project_path,
+                "intent": body.intent,
+            });
+            let translated =
+                wfhost_core::manifest::stage_graph::translate(&graph).map_err(|e| {
+                    at(&e.pointer, e.to_string())
+                        .with_details(json!({"pointer": e.pointer, "node": e.node}))
+                })?;
+            let path = given.join(format!("{run_id}.json"));
+            write_json(&path, &translated.manifest)?;
+            let stages = serde_json::to_value(&translated.stages)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            write_json(&given.join(format!("{run_id}.stages.json")), &stages)?;
+            Ok((
+                path.display().to_string(),
+                workspace(body.project_path.as_ref())?,
+            ))
+        }
+        (None, Some(manifest)) => {
+            let path = given.join(format!("{run_id}.json"));
+            write_json(&path, &Value::Object(manifest.clone()))?;
+            Ok((path.display().to_string(), workspace(None)?))
+        }
+        _ => Err(at(
+            "/workflow",
+            "give either `workflow` (a file on the server, or a stage graph) or `manifest` (the workflow itself)",
+        )),
+    }
+}
+
 /// `POST /v1/runs`: check the request, then `wfhost run` it under a run id
 /// chosen here; answered once the run is recorded (or refused).
 pub async fn start(
@@ -90,32 +151,15 @@ pub async fn start(
     JsonBody(body): JsonBody<StartBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
-    absolute("/workspace", &body.workspace)?;
     let run_id = wfhost_store::new_run_id(wfhost_store::time::now_ms());
     let home = state.home.as_ref().clone();
     let given = home.join("serve-manifests");
-    let manifest = match (&body.workflow, body.manifest) {
-        (Some(path), None) => {
-            absolute("/workflow", path)?;
-            path.clone()
-        }
-        (None, Some(manifest)) => {
-            let path = given.join(format!("{run_id}.json"));
-            write_json(&path, &Value::Object(manifest))?;
-            path.display().to_string()
-        }
-        _ => {
-            return Err(at(
-                "/workflow",
-                "give either `workflow` (a file on the server) or `manifest` (the workflow itself)",
-            ));
-        }
-    };
+    let (manifest, workspace) = workflow_of(&body, &given, &run_id)?;
     let mut args = vec![
         "run".to_string(),
         manifest,
         "-w".into(),
-        body.workspace.clone(),
+        workspace,
         "--run-id".into(),
         run_id.clone(),
         "--quiet".into(),

@@ -189,7 +189,7 @@ impl Default for GateConfig {
 }
 
 /// What a stage became in the translated manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StageKind {
     /// An `exec` block.
@@ -201,7 +201,7 @@ pub enum StageKind {
 }
 
 /// A stage of a translated graph and the block that runs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageInfo {
     pub id: String,
     pub kind: StageKind,
