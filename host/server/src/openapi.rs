@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.2.0";
+pub const API_VERSION: &str = "0.3.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -18,6 +18,10 @@ fn ok(description: &str, schema: &str) -> Value {
 
 fn run_id() -> Value {
     json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The run's full id."})
+}
+
+fn job_id() -> Value {
+    json!({"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}, "description": "The job id."})
 }
 
 fn param(name: &str, kind: &str, description: &str) -> Value {
@@ -86,7 +90,7 @@ pub fn spec() -> Value {
             "description": "Runs, their branches, steps and events, over the wfhost run store. Errors are {code, message, details} with the matching status. On a non-loopback address every request needs `Authorization: Bearer <token>`."
         },
         "servers": [{"url": "/v1"}],
-        "paths": {
+        "paths": both(json!({
             "/health": get("Liveness and the server clock.", vec![], ok("Up.", "Health")),
             "/runs": both(get("Runs, newest first.", vec![
                 param("status", "string", "running, waiting, succeeded, failed or interrupted."),
@@ -162,10 +166,10 @@ pub fn spec() -> Value {
             ),
             "/gates": get("Gates waiting for an answer, in every run.", vec![], ok("Open gates.", "Gates")),
             "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
-        },
+        }), job_paths()),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
+            "schemas": both(json!({
                 "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
                     "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, finished, exists, not_waiting, not_available, internal"},
                     "message": {"type": "string"},
@@ -186,10 +190,12 @@ pub fn spec() -> Value {
                     "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
                 }},
                 "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "next_after": {"type": ["integer", "null"]}}},
-                "StartRequest": {"type": "object", "required": ["workspace"], "additionalProperties": false, "properties": {
-                    "workflow": {"type": "string", "description": "An absolute path on the server (or give manifest)."},
+                "StartRequest": {"type": "object", "additionalProperties": false, "properties": {
+                    "workflow": {"description": "An absolute path on the server (or give manifest), or a stage graph: {nodes: [{id, type: exec_block|gate, exec: {executor, workdir, env, max_attempts, allow_shell, commands: [{name, argv, allow_failure}]} | config: {requires_approval, message}}], edges: [{from, to}]}, translated to a workflow (a graph that does not translate is a 400 naming the stage in details.node).", "oneOf": [{"type": "string"}, {"type": "object"}]},
+                    "project_path": {"type": "string", "description": "A stage graph's project directory (its default workspace)."},
+                    "intent": {"type": "object", "description": "A stage graph's intent: {goal}."},
                     "manifest": {"type": "object", "description": "The workflow itself, as in a workflow file; plugin paths must be absolute."},
-                    "workspace": {"type": "string", "description": "An absolute path on the server."},
+                    "workspace": {"type": "string", "description": "An absolute path on the server (required but for a stage graph with project_path)."},
                     "inputs": {"type": "object", "description": "The run's inputs, as `wfhost run --input`."},
                     "max_steps": {"type": "integer", "minimum": 0},
                     "executor": {"type": "string", "description": "local, container:IMAGE or slurm[:PARTITION]."}
@@ -211,9 +217,84 @@ pub fn spec() -> Value {
                 }},
                 "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
                 "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"type": "object"}}}}
-            }
+            }), job_schemas())
         },
         "security": [{"bearer": []}, {}]
+    })
+}
+
+/// The endpoints of jobs and agents.
+fn job_paths() -> Value {
+    json!({
+            "/runs/{id}/jobs": get("The run's jobs (its block executions handed to agents), oldest first.", vec![
+                run_id(),
+                param("after", "integer", "The last job id of the previous page (its next_after)."),
+                param("limit", "integer", "Page size, 1 to 1000 (default 100)."),
+            ], ok("A page of jobs.", "JobPage")),
+            "/jobs/{id}": get("A job and its history (queued, leased, requeued, succeeded, failed, refused, cancelled).", vec![job_id()], ok("The job.", "JobShown")),
+            "/agent/lease": post(
+                "Agents: lease the oldest queued job whose needs are among `capabilities`, waiting up to wait_ms for one. Needs an agent token when tokens are configured. The lease lasts the server's lease time; send a heartbeat every heartbeat_ms.",
+                vec![],
+                json!({"$ref": "#/components/schemas/LeaseRequest"}),
+                "200",
+                ok("A lease (`job`), or `job: null` when none came.", "Leased"),
+                "Not used.",
+            ),
+            "/jobs/{id}/heartbeat": post(
+                "Agents: extend the lease (attempt, token) of the job.",
+                vec![job_id()],
+                json!({"type": "object", "required": ["attempt", "token"], "additionalProperties": false, "properties": {"attempt": {"type": "integer"}, "token": {"type": "string"}}}),
+                "200",
+                ok("Extended: expires_at_ms, server_now_ms.", "Heartbeat"),
+                "`lease_lost`: the lease is not the job's current one (it expired and the job was queued again, the job was completed or cancelled, or the token is wrong); details: job, state, attempt. Stop the job.",
+            ),
+            "/jobs/{id}/complete": post(
+                "Agents: record the result of the lease (attempt, token). Fenced: only the job's current lease completes it, once; the same completion sent again gets the first answer, byte for byte.",
+                vec![job_id()],
+                json!({"$ref": "#/components/schemas/CompleteRequest"}),
+                "200",
+                ok("Recorded (or the replayed answer).", "Completed"),
+                "`lease_lost`: the lease is not the job's current one; the result is not recorded (the refusal is, in the job's history).",
+            )
+    })
+}
+
+fn job_schemas() -> Value {
+    json!({
+                "Job": {"type": "object", "properties": {
+                    "id": {"type": "integer"}, "run_id": {"type": "string"}, "branch": {"type": "integer"}, "step": {"type": "integer"},
+                    "lane": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
+                    "requires": {"type": "array", "items": {"type": "string"}},
+                    "state": {"enum": ["queued", "leased", "succeeded", "failed", "cancelled"]},
+                    "attempt": {"type": "integer"}, "agent": {"type": ["string", "null"]},
+                    "expires_at_ms": {"type": ["integer", "null"]}, "created_at_ms": {"type": "integer"}
+                }},
+                "JobPage": {"type": "object", "properties": {"jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}}, "next_after": {"type": ["integer", "null"]}, "server_now_ms": {"type": "integer"}}},
+                "JobShown": {"type": "object", "properties": {"job": {"$ref": "#/components/schemas/Job"}, "history": {"type": "array", "items": {"type": "object", "properties": {
+                    "at_ms": {"type": "integer"}, "kind": {"type": "string"}, "attempt": {"type": "integer"}, "agent": {"type": ["string", "null"]}, "detail": {"type": "string"}
+                }}}, "server_now_ms": {"type": "integer"}}},
+                "LeaseRequest": {"type": "object", "required": ["agent", "capabilities"], "additionalProperties": false, "properties": {
+                    "agent": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+                    "capabilities": {"type": "array", "items": {"enum": ["wasm", "exec", "container", "slurm"]}},
+                    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 30000}
+                }},
+                "Leased": {"type": "object", "required": ["job", "server_now_ms"], "properties": {
+                    "job": {"type": ["object", "null"], "properties": {
+                        "id": {"type": "integer"}, "attempt": {"type": "integer"}, "token": {"type": "string"},
+                        "run_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
+                        "requires": {"type": "array", "items": {"type": "string"}},
+                        "expires_at_ms": {"type": "integer"}, "lease_ms": {"type": "integer"}, "heartbeat_ms": {"type": "integer"},
+                        "request": {"type": "object", "description": "The block execution (format 1): the run's pinned definition, workspace and its identity, executor, plugin digests, worker, block context, payload, timeout, lane."}
+                    }},
+                    "server_now_ms": {"type": "integer"}
+                }},
+                "Heartbeat": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "expires_at_ms": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
+                "CompleteRequest": {"type": "object", "required": ["attempt", "token", "succeeded", "result"], "additionalProperties": false, "properties": {
+                    "attempt": {"type": "integer"}, "token": {"type": "string"},
+                    "succeeded": {"type": "boolean", "description": "Whether the block produced an output."},
+                    "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>}, and log: [lines]."}
+                }},
+                "Completed": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "state": {"enum": ["succeeded", "failed"]}, "server_now_ms": {"type": "integer"}}}
     })
 }
 

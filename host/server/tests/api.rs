@@ -381,16 +381,27 @@ fn the_openapi_document_describes_every_endpoint() {
         "/runs/{id}/gates/{gate}",
         "/runs/{id}/resume",
         "/runs/{id}/fork",
+        "/runs/{id}/jobs",
+        "/jobs/{id}",
+        "/jobs/{id}/heartbeat",
+        "/jobs/{id}/complete",
+        "/agent/lease",
     ] {
         assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
     }
     // And every documented GET answers (not the fallback's 404).
     add_run(home.path(), "r", "w", 1, true);
+    let job = queue_job(home.path(), "r");
     for p in paths {
         if p.ends_with("/stream") || doc["paths"][p.as_str()].get("get").is_none() {
             continue;
         }
-        let (status, body) = get(server.addr, &format!("/v1{}", p.replace("{id}", "r")));
+        let id = if p.starts_with("/jobs/") {
+            job.to_string()
+        } else {
+            "r".into()
+        };
+        let (status, body) = get(server.addr, &format!("/v1{}", p.replace("{id}", &id)));
         assert_eq!(status, 200, "{p}: {body}");
     }
 }
@@ -565,4 +576,103 @@ fn a_server_without_an_executable_says_it_starts_no_runs() {
     );
     let (status, _) = post(server.addr, "/v1/runs/run-open/resume", b"{}");
     assert_eq!(status, 501);
+}
+
+/// A queued job of run `run`; its id.
+fn queue_job(home: &Path, run: &str) -> i64 {
+    let mut store = Store::open(home, Durability::Normal).unwrap();
+    let needs = vec!["wasm".to_string()];
+    let job = wfhost_store::NewJob {
+        run_id: run,
+        branch: 1,
+        step: 7,
+        lane: "",
+        node: "main",
+        block: "a",
+        requires: &needs,
+        request: "{\"block\": \"a\"}",
+    };
+    store.enqueue_job(&job, 1).unwrap().id
+}
+
+#[test]
+fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "r", "w", 1, false);
+    let id = queue_job(home.path(), "r");
+    let client = format!("Authorization: Bearer {}", "c".repeat(40));
+    let agent = format!("Authorization: Bearer {}", "a".repeat(40));
+    let tokens = Tokens {
+        clients: vec!["c".repeat(40)],
+        agents: vec!["a".repeat(40)],
+    };
+    let server = start(home.path(), Some(tokens));
+    let call = |auth: &str, method: &str, path: &str, body: &str| {
+        request(
+            server.addr,
+            method,
+            path,
+            &[auth, "Content-Type: application/json"],
+            body.as_bytes(),
+        )
+    };
+    let ask = r#"{"agent": "a1", "capabilities": ["wasm"]}"#;
+    // A client token is not an agent's; a bad capability names its place.
+    assert_eq!(call(&client, "POST", "/v1/agent/lease", ask).0, 401);
+    let (status, body) = call(
+        &agent,
+        "POST",
+        "/v1/agent/lease",
+        r#"{"agent": "a1", "capabilities": ["gpu"]}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("/capabilities/0"), "{body}");
+    let (status, body) = call(&agent, "POST", "/v1/agent/lease", ask);
+    assert_eq!(status, 200, "{body}");
+    let leased: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(leased["job"]["id"], id);
+    assert_eq!(leased["job"]["request"]["block"], "a");
+    assert!(leased["server_now_ms"].as_i64().unwrap() > 0);
+    let token = leased["job"]["token"].as_str().unwrap();
+    // Nothing else is queued.
+    let (_, body) = call(&agent, "POST", "/v1/agent/lease", ask);
+    assert!(body.contains(r#""job":null"#), "{body}");
+    let heartbeat = |token: &str| {
+        call(
+            &agent,
+            "POST",
+            &format!("/v1/jobs/{id}/heartbeat"),
+            &format!(r#"{{"attempt": 1, "token": "{token}"}}"#),
+        )
+    };
+    assert_eq!(heartbeat(token).0, 200);
+    let (status, body) = heartbeat("forged");
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("lease_lost"), "{body}");
+    let complete = |result: &str| {
+        let body = format!(
+            r#"{{"attempt": 1, "token": "{token}", "succeeded": true, "result": {result}}}"#
+        );
+        call(&agent, "POST", &format!("/v1/jobs/{id}/complete"), &body)
+    };
+    let first = complete(r#"{"output": 1}"#);
+    assert_eq!(first.0, 200, "{}", first.1);
+    // Replayed: the same answer, byte for byte; nothing changes.
+    assert_eq!(complete(r#"{"output": 1}"#), first);
+    // The same lease with another result is refused.
+    assert_eq!(complete(r#"{"output": 2}"#).0, 409);
+    assert_eq!(heartbeat(token).0, 409, "a completed job has no lease");
+    // Clients read jobs; agents do not.
+    assert_eq!(call(&agent, "GET", &format!("/v1/jobs/{id}"), "").0, 401);
+    let (status, body) = call(&client, "GET", &format!("/v1/jobs/{id}"), "");
+    assert_eq!(status, 200, "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(shown["job"]["state"], "succeeded");
+    let kinds: Vec<&str> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["queued", "leased", "succeeded", "refused"]);
 }
