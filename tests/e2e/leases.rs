@@ -47,7 +47,7 @@ impl Agent {
 }
 
 /// A chain of `n` echo blocks.
-fn chain(n: usize) -> Value {
+pub(super) fn chain(n: usize) -> Value {
     let blocks: serde_json::Map<String, Value> = (0..n)
         .map(|i| {
             let action = if i + 1 == n {

@@ -298,22 +298,7 @@ fn a_run_killed_mid_way_is_resumed_over_the_api_to_its_end() {
     let served = serve(scratch.path());
     let ws = workspace_in(scratch.path());
     let n = 1500;
-    let blocks: serde_json::Map<String, serde_json::Value> = (0..n)
-        .map(|i| {
-            let action = if i + 1 == n {
-                "END".to_string()
-            } else {
-                format!("JUMP:b{}", i + 1)
-            };
-            (
-                format!("b{i}"),
-                serde_json::json!({"worker": "echo", "payload_merge_strategy": ["clear"],
-                    "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
-            )
-        })
-        .collect();
-    let manifest = serde_json::json!({"id": "long", "start_node": "main",
-        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}});
+    let manifest = super::leases::chain(n);
     let (status, started) = http_post(
         &served.addr,
         "/v1/runs",

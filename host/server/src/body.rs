@@ -68,26 +68,14 @@ pub fn parse<T: DeserializeOwned>(text: &[u8]) -> Result<T, ApiError> {
         )
     };
     let mut de = serde_json::Deserializer::from_slice(text);
-    let value: T = serde_path_to_error::deserialize(&mut de)
-        .map_err(|e| invalid(pointer(e.path()), e.inner()))?;
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        invalid(
+            wfhost_core::manifest::stage_graph::path_pointer(e.path()),
+            e.inner(),
+        )
+    })?;
     de.end().map_err(|e| invalid(String::new(), &e))?;
     Ok(value)
-}
-
-/// The JSON pointer (RFC 6901) of a path through a document.
-fn pointer(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut out = String::new();
-    for segment in path.iter() {
-        out.push('/');
-        match segment {
-            Segment::Seq { index } => out.push_str(&index.to_string()),
-            Segment::Map { key } => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
-            Segment::Enum { variant } => out.push_str(variant),
-            Segment::Unknown => out.push('?'),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

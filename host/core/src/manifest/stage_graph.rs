@@ -317,8 +317,9 @@ fn parse(graph: &Value) -> Result<StageGraphRequest, StageGraphError> {
     })
 }
 
-/// The JSON pointer (RFC 6901) of a serde path.
-fn path_pointer(path: &serde_path_to_error::Path) -> String {
+/// The JSON pointer (RFC 6901) of a serde path (also the pointer the HTTP
+/// API names in a 400 for a body that does not fit).
+pub fn path_pointer(path: &serde_path_to_error::Path) -> String {
     use serde_path_to_error::Segment;
     let mut out = String::new();
     for segment in path.iter() {
