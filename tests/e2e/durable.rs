@@ -838,8 +838,10 @@ fn a_killed_runs_staging_copies_are_collected_by_gc() {
             .filter(|n| n.starts_with("wfhost-stage-"))
             .collect()
     };
+    // Scratch directories go to memory or TMPDIR; this test's own place
+    // keeps other tests' out of its count.
     let mut child = command(s)
-        .env("TMPDIR", &tmp)
+        .env("WFHOST_SCRATCH_DIR", &tmp)
         .args([
             "run",
             manifest.to_str().unwrap(),
@@ -859,7 +861,7 @@ fn a_killed_runs_staging_copies_are_collected_by_gc() {
     child.wait().unwrap();
     assert!(!staged().is_empty());
     let gc = command(s)
-        .env("TMPDIR", &tmp)
+        .env("WFHOST_SCRATCH_DIR", &tmp)
         .args(["gc", "--json"])
         .output()
         .unwrap();

@@ -152,11 +152,12 @@ fn now_iso() -> String {
     wfhost_core::time::iso_utc_millis(wfhost_core::time::now_ms())
 }
 
-/// A scratch directory for the snapshot's copies, outside the workspace.
+/// A scratch directory for the snapshot's copies, outside the workspace:
+/// on disk (the workspace may be of any size), or in `WFHOST_SCRATCH_DIR`.
 fn snapshot_dir() -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    std::env::temp_dir().join(format!(
+    crate::scratch::dir_for(u64::MAX).join(format!(
         "{}{}",
         crate::scratch::prefix("wfhost-agent-snapshot-"),
         NEXT.fetch_add(1, Ordering::Relaxed)

@@ -86,7 +86,7 @@ pub fn lanes_root(run_id: &str) -> PathBuf {
     last_base().join(run_id)
 }
 
-fn is_tmpfs(dir: &Path) -> bool {
+pub(crate) fn is_tmpfs(dir: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return false;
@@ -99,7 +99,7 @@ fn is_tmpfs(dir: &Path) -> bool {
 }
 
 /// Bytes free to an unprivileged writer under `dir`.
-fn available(dir: &Path) -> u64 {
+pub(crate) fn available(dir: &Path) -> u64 {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
         return 0;

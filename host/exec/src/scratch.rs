@@ -1,11 +1,63 @@
-//! Scratch directories wfhost keeps in the system's temporary directory
-//! while a block runs: a restricted block's staged copies
-//! (`wfhost-stage-<pid>-…`) and an agent's workspace snapshot
-//! (`wfhost-agent-snapshot-<pid>-…`). Each is removed when its block ends;
-//! a process killed mid-block (SIGKILL, power loss) leaves its own behind,
-//! and [`remove_stale`] collects those whose process is gone.
+//! Scratch directories wfhost keeps while a block runs: a restricted
+//! block's staged copies (`wfhost-stage-<pid>-…`) and an agent's workspace
+//! snapshot (`wfhost-agent-snapshot-<pid>-…`). Each is removed when its
+//! block ends; a process killed mid-block (SIGKILL, power loss) leaves its
+//! own behind, and [`remove_stale`] collects those whose process is gone.
+//!
+//! Small staged copies are made in memory (`/dev/shm`, when it is a tmpfs)
+//! by the rule lanes follow ([`crate::lanes::choose_base`]): making and
+//! removing directories on a disk costs far more than the copy itself
+//! (on a disk mounted with `discard`, every removed directory is a
+//! synchronous discard). `WFHOST_SCRATCH_DIR` puts them all in one
+//! directory of the user's choosing.
 
 use std::path::{Path, PathBuf};
+
+use crate::lanes::{LaneBase, available, choose_base, is_tmpfs};
+
+/// The directories scratch directories may live in: `WFHOST_SCRATCH_DIR`
+/// alone when it is set; else memory (`/dev/shm`, when it is a tmpfs)
+/// first, then the system's temporary directory.
+pub fn bases() -> Vec<LaneBase> {
+    if let Some(dir) = std::env::var_os("WFHOST_SCRATCH_DIR").filter(|d| !d.is_empty()) {
+        let path = PathBuf::from(dir);
+        return vec![LaneBase {
+            in_memory: is_tmpfs(&path),
+            path,
+        }];
+    }
+    let mut bases = Vec::new();
+    let shm = Path::new("/dev/shm");
+    if is_tmpfs(shm) {
+        bases.push(LaneBase {
+            path: shm.to_path_buf(),
+            in_memory: true,
+        });
+    }
+    let tmp = std::env::temp_dir();
+    bases.push(LaneBase {
+        in_memory: is_tmpfs(&tmp),
+        path: tmp,
+    });
+    bases
+}
+
+/// The directory a scratch directory holding about `size` bytes goes in:
+/// the first of [`bases`] in memory with room for it (see
+/// [`choose_base`]), else the last.
+pub fn dir_for(size: u64) -> PathBuf {
+    let bases: Vec<(LaneBase, u64)> = bases()
+        .into_iter()
+        .map(|b| {
+            let room = if b.in_memory { available(&b.path) } else { 0 };
+            (b, room)
+        })
+        .collect();
+    choose_base(&bases, size)
+        .expect("there is always a base")
+        .path
+        .clone()
+}
 
 /// The name prefixes of scratch directories, each followed by `<pid>-`.
 pub const PREFIXES: &[&str] = &["wfhost-stage-", "wfhost-agent-snapshot-"];
@@ -28,11 +80,20 @@ fn alive(pid: i32) -> bool {
             || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
 }
 
-/// Remove the scratch directories in `dir` (the system's temporary
-/// directory when `None`) whose process is gone. Returns their paths.
+/// Remove the scratch directories in `dir` (every one of [`bases`] when
+/// `None`) whose process is gone. Returns their paths.
 pub fn remove_stale(dir: Option<&Path>) -> Vec<PathBuf> {
-    let dir = dir.map_or_else(std::env::temp_dir, Path::to_path_buf);
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    match dir {
+        Some(dir) => remove_stale_in(dir),
+        None => bases()
+            .iter()
+            .flat_map(|b| remove_stale_in(&b.path))
+            .collect(),
+    }
+}
+
+fn remove_stale_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut removed = Vec::new();

@@ -89,8 +89,7 @@ impl Sandbox {
     pub fn prepare(workspace: &Path, plan: &RestrictionPlan) -> Result<Sandbox, String> {
         let fs_err =
             |what: &str, e: std::io::Error| format!("cannot prepare the sandbox ({what}): {e}");
-        let output = workspace::ensure_host_dir(workspace, OUTPUT_DIR)
-            .map_err(|e| fs_err("`.output`", e))?;
+        let output = output_dir(workspace).map_err(|e| fs_err("`.output`", e))?;
         let output_mount = Mount {
             host: output,
             guest: format!("{GUEST_WORKSPACE}/{OUTPUT_DIR}"),
@@ -123,7 +122,7 @@ impl Sandbox {
             snapshots: Vec::new(),
             dir: tempfile::Builder::new()
                 .prefix(&wfhost_exec::scratch::prefix("wfhost-stage-"))
-                .tempdir()
+                .tempdir_in(wfhost_exec::scratch::dir_for(staged_size(workspace, plan)))
                 .map_err(|e| fs_err("staging directory", e))?,
             workspace: workspace.to_path_buf(),
             plan: plan.clone(),
@@ -297,6 +296,51 @@ impl Sandbox {
             .map_err(|e| format!("cannot apply the staged changes (none were applied): {e}"))?;
         Ok(applied)
     }
+}
+
+/// `workspace/.output`, made sure to be a real directory of the
+/// workspace (see [`workspace::ensure_host_dir`]). That check opens the
+/// workspace and the directory and looks for the `.gitignore`, a third of
+/// a no-op block's host time; so a directory this process already checked
+/// is only looked at (`lstat`) to be the same one, still a directory and
+/// not a link. The guest's mount is opened by path after either check, as
+/// before.
+fn output_dir(workspace: &Path) -> std::io::Result<PathBuf> {
+    use std::collections::HashMap;
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::{Mutex, OnceLock};
+    static CHECKED: OnceLock<Mutex<HashMap<PathBuf, (u64, u64)>>> = OnceLock::new();
+    let checked = CHECKED.get_or_init(Default::default);
+    let path = workspace.join(OUTPUT_DIR);
+    let identity = |m: &std::fs::Metadata| (m.dev(), m.ino());
+    if let Ok(meta) = std::fs::symlink_metadata(&path)
+        && meta.file_type().is_dir()
+        && checked.lock().unwrap().get(workspace) == Some(&identity(&meta))
+    {
+        return Ok(path);
+    }
+    let path = workspace::ensure_host_dir(workspace, OUTPUT_DIR)?;
+    let meta = std::fs::symlink_metadata(&path)?;
+    let mut checked = checked.lock().unwrap();
+    // Lanes are workspaces too: a long-lived process forgets old ones.
+    if checked.len() >= 1024 {
+        checked.clear();
+    }
+    checked.insert(workspace.to_path_buf(), identity(&meta));
+    Ok(path)
+}
+
+/// About how many bytes the staged copies of `plan` take (counting no
+/// further than what keeps them out of memory): the workspace when the
+/// root is staged, else the writable directories.
+fn staged_size(workspace: &Path, plan: &RestrictionPlan) -> u64 {
+    use wfhost_exec::lanes::{MEMORY_LANE_MAX_BYTES, tree_size};
+    if plan.needs_staging() {
+        return tree_size(workspace, MEMORY_LANE_MAX_BYTES);
+    }
+    plan.writable_dirs().iter().fold(0, |total: u64, rel| {
+        total.saturating_add(tree_size(&workspace.join(rel), MEMORY_LANE_MAX_BYTES))
+    })
 }
 
 /// Files created or modified by `changes` (taken from `from`) and their

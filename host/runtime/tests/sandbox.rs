@@ -261,6 +261,82 @@ async fn planted_symlinks_do_not_lead_out() {
     assert!(!fx.outside().join("pwned.txt").exists());
 }
 
+/// The host checks `.output` fully once per workspace and process, then
+/// only looks that it is still the same directory: a guest that swaps it
+/// for a link between blocks must not get the next block a mount outside.
+#[tokio::test]
+async fn an_output_dir_swapped_for_a_link_between_blocks_is_refused() {
+    let fx = Fixture::new();
+    let set = fx.probe();
+    // The first block has `.output` made and checked.
+    observed(&run(&set, Some(&[]), json!([write(".output/first.txt")])).await);
+    // An unrestricted block moves it aside and plants a link in its place.
+    let swap = run(
+        &set,
+        None,
+        json!([
+            {"op": "rename", "from": ".output", "to": "moved"},
+            {"op": "symlink", "target": "moved", "link": ".output"},
+        ]),
+    )
+    .await;
+    assert!(
+        observed(&swap).iter().all(|s| s.starts_with("ok")),
+        "{swap:?}"
+    );
+    assert!(
+        std::fs::symlink_metadata(fx.ws().join(".output"))
+            .unwrap()
+            .is_symlink()
+    );
+    // A read-only block would otherwise write into the workspace.
+    for restrictions in [Some(&[][..]), None, Some(&["out/**"][..])] {
+        let refused = run(&set, restrictions, json!([write(".output/pwned.txt")])).await;
+        let message = failure(&refused);
+        assert!(message.contains("symbolic link"), "{message}");
+        assert!(!fx.ws().join("moved/pwned.txt").exists());
+    }
+    // So is a link out of the workspace planted from the host side (a
+    // command a block ran, say).
+    std::fs::remove_file(fx.ws().join(".output")).unwrap();
+    std::os::unix::fs::symlink(fx.outside(), fx.ws().join(".output")).unwrap();
+    let refused = run(&set, Some(&[]), json!([write(".output/pwned.txt")])).await;
+    assert!(failure(&refused).contains("symbolic link"));
+    assert!(!fx.outside().join("pwned.txt").exists());
+    // A real directory swapped in is checked again (and gets its
+    // `.gitignore`) before it is mounted.
+    std::fs::remove_file(fx.ws().join(".output")).unwrap();
+    std::fs::create_dir(fx.ws().join(".output")).unwrap();
+    observed(&run(&set, Some(&[]), json!([write(".output/again.txt")])).await);
+    assert!(fx.ws().join(".output/.gitignore").is_file());
+    assert!(fx.ws().join(".output/again.txt").is_file());
+}
+
+/// A small block's staged copies are made in memory when there is a tmpfs
+/// at `/dev/shm` (a disk makes directory churn cost more than the copy).
+#[test]
+fn small_staged_copies_are_made_in_memory() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.ws().join("out")).unwrap();
+    std::fs::write(fx.ws().join("out/a.txt"), "a").unwrap();
+    let plan =
+        wfhost_core::restrictions::RestrictionPlan::new(Some(&["out/**".to_string()])).unwrap();
+    let sandbox = wfhost_runtime::sandbox::Sandbox::prepare(&fx.ws(), &plan).unwrap();
+    let staged = &sandbox
+        .mounts()
+        .iter()
+        .find(|m| m.guest.ends_with("/out"))
+        .unwrap()
+        .host;
+    let expected = wfhost_exec::scratch::bases()[0].path.clone();
+    assert!(
+        staged.starts_with(&expected),
+        "{staged:?} not in {expected:?}"
+    );
+    assert!(staged.join("a.txt").is_file());
+    sandbox.finish(true, &Default::default()).unwrap();
+}
+
 #[tokio::test]
 async fn a_symlink_the_guest_creates_does_not_lead_out_for_guest_or_host() {
     let fx = Fixture::new();
