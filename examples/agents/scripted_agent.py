@@ -26,6 +26,10 @@ Misbehaviours, for tests and demonstrations: --no-output, --bad-json,
 --wrong-block-id, --bad-status, --flood MB, --hang, --exit CODE,
 --write-outside PATH=CONTENT (written but not declared in the output).
 
+Telemetry: --telemetry BODY (repeatable) POSTs BODY (JSON text) to
+$TELEMETRY_URL when TELEMETRY_ENABLED is 1, before doing anything else, and
+appends each answer's HTTP status to the file --telemetry-log names.
+
 Observation: --dump-context FILE writes the argv, the env-contract variables,
 the working directory and the prompt as received to FILE (JSON); --log FILE
 appends NODE_ID to FILE on every run (to count runs). Give both paths outside
@@ -42,6 +46,8 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 # The agent env contract, plus AGENT_PROMPT_FILE for file delivery.
 CONTRACT = [
@@ -103,6 +109,10 @@ def parse_args(argv):
     p.add_argument("--dump-context", metavar="FILE",
                    help="write argv, env contract, cwd and prompt as JSON to FILE")
     p.add_argument("--log", metavar="FILE", help="append NODE_ID to FILE on every run")
+    p.add_argument("--telemetry", action="append", default=[], metavar="BODY",
+                   help="POST BODY (JSON text) to $TELEMETRY_URL when telemetry is enabled")
+    p.add_argument("--telemetry-log", metavar="FILE",
+                   help="append the HTTP status of each telemetry POST to FILE")
     p.add_argument("--no-output", action="store_true", help="exit 0 without writing the output")
     p.add_argument("--bad-json", action="store_true", help="write truncated JSON as the output")
     p.add_argument("--wrong-block-id", action="store_true",
@@ -312,6 +322,24 @@ def flood(megabytes):
         os.dup2(devnull, sys.stdout.fileno())
 
 
+def send_telemetry(body, log):
+    """POST one body to the telemetry endpoint, as an agent's hook would."""
+    if os.environ.get("TELEMETRY_ENABLED") != "1":
+        status = "disabled"
+    else:
+        request = urllib.request.Request(
+            os.environ["TELEMETRY_URL"], data=body.encode("utf-8"),
+            headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                status = str(answer.status)
+        except urllib.error.HTTPError as e:
+            status = str(e.code)
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(status + "\n")
+
+
 def main(argv):
     args = parse_args(argv)
     prompt, source = read_prompt(args)
@@ -339,6 +367,8 @@ def main(argv):
         print(f"{tag}: NODE_ID is not set; not run by an agent host?", file=sys.stderr)
         return 2
 
+    for body in args.telemetry:
+        send_telemetry(body, args.telemetry_log)
     if args.sleep:
         time.sleep(args.sleep)
     if args.hang:

@@ -70,8 +70,18 @@ fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
     assert_eq!(env["NODE_ID"], "dev.implement");
     assert_eq!(env["STEP_INDEX"], "1");
     assert_eq!(env["FILE_RESTRICTIONS"], r#"["src/**"]"#);
-    assert_eq!(env["TELEMETRY_ENABLED"], "0");
-    assert_eq!(env["TELEMETRY_URL"], "");
+    // The run serves telemetry: an address of this invocation's own.
+    assert_eq!(env["TELEMETRY_ENABLED"], "1");
+    let url = env["TELEMETRY_URL"].as_str().unwrap();
+    let token = url
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.split_once("/telemetry/"))
+        .map(|(_, token)| token)
+        .unwrap_or_else(|| panic!("{url}"));
+    assert!(
+        token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{url}"
+    );
     assert_eq!(
         env["OUTPUT_DIR"],
         ws_real.join(".output").display().to_string()
@@ -489,4 +499,88 @@ fn an_agent_runs_in_a_container_of_a_local_image() {
     .unwrap();
     let input: serde_json::Value = serde_json::from_str(&echoed).unwrap();
     assert_eq!(input["task"]["id"], "T-042", "{echoed}");
+}
+
+#[test]
+fn telemetry_an_agent_sends_lands_in_the_log_attributed_to_its_block() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let statuses = scratch.path().join("statuses.txt");
+    let big = format!("{{\"type\": \"big\", \"pad\": \"{}\"}}", "x".repeat(70_000));
+    let wf = serde_json::json!({
+        "id": "telemetry",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "first",
+        "nodes": {
+            "first": {"entry_block": "hello", "blocks": {"hello": {
+                "worker": "echo",
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:dev.implement"}]
+            }}},
+            "dev": {"entry_block": "implement", "blocks": {"implement": {
+                "worker": "agent",
+                "config": {"command": scripted(&[
+                    "--telemetry", r#"{"type": "tool_use", "tool": "edit", "node": "first"}"#,
+                    "--telemetry", r#"[{"type": "a"}, {"type": "b"}]"#,
+                    "--telemetry", "not json",
+                    "--telemetry", "[1, 2]",
+                    "--telemetry", &big,
+                    "--telemetry-log", statuses.to_str().unwrap(),
+                    "--write", "a.txt=a",
+                ])},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}
+        }
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(
+        std::fs::read_to_string(&statuses)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        ["202", "202", "400", "400", "413"]
+    );
+    let events = run_events(scratch.path(), report["run_id"].as_str().unwrap());
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .filter(|k| k.starts_with("block_") || *k == "telemetry")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "block_started",
+            "block_completed",
+            "block_started",
+            "telemetry",
+            "telemetry",
+            "telemetry",
+            "block_completed"
+        ]
+    );
+    let telemetry: Vec<&serde_json::Value> =
+        events.iter().filter(|e| e["type"] == "telemetry").collect();
+    // Attributed by the address it came to, whatever the body says.
+    for t in &telemetry {
+        assert_eq!(
+            (&t["node"], &t["block"], &t["step"]),
+            (&"dev".into(), &"implement".into(), &1.into())
+        );
+    }
+    let types: Vec<&str> = telemetry
+        .iter()
+        .map(|t| t["body"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["tool_use", "a", "b"]);
+    assert_eq!(telemetry[0]["body"]["node"], "first");
+    // And shown with the run's events.
+    let text = stdout(&wfhost(
+        &["events", report["run_id"].as_str().unwrap()],
+        scratch.path(),
+    ));
+    assert!(
+        text.contains("telemetry from dev.implement: tool_use"),
+        "{text}"
+    );
 }

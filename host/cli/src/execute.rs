@@ -273,6 +273,13 @@ pub fn execute(
         }
     };
     let ended = tokio.block_on(async {
+        // Agents run here: their telemetry is served and recorded.
+        if jobs.is_none()
+            && plugins.runs_agents()
+            && let Err(e) = crate::telemetry::serve(plugins).await
+        {
+            eprintln!("warning: {e}; agents of run {} get TELEMETRY_ENABLED=0", run.id);
+        }
         let engine = async {
             match &jobs {
                 Some(jobs) => enter(wf, jobs, plugins, entry, &mut sink).await,

@@ -24,6 +24,7 @@ mod screen;
 mod serve;
 mod session_files;
 mod style;
+mod telemetry;
 mod validate;
 mod workspace_lock;
 

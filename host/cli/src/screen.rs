@@ -88,6 +88,9 @@ impl Screen {
             | Event::LaneConflictDetected { .. }
             | Event::FanInWaiting { .. }
             | Event::FanInCompleted { .. } => vec![format!("  {}", event.describe())],
+            // Agents may send many: shown with `--verbose` only.
+            Event::Telemetry { .. } if self.verbose => vec![format!("  {}", event.describe())],
+            Event::Telemetry { .. } => vec![],
             Event::RunStarted { .. } | Event::RunFinished { .. } | Event::Forked { .. } => {
                 vec![]
             }

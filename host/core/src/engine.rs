@@ -138,6 +138,89 @@ pub trait WorkerHost {
         let _ = (run_id, step);
         async {}
     }
+
+    /// Telemetry the running blocks' agents sent, as it arrives: resolves
+    /// with at least one when there is some. A host that serves no
+    /// telemetry endpoint never resolves. Must be cancel-safe: the engine
+    /// drops it whenever the block finishes first.
+    fn telemetry(&self) -> impl Future<Output = Vec<Telemetry>> + Send {
+        std::future::pending()
+    }
+
+    /// Telemetry received and not handed over yet (the engine takes it
+    /// when a block ends, before recording the completion).
+    fn telemetry_now(&self) -> Vec<Telemetry> {
+        Vec::new()
+    }
+}
+
+/// What an agent sent its `TELEMETRY_URL`, attributed by the host to the
+/// block execution (and lane) whose address it was sent to.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Telemetry {
+    pub step: u64,
+    pub node: String,
+    pub block: String,
+    pub lane: Option<String>,
+    pub body: serde_json::Value,
+}
+
+impl Telemetry {
+    fn event(self) -> Event {
+        Event::Telemetry {
+            step: self.step,
+            node: self.node,
+            block: self.block,
+            lane: self.lane,
+            body: self.body,
+        }
+    }
+}
+
+/// Await `work` (a block or a parallel group's lanes), recording the
+/// telemetry that arrives meanwhile as it arrives, and what is left of it
+/// when the work is done.
+pub(crate) async fn recording_telemetry<W: WorkerHost, T>(
+    workers: &W,
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    work: impl Future<Output = T>,
+) -> Result<T, EngineError> {
+    use futures_util::future::{Either, select};
+    let mut work = std::pin::pin!(work);
+    let out = loop {
+        let arrived = std::pin::pin!(workers.telemetry());
+        match select(work.as_mut(), arrived).await {
+            Either::Left((out, _)) => break out,
+            Either::Right((telemetry, _)) => record_telemetry(state, sink, telemetry)?,
+        }
+    };
+    record_telemetry(state, sink, workers.telemetry_now())?;
+    Ok(out)
+}
+
+/// Append telemetry of the block running now; anything else (a block
+/// that already ended) is dropped, never failing the run.
+fn record_telemetry(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    telemetry: Vec<Telemetry>,
+) -> Result<(), EngineError> {
+    let running = |t: &Telemetry| {
+        state
+            .in_flight
+            .as_ref()
+            .is_some_and(|b| b.step == t.step && b.node == t.node && b.block == t.block)
+    };
+    let events: Vec<Event> = telemetry
+        .into_iter()
+        .filter(running)
+        .map(Telemetry::event)
+        .collect();
+    if events.is_empty() {
+        return Ok(());
+    }
+    emit(state, sink, events)
 }
 
 /// A read-only view of the run for action handlers.
@@ -601,15 +684,15 @@ async fn execute_block<W: WorkerHost>(
         .await;
     }
     let block_started = Instant::now();
-    let result = workers
-        .run_block(BlockRequest {
-            worker: block.worker.clone(),
-            context,
-            payload: assembled.payload,
-            timeout: block.timeout,
-            lane: None,
-        })
-        .await
+    let run = workers.run_block(BlockRequest {
+        worker: block.worker.clone(),
+        context,
+        payload: assembled.payload,
+        timeout: block.timeout,
+        lane: None,
+    });
+    let result = recording_telemetry(workers, state, sink, run)
+        .await?
         .checked();
     let duration = block_started.elapsed();
 

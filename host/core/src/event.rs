@@ -25,7 +25,9 @@ use crate::text::count;
 ///   `lane:conflict-detected`, `fan_in_waiting`, `fan_in_completed`) and
 ///   the `use-lane` gate answer. Format 1 is a subset: its logs and bundles
 ///   still read.
-pub const EVENT_FORMAT: u32 = 2;
+/// - 3: `telemetry` (what an agent sent its `TELEMETRY_URL` while its
+///   block ran). Formats 1 and 2 are subsets.
+pub const EVENT_FORMAT: u32 = 3;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -187,6 +189,20 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         outputs: Vec<String>,
     },
+    /// An agent the running block started sent this to its
+    /// `TELEMETRY_URL`. Attributed by the host from the address it was
+    /// sent to, never from the body; recorded as it arrives, between the
+    /// block's start and its completion. Changes nothing in the run.
+    Telemetry {
+        step: u64,
+        node: String,
+        block: String,
+        /// The lane of a parallel block that sent it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lane: Option<String>,
+        /// What was sent: a JSON object (see `docs/guide/agents.md`).
+        body: serde_json::Value,
+    },
 }
 
 impl Event {
@@ -206,6 +222,7 @@ impl Event {
             Event::LaneConflictDetected { .. } => "lane:conflict-detected",
             Event::FanInWaiting { .. } => "fan_in_waiting",
             Event::FanInCompleted { .. } => "fan_in_completed",
+            Event::Telemetry { .. } => "telemetry",
         }
     }
 
@@ -366,6 +383,23 @@ impl Event {
                     files(discarded),
                     count(outputs.len() as u64, "output")
                 )
+            }
+            Event::Telemetry {
+                step,
+                node,
+                block,
+                lane,
+                body,
+            } => {
+                let from = match lane {
+                    Some(lane) => format!("{node}.{block} lane {lane}"),
+                    None => format!("{node}.{block}"),
+                };
+                let kind = body
+                    .get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("event");
+                format!("[{step}] telemetry from {from}: {kind}")
             }
         }
     }

@@ -29,6 +29,7 @@ pub mod merge;
 pub mod parallel;
 pub mod payload;
 pub mod prompt;
+pub mod random;
 #[cfg(unix)]
 pub mod regular_file;
 pub mod restrictions;

@@ -660,6 +660,20 @@ impl RunState {
                 }
                 fan_out.fanned_in = true;
             }
+            Event::Telemetry {
+                step, node, block, ..
+            } => {
+                // Only the block running now can have sent it.
+                let running = self
+                    .in_flight
+                    .as_ref()
+                    .filter(|b| b.step == *step && &b.node == node && &b.block == block);
+                if running.is_none() {
+                    return Err(err(format!(
+                        "telemetry from {node}.{block} at step {step}, which is not running"
+                    )));
+                }
+            }
         }
         self.events += 1;
         Ok(())

@@ -11,7 +11,9 @@ use wfhost_exec::agent::{
 };
 
 use crate::bindings::{agent, executor_types as wit};
-use crate::host_capabilities::{ExecScope, to_container_options, to_wit_error, to_wit_result};
+use crate::host_capabilities::{
+    ExecScope, TelemetryTarget, to_container_options, to_wit_error, to_wit_result,
+};
 use crate::host_state::HostState;
 
 /// Resolve the CLI's program: a relative path with a `/` is the workflow's
@@ -29,7 +31,7 @@ fn resolve_program(argv: &mut [String], manifest_dir: Option<&Path>) {
 /// The seed-000 env contract for an agent CLI: `NODE_ID` names the block
 /// (or lane) the way `.output/block-<NODE_ID>.json` and the next block's
 /// `PREVIOUS_BLOCK_ID` do.
-fn agent_env(scope: &ExecScope) -> Vec<(String, String)> {
+fn agent_env(scope: &ExecScope, telemetry_url: Option<String>) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = scope
         .env
         .iter()
@@ -37,8 +39,8 @@ fn agent_env(scope: &ExecScope) -> Vec<(String, String)> {
         .cloned()
         .collect();
     env.push(("NODE_ID".into(), scope.agent_id.clone()));
-    let (enabled, url) = match &scope.telemetry_url {
-        Some(url) => ("1", url.clone()),
+    let (enabled, url) = match telemetry_url {
+        Some(url) => ("1", url),
         None => ("0", String::new()),
     };
     env.push(("TELEMETRY_ENABLED".into(), enabled.into()));
@@ -134,6 +136,12 @@ impl agent::Host for HostState {
             allow_shell: false,
         };
         let template = scope.request_under(spec, ".output/agent");
+        // The host's endpoint listens on this machine's loopback, which a
+        // container does not share.
+        let (telemetry_url, _telemetry) = match (&executor, &scope.telemetry) {
+            (AgentExecutor::Container { .. }, TelemetryTarget::Recorded { .. }) => (None, None),
+            _ => scope.telemetry_address().map_err(wit::ExecError::Failed)?,
+        };
         let request = AgentRequest {
             argv,
             prompt: invocation.prompt,
@@ -147,7 +155,7 @@ impl agent::Host for HostState {
                 agent::Protocol::Json => Protocol::Json,
             },
             input_json: invocation.input_json,
-            env: agent_env(&scope),
+            env: agent_env(&scope, telemetry_url),
             extra_env: invocation.env,
             workspace: scope.workspace.clone(),
             agent_id: scope.agent_id.clone(),

@@ -45,8 +45,45 @@ pub struct ExecScope {
     pub restrictions: Option<Vec<String>>,
     /// The workflow manifest's directory.
     pub manifest_dir: Option<PathBuf>,
-    /// Where agents send telemetry; none disables it.
-    pub telemetry_url: Option<String>,
+    /// Where the block's agents send telemetry.
+    pub telemetry: TelemetryTarget,
+}
+
+/// Where a block's agents send telemetry (`TELEMETRY_URL`).
+#[derive(Clone)]
+pub enum TelemetryTarget {
+    /// Nowhere: `TELEMETRY_ENABLED=0`.
+    Off,
+    /// A collector the user named (`WFHOST_TELEMETRY_URL`); nothing is
+    /// recorded.
+    External(String),
+    /// The host's own endpoint: each agent invocation gets an address of
+    /// its own, and what it sends is recorded in the run's log.
+    Recorded {
+        hub: Arc<crate::telemetry::TelemetryHub>,
+        /// The block execution's step (a lane's block's, not the lane's).
+        step: u64,
+        lane: Option<String>,
+    },
+}
+
+impl ExecScope {
+    /// The `TELEMETRY_URL` for one agent invocation, and the ticket that
+    /// keeps it valid while the invocation runs.
+    pub(crate) fn telemetry_address(
+        &self,
+    ) -> Result<(Option<String>, Option<crate::telemetry::Ticket>), String> {
+        match &self.telemetry {
+            TelemetryTarget::Off => Ok((None, None)),
+            TelemetryTarget::External(url) => Ok((Some(url.clone()), None)),
+            TelemetryTarget::Recorded { hub, step, lane } => {
+                let ticket = hub
+                    .register(*step, &self.node_id, &self.block_id, lane.as_deref())
+                    .map_err(|e| format!("cannot make a telemetry address: {e}"))?;
+                Ok((Some(ticket.url()), Some(ticket)))
+            }
+        }
+    }
 }
 
 impl ExecScope {

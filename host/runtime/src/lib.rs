@@ -30,6 +30,7 @@ pub mod plugins;
 pub mod runtime;
 pub mod sandbox;
 mod special_files;
+pub mod telemetry;
 mod write_watch;
 
 pub use config::RuntimeConfig;

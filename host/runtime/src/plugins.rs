@@ -17,7 +17,8 @@ use wasmtime::{Store, Trap};
 use wasmtime_wasi::WasiCtxBuilder;
 use wfhost_core::command::{BlockRef, EngineCommand};
 use wfhost_core::engine::{
-    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, LaneKey, RunView, WorkerHost,
+    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, LaneKey, RunView, Telemetry,
+    WorkerHost,
 };
 use wfhost_core::manifest::LoadedWorkflow;
 use wfhost_core::payload::{BlockContext, ContextSegment, Statistics, WorkerOutput};
@@ -29,7 +30,7 @@ use crate::bindings::types as wit;
 use crate::bindings::worker::WorkerPre;
 use crate::cache::{CacheOutcome, ComponentCache};
 use crate::capture::CappedCapture;
-use crate::host_capabilities::{ExecScope, RunResources};
+use crate::host_capabilities::{ExecScope, RunResources, TelemetryTarget};
 use crate::host_state::{BlockLog, HostState, MemoryCap};
 use crate::links::GuestMounts;
 use crate::runtime::{WasmRuntime, ticks};
@@ -111,6 +112,11 @@ pub struct PluginSet {
     loads: Vec<PluginLoad>,
     /// Containers and Slurm jobs the run's plugins started.
     resources: Arc<RunResources>,
+    /// Whether a worker is granted the `agent` capability.
+    runs_agents: bool,
+    /// The host's telemetry endpoint, when it serves one: agents' events
+    /// are recorded in the run's log.
+    telemetry: std::sync::OnceLock<Arc<crate::telemetry::TelemetryHub>>,
 }
 
 impl PluginSet {
@@ -203,6 +209,10 @@ impl PluginSet {
             loads: Vec::new(),
             resources,
             limits: HashMap::new(),
+            runs_agents: requests
+                .iter()
+                .any(|r| r.world == World::Worker && r.grants.iter().any(|g| g == "agent")),
+            telemetry: std::sync::OnceLock::new(),
         };
         for request in requests {
             set.load_one(request)?;
@@ -383,7 +393,7 @@ impl PluginSet {
             },
             restrictions: ctx.file_restrictions.clone(),
             manifest_dir: self.manifest_dir.clone(),
-            telemetry_url: self.runtime.config.telemetry_url.clone(),
+            telemetry: self.telemetry_target(&request),
         };
         let limits = self
             .limits
@@ -440,6 +450,35 @@ impl PluginSet {
             failure.message = guest_view(&failure.message, &workspace);
         }
         BlockResult { outcome, log }
+    }
+
+    /// Whether a worker may run agent CLIs (is granted `agent`): only then
+    /// is there telemetry to receive.
+    pub fn runs_agents(&self) -> bool {
+        self.runs_agents
+    }
+
+    /// Record what the run's agents send to `hub` (the host serves it).
+    /// Set once: later calls change nothing.
+    pub fn record_telemetry(&self, hub: Arc<crate::telemetry::TelemetryHub>) {
+        let _ = self.telemetry.set(hub);
+    }
+
+    fn telemetry_target(&self, request: &BlockRequest) -> TelemetryTarget {
+        if let Some(url) = &self.runtime.config.telemetry_url {
+            return TelemetryTarget::External(url.clone());
+        }
+        match self.telemetry.get() {
+            None => TelemetryTarget::Off,
+            Some(hub) => TelemetryTarget::Recorded {
+                hub: Arc::clone(hub),
+                step: request
+                    .lane
+                    .as_ref()
+                    .map_or(request.context.step_index, |k| k.step),
+                lane: request.lane.as_ref().map(|k| k.lane.clone()),
+            },
+        }
     }
 
     fn accept_output(
@@ -584,6 +623,17 @@ impl WorkerHost for PluginSet {
 
     fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
         crate::lanes::remove_step(&self.workspace, run_id, step)
+    }
+
+    async fn telemetry(&self) -> Vec<Telemetry> {
+        match self.telemetry.get() {
+            Some(hub) => hub.next().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn telemetry_now(&self) -> Vec<Telemetry> {
+        self.telemetry.get().map(|h| h.take()).unwrap_or_default()
     }
 }
 

@@ -172,10 +172,7 @@ fn job_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
 
 /// A new lease token: 128 random bits, hex.
 fn new_token() -> Result<String, std::io::Error> {
-    use std::io::Read;
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(hex::encode(bytes))
+    wfhost_core::random::token()
 }
 
 fn record(

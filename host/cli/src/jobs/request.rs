@@ -188,12 +188,8 @@ pub fn ensure_workspace_id(workspace: &Path) -> Result<String, String> {
     if let Some(id) = read_workspace_id(workspace)? {
         return Ok(id);
     }
-    let mut bytes = [0u8; 16];
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
+    let id = wfhost_core::random::token()
         .map_err(|e| format!("cannot make a workspace identity: {e}"))?;
-    let id = hex::encode(bytes);
     wfhost_core::workspace::write_file(workspace, WORKSPACE_ID_FILE, id.as_bytes(), true).map_err(
         |e| {
             format!(

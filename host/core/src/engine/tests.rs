@@ -1164,3 +1164,119 @@ async fn inputs_reach_the_worker_its_prompt_and_config_and_are_recorded() {
         ctx.assembled_context
     );
 }
+
+/// A host whose blocks send telemetry while they run (the way an agent
+/// posts to its `TELEMETRY_URL`): each block sends two events, the second
+/// just before it returns, plus one naming a block that is not running.
+struct Telemetering {
+    inner: FakeWorkers,
+    tx: tokio::sync::mpsc::UnboundedSender<Telemetry>,
+    rx: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<Telemetry>>,
+}
+
+impl Telemetering {
+    fn new(inner: FakeWorkers) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        Telemetering {
+            inner,
+            tx,
+            rx: tokio::sync::Mutex::new(rx),
+        }
+    }
+}
+
+impl WorkerHost for Telemetering {
+    fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
+        let ctx = request.context.clone();
+        let send = |n: u64, step: u64| {
+            self.tx
+                .send(Telemetry {
+                    step,
+                    node: ctx.node_id.clone(),
+                    block: ctx.block_id.clone(),
+                    lane: None,
+                    body: serde_json::json!({"type": "tick", "n": n}),
+                })
+                .unwrap()
+        };
+        send(1, ctx.step_index);
+        send(99, ctx.step_index + 1000);
+        let result = self.inner.run_block(request);
+        let tx = self.tx.clone();
+        async move {
+            // Give the engine the chance to record the first while running.
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            let _ = tx.send(Telemetry {
+                step: ctx.step_index,
+                node: ctx.node_id,
+                block: ctx.block_id,
+                lane: None,
+                body: serde_json::json!({"type": "tick", "n": 2}),
+            });
+            result.await
+        }
+    }
+
+    async fn telemetry(&self) -> Vec<Telemetry> {
+        let mut rx = self.rx.lock().await;
+        let first = rx.recv().await.into_iter();
+        let mut all: Vec<Telemetry> = first.collect();
+        while let Ok(t) = rx.try_recv() {
+            all.push(t);
+        }
+        all
+    }
+
+    fn telemetry_now(&self) -> Vec<Telemetry> {
+        let Ok(mut rx) = self.rx.try_lock() else {
+            return Vec::new();
+        };
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+}
+
+#[tokio::test]
+async fn telemetry_is_recorded_within_the_block_that_sent_it() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:b")]),
+            "b": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }));
+    let workers = Telemetering::new(FakeWorkers::default().with("tag", tagger));
+    let mut log = MemoryLog::default();
+    let report = run(
+        &wf,
+        &workers,
+        &CoreActions,
+        &RunOptions::new("exec-1"),
+        &mut log,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded);
+    // Each block's two events, between its start and its completion; the
+    // one naming a block that was not running is dropped.
+    let shape: Vec<String> = log
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::BlockStarted { block, .. } => Some(format!("start {block}")),
+            Event::BlockCompleted { block, .. } => Some(format!("done {block}")),
+            Event::Telemetry {
+                block, body, step, ..
+            } => Some(format!("{block}@{step}:{}", body["n"])),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            "start a", "a@0:1", "a@0:2", "done a", "start b", "b@1:1", "b@1:2", "done b"
+        ]
+    );
+    // The log folds to the state the engine ended in.
+    assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
+}

@@ -188,7 +188,12 @@ pub(crate) async fn execute<W: WorkerHost>(
         };
         running.push(run_lane(workers, key(lane), request));
     }
-    while let Some(run) = running.next().await {
+    loop {
+        let next = running.next();
+        let Some(run) = crate::engine::recording_telemetry(workers, state, sink, next).await?
+        else {
+            break;
+        };
         let r = run.result;
         emit(
             state,

@@ -1,0 +1,252 @@
+//! Telemetry from agents: the events an agent CLI sends to its
+//! `TELEMETRY_URL` while its block runs.
+//!
+//! The hub knows which block execution (and lane) is running behind each
+//! address it hands out: every agent invocation gets its own address,
+//! `<base>/<token>` with an unguessable token, valid until its block ends.
+//! An event is attributed from the address it was sent to, never from what
+//! it says. What is accepted is validated and capped here, then queued for
+//! the engine, which records it in the run's log
+//! ([`wfhost_core::engine::WorkerHost::telemetry`]). The HTTP side (a
+//! listener on loopback) is the host's: this module has no network.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use wfhost_core::engine::Telemetry;
+
+/// The largest body one POST may carry.
+pub const MAX_BODY_BYTES: usize = 64 << 10;
+/// The most events one POST may carry (a JSON array of objects).
+pub const MAX_BATCH: usize = 100;
+/// The most events one block execution (or lane) may record.
+pub const MAX_EVENTS_PER_BLOCK: usize = 1_000;
+
+/// Why an event was not accepted (each maps to an HTTP status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No block runs behind this address (it never did, or it ended).
+    Unknown,
+    /// Over [`MAX_BODY_BYTES`].
+    TooLarge,
+    /// Not a JSON object or an array of at most [`MAX_BATCH`] of them.
+    Invalid(String),
+    /// The block already sent [`MAX_EVENTS_PER_BLOCK`].
+    TooMany,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Unknown => write!(f, "no block is running behind this address"),
+            Refusal::TooLarge => write!(f, "the body is over {MAX_BODY_BYTES} bytes"),
+            Refusal::Invalid(why) => write!(f, "{why}"),
+            Refusal::TooMany => write!(
+                f,
+                "this block already sent {MAX_EVENTS_PER_BLOCK} telemetry events, the most one may"
+            ),
+        }
+    }
+}
+
+/// Where a block's agents send telemetry, for as long as it runs.
+pub struct TelemetryHub {
+    base_url: String,
+    running: Mutex<HashMap<String, Running>>,
+    tx: UnboundedSender<Telemetry>,
+    rx: tokio::sync::Mutex<UnboundedReceiver<Telemetry>>,
+}
+
+struct Running {
+    step: u64,
+    node: String,
+    block: String,
+    lane: Option<String>,
+    accepted: usize,
+}
+
+/// The address handed to one agent invocation; dropping it ends it (later
+/// events sent there are refused as [`Refusal::Unknown`]).
+pub struct Ticket {
+    hub: Arc<TelemetryHub>,
+    token: String,
+}
+
+impl Ticket {
+    /// The `TELEMETRY_URL` to give the agent.
+    pub fn url(&self) -> String {
+        format!("{}/{}", self.hub.base_url, self.token)
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.hub.running.lock().unwrap().remove(&self.token);
+    }
+}
+
+impl TelemetryHub {
+    /// A hub whose addresses start with `base_url` (the listener's
+    /// `http://127.0.0.1:<port>/telemetry`).
+    pub fn new(base_url: impl Into<String>) -> Arc<Self> {
+        let (tx, rx) = unbounded_channel();
+        Arc::new(TelemetryHub {
+            base_url: base_url.into().trim_end_matches('/').to_string(),
+            running: Mutex::new(HashMap::new()),
+            tx,
+            rx: tokio::sync::Mutex::new(rx),
+        })
+    }
+
+    /// An address for an agent of the block execution `step` of
+    /// `node.block` (in `lane`, for a parallel block's lane).
+    pub fn register(
+        self: &Arc<Self>,
+        step: u64,
+        node: &str,
+        block: &str,
+        lane: Option<&str>,
+    ) -> std::io::Result<Ticket> {
+        let token = wfhost_core::random::token()?;
+        self.running.lock().unwrap().insert(
+            token.clone(),
+            Running {
+                step,
+                node: node.to_string(),
+                block: block.to_string(),
+                lane: lane.map(str::to_string),
+                accepted: 0,
+            },
+        );
+        Ok(Ticket {
+            hub: Arc::clone(self),
+            token,
+        })
+    }
+
+    /// Take a POST of `body` to the address with `token`: a JSON object, or
+    /// an array of objects. Returns how many events were queued.
+    pub fn accept(&self, token: &str, body: &[u8]) -> Result<usize, Refusal> {
+        let mut running = self.running.lock().unwrap();
+        let Some(block) = running.get_mut(token) else {
+            return Err(Refusal::Unknown);
+        };
+        if body.len() > MAX_BODY_BYTES {
+            return Err(Refusal::TooLarge);
+        }
+        let events = parse(body)?;
+        if block.accepted + events.len() > MAX_EVENTS_PER_BLOCK {
+            return Err(Refusal::TooMany);
+        }
+        block.accepted += events.len();
+        let n = events.len();
+        for body in events {
+            // The receiver lives as long as the hub.
+            let _ = self.tx.send(Telemetry {
+                step: block.step,
+                node: block.node.clone(),
+                block: block.block.clone(),
+                lane: block.lane.clone(),
+                body,
+            });
+        }
+        Ok(n)
+    }
+
+    /// The next events accepted (at least one; waits until there are).
+    /// Cancel-safe.
+    pub async fn next(&self) -> Vec<Telemetry> {
+        let mut rx = self.rx.lock().await;
+        let mut all = Vec::new();
+        if let Some(first) = rx.recv().await {
+            all.push(first);
+        }
+        while let Ok(more) = rx.try_recv() {
+            all.push(more);
+        }
+        all
+    }
+
+    /// The events accepted and not taken yet.
+    pub fn take(&self) -> Vec<Telemetry> {
+        let Ok(mut rx) = self.rx.try_lock() else {
+            return Vec::new();
+        };
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    }
+}
+
+fn parse(body: &[u8]) -> Result<Vec<serde_json::Value>, Refusal> {
+    let invalid = |why: String| Refusal::Invalid(why);
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| invalid(format!("the body is not JSON: {e}")))?;
+    let events = match value {
+        serde_json::Value::Array(items) => items,
+        other => vec![other],
+    };
+    if events.len() > MAX_BATCH {
+        return Err(invalid(format!(
+            "{} events in one body, over the {MAX_BATCH} one may carry",
+            events.len()
+        )));
+    }
+    if let Some(i) = events.iter().position(|e| !e.is_object()) {
+        return Err(invalid(format!(
+            "event {i} is not a JSON object (send an object, or an array of objects)"
+        )));
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn events_are_attributed_by_address_and_capped() {
+        let hub = TelemetryHub::new("http://127.0.0.1:1/telemetry/");
+        let ticket = hub.register(3, "main", "impl", Some("b")).unwrap();
+        let token = ticket.url().rsplit('/').next().unwrap().to_string();
+        assert!(ticket.url().starts_with("http://127.0.0.1:1/telemetry/"));
+        // What the sender claims about itself does not matter.
+        let n = hub
+            .accept(&token, br#"[{"type": "tool", "node": "forged"}, {"n": 2}]"#)
+            .unwrap();
+        assert_eq!(n, 2);
+        let got = hub.next().await;
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            (got[0].step, got[0].node.as_str(), got[0].lane.as_deref()),
+            (3, "main", Some("b"))
+        );
+        assert_eq!(got[0].body["node"], "forged");
+        for (body, refusal) in [
+            (&b"not json"[..], "not JSON"),
+            (b"42", "not a JSON object"),
+            (b"[{}, 1]", "event 1"),
+        ] {
+            match hub.accept(&token, body) {
+                Err(Refusal::Invalid(why)) => assert!(why.contains(refusal), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        let big = format!("{{\"x\": \"{}\"}}", "a".repeat(MAX_BODY_BYTES));
+        assert_eq!(hub.accept(&token, big.as_bytes()), Err(Refusal::TooLarge));
+        let batch = format!("[{}]", vec!["{}"; MAX_BATCH + 1].join(","));
+        assert!(matches!(
+            hub.accept(&token, batch.as_bytes()),
+            Err(Refusal::Invalid(_))
+        ));
+        let full = format!("[{}]", vec!["{}"; MAX_BATCH].join(","));
+        for _ in 0..(MAX_EVENTS_PER_BLOCK - 2) / MAX_BATCH {
+            hub.accept(&token, full.as_bytes()).unwrap();
+        }
+        assert_eq!(hub.accept(&token, full.as_bytes()), Err(Refusal::TooMany));
+        assert_eq!(hub.take().len(), MAX_EVENTS_PER_BLOCK - 2 - 98);
+        // A block that ended takes no more.
+        drop(ticket);
+        assert_eq!(hub.accept(&token, b"{}"), Err(Refusal::Unknown));
+        assert_eq!(hub.accept("guess", b"{}"), Err(Refusal::Unknown));
+    }
+}
