@@ -9,7 +9,7 @@
 //! back in the queue with their attempt raised. The server's clock is the
 //! one that counts: every answer carries `server_now_ms`.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -22,7 +22,7 @@ use wfhost_store::{Completion, LeaseLost, Store};
 use crate::AppState;
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::store::{blocking, exact_run, with_store};
+use crate::store::{Stores, blocking, exact_run, with_store};
 
 /// The default lease: an agent that has not sent a heartbeat for this long
 /// has lost its job.
@@ -100,7 +100,7 @@ pub(crate) async fn lease(
 ) -> Result<Json<Value>, ApiError> {
     check_lease_body(&body)?;
     let lease_ms = state.lease.as_millis() as i64;
-    let home = state.home.as_ref().clone();
+    let stores = state.stores.clone();
     // The wait is a loop of cheap reads on one connection (a millisecond
     // apart), on the blocking pool: jobs are queued by other processes.
     blocking(move || {
@@ -108,7 +108,7 @@ pub(crate) async fn lease(
         let mut store = None;
         loop {
             if store.is_none() {
-                store = open_if_any(&home)?;
+                store = stores.if_any()?;
             }
             if let Some(store) = store.as_mut()
                 && let Some(answer) = claim(store, &body, lease_ms)?
@@ -122,15 +122,6 @@ pub(crate) async fn lease(
         }
     })
     .await
-}
-
-/// The store, or None when no run was ever started in `home`.
-fn open_if_any(home: &std::path::Path) -> Result<Option<Store>, ApiError> {
-    match Store::open_existing(home) {
-        Ok(store) => Ok(Some(store)),
-        Err(wfhost_store::StoreError::NoStore { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 fn claim(store: &mut Store, body: &LeaseBody, lease_ms: i64) -> Result<Option<Value>, ApiError> {
@@ -192,10 +183,10 @@ pub(crate) async fn heartbeat(
     Path(id): Path<i64>,
     JsonBody(body): JsonBody<HeartbeatBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let home = state.home.as_ref().clone();
+    let stores = state.stores.clone();
     let lease_ms = state.lease.as_millis() as i64;
     blocking(move || {
-        let mut store = Store::open_existing(&home)?;
+        let mut store = stores.existing()?;
         let now = now_ms();
         match store.heartbeat_job(id, body.attempt, &body.token, lease_ms, now)? {
             Ok(expires) => Ok(Json(json!({
@@ -228,9 +219,9 @@ pub(crate) async fn complete(
     Path(id): Path<i64>,
     JsonBody(body): JsonBody<CompleteBody>,
 ) -> Result<(StatusCode, String), ApiError> {
-    let home = state.home.as_ref().clone();
+    let stores = state.stores.clone();
     blocking(move || {
-        let mut store = Store::open_existing(&home)?;
+        let mut store = stores.existing()?;
         let result = Value::Object(body.result).to_string();
         let now = now_ms();
         let respond = |job: &wfhost_store::Job| {
@@ -263,7 +254,7 @@ pub(crate) async fn show(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
-    with_store(&state.home, None, move |store| {
+    with_store(&state.stores, None, move |store| {
         let job = store
             .job(id)?
             .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
@@ -290,7 +281,7 @@ pub(crate) async fn of_run(
 ) -> Result<Json<Value>, ApiError> {
     let axum::extract::Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let limit = query.limit.unwrap_or(100).clamp(1, 1000);
-    with_store(&state.home, None, move |store| {
+    with_store(&state.stores, None, move |store| {
         exact_run(store, &id)?;
         let jobs = store.jobs_of_run(&id, query.after.unwrap_or(0), limit)?;
         let next = (jobs.len() == limit as usize).then(|| jobs.last().map(|j| j.id));
@@ -302,13 +293,13 @@ pub(crate) async fn of_run(
 }
 
 /// Requeue expired leases every `every` until the server stops.
-pub(crate) async fn reconcile(home: PathBuf, every: Duration) {
+pub(crate) async fn reconcile(stores: Arc<Stores>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let home = home.clone();
-        let done = blocking(move || match open_if_any(&home)? {
+        let stores = stores.clone();
+        let done = blocking(move || match stores.if_any()? {
             Some(mut store) => Ok(store.requeue_expired(now_ms())?),
             None => Ok(Vec::new()),
         })

@@ -4,8 +4,9 @@
 //! runs the API lists, and the live event stream is read from the durable
 //! log, so a client that reconnects with `Last-Event-ID` misses nothing.
 //!
-//! Thin over the store: each request opens the store (SQLite, in the
-//! wfhost home) on tokio's blocking pool; nothing is cached in the server.
+//! Thin over the store: each request takes a connection to the store
+//! (SQLite, in the wfhost home) from a small pool, on tokio's blocking
+//! pool; nothing else is kept in the server.
 //! Runs are changed under the same lock discipline as the CLI's: a cancel
 //! stops a live run's process and records the end under the run's lock.
 
@@ -56,7 +57,7 @@ pub struct ServerConfig {
 
 #[derive(Clone)]
 pub(crate) struct AppState {
-    pub home: Arc<PathBuf>,
+    pub stores: Arc<store::Stores>,
     pub runner: Option<Runner>,
     pub lease: std::time::Duration,
 }
@@ -81,13 +82,22 @@ impl ServerConfig {
     }
 }
 
+impl AppState {
+    fn new(config: &ServerConfig) -> AppState {
+        AppState {
+            stores: store::Stores::new(config.home.clone()),
+            runner: config.runner.clone(),
+            lease: config.lease,
+        }
+    }
+}
+
 /// The API's routes.
 pub fn router(config: &ServerConfig) -> Router {
-    let state = AppState {
-        home: Arc::new(config.home.clone()),
-        runner: config.runner.clone(),
-        lease: config.lease,
-    };
+    routes(AppState::new(config), config)
+}
+
+fn routes(state: AppState, config: &ServerConfig) -> Router {
     let tokens = config.tokens.clone().map(Arc::new);
     let agents = Router::new()
         .route("/agent/lease", post(jobs::lease))
@@ -140,14 +150,15 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     ready(bound);
     let every = (config.lease / 4).min(std::time::Duration::from_secs(1));
-    let reconcile = tokio::spawn(jobs::reconcile(config.home.clone(), every));
+    let state = AppState::new(&config);
+    let reconcile = tokio::spawn(jobs::reconcile(state.stores.clone(), every));
     // Answers go out at once (no Nagle delay on kept-alive connections:
     // an agent's lease, heartbeat and completion are small writes).
     use axum::serve::ListenerExt;
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    let served = axum::serve(listener, router(&config))
+    let served = axum::serve(listener, routes(state, &config))
         .with_graceful_shutdown(shutdown())
         .await
         .map_err(|e| format!("the server stopped: {e}"));

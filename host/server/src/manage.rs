@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wfhost_store::{Bundle, CancelError, Store, StoreError};
+use wfhost_store::{Bundle, CancelError, StoreError};
 
 use crate::AppState;
 use crate::body::JsonBody;
@@ -39,9 +39,9 @@ pub async fn cancel(
         ))
         .with_details(json!({"pointer": "/wait_s", "maximum": MAX_CANCEL_WAIT_S})));
     }
-    let home = state.home.as_ref().clone();
+    let stores = state.stores.clone();
     blocking(move || {
-        let mut store = Store::open_existing(&home)?;
+        let mut store = stores.existing()?;
         exact_run(&store, &id)?;
         let reason = store
             .cancel(&id, body.reason.as_deref(), Duration::from_secs(wait))
@@ -72,7 +72,7 @@ pub async fn export(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Bundle>, ApiError> {
-    with_store(&state.home, None, move |store| {
+    with_store(&state.stores, None, move |store| {
         exact_run(store, &id)?;
         Ok(Json(store.export(&id)?))
     })
@@ -96,9 +96,9 @@ pub async fn import(
     crate::body::parse::<Value>(&bytes)?;
     let bundle = Bundle::parse(&bytes)
         .map_err(|m| ApiError::bad_request(format!("the bundle is invalid: {m}")))?;
-    let home = state.home.as_ref().clone();
+    let stores = state.stores.clone();
     blocking(move || {
-        let mut store = Store::open(&home, wfhost_store::Durability::Full)?;
+        let mut store = stores.create()?;
         match store.import(&bundle) {
             Ok(()) => Ok((
                 StatusCode::CREATED,

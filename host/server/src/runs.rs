@@ -98,7 +98,7 @@ pub async fn list(
             .with_details(json!({"allowed": STATUSES})));
     }
     with_store(
-        &app.home,
+        &app.stores,
         Some(json!({"runs": [], "next_after": null})),
         move |store| {
             let mut runs = store.runs()?;
@@ -152,7 +152,7 @@ pub async fn show(
     q: Result<Query<BranchQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let q = query(q)?;
-    with_store(&app.home, None, move |store| {
+    with_store(&app.stores, None, move |store| {
         let run = exact_run(store, &id)?;
         let branch = branch_of(store, &run.id, q.branch)?;
         let branches: Vec<BranchInfo> = store.branches(&run.id)?;
@@ -195,7 +195,7 @@ pub async fn branches(
     State(app): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    with_store(&app.home, None, move |store| {
+    with_store(&app.stores, None, move |store| {
         let run = exact_run(store, &id)?;
         Ok(json!({"branches": store.branches(&run.id)?}))
     })
@@ -210,7 +210,7 @@ pub async fn steps(
     q: Result<Query<BranchQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let q = query(q)?;
-    with_store(&app.home, None, move |store| {
+    with_store(&app.stores, None, move |store| {
         let run = exact_run(store, &id)?;
         let branch = branch_of(store, &run.id, q.branch)?;
         let chain = store.chain(&run.id, branch)?;
@@ -237,7 +237,7 @@ pub async fn events(
 ) -> Result<Json<Value>, ApiError> {
     let q = query(q)?;
     let limit = page_size(q.limit, 100)?;
-    with_store(&app.home, None, move |store| {
+    with_store(&app.stores, None, move |store| {
         let run = exact_run(store, &id)?;
         let page = store.events_page(&run.id, q.after.unwrap_or(0), limit)?;
         let next = (page.len() == limit).then(|| page.last().map(|e| e.seq));
@@ -249,7 +249,7 @@ pub async fn events(
 
 /// `GET /v1/gates`: every gate waiting for an answer.
 pub async fn gates(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    with_store(&app.home, Some(json!({"gates": []})), |store| {
+    with_store(&app.stores, Some(json!({"gates": []})), |store| {
         Ok(json!({"gates": store.open_gates()?}))
     })
     .await

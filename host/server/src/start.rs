@@ -152,7 +152,7 @@ pub async fn start(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
     let run_id = wfhost_store::new_run_id(wfhost_store::time::now_ms());
-    let home = state.home.as_ref().clone();
+    let home = state.stores.home().to_path_buf();
     let given = home.join("serve-manifests");
     let (manifest, workspace) = workflow_of(&body, &given, &run_id)?;
     let mut args = vec![
@@ -207,7 +207,7 @@ pub async fn answer_gate(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
     let (run, g) = (id.clone(), gate.clone());
-    with_store(&state.home, None, move |store| {
+    with_store(&state.stores, None, move |store| {
         exact_run(store, &run)?;
         if gate_open(store, &run, &g)? {
             Ok(())
@@ -222,7 +222,7 @@ pub async fn answer_gate(
         }
     })
     .await?;
-    let home = state.home.as_ref().clone();
+    let home = state.stores.home().to_path_buf();
     let args = vec![
         "gate".to_string(),
         id.clone(),
@@ -258,7 +258,7 @@ pub async fn resume(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
     let run = id.clone();
-    with_store(&state.home, None, move |store| {
+    with_store(&state.stores, None, move |store| {
         exact_run(store, &run)?;
         match store.lock_holder(&run) {
             Some(pid) => Err(ApiError::new(
@@ -270,7 +270,7 @@ pub async fn resume(
         }
     })
     .await?;
-    let home = state.home.as_ref().clone();
+    let home = state.stores.home().to_path_buf();
     let mut args = vec!["resume".to_string(), id.clone(), "--quiet".into()];
     if let Some(b) = body.branch {
         args.extend(["--branch".into(), b.to_string()]);
@@ -301,12 +301,12 @@ pub async fn fork(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
     let run = id.clone();
-    let before = with_store(&state.home, None, move |store| {
+    let before = with_store(&state.stores, None, move |store| {
         exact_run(store, &run)?;
         Ok(store.branches(&run)?.len())
     })
     .await?;
-    let home = state.home.as_ref().clone();
+    let home = state.stores.home().to_path_buf();
     let args = vec![
         "fork".to_string(),
         id.clone(),
@@ -320,7 +320,7 @@ pub async fn fork(
     })
     .await?;
     let run = id.clone();
-    let branch = with_store(&state.home, None, move |store| {
+    let branch = with_store(&state.stores, None, move |store| {
         Ok(store.branches(&run)?.iter().map(|b| b.branch).max())
     })
     .await?;

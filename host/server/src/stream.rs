@@ -54,9 +54,14 @@ pub async fn events(
     let after = last_event_id(&headers)?.or(q.after).unwrap_or(0);
     let run = {
         let id = id.clone();
-        with_store(&app.home, None, move |store| Ok(exact_run(store, &id)?.id)).await?
+        with_store(
+            &app.stores,
+            None,
+            move |store| Ok(exact_run(store, &id)?.id),
+        )
+        .await?
     };
-    let home = app.home.clone();
+    let home = app.stores.clone();
     let stream = futures_util::stream::unfold(
         (after, std::collections::VecDeque::new()),
         move |(mut after, mut pending)| {
