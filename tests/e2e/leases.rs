@@ -196,6 +196,60 @@ fn an_agent_killed_mid_job_loses_it_to_another_and_one_success_is_recorded() {
 }
 
 #[test]
+fn a_server_killed_mid_run_and_started_again_goes_on_with_its_runs_and_leases() {
+    let scratch = tempfile::tempdir().unwrap();
+    // One agent in the server's own process: killing the server kills it.
+    let options = ["--local-agents", "1", "--lease-ms", "1000"];
+    let mut served = serve_with(scratch.path(), &options);
+    let ws = workspace_in(scratch.path());
+    // A nap, then a few blocks more.
+    let mut manifest = sleeper("2");
+    let blocks = manifest["nodes"]["main"]["blocks"].as_object_mut().unwrap();
+    blocks["nap"]["transitions"][0]["action"] = json!("JUMP:b0");
+    for (name, block) in chain(5)["nodes"]["main"]["blocks"].as_object().unwrap() {
+        blocks.insert(name.clone(), block.clone());
+    }
+    let run = start(&served, &manifest, &ws);
+    let nap = leased_job(&served, &run);
+    let first_agent = nap["agent"].as_str().unwrap().to_string();
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+
+    // Started again over the same home: the lease the dead server's agent
+    // held runs out, the job is queued again and the run goes on.
+    let again = serve_with(scratch.path(), &options);
+    let shown = await_status(&again.addr, &run, "succeeded");
+    assert_eq!(shown["steps"], 6, "{shown}");
+    let jobs = jobs(&again, &run);
+    assert_eq!(jobs.len(), 6, "one job per block: {jobs:?}");
+    assert_eq!(jobs[0]["block"], "nap");
+    assert_eq!(jobs[0]["attempt"], 2, "{:?}", jobs[0]);
+    let second_agent = jobs[0]["agent"].as_str().unwrap().to_string();
+    assert_ne!(first_agent, second_agent, "each server has its own agent");
+    assert_eq!(
+        history(&again, jobs[0]["id"].as_i64().unwrap()),
+        [
+            "queued:".to_string(),
+            format!("leased:{first_agent}"),
+            format!("requeued:{first_agent}"),
+            format!("leased:{second_agent}"),
+            format!("succeeded:{second_agent}"),
+        ]
+    );
+    for job in &jobs {
+        assert_eq!(job["state"], "succeeded", "{job}");
+    }
+    // Each block recorded completed once.
+    let (_, steps) = http_get(&again.addr, &format!("/v1/runs/{run}/steps"));
+    assert_eq!(steps["steps"].as_array().unwrap().len(), 6, "{steps}");
+    // And the restarted server takes new runs.
+    let ws2 = scratch.path().join("ws2");
+    std::fs::create_dir_all(&ws2).unwrap();
+    let next = start(&again, &chain(3), &ws2);
+    await_status(&again.addr, &next, "succeeded");
+}
+
+#[test]
 fn a_paused_agent_past_its_lease_cannot_record_its_result() {
     let scratch = tempfile::tempdir().unwrap();
     let served = serve_with(
