@@ -18,7 +18,7 @@ fn write_manifest(dir: &Path, name: &str, wf: serde_json::Value) -> PathBuf {
     path
 }
 
-fn scripted(args: &[&str]) -> serde_json::Value {
+pub(super) fn scripted(args: &[&str]) -> serde_json::Value {
     let mut argv = vec![agents_dir().join("scripted_agent.py").display().to_string()];
     argv.extend(args.iter().map(|a| a.to_string()));
     serde_json::json!(argv)

@@ -250,6 +250,77 @@ fn a_server_killed_mid_run_and_started_again_goes_on_with_its_runs_and_leases() 
 }
 
 #[test]
+fn telemetry_from_an_agent_block_run_as_a_job_lands_in_the_runs_log() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &["--local-agents", "0"]);
+    let _agent = Agent::start(scratch.path(), &served, "remote");
+    let ws = workspace_in(scratch.path());
+    let statuses = scratch.path().join("statuses.txt");
+    let manifest = json!({
+        "id": "telemetry-job",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "config": {"command": super::agents::scripted(&[
+                "--telemetry", r#"{"type": "tool_use", "node": "forged"}"#,
+                "--telemetry", r#"[{"type": "a"}, {"type": "b"}]"#,
+                "--telemetry", "[1]",
+                "--telemetry-log", statuses.to_str().unwrap(),
+                "--write", "a.txt=a",
+            ])},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    let run = start(&served, &manifest, &ws);
+    await_status(&served.addr, &run, "succeeded");
+    // The agent process served the address: what it accepted and refused.
+    assert_eq!(
+        std::fs::read_to_string(&statuses)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        ["202", "202", "400"]
+    );
+    let (status, page) = http_get(&served.addr, &format!("/v1/runs/{run}/events?limit=1000"));
+    assert_eq!(status, 200, "{page}");
+    let events = page["events"].as_array().unwrap();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"]["type"].as_str().unwrap())
+        .filter(|k| k.starts_with("block_") || *k == "telemetry")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "block_started",
+            "telemetry",
+            "telemetry",
+            "telemetry",
+            "block_completed"
+        ],
+        "{page}"
+    );
+    let telemetry: Vec<&Value> = events
+        .iter()
+        .map(|e| &e["event"])
+        .filter(|e| e["type"] == "telemetry")
+        .collect();
+    for t in &telemetry {
+        // Attributed by the job, whatever the body says.
+        assert_eq!(
+            (&t["node"], &t["block"]),
+            (&json!("dev"), &json!("implement"))
+        );
+    }
+    let types: Vec<&str> = telemetry
+        .iter()
+        .map(|t| t["body"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["tool_use", "a", "b"]);
+}
+
+#[test]
 fn a_paused_agent_past_its_lease_cannot_record_its_result() {
     let scratch = tempfile::tempdir().unwrap();
     let served = serve_with(

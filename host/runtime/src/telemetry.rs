@@ -10,10 +10,10 @@
 //! ([`wfhost_core::engine::WorkerHost::telemetry`]). The HTTP side (a
 //! listener on loopback) is the host's: this module has no network.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::Notify;
 use wfhost_core::engine::Telemetry;
 
 /// The largest body one POST may carry.
@@ -54,8 +54,9 @@ impl std::fmt::Display for Refusal {
 pub struct TelemetryHub {
     base_url: String,
     running: Mutex<HashMap<String, Running>>,
-    tx: UnboundedSender<Telemetry>,
-    rx: tokio::sync::Mutex<UnboundedReceiver<Telemetry>>,
+    /// Accepted and not taken yet, oldest first.
+    queued: Mutex<VecDeque<Telemetry>>,
+    arrived: Notify,
 }
 
 struct Running {
@@ -90,12 +91,11 @@ impl TelemetryHub {
     /// A hub whose addresses start with `base_url` (the listener's
     /// `http://127.0.0.1:<port>/telemetry`).
     pub fn new(base_url: impl Into<String>) -> Arc<Self> {
-        let (tx, rx) = unbounded_channel();
         Arc::new(TelemetryHub {
             base_url: base_url.into().trim_end_matches('/').to_string(),
             running: Mutex::new(HashMap::new()),
-            tx,
-            rx: tokio::sync::Mutex::new(rx),
+            queued: Mutex::new(VecDeque::new()),
+            arrived: Notify::new(),
         })
     }
 
@@ -141,39 +141,45 @@ impl TelemetryHub {
         }
         block.accepted += events.len();
         let n = events.len();
-        for body in events {
-            // The receiver lives as long as the hub.
-            let _ = self.tx.send(Telemetry {
-                step: block.step,
-                node: block.node.clone(),
-                block: block.block.clone(),
-                lane: block.lane.clone(),
-                body,
-            });
-        }
+        let mut queued = self.queued.lock().unwrap();
+        queued.extend(events.into_iter().map(|body| Telemetry {
+            step: block.step,
+            node: block.node.clone(),
+            block: block.block.clone(),
+            lane: block.lane.clone(),
+            body,
+        }));
+        drop(queued);
+        self.arrived.notify_one();
         Ok(n)
     }
 
     /// The next events accepted (at least one; waits until there are).
     /// Cancel-safe.
     pub async fn next(&self) -> Vec<Telemetry> {
-        let mut rx = self.rx.lock().await;
-        let mut all = Vec::new();
-        if let Some(first) = rx.recv().await {
-            all.push(first);
+        loop {
+            let arrived = self.arrived.notified();
+            let all = self.take();
+            if !all.is_empty() {
+                return all;
+            }
+            arrived.await;
         }
-        while let Ok(more) = rx.try_recv() {
-            all.push(more);
-        }
-        all
     }
 
     /// The events accepted and not taken yet.
     pub fn take(&self) -> Vec<Telemetry> {
-        let Ok(mut rx) = self.rx.try_lock() else {
-            return Vec::new();
-        };
-        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+        self.queued.lock().unwrap().drain(..).collect()
+    }
+
+    /// The events accepted and not taken yet for which `wanted` holds,
+    /// leaving the others (an agent process takes one job's telemetry when
+    /// that job ends, while others may still run).
+    pub fn take_where(&self, wanted: impl Fn(&Telemetry) -> bool) -> Vec<Telemetry> {
+        let mut queued = self.queued.lock().unwrap();
+        let (taken, kept): (VecDeque<_>, VecDeque<_>) = queued.drain(..).partition(|t| wanted(t));
+        *queued = kept;
+        taken.into()
     }
 }
 
@@ -248,5 +254,29 @@ mod tests {
         drop(ticket);
         assert_eq!(hub.accept(&token, b"{}"), Err(Refusal::Unknown));
         assert_eq!(hub.accept("guess", b"{}"), Err(Refusal::Unknown));
+    }
+
+    #[tokio::test]
+    async fn one_blocks_telemetry_is_taken_and_the_rest_left_in_order() {
+        let hub = TelemetryHub::new("http://127.0.0.1:1/telemetry");
+        let a = hub.register(1, "main", "a", None).unwrap();
+        let b = hub.register(2, "main", "b", None).unwrap();
+        let token = |t: &Ticket| t.url().rsplit('/').next().unwrap().to_string();
+        // A waiter is woken by what arrives after it started waiting.
+        let waiting = tokio::spawn({
+            let hub = Arc::clone(&hub);
+            async move { hub.next().await }
+        });
+        tokio::task::yield_now().await;
+        hub.accept(&token(&a), br#"{"n": 1}"#).unwrap();
+        assert_eq!(waiting.await.unwrap()[0].body["n"], 1);
+        hub.accept(&token(&b), br#"{"n": 2}"#).unwrap();
+        hub.accept(&token(&a), br#"{"n": 3}"#).unwrap();
+        hub.accept(&token(&b), br#"{"n": 4}"#).unwrap();
+        let of_b = hub.take_where(|t| t.block == "b");
+        let ns = |v: &[Telemetry]| v.iter().map(|t| t.body["n"].clone()).collect::<Vec<_>>();
+        assert_eq!(ns(&of_b), [2, 4]);
+        assert_eq!(ns(&hub.take()), [3]);
+        assert!(hub.take().is_empty());
     }
 }

@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.3.0";
+pub const API_VERSION: &str = "0.4.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -292,7 +292,7 @@ fn job_schemas() -> Value {
                 "CompleteRequest": {"type": "object", "required": ["attempt", "token", "succeeded", "result"], "additionalProperties": false, "properties": {
                     "attempt": {"type": "integer"}, "token": {"type": "string"},
                     "succeeded": {"type": "boolean", "description": "Whether the block produced an output."},
-                    "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>}, and log: [lines]."}
+                    "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>}, and log: [lines]; telemetry: [objects the block's agents sent its TELEMETRY_URL, at most 256 KiB] and telemetry_dropped: <count>, both optional."}
                 }},
                 "Completed": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "state": {"enum": ["succeeded", "failed"]}, "server_now_ms": {"type": "integer"}}}
     })

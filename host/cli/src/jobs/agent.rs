@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use wfhost_core::engine::WorkerHost;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::manifest::{self, LoadedWorkflow};
+use wfhost_runtime::telemetry::TelemetryHub;
 use wfhost_runtime::{PluginSet, WasmRuntime};
 
 use super::http::{Client, Server};
@@ -40,13 +41,22 @@ const LOADED_MAX: usize = 16;
 /// How long a lease request waits on the server for a job.
 const LEASE_WAIT_MS: u64 = 20_000;
 
-type Loaded = Arc<PluginSet>;
+/// A run's plugins as loaded on this agent, and where the telemetry of
+/// its agent blocks is received (when its workflow runs agents).
+#[derive(Clone)]
+struct Loaded {
+    plugins: Arc<PluginSet>,
+    telemetry: Option<Arc<TelemetryHub>>,
+}
 
 /// What the slots of one agent share.
 struct Shared {
     config: AgentConfig,
     runtimes: std::sync::Mutex<HashMap<String, Arc<WasmRuntime>>>,
     loaded: tokio::sync::Mutex<HashMap<(String, String, String), Loaded>>,
+    /// The telemetry listener, started for the first workflow that runs
+    /// agents (None when it could not listen: telemetry is then off).
+    telemetry: tokio::sync::OnceCell<Option<Arc<crate::telemetry::Hubs>>>,
 }
 
 /// Run the agent until the process is stopped, or until the server refuses
@@ -56,6 +66,7 @@ pub async fn run(config: AgentConfig) -> String {
         config: config.clone(),
         runtimes: Default::default(),
         loaded: Default::default(),
+        telemetry: Default::default(),
     });
     let mut slots = tokio::task::JoinSet::new();
     for slot in 0..config.concurrency.max(1) {
@@ -156,11 +167,18 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value) {
         });
     let result = match request {
         Ok(request) => match prepare(shared, &request).await {
-            Ok(plugins) => {
-                match heartbeat_while(shared, &lease, plugins.run_block(request.block_request()))
-                    .await
-                {
-                    Some(result) => JobResult::of(result),
+            Ok(loaded) => {
+                let ran = heartbeat_while(
+                    shared,
+                    &lease,
+                    loaded.plugins.run_block(request.block_request()),
+                )
+                .await;
+                // Its agents have ended (their addresses with them): what
+                // they sent goes with the result.
+                let telemetry = job_telemetry(&loaded, &request);
+                match ran {
+                    Some(result) => JobResult::of(result).with_telemetry(telemetry),
                     None => return,
                 }
             }
@@ -168,7 +186,36 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value) {
         },
         Err(e) => JobResult::failed(e),
     };
+    if result.telemetry_dropped > 0 {
+        eprintln!(
+            "agent {name}: job {}: {} telemetry events left out (over {} KiB)",
+            lease.id,
+            result.telemetry_dropped,
+            super::request::MAX_JOB_TELEMETRY_BYTES >> 10
+        );
+    }
     complete(shared, client, &lease, result).await;
+}
+
+/// The telemetry the job's agents sent (its block's, in its lane).
+fn job_telemetry(loaded: &Loaded, request: &JobRequest) -> Vec<Value> {
+    let Some(hub) = &loaded.telemetry else {
+        return Vec::new();
+    };
+    let step = request
+        .lane
+        .as_ref()
+        .map_or(request.context.step_index, |k| k.step);
+    let lane = request.lane.as_ref().map(|k| k.lane.as_str());
+    hub.take_where(|t| {
+        t.step == step
+            && t.node == request.context.node_id
+            && t.block == request.context.block_id
+            && t.lane.as_deref() == lane
+    })
+    .into_iter()
+    .map(|t| t.body)
+    .collect()
 }
 
 /// Run `block` while sending heartbeats; None when the lease was lost (the
@@ -263,20 +310,49 @@ async fn prepare(shared: &Shared, request: &JobRequest) -> Result<Loaded, String
         request.executor.clone(),
     );
     let mut loaded = shared.loaded.lock().await;
-    if let Some(plugins) = loaded.get(&key) {
-        return Ok(plugins.clone());
+    if let Some(found) = loaded.get(&key) {
+        return Ok(found.clone());
     }
     let runtime = runtime_for(shared, &request.executor)?;
     let job = request.clone();
     let plugins = tokio::task::spawn_blocking(move || load(runtime, &job))
         .await
         .map_err(|e| format!("loading the plugins failed: {e}"))??;
+    let telemetry = match plugins.runs_agents() {
+        true => telemetry_hub(shared).await,
+        false => None,
+    };
+    if let Some(hub) = &telemetry {
+        plugins.record_telemetry(Arc::clone(hub));
+    }
     if loaded.len() >= LOADED_MAX {
         loaded.clear();
     }
-    let plugins = Arc::new(plugins);
-    loaded.insert(key, plugins.clone());
-    Ok(plugins)
+    let found = Loaded {
+        plugins: Arc::new(plugins),
+        telemetry,
+    };
+    loaded.insert(key, found.clone());
+    Ok(found)
+}
+
+/// A telemetry hub of its own for a workflow that runs agents, behind the
+/// agent's listener (started the first time).
+async fn telemetry_hub(shared: &Shared) -> Option<Arc<TelemetryHub>> {
+    let name = &shared.config.name;
+    let hubs = shared
+        .telemetry
+        .get_or_init(|| async {
+            crate::telemetry::listen()
+                .await
+                .map_err(|e| eprintln!("agent {name}: {e}; its agents' telemetry is off"))
+                .ok()
+        })
+        .await
+        .as_ref()?;
+    hubs.hub()
+        .map_err(|e| eprintln!("agent {name}: {e}; its agents' telemetry is off"))
+        .ok()
 }
 
 fn check_workspace(agent: &str, request: &JobRequest) -> Result<(), String> {

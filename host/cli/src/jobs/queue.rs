@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use wfhost_core::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, WorkerHost};
+use wfhost_core::engine::{
+    BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry, WorkerHost,
+};
 use wfhost_runtime::PluginSet;
 use wfhost_store::{Durability, JobState, NewJob, Store};
 
@@ -34,6 +36,8 @@ pub struct RunJobs<'p> {
     workspace_id: String,
     executor: String,
     digests: BTreeMap<String, String>,
+    /// Telemetry that came with job results, until the engine takes it.
+    telemetry: Mutex<Vec<Telemetry>>,
 }
 
 /// Where a run's jobs are queued, and what they share.
@@ -67,6 +71,7 @@ impl<'p> RunJobs<'p> {
             workspace_id,
             executor: run.executor,
             digests: crate::execute::plugin_digests(plugins),
+            telemetry: Mutex::new(Vec::new()),
         })
     }
 
@@ -95,7 +100,7 @@ impl<'p> RunJobs<'p> {
     }
 
     /// Queue the block (or find its job) and return the job's id.
-    fn enqueue(&self, job: &JobRequest) -> Result<(i64, Option<BlockResult>), String> {
+    fn enqueue(&self, job: &JobRequest) -> Result<(i64, Option<Finished>), String> {
         let requires = requirements(&job.worker, &job.context.config, &job.executor);
         let text = serde_json::to_string(job).map_err(|e| format!("cannot encode the job: {e}"))?;
         let lane = job.lane.as_ref().map(|l| l.lane.as_str()).unwrap_or("");
@@ -117,7 +122,7 @@ impl<'p> RunJobs<'p> {
     }
 
     /// Wait until job `id` is final; its result.
-    async fn wait(&self, id: i64) -> BlockResult {
+    async fn wait(&self, id: i64) -> Finished {
         // Every millisecond for the first tenth of a second (a quick block
         // is answered quickly), then every 10 ms.
         let started = std::time::Instant::now();
@@ -129,7 +134,7 @@ impl<'p> RunJobs<'p> {
                         return result;
                     }
                 }
-                Ok(None) => return failure(format!("job {id} is gone from the store")),
+                Ok(None) => return Err(format!("job {id} is gone from the store")),
                 // A busy store: look again.
                 Err(_) => {}
             }
@@ -152,7 +157,7 @@ impl<'p> RunJobs<'p> {
             Err(e) => return failure(e),
         };
         if let Some(result) = done {
-            return result;
+            return self.outcome(&job, result);
         }
         // Dropped (the run was interrupted or cancelled): the job is
         // cancelled, so the agent running it loses its lease and stops.
@@ -162,20 +167,39 @@ impl<'p> RunJobs<'p> {
         };
         let result = self.wait(id).await;
         std::mem::forget(guard);
-        result
+        self.outcome(&job, result)
+    }
+
+    /// The block's result; the telemetry that came with it is kept for
+    /// the engine, attributed to the job's block.
+    fn outcome(&self, job: &JobRequest, finished: Finished) -> BlockResult {
+        match finished {
+            Ok(result) => {
+                let telemetry = result.telemetry_of(job);
+                if !telemetry.is_empty() {
+                    let mut kept = self.telemetry.lock().unwrap_or_else(|e| e.into_inner());
+                    kept.extend(telemetry);
+                }
+                result.into_block_result()
+            }
+            Err(message) => failure(message),
+        }
     }
 }
 
+/// What a final job came to: the agent's result, or why there is none.
+type Finished = Result<JobResult, String>;
+
 /// The result of a final job.
-fn finished(job: &wfhost_store::Job) -> Option<BlockResult> {
+fn finished(job: &wfhost_store::Job) -> Option<Finished> {
     match job.state {
         JobState::Queued | JobState::Leased => None,
-        JobState::Cancelled => Some(failure(format!("job {} was cancelled", job.id))),
+        JobState::Cancelled => Some(Err(format!("job {} was cancelled", job.id))),
         JobState::Succeeded | JobState::Failed => Some(
             match job.result.as_deref().map(serde_json::from_str::<JobResult>) {
-                Some(Ok(result)) => result.into_block_result(),
-                Some(Err(e)) => failure(format!("job {}: its result cannot be read: {e}", job.id)),
-                None => failure(format!("job {} finished without a result", job.id)),
+                Some(Ok(result)) => Ok(result),
+                Some(Err(e)) => Err(format!("job {}: its result cannot be read: {e}", job.id)),
+                None => Err(format!("job {} finished without a result", job.id)),
             },
         ),
     }
@@ -235,5 +259,9 @@ impl WorkerHost for RunJobs<'_> {
 
     fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
         self.plugins.remove_lanes(run_id, step)
+    }
+
+    fn telemetry_now(&self) -> Vec<Telemetry> {
+        std::mem::take(&mut *self.telemetry.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }

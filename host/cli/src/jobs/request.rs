@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use wfhost_core::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey};
+use wfhost_core::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry};
 use wfhost_core::payload::{BlockContext, ExecutionPayload, WorkerOutput};
 
 /// The version of [`JobRequest`] this wfhost writes and reads.
@@ -70,30 +70,83 @@ pub struct JobResult {
     pub failure: Option<String>,
     #[serde(default)]
     pub log: Vec<String>,
+    /// What the block's agents sent their `TELEMETRY_URL`, oldest first
+    /// (bodies only: the run attributes them to the job's block).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub telemetry: Vec<serde_json::Value>,
+    /// Telemetry events left out to keep the result under
+    /// [`MAX_JOB_TELEMETRY_BYTES`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub telemetry_dropped: usize,
+}
+
+/// The most bytes of telemetry one job's result carries.
+pub const MAX_JOB_TELEMETRY_BYTES: usize = 256 << 10;
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl JobResult {
     pub fn of(result: BlockResult) -> JobResult {
-        match result.outcome {
-            Ok(output) => JobResult {
-                output: Some(output),
-                failure: None,
-                log: result.log,
-            },
-            Err(failure) => JobResult {
-                output: None,
-                failure: Some(failure.message),
-                log: result.log,
-            },
+        let (output, failure) = match result.outcome {
+            Ok(output) => (Some(output), None),
+            Err(failure) => (None, Some(failure.message)),
+        };
+        JobResult {
+            output,
+            failure,
+            log: result.log,
+            telemetry: Vec::new(),
+            telemetry_dropped: 0,
         }
     }
 
     pub fn failed(message: impl Into<String>) -> JobResult {
-        JobResult {
-            output: None,
-            failure: Some(message.into()),
+        JobResult::of(BlockResult {
+            outcome: Err(BlockFailure {
+                message: message.into(),
+            }),
             log: Vec::new(),
+        })
+    }
+
+    /// Carry `bodies`, oldest first, as many as fit in
+    /// [`MAX_JOB_TELEMETRY_BYTES`]; the rest are counted as dropped.
+    pub fn with_telemetry(mut self, bodies: Vec<serde_json::Value>) -> JobResult {
+        let mut room = MAX_JOB_TELEMETRY_BYTES;
+        for body in bodies {
+            let size = body.to_string().len();
+            if size <= room && self.telemetry_dropped == 0 {
+                room -= size;
+                self.telemetry.push(body);
+            } else {
+                self.telemetry_dropped += 1;
+            }
         }
+        self
+    }
+
+    /// The telemetry to record for the block `request` stands for,
+    /// attributed by the job (never by what the agent says): objects only,
+    /// at most as many as one block may send.
+    pub fn telemetry_of(&self, request: &JobRequest) -> Vec<Telemetry> {
+        let step = request
+            .lane
+            .as_ref()
+            .map_or(request.context.step_index, |k| k.step);
+        self.telemetry
+            .iter()
+            .filter(|body| body.is_object())
+            .take(wfhost_runtime::telemetry::MAX_EVENTS_PER_BLOCK)
+            .map(|body| Telemetry {
+                step,
+                node: request.context.node_id.clone(),
+                block: request.context.block_id.clone(),
+                lane: request.lane.as_ref().map(|k| k.lane.clone()),
+                body: body.clone(),
+            })
+            .collect()
     }
 
     pub fn into_block_result(self) -> BlockResult {
@@ -218,6 +271,70 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn job_in_lane(lane: Option<&str>) -> JobRequest {
+        let context = json!({
+            "workflow_id": "w", "execution_id": "r", "node_id": "dev", "block_id": "impl",
+            "step_index": 7, "attempt": 1, "previous_block_id": null,
+            "static_memory": {}, "inherited_memory": {}, "artifacts": {}, "config": {},
+            "inputs": {}, "file_restrictions": null, "system_prompt": "", "assembled_context": ""
+        });
+        let lane = lane
+            .map(|l| json!({"run_id": "r", "step": 5, "node": "dev", "block": "impl", "lane": l}));
+        serde_json::from_value(json!({
+            "format": JOB_FORMAT, "run_id": "r", "branch": 1, "workflow_hash": "h",
+            "definition": "{}", "manifest": "/m.json", "workspace": "/ws", "workspace_id": "id",
+            "executor": "", "plugins": {}, "worker": "agent", "context": context,
+            "payload": [], "timeout_ms": null, "lane": lane
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn telemetry_travels_within_its_budget_and_is_attributed_by_the_job() {
+        let big = json!({"pad": "x".repeat(100 << 10)});
+        let result = JobResult::failed("f").with_telemetry(vec![
+            json!({"n": 1}),
+            big.clone(),
+            big.clone(),
+            big,
+            json!({"n": 5}),
+        ]);
+        // Oldest first, and nothing after the first one left out (the
+        // log's order is kept).
+        assert_eq!(result.telemetry.len(), 3);
+        assert_eq!(result.telemetry_dropped, 2);
+        let size: usize = result.telemetry.iter().map(|t| t.to_string().len()).sum();
+        assert!(size <= MAX_JOB_TELEMETRY_BYTES);
+
+        // What a hostile agent puts in a result: only objects are
+        // recorded, at most a block's worth, named after the job.
+        let mut sent = vec![json!(1), json!("s"), json!({"node": "forged"})];
+        sent.extend(std::iter::repeat_n(json!({}), 2_000));
+        let result = JobResult {
+            telemetry: sent,
+            ..JobResult::failed("f")
+        };
+        let recorded = result.telemetry_of(&job_in_lane(None));
+        assert_eq!(
+            recorded.len(),
+            wfhost_runtime::telemetry::MAX_EVENTS_PER_BLOCK
+        );
+        assert_eq!(
+            (
+                recorded[0].step,
+                recorded[0].node.as_str(),
+                recorded[0].block.as_str()
+            ),
+            (7, "dev", "impl")
+        );
+        assert_eq!(recorded[0].body["node"], "forged");
+        let in_lane = result.telemetry_of(&job_in_lane(Some("b")));
+        assert_eq!(
+            (in_lane[0].step, in_lane[0].lane.as_deref()),
+            (5, Some("b"))
+        );
+    }
+
     #[test]
     fn requirements_follow_the_worker_and_its_executor() {
         let none = json!({});
@@ -270,6 +387,8 @@ mod tests {
             }),
             failure: None,
             log: vec![],
+            telemetry: vec![],
+            telemetry_dropped: 0,
         };
         assert!(bad.into_block_result().outcome.is_err());
     }
