@@ -321,6 +321,20 @@ fn telemetry_from_an_agent_block_run_as_a_job_lands_in_the_runs_log() {
 }
 
 #[test]
+fn serve_cache_dir_is_the_cache_of_its_agents_and_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let cache = scratch.path().join("serve-cache");
+    let served = serve_with(scratch.path(), &["--cache-dir", cache.to_str().unwrap()]);
+    let ws = workspace_in(scratch.path());
+    let run = start(&served, &chain(2), &ws);
+    await_status(&served.addr, &run, "succeeded");
+    let entries = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert!(entries > 0, "nothing was cached in {}", cache.display());
+    // Not in the environment's cache.
+    assert!(!scratch.path().join("cache").exists());
+}
+
+#[test]
 fn a_paused_agent_past_its_lease_cannot_record_its_result() {
     let scratch = tempfile::tempdir().unwrap();
     let served = serve_with(

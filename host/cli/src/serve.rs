@@ -28,6 +28,11 @@ pub struct ServeArgs {
     /// (agents send one every sixth of it).
     #[arg(long, default_value_t = wfhost_server::jobs::DEFAULT_LEASE.as_millis() as u64, value_name = "MS")]
     lease_ms: u64,
+    /// Where compiled plugins are cached, for the server's local agents
+    /// and the processes that execute its runs (default: $WFHOST_CACHE_DIR,
+    /// else ~/.cache/wfhost/components).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 pub fn serve(args: ServeArgs, global: &Global) -> u8 {
@@ -50,7 +55,10 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     // Runs started over the API execute in this same executable.
     let runner = std::env::current_exe()
         .ok()
-        .map(|exe| wfhost_server::Runner { exe });
+        .map(|exe| wfhost_server::Runner {
+            exe,
+            cache_dir: args.cache_dir.clone(),
+        });
     if args.local_agents > 64 {
         report_error("--local-agents: at most 64");
         return exit::BAD_INPUT;
@@ -82,11 +90,12 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     };
     let home_shown = config.home.display().to_string();
     let local_agents = args.local_agents;
+    let cache_dir = args.cache_dir;
     let served = runtime.block_on(wfhost_server::serve(config, move |addr| {
         // One line a script can wait for.
         println!("wfhost: serving http://{addr}/v1 (store in {home_shown})");
         if local_agents > 0 {
-            start_local_agents(addr, agent_token.flatten(), local_agents);
+            start_local_agents(addr, agent_token.flatten(), local_agents, cache_dir);
         }
     }));
     match served {
@@ -100,7 +109,12 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
 
 /// Agents in this process, leasing from the server over loopback like any
 /// other agent.
-fn start_local_agents(addr: SocketAddr, token: Option<String>, concurrency: usize) {
+fn start_local_agents(
+    addr: SocketAddr,
+    token: Option<String>,
+    concurrency: usize,
+    cache_dir: Option<PathBuf>,
+) {
     let server = crate::jobs::Server {
         authority: addr.to_string(),
         base: "/v1".into(),
@@ -114,7 +128,7 @@ fn start_local_agents(addr: SocketAddr, token: Option<String>, concurrency: usiz
             .map(|c| c.to_string())
             .collect(),
         concurrency,
-        cache_dir: None,
+        cache_dir,
         cache_disabled: false,
     };
     tokio::spawn(async move {

@@ -28,6 +28,9 @@ pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";
 #[derive(Debug, Clone)]
 pub struct Runner {
     pub exe: PathBuf,
+    /// Where the run processes cache compiled plugins (their
+    /// `WFHOST_CACHE_DIR`); None leaves them the server's environment.
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// What became of a launched process.
@@ -64,7 +67,11 @@ impl Runner {
         let err_log = log
             .try_clone()
             .map_err(|e| ApiError::internal(format!("cannot open {}: {e}", log_path.display())))?;
-        let mut child = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        if let Some(dir) = &self.cache_dir {
+            command.env("WFHOST_CACHE_DIR", dir);
+        }
+        let mut child = command
             .args(args)
             .env("WFHOST_HOME", home)
             // Its blocks become jobs, run by agents.
