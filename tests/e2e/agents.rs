@@ -73,15 +73,19 @@ fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
     // The run serves telemetry: an address of this invocation's own.
     assert_eq!(env["TELEMETRY_ENABLED"], "1");
     let url = env["TELEMETRY_URL"].as_str().unwrap();
-    let token = url
+    // `/telemetry/<hub>/<token>`: both unguessable.
+    let parts: Vec<&str> = url
         .strip_prefix("http://127.0.0.1:")
         .and_then(|rest| rest.split_once("/telemetry/"))
-        .map(|(_, token)| token)
+        .map(|(_, path)| path.split('/').collect())
         .unwrap_or_else(|| panic!("{url}"));
-    assert!(
-        token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit()),
-        "{url}"
-    );
+    assert_eq!(parts.len(), 2, "{url}");
+    for part in parts {
+        assert!(
+            part.len() == 32 && part.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{url}"
+        );
+    }
     assert_eq!(
         env["OUTPUT_DIR"],
         ws_real.join(".output").display().to_string()
