@@ -202,11 +202,7 @@ fn job_telemetry(loaded: &Loaded, request: &JobRequest) -> Vec<Value> {
     let Some(hub) = &loaded.telemetry else {
         return Vec::new();
     };
-    let step = request
-        .lane
-        .as_ref()
-        .map_or(request.context.step_index, |k| k.step);
-    let lane = request.lane.as_ref().map(|k| k.lane.as_str());
+    let (step, lane) = request.telemetry_step_and_lane();
     hub.take_where(|t| {
         t.step == step
             && t.node == request.context.node_id

@@ -47,6 +47,15 @@ pub struct JobRequest {
 }
 
 impl JobRequest {
+    /// The step and lane telemetry of this job is attributed to (a lane's
+    /// is its parallel block's step), as the run's own hub would.
+    pub fn telemetry_step_and_lane(&self) -> (u64, Option<&str>) {
+        match &self.lane {
+            Some(k) => (k.step, Some(k.lane.as_str())),
+            None => (self.context.step_index, None),
+        }
+    }
+
     /// The engine's request this job stands for.
     pub fn block_request(&self) -> BlockRequest {
         BlockRequest {
@@ -131,10 +140,7 @@ impl JobResult {
     /// attributed by the job (never by what the agent says): objects only,
     /// at most as many as one block may send.
     pub fn telemetry_of(&self, request: &JobRequest) -> Vec<Telemetry> {
-        let step = request
-            .lane
-            .as_ref()
-            .map_or(request.context.step_index, |k| k.step);
+        let (step, lane) = request.telemetry_step_and_lane();
         self.telemetry
             .iter()
             .filter(|body| body.is_object())
@@ -143,7 +149,7 @@ impl JobResult {
                 step,
                 node: request.context.node_id.clone(),
                 block: request.context.block_id.clone(),
-                lane: request.lane.as_ref().map(|k| k.lane.clone()),
+                lane: lane.map(str::to_string),
                 body: body.clone(),
             })
             .collect()
