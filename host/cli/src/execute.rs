@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wfhost_core::engine::{self, RunReport, RunStatus};
-use wfhost_core::event::{Event, EventSink, SinkError};
+use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::manifest::{self, LoadedWorkflow};
 use wfhost_core::state::RunState;
@@ -94,9 +94,8 @@ impl<'s> PrintingSink<'s> {
     }
 }
 
-impl EventSink for PrintingSink<'_> {
-    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
-        self.writer.append(events)?;
+impl PrintingSink<'_> {
+    fn print(&mut self, events: &[Event]) {
         for event in events {
             let lines = self.screen.lines(event);
             if let Some(live) = &self.live {
@@ -108,6 +107,19 @@ impl EventSink for PrintingSink<'_> {
                 }
             }
         }
+    }
+}
+
+impl EventSink for PrintingSink<'_> {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        self.writer.append(events)?;
+        self.print(events);
+        Ok(())
+    }
+
+    fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
+        self.writer.append_with_job(events, job)?;
+        self.print(events);
         Ok(())
     }
 

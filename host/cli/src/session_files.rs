@@ -21,7 +21,7 @@ use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
 use wfhost_core::agents::session_projection::{SessionProjection, iso_utc, run_session_name};
-use wfhost_core::event::{Event, EventSink, SinkError};
+use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
 use wfhost_core::manifest::Workflow;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::{RunRecord, Store, StoredEvent};
@@ -205,6 +205,15 @@ impl<S> SessionSink<S> {
     }
 }
 
+impl<S: Recorded> SessionSink<S> {
+    /// Bring the session files up to date with `events`, just recorded.
+    fn record(&mut self, events: &[Event]) {
+        if let Some(files) = &mut self.files {
+            files.record(events, &self.inner.recorded_at());
+        }
+    }
+}
+
 impl<S> Deref for SessionSink<S> {
     type Target = S;
 
@@ -222,9 +231,13 @@ impl<S> DerefMut for SessionSink<S> {
 impl<S: EventSink + Recorded> EventSink for SessionSink<S> {
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
         self.inner.append(events)?;
-        if let Some(files) = &mut self.files {
-            files.record(events, &self.inner.recorded_at());
-        }
+        self.record(events);
+        Ok(())
+    }
+
+    fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
+        self.inner.append_with_job(events, job)?;
+        self.record(events);
         Ok(())
     }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::command::{BlockRef, EngineCommand};
 use crate::context::{AssembledContext, Metadata};
-use crate::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta, SinkError};
+use crate::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta, QueuedJob, SinkError};
 use crate::manifest::{Block, Node, Workflow};
 use crate::payload::{BlockContext, ContextSegment, ExecutionPayload, Statistics, WorkerOutput};
 pub use crate::state::BlockStatistics;
@@ -98,6 +98,16 @@ impl BlockResult {
 /// workspaces; a host without them runs no parallel group.
 pub trait WorkerHost {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send;
+
+    /// The job that will stand for `request` (a block that is not part of
+    /// a parallel group), when this host runs blocks as jobs: the engine
+    /// has the sink queue it in the commit that records the block's start
+    /// ([`EventSink::append_with_job`]). `run_block` then finds it. None
+    /// (the default): blocks are run here, or queued by `run_block`.
+    fn job_for(&self, request: &BlockRequest) -> Option<QueuedJob> {
+        let _ = request;
+        None
+    }
 
     /// Make a fresh workspace for `lane`, replacing a leftover of the same
     /// lane (an interrupted run of it).
@@ -391,6 +401,23 @@ pub(crate) fn emit(
     Ok(())
 }
 
+/// [`emit`], queueing `job` in the same commit when there is one.
+fn emit_with_job(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    events: Vec<Event>,
+    job: Option<&QueuedJob>,
+) -> Result<(), EngineError> {
+    let Some(job) = job else {
+        return emit(state, sink, events);
+    };
+    for event in &events {
+        state.apply(event)?;
+    }
+    sink.append_with_job(&events, job)?;
+    Ok(())
+}
+
 fn finish(
     state: &mut RunState,
     sink: &mut dyn EventSink,
@@ -455,6 +482,13 @@ impl<'s> StepBatch<'s> {
         )
     }
 
+    /// The pending events followed by `events`.
+    fn with_pending(&mut self, events: &[Event]) -> Vec<Event> {
+        let mut all = std::mem::take(&mut self.pending);
+        all.extend_from_slice(events);
+        all
+    }
+
     fn flush(&mut self) -> Result<(), SinkError> {
         if self.pending.is_empty() {
             return Ok(());
@@ -481,9 +515,13 @@ impl EventSink for StepBatch<'_> {
         if self.pending.is_empty() {
             return self.inner.append(events);
         }
-        let mut all = std::mem::take(&mut self.pending);
-        all.extend_from_slice(events);
+        let all = self.with_pending(events);
         self.inner.append(&all)
+    }
+
+    fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
+        let all = self.with_pending(events);
+        self.inner.append_with_job(&all, job)
     }
 
     fn new_gate_id(&mut self) -> Result<String, SinkError> {
@@ -659,8 +697,21 @@ async fn execute_block<W: WorkerHost>(
         assembled_context,
     };
 
-    // Step B: execute the block.
-    emit(
+    // Step B: execute the block. A block run as a job is queued in the
+    // commit that records its start. A parallel group's lanes are not:
+    // each lane's job may be leased only once its workspace exists.
+    let request = BlockRequest {
+        worker: block.worker.clone(),
+        context,
+        payload: assembled.payload,
+        timeout: block.timeout,
+        lane: None,
+    };
+    let job = match block.parallel {
+        None => workers.job_for(&request),
+        Some(_) => None,
+    };
+    emit_with_job(
         state,
         sink,
         vec![Event::BlockStarted {
@@ -669,28 +720,16 @@ async fn execute_block<W: WorkerHost>(
             block: block_id.clone(),
             attempt,
         }],
+        job.as_ref(),
     )?;
     if let Some(group) = &block.parallel {
-        let base = BlockRequest {
-            worker: block.worker.clone(),
-            context,
-            payload: assembled.payload,
-            timeout: block.timeout,
-            lane: None,
-        };
         return crate::parallel::fan_out::execute(
-            workflow, workers, state, sink, block, group, base,
+            workflow, workers, state, sink, block, group, request,
         )
         .await;
     }
     let block_started = Instant::now();
-    let run = workers.run_block(BlockRequest {
-        worker: block.worker.clone(),
-        context,
-        payload: assembled.payload,
-        timeout: block.timeout,
-        lane: None,
-    });
+    let run = workers.run_block(request);
     let result = recording_telemetry(workers, state, sink, run)
         .await?
         .checked();

@@ -640,8 +640,35 @@ pub trait EventSink: Send {
     /// Durably append `events`, all or none.
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError>;
 
+    /// Durably append `events` (ending with a block's start) and queue
+    /// `job`, the block's execution, in the same commit: all or none. A
+    /// sink that keeps no jobs appends the events; the host then queues
+    /// the job when it is asked to run the block.
+    fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
+        let _ = job;
+        self.append(events)
+    }
+
     /// A gate id not used before in this run (including other branches).
     fn new_gate_id(&mut self) -> Result<String, SinkError>;
+}
+
+/// A block execution that the host hands to someone else (`wfhost
+/// serve`'s agents) as a job. The engine asks the host for it
+/// ([`crate::engine::WorkerHost::job_for`]) before recording the block's
+/// start, and the sink queues it in the same commit as that start — which
+/// is also the commit of the previous block's completion and the action
+/// taken on it. So a recorded start always has its job, and a result and
+/// the scheduling of what follows it are one transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedJob {
+    pub step: u64,
+    pub node: String,
+    pub block: String,
+    /// What an agent must be able to run it with (`wasm`, `exec`, …).
+    pub requires: Vec<String>,
+    /// What the agent is given; opaque to the engine.
+    pub request: String,
 }
 
 /// The sink could not record an event; the run stops where it is and can

@@ -191,6 +191,37 @@ fn record(
     Ok(())
 }
 
+/// Queue the job `new` of run number `run` inside the caller's transaction,
+/// unless one already stands for its (branch, step, lane).
+pub(crate) fn queue(
+    tx: &rusqlite::Connection,
+    run: i64,
+    new: &NewJob<'_>,
+    now_ms: i64,
+) -> rusqlite::Result<()> {
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO jobs (run, branch, step, lane, node, block, requires, request, state, attempt, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 1, ?9) \
+             ON CONFLICT (run, branch, step, lane) DO NOTHING",
+        )?
+        .execute(params![
+            run,
+            new.branch,
+            new.step as i64,
+            new.lane,
+            new.node,
+            new.block,
+            new.requires.join(","),
+            new.request,
+            now_ms
+        ])?;
+    if inserted == 1 {
+        record(tx, tx.last_insert_rowid(), now_ms, "queued", 1, None, "")?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Queue a block execution, or find the job that already stands for
     /// it (a run process that restarted asks again): returns the job.
@@ -204,26 +235,7 @@ impl Store {
         }
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
-        let inserted = tx
-            .prepare_cached(
-                "INSERT INTO jobs (run, branch, step, lane, node, block, requires, request, state, attempt, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 1, ?9) \
-                 ON CONFLICT (run, branch, step, lane) DO NOTHING",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    num,
-                    new.branch,
-                    new.step as i64,
-                    new.lane,
-                    new.node,
-                    new.block,
-                    new.requires.join(","),
-                    new.request,
-                    now_ms
-                ])
-            })
-            .map_err(err)?;
+        queue(&tx, num, new, now_ms).map_err(err)?;
         let job = tx
             .query_row(
                 &format!(
@@ -234,9 +246,6 @@ impl Store {
                 job_row,
             )
             .map_err(err)?;
-        if inserted == 1 {
-            record(&tx, job.id, now_ms, "queued", 1, None, "").map_err(err)?;
-        }
         tx.commit().map_err(err)?;
         Ok(job)
     }

@@ -3,10 +3,10 @@
 
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
-use wfhost_core::event::{CommandRecord, Event, EventSink, SinkError, gate_id};
+use wfhost_core::event::{CommandRecord, Event, EventSink, QueuedJob, SinkError, gate_id};
 use wfhost_core::state::RunState;
 
-use crate::{Store, StoreError, snapshot_id, time};
+use crate::{NewJob, Store, StoreError, snapshot_id, time};
 
 /// An event as stored: its place in the run's tree and when it was written.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -633,7 +633,7 @@ impl BranchWriter<'_> {
     /// what was meant to be written (seed 001's read-after-write
     /// verification, used for human decisions).
     pub fn append_verified(&mut self, events: &[Event]) -> Result<(), StoreError> {
-        self.append_events(events)?;
+        self.append_events(events, None)?;
         let first = self.written.first().map_or(self.head, |e| e.seq);
         let back = self
             .store
@@ -652,7 +652,13 @@ impl BranchWriter<'_> {
         Ok(())
     }
 
-    fn append_events(&mut self, events: &[Event]) -> Result<(), StoreError> {
+    /// Append `events` in one immediate transaction, queueing `job` (the
+    /// block whose start they end with) in it too.
+    fn append_events(
+        &mut self,
+        events: &[Event],
+        job: Option<&QueuedJob>,
+    ) -> Result<(), StoreError> {
         let path = self.store.path.clone();
         let conn = &self.store.conn;
         let err = |e| StoreError::from_sqlite(&path, e);
@@ -699,6 +705,22 @@ impl BranchWriter<'_> {
             });
             parent = seq;
         }
+        if let Some(job) = job {
+            let new = NewJob {
+                run_id: &self.run_id,
+                branch: self.branch,
+                step: job.step,
+                lane: "",
+                node: &job.node,
+                block: &job.block,
+                requires: &job.requires,
+                request: &job.request,
+            };
+            if let Err(e) = crate::jobs::queue(conn, self.run, &new, at) {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(err(e));
+            }
+        }
         if let Err(e) = conn
             .prepare_cached("COMMIT")
             .and_then(|mut s| s.execute([]))
@@ -719,7 +741,12 @@ fn is_constraint(e: &rusqlite::Error) -> bool {
 
 impl EventSink for BranchWriter<'_> {
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
-        self.append_events(events)
+        self.append_events(events, None)
+            .map_err(|e| SinkError(e.to_string()))
+    }
+
+    fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
+        self.append_events(events, Some(job))
             .map_err(|e| SinkError(e.to_string()))
     }
 

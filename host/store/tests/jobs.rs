@@ -1,7 +1,7 @@
 //! The job queue against a real SQLite file: claims that race, fenced and
 //! idempotent completions, expired leases.
 
-use wfhost_core::event::Event;
+use wfhost_core::event::{Event, EventSink, QueuedJob};
 use wfhost_store::{Completion, Durability, JobState, NewJob, RunRecord, Store};
 
 fn store_with_run(home: &std::path::Path) -> Store {
@@ -252,4 +252,64 @@ fn cancelling_a_run_cancels_its_open_jobs() {
     let lost = store.heartbeat_job(a.id, 1, &lease.token, 100, 6).unwrap();
     assert_eq!(lost.unwrap_err().state, JobState::Cancelled);
     assert!(store.claim_job("b", &wasm(), 100, 7).unwrap().is_none());
+}
+
+fn started(step: u64) -> Event {
+    Event::BlockStarted {
+        step,
+        node: "main".into(),
+        block: "a".into(),
+        attempt: 1,
+    }
+}
+
+fn queued(step: u64) -> QueuedJob {
+    QueuedJob {
+        step,
+        node: "main".into(),
+        block: "a".into(),
+        requires: wasm(),
+        request: format!("{{\"step\":{step}}}"),
+    }
+}
+
+#[test]
+fn a_block_start_and_its_job_are_one_commit() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    let mut other = Store::open(home.path(), Durability::Normal).unwrap();
+    // Opened before the branch grows: its appends are refused.
+    let mut stale = other.writer("r", 1).unwrap();
+    store
+        .writer("r", 1)
+        .unwrap()
+        .append_with_job(&[started(0)], &queued(0))
+        .unwrap();
+    let jobs = store.jobs_of_run("r", 0, 10).unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!((jobs[0].step, jobs[0].state), (0, JobState::Queued));
+    assert_eq!(jobs[0].requires, wasm());
+    assert_eq!(store.job_history(jobs[0].id).unwrap().len(), 1);
+    let lease = store.claim_job("a", &wasm(), 1000, 2).unwrap().unwrap();
+    assert_eq!(lease.request, "{\"step\":0}");
+    // Queueing it again (the run process asks when it runs the block)
+    // finds the same job.
+    let again = store.enqueue_job(&job(0, &wasm()), 99).unwrap();
+    assert_eq!(again.id, jobs[0].id);
+
+    // A start that cannot be recorded queues nothing.
+    assert!(stale.append_with_job(&[started(1)], &queued(1)).is_err());
+    assert_eq!(store.jobs_of_run("r", 0, 10).unwrap().len(), 1);
+
+    // A job that cannot be queued records no start.
+    let db = rusqlite::Connection::open(store.path()).unwrap();
+    db.execute_batch(
+        "CREATE TRIGGER refuse BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'full'); END",
+    )
+    .unwrap();
+    let before = store.events_after("r", 0).unwrap().len();
+    let mut writer = store.writer("r", 1).unwrap();
+    let refused = writer.append_with_job(&[started(1)], &queued(1));
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(store.events_after("r", 0).unwrap().len(), before);
 }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use wfhost_core::engine::{
     BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry, WorkerHost,
 };
+use wfhost_core::event::QueuedJob;
 use wfhost_runtime::PluginSet;
 use wfhost_store::{Durability, JobState, NewJob, Store};
 
@@ -99,10 +100,33 @@ impl<'p> RunJobs<'p> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queue the block (or find its job) and return the job's id.
-    fn enqueue(&self, job: &JobRequest) -> Result<(i64, Option<Finished>), String> {
+    /// What an agent needs to run `job`, and the job as it is stored.
+    fn encode(job: &JobRequest) -> Result<(Vec<String>, String), String> {
         let requires = requirements(&job.worker, &job.context.config, &job.executor);
         let text = serde_json::to_string(job).map_err(|e| format!("cannot encode the job: {e}"))?;
+        Ok((requires, text))
+    }
+
+    /// The job that stands for a block, queued by the engine's sink with
+    /// the block's start. None when the block must not become a job (the
+    /// exec policy refuses it): `run` then fails it without queueing.
+    fn queued_job(&self, request: &BlockRequest) -> Option<QueuedJob> {
+        let job = self.job_request(request.clone());
+        exec_policy(&job.worker, &job.context.config).ok()?;
+        let (requires, request) = Self::encode(&job).ok()?;
+        Some(QueuedJob {
+            step: job.context.step_index,
+            node: job.context.node_id,
+            block: job.context.block_id,
+            requires,
+            request,
+        })
+    }
+
+    /// Queue the block (or find its job, queued with the block's start or
+    /// by a run process that was killed) and return the job's id.
+    fn enqueue(&self, job: &JobRequest) -> Result<(i64, Option<Finished>), String> {
+        let (requires, text) = Self::encode(job)?;
         let lane = job.lane.as_ref().map(|l| l.lane.as_str()).unwrap_or("");
         let new = NewJob {
             run_id: &job.run_id,
@@ -232,6 +256,10 @@ impl Drop for CancelOnDrop<'_> {
 impl WorkerHost for RunJobs<'_> {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.run(request)
+    }
+
+    fn job_for(&self, request: &BlockRequest) -> Option<QueuedJob> {
+        self.queued_job(request)
     }
 
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {

@@ -1128,6 +1128,115 @@ async fn each_step_is_one_append_whatever_the_length_of_the_run() {
     }
 }
 
+/// A host that runs blocks as jobs: every block it is asked about gets one.
+struct JobWorkers(FakeWorkers);
+
+impl WorkerHost for JobWorkers {
+    fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
+        self.0.run_block(request)
+    }
+
+    fn job_for(&self, request: &BlockRequest) -> Option<QueuedJob> {
+        let ctx = &request.context;
+        Some(QueuedJob {
+            step: ctx.step_index,
+            node: ctx.node_id.clone(),
+            block: ctx.block_id.clone(),
+            requires: vec!["wasm".into()],
+            request: request.worker.clone(),
+        })
+    }
+}
+
+/// Keeps each append's events and the job queued with them.
+#[derive(Default)]
+struct JobLog {
+    log: MemoryLog,
+    appends: Vec<(Vec<Event>, Option<QueuedJob>)>,
+}
+
+impl EventSink for JobLog {
+    fn append(&mut self, events: &[Event]) -> Result<(), crate::event::SinkError> {
+        self.appends.push((events.to_vec(), None));
+        self.log.append(events)
+    }
+
+    fn append_with_job(
+        &mut self,
+        events: &[Event],
+        job: &QueuedJob,
+    ) -> Result<(), crate::event::SinkError> {
+        self.appends.push((events.to_vec(), Some(job.clone())));
+        self.log.append(events)
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, crate::event::SinkError> {
+        self.log.new_gate_id()
+    }
+}
+
+#[tokio::test]
+async fn a_blocks_job_is_queued_with_its_start_and_the_previous_blocks_result() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "b0", "blocks": {
+            "b0": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:b1")]),
+            "b1": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:b2")]),
+            "b2": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }));
+    let workers = JobWorkers(FakeWorkers::default().with("tag", tagger));
+    let mut sink = JobLog::default();
+    let report = run(
+        &wf,
+        &workers,
+        &CoreActions,
+        &RunOptions::new("r"),
+        &mut sink,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded);
+    let with_jobs: Vec<_> = sink
+        .appends
+        .iter()
+        .filter_map(|(events, job)| Some((events, job.as_ref()?)))
+        .collect();
+    assert_eq!(with_jobs.len(), 3, "one job per block");
+    for (i, (events, job)) in with_jobs.iter().enumerate() {
+        // The append ends with the block's start, which names the job's block.
+        let Some(Event::BlockStarted { step, block, .. }) = events.last() else {
+            panic!("job {i} queued without a block start: {events:?}");
+        };
+        assert_eq!(
+            (job.step, &job.block, job.node.as_str()),
+            (*step, block, "main")
+        );
+        assert_eq!(job.block, format!("b{i}"));
+        // After the first, the same commit records the previous block's
+        // result and the action taken on it.
+        if i > 0 {
+            assert!(
+                matches!(&events[0], Event::BlockCompleted { block, .. } if *block == format!("b{}", i - 1)),
+                "{events:?}"
+            );
+            assert!(matches!(events[1], Event::ActionTaken { .. }), "{events:?}");
+        }
+    }
+    // Every start is queued with its job; no other append queues one.
+    let starts = sink
+        .appends
+        .iter()
+        .filter(|(events, _)| {
+            events
+                .iter()
+                .any(|e| matches!(e, Event::BlockStarted { .. }))
+        })
+        .count();
+    assert_eq!(starts, 3);
+    assert_eq!(RunState::replay(&sink.log.events).unwrap(), report.state);
+}
+
 #[tokio::test]
 async fn inputs_reach_the_worker_its_prompt_and_config_and_are_recorded() {
     let wf = workflow(serde_json::json!({
