@@ -335,6 +335,19 @@ fn serve_cache_dir_is_the_cache_of_its_agents_and_runs() {
 }
 
 #[test]
+fn serve_no_cache_leaves_its_agents_and_runs_without_a_cache() {
+    let scratch = tempfile::tempdir().unwrap();
+    // The environment names a cache (`WFHOST_CACHE_DIR`): nothing goes there.
+    let served = serve_with(scratch.path(), &["--no-cache"]);
+    let ws = workspace_in(scratch.path());
+    let run = start(&served, &chain(2), &ws);
+    await_status(&served.addr, &run, "succeeded");
+    let cache = scratch.path().join("cache");
+    let entries = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(entries, 0, "plugins were cached in {}", cache.display());
+}
+
+#[test]
 fn a_paused_agent_past_its_lease_cannot_record_its_result() {
     let scratch = tempfile::tempdir().unwrap();
     let served = serve_with(

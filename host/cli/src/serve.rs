@@ -33,6 +33,10 @@ pub struct ServeArgs {
     /// else ~/.cache/wfhost/components).
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// Compile plugins without reading or writing a cache, in the local
+    /// agents and in the processes that execute its runs.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
 }
 
 pub fn serve(args: ServeArgs, global: &Global) -> u8 {
@@ -58,6 +62,7 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
         .map(|exe| wfhost_server::Runner {
             exe,
             cache_dir: args.cache_dir.clone(),
+            no_cache: args.no_cache,
         });
     if args.local_agents > 64 {
         report_error("--local-agents: at most 64");
@@ -90,12 +95,12 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     };
     let home_shown = config.home.display().to_string();
     let local_agents = args.local_agents;
-    let cache_dir = args.cache_dir;
+    let cache = (args.cache_dir, args.no_cache);
     let served = runtime.block_on(wfhost_server::serve(config, move |addr| {
         // One line a script can wait for.
         println!("wfhost: serving http://{addr}/v1 (store in {home_shown})");
         if local_agents > 0 {
-            start_local_agents(addr, agent_token.flatten(), local_agents, cache_dir);
+            start_local_agents(addr, agent_token.flatten(), local_agents, cache);
         }
     }));
     match served {
@@ -113,7 +118,7 @@ fn start_local_agents(
     addr: SocketAddr,
     token: Option<String>,
     concurrency: usize,
-    cache_dir: Option<PathBuf>,
+    (cache_dir, cache_disabled): (Option<PathBuf>, bool),
 ) {
     let server = crate::jobs::Server {
         authority: addr.to_string(),
@@ -129,10 +134,21 @@ fn start_local_agents(
             .collect(),
         concurrency,
         cache_dir,
-        cache_disabled: false,
+        cache_disabled,
     };
     tokio::spawn(async move {
         let why = crate::jobs::agent::run(config).await;
         report_error(format!("the local agents stopped: {why}"));
     });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_no_cache_variable_the_server_sets_is_the_one_the_runtime_reads() {
+        assert_eq!(
+            wfhost_server::NO_CACHE_ENV,
+            wfhost_runtime::config::NO_CACHE_ENV
+        );
+    }
 }

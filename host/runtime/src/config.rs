@@ -58,9 +58,17 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// Set (to anything but `0` or nothing), no compiled plugin is cached
+/// unless a cache directory is named explicitly: what `wfhost serve
+/// --no-cache` gives the processes that execute its runs.
+pub const NO_CACHE_ENV: &str = "WFHOST_NO_CACHE";
+
 /// `$WFHOST_CACHE_DIR`, else `$XDG_CACHE_HOME/wfhost/components`, else
-/// `~/.cache/wfhost/components`.
+/// `~/.cache/wfhost/components`; none when `$WFHOST_NO_CACHE` is set.
 pub fn default_cache_dir() -> Option<PathBuf> {
+    if std::env::var_os(NO_CACHE_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+        return None;
+    }
     if let Some(dir) = std::env::var_os("WFHOST_CACHE_DIR").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir));
     }

@@ -32,7 +32,7 @@ mod stream;
 
 pub use auth::Tokens;
 pub use error::ApiError;
-pub use runner::{RUN_BLOCKS_AS_JOBS, Runner};
+pub use runner::{NO_CACHE_ENV, RUN_BLOCKS_AS_JOBS, Runner};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7464";

@@ -24,6 +24,10 @@ pub const START_WAIT: Duration = Duration::from_secs(30);
 /// in the process.
 pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";
 
+/// Set (to `1`) for run processes of a server started with `--no-cache`:
+/// they compile plugins without a cache (the runtime's `NO_CACHE_ENV`).
+pub const NO_CACHE_ENV: &str = "WFHOST_NO_CACHE";
+
 /// The `wfhost` executable runs are executed with.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -31,6 +35,9 @@ pub struct Runner {
     /// Where the run processes cache compiled plugins (their
     /// `WFHOST_CACHE_DIR`); None leaves them the server's environment.
     pub cache_dir: Option<PathBuf>,
+    /// The run processes compile plugins without a cache
+    /// (`WFHOST_NO_CACHE=1`).
+    pub no_cache: bool,
 }
 
 /// What became of a launched process.
@@ -70,6 +77,9 @@ impl Runner {
         let mut command = Command::new(&self.exe);
         if let Some(dir) = &self.cache_dir {
             command.env("WFHOST_CACHE_DIR", dir);
+        }
+        if self.no_cache {
+            command.env(NO_CACHE_ENV, "1");
         }
         let mut child = command
             .args(args)
