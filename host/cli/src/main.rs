@@ -43,8 +43,8 @@ pub mod exit {
     pub const BAD_INPUT: u8 = 2;
     /// The run paused at a human gate.
     pub const WAITING_AT_GATE: u8 = 3;
-    /// Another wfhost process is executing the run, or another run is
-    /// using the workspace.
+    /// Another wfhost process is executing the run, another run is using
+    /// the workspace, or another process kept the store locked too long.
     pub const BUSY: u8 = 4;
     /// The run was interrupted (Ctrl-C, SIGTERM); it can be resumed.
     pub const INTERRUPTED: u8 = 130;
@@ -142,7 +142,9 @@ impl Global {
 pub fn store_error(e: wfhost_store::StoreError) -> u8 {
     report_error(&e);
     match e {
-        wfhost_store::StoreError::Busy { .. } => exit::BUSY,
+        wfhost_store::StoreError::Busy { .. } | wfhost_store::StoreError::Locked { .. } => {
+            exit::BUSY
+        }
         _ => exit::BAD_INPUT,
     }
 }

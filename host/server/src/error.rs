@@ -65,6 +65,11 @@ impl From<StoreError> for ApiError {
             StoreError::NoStore { .. } => ApiError::not_found(e.to_string()),
             StoreError::Usage(_) => ApiError::bad_request(e.to_string()),
             StoreError::Busy { .. } => ApiError::new(StatusCode::CONFLICT, "busy", e.to_string()),
+            StoreError::Locked { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_locked",
+                e.to_string(),
+            ),
             _ => ApiError::internal(e.to_string()),
         }
     }

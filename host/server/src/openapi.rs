@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.4.0";
+pub const API_VERSION: &str = "0.4.1";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -171,7 +171,7 @@ pub fn spec() -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": both(json!({
                 "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
-                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, finished, exists, not_waiting, not_available, internal"},
+                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, finished, exists, not_waiting, not_available, store_locked, internal"},
                     "message": {"type": "string"},
                     "details": {"description": "Structured extras, or null."}
                 }},

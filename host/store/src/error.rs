@@ -34,6 +34,11 @@ pub enum StoreError {
     Usage(String),
     #[error("run store {path}: {message}")]
     Sqlite { path: PathBuf, message: String },
+    #[error(
+        "run store {path}: another process kept it locked for longer than {}s ({detail}); try again",
+        crate::BUSY_TIMEOUT.as_secs()
+    )]
+    Locked { path: PathBuf, detail: String },
 }
 
 impl StoreError {
@@ -55,9 +60,9 @@ impl StoreError {
                     };
                 }
                 ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked => {
-                    return StoreError::Sqlite {
+                    return StoreError::Locked {
                         path: path.to_path_buf(),
-                        message: format!("the store stayed locked by another process: {detail}"),
+                        detail,
                     };
                 }
                 _ => {}

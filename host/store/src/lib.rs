@@ -46,6 +46,10 @@ pub use log::{BranchInfo, BranchWriter, OpenGate, StoredEvent};
 /// The store file's name inside the wfhost home.
 pub const STORE_FILE: &str = "wfhost.db";
 
+/// How long a connection waits for another process's write lock before it
+/// gives up with [`StoreError::Locked`].
+pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How hard each append works to survive a power cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -92,6 +96,11 @@ pub fn resolve_home(flag: Option<&Path>) -> Result<PathBuf, StoreError> {
     ))
 }
 
+/// Make a directory's entries durable (a new store file's name).
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// A run's identity, recorded once when it starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,7 +135,41 @@ impl Store {
             path: home.to_path_buf(),
             message: format!("cannot create the wfhost home: {e}"),
         })?;
-        Self::open_file(home, durability, true)
+        if !home.join(STORE_FILE).exists() {
+            Self::create_file(home)?;
+        }
+        Self::open_file(home, durability)
+    }
+
+    /// Make the store file whole before anyone can see it: built under a
+    /// private name (WAL mode, schema) and linked into place, so a process
+    /// opening the store meanwhile finds either no store or a finished one,
+    /// never a file still switching journal modes (which SQLite reports as
+    /// busy at once, whatever the busy timeout). If another process links
+    /// its store first, that one is kept.
+    fn create_file(home: &Path) -> Result<(), StoreError> {
+        let path = home.join(STORE_FILE);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let tmp = home.join(format!(".{STORE_FILE}.{}.{nanos}.new", std::process::id()));
+        let built = Self::open_path(&tmp, home, Durability::Full, true).map(drop);
+        let linked = built.and_then(|()| match std::fs::hard_link(&tmp, &path) {
+            Ok(()) => sync_dir(home).map_err(|e| StoreError::Io {
+                path: home.to_path_buf(),
+                message: format!("cannot sync the wfhost home: {e}"),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            // A file system without hard links: made in place, as SQLite
+            // does (a reader may then meet it half-made and be refused).
+            Err(_) => Self::open_path(&path, home, Durability::Full, true).map(drop),
+        });
+        for leftover in ["", "-wal", "-shm", "-journal"] {
+            let mut name = tmp.clone().into_os_string();
+            name.push(leftover);
+            let _ = std::fs::remove_file(name);
+        }
+        linked
     }
 
     /// Open the store in `home` if there is one; reading commands use this
@@ -143,7 +186,7 @@ impl Store {
                 path: home.join(STORE_FILE),
             });
         }
-        Self::open_file(home, durability, false)
+        Self::open_file(home, durability)
     }
 
     /// The durability this connection writes with (SQLite's `synchronous`).
@@ -159,16 +202,24 @@ impl Store {
         })
     }
 
-    fn open_file(home: &Path, durability: Durability, create: bool) -> Result<Store, StoreError> {
-        let path = home.join(STORE_FILE);
+    fn open_file(home: &Path, durability: Durability) -> Result<Store, StoreError> {
+        Self::open_path(&home.join(STORE_FILE), home, durability, false)
+    }
+
+    fn open_path(
+        path: &Path,
+        home: &Path,
+        durability: Durability,
+        create: bool,
+    ) -> Result<Store, StoreError> {
+        let path = path.to_path_buf();
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let err = |e: rusqlite::Error| StoreError::from_sqlite(&path, e);
         let conn = Connection::open_with_flags(&path, flags).map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
         // Reading the schema version is the first access of the file: a
         // file that is not a database, or a damaged one, fails here.
         let version: i64 = conn

@@ -423,3 +423,56 @@ fn runs_do_not_see_each_others_events() {
     assert!(store.events_after("nope", 0).unwrap().is_empty());
     assert!(store.writer("nope", 1).is_err());
 }
+
+/// Opening a store while another connection creates it finds no store or
+/// a whole one: never a file still switching to WAL mode, which SQLite
+/// reports as busy at once, whatever the busy timeout (a server probing
+/// the store as its first run creates it was refused this way).
+#[test]
+fn a_store_being_created_is_either_absent_or_whole_to_others() {
+    for round in 0..40 {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let creator = {
+            let home = home.clone();
+            std::thread::spawn(move || -> Result<(), String> {
+                for k in 0..5 {
+                    let id = format!("r{k}");
+                    let mut store =
+                        Store::open(&home, Durability::Full).map_err(|e| e.to_string())?;
+                    store
+                        .create_run(&record(&id), "{}", &started(&id))
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            })
+        };
+        let probes: Vec<_> = (0..3)
+            .map(|_| {
+                let home = home.clone();
+                std::thread::spawn(move || -> Result<(), String> {
+                    for _ in 0..500 {
+                        match Store::open_existing(&home) {
+                            Ok(store) => drop(store.runs().map_err(|e| e.to_string())?),
+                            Err(StoreError::NoStore { .. }) => {}
+                            Err(e) => return Err(e.to_string()),
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let mut errors: Vec<String> = probes
+            .into_iter()
+            .filter_map(|p| p.join().unwrap().err())
+            .collect();
+        errors.extend(creator.join().unwrap().err());
+        assert!(errors.is_empty(), "round {round}: {errors:?}");
+        let names: Vec<_> = std::fs::read_dir(&home)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(names.is_empty(), "left behind: {names:?}");
+    }
+}
