@@ -29,6 +29,8 @@ Misbehaviours, for tests and demonstrations: --no-output, --bad-json,
 Telemetry: --telemetry BODY (repeatable) POSTs BODY (JSON text) to
 $TELEMETRY_URL when TELEMETRY_ENABLED is 1, before doing anything else, and
 appends each answer's HTTP status to the file --telemetry-log names.
+--wait-for FILE then waits until FILE exists (up to two minutes), and
+--late-telemetry BODY (repeatable) is POSTed after that wait.
 
 Observation: --dump-context FILE writes the argv, the env-contract variables,
 the working directory and the prompt as received to FILE (JSON); --log FILE
@@ -111,6 +113,10 @@ def parse_args(argv):
     p.add_argument("--log", metavar="FILE", help="append NODE_ID to FILE on every run")
     p.add_argument("--telemetry", action="append", default=[], metavar="BODY",
                    help="POST BODY (JSON text) to $TELEMETRY_URL when telemetry is enabled")
+    p.add_argument("--wait-for", metavar="FILE",
+                   help="after the telemetry, wait until FILE exists (at most 120 s)")
+    p.add_argument("--late-telemetry", action="append", default=[], metavar="BODY",
+                   help="POST BODY to $TELEMETRY_URL after --wait-for")
     p.add_argument("--telemetry-log", metavar="FILE",
                    help="append the HTTP status of each telemetry POST to FILE")
     p.add_argument("--no-output", action="store_true", help="exit 0 without writing the output")
@@ -368,6 +374,15 @@ def main(argv):
         return 2
 
     for body in args.telemetry:
+        send_telemetry(body, args.telemetry_log)
+    if args.wait_for:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(args.wait_for):
+            if time.monotonic() > deadline:
+                print(f"{tag}: {args.wait_for} did not appear", file=sys.stderr)
+                return 1
+            time.sleep(0.05)
+    for body in args.late_telemetry:
         send_telemetry(body, args.telemetry_log)
     if args.sleep:
         time.sleep(args.sleep)

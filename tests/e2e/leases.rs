@@ -320,6 +320,92 @@ fn telemetry_from_an_agent_block_run_as_a_job_lands_in_the_runs_log() {
     assert_eq!(types, ["tool_use", "a", "b"]);
 }
 
+/// The events of `run`'s log: `(type, body.type)` of its blocks and
+/// telemetry.
+fn block_and_telemetry_events(served: &Served, run: &str) -> Vec<(String, String)> {
+    let (status, page) = http_get(&served.addr, &format!("/v1/runs/{run}/events?limit=1000"));
+    assert_eq!(status, 200, "{page}");
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["event"])
+        .filter(|e| {
+            let kind = e["type"].as_str().unwrap();
+            kind.starts_with("block_") || kind == "telemetry"
+        })
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["body"]["type"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn telemetry_of_a_running_job_is_in_the_runs_log_before_the_job_ends() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &["--local-agents", "0"]);
+    let _agent = Agent::start(scratch.path(), &served, "remote");
+    let ws = workspace_in(scratch.path());
+    let go = scratch.path().join("go");
+    let manifest = json!({
+        "id": "live-telemetry",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "config": {"command": super::agents::scripted(&[
+                "--telemetry", r#"{"type": "early"}"#,
+                "--telemetry", r#"[{"type": "early-2"}, {"type": "early-3"}]"#,
+                "--wait-for", go.to_str().unwrap(),
+                "--late-telemetry", r#"{"type": "late"}"#,
+                "--write", "a.txt=a",
+            ])},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    let run = start(&served, &manifest, &ws);
+    // The block waits for `go`: what its agent sent so far reaches the log.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let live = loop {
+        let events = block_and_telemetry_events(&served, &run);
+        if events.iter().filter(|(k, _)| k == "telemetry").count() == 3 {
+            break events;
+        }
+        assert!(Instant::now() < deadline, "no live telemetry: {events:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let kinds = |events: &[(String, String)]| -> Vec<String> {
+        events.iter().map(|(k, t)| format!("{k}:{t}")).collect()
+    };
+    assert_eq!(
+        kinds(&live),
+        [
+            "block_started:",
+            "telemetry:early",
+            "telemetry:early-2",
+            "telemetry:early-3"
+        ]
+    );
+    std::fs::write(&go, "").unwrap();
+    await_status(&served.addr, &run, "succeeded");
+    // Each event once: what was forwarded live is not sent again with the
+    // result; what came later is recorded too.
+    assert_eq!(
+        kinds(&block_and_telemetry_events(&served, &run)),
+        [
+            "block_started:",
+            "telemetry:early",
+            "telemetry:early-2",
+            "telemetry:early-3",
+            "telemetry:late",
+            "block_completed:"
+        ]
+    );
+}
+
 #[test]
 fn serve_cache_dir_is_the_cache_of_its_agents_and_runs() {
     let scratch = tempfile::tempdir().unwrap();

@@ -150,7 +150,8 @@ impl TelemetryHub {
             body,
         }));
         drop(queued);
-        self.arrived.notify_one();
+        // Every waiter looks: each may want other blocks' events.
+        self.arrived.notify_waiters();
         Ok(n)
     }
 
@@ -162,6 +163,19 @@ impl TelemetryHub {
             let all = self.take();
             if !all.is_empty() {
                 return all;
+            }
+            arrived.await;
+        }
+    }
+
+    /// The next events accepted for which `wanted` holds (at least one;
+    /// waits until there are). Cancel-safe.
+    pub async fn next_where(&self, wanted: impl Fn(&Telemetry) -> bool) -> Vec<Telemetry> {
+        loop {
+            let arrived = self.arrived.notified();
+            let taken = self.take_where(&wanted);
+            if !taken.is_empty() {
+                return taken;
             }
             arrived.await;
         }

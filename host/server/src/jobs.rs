@@ -1,8 +1,9 @@
 //! Leased jobs: the endpoints agents call, and the reconcile loop.
 //!
 //! An agent asks for a job (`POST /v1/agent/lease`, long-polled), sends a
-//! heartbeat while it runs it (`POST /v1/jobs/{id}/heartbeat`) and reports
-//! the result (`POST /v1/jobs/{id}/complete`). Heartbeats and completions
+//! heartbeat while it runs it (`POST /v1/jobs/{id}/heartbeat`), forwards
+//! what its agent blocks send their `TELEMETRY_URL` as it arrives
+//! (`POST /v1/jobs/{id}/telemetry`) and reports the result (`POST /v1/jobs/{id}/complete`). Heartbeats and completions
 //! are fenced on the lease's `(attempt, token)`: a stale or foreign one is
 //! refused with 409 `lease_lost` (and a refused completion is recorded in
 //! the job's history). The reconcile loop puts jobs whose lease ran out
@@ -17,7 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wfhost_store::{Completion, LeaseLost, Store};
+use wfhost_store::{Completion, LeaseLost, Store, TelemetryCaps};
 
 use crate::AppState;
 use crate::body::JsonBody;
@@ -193,6 +194,55 @@ pub(crate) async fn heartbeat(
                 "job": id,
                 "attempt": body.attempt,
                 "expires_at_ms": expires,
+                "server_now_ms": now,
+            }))),
+            Err(lost) => Err(lease_lost(lost)),
+        }
+    })
+    .await
+}
+
+/// How much telemetry a job may report while it runs (its result may
+/// carry as much again, sent when it ends).
+pub const JOB_TELEMETRY_CAPS: TelemetryCaps = TelemetryCaps {
+    events: 1_000,
+    bytes: 256 << 10,
+};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TelemetryBody {
+    attempt: u32,
+    token: String,
+    /// What the job's agents sent, oldest first: JSON objects.
+    events: Vec<Value>,
+}
+
+/// `POST /v1/jobs/{id}/telemetry`: what the job's agents sent while it
+/// runs, fenced like a heartbeat; the run records it as the block's
+/// telemetry events. Over the job's caps, the rest is dropped (counted).
+pub(crate) async fn telemetry(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    JsonBody(body): JsonBody<TelemetryBody>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(i) = body.events.iter().position(|e| !e.is_object()) {
+        return Err(ApiError::bad_request(format!(
+            "events/{i}: a telemetry event is a JSON object"
+        ))
+        .with_details(json!({"pointer": format!("/events/{i}")})));
+    }
+    let bodies: Vec<String> = body.events.iter().map(Value::to_string).collect();
+    let stores = state.stores.clone();
+    blocking(move || {
+        let mut store = stores.existing()?;
+        let now = now_ms();
+        let lease = (id, body.attempt, body.token.as_str());
+        match store.add_job_telemetry(lease, &bodies, JOB_TELEMETRY_CAPS, now)? {
+            Ok(taken) => Ok(Json(json!({
+                "job": id,
+                "accepted": taken.accepted,
+                "dropped": taken.dropped,
                 "server_now_ms": now,
             }))),
             Err(lost) => Err(lease_lost(lost)),

@@ -102,6 +102,7 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
     let agents = Router::new()
         .route("/agent/lease", post(jobs::lease))
         .route("/jobs/{id}/heartbeat", post(jobs::heartbeat))
+        .route("/jobs/{id}/telemetry", post(jobs::telemetry))
         .route("/jobs/{id}/complete", post(jobs::complete))
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(

@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.4.1";
+pub const API_VERSION: &str = "0.5.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -248,6 +248,14 @@ fn job_paths() -> Value {
                 ok("Extended: expires_at_ms, server_now_ms.", "Heartbeat"),
                 "`lease_lost`: the lease is not the job's current one (it expired and the job was queued again, the job was completed or cancelled, or the token is wrong); details: job, state, attempt. Stop the job.",
             ),
+            "/jobs/{id}/telemetry": post(
+                "Agents: what the job's agent blocks sent their TELEMETRY_URL while it runs (JSON objects, oldest first). Fenced like a heartbeat. The run records each as a telemetry event of the job's block while the block runs; telemetry sent while the run's own process is down is not recorded. A job holds at most 1,000 events and 256 KiB this way: the rest is dropped and counted. Whatever is not sent before the job ends goes with its completion's result.",
+                vec![job_id()],
+                json!({"type": "object", "required": ["attempt", "token", "events"], "additionalProperties": false, "properties": {"attempt": {"type": "integer"}, "token": {"type": "string"}, "events": {"type": "array", "items": {"type": "object"}}}}),
+                "200",
+                ok("Taken: accepted, dropped, server_now_ms.", "TelemetryTaken"),
+                "`lease_lost`: as for a heartbeat. Stop the job.",
+            ),
             "/jobs/{id}/complete": post(
                 "Agents: record the result of the lease (attempt, token). Fenced: only the job's current lease completes it, once; the same completion sent again gets the first answer, byte for byte.",
                 vec![job_id()],
@@ -289,6 +297,7 @@ fn job_schemas() -> Value {
                     "server_now_ms": {"type": "integer"}
                 }},
                 "Heartbeat": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "expires_at_ms": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
+                "TelemetryTaken": {"type": "object", "properties": {"job": {"type": "integer"}, "accepted": {"type": "integer"}, "dropped": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
                 "CompleteRequest": {"type": "object", "required": ["attempt", "token", "succeeded", "result"], "additionalProperties": false, "properties": {
                     "attempt": {"type": "integer"}, "token": {"type": "string"},
                     "succeeded": {"type": "boolean", "description": "Whether the block produced an output."},

@@ -384,6 +384,7 @@ fn the_openapi_document_describes_every_endpoint() {
         "/runs/{id}/jobs",
         "/jobs/{id}",
         "/jobs/{id}/heartbeat",
+        "/jobs/{id}/telemetry",
         "/jobs/{id}/complete",
         "/agent/lease",
     ] {
@@ -649,6 +650,24 @@ fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
     let (status, body) = heartbeat("forged");
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("lease_lost"), "{body}");
+    // Telemetry while it runs: the lease holder's only, objects only.
+    let telemetry = |auth: &str, token: &str, events: &str| {
+        call(
+            auth,
+            "POST",
+            &format!("/v1/jobs/{id}/telemetry"),
+            &format!(r#"{{"attempt": 1, "token": "{token}", "events": {events}}}"#),
+        )
+    };
+    let (status, body) = telemetry(&agent, token, r#"[{"type": "a"}, {"type": "b"}]"#);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""accepted":2"#), "{body}");
+    let (status, body) = telemetry(&agent, "forged", r#"[{"type": "c"}]"#);
+    assert_eq!((status, body.contains("lease_lost")), (409, true), "{body}");
+    let (status, body) = telemetry(&agent, token, r#"[{"type": "c"}, 1]"#);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("/events/1"), "{body}");
+    assert_eq!(telemetry(&client, token, "[]").0, 401);
     let complete = |result: &str| {
         let body = format!(
             r#"{{"attempt": 1, "token": "{token}", "succeeded": true, "result": {result}}}"#

@@ -77,6 +77,11 @@ impl Store {
             let (tx, path) = self.begin()?;
             let err = |e| StoreError::from_sqlite(&path, e);
             tx.execute(
+                "DELETE FROM job_telemetry WHERE job IN (SELECT j.id FROM jobs j JOIN runs r ON r.num = j.run WHERE r.id = ?1)",
+                [run_id],
+            )
+            .map_err(err)?;
+            tx.execute(
                 "DELETE FROM job_events WHERE job IN (SELECT j.id FROM jobs j JOIN runs r ON r.num = j.run WHERE r.id = ?1)",
                 [run_id],
             )

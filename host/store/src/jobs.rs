@@ -321,7 +321,7 @@ impl Store {
     }
 
     /// The current lease of `job`, if `(attempt, token)` is it.
-    fn check_lease(
+    pub(crate) fn check_lease(
         tx: &rusqlite::Connection,
         job: i64,
         attempt: u32,

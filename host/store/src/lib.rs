@@ -22,6 +22,7 @@ mod cancel;
 mod error;
 mod gc;
 mod ids;
+mod job_telemetry;
 mod jobs;
 mod lock;
 mod log;
@@ -39,9 +40,11 @@ pub use cancel::{CANCELLED, CancelError};
 pub use error::StoreError;
 pub use gc::GcCandidate;
 pub use ids::{is_run_id, new_run_id, snapshot_id};
+pub use job_telemetry::{JobTelemetry, TelemetryCaps, TelemetryTaken};
 pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, OpenGate, StoredEvent};
+pub use schema::SCHEMA_VERSION;
 
 /// The store file's name inside the wfhost home.
 pub const STORE_FILE: &str = "wfhost.db";

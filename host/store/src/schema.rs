@@ -10,11 +10,14 @@
 //! Version 3 adds the job queue of `wfhost serve`: each block execution
 //! handed to an agent is a row of `jobs` (leased, heartbeated, completed
 //! under a fence), with its history in `job_events`.
+//!
+//! Version 4 adds `job_telemetry`: what a job's agents sent while it ran,
+//! reported by the agent holding the lease, read by the run's process.
 
 use rusqlite::Connection;
 
 /// The schema this wfhost writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(crate) enum MigrateError {
     Sqlite(rusqlite::Error),
@@ -118,6 +121,20 @@ CREATE TABLE job_events (
 CREATE INDEX job_events_by_job ON job_events (job, id);
 ";
 
+const V4: &str = "
+-- Telemetry a job's agents sent while it ran, as the agent holding its
+-- lease reported it (fenced like a heartbeat). The run's process reads the
+-- rows after the last one it read and records them as telemetry events.
+CREATE TABLE job_telemetry (
+    id      INTEGER PRIMARY KEY,
+    job     INTEGER NOT NULL REFERENCES jobs(id),
+    attempt INTEGER NOT NULL,
+    at      INTEGER NOT NULL,
+    body    TEXT NOT NULL
+);
+CREATE INDEX job_telemetry_by_job ON job_telemetry (job, id);
+";
+
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in
 /// the order they were created.
 const V1_TO_V2: &str = "
@@ -158,9 +175,10 @@ fn upgrade(conn: &Connection) -> Result<(), MigrateError> {
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
-        2 => V3.to_string(),
-        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3}"),
-        _ => format!("{DEFINITIONS} {V2} {V3}"),
+        3 => V4.to_string(),
+        2 => format!("{V3} {V4}"),
+        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4}"),
+        _ => format!("{DEFINITIONS} {V2} {V3} {V4}"),
     };
     conn.execute_batch(&format!(
         "{steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

@@ -313,3 +313,75 @@ fn a_block_start_and_its_job_are_one_commit() {
     assert!(refused.is_err(), "{refused:?}");
     assert_eq!(store.events_after("r", 0).unwrap().len(), before);
 }
+
+#[test]
+fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps() {
+    use wfhost_store::TelemetryCaps;
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    let before = store.last_job_telemetry().unwrap();
+    assert_eq!(before, 0);
+    let first = store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    let other = store.enqueue_job(&job(1, &wasm()), 0).unwrap();
+    let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
+    assert_eq!(lease.job.id, first.id);
+    let caps = TelemetryCaps {
+        events: 3,
+        bytes: 40,
+    };
+    let body = |t: &str| format!(r#"{{"type":"{t}"}}"#);
+    let taken = store
+        .add_job_telemetry(
+            (first.id, 1, &lease.token),
+            &[body("a"), body("b")],
+            caps,
+            5,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!((taken.accepted, taken.dropped), (2, 0));
+    // A forged token, an attempt that is not the job's, a job not leased.
+    for (job, attempt, token) in [
+        (first.id, 1, "forged"),
+        (first.id, 2, lease.token.as_str()),
+        (other.id, 1, lease.token.as_str()),
+    ] {
+        let refused = store
+            .add_job_telemetry((job, attempt, token), &[body("x")], caps, 6)
+            .unwrap();
+        assert!(refused.is_err(), "{job} {attempt} {token}: {refused:?}");
+    }
+    // Three events at most (and 40 bytes): the rest is dropped, in order.
+    let taken = store
+        .add_job_telemetry(
+            (first.id, 1, &lease.token),
+            &[body("c"), body("d")],
+            caps,
+            7,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!((taken.accepted, taken.dropped), (1, 1));
+    let read = store.job_telemetry_after("r", 1, before, 100).unwrap();
+    let bodies: Vec<&str> = read.iter().map(|t| t.body.as_str()).collect();
+    assert_eq!(bodies, [body("a"), body("b"), body("c")]);
+    assert!(read.iter().all(|t| t.job == first.id));
+    // Read on from a row; other branches see none of it.
+    let rest = store.job_telemetry_after("r", 1, read[0].id, 100).unwrap();
+    assert_eq!(rest, read[1..]);
+    assert!(
+        store
+            .job_telemetry_after("r", 2, 0, 100)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.last_job_telemetry().unwrap(), read[2].id);
+    // Removing the run removes its telemetry.
+    store
+        .complete_job((first.id, 1, &lease.token), true, "{}", 8, |_| "ok".into())
+        .unwrap();
+    drop(store);
+    let mut store = Store::open_existing(home.path()).unwrap();
+    store.remove_runs(&["r".to_string()]).unwrap();
+    assert_eq!(store.last_job_telemetry().unwrap(), 0);
+}

@@ -380,7 +380,7 @@ fn a_version_1_store_is_upgraded_with_every_run_event_and_snapshot() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, wfhost_store::SCHEMA_VERSION);
     let runs: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(runs, ["new", "old"]);
     // The history, its branches and its snapshot ids are what they were.
@@ -475,4 +475,22 @@ fn a_store_being_created_is_either_absent_or_whole_to_others() {
             .collect();
         assert!(names.is_empty(), "left behind: {names:?}");
     }
+}
+
+#[test]
+fn a_version_3_store_gains_the_job_telemetry_table() {
+    let (home, store) = new_store();
+    let path = store.path().to_path_buf();
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("DROP TABLE job_telemetry; PRAGMA user_version = 3;")
+        .unwrap();
+    drop(conn);
+    let store = Store::open_existing(home.path()).unwrap();
+    assert_eq!(store.last_job_telemetry().unwrap(), 0);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, wfhost_store::SCHEMA_VERSION);
 }

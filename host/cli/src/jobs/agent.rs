@@ -171,6 +171,7 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value) {
                 let ran = heartbeat_while(
                     shared,
                     &lease,
+                    Forward::new(&loaded, &request),
                     loaded.plugins.run_block(request.block_request()),
                 )
                 .await;
@@ -197,28 +198,59 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value) {
     complete(shared, client, &lease, result).await;
 }
 
-/// The telemetry the job's agents sent (its block's, in its lane).
+/// The telemetry the job's agents sent (its block's, in its lane) and
+/// nobody took yet.
 fn job_telemetry(loaded: &Loaded, request: &JobRequest) -> Vec<Value> {
     let Some(hub) = &loaded.telemetry else {
         return Vec::new();
     };
-    let (step, lane) = request.telemetry_step_and_lane();
-    hub.take_where(|t| {
-        t.step == step
-            && t.node == request.context.node_id
-            && t.block == request.context.block_id
-            && t.lane.as_deref() == lane
-    })
-    .into_iter()
-    .map(|t| t.body)
-    .collect()
+    hub.take_where(|t| is_jobs(request, t))
+        .into_iter()
+        .map(|t| t.body)
+        .collect()
 }
 
-/// Run `block` while sending heartbeats; None when the lease was lost (the
-/// block was stopped).
+/// Whether `t` was sent by an agent of the block `request` runs.
+fn is_jobs(request: &JobRequest, t: &wfhost_core::engine::Telemetry) -> bool {
+    let (step, lane) = request.telemetry_step_and_lane();
+    t.step == step
+        && t.node == request.context.node_id
+        && t.block == request.context.block_id
+        && t.lane.as_deref() == lane
+}
+
+/// Where a running job's telemetry is taken from, to be forwarded to the
+/// server as it arrives.
+struct Forward<'a> {
+    hub: Option<&'a TelemetryHub>,
+    request: &'a JobRequest,
+}
+
+impl<'a> Forward<'a> {
+    fn new(loaded: &'a Loaded, request: &'a JobRequest) -> Self {
+        Forward {
+            hub: loaded.telemetry.as_deref(),
+            request,
+        }
+    }
+
+    /// The job's next events (waits for some; never resolves without a
+    /// hub). Cancel-safe.
+    async fn next(&self) -> Vec<Value> {
+        let Some(hub) = self.hub else {
+            return std::future::pending().await;
+        };
+        let first = hub.next_where(|t| is_jobs(self.request, t)).await;
+        first.into_iter().map(|t| t.body).collect()
+    }
+}
+
+/// Run `block` while sending heartbeats and forwarding its telemetry as
+/// it arrives; None when the lease was lost (the block was stopped).
 async fn heartbeat_while<F: std::future::Future>(
     shared: &Shared,
     lease: &Leased,
+    forward: Forward<'_>,
     block: F,
 ) -> Option<F::Output> {
     let name = &shared.config.name;
@@ -228,24 +260,46 @@ async fn heartbeat_while<F: std::future::Future>(
     tokio::pin!(block);
     let beat = json!({"attempt": lease.attempt, "token": lease.token});
     loop {
-        tokio::select! {
+        let (what, path, body) = tokio::select! {
             result = &mut block => return Some(result),
-            _ = tick.tick() => {
-                let path = format!("/jobs/{}/heartbeat", lease.id);
-                match client.post(&path, &beat, lease.heartbeat).await {
-                    Ok(a) if a.status == 409 => {
-                        let why = a.body.get("message").and_then(Value::as_str).unwrap_or("the lease is gone");
-                        eprintln!("agent {name}: lost the lease of job {} ({why}); stopped it", lease.id);
-                        return None;
-                    }
-                    Ok(a) if a.status != 200 => {
-                        eprintln!("agent {name}: heartbeat of job {}: the server answered {}", lease.id, a.status);
-                    }
-                    Ok(_) => {}
-                    // The lease may still hold: keep going, try again.
-                    Err(e) => eprintln!("agent {name}: heartbeat of job {}: {e}", lease.id),
+            _ = tick.tick() => ("heartbeat", format!("/jobs/{}/heartbeat", lease.id), beat.clone()),
+            events = forward.next() => (
+                "telemetry",
+                format!("/jobs/{}/telemetry", lease.id),
+                json!({"attempt": lease.attempt, "token": lease.token, "events": events}),
+            ),
+        };
+        match client.post(&path, &body, lease.heartbeat).await {
+            Ok(a) if a.status == 409 => {
+                let why = a
+                    .body
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the lease is gone");
+                eprintln!(
+                    "agent {name}: lost the lease of job {} ({why}); stopped it",
+                    lease.id
+                );
+                return None;
+            }
+            Ok(a) if a.status != 200 => {
+                eprintln!(
+                    "agent {name}: {what} of job {}: the server answered {}: {}",
+                    lease.id, a.status, a.body
+                );
+            }
+            Ok(a) => {
+                let dropped = a.body.get("dropped").and_then(Value::as_u64).unwrap_or(0);
+                if dropped > 0 {
+                    eprintln!(
+                        "agent {name}: job {}: the server left out {dropped} telemetry events (over the job's caps)",
+                        lease.id
+                    );
                 }
             }
+            // The lease may still hold: keep going, try again (telemetry
+            // that did not reach the server is not sent again).
+            Err(e) => eprintln!("agent {name}: {what} of job {}: {e}", lease.id),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! agent reported one meanwhile — so a block whose result was recorded is
 //! not run again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -39,7 +39,25 @@ pub struct RunJobs<'p> {
     digests: BTreeMap<String, String>,
     /// Telemetry that came with job results, until the engine takes it.
     telemetry: Mutex<Vec<Telemetry>>,
+    /// The jobs waited for now, and the block each one's telemetry is
+    /// attributed to.
+    waiting: Mutex<HashMap<i64, Attribution>>,
+    /// The last row of the store's job telemetry read.
+    telemetry_read: Mutex<i64>,
 }
+
+/// The block execution (and lane) a job's telemetry belongs to.
+#[derive(Clone)]
+struct Attribution {
+    step: u64,
+    node: String,
+    block: String,
+    lane: Option<String>,
+}
+
+/// How often the run looks for telemetry agents reported while its jobs
+/// run.
+const TELEMETRY_POLL: Duration = Duration::from_millis(100);
 
 /// Where a run's jobs are queued, and what they share.
 pub struct RunInfo {
@@ -59,6 +77,9 @@ impl<'p> RunJobs<'p> {
             .definition(&run.workflow_hash)
             .map_err(|e| e.to_string())?;
         let workspace_id = super::request::ensure_workspace_id(plugins.workspace())?;
+        // Telemetry reported before this process started is not recorded
+        // (a resumed run does not record it twice).
+        let telemetry_read = store.last_job_telemetry().map_err(|e| e.to_string())?;
         Ok(RunJobs {
             plugins,
             store: Mutex::new(store),
@@ -73,6 +94,8 @@ impl<'p> RunJobs<'p> {
             executor: run.executor,
             digests: crate::execute::plugin_digests(plugins),
             telemetry: Mutex::new(Vec::new()),
+            waiting: Mutex::new(HashMap::new()),
+            telemetry_read: Mutex::new(telemetry_read),
         })
     }
 
@@ -183,6 +206,14 @@ impl<'p> RunJobs<'p> {
         if let Some(result) = done {
             return self.outcome(&job, result);
         }
+        let (step, lane) = job.telemetry_step_and_lane();
+        let attribution = Attribution {
+            step,
+            node: job.context.node_id.clone(),
+            block: job.context.block_id.clone(),
+            lane: lane.map(str::to_string),
+        };
+        lock(&self.waiting).insert(id, attribution);
         // Dropped (the run was interrupted or cancelled): the job is
         // cancelled, so the agent running it loses its lease and stops.
         let guard = CancelOnDrop {
@@ -191,19 +222,63 @@ impl<'p> RunJobs<'p> {
         };
         let result = self.wait(id).await;
         std::mem::forget(guard);
-        self.outcome(&job, result)
+        let outcome = self.outcome(&job, result);
+        lock(&self.waiting).remove(&id);
+        outcome
+    }
+
+    /// The telemetry agents reported for the jobs waited for since the
+    /// last look, oldest first (rows of other jobs are passed over).
+    fn reported_telemetry(&self) -> Vec<Telemetry> {
+        let mut read = lock(&self.telemetry_read);
+        let rows = match self
+            .store()
+            .job_telemetry_after(&self.run_id, self.branch, *read, 1_000)
+        {
+            Ok(rows) => rows,
+            // A busy store: look again next time.
+            Err(_) => return Vec::new(),
+        };
+        let Some(last) = rows.last() else {
+            return Vec::new();
+        };
+        *read = last.id;
+        let waiting = lock(&self.waiting);
+        rows.into_iter()
+            .filter_map(|row| {
+                let to = waiting.get(&row.job)?;
+                Some(Telemetry {
+                    step: to.step,
+                    node: to.node.clone(),
+                    block: to.block.clone(),
+                    lane: to.lane.clone(),
+                    body: serde_json::from_str(&row.body).ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Telemetry reported while the jobs run, as it comes (cancel-safe:
+    /// what is read is returned at once).
+    async fn telemetry_reported(&self) -> Vec<Telemetry> {
+        loop {
+            tokio::time::sleep(TELEMETRY_POLL).await;
+            let reported = self.reported_telemetry();
+            if !reported.is_empty() {
+                return reported;
+            }
+        }
     }
 
     /// The block's result; the telemetry that came with it is kept for
     /// the engine, attributed to the job's block.
     fn outcome(&self, job: &JobRequest, finished: Finished) -> BlockResult {
+        // What was reported while it ran comes before what came with it.
+        let reported = self.reported_telemetry();
+        lock(&self.telemetry).extend(reported);
         match finished {
             Ok(result) => {
-                let telemetry = result.telemetry_of(job);
-                if !telemetry.is_empty() {
-                    let mut kept = self.telemetry.lock().unwrap_or_else(|e| e.into_inner());
-                    kept.extend(telemetry);
-                }
+                lock(&self.telemetry).extend(result.telemetry_of(job));
                 result.into_block_result()
             }
             Err(message) => failure(message),
@@ -289,7 +364,15 @@ impl WorkerHost for RunJobs<'_> {
         self.plugins.remove_lanes(run_id, step)
     }
 
-    fn telemetry_now(&self) -> Vec<Telemetry> {
-        std::mem::take(&mut *self.telemetry.lock().unwrap_or_else(|e| e.into_inner()))
+    fn telemetry(&self) -> impl Future<Output = Vec<Telemetry>> + Send {
+        self.telemetry_reported()
     }
+
+    fn telemetry_now(&self) -> Vec<Telemetry> {
+        std::mem::take(&mut *lock(&self.telemetry))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
