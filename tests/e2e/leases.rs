@@ -406,6 +406,50 @@ fn telemetry_of_a_running_job_is_in_the_runs_log_before_the_job_ends() {
     );
 }
 
+/// The largest job request of each run in the store of `home`, by run id
+/// (read with Python's sqlite3: the test does not link SQLite).
+fn largest_job_requests(home: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    let script = "import sqlite3, sys\n\
+        c = sqlite3.connect(sys.argv[1])\n\
+        for run, size in c.execute('SELECT r.id, max(length(j.request)) FROM jobs j JOIN runs r ON r.num = j.run GROUP BY r.id'):\n\
+        \x20   print(run, size)\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(home.join("wfhost.db"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (run, size) = l.split_once(' ').unwrap();
+            (run.to_string(), size.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_jobs_request_does_not_grow_with_its_workflow() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &[]);
+    let ws = workspace_in(scratch.path());
+    let small = start(&served, &chain(2), &ws);
+    await_status(&served.addr, &small, "succeeded");
+    let large = start(&served, &chain(300), &ws);
+    await_status(&served.addr, &large, "succeeded");
+    let sizes = largest_job_requests(&scratch.path().join("home"));
+    // The run's definition is named by hash, not carried by each job: a
+    // job of a 300-block workflow is no larger than one of a 2-block one
+    // (but for the longer block names and step numbers).
+    let (small, large) = (sizes[&small], sizes[&large]);
+    assert!(large < small + 100, "{large} bytes against {small}");
+}
+
 #[test]
 fn serve_cache_dir_is_the_cache_of_its_agents_and_runs() {
     let scratch = tempfile::tempdir().unwrap();

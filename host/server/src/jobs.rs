@@ -299,6 +299,33 @@ pub(crate) async fn complete(
     .await
 }
 
+/// `GET /v1/definitions/{hash}`: a run's pinned definition, byte for byte
+/// as its hash was taken (agents fetch it once per workflow).
+pub(crate) async fn definition(
+    State(state): State<AppState>,
+    Path(hash): Path<String>,
+) -> Result<([(axum::http::HeaderName, &'static str); 1], String), ApiError> {
+    let unknown = ApiError::not_found(format!(
+        "no pinned definition `{}`",
+        wfhost_core::text::escape(&hash)
+    ));
+    let valid = hash
+        .strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    if !valid {
+        return Err(unknown);
+    }
+    let text = with_store(&state.stores, None, move |store| {
+        Ok(store.definition_if_any(&hash)?)
+    })
+    .await?;
+    let text = text.ok_or(unknown)?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        text,
+    ))
+}
+
 /// `GET /v1/jobs/{id}`: a job and its history.
 pub(crate) async fn show(
     State(state): State<AppState>,

@@ -103,6 +103,7 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/agent/lease", post(jobs::lease))
         .route("/jobs/{id}/heartbeat", post(jobs::heartbeat))
         .route("/jobs/{id}/telemetry", post(jobs::telemetry))
+        .route("/definitions/{hash}", axum::routing::get(jobs::definition))
         .route("/jobs/{id}/complete", post(jobs::complete))
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(

@@ -248,6 +248,7 @@ fn job_paths() -> Value {
                 ok("Extended: expires_at_ms, server_now_ms.", "Heartbeat"),
                 "`lease_lost`: the lease is not the job's current one (it expired and the job was queued again, the job was completed or cancelled, or the token is wrong); details: job, state, attempt. Stop the job.",
             ),
+            "/definitions/{hash}": get("Agents: a run's pinned definition (the workflow as JSON), byte for byte as its hash `sha256:<hex>` was taken; a job names its run's definition by `request.workflow_hash`. Needs an agent token when tokens are configured.", vec![json!({"name": "hash", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}})], ok("The definition.", "Definition")),
             "/jobs/{id}/telemetry": post(
                 "Agents: what the job's agent blocks sent their TELEMETRY_URL while it runs (JSON objects, oldest first). Fenced like a heartbeat. The run records each as a telemetry event of the job's block while the block runs; telemetry sent while the run's own process is down is not recorded. A job holds at most 1,000 events and 256 KiB this way: the rest is dropped and counted. Whatever is not sent before the job ends goes with its completion's result.",
                 vec![job_id()],
@@ -292,11 +293,12 @@ fn job_schemas() -> Value {
                         "run_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
                         "requires": {"type": "array", "items": {"type": "string"}},
                         "expires_at_ms": {"type": "integer"}, "lease_ms": {"type": "integer"}, "heartbeat_ms": {"type": "integer"},
-                        "request": {"type": "object", "description": "The block execution (format 1): the run's pinned definition, workspace and its identity, executor, plugin digests, worker, block context, payload, timeout, lane."}
+                        "request": {"type": "object", "description": "The block execution (format 2): the run's pinned definition by hash (workflow_hash: fetch it from /definitions/{hash}), workspace and its identity, executor, plugin digests, worker, block context, payload, timeout, lane."}
                     }},
                     "server_now_ms": {"type": "integer"}
                 }},
                 "Heartbeat": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "expires_at_ms": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
+                "Definition": {"type": "object", "description": "The workflow as pinned when its run started."},
                 "TelemetryTaken": {"type": "object", "properties": {"job": {"type": "integer"}, "accepted": {"type": "integer"}, "dropped": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
                 "CompleteRequest": {"type": "object", "required": ["attempt", "token", "succeeded", "result"], "additionalProperties": false, "properties": {
                     "attempt": {"type": "integer"}, "token": {"type": "string"},

@@ -402,8 +402,25 @@ fn the_openapi_document_describes_every_endpoint() {
         } else {
             "r".into()
         };
-        let (status, body) = get(server.addr, &format!("/v1{}", p.replace("{id}", &id)));
+        let hash = wfhost_core::manifest::pinning::hash_of("{}");
+        let path = p.replace("{id}", &id).replace("{hash}", &hash);
+        let (status, body) = get(server.addr, &format!("/v1{path}"));
         assert_eq!(status, 200, "{p}: {body}");
+    }
+    // A definition comes byte for byte; an unknown or malformed hash is 404.
+    let hash = wfhost_core::manifest::pinning::hash_of("{}");
+    let exact = request(
+        server.addr,
+        "GET",
+        &format!("/v1/definitions/{hash}"),
+        &[],
+        b"",
+    );
+    assert_eq!(exact, (200, "{}".to_string()));
+    let other = wfhost_core::manifest::pinning::hash_of("[]");
+    for missing in [other.as_str(), "sha256:zz", "..%2F..%2Fetc"] {
+        let (status, body) = get(server.addr, &format!("/v1/definitions/{missing}"));
+        assert_eq!(status, 404, "{missing}: {body}");
     }
 }
 

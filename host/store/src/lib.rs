@@ -408,6 +408,13 @@ impl Store {
 
     /// The pinned definition `hash` as stored (canonical JSON).
     pub fn definition(&self, hash: &str) -> Result<String, StoreError> {
+        self.definition_if_any(hash)?.ok_or_else(|| {
+            StoreError::Inconsistent(format!("the pinned definition {hash} is missing"))
+        })
+    }
+
+    /// The pinned definition with this hash, if the store has it.
+    pub fn definition_if_any(&self, hash: &str) -> Result<Option<String>, StoreError> {
         self.conn
             .query_row(
                 "SELECT body FROM definitions WHERE hash = ?1",
@@ -415,10 +422,7 @@ impl Store {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| self.err(e))?
-            .ok_or_else(|| {
-                StoreError::Inconsistent(format!("the pinned definition {hash} is missing"))
-            })
+            .map_err(|e| self.err(e))
     }
 
     /// Take the execution lock of `run_id`, failing at once if another

@@ -364,8 +364,9 @@ async fn prepare(shared: &Shared, request: &JobRequest) -> Result<Loaded, String
         return Ok(found.clone());
     }
     let runtime = runtime_for(shared, &request.executor)?;
+    let definition = fetch_definition(shared, &request.workflow_hash).await?;
     let job = request.clone();
-    let plugins = tokio::task::spawn_blocking(move || load(runtime, &job))
+    let plugins = tokio::task::spawn_blocking(move || load(runtime, &job, &definition))
         .await
         .map_err(|e| format!("loading the plugins failed: {e}"))??;
     let telemetry = match plugins.runs_agents() {
@@ -443,8 +444,30 @@ fn runtime_for(shared: &Shared, executor: &str) -> Result<Arc<WasmRuntime>, Stri
     Ok(rt)
 }
 
-fn load(runtime: Arc<WasmRuntime>, request: &JobRequest) -> Result<PluginSet, String> {
-    let workflow = PinnedDefinition::parse(&request.definition, &request.workflow_hash)
+/// The run's pinned definition, from the server (checked against its hash
+/// when it is parsed).
+async fn fetch_definition(shared: &Shared, hash: &str) -> Result<String, String> {
+    let mut client = Client::new(shared.config.server.clone());
+    let (status, body) = client
+        .get(&format!("/definitions/{hash}"), Duration::from_secs(60))
+        .await
+        .map_err(|e| format!("fetching the run's definition {hash}: {e}"))?;
+    if status != 200 {
+        let said = String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
+        return Err(format!(
+            "fetching the run's definition {hash}: the server answered {status}: {said}"
+        ));
+    }
+    String::from_utf8(body.to_vec())
+        .map_err(|_| format!("the run's definition {hash} from the server is not UTF-8"))
+}
+
+fn load(
+    runtime: Arc<WasmRuntime>,
+    request: &JobRequest,
+    definition: &str,
+) -> Result<PluginSet, String> {
+    let workflow = PinnedDefinition::parse(definition, &request.workflow_hash)
         .map_err(|e| format!("run {}: {e}", request.run_id))?;
     let file = PathBuf::from(&request.manifest);
     let errors = manifest::check(&file, &workflow, &crate::builtin_names());

@@ -92,10 +92,33 @@ impl Client {
         timeout: Duration,
     ) -> Result<Answer, String> {
         let bytes = Bytes::from(body.to_string());
+        let (status, answer) = self
+            .exchange(hyper::Method::POST, path, bytes, timeout)
+            .await?;
+        Ok(Answer {
+            status,
+            body: serde_json::from_slice(&answer).unwrap_or(Value::Null),
+        })
+    }
+
+    /// GET `path` (under the base): the status and the body as sent.
+    pub async fn get(&mut self, path: &str, timeout: Duration) -> Result<(u16, Bytes), String> {
+        self.exchange(hyper::Method::GET, path, Bytes::new(), timeout)
+            .await
+    }
+
+    async fn exchange(
+        &mut self,
+        method: hyper::Method,
+        path: &str,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<(u16, Bytes), String> {
         // A kept-alive connection the server closed fails at once: retry
         // once on a new one.
         for tries_left in [1, 0] {
-            match tokio::time::timeout(timeout, self.send(path, bytes.clone())).await {
+            let sent = self.send(method.clone(), path, body.clone());
+            match tokio::time::timeout(timeout, sent).await {
                 Ok(Ok(answer)) => return Ok(answer),
                 Ok(Err(e)) if tries_left == 0 => return Err(e),
                 Ok(Err(_)) => self.conn = None,
@@ -108,13 +131,20 @@ impl Client {
         unreachable!("the loop returns")
     }
 
-    async fn send(&mut self, path: &str, body: Bytes) -> Result<Answer, String> {
+    async fn send(
+        &mut self,
+        method: hyper::Method,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(u16, Bytes), String> {
         let mut conn = match self.conn.take() {
             Some(conn) if !conn.is_closed() => conn,
             _ => self.connect().await?,
         };
         conn.ready().await.map_err(|e| e.to_string())?;
-        let mut request = hyper::Request::post(format!("{}{path}", self.server.base))
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.server.base))
             .header(hyper::header::HOST, &self.server.authority)
             .header(hyper::header::CONTENT_TYPE, "application/json");
         if let Some(token) = &self.server.token {
@@ -133,10 +163,7 @@ impl Client {
             .map_err(|e| format!("reading the answer: {e}"))?
             .to_bytes();
         self.conn = Some(conn);
-        Ok(Answer {
-            status,
-            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        })
+        Ok((status, bytes))
     }
 }
 

@@ -31,7 +31,6 @@ pub struct RunJobs<'p> {
     run_id: String,
     branch: u32,
     workflow_hash: String,
-    definition: String,
     manifest: String,
     workspace: String,
     workspace_id: String,
@@ -73,9 +72,6 @@ impl<'p> RunJobs<'p> {
     pub fn new(plugins: &'p PluginSet, run: RunInfo) -> Result<RunJobs<'p>, String> {
         let store =
             Store::open_existing_with(&run.home, Durability::Full).map_err(|e| e.to_string())?;
-        let definition = store
-            .definition(&run.workflow_hash)
-            .map_err(|e| e.to_string())?;
         let workspace_id = super::request::ensure_workspace_id(plugins.workspace())?;
         // Telemetry reported before this process started is not recorded
         // (a resumed run does not record it twice).
@@ -87,7 +83,6 @@ impl<'p> RunJobs<'p> {
             run_id: run.run_id,
             branch: run.branch,
             workflow_hash: run.workflow_hash,
-            definition,
             manifest: run.manifest,
             workspace: plugins.workspace().display().to_string(),
             workspace_id,
@@ -105,7 +100,6 @@ impl<'p> RunJobs<'p> {
             run_id: self.run_id.clone(),
             branch: self.branch,
             workflow_hash: self.workflow_hash.clone(),
-            definition: self.definition.clone(),
             manifest: self.manifest.clone(),
             workspace: self.workspace.clone(),
             workspace_id: self.workspace_id.clone(),

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 use wfhost_core::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry};
 use wfhost_core::payload::{BlockContext, ExecutionPayload, WorkerOutput};
 
-/// The version of [`JobRequest`] this wfhost writes and reads.
-pub const JOB_FORMAT: u32 = 1;
+/// The version of [`JobRequest`] this wfhost writes and reads (2: the
+/// run's definition is no longer in every job; agents fetch it by hash).
+pub const JOB_FORMAT: u32 = 2;
 
 /// Where a workspace keeps its identity: agents compare it with the one
 /// the job names, so a job never runs in another directory that happens
@@ -25,9 +26,9 @@ pub struct JobRequest {
     pub format: u32,
     pub run_id: String,
     pub branch: u32,
+    /// The run's pinned definition, by hash: the agent fetches it once
+    /// (`GET /v1/definitions/{hash}`) and checks it against the hash.
     pub workflow_hash: String,
-    /// The run's pinned definition (JSON).
-    pub definition: String,
     /// The manifest file the run was started from (plugin paths are
     /// relative to it).
     pub manifest: String,
@@ -288,7 +289,7 @@ mod tests {
             .map(|l| json!({"run_id": "r", "step": 5, "node": "dev", "block": "impl", "lane": l}));
         serde_json::from_value(json!({
             "format": JOB_FORMAT, "run_id": "r", "branch": 1, "workflow_hash": "h",
-            "definition": "{}", "manifest": "/m.json", "workspace": "/ws", "workspace_id": "id",
+            "manifest": "/m.json", "workspace": "/ws", "workspace_id": "id",
             "executor": "", "plugins": {}, "worker": "agent", "context": context,
             "payload": [], "timeout_ms": null, "lane": lane
         }))
