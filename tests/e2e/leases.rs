@@ -249,6 +249,21 @@ fn a_server_killed_mid_run_and_started_again_goes_on_with_its_runs_and_leases() 
     await_status(&again.addr, &next, "succeeded");
 }
 
+/// A workflow of one agent block, `dev.implement`, running the scripted
+/// agent with `args`.
+fn one_agent_block(id: &str, args: &[&str]) -> Value {
+    json!({
+        "id": id,
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "config": {"command": super::agents::scripted(args)},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    })
+}
+
 #[test]
 fn telemetry_from_an_agent_block_run_as_a_job_lands_in_the_runs_log() {
     let scratch = tempfile::tempdir().unwrap();
@@ -256,22 +271,21 @@ fn telemetry_from_an_agent_block_run_as_a_job_lands_in_the_runs_log() {
     let _agent = Agent::start(scratch.path(), &served, "remote");
     let ws = workspace_in(scratch.path());
     let statuses = scratch.path().join("statuses.txt");
-    let manifest = json!({
-        "id": "telemetry-job",
-        "plugins": {"agent": {"grants": ["agent"]}},
-        "start_node": "dev",
-        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
-            "worker": "agent",
-            "config": {"command": super::agents::scripted(&[
-                "--telemetry", r#"{"type": "tool_use", "node": "forged"}"#,
-                "--telemetry", r#"[{"type": "a"}, {"type": "b"}]"#,
-                "--telemetry", "[1]",
-                "--telemetry-log", statuses.to_str().unwrap(),
-                "--write", "a.txt=a",
-            ])},
-            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
-        }}}}
-    });
+    let manifest = one_agent_block(
+        "telemetry-job",
+        &[
+            "--telemetry",
+            r#"{"type": "tool_use", "node": "forged"}"#,
+            "--telemetry",
+            r#"[{"type": "a"}, {"type": "b"}]"#,
+            "--telemetry",
+            "[1]",
+            "--telemetry-log",
+            statuses.to_str().unwrap(),
+            "--write",
+            "a.txt=a",
+        ],
+    );
     let run = start(&served, &manifest, &ws);
     await_status(&served.addr, &run, "succeeded");
     // The agent process served the address: what it accepted and refused.
@@ -350,22 +364,21 @@ fn telemetry_of_a_running_job_is_in_the_runs_log_before_the_job_ends() {
     let _agent = Agent::start(scratch.path(), &served, "remote");
     let ws = workspace_in(scratch.path());
     let go = scratch.path().join("go");
-    let manifest = json!({
-        "id": "live-telemetry",
-        "plugins": {"agent": {"grants": ["agent"]}},
-        "start_node": "dev",
-        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
-            "worker": "agent",
-            "config": {"command": super::agents::scripted(&[
-                "--telemetry", r#"{"type": "early"}"#,
-                "--telemetry", r#"[{"type": "early-2"}, {"type": "early-3"}]"#,
-                "--wait-for", go.to_str().unwrap(),
-                "--late-telemetry", r#"{"type": "late"}"#,
-                "--write", "a.txt=a",
-            ])},
-            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
-        }}}}
-    });
+    let manifest = one_agent_block(
+        "live-telemetry",
+        &[
+            "--telemetry",
+            r#"{"type": "early"}"#,
+            "--telemetry",
+            r#"[{"type": "early-2"}, {"type": "early-3"}]"#,
+            "--wait-for",
+            go.to_str().unwrap(),
+            "--late-telemetry",
+            r#"{"type": "late"}"#,
+            "--write",
+            "a.txt=a",
+        ],
+    );
     let run = start(&served, &manifest, &ws);
     // The block waits for `go`: what its agent sent so far reaches the log.
     let deadline = Instant::now() + Duration::from_secs(60);

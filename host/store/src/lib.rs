@@ -152,10 +152,11 @@ impl Store {
     /// its store first, that one is kept.
     fn create_file(home: &Path) -> Result<(), StoreError> {
         let path = home.join(STORE_FILE);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let tmp = home.join(format!(".{STORE_FILE}.{}.{nanos}.new", std::process::id()));
+        let unique = wfhost_core::random::token().map_err(|e| StoreError::Io {
+            path: home.to_path_buf(),
+            message: format!("cannot name a new store: {e}"),
+        })?;
+        let tmp = home.join(format!(".{STORE_FILE}.{unique}.new"));
         let built = Self::open_path(&tmp, home, Durability::Full, true).map(drop);
         let linked = built.and_then(|()| match std::fs::hard_link(&tmp, &path) {
             Ok(()) => sync_dir(home).map_err(|e| StoreError::Io {
