@@ -2,11 +2,13 @@
 //! `git worktree` when the workspace is the top of a git repository with a
 //! commit, else a copy of the tree.
 //!
-//! A lane starts as the main workspace *is*, not as its last commit: a
-//! worktree gets the main workspace's uncommitted changes, its untracked
-//! files and its `.output/` replayed, and that state is committed inside
-//! the lane (on a detached HEAD, never on a branch of the user's) so that
-//! what the lane's block changes is exactly `git diff` against it.
+//! A lane starts as the main workspace *is*, not as its last commit: once
+//! per fan-out ([`Source`]), a dirty workspace's state (uncommitted
+//! changes and untracked files git does not ignore) is committed through a
+//! private index, on no branch of the user's; each worktree lane checks
+//! that commit out on a detached HEAD and gets a copy of `.output/`, so
+//! what the lane's block changes is exactly `git diff` against it. Lanes
+//! are removed as directories, then forgotten by one `git worktree prune`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -202,7 +204,16 @@ fn own_dir(base: &Path) -> Result<(), String> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> Result<Vec<u8>, String> {
-    let out = Command::new("git")
+    git_with(dir, None, args)
+}
+
+/// `git` in `dir`, with `index` as its index file when given.
+fn git_with(dir: &Path, index: Option<&Path>, args: &[&str]) -> Result<Vec<u8>, String> {
+    let mut command = Command::new("git");
+    if let Some(index) = index {
+        command.env("GIT_INDEX_FILE", index);
+    }
+    let out = command
         .arg("-C")
         .arg(dir)
         // A lane's commands must not start a repository-wide gc in the
@@ -268,22 +279,86 @@ impl Drop for RepoLock {
     }
 }
 
-/// Whether `dir` is the top of a git work tree whose HEAD is a commit.
-fn is_git_top(dir: &Path) -> bool {
-    // One git: the top, then HEAD's commit (failing when there is none).
-    let Ok(out) = git(
+/// `dir`'s index, HEAD and HEAD's tree when `dir` is the top of a git
+/// work tree whose HEAD is a commit.
+fn git_top(dir: &Path) -> Option<GitTop> {
+    // One git: the top, the index's path, HEAD's commit and its tree
+    // (failing when there is no commit).
+    let out = git(
         dir,
-        &["rev-parse", "--show-toplevel", "--verify", "-q", "HEAD"],
-    ) else {
-        return false;
-    };
+        &[
+            "rev-parse",
+            "--show-toplevel",
+            "--git-path",
+            "index",
+            "HEAD",
+            "HEAD^{tree}",
+        ],
+    )
+    .ok()?;
     let out = String::from_utf8_lossy(&out);
-    let Some(top) = out.lines().next() else {
-        return false;
+    let [top, index, head, tree] = out.lines().collect::<Vec<_>>()[..] else {
+        return None;
     };
-    match (PathBuf::from(top).canonicalize(), dir.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
+    let same = matches!(
+        (PathBuf::from(top).canonicalize(), dir.canonicalize()),
+        (Ok(a), Ok(b)) if a == b
+    );
+    same.then(|| GitTop {
+        index: dir.join(index),
+        head: head.to_string(),
+        tree: tree.to_string(),
+    })
+}
+
+/// The commit of `main` as it is: HEAD when nothing differs from it, else
+/// a commit of the tracked and untracked files git does not ignore (not
+/// `.output/`, not `.agents-work/`), made through a private copy of the
+/// user's index so that its stat cache spares rehashing unchanged files.
+fn workspace_commit(main: &Path, top: &GitTop) -> Result<String, String> {
+    let token = wfhost_core::random::token().map_err(|e| format!("cannot name an index: {e}"))?;
+    let mut name = top.index.clone().into_os_string();
+    name.push(format!(".wfhost-{token}"));
+    let index = PrivateIndex(PathBuf::from(name));
+    match std::fs::copy(&top.index, &index.0) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("copying the git index: {e}")),
+    }
+    let with_index = |args: &[&str]| git_with(main, Some(&index.0), args);
+    with_index(&[
+        "add",
+        "-A",
+        "--",
+        ".",
+        ":(exclude).output",
+        ":(exclude).agents-work",
+    ])?;
+    let tree = String::from_utf8_lossy(&with_index(&["write-tree"])?)
+        .trim()
+        .to_string();
+    if tree == top.tree {
+        return Ok(top.head.clone());
+    }
+    let mut commit = IDENTITY.to_vec();
+    commit.extend([
+        "commit-tree",
+        &tree,
+        "-p",
+        &top.head,
+        "-m",
+        "wfhost lane base",
+    ]);
+    let oid = git(main, &commit)?;
+    Ok(String::from_utf8_lossy(&oid).trim().to_string())
+}
+
+/// A temporary index file, removed when dropped.
+struct PrivateIndex(PathBuf);
+
+impl Drop for PrivateIndex {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -322,38 +397,80 @@ const IDENTITY: &[&str] = &[
     "commit.gpgsign=false",
 ];
 
-impl Lane {
-    /// Make lane `name` of the workspace `main` under `root`. A leftover of
-    /// the same name (from a crash) is removed first.
-    pub fn create(main: &Path, root: &Path, name: &str) -> Result<Lane, String> {
+/// What every lane of one fan-out starts from, worked out once for all of
+/// them: the canonical workspace and, when it is the top of a git
+/// repository with a commit, the commit of its current state (its HEAD
+/// when it is clean) that each worktree lane checks out.
+#[derive(Debug, Clone)]
+pub struct Source {
+    main: PathBuf,
+    base: Option<String>,
+}
+
+/// What `git rev-parse` says of a workspace at the top of a repository.
+struct GitTop {
+    index: PathBuf,
+    head: String,
+    tree: String,
+}
+
+impl Source {
+    /// The state lanes of `main` start from. A dirty git workspace is
+    /// committed (as the user's HEAD's child, on no branch, through a
+    /// private index beside the user's): the user's index, HEAD and
+    /// branches are untouched.
+    pub fn of(main: &Path) -> Result<Source, String> {
         let main = main
             .canonicalize()
             .map_err(io(&format!("workspace {}", main.display())))?;
+        let base = match git_top(&main) {
+            Some(top) => Some(workspace_commit(&main, &top)?),
+            None => None,
+        };
+        Ok(Source { main, base })
+    }
+}
+
+impl Lane {
+    /// Make lane `name` of the workspace `main` under `root`. A leftover of
+    /// the same name (from a crash) is removed first. Lanes of one fan-out
+    /// share their [`Source`]: see [`Lane::create_from`].
+    pub fn create(main: &Path, root: &Path, name: &str) -> Result<Lane, String> {
+        std::fs::create_dir_all(root).map_err(io(&format!("lanes {}", root.display())))?;
+        Lane::create_from(&Source::of(main)?, root, name)
+    }
+
+    /// Make lane `name` of `source` under `root`.
+    pub fn create_from(source: &Source, root: &Path, name: &str) -> Result<Lane, String> {
+        let main = source.main.clone();
         std::fs::create_dir_all(root).map_err(io(&format!("lanes {}", root.display())))?;
         let path = root.join(name);
         if path.exists() {
             remove_path(&main, &path);
         }
-        let lane = if is_git_top(&main) {
-            let lane = Lane {
-                name: name.into(),
-                path,
-                isolation: Isolation::GitWorktree,
-                main,
-            };
-            if let Err(e) = lane.fill_worktree() {
-                remove_path(&lane.main, &lane.path);
-                return Err(e);
+        let lane = match &source.base {
+            Some(base) => {
+                let lane = Lane {
+                    name: name.into(),
+                    path,
+                    isolation: Isolation::GitWorktree,
+                    main,
+                };
+                if let Err(e) = lane.fill_worktree(base) {
+                    remove_path(&lane.main, &lane.path);
+                    return Err(e);
+                }
+                lane
             }
-            lane
-        } else {
-            workspace::copy_tree(&main, &path, &|_| false)
-                .map_err(io(&format!("copying the workspace to {}", path.display())))?;
-            Lane {
-                name: name.into(),
-                path,
-                isolation: Isolation::TempCopy,
-                main,
+            None => {
+                workspace::copy_tree(&main, &path, &|_| false)
+                    .map_err(io(&format!("copying the workspace to {}", path.display())))?;
+                Lane {
+                    name: name.into(),
+                    path,
+                    isolation: Isolation::TempCopy,
+                    main,
+                }
             }
         };
         Ok(lane)
@@ -461,69 +578,31 @@ impl Lane {
         Ok(copied)
     }
 
-    fn fill_worktree(&self) -> Result<(), String> {
+    fn fill_worktree(&self, base: &str) -> Result<(), String> {
         let lane = self.path.to_str().ok_or("the lane path is not UTF-8")?;
         {
-            // Only the bookkeeping in `.git/worktrees/` needs turns: what
-            // follows works in the lane's own index and HEAD, and git writes
-            // objects atomically, so lanes fill side by side.
+            // Only the bookkeeping in `.git/worktrees/` needs turns: the
+            // checkout, after it, works in the lane's own index and HEAD,
+            // so lanes fill side by side.
             let _turn = RepoLock::take(&self.main);
             git(
                 &self.main,
-                &["worktree", "add", "--detach", "-q", lane, "HEAD"],
+                &[
+                    "worktree",
+                    "add",
+                    "--no-checkout",
+                    "--detach",
+                    "-q",
+                    lane,
+                    base,
+                ],
             )?;
         }
-        // Uncommitted changes to tracked files (staged or not).
-        let patch = git(&self.main, &["diff", "--binary", "HEAD"])?;
-        if !patch.is_empty() {
-            let patch_file = self.path.join(".git-wfhost-lane.patch");
-            std::fs::write(&patch_file, &patch).map_err(io("writing the lane patch"))?;
-            let applied = git(
-                &self.path,
-                &[
-                    "apply",
-                    "--binary",
-                    "--whitespace=nowarn",
-                    ".git-wfhost-lane.patch",
-                ],
-            );
-            let _ = std::fs::remove_file(&patch_file);
-            applied?;
-        }
-        // Untracked files that are not ignored, and the contract's outputs.
-        let untracked = git(
-            &self.main,
-            &["ls-files", "--others", "--exclude-standard", "-z"],
-        )?;
-        let untracked: Vec<String> = nul_list(&untracked)
-            .into_iter()
-            .filter(|p| !is_output(p))
-            .collect();
-        for rel in &untracked {
-            copy_one(&self.main, &self.path, rel)?;
-        }
+        git(&self.path, &["reset", "--hard", "-q"])?;
         if self.main.join(OUTPUT).is_dir() {
             workspace::copy_tree(&self.main.join(OUTPUT), &self.path.join(OUTPUT), &|_| false)
                 .map_err(io("copying .output"))?;
         }
-        // A clean workspace *is* its HEAD: the lane's base needs no commit
-        // of its own (`.output/` is never a change, see `is_output`).
-        if patch.is_empty() && untracked.is_empty() {
-            return Ok(());
-        }
-        let mut add = IDENTITY.to_vec();
-        add.extend(["add", "-A"]);
-        git(&self.path, &add)?;
-        let mut commit = IDENTITY.to_vec();
-        commit.extend([
-            "commit",
-            "-q",
-            "--no-verify",
-            "--allow-empty",
-            "-m",
-            "wfhost lane base",
-        ]);
-        git(&self.path, &commit)?;
         Ok(())
     }
 
@@ -598,7 +677,7 @@ impl Lane {
 
     /// Remove the lane's workspace (and its worktree registration).
     pub fn remove(self) {
-        remove_path(&self.main, &self.path);
+        remove_lanes(vec![self]);
     }
 }
 
@@ -613,30 +692,37 @@ fn entry(path: &Path) -> Option<EntryKind> {
     })
 }
 
-fn copy_one(from_root: &Path, to_root: &Path, rel: &str) -> Result<(), String> {
-    let (from, to) = (from_root.join(rel), to_root.join(rel));
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(io(&format!("creating {}", parent.display())))?;
-    }
-    match entry(&from) {
-        Some(EntryKind::Symlink(target)) => std::os::unix::fs::symlink(target, &to),
-        Some(EntryKind::File) => std::fs::copy(&from, &to).map(|_| ()),
-        _ => Ok(()),
-    }
-    .map_err(io(&format!("copying {rel} into the lane")))
-}
-
 /// Remove a lane directory and, for a worktree, its registration in the
 /// main repository.
 fn remove_path(main: &Path, path: &Path) {
-    let _turn = RepoLock::take(main);
-    if let Some(p) = path.to_str() {
-        let _ = git(main, &["worktree", "remove", "--force", p]);
-    }
     if path.exists() {
         let _ = std::fs::remove_dir_all(path);
     }
+    prune(main);
+}
+
+/// Forget the worktrees of `main` whose directories are gone (ours, just
+/// removed, among them).
+fn prune(main: &Path) {
+    let _turn = RepoLock::take(main);
     let _ = git(main, &["worktree", "prune"]);
+}
+
+/// Remove `lanes` (of one workspace or several): their directories, then
+/// one `git worktree prune` per repository for all its worktree lanes.
+pub fn remove_lanes(lanes: Vec<Lane>) {
+    let mut repos: Vec<PathBuf> = Vec::new();
+    for lane in lanes {
+        if lane.path.exists() {
+            let _ = std::fs::remove_dir_all(&lane.path);
+        }
+        if lane.isolation == Isolation::GitWorktree && !repos.contains(&lane.main) {
+            repos.push(lane.main);
+        }
+    }
+    for main in repos {
+        prune(&main);
+    }
 }
 
 /// Remove every lane left under `root` (a crashed fan-out) and the root.
@@ -647,9 +733,13 @@ pub fn remove_all(main: &Path, root: &Path) -> Vec<String> {
     };
     let mut removed = Vec::new();
     for e in dir.filter_map(Result::ok) {
-        remove_path(main, &e.path());
+        let _ = match e.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(e.path()),
+            _ => std::fs::remove_file(e.path()),
+        };
         removed.push(e.file_name().to_string_lossy().into_owned());
     }
+    prune(main);
     let _ = std::fs::remove_dir(root);
     removed.sort();
     removed

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::Command;
 
 use wfhost_core::workspace::ChangeKind;
-use wfhost_exec::lanes::{self, Isolation, Lane};
+use wfhost_exec::lanes::{self, Isolation, Lane, Source};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -69,9 +69,23 @@ fn paths(lane: &Lane) -> Vec<(String, ChangeKind)> {
 #[test]
 fn a_worktree_lane_starts_as_the_workspace_is_and_reports_only_its_own_changes() {
     let repo = dirty_repo();
+    let status = git(repo.path(), &["status", "--porcelain", "-uall"]);
     let root = tempfile::tempdir().unwrap();
     let lane = Lane::create(repo.path(), root.path(), "dev-a").unwrap();
     assert_eq!(lane.isolation, Isolation::GitWorktree);
+    // The user's index and work are as they were, and the private index
+    // the lane's base was made with is gone.
+    assert_eq!(
+        git(repo.path(), &["status", "--porcelain", "-uall"]),
+        status
+    );
+    let git_dir = std::fs::read_dir(repo.path().join(".git")).unwrap();
+    assert!(
+        git_dir
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().contains("wfhost")),
+        "no private index is left in .git"
+    );
     let l = &lane.path;
     assert_eq!(
         std::fs::read_to_string(l.join("src/a.rs")).unwrap(),
@@ -195,4 +209,33 @@ fn lanes_of_one_repository_can_be_made_from_many_threads_at_once() {
         }
     });
     assert_eq!(git(repo.path(), &["worktree", "list"]).lines().count(), 1);
+}
+
+#[test]
+fn lanes_of_one_source_share_its_base_and_a_clean_workspace_is_its_head() {
+    let repo = dirty_repo();
+    let root = tempfile::tempdir().unwrap();
+    let source = Source::of(repo.path()).unwrap();
+    let a = Lane::create_from(&source, root.path(), "a").unwrap();
+    let b = Lane::create_from(&source, root.path(), "b").unwrap();
+    let head = |lane: &Lane| git(&lane.path, &["rev-parse", "HEAD"]);
+    assert_eq!(head(&a), head(&b));
+    assert_ne!(head(&a), git(repo.path(), &["rev-parse", "HEAD"]));
+    for lane in [&a, &b] {
+        assert_eq!(
+            std::fs::read_to_string(lane.path.join("notes/new.md")).unwrap(),
+            "untracked"
+        );
+        assert!(!lane.path.join("target/big.bin").exists(), "ignored");
+        assert!(paths(lane).is_empty());
+    }
+    lanes::remove_lanes(vec![a, b]);
+    assert_eq!(git(repo.path(), &["worktree", "list"]).lines().count(), 1);
+
+    // Committed, the workspace is its HEAD: no commit of wfhost's.
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "all"]);
+    let lane = Lane::create(repo.path(), root.path(), "c").unwrap();
+    assert_eq!(head(&lane), git(repo.path(), &["rev-parse", "HEAD"]));
+    lane.remove();
 }

@@ -5,10 +5,12 @@
 //! drive the other lanes. (Lanes of one repository are made and removed
 //! one at a time, across processes: see `wfhost_exec::lanes`.)
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use wfhost_core::engine::LaneKey;
-use wfhost_exec::lanes::{self, Lane};
+use wfhost_exec::lanes::{self, Lane, Source};
 
 /// The run's lane directory holding `key`'s lane, if it exists (lanes are
 /// made in memory or on disk: see `wfhost_exec::lanes::lane_bases`).
@@ -34,6 +36,31 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| format!("lane task failed: {e}"))?
 }
 
+/// The lanes of one parallel block: a workspace, a run, a step.
+type FanOut = (PathBuf, String, u64);
+
+/// What the lanes of each fan-out in progress start from, worked out by the
+/// first of its lanes and shared by the others (the main workspace stays
+/// as it is while its lanes are made and run); dropped when the step's
+/// lanes are removed.
+type Sources = HashMap<FanOut, Arc<OnceLock<Result<Source, String>>>>;
+
+static SOURCES: LazyLock<Mutex<Sources>> = LazyLock::new(Default::default);
+
+fn fan_out(main: &Path, key: &LaneKey) -> FanOut {
+    (main.to_path_buf(), key.run_id.clone(), key.step)
+}
+
+fn source(main: &Path, key: &LaneKey) -> Result<Source, String> {
+    let cell = SOURCES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(fan_out(main, key))
+        .or_default()
+        .clone();
+    cell.get_or_init(|| Source::of(main)).clone()
+}
+
 pub async fn create(main: &Path, key: &LaneKey) -> Result<(), String> {
     let (main, key) = (main.to_path_buf(), key.clone());
     blocking(move || {
@@ -44,7 +71,8 @@ pub async fn create(main: &Path, key: &LaneKey) -> Result<(), String> {
             lane.remove();
         }
         let root = lanes::root_for_new_lane(&main, &key.run_id)?;
-        Lane::create(&main, &root, &key.dir_name()).map(|_| ())
+        let source = source(&main, &key)?;
+        Lane::create_from(&source, &root, &key.dir_name()).map(|_| ())
     })
     .await
 }
@@ -87,20 +115,29 @@ pub async fn merge(main: &Path, key: &LaneKey, files: &[String]) -> Result<Vec<S
 pub async fn remove_step(main: &Path, run_id: &str, step: u64) {
     let (main, run_id) = (main.to_path_buf(), run_id.to_string());
     let _ = blocking(move || {
+        SOURCES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(m, r, s), _| !(m == &main && r == &run_id && *s == step));
         let prefix = format!("step-{step}-");
-        for root in lanes::lane_roots(&run_id) {
-            let Ok(dir) = std::fs::read_dir(&root) else {
+        let roots = lanes::lane_roots(&run_id);
+        let mut done = Vec::new();
+        for root in &roots {
+            let Ok(dir) = std::fs::read_dir(root) else {
                 continue;
             };
             for entry in dir.filter_map(Result::ok) {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if name.starts_with(&prefix)
-                    && let Ok(lane) = Lane::open(&main, &root, &name)
+                    && let Ok(lane) = Lane::open(&main, root, &name)
                 {
-                    lane.remove();
+                    done.push(lane);
                 }
             }
-            let _ = std::fs::remove_dir(&root);
+        }
+        lanes::remove_lanes(done);
+        for root in &roots {
+            let _ = std::fs::remove_dir(root);
         }
         Ok(())
     })
@@ -131,8 +168,12 @@ fn remove_stale_in(main: &Path, root: &Path, active_step: Option<u64>, removed: 
         }
         match Lane::open(main, root, &name) {
             Ok(lane) => lane.remove(),
+            // Not a lane: a private index a crash left, or a stray entry.
             Err(_) => {
-                let _ = std::fs::remove_dir_all(entry.path());
+                let _ = match entry.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(entry.path()),
+                    _ => std::fs::remove_file(entry.path()),
+                };
             }
         }
         removed.push(name);
@@ -152,4 +193,49 @@ pub fn runs_with_lanes() -> Vec<String> {
     runs.sort();
     runs.dedup();
     runs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source_kept(main: &Path, key: &LaneKey) -> bool {
+        let main = main.to_path_buf();
+        SOURCES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&fan_out(&main, key))
+    }
+
+    fn key(lane: &str) -> LaneKey {
+        LaneKey {
+            run_id: format!("run-test-{}", std::process::id()),
+            step: 3,
+            node: "n".into(),
+            block: "b".into(),
+            lane: lane.into(),
+        }
+    }
+
+    /// The lanes of a fan-out share one look at the workspace, which goes
+    /// with them.
+    #[tokio::test]
+    async fn a_fan_outs_lanes_share_one_source_dropped_with_them() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("a.txt"), "1").unwrap();
+        let (a, b) = (key("a"), key("b"));
+        let (ra, rb) = tokio::join!(create(ws.path(), &a), create(ws.path(), &b));
+        ra.unwrap();
+        rb.unwrap();
+        assert!(source_kept(ws.path(), &a));
+        assert!(exists(&a) && exists(&b));
+        assert_eq!(
+            std::fs::read_to_string(lane_path(&b).join("a.txt")).unwrap(),
+            "1"
+        );
+        remove_step(ws.path(), &a.run_id, a.step).await;
+        assert!(!source_kept(ws.path(), &a));
+        assert!(!exists(&a) && !exists(&b));
+        assert!(lanes::lane_roots(&a.run_id).iter().all(|r| !r.exists()));
+    }
 }
