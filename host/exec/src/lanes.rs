@@ -436,7 +436,6 @@ impl Lane {
     /// the same name (from a crash) is removed first. Lanes of one fan-out
     /// share their [`Source`]: see [`Lane::create_from`].
     pub fn create(main: &Path, root: &Path, name: &str) -> Result<Lane, String> {
-        std::fs::create_dir_all(root).map_err(io(&format!("lanes {}", root.display())))?;
         Lane::create_from(&Source::of(main)?, root, name)
     }
 
