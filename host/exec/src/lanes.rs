@@ -376,6 +376,9 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
 
 const OUTPUT: &str = ".output";
 
+/// The per-worktree ref of the commit a worktree lane started from.
+const BASE_REF: &str = "refs/worktree/wfhost-base";
+
 /// The contract's outputs and the host's own session files
 /// (`.agents-work/`, rewritten by the host at every event): never a
 /// lane's change.
@@ -598,6 +601,9 @@ impl Lane {
             )?;
         }
         git(&self.path, &["reset", "--hard", "-q"])?;
+        // What the lane's changes are measured against, whatever its block
+        // commits (a ref of the lane's own, gone with the worktree).
+        git(&self.path, &["update-ref", BASE_REF, base])?;
         if self.main.join(OUTPUT).is_dir() {
             workspace::copy_tree(&self.main.join(OUTPUT), &self.path.join(OUTPUT), &|_| false)
                 .map_err(io("copying .output"))?;
@@ -612,17 +618,21 @@ impl Lane {
         let paths: Vec<String> = match self.isolation {
             Isolation::GitWorktree => {
                 git(&self.path, &["add", "-A"])?;
-                let listed = git(
-                    &self.path,
-                    &[
-                        "diff",
-                        "--cached",
-                        "--name-only",
-                        "--no-renames",
-                        "-z",
-                        "HEAD",
-                    ],
-                )?;
+                let diff = |base: &str| {
+                    git(
+                        &self.path,
+                        &[
+                            "diff",
+                            "--cached",
+                            "--name-only",
+                            "--no-renames",
+                            "-z",
+                            base,
+                        ],
+                    )
+                };
+                // A lane made before lanes recorded their base: its HEAD.
+                let listed = diff(BASE_REF).or_else(|_| diff("HEAD"))?;
                 nul_list(&listed)
             }
             Isolation::TempCopy => workspace::diff(&self.main, &self.path, &|_| false)

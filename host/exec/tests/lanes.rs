@@ -239,3 +239,28 @@ fn lanes_of_one_source_share_its_base_and_a_clean_workspace_is_its_head() {
     assert_eq!(head(&lane), git(repo.path(), &["rev-parse", "HEAD"]));
     lane.remove();
 }
+
+#[test]
+fn what_a_lanes_block_commits_is_still_its_change() {
+    let repo = dirty_repo();
+    let root = tempfile::tempdir().unwrap();
+    let lane = Lane::create(repo.path(), root.path(), "committer").unwrap();
+    write(&lane.path, "src/b.rs", "b-committed");
+    write(&lane.path, "src/d.rs", "d-committed");
+    git(&lane.path, &["add", "-A"]);
+    git(
+        &lane.path,
+        &["commit", "-q", "-m", "the agent's own commit"],
+    );
+    write(&lane.path, "src/e.rs", "e-uncommitted");
+    assert_eq!(
+        paths(&lane),
+        [
+            ("src/b.rs".to_string(), ChangeKind::Modified),
+            ("src/d.rs".to_string(), ChangeKind::Added),
+            ("src/e.rs".to_string(), ChangeKind::Added),
+        ]
+    );
+    lane.remove();
+    assert_eq!(git(repo.path(), &["worktree", "list"]).lines().count(), 1);
+}
