@@ -415,7 +415,9 @@ pub fn report_run(
     let code = match &report.status {
         RunStatus::Succeeded => exit::SUCCESS,
         RunStatus::Failed { .. } => exit::RUN_FAILED,
-        RunStatus::WaitingAtGate { .. } => exit::WAITING_AT_GATE,
+        RunStatus::WaitingAtGate { .. } | RunStatus::AwaitingExternal { .. } => {
+            exit::WAITING_AT_GATE
+        }
     };
     if output.json {
         let (status, detail) = match &report.status {
@@ -429,6 +431,15 @@ pub fn report_run(
             } => (
                 "waiting",
                 serde_json::json!({ "gate": { "id": gate_id, "node": node, "block": block, "prompt": prompt } }),
+            ),
+            RunStatus::AwaitingExternal {
+                step,
+                node,
+                block,
+                prompt,
+            } => (
+                "waiting",
+                serde_json::json!({ "external": { "step": step, "node": node, "block": block, "prompt": prompt } }),
             ),
         };
         let mut out = serde_json::json!({
@@ -496,6 +507,16 @@ pub fn report_run(
                     run.id
                 );
             }
+        }
+        RunStatus::AwaitingExternal { node, block, .. } => {
+            println!(
+                "run {} waiting at {node}.{block}, an external block: an MCP client performs it ({summary})",
+                run.id
+            );
+            println!(
+                "continue with an MCP client of `wfhost mcp`: its resume_session tool finds run {}",
+                run.id
+            );
         }
     }
     print_block_statistics(&report.state);

@@ -41,7 +41,8 @@ pub mod exit {
     pub const RUN_FAILED: u8 = 1;
     /// Bad input: manifest, plugin, workspace or usage. Nothing ran.
     pub const BAD_INPUT: u8 = 2;
-    /// The run paused at a human gate.
+    /// The run paused: at a human gate, or at an external block until an
+    /// MCP client performs it.
     pub const WAITING_AT_GATE: u8 = 3;
     /// Another wfhost process is executing the run, another run is using
     /// the workspace, or another process kept the store locked too long.

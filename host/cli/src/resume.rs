@@ -148,6 +148,13 @@ pub fn resume(args: ResumeArgs, global: &Global) -> u8 {
             eprintln!("{}", waiting_message(&run, gate_id, prompt));
             return exit::WAITING_AT_GATE;
         }
+        Phase::Awaiting { node, block, .. } => {
+            eprintln!(
+                "run {} waits at {node}.{block}, an external block: an MCP client performs it (`wfhost mcp`)",
+                run.id
+            );
+            return exit::WAITING_AT_GATE;
+        }
         Phase::Ready { .. } | Phase::Deciding { .. } => {}
     }
     continue_run(

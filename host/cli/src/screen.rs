@@ -87,7 +87,10 @@ impl Screen {
             | Event::GateAnswered { .. }
             | Event::LaneConflictDetected { .. }
             | Event::FanInWaiting { .. }
-            | Event::FanInCompleted { .. } => vec![format!("  {}", event.describe())],
+            | Event::FanInCompleted { .. }
+            | Event::ExternalAwaited { .. }
+            | Event::InputsMerged { .. }
+            | Event::Checkpointed { .. } => vec![format!("  {}", event.describe())],
             // Agents may send many: shown with `--verbose` only.
             Event::Telemetry { .. } if self.verbose => vec![format!("  {}", event.describe())],
             Event::Telemetry { .. } => vec![],

@@ -270,6 +270,14 @@ pub enum RunStatus {
         block: String,
         prompt: String,
     },
+    /// Paused until an MCP client performs the external block
+    /// `node.block` ([`complete_external`] goes on).
+    AwaitingExternal {
+        step: u64,
+        node: String,
+        block: String,
+        prompt: String,
+    },
 }
 
 /// The outcome of executing a run until it rests.
@@ -332,6 +340,9 @@ pub enum EngineError {
     Sink(#[from] SinkError),
     #[error("the run's log is inconsistent: {0}")]
     Replay(#[from] ReplayError),
+    /// [`complete_external`] was given a run that awaits no external block.
+    #[error("the run is {0}: it awaits no external block")]
+    NotAwaiting(&'static str),
 }
 
 /// Start a new run of `workflow` and execute it until it ends, fails or
@@ -455,6 +466,82 @@ pub async fn drive<W: WorkerHost, A: ActionInterpreter>(
     Ok(report)
 }
 
+/// What the client of an external block answered (`workflow_advance`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExternalAnswer {
+    /// The block's signal; its transitions decide what comes next.
+    pub signal: String,
+    /// The client's notes, recorded as a `NOTES` segment of the payload.
+    pub notes: Option<String>,
+    /// The block's structured output (JSON text), recorded as its
+    /// artifact. The caller has checked it against the block's
+    /// `validation_schema`; the engine checks it again, as for any worker.
+    pub structured_output: Option<String>,
+    /// Facts merged into the run's inputs before the block completes.
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The payload segment type of an external block's notes.
+pub const NOTES_SEGMENT: &str = "NOTES";
+
+/// Complete the external block `state` rests at with the client's
+/// `answer`, then execute until the run rests again. The inputs, the
+/// block's start and its completion are one append (one commit), so a
+/// sink that records the client's acknowledgement with it makes the
+/// advance happen exactly once.
+pub async fn complete_external<W: WorkerHost, A: ActionInterpreter>(
+    workflow: &Workflow,
+    workers: &W,
+    actions: &A,
+    mut state: RunState,
+    sink: &mut dyn EventSink,
+    answer: ExternalAnswer,
+) -> Result<RunReport, EngineError> {
+    let Phase::Awaiting { node, block, .. } = state.phase.clone() else {
+        return Err(EngineError::NotAwaiting(state.phase.status()));
+    };
+    let mut step = Collected(Vec::new());
+    if !answer.inputs.is_empty() {
+        let merged = Event::InputsMerged {
+            inputs: answer.inputs.clone(),
+        };
+        emit(&mut state, &mut step, vec![merged])?;
+    }
+    {
+        let instantiated = crate::template::instantiate(workflow, &state.inputs);
+        let mut schemas = HashMap::new();
+        execute_block(
+            &instantiated,
+            workers,
+            &mut state,
+            &mut step,
+            &mut schemas,
+            node,
+            block,
+            Some(answer),
+        )
+        .await?;
+    }
+    sink.append(&step.0)?;
+    drive(workflow, workers, actions, state, sink).await
+}
+
+/// A sink that keeps what it is given, to append it in one go.
+struct Collected(Vec<Event>);
+
+impl EventSink for Collected {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        self.0.extend_from_slice(events);
+        Ok(())
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        Err(SinkError(
+            "an external block's completion opens no gate".into(),
+        ))
+    }
+}
+
 /// Groups a step's events into one append (one transaction, one fsync at
 /// full durability): a block's completion and the action taken on it wait
 /// for the next event that must be durable before the engine acts, which
@@ -549,9 +636,11 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
                     &mut schemas,
                     node,
                     block,
+                    None,
                 )
                 .await?
             }
+
             Phase::Deciding {
                 node,
                 block,
@@ -563,7 +652,7 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
                 )
                 .await?
             }
-            Phase::Waiting { .. } | Phase::Finished(_) => break,
+            Phase::Waiting { .. } | Phase::Awaiting { .. } | Phase::Finished(_) => break,
         }
     }
     let status = match &state.phase {
@@ -582,6 +671,18 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
             block: block.clone(),
             prompt: prompt.clone(),
         },
+        Phase::Awaiting {
+            step,
+            node,
+            block,
+            prompt,
+            ..
+        } => RunStatus::AwaitingExternal {
+            step: *step,
+            node: node.clone(),
+            block: block.clone(),
+            prompt: prompt.clone(),
+        },
         Phase::Ready { .. } | Phase::Deciding { .. } => unreachable!("the loop runs until rest"),
     };
     Ok(RunReport {
@@ -596,7 +697,9 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
 }
 
 /// Steps A to C: assemble the context, execute the block, validate its
-/// output.
+/// output. An external block without the client's `answer` is not
+/// executed: the run comes to rest awaiting it.
+#[allow(clippy::too_many_arguments)]
 async fn execute_block<W: WorkerHost>(
     workflow: &Workflow,
     workers: &W,
@@ -605,6 +708,7 @@ async fn execute_block<W: WorkerHost>(
     schemas: &mut HashMap<(String, String), OutputSchema>,
     node_id: String,
     block_id: String,
+    answer: Option<ExternalAnswer>,
 ) -> Result<(), EngineError> {
     let Some((node, block)) = lookup(workflow, &node_id, &block_id) else {
         return finish(
@@ -707,9 +811,20 @@ async fn execute_block<W: WorkerHost>(
         timeout: block.timeout,
         lane: None,
     };
+    let external = block.worker == crate::manifest::EXTERNAL_WORKER;
+    if external && answer.is_none() {
+        let awaited = Event::ExternalAwaited {
+            step,
+            node: node_id,
+            block: block_id,
+            attempt,
+            prompt: request.context.system_prompt,
+        };
+        return emit(state, sink, vec![awaited]);
+    }
     let job = match block.parallel {
-        None => workers.job_for(&request),
-        Some(_) => None,
+        None if !external => workers.job_for(&request),
+        _ => None,
     };
     emit_with_job(
         state,
@@ -729,10 +844,14 @@ async fn execute_block<W: WorkerHost>(
         .await;
     }
     let block_started = Instant::now();
-    let run = workers.run_block(request);
-    let result = recording_telemetry(workers, state, sink, run)
-        .await?
-        .checked();
+    let result = match answer {
+        Some(answer) => answered(request, answer, step),
+        None => {
+            let run = workers.run_block(request);
+            recording_telemetry(workers, state, sink, run).await?
+        }
+    }
+    .checked();
     let duration = block_started.elapsed();
 
     let (signal, payload, artifact, failure, statistics) = match result.outcome {
@@ -802,6 +921,28 @@ async fn execute_block<W: WorkerHost>(
         log: result.log,
     };
     emit(state, sink, vec![completed])
+}
+
+/// The result of an external block: its input payload with the client's
+/// notes, and the client's signal and structured output.
+fn answered(request: BlockRequest, answer: ExternalAnswer, step: u64) -> BlockResult {
+    let mut payload = request.payload;
+    if let Some(notes) = answer.notes {
+        payload.push(ContextSegment::new(
+            format!("notes-{step}"),
+            NOTES_SEGMENT,
+            notes,
+        ));
+    }
+    BlockResult {
+        outcome: Ok(WorkerOutput {
+            payload,
+            signal: answer.signal,
+            structured_output: answer.structured_output,
+            statistics: Statistics::default(),
+        }),
+        log: Vec::new(),
+    }
 }
 
 /// Steps D to F: find the transition for the signal, have the action

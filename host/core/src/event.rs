@@ -27,7 +27,10 @@ use crate::text::count;
 ///   still read.
 /// - 3: `telemetry` (what an agent sent its `TELEMETRY_URL` while its
 ///   block ran). Formats 1 and 2 are subsets.
-pub const EVENT_FORMAT: u32 = 3;
+/// - 4: external blocks (`external_awaited`, `inputs_merged`,
+///   `checkpointed`): a run resting until an MCP client performs a block.
+///   Formats 1 to 3 are subsets.
+pub const EVENT_FORMAT: u32 = 4;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -104,6 +107,26 @@ pub enum Event {
     },
     /// A human answered an open gate.
     GateAnswered { gate_id: String, decision: Decision },
+    /// The run rests at a block whose worker is `external`: a client of
+    /// `wfhost mcp` performs it and advances the run with its output.
+    /// Nothing has started: the block's start and completion are recorded
+    /// together when the client's output arrives.
+    ExternalAwaited {
+        step: u64,
+        node: String,
+        block: String,
+        attempt: u32,
+        /// The block's assembled prompt, as the client was given it.
+        prompt: String,
+    },
+    /// Facts the client of an external block supplied (`context`), merged
+    /// key by key into the run's inputs before the block's completion.
+    InputsMerged {
+        inputs: serde_json::Map<String, serde_json::Value>,
+    },
+    /// Notes recorded against the snapshot the run rests at, without
+    /// advancing it (`workflow_checkpoint`).
+    Checkpointed { notes_markdown: String },
     /// The run ended.
     RunFinished { outcome: Outcome },
     /// A host picked the run up again after it stopped without finishing.
@@ -214,6 +237,9 @@ impl Event {
             Event::BlockCompleted { .. } => "block_completed",
             Event::ActionTaken { .. } => "action_taken",
             Event::GateAnswered { .. } => "gate_answered",
+            Event::ExternalAwaited { .. } => "external_awaited",
+            Event::InputsMerged { .. } => "inputs_merged",
+            Event::Checkpointed { .. } => "checkpointed",
             Event::RunFinished { .. } => "run_finished",
             Event::Resumed { .. } => "resumed",
             Event::Forked { .. } => "forked",
@@ -227,10 +253,14 @@ impl Event {
     }
 
     /// Whether the run is at rest after this event — about to run a block,
-    /// or waiting at a gate — so that a branch can start here.
+    /// waiting at a gate or for an external block — so that a branch can
+    /// start here.
     pub fn is_snapshot(&self) -> bool {
         match self {
-            Event::RunStarted { .. } | Event::Forked { .. } | Event::FanInWaiting { .. } => true,
+            Event::RunStarted { .. }
+            | Event::Forked { .. }
+            | Event::FanInWaiting { .. }
+            | Event::ExternalAwaited { .. } => true,
             Event::ActionTaken { command, .. } => {
                 !matches!(command, CommandRecord::End | CommandRecord::Fail { .. })
             }
@@ -308,6 +338,16 @@ impl Event {
             }
             Event::GateAnswered { gate_id, decision } => {
                 format!("gate {gate_id} answered: {decision}")
+            }
+            Event::ExternalAwaited {
+                step, node, block, ..
+            } => format!("[{step}] {node}.{block} waits for an MCP client to perform it"),
+            Event::InputsMerged { inputs } => {
+                let keys: Vec<&str> = inputs.keys().map(String::as_str).collect();
+                format!("inputs merged: {}", keys.join(", "))
+            }
+            Event::Checkpointed { notes_markdown } => {
+                format!("checkpoint: {}", first_line(notes_markdown))
             }
             Event::RunFinished { outcome } => match outcome {
                 Outcome::Succeeded => "run succeeded".to_string(),
@@ -408,6 +448,17 @@ impl Event {
 fn short_hash(hash: &str) -> &str {
     let end = hash.len().min("sha256:".len() + 12);
     &hash[..end]
+}
+
+/// The first line of `text`, cut to 80 characters.
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    let cut: String = line.chars().take(80).collect();
+    if cut.len() < line.len() || text.lines().nth(1).is_some() {
+        format!("{cut}…")
+    } else {
+        cut
+    }
 }
 
 /// A block execution that started and never completed.

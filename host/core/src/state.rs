@@ -42,6 +42,15 @@ pub enum Phase {
         block: String,
         prompt: String,
     },
+    /// Paused until an MCP client performs the external block
+    /// `node.block` (see [`crate::manifest::EXTERNAL_WORKER`]).
+    Awaiting {
+        step: u64,
+        node: String,
+        block: String,
+        attempt: u32,
+        prompt: String,
+    },
     Finished(Outcome),
 }
 
@@ -50,7 +59,7 @@ impl Phase {
     pub fn status(&self) -> &'static str {
         match self {
             Phase::Ready { .. } | Phase::Deciding { .. } => "unfinished",
-            Phase::Waiting { .. } => "waiting",
+            Phase::Waiting { .. } | Phase::Awaiting { .. } => "waiting",
             Phase::Finished(Outcome::Succeeded) => "succeeded",
             Phase::Finished(Outcome::Failed { .. }) => "failed",
         }
@@ -290,6 +299,18 @@ impl RunState {
                 block,
                 attempt,
             } => {
+                if let Phase::Awaiting {
+                    node: n, block: b, ..
+                } = &self.phase
+                    && n == node
+                    && b == block
+                {
+                    // The client's output arrived: the block runs now.
+                    self.phase = Phase::Ready {
+                        node: node.clone(),
+                        block: block.clone(),
+                    };
+                }
                 self.expect_ready(node, block).map_err(err)?;
                 self.expect_step(*step).map_err(err)?;
                 let due = self.attempts(node, block) + 1;
@@ -531,8 +552,51 @@ impl RunState {
                 }
                 self.in_flight = None;
             }
+            Event::ExternalAwaited {
+                step,
+                node,
+                block,
+                attempt,
+                prompt,
+            } => {
+                self.expect_ready(node, block).map_err(err)?;
+                self.expect_step(*step).map_err(err)?;
+                let due = self.attempts(node, block) + 1;
+                if *attempt != due {
+                    return Err(err(format!(
+                        "attempt {attempt} of {node}.{block}, expected {due}"
+                    )));
+                }
+                self.phase = Phase::Awaiting {
+                    step: *step,
+                    node: node.clone(),
+                    block: block.clone(),
+                    attempt: *attempt,
+                    prompt: prompt.clone(),
+                };
+            }
+            Event::InputsMerged { inputs } => {
+                if !matches!(self.phase, Phase::Awaiting { .. }) {
+                    return Err(err(
+                        "inputs are merged only while an external block is awaited".into(),
+                    ));
+                }
+                for (key, value) in inputs {
+                    self.inputs.insert(key.clone(), value.clone());
+                }
+            }
+            Event::Checkpointed { .. } => {
+                if !matches!(self.phase, Phase::Awaiting { .. }) {
+                    return Err(err(
+                        "a checkpoint is recorded only while an external block is awaited".into(),
+                    ));
+                }
+            }
             Event::Forked { .. } => {
-                if !matches!(self.phase, Phase::Ready { .. } | Phase::Waiting { .. }) {
+                if !matches!(
+                    self.phase,
+                    Phase::Ready { .. } | Phase::Waiting { .. } | Phase::Awaiting { .. }
+                ) {
                     return Err(err(
                         "a branch can only start where the run was at rest".into()
                     ));

@@ -167,7 +167,10 @@ impl PluginSet {
         }
         for node in wf.nodes.values() {
             for block in node.blocks.values() {
-                want(&block.worker, World::Worker);
+                // External blocks are performed by an MCP client.
+                if block.worker != wfhost_core::manifest::EXTERNAL_WORKER {
+                    want(&block.worker, World::Worker);
+                }
             }
         }
         let mut set = Self::load(runtime, &requests, workspace)?;

@@ -437,13 +437,28 @@ impl Store {
                 command: CommandRecord::Fail { .. },
                 ..
             }) => "failed",
+            // At an external block, until an MCP client performs it.
+            Some(Event::ExternalAwaited { .. } | Event::Checkpointed { .. }) => "waiting",
             Some(Event::Forked { .. }) => match self.waiting_at(run_id, branch, &last[0])? {
                 Some(_) => "waiting",
+                None if self.forked_from_external(run_id, &last[0])? => "waiting",
                 None => self.live_status(run_id),
             },
             _ => self.live_status(run_id),
         };
         Ok(status.to_string())
+    }
+
+    /// Whether `forked` (a branch's first event) starts where the run
+    /// awaited an external block.
+    fn forked_from_external(&self, run_id: &str, forked: &StoredEvent) -> Result<bool, StoreError> {
+        let Some(point) = forked.parent else {
+            return Ok(false);
+        };
+        Ok(matches!(
+            self.event_at(run_id, point)?.map(|e| e.event),
+            Some(Event::ExternalAwaited { .. } | Event::Checkpointed { .. })
+        ))
     }
 
     fn live_status(&self, run_id: &str) -> &'static str {

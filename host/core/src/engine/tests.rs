@@ -1389,3 +1389,244 @@ async fn telemetry_is_recorded_within_the_block_that_sent_it() {
     // The log folds to the state the engine ended in.
     assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
 }
+
+/// `tag` → external `ask` (prompted with the run's input `topic`, its
+/// output checked by a schema) → `tag` on `SIGNAL:SUCCESS`, end on
+/// `SIGNAL:STOP`.
+fn external_workflow() -> Workflow {
+    workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "inputs": {"type": "object", "properties": {"topic": {"type": "string"}}},
+        "rules": "be brief",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "JUMP:ask")]),
+            "ask": {
+                "worker": "external",
+                "prompt": {"task": "write about {{inputs.topic}}"},
+                "validation_schema": {"type": "object", "required": ["verdict"]},
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:b"},
+                    {"on_signal": "SIGNAL:STOP", "action": "END"}
+                ]
+            },
+            "b": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }))
+}
+
+fn answer(signal: &str) -> ExternalAnswer {
+    ExternalAnswer {
+        signal: signal.into(),
+        notes: Some("did it".into()),
+        structured_output: Some(r#"{"verdict":"ok"}"#.into()),
+        inputs: serde_json::Map::new(),
+    }
+}
+
+#[tokio::test]
+async fn an_external_block_rests_the_run_until_its_answer_and_runs_nothing() {
+    let wf = external_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut options = RunOptions::new("x");
+    options.inputs.insert("topic".into(), "owls".into());
+    let mut log = MemoryLog::default();
+    let report = run(&wf, &workers, &CoreActions, &options, &mut log)
+        .await
+        .unwrap();
+    let RunStatus::AwaitingExternal {
+        step,
+        node,
+        block,
+        prompt,
+    } = &report.status
+    else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!((*step, node.as_str(), block.as_str()), (1, "main", "ask"));
+    assert!(
+        prompt.contains("be brief") && prompt.contains("write about owls"),
+        "{prompt}"
+    );
+    assert_eq!(
+        workers.visited(),
+        ["main.a"],
+        "the external block ran nothing"
+    );
+    let last = log.events.last().unwrap();
+    assert!(matches!(last, Event::ExternalAwaited { .. }) && last.is_snapshot());
+    assert!(
+        !log.events
+            .iter()
+            .any(|e| matches!(e, Event::BlockStarted { step: 1, .. }))
+    );
+    assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
+    assert_eq!(report.state.phase.status(), "waiting");
+    assert!(!report.state.can_continue());
+}
+
+#[tokio::test]
+async fn complete_external_records_the_answer_in_one_append_then_goes_on() {
+    let wf = external_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut log = MemoryLog::default();
+    let rested = run(&wf, &workers, &CoreActions, &RunOptions::new("x"), &mut log)
+        .await
+        .unwrap();
+    let before = log.events.len();
+    let mut given = answer("SIGNAL:SUCCESS");
+    given.inputs.insert("topic".into(), "bats".into());
+    let mut appends = Appends::default();
+    let report = complete_external(
+        &wf,
+        &workers,
+        &CoreActions,
+        rested.state,
+        &mut appends,
+        given,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(workers.visited(), ["main.a", "main.b"]);
+    let kinds: Vec<&str> = appends.batches[0].iter().map(Event::kind).collect();
+    assert_eq!(kinds, ["inputs_merged", "block_started", "block_completed"]);
+    let Event::BlockCompleted { artifact, .. } = &appends.batches[0][2] else {
+        panic!()
+    };
+    assert_eq!(artifact.as_deref(), Some(r#"{"verdict":"ok"}"#));
+    assert!(
+        report
+            .payload
+            .iter()
+            .any(|s| s.kind == NOTES_SEGMENT && s.content == "did it")
+    );
+    assert_eq!(report.state.inputs["topic"], "bats");
+    log.events.extend(appends.batches.concat());
+    assert!(log.events.len() > before);
+    assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
+}
+
+#[tokio::test]
+async fn an_external_answer_s_signal_picks_the_transition() {
+    let wf = external_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut log = MemoryLog::default();
+    let rested = run(&wf, &workers, &CoreActions, &RunOptions::new("x"), &mut log)
+        .await
+        .unwrap();
+    let report = complete_external(
+        &wf,
+        &workers,
+        &CoreActions,
+        rested.state,
+        &mut log,
+        answer("SIGNAL:STOP"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(workers.visited(), ["main.a"], "b never ran");
+}
+
+#[tokio::test]
+async fn complete_external_refuses_a_run_that_awaits_nothing() {
+    let wf = external_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut log = MemoryLog::default();
+    let rested = run(&wf, &workers, &CoreActions, &RunOptions::new("x"), &mut log)
+        .await
+        .unwrap();
+    let done = complete_external(
+        &wf,
+        &workers,
+        &CoreActions,
+        rested.state,
+        &mut log,
+        answer("SIGNAL:STOP"),
+    )
+    .await
+    .unwrap();
+    let events = log.events.len();
+    let again = complete_external(
+        &wf,
+        &workers,
+        &CoreActions,
+        done.state,
+        &mut log,
+        answer("SIGNAL:STOP"),
+    )
+    .await;
+    assert!(matches!(again, Err(EngineError::NotAwaiting("succeeded"))));
+    assert_eq!(log.events.len(), events, "nothing recorded");
+}
+
+#[test]
+fn events_of_an_external_block_fold_strictly() {
+    let started = Event::RunStarted {
+        run_id: "r".into(),
+        workflow_id: "w".into(),
+        workflow_hash: String::new(),
+        plugins: BTreeMap::new(),
+        start_node: "main".into(),
+        start_block: "ask".into(),
+        max_steps: 10,
+        max_call_depth: 4,
+        default_executor: String::new(),
+        inputs: serde_json::Map::new(),
+    };
+    let mut state = RunState::start(&started).unwrap();
+    let merged = Event::InputsMerged {
+        inputs: serde_json::Map::new(),
+    };
+    assert!(
+        state.apply(&merged).is_err(),
+        "no merge before the block is awaited"
+    );
+    let checkpoint = Event::Checkpointed {
+        notes_markdown: "so far".into(),
+    };
+    assert!(state.apply(&checkpoint).is_err());
+    let wrong = Event::ExternalAwaited {
+        step: 0,
+        node: "main".into(),
+        block: "other".into(),
+        attempt: 1,
+        prompt: String::new(),
+    };
+    assert!(state.apply(&wrong).is_err(), "only the block that is due");
+    let awaited = Event::ExternalAwaited {
+        step: 0,
+        node: "main".into(),
+        block: "ask".into(),
+        attempt: 1,
+        prompt: "p".into(),
+    };
+    state.apply(&awaited).unwrap();
+    state.apply(&checkpoint).unwrap();
+    state.apply(&merged).unwrap();
+    assert!(state.apply(&awaited).is_err(), "awaited once");
+    let started_other = Event::BlockStarted {
+        step: 0,
+        node: "main".into(),
+        block: "other".into(),
+        attempt: 1,
+    };
+    assert!(state.apply(&started_other).is_err());
+}
+
+/// A sink that keeps each append apart.
+#[derive(Default)]
+struct Appends {
+    batches: Vec<Vec<Event>>,
+}
+
+impl EventSink for Appends {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        self.batches.push(events.to_vec());
+        Ok(())
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        Ok(format!("UD-{}", self.batches.len()))
+    }
+}

@@ -74,6 +74,10 @@ impl Checker<'_> {
         self.wf.plugins.contains_key(name) || self.builtin_plugins.contains(&name)
     }
 
+    fn worker_known(&self, name: &str) -> bool {
+        name == super::EXTERNAL_WORKER || self.plugin_known(name)
+    }
+
     /// The workflow's own fields: id, nodes, start, handler, inputs,
     /// templates.
     fn workflow(&mut self) {
@@ -117,6 +121,14 @@ impl Checker<'_> {
     /// capabilities this host offers.
     fn plugins(&mut self) {
         for (name, spec) in &self.wf.plugins {
+            if name == super::EXTERNAL_WORKER {
+                self.err(
+                    pointer(&["plugins", name]),
+                    format!(
+                        "`{name}` is the worker of blocks an MCP client performs, not a plugin: choose another name"
+                    ),
+                );
+            }
             match &spec.path {
                 Some(path) if path.as_os_str().is_empty() => self.err(
                     pointer(&["plugins", name, "path"]),
@@ -195,18 +207,25 @@ impl Checker<'_> {
         if !is_valid_id(place.block) {
             self.err(place.at(&[]), name_rule("block", place.block));
         }
-        if !self.plugin_known(&block.worker) {
+        if !self.worker_known(&block.worker) {
             self.err(
                 place.at(&["worker"]),
                 format!(
-                    "unknown worker `{}`: neither built in ({}) nor declared in `plugins`",
+                    "unknown worker `{}`: neither built in ({}, {}) nor declared in `plugins`",
                     block.worker,
-                    self.builtin_plugins.join(", ")
+                    self.builtin_plugins.join(", "),
+                    super::EXTERNAL_WORKER
                 ),
             );
         }
         self.block_settings(place, block);
         if let Some(group) = &block.parallel {
+            if block.worker == super::EXTERNAL_WORKER {
+                self.err(
+                    place.at(&["parallel"]),
+                    "an `external` block is performed by one MCP client: it cannot fan out into lanes".into(),
+                );
+            }
             self.parallel(place, block, group);
         }
         for (i, t) in block.transitions.iter().enumerate() {

@@ -31,6 +31,12 @@ pub use load::{LoadedWorkflow, ManifestError, ManifestErrors, load, manifest_dir
 /// The name of the default action handler, always available.
 pub const DEFAULT_ACTION_HANDLER: &str = "actions-core";
 
+/// The worker of blocks performed outside the host, by the client of
+/// `wfhost mcp`: the run rests at such a block (an `external_awaited`
+/// event) until the client advances it with the block's output. Not a
+/// plugin: no component is loaded for it, and no plugin may take its name.
+pub const EXTERNAL_WORKER: &str = "external";
+
 /// A workflow: the whole manifest.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -146,7 +152,9 @@ fn default_true() -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Block {
-    /// The worker plugin that executes this block.
+    /// The worker plugin that executes this block, or `external`: a block
+    /// an MCP client of `wfhost mcp` performs (the run waits for it; its
+    /// output arrives with `workflow_advance`).
     pub worker: String,
     /// Worker-specific configuration, handed to the worker as JSON.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]

@@ -812,7 +812,9 @@ fn current_stage(stages: &[StageInfo], state: &RunState) -> (Option<usize>, &'st
             )
         }
         Phase::Deciding { node, block, .. } => (find(&format!("{node}.{block}")), "running"),
-        Phase::Waiting { node, block, .. } => (find(&format!("{node}.{block}")), "needs_human"),
+        Phase::Waiting { node, block, .. } | Phase::Awaiting { node, block, .. } => {
+            (find(&format!("{node}.{block}")), "needs_human")
+        }
         Phase::Finished(Outcome::Succeeded) => (None, "succeeded"),
         Phase::Finished(Outcome::Failed { reason }) => {
             let named = named_block(reason).and_then(find);

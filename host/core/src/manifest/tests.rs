@@ -180,3 +180,27 @@ fn durations_parse() {
     assert!(parse_duration("0s").is_err());
     assert!(parse_duration("s").is_err());
 }
+
+#[test]
+fn external_is_a_worker_and_not_a_plugin_name() {
+    let ok = minimal("JUMP:b").replace(r#""b":{"worker":"echo"}"#, r#""b":{"worker":"external"}"#);
+    manifest(&ok).unwrap();
+    let fanned = minimal("JUMP:b").replace(
+        r#""b":{"worker":"echo"}"#,
+        r#""b":{"worker":"external","parallel":{"lanes":{"x":{}}}}"#,
+    );
+    let err = manifest(&fanned).unwrap_err().to_string();
+    assert!(
+        err.contains("/nodes/main/blocks/b/parallel") && err.contains("cannot fan out"),
+        "{err}"
+    );
+    let named = minimal("JUMP:b").replace(
+        r#""nodes":"#,
+        r#""plugins":{"external":{"path":"x.wasm"}},"nodes":"#,
+    );
+    let err = manifest(&named).unwrap_err().to_string();
+    assert!(
+        err.contains("/plugins/external") && err.contains("not a plugin"),
+        "{err}"
+    );
+}
