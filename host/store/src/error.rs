@@ -30,6 +30,12 @@ pub enum StoreError {
     Io { path: PathBuf, message: String },
     #[error("the run store is inconsistent: {0}")]
     Inconsistent(String),
+    #[error("ack {attempt} of snapshot {snapshot} of run {run_id} was already used")]
+    AckUsed {
+        run_id: String,
+        snapshot: u64,
+        attempt: u32,
+    },
     #[error("{0}")]
     Usage(String),
     #[error("run store {path}: {message}")]

@@ -92,6 +92,11 @@ impl Store {
             )
             .map_err(err)?;
             tx.execute(
+                "DELETE FROM mcp_acks WHERE run = (SELECT num FROM runs WHERE id = ?1)",
+                [run_id],
+            )
+            .map_err(err)?;
+            tx.execute(
                 "DELETE FROM events WHERE run = (SELECT num FROM runs WHERE id = ?1)",
                 [run_id],
             )

@@ -17,6 +17,7 @@
 //! head they extend, and a per-run lock file ([`RunLock`]) keeps two
 //! processes from executing the same run.
 
+mod acks;
 mod bundle;
 mod cancel;
 mod error;
@@ -35,6 +36,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
+pub use acks::{Ack, NewAck};
 pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
 pub use cancel::{CANCELLED, CancelError};
 pub use error::StoreError;

@@ -1,6 +1,7 @@
 //! The event log: appending to a branch, reading a branch's chain, forks,
 //! and the projections listings need (branch heads, open gates).
 
+use crate::acks::NewAck;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 use wfhost_core::event::{CommandRecord, Event, EventSink, QueuedJob, SinkError, gate_id};
@@ -648,7 +649,7 @@ impl BranchWriter<'_> {
     /// what was meant to be written (seed 001's read-after-write
     /// verification, used for human decisions).
     pub fn append_verified(&mut self, events: &[Event]) -> Result<(), StoreError> {
-        self.append_events(events, None)?;
+        self.append_events(events, Extra::None)?;
         let first = self.written.first().map_or(self.head, |e| e.seq);
         let back = self
             .store
@@ -667,13 +668,17 @@ impl BranchWriter<'_> {
         Ok(())
     }
 
-    /// Append `events` in one immediate transaction, queueing `job` (the
-    /// block whose start they end with) in it too.
-    fn append_events(
-        &mut self,
-        events: &[Event],
-        job: Option<&QueuedJob>,
-    ) -> Result<(), StoreError> {
+    /// Append `events` (an external block's completion) and record `ack`,
+    /// the client's acknowledgement that advanced it, in the same commit.
+    /// An ack already used is refused ([`StoreError::AckUsed`]) and nothing
+    /// is written.
+    pub fn append_acked(&mut self, events: &[Event], ack: &NewAck) -> Result<(), StoreError> {
+        self.append_events(events, Extra::Ack(ack))
+    }
+
+    /// Append `events` in one immediate transaction, with what `extra`
+    /// records in it too.
+    fn append_events(&mut self, events: &[Event], extra: Extra<'_>) -> Result<(), StoreError> {
         let path = self.store.path.clone();
         let conn = &self.store.conn;
         let err = |e| StoreError::from_sqlite(&path, e);
@@ -720,7 +725,22 @@ impl BranchWriter<'_> {
             });
             parent = seq;
         }
-        if let Some(job) = job {
+        if let Extra::Ack(ack) = extra {
+            let first = self.last + 1;
+            if let Err(e) = crate::acks::insert(conn, self.run, self.branch, first, ack, at) {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(if is_constraint(&e) {
+                    StoreError::AckUsed {
+                        run_id: self.run_id.clone(),
+                        snapshot: ack.snapshot,
+                        attempt: ack.attempt,
+                    }
+                } else {
+                    err(e)
+                });
+            }
+        }
+        if let Extra::Job(job) = extra {
             let new = NewJob {
                 run_id: &self.run_id,
                 branch: self.branch,
@@ -754,14 +774,24 @@ fn is_constraint(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
+/// What an append records besides its events.
+#[derive(Clone, Copy)]
+enum Extra<'a> {
+    None,
+    /// The block whose start the events end with, queued as a job.
+    Job(&'a QueuedJob),
+    /// The MCP client's ack that advanced the run.
+    Ack(&'a NewAck),
+}
+
 impl EventSink for BranchWriter<'_> {
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
-        self.append_events(events, None)
+        self.append_events(events, Extra::None)
             .map_err(|e| SinkError(e.to_string()))
     }
 
     fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
-        self.append_events(events, Some(job))
+        self.append_events(events, Extra::Job(job))
             .map_err(|e| SinkError(e.to_string()))
     }
 

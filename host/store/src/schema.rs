@@ -13,11 +13,15 @@
 //!
 //! Version 4 adds `job_telemetry`: what a job's agents sent while it ran,
 //! reported by the agent holding the lease, read by the run's process.
+//!
+//! Version 5 adds `mcp_acks`: the acknowledgements with which MCP clients
+//! advanced external blocks, each recorded in the commit of the block's
+//! completion, with the reply to replay to a repeat.
 
 use rusqlite::Connection;
 
 /// The schema this wfhost writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 pub(crate) enum MigrateError {
     Sqlite(rusqlite::Error),
@@ -135,6 +139,24 @@ CREATE TABLE job_telemetry (
 CREATE INDEX job_telemetry_by_job ON job_telemetry (job, id);
 ";
 
+const V5: &str = "
+-- An MCP client's ack of an external block: the advance of the snapshot at
+-- seq `snapshot` of run `run` by its `attempt`-th ack token, recorded on
+-- `branch` from `first_seq` on, in the same commit. `digest` is what the
+-- client sent, digested; `response` the reply, replayed to a repeat.
+CREATE TABLE mcp_acks (
+    run       INTEGER NOT NULL REFERENCES runs(num),
+    snapshot  INTEGER NOT NULL,
+    attempt   INTEGER NOT NULL,
+    branch    INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    digest    TEXT NOT NULL,
+    response  TEXT,
+    at        INTEGER NOT NULL,
+    PRIMARY KEY (run, snapshot, attempt)
+) WITHOUT ROWID;
+";
+
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in
 /// the order they were created.
 const V1_TO_V2: &str = "
@@ -175,10 +197,11 @@ fn upgrade(conn: &Connection) -> Result<(), MigrateError> {
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
-        3 => V4.to_string(),
-        2 => format!("{V3} {V4}"),
-        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4}"),
-        _ => format!("{DEFINITIONS} {V2} {V3} {V4}"),
+        4 => V5.to_string(),
+        3 => format!("{V4} {V5}"),
+        2 => format!("{V3} {V4} {V5}"),
+        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5}"),
+        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5}"),
     };
     conn.execute_batch(&format!(
         "{steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

@@ -1,0 +1,129 @@
+//! Acknowledgements of external blocks by MCP clients (table `mcp_acks`).
+//!
+//! An external block is advanced by an ack token naming the snapshot the
+//! run rested at (the seq of its `external_awaited` event, or of the
+//! `forked` event of a branch started there) and an attempt number. The ack
+//! is inserted in the commit that records the block's completion
+//! ([`crate::BranchWriter::append_acked`]): the primary key makes one ack
+//! advance a run at most once, in one process or many. The reply the
+//! advance was answered with is kept, to answer a repeat of the same
+//! request with the same bytes.
+
+use rusqlite::OptionalExtension;
+
+use crate::{Store, StoreError};
+
+/// An ack to record with the events it advanced the run by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAck {
+    /// The seq of the snapshot the client advanced.
+    pub snapshot: u64,
+    pub attempt: u32,
+    /// What the client sent, digested (to tell a repeat from a change).
+    pub digest: String,
+}
+
+/// A recorded ack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    pub snapshot: u64,
+    pub attempt: u32,
+    /// The branch the advance was recorded on.
+    pub branch: u32,
+    /// The seq of the first event recorded for it.
+    pub first_seq: u64,
+    pub digest: String,
+    /// The reply, once the run came to rest after the advance.
+    pub response: Option<String>,
+    pub at: i64,
+}
+
+impl Store {
+    /// The ack `attempt` of `snapshot` in `run_id`, if it was used.
+    pub fn ack(
+        &self,
+        run_id: &str,
+        snapshot: u64,
+        attempt: u32,
+    ) -> Result<Option<Ack>, StoreError> {
+        let run = self.run_num(run_id)?;
+        self.conn
+            .prepare_cached(
+                "SELECT branch, first_seq, digest, response, at FROM mcp_acks
+                 WHERE run = ?1 AND snapshot = ?2 AND attempt = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row((run, snapshot as i64, attempt), |r| {
+                    Ok(Ack {
+                        snapshot,
+                        attempt,
+                        branch: r.get(0)?,
+                        first_seq: r.get::<_, i64>(1)? as u64,
+                        digest: r.get(2)?,
+                        response: r.get(3)?,
+                        at: r.get(4)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(|e| self.err(e))
+    }
+
+    /// The attempt number of the next unused ack of `snapshot` (1 when
+    /// none was used).
+    pub fn next_ack_attempt(&self, run_id: &str, snapshot: u64) -> Result<u32, StoreError> {
+        let run = self.run_num(run_id)?;
+        self.conn
+            .prepare_cached(
+                "SELECT coalesce(max(attempt), 0) + 1 FROM mcp_acks WHERE run = ?1 AND snapshot = ?2",
+            )
+            .and_then(|mut s| s.query_row((run, snapshot as i64), |r| r.get(0)))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Keep the reply an ack's advance was answered with. Only the first
+    /// reply is kept: a repeat gets the same bytes.
+    pub fn record_ack_response(
+        &self,
+        run_id: &str,
+        snapshot: u64,
+        attempt: u32,
+        response: &str,
+    ) -> Result<(), StoreError> {
+        let run = self.run_num(run_id)?;
+        self.conn
+            .prepare_cached(
+                "UPDATE mcp_acks SET response = ?4
+                 WHERE run = ?1 AND snapshot = ?2 AND attempt = ?3 AND response IS NULL",
+            )
+            .and_then(|mut s| s.execute((run, snapshot as i64, attempt, response)))
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+}
+
+/// Insert `ack` for the events starting at `first_seq` on `branch`, inside
+/// the caller's transaction. A used ack is a constraint violation.
+pub(crate) fn insert(
+    conn: &rusqlite::Connection,
+    run: i64,
+    branch: u32,
+    first_seq: u64,
+    ack: &NewAck,
+    at: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO mcp_acks (run, snapshot, attempt, branch, first_seq, digest, at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute((
+        run,
+        ack.snapshot as i64,
+        ack.attempt,
+        branch,
+        first_seq as i64,
+        &ack.digest,
+        at,
+    ))
+    .map(|_| ())
+}

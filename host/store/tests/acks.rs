@@ -1,0 +1,134 @@
+//! MCP acks against a real SQLite file: recorded in the commit of the
+//! events they advanced the run by, used once.
+
+use wfhost_core::event::Event;
+use wfhost_store::{Durability, NewAck, RunRecord, Store, StoreError};
+
+fn started(run_id: &str) -> Event {
+    Event::RunStarted {
+        run_id: run_id.into(),
+        workflow_id: "w".into(),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "a".into(),
+        max_steps: 100,
+        max_call_depth: 8,
+        default_executor: String::new(),
+        inputs: Default::default(),
+    }
+}
+
+fn record(id: &str) -> RunRecord {
+    RunRecord {
+        id: id.into(),
+        workflow_id: "w".into(),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
+        manifest: "/nowhere/w.json".into(),
+        workspace: "/tmp".into(),
+        created_at: 1,
+    }
+}
+
+fn awaited() -> Event {
+    Event::ExternalAwaited {
+        step: 0,
+        node: "main".into(),
+        block: "a".into(),
+        attempt: 1,
+        prompt: "do it".into(),
+    }
+}
+
+fn merged(n: u64) -> Event {
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("n".into(), n.into());
+    Event::InputsMerged { inputs }
+}
+
+fn ack(attempt: u32, digest: &str) -> NewAck {
+    NewAck {
+        snapshot: 2,
+        attempt,
+        digest: digest.into(),
+    }
+}
+
+#[test]
+fn an_ack_is_recorded_with_its_events_and_used_once() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    store
+        .create_run(&record("r1"), "{}", &started("r1"))
+        .unwrap();
+    {
+        let mut writer = store.writer("r1", 1).unwrap();
+        wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
+    }
+    assert_eq!(store.next_ack_attempt("r1", 2).unwrap(), 1);
+    assert_eq!(store.ack("r1", 2, 1).unwrap(), None);
+    {
+        let mut writer = store.writer("r1", 1).unwrap();
+        writer.append_acked(&[merged(1)], &ack(1, "d1")).unwrap();
+    }
+    let used = store.ack("r1", 2, 1).unwrap().unwrap();
+    assert_eq!(
+        (used.branch, used.first_seq, used.digest.as_str()),
+        (1, 3, "d1")
+    );
+    assert_eq!(used.response, None);
+    assert_eq!(store.next_ack_attempt("r1", 2).unwrap(), 2);
+
+    // The same ack again: refused, and its events are not written.
+    let before = store.chain("r1", 1).unwrap().len();
+    {
+        let mut writer = store.writer("r1", 1).unwrap();
+        let again = writer.append_acked(&[merged(2)], &ack(1, "d2"));
+        assert!(
+            matches!(
+                again,
+                Err(StoreError::AckUsed {
+                    snapshot: 2,
+                    attempt: 1,
+                    ..
+                })
+            ),
+            "{again:?}"
+        );
+    }
+    assert_eq!(store.chain("r1", 1).unwrap().len(), before);
+    assert_eq!(store.ack("r1", 2, 1).unwrap().unwrap().digest, "d1");
+
+    // The first reply is kept.
+    store.record_ack_response("r1", 2, 1, "first").unwrap();
+    store.record_ack_response("r1", 2, 1, "second").unwrap();
+    assert_eq!(
+        store.ack("r1", 2, 1).unwrap().unwrap().response.as_deref(),
+        Some("first")
+    );
+    // Another run's snapshot 2 is another ack.
+    assert_eq!(store.ack("r2", 2, 1).unwrap(), None);
+}
+
+#[test]
+fn gc_removes_a_run_s_acks() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    store
+        .create_run(&record("r1"), "{}", &started("r1"))
+        .unwrap();
+    {
+        let mut writer = store.writer("r1", 1).unwrap();
+        wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
+        writer.append_acked(&[merged(1)], &ack(1, "d1")).unwrap();
+    }
+    assert_eq!(store.remove_runs(&["r1".to_string()]).unwrap(), 1);
+    store
+        .create_run(&record("r1"), "{}", &started("r1"))
+        .unwrap();
+    assert_eq!(
+        store.ack("r1", 2, 1).unwrap(),
+        None,
+        "a new run reusing the number starts clean"
+    );
+}
