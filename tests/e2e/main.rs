@@ -13,6 +13,7 @@ mod exec;
 mod inputs;
 mod inspect;
 mod leases;
+mod mcp;
 mod observe;
 mod parallel;
 mod run;

@@ -105,6 +105,16 @@ Examples:
   wfhost man | man -l -
   wfhost man --dir ~/.local/share/man/man1";
 
+pub const MCP: &str = "\
+Examples:
+  wfhost mcp --workflows ./workflows --workspace .   # what an MCP client starts
+  wfhost mcp rotate-key                              # sign new tokens with a new key
+
+An MCP client (Claude Code, Cursor, the MCP SDKs) starts `wfhost mcp` and
+speaks MCP over its standard input and output. Its tools: workflow_list,
+workflow_inspect, workflow_start, workflow_advance, workflow_checkpoint, and
+WorkRail's names for them. See docs/guide/mcp.md.";
+
 pub const SERVE: &str = "\
 Examples:
   wfhost serve

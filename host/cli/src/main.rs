@@ -16,6 +16,7 @@ mod jobs;
 mod list;
 mod logs;
 mod man;
+mod mcp;
 mod progress;
 mod resume;
 mod run;
@@ -68,7 +69,7 @@ struct Cli {
 pub struct Home {
     /// The wfhost home, where the run store lives (default: $WFHOST_HOME,
     /// else $XDG_DATA_HOME/wfhost, else ~/.local/share/wfhost).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     home: Option<PathBuf>,
 }
 
@@ -123,7 +124,7 @@ pub struct Global {
 }
 
 impl Global {
-    fn home(&self) -> Result<PathBuf, u8> {
+    pub fn home(&self) -> Result<PathBuf, u8> {
         wfhost_store::resolve_home(self.home.as_deref()).map_err(store_error)
     }
 
@@ -200,6 +201,10 @@ enum Command {
     /// run store.
     #[command(after_help = examples::SERVE)]
     Serve(With<serve::ServeArgs, Home>),
+    /// Serve the token-based agent contract over MCP on stdio: MCP clients
+    /// start workflows and perform their `external` blocks.
+    #[command(after_help = examples::MCP)]
+    Mcp(With<mcp::McpArgs, Durable>),
     /// Lease jobs from a `wfhost serve` and run them (the blocks of runs
     /// started over its API).
     #[command(after_help = examples::AGENT)]
@@ -255,6 +260,7 @@ fn main() -> ExitCode {
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
+        Command::Mcp(w) => mcp::mcp(w.args, &(&w.store).into()),
         Command::Agent(args) => jobs::agent(args),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),

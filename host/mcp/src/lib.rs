@@ -1,3 +1,8 @@
 //! `wfhost mcp`: the agent-facing contract over MCP.
+pub mod catalog;
+pub mod error;
 pub mod keys;
+pub mod reply;
+pub mod server;
+pub mod service;
 pub mod token;

@@ -102,6 +102,58 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The number the store keys `run_id`'s events by (what tokens carry).
+    pub fn run_number(&self, run_id: &str) -> Result<Option<i64>, StoreError> {
+        let num = self.run_num(run_id)?;
+        Ok((num >= 0).then_some(num))
+    }
+
+    /// The run the store numbers `num`.
+    pub fn run_by_number(&self, num: i64) -> Result<Option<crate::RunRecord>, StoreError> {
+        let id: Option<String> = self
+            .conn
+            .prepare_cached("SELECT id FROM runs WHERE num = ?1")
+            .and_then(|mut s| s.query_row([num], |r| r.get(0)).optional())
+            .map_err(|e| self.err(e))?;
+        match id {
+            Some(id) => self.run(&id),
+            None => Ok(None),
+        }
+    }
+
+    /// The seq of `branch`'s newest event.
+    pub fn branch_head(&self, run_id: &str, branch: u32) -> Result<Option<u64>, StoreError> {
+        let run = self.run_num(run_id)?;
+        self.conn
+            .prepare_cached(
+                "SELECT max(key) - (?1 << 32) FROM events WHERE run = ?1 AND branch = ?2",
+            )
+            .and_then(|mut s| s.query_row((run, branch), |r| r.get::<_, Option<i64>>(0)))
+            .map(|head| head.map(|h| h as u64))
+            .map_err(|e| self.err(e))
+    }
+
+    /// The event at `seq` of `run_id`.
+    pub fn event(&self, run_id: &str, seq: u64) -> Result<Option<crate::StoredEvent>, StoreError> {
+        self.event_at(run_id, seq)
+    }
+
+    /// Whether `branch` went on after `seq`: an event after it on the
+    /// branch other than a checkpoint (which records notes and leaves the
+    /// run where it was).
+    pub fn moved_on(&self, run_id: &str, branch: u32, seq: u64) -> Result<bool, StoreError> {
+        let run = self.run_num(run_id)?;
+        self.conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM events WHERE run = ?1 AND branch = ?2
+                   AND key > (?1 << 32) + ?3 AND kind <> 'checkpointed')",
+            )
+            .and_then(|mut s| s.query_row((run, branch, seq as i64), |r| r.get(0)))
+            .map_err(|e| self.err(e))
+    }
+}
+
 /// Insert `ack` for the events starting at `first_seq` on `branch`, inside
 /// the caller's transaction. A used ack is a constraint violation.
 pub(crate) fn insert(

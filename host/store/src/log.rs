@@ -272,7 +272,11 @@ impl Store {
     }
 
     /// The event at `seq` of a run.
-    fn event_at(&self, run_id: &str, seq: u64) -> Result<Option<StoredEvent>, StoreError> {
+    pub(crate) fn event_at(
+        &self,
+        run_id: &str,
+        seq: u64,
+    ) -> Result<Option<StoredEvent>, StoreError> {
         Ok(self
             .rows(
                 "SELECT seq, branch, parent, at, snapshot, body FROM events
@@ -638,6 +642,11 @@ pub struct BranchWriter<'s> {
 impl BranchWriter<'_> {
     pub fn branch(&self) -> u32 {
         self.branch
+    }
+
+    /// The seq of the branch's newest event, as this writer left it.
+    pub fn head(&self) -> u64 {
+        self.head
     }
 
     /// The events written by the last `append`, as stored.

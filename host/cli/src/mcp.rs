@@ -1,0 +1,224 @@
+//! `wfhost mcp`: the MCP server on stdio, with this binary's wasm runtime
+//! executing the blocks between the ones the client performs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use wfhost_core::engine::{self, ExternalAnswer};
+use wfhost_core::event::EventSink;
+use wfhost_core::manifest::LoadedWorkflow;
+use wfhost_core::state::RunState;
+use wfhost_mcp::service::{Executing, Executor, Service, Settings};
+use wfhost_runtime::PluginSet;
+use wfhost_store::RunRecord;
+
+use crate::execute::{RuntimeChoice, plugin_digests};
+use crate::{Global, builtin_names, exit, load_plugins, report_error, start_runtime};
+
+#[derive(clap::Args)]
+pub struct McpArgs {
+    #[command(subcommand)]
+    command: Option<McpCommand>,
+    /// A directory of workflows the client may run (`DIR/*.json` and
+    /// `DIR/*/workflow.json`); repeat for more. Default: `./workflows`.
+    #[arg(long = "workflows", value_name = "DIR")]
+    workflows: Vec<PathBuf>,
+    /// Where runs work unless the client names a directory
+    /// (`workspacePath`). Default: the current directory.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Where compiled plugins are cached (default: $WFHOST_CACHE_DIR, else
+    /// ~/.cache/wfhost/components).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile plugins without reading or writing a cache.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum McpCommand {
+    /// Sign new tokens with a new key; tokens signed with the previous key
+    /// stay valid, older ones are refused.
+    RotateKey,
+}
+
+pub fn mcp(args: McpArgs, global: &Global) -> u8 {
+    let home = match global.home() {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    if let Some(McpCommand::RotateKey) = args.command {
+        return match wfhost_mcp::keys::Keyring::rotate(&home) {
+            Ok(kid) => {
+                println!(
+                    "new token key {kid} in {}; tokens of key {} stay valid until the next rotation",
+                    home.join(wfhost_mcp::keys::KEY_FILE).display(),
+                    kid - 1
+                );
+                exit::SUCCESS
+            }
+            Err(e) => {
+                report_error(e);
+                exit::BAD_INPUT
+            }
+        };
+    }
+    // Standard output carries protocol frames only: whatever else this
+    // process (or a process it starts) prints goes to standard error.
+    let protocol = match protocol_stdout() {
+        Ok(fd) => fd,
+        Err(e) => {
+            report_error(format!("cannot set up standard output for MCP: {e}"));
+            return exit::BAD_INPUT;
+        }
+    };
+    let workflows = if args.workflows.is_empty() {
+        vec![PathBuf::from("workflows")]
+    } else {
+        args.workflows.clone()
+    };
+    let workflows = workflows
+        .iter()
+        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()))
+        .collect();
+    let workspace = args
+        .workspace
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let executor = CliExecutor {
+        home: home.clone(),
+        runtime: RuntimeChoice {
+            cache_dir: args.cache_dir.clone(),
+            cache_disabled: args.no_cache,
+            executor: None,
+        },
+        plugins: Mutex::new(HashMap::new()),
+    };
+    let settings = Settings {
+        home,
+        durability: global.durability,
+        workflow_dirs: workflows,
+        workspace,
+        builtins: builtin_names(),
+    };
+    let service = match Service::new(settings, executor) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let tokio = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            report_error(format!("cannot start the async runtime: {e}"));
+            return exit::BAD_INPUT;
+        }
+    };
+    let served = tokio.block_on(async {
+        let out = tokio::fs::File::from_std(std::fs::File::from(protocol));
+        wfhost_mcp::server::serve(service, (tokio::io::stdin(), out)).await
+    });
+    tokio.shutdown_background();
+    match served {
+        Ok(()) => exit::SUCCESS,
+        Err(e) => {
+            report_error(e);
+            exit::RUN_FAILED
+        }
+    }
+}
+
+/// A copy of standard output for the protocol; standard output itself
+/// then points at standard error.
+fn protocol_stdout() -> std::io::Result<OwnedFd> {
+    // SAFETY: dup and dup2 on the process's own standard descriptors; the
+    // duplicate is owned by the returned OwnedFd alone.
+    unsafe {
+        let fd = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::dup2(2, 1) < 0 {
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            return Err(e);
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Loads plugins once per (definition, workspace) and drives runs with
+/// them.
+struct CliExecutor {
+    home: PathBuf,
+    runtime: RuntimeChoice,
+    plugins: Mutex<HashMap<(String, PathBuf), Arc<PluginSet>>>,
+}
+
+impl CliExecutor {
+    fn plugin_set(
+        &self,
+        loaded: &LoadedWorkflow,
+        workspace: &Path,
+    ) -> Result<Arc<PluginSet>, String> {
+        let key = (
+            wfhost_core::manifest::pinning::PinnedDefinition::of(loaded).hash,
+            workspace.to_path_buf(),
+        );
+        if let Some(found) = self.plugins.lock().expect("not poisoned").get(&key) {
+            return Ok(found.clone());
+        }
+        crate::guard::check_workspace(workspace, &self.home, &self.runtime)?;
+        let runtime = start_runtime(
+            self.runtime.cache_dir.clone(),
+            self.runtime.cache_disabled,
+            wfhost_exec::Executor::Local,
+        )?;
+        let set = Arc::new(load_plugins(runtime, loaded, workspace)?);
+        self.plugins
+            .lock()
+            .expect("not poisoned")
+            .insert(key, set.clone());
+        Ok(set)
+    }
+}
+
+impl Executor for CliExecutor {
+    fn prepare(
+        &self,
+        loaded: &LoadedWorkflow,
+        workspace: &Path,
+    ) -> Result<BTreeMap<String, String>, String> {
+        Ok(plugin_digests(&*self.plugin_set(loaded, workspace)?))
+    }
+
+    fn execute<'a>(
+        &'a self,
+        run: &'a RunRecord,
+        loaded: &'a LoadedWorkflow,
+        state: RunState,
+        answer: Option<ExternalAnswer>,
+        sink: &'a mut dyn EventSink,
+    ) -> Executing<'a> {
+        Box::pin(async move {
+            let plugins = self.plugin_set(loaded, Path::new(&run.workspace))?;
+            let wf = &loaded.workflow;
+            let report = match answer {
+                Some(answer) => {
+                    engine::complete_external(wf, &*plugins, &*plugins, state, sink, answer).await
+                }
+                None => engine::drive(wf, &*plugins, &*plugins, state, sink).await,
+            };
+            report.map_err(|e| e.to_string())
+        })
+    }
+}

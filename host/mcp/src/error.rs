@@ -1,0 +1,104 @@
+//! Errors as data: what a tool answers when it refuses a call.
+//!
+//! Every refusal is a tool result with `isError: true` whose structured
+//! content (mirrored as JSON text) is `{code, message, retry, details?}`:
+//! the code says what went wrong (the list is in `docs/guide/mcp.md`), the
+//! message says it for a person, `retry` whether calling again can help.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::token::TokenError;
+
+/// Whether and when a refused call may be repeated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Retry {
+    NotRetryable,
+    RetryableImmediate,
+    RetryableAfterMs {
+        #[serde(rename = "afterMs")]
+        after_ms: u64,
+    },
+}
+
+/// A refused tool call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolError {
+    pub code: &'static str,
+    pub message: String,
+    pub retry: Retry,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ToolError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+            retry: Retry::NotRetryable,
+            details: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> ToolError {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn retry_after(mut self, ms: u64) -> ToolError {
+        self.retry = Retry::RetryableAfterMs { after_ms: ms };
+        self
+    }
+
+    /// Bad arguments: `path` is the JSON pointer of the offending value.
+    pub fn invalid(path: &str, message: impl Into<String>) -> ToolError {
+        let message = message.into();
+        ToolError::new("VALIDATION_ERROR", format!("{path}: {message}")).with_details(json!({
+            "validationErrors": [{"path": path, "message": message}]
+        }))
+    }
+
+    /// The store or the host failed; the call changed nothing it reports.
+    pub fn internal(message: impl Into<String>) -> ToolError {
+        ToolError::new("INTERNAL_ERROR", message)
+    }
+
+    /// Another call is advancing the same run.
+    pub fn busy(run_id: &str) -> ToolError {
+        ToolError::new(
+            "RUN_BUSY",
+            format!("run {run_id} is being advanced by another call; try again"),
+        )
+        .retry_after(50)
+    }
+
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("an error serializes")
+    }
+}
+
+impl From<TokenError> for ToolError {
+    fn from(e: TokenError) -> ToolError {
+        ToolError::new(e.code(), e.to_string())
+    }
+}
+
+impl From<wfhost_store::StoreError> for ToolError {
+    fn from(e: wfhost_store::StoreError) -> ToolError {
+        match e {
+            wfhost_store::StoreError::Busy { run_id, .. } => ToolError::busy(&run_id),
+            wfhost_store::StoreError::Locked { .. } => {
+                ToolError::new("STORE_BUSY", e.to_string()).retry_after(200)
+            }
+            other => ToolError::internal(other.to_string()),
+        }
+    }
+}
+
+impl From<wfhost_core::event::SinkError> for ToolError {
+    fn from(e: wfhost_core::event::SinkError) -> ToolError {
+        ToolError::internal(format!("cannot record the run's events: {}", e.0))
+    }
+}

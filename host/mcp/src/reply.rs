@@ -1,0 +1,166 @@
+//! What the tools answer: plain JSON objects, each with a published
+//! schema (the tool's `outputSchema`), sent as structured content and
+//! mirrored as JSON text.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Where a run rests after `workflow_start`, `workflow_advance` or
+/// `workflow_checkpoint`, and the tokens to go on with.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReply {
+    /// Names the snapshot the run rests at. Opaque: pass it back as is.
+    pub state_token: String,
+    /// Advances that snapshot, once. Absent when the run does not wait
+    /// for the client.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_token: Option<String>,
+    /// The state and ack tokens in one (`continue_workflow`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continue_token: Option<String>,
+    /// Records notes against the snapshot (`checkpoint_workflow`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_token: Option<String>,
+    /// Whether the run is over (succeeded or failed).
+    pub is_complete: bool,
+    /// `waiting` (for the client), `waiting_at_gate` (for a person),
+    /// `succeeded` or `failed`.
+    pub status: String,
+    /// The step the client is to perform, when the run waits for it.
+    pub pending: Option<Pending>,
+    /// `perform_pending_then_continue`, `await_user_confirmation`,
+    /// `await_gate` or `complete`.
+    pub next_intent: String,
+    /// The call that goes on, with its parameters filled in.
+    pub next_call: Option<NextCall>,
+    pub session: SessionInfo,
+    /// Things the client should know, e.g. `WORKFLOW_CHANGED_ON_DISK`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+    /// Why the run failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// The gate a person answers with `wfhost gate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
+    /// Set by `workflow_checkpoint`: the notes were recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpointed: Option<bool>,
+}
+
+/// An external block waiting for the client.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Pending {
+    /// `node.block`.
+    pub step_id: String,
+    pub title: String,
+    /// The block's assembled prompt: rules, prefix, task, file
+    /// restrictions, output checklist.
+    pub prompt: String,
+    /// Ask the user before advancing.
+    pub require_confirmation: bool,
+    /// The JSON Schema the output's data must satisfy, when the block has
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// The signals `output.signal` may name (default `SIGNAL:SUCCESS`).
+    pub signals: Vec<String>,
+}
+
+/// A tool call with its arguments.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct NextCall {
+    pub tool: String,
+    pub params: serde_json::Map<String, Value>,
+}
+
+/// Which run and where (informational).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub run_id: String,
+    pub workflow_id: String,
+    /// `sha256:…` of the definition the run is pinned to.
+    pub workflow_hash: String,
+    pub branch: u32,
+    /// The snapshot id (`sn-…`), as `wfhost show` and `wfhost fork` name it.
+    pub snapshot: String,
+    /// Blocks completed so far.
+    pub steps: u64,
+}
+
+/// A structured warning.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Warning {
+    pub code: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+/// A human gate the run waits at.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Gate {
+    pub id: String,
+    pub prompt: String,
+    /// The command a person answers it with.
+    pub answer_with: String,
+}
+
+/// `workflow_list`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ListReply {
+    pub workflows: Vec<WorkflowSummary>,
+    /// Files in the workflow directories that are not valid workflows.
+    pub problems: Vec<Problem>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowSummary {
+    pub workflow_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub file: String,
+    /// `sha256:…` of its normalized definition.
+    pub workflow_hash: String,
+    pub blocks: usize,
+    /// Blocks the client performs.
+    pub external_blocks: usize,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Problem {
+    pub file: String,
+    pub message: String,
+}
+
+/// `workflow_inspect`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectReply {
+    #[serde(flatten)]
+    pub summary: WorkflowSummary,
+    /// The JSON Schema of the run's inputs (`context` of
+    /// `workflow_start`), when the workflow declares one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Value>,
+    /// The start block, `node.block`.
+    pub start: String,
+    pub steps: Vec<StepSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepSummary {
+    pub step_id: String,
+    pub worker: String,
+    /// Whether the client performs it.
+    pub external: bool,
+    pub title: String,
+    /// Signal → action.
+    pub transitions: Vec<(String, String)>,
+}

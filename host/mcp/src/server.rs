@@ -1,0 +1,523 @@
+//! The MCP server: the tools over [`Service`], on stdio.
+//!
+//! Each tool is listed under the token-based contract's name
+//! (`workflow_start`, …) and, where WorkRail has one, under WorkRail's v2
+//! name (`start_workflow`, …), both served by the same handler. Every tool
+//! has a title, annotations, an input schema and an output schema; replies
+//! are structured content mirrored as JSON text; refusals are errors as
+//! data ([`ToolError`]).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::error::ToolError;
+use crate::reply::{InspectReply, ListReply, StepReply, StepSummary};
+use crate::service::{Advance, Executor, Service, Start};
+
+/// `workflow_start` / `start_workflow`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct StartArgs {
+    /// The workflow's id (`workflow_list`).
+    workflow_id: String,
+    /// The run's inputs, checked against the workflow's `inputs` schema.
+    #[serde(default)]
+    context: Option<Map<String, Value>>,
+    /// The directory the run works in (default: the server's workspace).
+    #[serde(default)]
+    workspace_path: Option<String>,
+    /// WorkRail's goal: becomes the input `goal`.
+    #[serde(default)]
+    goal: Option<String>,
+}
+
+/// `workflow_advance`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AdvanceArgs {
+    /// From the last reply, as received.
+    state_token: String,
+    /// From the last reply, as received.
+    ack_token: String,
+    /// Facts that changed, merged into the run's inputs.
+    #[serde(default)]
+    context: Option<Map<String, Value>>,
+    /// The pending step's result: `notesMarkdown` (the step's note),
+    /// `signal` (default `SIGNAL:SUCCESS`), and any other keys, which form
+    /// the step's structured output (checked against `pending.outputSchema`).
+    #[serde(default)]
+    output: Option<Map<String, Value>>,
+    /// Branch off from this snapshot even though its ack token was used
+    /// with other output.
+    #[serde(default)]
+    fork: bool,
+}
+
+/// `continue_workflow` (WorkRail).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ContinueArgs {
+    /// `continueToken` of the last reply.
+    continue_token: String,
+    /// `advance` (default when output is given) or `rehydrate` (fresh
+    /// tokens and the pending step, nothing advanced).
+    #[serde(default)]
+    intent: Option<String>,
+    #[serde(default)]
+    context: Option<Map<String, Value>>,
+    #[serde(default)]
+    output: Option<Map<String, Value>>,
+    /// Accepted for WorkRail clients; runs keep their own workspace.
+    #[serde(default)]
+    workspace_path: Option<String>,
+}
+
+/// `workflow_checkpoint`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CheckpointArgs {
+    state_token: String,
+    notes_markdown: String,
+}
+
+/// `checkpoint_workflow` (WorkRail).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CheckpointWrArgs {
+    checkpoint_token: String,
+    #[serde(default)]
+    notes_markdown: Option<String>,
+}
+
+/// `workflow_list` / `list_workflows`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ListArgs {
+    /// Accepted for WorkRail clients; the list is the server's.
+    #[serde(default)]
+    #[allow(dead_code)]
+    workspace_path: Option<String>,
+}
+
+/// `workflow_inspect` / `inspect_workflow`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct InspectArgs {
+    workflow_id: String,
+    /// Accepted for WorkRail clients; the whole workflow is shown.
+    #[serde(default)]
+    #[allow(dead_code)]
+    mode: Option<String>,
+    /// Accepted for WorkRail clients.
+    #[serde(default)]
+    #[allow(dead_code)]
+    workspace_path: Option<String>,
+}
+
+/// How a tool is shown.
+struct Spec {
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    read_only: bool,
+    idempotent: bool,
+    input: fn() -> Arc<JsonObject>,
+    output: fn() -> Arc<JsonObject>,
+}
+
+fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    rmcp::handler::server::tool::schema_for_type::<T>()
+}
+
+const TOOLS: &[Spec] = &[
+    Spec {
+        name: "workflow_list",
+        title: "List workflows",
+        description: "The workflows this server runs, with their ids and hashes.",
+        read_only: true,
+        idempotent: true,
+        input: schema::<ListArgs>,
+        output: schema::<ListReply>,
+    },
+    Spec {
+        name: "list_workflows",
+        title: "List workflows (WorkRail names)",
+        description: "The same as workflow_list.",
+        read_only: true,
+        idempotent: true,
+        input: schema::<ListArgs>,
+        output: schema::<ListReply>,
+    },
+    Spec {
+        name: "workflow_inspect",
+        title: "Inspect a workflow",
+        description: "A workflow's steps, which of them the client performs, and its inputs. Changes nothing.",
+        read_only: true,
+        idempotent: true,
+        input: schema::<InspectArgs>,
+        output: schema::<InspectReply>,
+    },
+    Spec {
+        name: "inspect_workflow",
+        title: "Inspect a workflow (WorkRail names)",
+        description: "The same as workflow_inspect.",
+        read_only: true,
+        idempotent: true,
+        input: schema::<InspectArgs>,
+        output: schema::<InspectReply>,
+    },
+    Spec {
+        name: "workflow_start",
+        title: "Start a workflow run",
+        description: "Start a run (pinned to the workflow's current definition) and execute it to the first step the client performs; returns that step and the tokens to advance it.",
+        read_only: false,
+        idempotent: false,
+        input: schema::<StartArgs>,
+        output: schema::<StepReply>,
+    },
+    Spec {
+        name: "start_workflow",
+        title: "Start a workflow run (WorkRail names)",
+        description: "The same as workflow_start; `goal` becomes the input `goal`.",
+        read_only: false,
+        idempotent: false,
+        input: schema::<StartArgs>,
+        output: schema::<StepReply>,
+    },
+    Spec {
+        name: "workflow_advance",
+        title: "Advance a workflow run",
+        description: "Complete the pending step of the snapshot the tokens name with its output, and execute to the next step the client performs. Repeating a call returns the same reply and advances nothing; an older stateToken with an unused ackToken branches the run.",
+        read_only: false,
+        idempotent: true,
+        input: schema::<AdvanceArgs>,
+        output: schema::<StepReply>,
+    },
+    Spec {
+        name: "continue_workflow",
+        title: "Continue a workflow run (WorkRail names)",
+        description: "workflow_advance with one continueToken; intent `rehydrate` returns fresh tokens and the pending step without advancing.",
+        read_only: false,
+        idempotent: true,
+        input: schema::<ContinueArgs>,
+        output: schema::<StepReply>,
+    },
+    Spec {
+        name: "workflow_checkpoint",
+        title: "Checkpoint a workflow run",
+        description: "Record notes against the snapshot the run rests at, without advancing it.",
+        read_only: false,
+        idempotent: true,
+        input: schema::<CheckpointArgs>,
+        output: schema::<StepReply>,
+    },
+    Spec {
+        name: "checkpoint_workflow",
+        title: "Checkpoint a workflow run (WorkRail names)",
+        description: "workflow_checkpoint with a checkpointToken.",
+        read_only: false,
+        idempotent: true,
+        input: schema::<CheckpointWrArgs>,
+        output: schema::<StepReply>,
+    },
+];
+
+fn tool(spec: &Spec) -> Tool {
+    Tool::new_with_raw(
+        spec.name,
+        Some(Cow::Borrowed(spec.description)),
+        (spec.input)(),
+    )
+    .with_title(spec.title)
+    .with_raw_output_schema((spec.output)())
+    .with_annotations(
+        ToolAnnotations::with_title(spec.title)
+            .read_only(spec.read_only)
+            .destructive(false)
+            .idempotent(spec.idempotent)
+            .open_world(false),
+    )
+}
+
+/// The MCP server of `wfhost mcp`.
+pub struct McpServer<E: Executor> {
+    service: Arc<Service<E>>,
+}
+
+impl<E: Executor> McpServer<E> {
+    pub fn new(service: Arc<Service<E>>) -> Self {
+        McpServer { service }
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        args: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ToolError> {
+        let to_value = |reply: StepReply| serde_json::to_value(reply).expect("serializes");
+        match name {
+            "workflow_list" | "list_workflows" => {
+                let _: ListArgs = parse(args)?;
+                Ok(serde_json::to_value(self.list()).expect("serializes"))
+            }
+            "workflow_inspect" | "inspect_workflow" => {
+                let args: InspectArgs = parse(args)?;
+                Ok(serde_json::to_value(self.inspect(&args.workflow_id)?).expect("serializes"))
+            }
+            "workflow_start" | "start_workflow" => {
+                let args: StartArgs = parse(args)?;
+                let mut context_in = args.context.unwrap_or_default();
+                if let Some(goal) = args.goal {
+                    context_in.insert("goal".into(), goal.into());
+                }
+                let start = Start {
+                    workflow_id: args.workflow_id,
+                    context: (!context_in.is_empty()).then_some(context_in),
+                    workspace: args.workspace_path.map(Into::into),
+                };
+                let reply = with_progress(context, |p| self.service.start(start, p)).await?;
+                Ok(to_value(reply))
+            }
+            "workflow_advance" => {
+                let args: AdvanceArgs = parse(args)?;
+                let advance = Advance {
+                    state_token: args.state_token,
+                    ack_token: Some(args.ack_token),
+                    context: args.context,
+                    output: args.output,
+                    fork: args.fork,
+                };
+                with_progress(context, |p| self.service.advance(advance, p)).await
+            }
+            "continue_workflow" => {
+                let args: ContinueArgs = parse(args)?;
+                let _ = args.workspace_path;
+                let rehydrate = match args.intent.as_deref() {
+                    Some("rehydrate") => true,
+                    Some("advance") | None => false,
+                    Some(other) => {
+                        return Err(ToolError::invalid(
+                            "/intent",
+                            format!("`{other}`: expected `advance` or `rehydrate`"),
+                        ));
+                    }
+                };
+                if rehydrate {
+                    if args.output.is_some() {
+                        return Err(ToolError::invalid(
+                            "/output",
+                            "a rehydrate advances nothing: send output with intent `advance`",
+                        ));
+                    }
+                    return Ok(to_value(self.service.rehydrate(&args.continue_token)?));
+                }
+                let advance = Advance {
+                    state_token: args.continue_token,
+                    ack_token: None,
+                    context: args.context,
+                    output: args.output,
+                    fork: false,
+                };
+                with_progress(context, |p| self.service.advance(advance, p)).await
+            }
+            "workflow_checkpoint" => {
+                let args: CheckpointArgs = parse(args)?;
+                let reply = self
+                    .service
+                    .checkpoint(&args.state_token, &args.notes_markdown)
+                    .await?;
+                Ok(to_value(reply))
+            }
+            "checkpoint_workflow" => {
+                let args: CheckpointWrArgs = parse(args)?;
+                let notes = args.notes_markdown.unwrap_or_default();
+                let reply = self
+                    .service
+                    .checkpoint(&args.checkpoint_token, &notes)
+                    .await?;
+                Ok(to_value(reply))
+            }
+            other => Err(ToolError::new(
+                "NOT_FOUND",
+                format!("no tool `{other}`; tools/list lists them"),
+            )),
+        }
+    }
+
+    fn list(&self) -> ListReply {
+        let (entries, problems) = self.service.catalog.scan();
+        ListReply {
+            workflows: entries.iter().map(|e| e.summary()).collect(),
+            problems,
+        }
+    }
+
+    fn inspect(&self, id: &str) -> Result<InspectReply, ToolError> {
+        let entry = self.service.catalog.find(id)?;
+        let wf = &entry.loaded.workflow;
+        let mut steps = Vec::new();
+        for (node_id, node) in &wf.nodes {
+            for (block_id, block) in &node.blocks {
+                steps.push(StepSummary {
+                    step_id: format!("{node_id}.{block_id}"),
+                    worker: block.worker.clone(),
+                    external: block.worker == wfhost_core::manifest::EXTERNAL_WORKER,
+                    title: block
+                        .config
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| format!("{node_id}.{block_id}"), str::to_string),
+                    transitions: block
+                        .transitions
+                        .iter()
+                        .map(|t| (t.on_signal.clone(), t.action.clone()))
+                        .collect(),
+                });
+            }
+        }
+        let start = wf
+            .nodes
+            .get(&wf.start_node)
+            .map(|n| format!("{}.{}", wf.start_node, n.entry_block))
+            .unwrap_or_default();
+        Ok(InspectReply {
+            summary: entry.summary(),
+            inputs: wf.inputs.clone(),
+            start,
+            steps,
+        })
+    }
+}
+
+/// Read a tool's arguments; a bad one is named by its JSON pointer.
+fn parse<T: DeserializeOwned>(args: JsonObject) -> Result<T, ToolError> {
+    serde_path_to_error::deserialize(Value::Object(args)).map_err(|e| {
+        let path = e.path().to_string();
+        let pointer = if path == "." {
+            String::new()
+        } else {
+            format!("/{}", path.replace('.', "/"))
+        };
+        ToolError::invalid(&pointer, e.into_inner().to_string())
+    })
+}
+
+/// Run `work`, forwarding the lines it sends as progress notifications
+/// when the client asked for them (a `progressToken`).
+async fn with_progress<T, F, Fut>(
+    context: &RequestContext<RoleServer>,
+    work: F,
+) -> Result<T, ToolError>
+where
+    F: FnOnce(Option<tokio::sync::mpsc::UnboundedSender<String>>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ToolError>>,
+{
+    let Some(token) = context.meta.get_progress_token() else {
+        return work(None).await;
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let work = work(Some(tx));
+    tokio::pin!(work);
+    let mut sent = 0u32;
+    loop {
+        tokio::select! {
+            result = &mut work => {
+                // What arrived meanwhile goes out before the reply.
+                while let Ok(line) = rx.try_recv() {
+                    sent += 1;
+                    notify(context, &token, sent, line).await;
+                }
+                return result;
+            }
+            Some(line) = rx.recv() => {
+                sent += 1;
+                notify(context, &token, sent, line).await;
+            }
+        }
+    }
+}
+
+async fn notify(
+    context: &RequestContext<RoleServer>,
+    token: &rmcp::model::ProgressToken,
+    n: u32,
+    line: String,
+) {
+    let param = ProgressNotificationParam::new(token.clone(), f64::from(n)).with_message(line);
+    let _ = context.peer.notify_progress(param).await;
+}
+
+impl<E: Executor> ServerHandler for McpServer<E> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("wfhost", env!("CARGO_PKG_VERSION")).with_title("wfhost"),
+            )
+            .with_instructions(
+                "Run workflows step by step: workflow_list, workflow_start, then workflow_advance with the stateToken and ackToken of the last reply and the pending step's output, until isComplete.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        // 2025-03-26 to the newest the SDK knows.
+        Cow::Borrowed(&ProtocolVersion::KNOWN_VERSIONS[1..])
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            TOOLS.iter().map(tool).collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        TOOLS.iter().find(|s| s.name == name).map(tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        let result = match self.call(&request.name, args, &context).await {
+            Ok(value) => CallToolResult::structured(value),
+            Err(error) => CallToolResult::structured_error(error.to_value()),
+        };
+        Ok(result.into())
+    }
+}
+
+/// Serve `service` over `transport` until the client goes.
+pub async fn serve<E, T, A>(service: Arc<Service<E>>, transport: T) -> Result<(), String>
+where
+    E: Executor,
+    T: rmcp::transport::IntoTransport<RoleServer, std::io::Error, A> + Send + 'static,
+{
+    use rmcp::ServiceExt;
+    let running = McpServer::new(service)
+        .serve(transport)
+        .await
+        .map_err(|e| format!("the MCP session did not start: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| format!("the MCP session ended with an error: {e}"))?;
+    Ok(())
+}

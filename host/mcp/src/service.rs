@@ -1,0 +1,1019 @@
+//! The contract over the store: start a run, advance its external blocks
+//! (a repeat answered with the same reply, a changed repeat refused, an
+//! older snapshot forked), record checkpoints, hand out fresh tokens.
+//!
+//! Nothing here runs blocks: an [`Executor`] (the `wfhost` binary's, with
+//! the wasm runtime) drives the engine between external blocks. Tests use
+//! one with in-process workers.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc::UnboundedSender;
+use wfhost_core::engine::{ExternalAnswer, RunOptions, RunReport};
+use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
+use wfhost_core::manifest::pinning::PinnedDefinition;
+use wfhost_core::manifest::{Block, LoadedWorkflow, Workflow};
+use wfhost_core::state::{Phase, RunState};
+use wfhost_core::validation::OutputSchema;
+use wfhost_store::{BranchWriter, Durability, NewAck, RunLock, RunRecord, Store, StoreError};
+
+use crate::catalog::Catalog;
+use crate::error::ToolError;
+use crate::keys::Keyring;
+use crate::reply::{Gate, NextCall, Pending, SessionInfo, StepReply, Warning};
+use crate::token::{self, Claims, Kind};
+
+/// A boxed future, for [`Executor::execute`].
+pub type Executing<'a> = Pin<Box<dyn Future<Output = Result<RunReport, String>> + Send + 'a>>;
+
+/// Runs the engine for the service: loads a workflow's plugins and drives
+/// a run until it rests.
+pub trait Executor: Send + Sync + 'static {
+    /// Load (or find loaded) the plugins of `loaded` for runs in
+    /// `workspace`; returns plugin name → `sha256:<hex>` of the component.
+    /// Refuses a workspace runs may not use.
+    fn prepare(
+        &self,
+        loaded: &LoadedWorkflow,
+        workspace: &Path,
+    ) -> Result<BTreeMap<String, String>, String>;
+
+    /// Drive `run` from `state` until it rests: first completing the
+    /// external block it awaits with `answer`, if given.
+    fn execute<'a>(
+        &'a self,
+        run: &'a RunRecord,
+        loaded: &'a LoadedWorkflow,
+        state: RunState,
+        answer: Option<ExternalAnswer>,
+        sink: &'a mut dyn EventSink,
+    ) -> Executing<'a>;
+}
+
+/// What `workflow_start` takes.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    pub workflow_id: String,
+    /// The run's inputs.
+    pub context: Option<Map<String, Value>>,
+    /// Where the run works; the server's default when absent.
+    pub workspace: Option<PathBuf>,
+}
+
+/// What `workflow_advance` takes.
+#[derive(Debug, Clone, Default)]
+pub struct Advance {
+    pub state_token: String,
+    /// None when `state_token` is a continue token (state and ack in one).
+    pub ack_token: Option<String>,
+    pub context: Option<Map<String, Value>>,
+    pub output: Option<Map<String, Value>>,
+    /// Fork from the token's snapshot even though its ack was used with
+    /// other output.
+    pub fork: bool,
+}
+
+/// The settings of a service.
+pub struct Settings {
+    pub home: PathBuf,
+    pub durability: Durability,
+    pub workflow_dirs: Vec<PathBuf>,
+    pub workspace: PathBuf,
+    pub builtins: Vec<&'static str>,
+}
+
+/// A run's state at its branch's head, kept between calls so that an
+/// advance does not fold the run's whole log.
+struct Cached {
+    head: u64,
+    state: RunState,
+}
+
+/// The service behind the tools.
+pub struct Service<E: Executor> {
+    home: PathBuf,
+    durability: Durability,
+    keys: RwLock<Keyring>,
+    pub catalog: Catalog,
+    workspace: PathBuf,
+    executor: E,
+    stores: Mutex<Vec<Store>>,
+    busy: Mutex<HashSet<String>>,
+    states: Mutex<HashMap<(String, u32), Cached>>,
+    definitions: Mutex<HashMap<(String, String), Arc<LoadedWorkflow>>>,
+}
+
+/// A store taken from the pool, put back when dropped.
+struct Pooled<'p> {
+    store: Option<Store>,
+    pool: &'p Mutex<Vec<Store>>,
+}
+
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        self.store.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Pooled<'_> {
+    fn deref_mut(&mut self) -> &mut Store {
+        self.store.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(store) = self.store.take() {
+            self.pool.lock().expect("not poisoned").push(store);
+        }
+    }
+}
+
+/// The run is being advanced by this call: other calls get `RUN_BUSY`.
+struct Claim<'s> {
+    busy: &'s Mutex<HashSet<String>>,
+    run_id: String,
+    _lock: RunLock,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.busy.lock().expect("not poisoned").remove(&self.run_id);
+    }
+}
+
+/// The sink of an advance: the store, recording the client's ack with the
+/// first append (the external block's completion), and a line per block
+/// for the client's progress notifications.
+struct AdvanceSink<'w, 's> {
+    writer: &'w mut BranchWriter<'s>,
+    ack: Option<NewAck>,
+    ack_refused: bool,
+    progress: Option<UnboundedSender<String>>,
+}
+
+impl EventSink for AdvanceSink<'_, '_> {
+    fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        match self.ack.take() {
+            Some(ack) => self.writer.append_acked(events, &ack).map_err(|e| {
+                self.ack_refused = matches!(e, StoreError::AckUsed { .. });
+                SinkError(e.to_string())
+            })?,
+            None => self.writer.append(events)?,
+        }
+        if let Some(progress) = &self.progress {
+            for event in events {
+                if matches!(
+                    event,
+                    Event::BlockCompleted { .. } | Event::ExternalAwaited { .. }
+                ) {
+                    let _ = progress.send(event.describe());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
+        self.writer.append_with_job(events, job)
+    }
+
+    fn new_gate_id(&mut self) -> Result<String, SinkError> {
+        self.writer.new_gate_id()
+    }
+}
+
+/// What the client sent, digested: a repeat has the same digest whatever
+/// the order of its keys.
+pub fn digest(context: Option<&Map<String, Value>>, output: Option<&Map<String, Value>>) -> String {
+    let sent = json!({
+        "context": context.cloned().map(Value::Object).unwrap_or(Value::Null),
+        "output": output.cloned().map(Value::Object).unwrap_or(Value::Null),
+    });
+    let mut canonical = String::new();
+    write_canonical(&sent, &mut canonical);
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical.as_bytes()))
+    )
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// The client's output, read apart: the step's notes, its signal, and the
+/// rest (the block's structured output).
+struct Output {
+    notes: Option<String>,
+    signal: Option<String>,
+    data: Map<String, Value>,
+}
+
+fn read_output(output: Option<&Map<String, Value>>) -> Result<Output, ToolError> {
+    let mut data = output.cloned().unwrap_or_default();
+    let mut text = |key: &str| match data.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ToolError::invalid(
+            &format!("/output/{key}"),
+            "must be a string",
+        )),
+    };
+    let notes = text("notesMarkdown")?;
+    let signal = text("signal")?;
+    Ok(Output {
+        notes,
+        signal,
+        data,
+    })
+}
+
+impl<E: Executor> Service<E> {
+    pub fn new(settings: Settings, executor: E) -> Result<Service<E>, String> {
+        let keys = Keyring::open(&settings.home)?;
+        let store = Store::open(&settings.home, settings.durability).map_err(|e| e.to_string())?;
+        Ok(Service {
+            home: settings.home,
+            durability: settings.durability,
+            keys: RwLock::new(keys),
+            catalog: Catalog::new(settings.workflow_dirs, settings.builtins),
+            workspace: settings.workspace,
+            executor,
+            stores: Mutex::new(vec![store]),
+            busy: Mutex::new(HashSet::new()),
+            states: Mutex::new(HashMap::new()),
+            definitions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    fn store(&self) -> Result<Pooled<'_>, ToolError> {
+        let pooled = self.stores.lock().expect("not poisoned").pop();
+        let store = match pooled {
+            Some(store) => store,
+            None => Store::open(&self.home, self.durability)?,
+        };
+        Ok(Pooled {
+            store: Some(store),
+            pool: &self.stores,
+        })
+    }
+
+    /// Take the run for this call, in this process and against others.
+    fn claim(&self, store: &Store, run_id: &str) -> Result<Claim<'_>, ToolError> {
+        if !self
+            .busy
+            .lock()
+            .expect("not poisoned")
+            .insert(run_id.to_string())
+        {
+            return Err(ToolError::busy(run_id));
+        }
+        let release = || {
+            self.busy.lock().expect("not poisoned").remove(run_id);
+        };
+        match store.lock_run(run_id) {
+            Ok(lock) => Ok(Claim {
+                busy: &self.busy,
+                run_id: run_id.to_string(),
+                _lock: lock,
+            }),
+            Err(e) => {
+                release();
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Check a token: signature first, then kind. A key id newer than the
+    /// keyring's means the key file was rotated since it was read.
+    fn verify(&self, text: &str, kinds: &[Kind]) -> Result<Claims, ToolError> {
+        let result = token::decode(&self.keys.read().expect("not poisoned"), text, kinds);
+        match result {
+            Err(token::TokenError::BadSignature) => {
+                let fresh = Keyring::open(&self.home).map_err(ToolError::internal)?;
+                let decoded = token::decode(&fresh, text, kinds);
+                *self.keys.write().expect("not poisoned") = fresh;
+                Ok(decoded?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    fn mint(&self, claims: &Claims) -> String {
+        token::encode(&self.keys.read().expect("not poisoned"), claims)
+    }
+
+    /// The run a token names (its number and tag must both match).
+    fn run_of(&self, store: &Store, claims: &Claims) -> Result<RunRecord, ToolError> {
+        let run = store
+            .run_by_number(i64::from(claims.run))?
+            .filter(|run| token::tag(&run.id) == claims.run_tag)
+            .ok_or_else(|| {
+                ToolError::new(
+                    "TOKEN_UNKNOWN_RUN",
+                    "the token names a run this store does not have (removed by `wfhost gc`?)",
+                )
+            })?;
+        if token::tag(&run.workflow_hash) != claims.workflow_tag {
+            return Err(ToolError::new(
+                "TOKEN_WORKFLOW_HASH_MISMATCH",
+                format!(
+                    "the token was minted for another definition than run {}'s",
+                    run.id
+                ),
+            ));
+        }
+        Ok(run)
+    }
+
+    /// The pinned definition of `run` (never the file, which may have
+    /// changed).
+    fn definition(&self, store: &Store, run: &RunRecord) -> Result<Arc<LoadedWorkflow>, ToolError> {
+        let key = (run.workflow_hash.clone(), run.manifest.clone());
+        if let Some(found) = self.definitions.lock().expect("not poisoned").get(&key) {
+            return Ok(found.clone());
+        }
+        let json = store.definition(&run.workflow_hash)?;
+        let workflow = PinnedDefinition::parse(&json, &run.workflow_hash)
+            .map_err(|e| ToolError::internal(format!("run {}: {e}", run.id)))?;
+        let loaded = Arc::new(LoadedWorkflow {
+            workflow,
+            file: PathBuf::from(&run.manifest),
+        });
+        self.definitions
+            .lock()
+            .expect("not poisoned")
+            .insert(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// The state of `branch` at its head: kept from the last call when the
+    /// head has not moved since, else folded from the log.
+    fn head_state(
+        &self,
+        store: &Store,
+        run_id: &str,
+        branch: u32,
+    ) -> Result<(u64, RunState), ToolError> {
+        let head = store
+            .branch_head(run_id, branch)?
+            .ok_or_else(|| ToolError::internal(format!("run {run_id} has no branch {branch}")))?;
+        let key = (run_id.to_string(), branch);
+        if let Some(cached) = self.states.lock().expect("not poisoned").get(&key)
+            && cached.head == head
+        {
+            return Ok((head, cached.state.clone()));
+        }
+        let state = store.state(run_id, branch)?;
+        Ok((head, state))
+    }
+
+    fn remember(&self, run_id: &str, branch: u32, head: u64, state: &RunState) {
+        self.states.lock().expect("not poisoned").insert(
+            (run_id.to_string(), branch),
+            Cached {
+                head,
+                state: state.clone(),
+            },
+        );
+    }
+
+    /// Start a run of a workflow and execute it to its first rest.
+    pub async fn start(
+        &self,
+        start: Start,
+        progress: Option<UnboundedSender<String>>,
+    ) -> Result<StepReply, ToolError> {
+        let entry = self.catalog.find(&start.workflow_id)?;
+        let workspace = self.workspace_for(start.workspace.as_deref())?;
+        let inputs = wfhost_core::inputs::resolve(
+            entry.loaded.workflow.inputs.as_ref(),
+            start.context.map(Value::Object),
+            Vec::new(),
+        )
+        .map_err(|e| ToolError::invalid("/context", e))?;
+        let plugins = self
+            .executor
+            .prepare(&entry.loaded, &workspace)
+            .map_err(|e| ToolError::new("PRECONDITION_FAILED", e))?;
+        let mut store = self.store()?;
+        let now = wfhost_core::time::now_ms();
+        let record = RunRecord {
+            id: wfhost_store::new_run_id(now),
+            workflow_id: entry.loaded.workflow.id.clone(),
+            workflow_hash: entry.pin.hash.clone(),
+            manifest: std::path::absolute(&entry.loaded.file)
+                .unwrap_or_else(|_| entry.loaded.file.clone())
+                .display()
+                .to_string(),
+            workspace: workspace.display().to_string(),
+            created_at: now,
+        };
+        let mut options = RunOptions::new(record.id.clone());
+        options.workflow_hash = entry.pin.hash.clone();
+        options.plugins = plugins;
+        options.inputs = inputs;
+        let started = wfhost_core::engine::started_event(&entry.loaded.workflow, &options);
+        let _claim = self.claim(&store, &record.id)?;
+        store.create_run(&record, &entry.pin.json, &started)?;
+        let state = RunState::start(&started).map_err(|e| ToolError::internal(e.to_string()))?;
+        let loaded = self.definition(&store, &record)?;
+        let (head, report) = {
+            let mut writer = store.writer(&record.id, 1)?;
+            let mut sink = AdvanceSink {
+                writer: &mut writer,
+                ack: None,
+                ack_refused: false,
+                progress,
+            };
+            let report = self
+                .executor
+                .execute(&record, &loaded, state, None, &mut sink)
+                .await
+                .map_err(|e| stopped(&record.id, e))?;
+            (writer.head(), report)
+        };
+        self.remember(&record.id, 1, head, &report.state);
+        self.reply(&store, &record, &loaded.workflow, 1, head, &report.state)
+    }
+
+    fn workspace_for(&self, asked: Option<&Path>) -> Result<PathBuf, ToolError> {
+        let dir = asked.unwrap_or(&self.workspace);
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {
+                Ok(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()))
+            }
+            Ok(_) => Err(ToolError::invalid(
+                "/workspacePath",
+                format!("{} is not a directory", dir.display()),
+            )),
+            Err(e) => Err(ToolError::invalid(
+                "/workspacePath",
+                format!("{}: {e}", dir.display()),
+            )),
+        }
+    }
+
+    /// The state and ack tokens of an advance, checked against each other.
+    fn advance_claims(&self, advance: &Advance) -> Result<(Claims, u16), ToolError> {
+        let Some(ack_token) = &advance.ack_token else {
+            let both = self.verify(&advance.state_token, &[Kind::Continue])?;
+            return Ok((both, both.attempt));
+        };
+        let state = self.verify(&advance.state_token, &[Kind::State])?;
+        let ack = self.verify(ack_token, &[Kind::Ack])?;
+        if (ack.run, ack.run_tag) != (state.run, state.run_tag) {
+            return Err(ToolError::new(
+                "TOKEN_SCOPE_MISMATCH",
+                "the ack token belongs to another run than the state token",
+            ));
+        }
+        if ack.seq != state.seq {
+            return Err(ToolError::new(
+                "TOKEN_SCOPE_MISMATCH",
+                "the ack token belongs to another snapshot of the run than the state token",
+            ));
+        }
+        Ok((state, ack.attempt))
+    }
+
+    /// Complete the pending external block of the snapshot the tokens name
+    /// and execute until the run rests again.
+    pub async fn advance(
+        &self,
+        advance: Advance,
+        progress: Option<UnboundedSender<String>>,
+    ) -> Result<Value, ToolError> {
+        let (claims, attempt) = self.advance_claims(&advance)?;
+        let given = digest(advance.context.as_ref(), advance.output.as_ref());
+        let mut store = self.store()?;
+        let run = self.run_of(&store, &claims)?;
+        let _claim = self.claim(&store, &run.id)?;
+        let snapshot = u64::from(claims.seq);
+        if let Some(used) = store.ack(&run.id, snapshot, u32::from(attempt))? {
+            if used.digest == given {
+                return self.replay(&mut store, &run, used).await;
+            }
+            if !advance.fork {
+                return Err(self.ack_used(&store, &run, &claims, &used.digest, &given)?);
+            }
+        }
+        let attempt = match store.ack(&run.id, snapshot, u32::from(attempt))? {
+            None => u32::from(attempt),
+            // `fork: true` after a changed repeat: a repeat of that fork
+            // replays it, else a new ack of the snapshot is used.
+            Some(_) => match self.same_fork(&store, &run, snapshot, &given)? {
+                Some(used) => return self.replay(&mut store, &run, used).await,
+                None => store.next_ack_attempt(&run.id, snapshot)?,
+            },
+        };
+        let branch = if store.moved_on(&run.id, claims.branch, snapshot)? {
+            store
+                .fork(&run.id, &wfhost_store::snapshot_id(&run.id, snapshot))
+                .map_err(|e| match e {
+                    StoreError::Usage(m) => ToolError::new("RUN_NOT_WAITING", m),
+                    other => other.into(),
+                })?
+        } else {
+            claims.branch
+        };
+        let loaded = self.definition(&store, &run)?;
+        let (_, state) = self.head_state(&store, &run.id, branch)?;
+        let answer = self.answer(&loaded.workflow, &state, &advance)?;
+        let ack = NewAck {
+            snapshot,
+            attempt,
+            digest: given,
+        };
+        let (head, report) = {
+            let mut writer = store.writer(&run.id, branch)?;
+            let mut sink = AdvanceSink {
+                writer: &mut writer,
+                ack: Some(ack),
+                ack_refused: false,
+                progress,
+            };
+            let executed = self
+                .executor
+                .execute(&run, &loaded, state, Some(answer), &mut sink)
+                .await;
+            if sink.ack_refused {
+                return Err(ToolError::busy(&run.id));
+            }
+            let report = executed.map_err(|e| stopped(&run.id, e))?;
+            (writer.head(), report)
+        };
+        self.remember(&run.id, branch, head, &report.state);
+        let reply = self.reply(&store, &run, &loaded.workflow, branch, head, &report.state)?;
+        let value = serde_json::to_value(&reply).expect("a reply serializes");
+        store.record_ack_response(&run.id, snapshot, attempt, &value.to_string())?;
+        Ok(value)
+    }
+
+    /// Another ack of `snapshot` used with the same request (a `fork:
+    /// true` repeated).
+    fn same_fork(
+        &self,
+        store: &Store,
+        run: &RunRecord,
+        snapshot: u64,
+        given: &str,
+    ) -> Result<Option<wfhost_store::Ack>, ToolError> {
+        let last = store.next_ack_attempt(&run.id, snapshot)?;
+        for attempt in 1..last {
+            if let Some(used) = store.ack(&run.id, snapshot, attempt)?
+                && used.digest == given
+            {
+                return Ok(Some(used));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The reply an ack's advance was answered with. An advance whose
+    /// process stopped before the run came to rest is taken up again.
+    async fn replay(
+        &self,
+        store: &mut Store,
+        run: &RunRecord,
+        used: wfhost_store::Ack,
+    ) -> Result<Value, ToolError> {
+        if let Some(response) = &used.response {
+            return serde_json::from_str(response)
+                .map_err(|e| ToolError::internal(format!("a recorded reply does not read: {e}")));
+        }
+        let loaded = self.definition(store, run)?;
+        let (mut head, mut state) = self.head_state(store, &run.id, used.branch)?;
+        if state.can_continue() {
+            // The process that advanced it stopped before the run came to
+            // rest: it goes on from where its log ends.
+            let mut writer = store.writer(&run.id, used.branch)?;
+            let resumed = Event::Resumed {
+                interrupted: state.in_flight.clone(),
+            };
+            state
+                .apply(&resumed)
+                .map_err(|e| ToolError::internal(e.to_string()))?;
+            writer.append(std::slice::from_ref(&resumed))?;
+            let mut sink = AdvanceSink {
+                writer: &mut writer,
+                ack: None,
+                ack_refused: false,
+                progress: None,
+            };
+            let report = self
+                .executor
+                .execute(run, &loaded, state, None, &mut sink)
+                .await
+                .map_err(|e| stopped(&run.id, e))?;
+            head = writer.head();
+            state = report.state;
+        }
+        self.remember(&run.id, used.branch, head, &state);
+        let reply = self.reply(store, run, &loaded.workflow, used.branch, head, &state)?;
+        let value = serde_json::to_value(&reply).expect("a reply serializes");
+        store.record_ack_response(&run.id, used.snapshot, used.attempt, &value.to_string())?;
+        Ok(value)
+    }
+
+    fn ack_used(
+        &self,
+        store: &Store,
+        run: &RunRecord,
+        claims: &Claims,
+        recorded: &str,
+        given: &str,
+    ) -> Result<ToolError, ToolError> {
+        let next = store.next_ack_attempt(&run.id, u64::from(claims.seq))?;
+        let fork_ack = self.mint(&Claims {
+            kind: Kind::Ack,
+            attempt: attempt_u16(next)?,
+            ..*claims
+        });
+        let state_token = self.mint(&Claims {
+            kind: Kind::State,
+            attempt: 0,
+            ..*claims
+        });
+        Ok(ToolError::new(
+            "ACK_ALREADY_USED",
+            format!(
+                "this ack token already advanced run {} with other output (recorded {recorded}, given {given}); nothing was recorded. To branch off with this output instead, advance with the ack token in details.fork, or pass `fork: true`",
+                run.id
+            ),
+        )
+        .with_details(json!({
+            "recordedDigest": recorded,
+            "givenDigest": given,
+            "fork": {"stateToken": state_token, "ackToken": fork_ack},
+        })))
+    }
+
+    /// The client's answer for the block `state` awaits, checked against
+    /// the block: its signal, its output schema, the workflow's inputs.
+    fn answer(
+        &self,
+        workflow: &Workflow,
+        state: &RunState,
+        advance: &Advance,
+    ) -> Result<ExternalAnswer, ToolError> {
+        let block = awaited_block(workflow, state)?;
+        let output = read_output(advance.output.as_ref())?;
+        let signals = signals(block);
+        let signal = output.signal.unwrap_or_else(|| "SIGNAL:SUCCESS".into());
+        if !signals.contains(&signal) {
+            return Err(ToolError::invalid(
+                "/output/signal",
+                format!(
+                    "`{signal}` is not a signal of this step; it has: {}",
+                    signals.join(", ")
+                ),
+            ));
+        }
+        let structured = match &block.validation_schema {
+            Some(schema) => {
+                let text = Value::Object(output.data).to_string();
+                let compiled = OutputSchema::compile(schema).map_err(ToolError::internal)?;
+                let clean = compiled.check(&text).map_err(|failure| {
+                    ToolError::new(
+                        "OUTPUT_INVALID",
+                        format!("the output does not satisfy the step's schema: {failure}"),
+                    )
+                    .with_details(json!({"errors": failure.0, "schema": schema}))
+                })?;
+                Some(clean.to_string())
+            }
+            None if output.data.is_empty() => None,
+            None => Some(Value::Object(output.data).to_string()),
+        };
+        let inputs = advance.context.clone().unwrap_or_default();
+        if !inputs.is_empty()
+            && let Some(schema) = &workflow.inputs
+        {
+            let mut merged = state.inputs.clone();
+            merged.extend(inputs.clone());
+            wfhost_core::inputs::resolve(Some(schema), Some(Value::Object(merged)), Vec::new())
+                .map_err(|e| ToolError::invalid("/context", e))?;
+        }
+        Ok(ExternalAnswer {
+            signal,
+            notes: output.notes,
+            structured_output: structured,
+            inputs,
+        })
+    }
+
+    /// Record notes against the snapshot the run rests at.
+    pub async fn checkpoint(&self, state_token: &str, notes: &str) -> Result<StepReply, ToolError> {
+        let claims = self.verify(state_token, &[Kind::State, Kind::Checkpoint])?;
+        let mut store = self.store()?;
+        let run = self.run_of(&store, &claims)?;
+        let _claim = self.claim(&store, &run.id)?;
+        let snapshot = u64::from(claims.seq);
+        if store.moved_on(&run.id, claims.branch, snapshot)? {
+            return Err(ToolError::new(
+                "SNAPSHOT_NOT_CURRENT",
+                "the run went on from this snapshot: a checkpoint records notes where the run rests; use the tokens of its latest reply",
+            ));
+        }
+        let loaded = self.definition(&store, &run)?;
+        let (mut head, mut state) = self.head_state(&store, &run.id, claims.branch)?;
+        if !matches!(state.phase, Phase::Awaiting { .. }) {
+            return Err(not_waiting(&run.id, &state));
+        }
+        let event = Event::Checkpointed {
+            notes_markdown: notes.to_string(),
+        };
+        let repeated = store
+            .event(&run.id, head)?
+            .is_some_and(|e| e.event == event);
+        if !repeated {
+            let mut writer = store.writer(&run.id, claims.branch)?;
+            state
+                .apply(&event)
+                .map_err(|e| ToolError::internal(e.to_string()))?;
+            writer.append(std::slice::from_ref(&event))?;
+            head = writer.head();
+            self.remember(&run.id, claims.branch, head, &state);
+        }
+        let mut reply = self.reply(
+            &store,
+            &run,
+            &loaded.workflow,
+            claims.branch,
+            snapshot,
+            &state,
+        )?;
+        reply.checkpointed = Some(true);
+        Ok(reply)
+    }
+
+    /// The reply for the snapshot a token names, with an unused ack: for
+    /// the snapshot the run rests at, its pending step; for an older one,
+    /// advancing forks the run there.
+    pub fn rehydrate(&self, state_token: &str) -> Result<StepReply, ToolError> {
+        let claims = self.verify(
+            state_token,
+            &[Kind::State, Kind::Continue, Kind::Checkpoint],
+        )?;
+        let store = self.store()?;
+        let run = self.run_of(&store, &claims)?;
+        let loaded = self.definition(&store, &run)?;
+        let snapshot = u64::from(claims.seq);
+        let state = if store.moved_on(&run.id, claims.branch, snapshot)? {
+            let chain = store.chain(&run.id, claims.branch)?;
+            RunState::replay(
+                chain
+                    .iter()
+                    .take_while(|e| e.seq <= snapshot)
+                    .map(|e| &e.event),
+            )
+            .map_err(|e| ToolError::internal(e.to_string()))?
+        } else {
+            self.head_state(&store, &run.id, claims.branch)?.1
+        };
+        self.reply(
+            &store,
+            &run,
+            &loaded.workflow,
+            claims.branch,
+            snapshot,
+            &state,
+        )
+    }
+
+    /// What to tell the client about the run resting at `rest` on `branch`.
+    fn reply(
+        &self,
+        store: &Store,
+        run: &RunRecord,
+        workflow: &Workflow,
+        branch: u32,
+        rest: u64,
+        state: &RunState,
+    ) -> Result<StepReply, ToolError> {
+        let num = store
+            .run_number(&run.id)?
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| ToolError::internal(format!("run {} has no number", run.id)))?;
+        let seq = u32::try_from(rest)
+            .map_err(|_| ToolError::internal(format!("run {} is too long for tokens", run.id)))?;
+        let claims = |kind: Kind, attempt: u16| Claims {
+            kind,
+            run: num,
+            run_tag: token::tag(&run.id),
+            branch,
+            seq,
+            workflow_tag: token::tag(&run.workflow_hash),
+            attempt,
+        };
+        let state_token = self.mint(&claims(Kind::State, 0));
+        let mut reply = StepReply {
+            state_token: state_token.clone(),
+            ack_token: None,
+            continue_token: None,
+            checkpoint_token: None,
+            is_complete: false,
+            status: state.phase.status().to_string(),
+            pending: None,
+            next_intent: "complete".into(),
+            next_call: None,
+            session: SessionInfo {
+                run_id: run.id.clone(),
+                workflow_id: run.workflow_id.clone(),
+                workflow_hash: run.workflow_hash.clone(),
+                branch,
+                snapshot: wfhost_store::snapshot_id(&run.id, rest),
+                steps: state.steps,
+            },
+            warnings: self.warnings(run),
+            failure: None,
+            gate: None,
+            checkpointed: None,
+        };
+        match &state.phase {
+            Phase::Awaiting {
+                node,
+                block,
+                prompt,
+                ..
+            } => {
+                let attempt = attempt_u16(store.next_ack_attempt(&run.id, rest)?)?;
+                let ack_token = self.mint(&claims(Kind::Ack, attempt));
+                let found = workflow.nodes.get(node).and_then(|n| n.blocks.get(block));
+                let confirm = found.is_some_and(require_confirmation);
+                reply.pending = Some(Pending {
+                    step_id: format!("{node}.{block}"),
+                    title: found
+                        .map_or_else(|| format!("{node}.{block}"), |b| title(node, block, b)),
+                    prompt: prompt.clone(),
+                    require_confirmation: confirm,
+                    output_schema: found.and_then(|b| b.validation_schema.clone()),
+                    signals: found.map(signals).unwrap_or_default(),
+                });
+                reply.next_intent = if confirm {
+                    "await_user_confirmation".into()
+                } else {
+                    "perform_pending_then_continue".into()
+                };
+                let mut params = Map::new();
+                params.insert("stateToken".into(), state_token.into());
+                params.insert("ackToken".into(), ack_token.clone().into());
+                reply.next_call = Some(NextCall {
+                    tool: "workflow_advance".into(),
+                    params,
+                });
+                reply.ack_token = Some(ack_token);
+                reply.continue_token = Some(self.mint(&claims(Kind::Continue, attempt)));
+                reply.checkpoint_token = Some(self.mint(&claims(Kind::Checkpoint, 0)));
+            }
+            Phase::Waiting {
+                gate_id, prompt, ..
+            } => {
+                reply.status = "waiting_at_gate".into();
+                reply.next_intent = "await_gate".into();
+                reply.gate = Some(Gate {
+                    id: gate_id.clone(),
+                    prompt: prompt.clone(),
+                    answer_with: format!("wfhost gate {} {gate_id} approved", run.id),
+                });
+            }
+            Phase::Finished(outcome) => {
+                reply.is_complete = true;
+                if let wfhost_core::event::Outcome::Failed { reason } = outcome {
+                    reply.failure = Some(reason.clone());
+                }
+            }
+            Phase::Ready { .. } | Phase::Deciding { .. } => {
+                reply.status = "interrupted".into();
+                reply.next_intent = "resume".into();
+            }
+        }
+        Ok(reply)
+    }
+
+    /// `WORKFLOW_CHANGED_ON_DISK` when the run's manifest is not what the
+    /// run is pinned to any more.
+    fn warnings(&self, run: &RunRecord) -> Vec<Warning> {
+        let path = Path::new(&run.manifest);
+        match self.catalog.hash_now(path) {
+            Some(now) if now == run.workflow_hash => Vec::new(),
+            now => vec![Warning {
+                code: "WORKFLOW_CHANGED_ON_DISK".into(),
+                message: format!(
+                    "{} changed since run {} started; the run goes on with the definition it is pinned to",
+                    run.manifest, run.id
+                ),
+                details: Some(json!({
+                    "file": run.manifest,
+                    "pinnedHash": run.workflow_hash,
+                    "currentHash": now,
+                })),
+            }],
+        }
+    }
+}
+
+fn attempt_u16(attempt: u32) -> Result<u16, ToolError> {
+    u16::try_from(attempt).map_err(|_| {
+        ToolError::new(
+            "TOO_MANY_ATTEMPTS",
+            "this snapshot was advanced 65,535 times: start from a later one",
+        )
+    })
+}
+
+fn stopped(run_id: &str, e: String) -> ToolError {
+    ToolError::internal(format!(
+        "run {run_id} stopped: {e}; its log is intact up to the last recorded event"
+    ))
+}
+
+fn not_waiting(run_id: &str, state: &RunState) -> ToolError {
+    ToolError::new(
+        "RUN_NOT_WAITING",
+        format!(
+            "run {run_id} is {}: it waits for no external step here",
+            state.phase.status()
+        ),
+    )
+}
+
+/// The external block `state` awaits.
+fn awaited_block<'w>(workflow: &'w Workflow, state: &RunState) -> Result<&'w Block, ToolError> {
+    let Phase::Awaiting { node, block, .. } = &state.phase else {
+        return Err(not_waiting(&state.run_id, state));
+    };
+    workflow
+        .nodes
+        .get(node)
+        .and_then(|n| n.blocks.get(block))
+        .ok_or_else(|| {
+            ToolError::internal(format!("block {node}.{block} is not in the definition"))
+        })
+}
+
+/// The signals a client may answer an external block with: those of its
+/// transitions, and `SIGNAL:SUCCESS`.
+fn signals(block: &Block) -> Vec<String> {
+    let mut out = vec!["SIGNAL:SUCCESS".to_string()];
+    for t in &block.transitions {
+        if !out.contains(&t.on_signal) && t.on_signal != wfhost_core::transitions::FAIL_DEFAULT {
+            out.push(t.on_signal.clone());
+        }
+    }
+    out
+}
+
+/// An external block's `config.title`, else its address.
+fn title(node: &str, block: &str, b: &Block) -> String {
+    b.config
+        .get("title")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("{node}.{block}"), str::to_string)
+}
+
+fn require_confirmation(b: &Block) -> bool {
+    b.config
+        .get("require_confirmation")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}

@@ -1,0 +1,194 @@
+"""Drives `wfhost mcp` with the official Python MCP client, as an agent would.
+
+Usage: client.py WFHOST HOME WORKFLOWS WORKSPACE CACHE
+Exits non-zero with a message naming the failed check.
+"""
+
+import asyncio
+import json
+import subprocess
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+WFHOST, HOME, WORKFLOWS, WORKSPACE, CACHE = sys.argv[1:6]
+
+
+def check(cond, what, detail=None):
+    if not cond:
+        raise SystemExit(f"FAILED: {what}" + (f"\n{detail}" if detail is not None else ""))
+
+
+def server():
+    return StdioServerParameters(
+        command=WFHOST,
+        args=["mcp", "--home", HOME, "--workflows", WORKFLOWS, "--workspace", WORKSPACE,
+              "--cache-dir", CACHE],
+        env={"WFHOST_DURABILITY": "normal"},
+    )
+
+
+async def call(session, tool, args, **kw):
+    result = await session.call_tool(tool, args, **kw)
+    text = result.content[0].text if result.content else ""
+    body = result.structured_content
+    check(body is not None, f"{tool} returns structured content", text)
+    check(json.loads(text) == body, f"{tool}'s text mirrors its structured content", text)
+    return result.is_error, body, text
+
+
+async def ok(session, tool, args, **kw):
+    is_error, body, text = await call(session, tool, args, **kw)
+    check(not is_error, f"{tool} succeeds", text)
+    return body, text
+
+
+async def error(session, tool, args, code):
+    is_error, body, text = await call(session, tool, args)
+    check(is_error, f"{tool} is refused with {code}", text)
+    check(body["code"] == code, f"{tool} is refused with {code}, not {body.get('code')}", text)
+    check("retry" in body and "message" in body, "an error has a message and retry advice", text)
+    return body
+
+
+def wfhost(*args):
+    done = subprocess.run([WFHOST, *args, "--home", HOME], capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
+async def scenario():
+    async with stdio_client(server()) as (read, write):
+        async with ClientSession(read, write) as session:
+            init = await session.initialize()
+            check(init.server_info.name == "wfhost", "the server says it is wfhost", init.server_info)
+
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            for name in ["workflow_list", "workflow_inspect", "workflow_start", "workflow_advance",
+                         "workflow_checkpoint", "list_workflows", "inspect_workflow",
+                         "start_workflow", "continue_workflow", "checkpoint_workflow"]:
+                check(name in tools, f"tool {name} is listed", sorted(tools))
+                t = tools[name]
+                check(t.title and t.output_schema and t.annotations, f"{name} has a title, output schema and annotations", t)
+            check(tools["workflow_list"].annotations.read_only_hint is True, "workflow_list is read-only")
+            check(tools["workflow_advance"].annotations.idempotent_hint is True, "workflow_advance is idempotent")
+
+            listed, _ = await ok(session, "workflow_list", {})
+            ids = [w["workflowId"] for w in listed["workflows"]]
+            check("review" in ids, "the review workflow is listed", listed)
+            inspected, _ = await ok(session, "workflow_inspect", {"workflowId": "review"})
+            check([s["external"] for s in inspected["steps"]].count(True) == 2, "two steps are external", inspected)
+            await error(session, "workflow_start", {"workflowId": "nope"}, "WORKFLOW_NOT_FOUND")
+            await error(session, "workflow_start", {"workflowId": "review", "bogus": 1}, "VALIDATION_ERROR")
+
+            progress = []
+
+            async def on_progress(p, total, message):
+                progress.append(message)
+
+            first, _ = await ok(session, "workflow_start", {"workflowId": "review", "context": {"topic": "owls"}})
+            check(first["status"] == "waiting" and not first["isComplete"], "the run waits for the client", first)
+            pending = first["pending"]
+            check(pending["stepId"] == "main.draft" and pending["title"] == "Draft a summary", "the first pending step", pending)
+            check("owls" in pending["prompt"] and "Be brief" in pending["prompt"], "the prompt is assembled with the inputs", pending)
+            check(pending["outputSchema"]["required"] == ["summary"], "the step's output schema is given", pending)
+            run_id = first["session"]["runId"]
+            st, ak = first["stateToken"], first["ackToken"]
+
+            # Output that fails the step's schema: refused, nothing advanced.
+            bad = await error(session, "workflow_advance",
+                              {"stateToken": st, "ackToken": ak, "output": {"notesMarkdown": "x"}}, "OUTPUT_INVALID")
+            check(bad["details"]["errors"], "the schema errors are listed", bad)
+
+            args = {"stateToken": st, "ackToken": ak, "output": {"notesMarkdown": "drafted", "summary": "Owls hunt at night."}}
+            second, second_text = await ok(session, "workflow_advance", args, progress_callback=on_progress)
+            check(second["pending"]["stepId"] == "main.review", "the host ran `count` and waits at review", second)
+            check(second["pending"]["requireConfirmation"] and second["nextIntent"] == "await_user_confirmation",
+                  "review asks for confirmation", second)
+            check(second["session"]["steps"] == 2, "two steps done", second)
+            check(any("main.count" in m for m in progress), "progress names the host's step", progress)
+
+            # The same call again: the same reply, byte for byte, nothing advanced.
+            _, again_text = await ok(session, "workflow_advance", args)
+            check(again_text == second_text, "a repeat gets the identical reply", (again_text, second_text))
+            # The same tokens with other output: refused, with a fork offered.
+            changed = dict(args, output={"summary": "Owls sleep by day."})
+            used = await error(session, "workflow_advance", changed, "ACK_ALREADY_USED")
+            check(used["details"]["recordedDigest"] != used["details"]["givenDigest"], "both digests are named", used)
+
+            # Tokens that are not right.
+            tampered = st[:-2] + ("A" if st[-2] != "A" else "B") + st[-1]
+            await error(session, "workflow_advance", dict(args, stateToken=tampered), "TOKEN_BAD_SIGNATURE")
+            await error(session, "workflow_advance", dict(args, stateToken=st[:30]), "TOKEN_INVALID_FORMAT")
+            await error(session, "workflow_advance", dict(args, stateToken=ak), "TOKEN_WRONG_KIND")
+            other, _ = await ok(session, "workflow_start", {"workflowId": "review"})
+            await error(session, "workflow_advance", dict(args, ackToken=other["ackToken"]), "TOKEN_SCOPE_MISMATCH")
+            await error(session, "workflow_advance",
+                        dict(args, ackToken=second["ackToken"]), "TOKEN_SCOPE_MISMATCH")
+
+            # A checkpoint records notes and advances nothing.
+            cp, _ = await ok(session, "workflow_checkpoint", {"stateToken": second["stateToken"], "notesMarkdown": "half way"})
+            check(cp["checkpointed"] and cp["pending"]["stepId"] == "main.review", "checkpointed in place", cp)
+
+            # Two advances of one snapshot at once: exactly one is recorded.
+            race = [
+                call(session, "workflow_advance", {"stateToken": second["stateToken"], "ackToken": second["ackToken"],
+                                                   "output": {"signal": signal}})
+                for signal in ["SIGNAL:SUCCESS", "SIGNAL:REDO"]
+            ]
+            results = await asyncio.gather(*race)
+            wins = [b for is_error, b, _ in results if not is_error]
+            losses = [b for is_error, b, _ in results if is_error]
+            check(len(wins) == 1 and len(losses) == 1, "one advance wins", results)
+            check(losses[0]["code"] in ("RUN_BUSY", "ACK_ALREADY_USED"), "the other is refused", losses)
+            if losses[0]["code"] == "RUN_BUSY":
+                check(losses[0]["retry"]["kind"] == "retryable_after_ms", "busy is retryable", losses)
+
+            # The old draft snapshot, with the fork ack it was offered: a branch.
+            fork_args = dict(changed, ackToken=used["details"]["fork"]["ackToken"])
+            forked, forked_text = await ok(session, "workflow_advance", fork_args)
+            check(forked["session"]["branch"] != first["session"]["branch"], "advancing an old snapshot branches", forked)
+            _, forked_again = await ok(session, "workflow_advance", fork_args)
+            check(forked_again == forked_text, "a repeated fork replays", forked_again)
+            # `fork: true` does the same in one call.
+            direct, _ = await ok(session, "workflow_advance",
+                                 dict(args, output={"summary": "Owls are birds."}, fork=True))
+            check(direct["session"]["branch"] not in (first["session"]["branch"], forked["session"]["branch"]),
+                  "fork: true branches again", direct)
+
+            # WorkRail's names: continue with one token, to the end.
+            cont = forked
+            while not cont["isComplete"]:
+                signal = "SIGNAL:SUCCESS"
+                output = {"notesMarkdown": "ok", "signal": signal}
+                if cont["pending"]["stepId"] == "main.draft":
+                    output["summary"] = "again"
+                cont, _ = await ok(session, "continue_workflow", {"continueToken": cont["continueToken"], "output": output})
+            check(cont["status"] == "succeeded" and cont["nextCall"] is None, "the run completes", cont)
+
+            rc, shown = wfhost("show", run_id)
+            check(rc == 0 and shown.count("forked from") >= 2, "show lists the branches", shown)
+            rc, events = wfhost("events", run_id)
+            check("checkpoint" in events, "the checkpoint is in the log", events)
+
+            return st, ak, args, second_text
+
+
+async def after_rotation(st, ak, args, second_text):
+    # A new server after a key rotation: tokens of the previous key still work.
+    async with stdio_client(server()) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            _, text = await ok(session, "workflow_advance", args)
+            check(text == second_text, "an old token replays after a key rotation", text)
+
+
+async def main():
+    st, ak, args, second_text = await scenario()
+    rc, out = wfhost("mcp", "rotate-key")
+    check(rc == 0, "rotate-key succeeds", out)
+    await after_rotation(st, ak, args, second_text)
+    print("all checks passed")
+
+
+asyncio.run(main())
