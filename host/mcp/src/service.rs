@@ -13,11 +13,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc::UnboundedSender;
 use wfhost_core::engine::{ExternalAnswer, RunOptions, RunReport};
 use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
-use wfhost_core::manifest::pinning::PinnedDefinition;
+use wfhost_core::manifest::pinning::{self, PinnedDefinition};
 use wfhost_core::manifest::{Block, LoadedWorkflow, Workflow};
 use wfhost_core::state::{Phase, RunState};
 use wfhost_core::validation::OutputSchema;
@@ -197,42 +196,7 @@ pub fn digest(context: Option<&Map<String, Value>>, output: Option<&Map<String, 
         "context": context.cloned().map(Value::Object).unwrap_or(Value::Null),
         "output": output.cloned().map(Value::Object).unwrap_or(Value::Null),
     });
-    let mut canonical = String::new();
-    write_canonical(&sent, &mut canonical);
-    format!(
-        "sha256:{}",
-        hex::encode(Sha256::digest(canonical.as_bytes()))
-    )
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[key], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
+    pinning::hash_of(&pinning::canonical_json(&sent))
 }
 
 /// The client's output, read apart: the step's notes, its signal, and the
