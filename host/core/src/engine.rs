@@ -453,9 +453,6 @@ pub async fn drive<W: WorkerHost, A: ActionInterpreter>(
     state: RunState,
     sink: &mut dyn EventSink,
 ) -> Result<RunReport, EngineError> {
-    // The run executes the workflow with its recorded inputs written into
-    // prompts and config: a resumed or forked run uses the same inputs.
-    let workflow = &*crate::template::instantiate(workflow, &state.inputs);
     let mut batch = StepBatch::new(sink);
     let result = drive_steps(workflow, workers, actions, state, &mut batch).await;
     // What was decided is recorded even when the run stops on an error:
@@ -625,7 +622,18 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
 ) -> Result<RunReport, EngineError> {
     let started = Instant::now();
     let mut schemas: HashMap<(String, String), OutputSchema> = HashMap::new();
+    // The run executes the workflow with its recorded inputs written into
+    // prompts and config (a resumed or forked run uses the same inputs),
+    // written anew when a block merges inputs.
+    let raw = workflow;
+    let mut written_with = state.inputs.clone();
+    let mut instantiated = crate::template::instantiate(raw, &written_with);
     loop {
+        if raw.inputs.is_some() && state.inputs != written_with {
+            written_with = state.inputs.clone();
+            instantiated = crate::template::instantiate(raw, &written_with);
+        }
+        let workflow = &*instantiated;
         match state.phase.clone() {
             Phase::Ready { node, block } => {
                 execute_block(
@@ -822,8 +830,15 @@ async fn execute_block<W: WorkerHost>(
         };
         return emit(state, sink, vec![awaited]);
     }
+    // A control block is decided here, in process, over the inputs.
+    let control = crate::control::evaluate(
+        &block.worker,
+        &block.config,
+        &state.inputs,
+        &state.artifacts,
+    );
     let job = match block.parallel {
-        None if !external => workers.job_for(&request),
+        None if !external && control.is_none() => workers.job_for(&request),
         _ => None,
     };
     emit_with_job(
@@ -844,9 +859,11 @@ async fn execute_block<W: WorkerHost>(
         .await;
     }
     let block_started = Instant::now();
-    let result = match answer {
-        Some(answer) => answered(request, answer, step),
-        None => {
+    let mut merged = None;
+    let result = match (answer, control) {
+        (Some(answer), _) => answered(request, answer, step),
+        (None, Some(decision)) => decided(request, decision, &mut merged),
+        (None, None) => {
             let run = workers.run_block(request);
             recording_telemetry(workers, state, sink, run).await?
         }
@@ -920,7 +937,35 @@ async fn execute_block<W: WorkerHost>(
         failure,
         log: result.log,
     };
-    emit(state, sink, vec![completed])
+    let events = match merged {
+        Some(inputs) => vec![Event::InputsMerged { inputs }, completed],
+        None => vec![completed],
+    };
+    emit(state, sink, events)
+}
+
+/// The result of a control block: its input payload and its signal; what
+/// it merges into the inputs goes to `merged`.
+fn decided(
+    request: BlockRequest,
+    decision: Result<crate::control::Decision, String>,
+    merged: &mut Option<serde_json::Map<String, serde_json::Value>>,
+) -> BlockResult {
+    let outcome = decision.map_err(|message| BlockFailure { message });
+    BlockResult {
+        outcome: outcome.map(|d| {
+            if !d.inputs.is_empty() {
+                *merged = Some(d.inputs);
+            }
+            WorkerOutput {
+                payload: request.payload,
+                signal: d.signal,
+                structured_output: None,
+                statistics: Statistics::default(),
+            }
+        }),
+        log: Vec::new(),
+    }
 }
 
 /// The result of an external block: its input payload with the client's

@@ -19,6 +19,7 @@ pub mod agents;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod context;
+pub mod control;
 pub mod engine;
 pub mod event;
 pub mod exec;

@@ -576,9 +576,12 @@ impl RunState {
                 };
             }
             Event::InputsMerged { inputs } => {
-                if !matches!(self.phase, Phase::Awaiting { .. }) {
+                // The client of an awaited external block, or a running
+                // (control) block, merges inputs.
+                if !matches!(self.phase, Phase::Awaiting { .. }) && self.in_flight.is_none() {
                     return Err(err(
-                        "inputs are merged only while an external block is awaited".into(),
+                        "inputs are merged only while an external block is awaited or a block runs"
+                            .into(),
                     ));
                 }
                 for (key, value) in inputs {

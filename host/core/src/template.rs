@@ -8,12 +8,15 @@
 //! - `{{inputs.NAME}}` (spaces allowed inside the braces) becomes the
 //!   input's value: a string as it is, any other value as compact JSON, an
 //!   optional input that was not given (and has no default) as nothing;
+//!   `{{inputs.NAME.KEY}}` is a key of an object input (or an index of a
+//!   list), at any depth;
 //! - `{{{{` becomes a literal `{{`, so `{{{{inputs.x}}` is the text
 //!   `{{inputs.x}}`;
 //! - any other `{{` is left as it is.
 //!
 //! `wfhost validate` refuses a placeholder that names an input the schema
-//! does not declare, and a malformed one. Workflows without `inputs` are
+//! does not declare (unless the schema admits any input with
+//! `"additionalProperties": true`), and a malformed one. Workflows without `inputs` are
 //! not expanded at all.
 
 use std::borrow::Cow;
@@ -54,9 +57,9 @@ fn parse(text: &str) -> Result<Vec<Piece<'_>>, String> {
             ));
         };
         let name = body[..end].trim_end();
-        if !is_valid_id(name) {
+        if !name.split('.').all(is_valid_id) {
             return Err(format!(
-                "malformed placeholder `{{{{inputs.{}}}}}`: an input name uses letters, digits, `_` and `-`",
+                "malformed placeholder `{{{{inputs.{}}}}}`: an input name uses letters, digits, `_` and `-` (and `.` between the keys of a path into it)",
                 &body[..end]
             ));
         }
@@ -88,7 +91,7 @@ pub fn render(text: &str, inputs: &Inputs) -> String {
     for piece in pieces {
         match piece {
             Piece::Text(t) => out.push_str(t),
-            Piece::Input(name) => match inputs.get(name) {
+            Piece::Input(name) => match lookup(inputs, name) {
                 Some(Value::String(s)) => out.push_str(s),
                 Some(other) => out.push_str(&other.to_string()),
                 None => {}
@@ -96,6 +99,21 @@ pub fn render(text: &str, inputs: &Inputs) -> String {
         }
     }
     out
+}
+
+/// The value a placeholder names: an input, or with `a.b` the key `b`
+/// of input `a` (an index for a list).
+fn lookup<'i>(inputs: &'i Inputs, name: &str) -> Option<&'i Value> {
+    let mut keys = name.split('.');
+    let mut at = inputs.get(keys.next()?)?;
+    for key in keys {
+        at = match at {
+            Value::Object(map) => map.get(key)?,
+            Value::Array(items) => items.get(key.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(at)
 }
 
 /// Every string of a JSON value rendered (object keys are left alone).
@@ -228,18 +246,25 @@ pub fn check(wf: &Workflow) -> Vec<(Vec<String>, String)> {
                 .collect()
         })
         .unwrap_or_default();
+    // A schema that admits any other input (`additionalProperties: true`)
+    // lets placeholders name undeclared inputs.
+    let open = wf
+        .inputs
+        .as_ref()
+        .is_some_and(|s| s.get("additionalProperties") == Some(&Value::Bool(true)));
     let mut problems = Vec::new();
     for (at, text) in strings(wf) {
         match names(text) {
             Err(e) => problems.push((at, e)),
             Ok(names) => {
-                for name in names {
+                for path in names {
+                    let name = path.split('.').next().unwrap_or(path);
                     if wf.inputs.is_none() {
                         problems.push((
                             at.clone(),
                             format!("`{{{{inputs.{name}}}}}` is used, but the workflow declares no `inputs`"),
                         ));
-                    } else if !declared.contains(&name) {
+                    } else if !open && !declared.contains(&name) {
                         problems.push((
                             at.clone(),
                             format!(

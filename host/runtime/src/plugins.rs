@@ -167,8 +167,9 @@ impl PluginSet {
         }
         for node in wf.nodes.values() {
             for block in node.blocks.values() {
-                // External blocks are performed by an MCP client.
-                if block.worker != wfhost_core::manifest::EXTERNAL_WORKER {
+                // External blocks are performed by an MCP client, control
+                // blocks by the engine.
+                if !wfhost_core::manifest::is_engine_worker(&block.worker) {
                     want(&block.worker, World::Worker);
                 }
             }

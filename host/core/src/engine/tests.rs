@@ -1630,3 +1630,148 @@ impl EventSink for Appends {
         Ok(format!("UD-{}", self.batches.len()))
     }
 }
+
+/// A `forEach` loop over the input `xs` whose body is a `wr.when` guard
+/// (only items other than "skip") before a `tag` block prompted with the
+/// current item, then `done`.
+fn looping_workflow() -> Workflow {
+    workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "inputs": {"type": "object", "additionalProperties": true},
+        "nodes": {"main": {"entry_block": "each", "blocks": {
+            "each": {
+                "worker": "wr.loop",
+                "config": {"loop_id": "each", "kind": "forEach", "max_iterations": 5,
+                    "items": "xs", "iteration_var": "n", "item_var": "x"},
+                "transitions": [
+                    {"on_signal": "SIGNAL:ENTER", "action": "JUMP:guard"},
+                    {"on_signal": "SIGNAL:EXIT", "action": "JUMP:done"}
+                ]
+            },
+            "guard": {
+                "worker": "wr.when",
+                "config": {"condition": {"var": "x", "not_equals": "skip"}},
+                "transitions": [
+                    {"on_signal": "SIGNAL:TRUE", "action": "JUMP:body"},
+                    {"on_signal": "SIGNAL:FALSE", "action": "JUMP:each"}
+                ]
+            },
+            "body": {
+                "worker": "tag",
+                "prompt": {"task": "item {{inputs.n}}: {{inputs.x}}"},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:each"}]
+            },
+            "done": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "END")]),
+        }}}
+    }))
+}
+
+#[tokio::test]
+async fn control_blocks_loop_and_branch_over_the_inputs_and_resume_from_any_prefix() {
+    let wf = looping_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut options = RunOptions::new("loop");
+    options
+        .inputs
+        .insert("xs".into(), serde_json::json!(["a", "skip", "c"]));
+    let mut log = Appends::default();
+    let report = run(&wf, &workers, &CoreActions, &options, &mut log)
+        .await
+        .unwrap();
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(
+        workers.visited(),
+        ["main.body", "main.body", "main.done"],
+        "control blocks ran no worker; the guard skipped the second item"
+    );
+    let prompts: Vec<String> = workers.seen.lock().unwrap()[..2]
+        .iter()
+        .map(|c| c.system_prompt.clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        ["item 1: a", "item 3: c"],
+        "prompts see the loop variables as they are at the block"
+    );
+    assert_eq!(
+        report.state.inputs["wr.loop.each"],
+        serde_json::Value::Null,
+        "leaving clears the counter"
+    );
+    // What a control block merges is recorded with its completion, in
+    // one append, so a run resumed after any append goes the same way.
+    let merged_with_completion = log.batches.iter().filter(|b| {
+        b.windows(2).any(|w| {
+            matches!(
+                w,
+                [Event::InputsMerged { .. }, Event::BlockCompleted { .. }]
+            )
+        })
+    });
+    assert_eq!(merged_with_completion.count(), 4, "3 entries and the exit");
+    let all: Vec<Event> = log.batches.concat();
+    let ends = log.batches.iter().scan(0, |n, b| {
+        *n += b.len();
+        Some(*n)
+    });
+    for cut in ends {
+        let events = &all[..cut];
+        let Ok(state) = RunState::replay(events) else {
+            continue;
+        };
+        if !state.can_continue() {
+            continue;
+        }
+        let workers = FakeWorkers::default().with("tag", tagger);
+        let mut rest = MemoryLog {
+            events: events.to_vec(),
+        };
+        let resumed = resume(&wf, &workers, &CoreActions, state, &mut rest)
+            .await
+            .unwrap();
+        assert_eq!(resumed.status, RunStatus::Succeeded, "cut at {cut}");
+        assert_eq!(
+            timeless(&resumed.state).inputs,
+            timeless(&report.state).inputs,
+            "cut at {cut}"
+        );
+        assert_eq!(tags(&resumed), tags(&report), "cut at {cut}");
+    }
+}
+
+#[tokio::test]
+async fn a_control_block_that_cannot_decide_fails_with_the_reason() {
+    let wf = looping_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut options = RunOptions::new("loop");
+    options.inputs.insert("xs".into(), "not a list".into());
+    let report = execute_with(&wf, &workers, &CoreActions, &options).await;
+    let RunStatus::Failed { reason } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert!(reason.contains("`xs`, which is not a list"), "{reason}");
+    assert!(workers.visited().is_empty());
+}
+
+#[test]
+fn control_block_configs_are_checked_with_their_pointer() {
+    let mut json = serde_json::to_value(looping_workflow()).unwrap();
+    json["nodes"]["main"]["blocks"]["guard"]["config"]["condition"] =
+        serde_json::json!({"var": "x", "like": "a"});
+    json["nodes"]["main"]["blocks"]["each"]["config"]["kind"] = serde_json::json!("for");
+    let wf = manifest::parse(std::path::Path::new("t.json"), &json.to_string()).unwrap();
+    let errors = manifest::check(
+        std::path::Path::new("t.json"),
+        &wf,
+        &["actions-core", "tag"],
+    );
+    let at: Vec<_> = errors.iter().filter_map(|e| e.location.clone()).collect();
+    assert_eq!(
+        at,
+        [
+            "/nodes/main/blocks/each/config/count",
+            "/nodes/main/blocks/guard/config/condition/like"
+        ],
+        "{errors:?}"
+    );
+}

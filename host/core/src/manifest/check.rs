@@ -75,7 +75,7 @@ impl Checker<'_> {
     }
 
     fn worker_known(&self, name: &str) -> bool {
-        name == super::EXTERNAL_WORKER || self.plugin_known(name)
+        super::is_engine_worker(name) || self.plugin_known(name)
     }
 
     /// The workflow's own fields: id, nodes, start, handler, inputs,
@@ -211,12 +211,17 @@ impl Checker<'_> {
             self.err(
                 place.at(&["worker"]),
                 format!(
-                    "unknown worker `{}`: neither built in ({}, {}) nor declared in `plugins`",
+                    "unknown worker `{}`: neither built in ({}, {}, {}, {}) nor declared in `plugins`",
                     block.worker,
                     self.builtin_plugins.join(", "),
-                    super::EXTERNAL_WORKER
+                    super::EXTERNAL_WORKER,
+                    crate::control::WHEN_WORKER,
+                    crate::control::LOOP_WORKER,
                 ),
             );
+        }
+        if let Err((at, why)) = crate::control::check_config(&block.worker, &block.config) {
+            self.err(format!("{}{at}", place.at(&["config"])), why);
         }
         self.block_settings(place, block);
         if let Some(group) = &block.parallel {
@@ -224,6 +229,14 @@ impl Checker<'_> {
                 self.err(
                     place.at(&["parallel"]),
                     "an `external` block is performed by one MCP client: it cannot fan out into lanes".into(),
+                );
+            } else if crate::control::is_control(&block.worker) {
+                self.err(
+                    place.at(&["parallel"]),
+                    format!(
+                        "a `{}` block is decided by the engine: it cannot fan out into lanes",
+                        block.worker
+                    ),
                 );
             }
             self.parallel(place, block, group);

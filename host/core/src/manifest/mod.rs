@@ -37,6 +37,12 @@ pub const DEFAULT_ACTION_HANDLER: &str = "actions-core";
 /// plugin: no component is loaded for it, and no plugin may take its name.
 pub const EXTERNAL_WORKER: &str = "external";
 
+/// Workers the engine performs or awaits itself: `external` and the
+/// control blocks (`crate::control`). No component is loaded for them.
+pub fn is_engine_worker(name: &str) -> bool {
+    name == EXTERNAL_WORKER || crate::control::is_control(name)
+}
+
 /// A workflow: the whole manifest.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

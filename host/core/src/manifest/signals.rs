@@ -38,6 +38,14 @@ pub fn possible(block: &Block, declared: Option<&[String]>) -> Option<BTreeSet<S
         out.extend(fan_out::FAN_IN_SIGNALS.iter().map(|s| s.to_string()));
         return Some(out);
     }
+    if crate::control::is_control(&block.worker) {
+        out.extend(
+            crate::control::signals(&block.worker)
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        return Some(out);
+    }
     for entry in declared? {
         match entry.strip_prefix(CONFIG_ENTRY) {
             Some(key) => {
