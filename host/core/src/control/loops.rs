@@ -57,6 +57,9 @@ pub enum LoopKind {
 #[serde(deny_unknown_fields)]
 pub struct ArtifactSource {
     pub blocks: Vec<String>,
+    /// The `loopId` the decisions name (default: the loop's id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_id: Option<String>,
 }
 
 /// The artifact kind of a loop decision.
@@ -213,7 +216,7 @@ impl LoopSpec {
             .iter()
             .rev()
             .filter_map(|b| artifacts.get(b))
-            .find_map(|text| loop_control(text, &self.loop_id))
+            .find_map(|text| loop_control(text, source.loop_id.as_deref().unwrap_or(&self.loop_id)))
     }
 }
 

@@ -15,6 +15,7 @@
 //! counts an iteration twice.
 
 pub mod condition;
+pub mod criteria;
 pub mod loops;
 
 use std::collections::BTreeMap;

@@ -89,7 +89,10 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
             ),
         )
     })?;
-    let mut workflow = parse(file, &text)?;
+    let mut workflow = match workrail_text(file, &text)? {
+        Some(workflow) => workflow,
+        None => parse(file, &text)?,
+    };
     let base_dir = manifest_dir(file);
     let mut errors = resolve_schemas(file, base_dir, &mut workflow);
     errors.extend(check(file, &workflow, builtin_plugins));
@@ -99,6 +102,42 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
     Ok(LoadedWorkflow {
         workflow,
         file: file.to_path_buf(),
+    })
+}
+
+/// The workflow of a WorkRail workflow file (see [`super::workrail`]),
+/// None for any other text. Errors name the JSON pointer in the file.
+pub fn workrail_text(file: &Path, text: &str) -> Result<Option<Workflow>, ManifestErrors> {
+    // Cheap test first: only text with a `steps` key can be one.
+    if !text.contains("\"steps\"") {
+        return Ok(None);
+    }
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Ok(None);
+    };
+    if !super::workrail::is_workrail(&value) {
+        return Ok(None);
+    }
+    let errors = |list: Vec<(String, String)>| {
+        ManifestErrors(
+            list.into_iter()
+                .map(|(at, message)| ManifestError {
+                    file: file.to_path_buf(),
+                    location: Some(if at.is_empty() { "/".into() } else { at }),
+                    message: format!("WorkRail workflow: {message}"),
+                })
+                .collect(),
+        )
+    };
+    if let Err(e) = crate::manifest::strict_json::check_no_duplicate_keys(text) {
+        return Err(errors(vec![(String::new(), e.to_string())]));
+    }
+    let compiled = super::workrail::compile(&value).map_err(errors)?;
+    serde_json::from_value(compiled).map(Some).map_err(|e| {
+        errors(vec![(
+            String::new(),
+            format!("compiles to an invalid manifest: {e}"),
+        )])
     })
 }
 

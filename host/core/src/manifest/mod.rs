@@ -22,6 +22,7 @@ pub mod pinning;
 pub mod signals;
 pub mod stage_graph;
 pub mod strict_json;
+pub mod workrail;
 
 pub use check::check;
 pub use duration::{MAX_DURATION, parse_duration};
