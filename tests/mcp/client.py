@@ -66,7 +66,7 @@ async def scenario():
             tools = {t.name: t for t in (await session.list_tools()).tools}
             for name in ["workflow_list", "workflow_inspect", "workflow_start", "workflow_advance",
                          "workflow_checkpoint", "list_workflows", "inspect_workflow",
-                         "start_workflow", "continue_workflow", "checkpoint_workflow"]:
+                         "start_workflow", "continue_workflow", "checkpoint_workflow", "resume_session"]:
                 check(name in tools, f"tool {name} is listed", sorted(tools))
                 t = tools[name]
                 check(t.title and t.output_schema and t.annotations, f"{name} has a title, output schema and annotations", t)
@@ -174,6 +174,89 @@ async def scenario():
             return st, ak, args, second_text
 
 
+async def workrail_walk():
+    # A workflow in WorkRail's own format, driven with WorkRail's tool
+    # names: a forEach loop, a loop the agent ends with a loop-control
+    # artifact, a step that runs only when a condition holds.
+    async with stdio_client(server()) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed, _ = await ok(session, "list_workflows", {})
+            check("triage" in [w["workflowId"] for w in listed["workflows"]], "the WorkRail workflow is listed", listed)
+            cur, _ = await ok(session, "start_workflow", {"workflowId": "triage", "context": {"service": "billing"}})
+            pending = cur["pending"]
+            check(pending["stepId"] == "main.gather" and pending["title"] == "Gather failing tests", "starts at gather", pending)
+            check("## Agent Role Instructions" in pending["prompt"] and "billing" in pending["prompt"]
+                  and "Report facts" in pending["prompt"], "the WorkRail prompt is rendered with the context", pending)
+
+            async def go(output, context=None, expect_error=None):
+                args = {"continueToken": cur["continueToken"], "output": output}
+                if context is not None:
+                    args["context"] = context
+                if expect_error:
+                    return await error(session, "continue_workflow", args, expect_error)
+                body, _ = await ok(session, "continue_workflow", args)
+                return body
+
+            # Notes are required and must meet the step's criteria.
+            await go({}, expect_error="OUTPUT_INVALID")
+            refused = await go({"notesMarkdown": "listed them"}, expect_error="OUTPUT_INVALID")
+            check("how many tests" in refused["message"], "the criterion's message is returned", refused)
+            cur = await go({"notesMarkdown": "2 failing"}, {"tests": ["t_login", "t_refund"], "severity": "high"})
+            seen = []
+            while cur["pending"]["stepId"] == "main.diagnose":
+                seen.append(cur["pending"]["prompt"])
+                cur = await go({"notesMarkdown": "diagnosed"})
+            check(len(seen) == 2 and "Diagnose t_login (test 0" in seen[0] and "Diagnose t_refund (test 1" in seen[1],
+                  "the forEach loop runs its body once per item with the item in the prompt", seen)
+            check("## Loop Context" in seen[1] and "Iteration: 2" in seen[1], "the loop context is in the prompt", seen[1])
+            rounds = 0
+            while cur["pending"]["stepId"] in ("main.fix", "main.decide"):
+                if cur["pending"]["stepId"] == "main.fix":
+                    rounds += 1
+                    cur = await go({"notesMarkdown": f"fix {rounds}"})
+                    continue
+                await go({"notesMarkdown": "decided"}, expect_error="OUTPUT_INVALID")
+                decision = "continue" if rounds < 2 else "stop"
+                cur = await go({"notesMarkdown": "decided",
+                                "artifacts": [{"kind": "wr.loop_control", "decision": decision}]})
+            check(rounds == 2, "the loop stops when the agent says stop", rounds)
+            check(cur["pending"]["stepId"] == "main.escalate" and cur["pending"]["requireConfirmation"],
+                  "severity high: the conditional step runs, asking for confirmation", cur)
+            cur = await go({"notesMarkdown": "escalated"})
+            check(cur["pending"]["stepId"] == "main.summary", "then the summary", cur)
+            cur = await go({})
+            check(cur["isComplete"] and cur["status"] == "succeeded", "the WorkRail workflow completes", cur)
+
+            # With low severity the conditional step is skipped.
+            cur, _ = await ok(session, "start_workflow", {"workflowId": "triage", "context": {"service": "search"}})
+            cur = await go({"notesMarkdown": "0 failing"}, {"tests": [], "severity": "low"})
+            check(cur["pending"]["stepId"] == "main.fix", "an empty forEach runs no body", cur)
+            cur = await go({"notesMarkdown": "nothing"})
+            cur = await go({"notesMarkdown": "done", "artifacts": [{"kind": "wr.loop_control", "decision": "stop"}]})
+            check(cur["pending"]["stepId"] == "main.summary", "severity low: escalate is skipped", cur)
+
+            # A run started by `wfhost run` rests at its first external
+            # block; resume_session finds it and hands out its tokens.
+            rc, out = wfhost("run", WORKFLOWS + "/triage.json", "--workspace", WORKSPACE, "--set", "service=cli")
+            check(rc == 3 and "resume_session" in out, "wfhost run waits at the first external block", out)
+            run_id = out.split("run ", 1)[1].split()[0]
+            found, _ = await ok(session, "resume_session", {"runId": run_id})
+            check(found["totalEligible"] == 1 and found["candidates"][0]["whyMatched"] == ["matched_exact_id"],
+                  "resume_session finds the run by id", found)
+            resumed = found["candidates"][0]["resume"]
+            check(resumed["pending"]["stepId"] == "main.gather" and "cli" in resumed["pending"]["prompt"],
+                  "with its pending step", resumed)
+            cur = resumed
+            cur = await go({"notesMarkdown": "1 failing"}, {"tests": ["t"], "severity": "low"})
+            check(cur["pending"]["stepId"] == "main.diagnose", "a resumed run advances", cur)
+            mine, _ = await ok(session, "resume_session", {"workflowId": "triage"})
+            check(mine["totalEligible"] == 3 and all(c["workflowId"] == "triage" for c in mine["candidates"]),
+                  "resume_session filters by workflow", mine)
+            check(mine["candidates"][0]["status"] == "waiting", "waiting runs come first", mine)
+            await error(session, "resume_session", {"runId": "run-nope"}, "RUN_NOT_FOUND")
+
+
 async def after_rotation(st, ak, args, second_text):
     # A new server after a key rotation: tokens of the previous key still work.
     async with stdio_client(server()) as (read, write):
@@ -188,6 +271,7 @@ async def main():
     rc, out = wfhost("mcp", "rotate-key")
     check(rc == 0, "rotate-key succeeds", out)
     await after_rotation(st, ak, args, second_text)
+    await workrail_walk()
     print("all checks passed")
 
 

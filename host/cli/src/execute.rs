@@ -514,7 +514,7 @@ pub fn report_run(
                 run.id
             );
             println!(
-                "continue with an MCP client of `wfhost mcp`: its resume_session tool finds run {}",
+                "continue with an MCP client of `wfhost mcp` (same --home): its resume_session tool with runId {} returns the tokens",
                 run.id
             );
         }

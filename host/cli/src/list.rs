@@ -61,10 +61,11 @@ pub fn list(args: ListArgs) -> u8 {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
             continue;
         };
-        if value.get("nodes").is_none() || value.get("start_node").is_none() {
+        let manifest = value.get("nodes").is_some() && value.get("start_node").is_some();
+        if !manifest && !manifest::workrail::is_workrail(&value) {
             continue;
         }
-        match manifest::parse(&file, &text) {
+        match manifest::parse_any(&file, &text) {
             Ok(wf) => rows.push(serde_json::json!({
                 "id": wf.id,
                 "version": wf.version,

@@ -107,6 +107,11 @@ fn escape(part: &str) -> String {
 /// (`--set version=42` for a string-or-null input is `"42"`).
 pub fn parse_set(schema: Option<&Value>, key: &str, text: &str) -> Result<Value, String> {
     let Some(property) = schema.and_then(|s| s.get("properties")?.get(key)) else {
+        if schema.is_some_and(is_open) {
+            return Ok(
+                serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
+            );
+        }
         return Err(undeclared(schema, key));
     };
     let as_string = || Value::String(text.to_string());
@@ -139,6 +144,12 @@ fn json_types(value: &Value) -> &'static [&'static str] {
         Value::Array(_) => &["array"],
         Value::Object(_) => &["object"],
     }
+}
+
+/// Whether the schema admits inputs it does not declare
+/// (`"additionalProperties": true`, as a WorkRail workflow's context).
+pub fn is_open(schema: &Value) -> bool {
+    schema.get("additionalProperties") == Some(&Value::Bool(true))
 }
 
 /// The error for an input the workflow does not declare.
@@ -176,7 +187,7 @@ pub fn resolve(
     inputs.extend(sets);
     if let Some(key) = inputs
         .keys()
-        .find(|k| schema.is_none_or(|s| !properties(s).any(|(n, _)| n == *k)))
+        .find(|k| schema.is_none_or(|s| !is_open(s) && !properties(s).any(|(n, _)| n == *k)))
     {
         return Err(undeclared(schema, key));
     }
@@ -310,6 +321,18 @@ mod tests {
             resolve(None, Some(json!({})), vec![]).unwrap(),
             Inputs::new()
         );
+    }
+
+    #[test]
+    fn an_open_schema_admits_undeclared_inputs_and_still_checks_declared_ones() {
+        let open = json!({"type": "object", "additionalProperties": true,
+            "properties": {"n": {"type": "integer"}}});
+        assert_eq!(parse_set(Some(&open), "tags", "[1]").unwrap(), json!([1]));
+        assert_eq!(parse_set(Some(&open), "who", "ann").unwrap(), json!("ann"));
+        let got = resolve(Some(&open), Some(json!({"anything": 1})), vec![]).unwrap();
+        assert_eq!(got["anything"], 1);
+        let err = resolve(Some(&open), Some(json!({"n": "x"})), vec![]).unwrap_err();
+        assert!(err.contains("`n`"), "{err}");
     }
 
     #[test]

@@ -248,10 +248,7 @@ pub fn check(wf: &Workflow) -> Vec<(Vec<String>, String)> {
         .unwrap_or_default();
     // A schema that admits any other input (`additionalProperties: true`)
     // lets placeholders name undeclared inputs.
-    let open = wf
-        .inputs
-        .as_ref()
-        .is_some_and(|s| s.get("additionalProperties") == Some(&Value::Bool(true)));
+    let open = wf.inputs.as_ref().is_some_and(crate::inputs::is_open);
     let mut problems = Vec::new();
     for (at, text) in strings(wf) {
         match names(text) {

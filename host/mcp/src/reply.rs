@@ -164,3 +164,35 @@ pub struct StepSummary {
     /// Signal → action.
     pub transitions: Vec<(String, String)>,
 }
+
+/// `resume_session`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeReply {
+    /// At most five, best first: waiting runs before others, most
+    /// recently active first.
+    pub candidates: Vec<Candidate>,
+    /// How many runs matched.
+    pub total_eligible: usize,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Candidate {
+    pub run_id: String,
+    pub workflow_id: String,
+    /// The branch the reply is for: the one written last.
+    pub branch: u32,
+    pub status: String,
+    /// `node.block` of the step the run waits for, if it waits for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_step_id: Option<String>,
+    pub is_complete: bool,
+    /// When the branch was last written, unix ms.
+    pub last_modified_ms: i64,
+    /// `matched_exact_id`, `matched_workflow_id`, `matched_query` or
+    /// `recency_fallback`.
+    pub why_matched: Vec<String>,
+    /// The run where it rests, with fresh tokens (as a rehydrate).
+    pub resume: StepReply,
+}

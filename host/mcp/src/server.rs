@@ -23,8 +23,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::ToolError;
-use crate::reply::{InspectReply, ListReply, StepReply, StepSummary};
-use crate::service::{Advance, Executor, Service, Start};
+use crate::reply::{InspectReply, ListReply, ResumeReply, StepReply, StepSummary};
+use crate::service::{Advance, Executor, Resume, Service, Start};
 
 /// `workflow_start` / `start_workflow`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -123,6 +123,26 @@ struct InspectArgs {
     /// Accepted for WorkRail clients.
     #[serde(default)]
     #[allow(dead_code)]
+    workspace_path: Option<String>,
+}
+
+/// `resume_session` (WorkRail).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ResumeArgs {
+    /// A run id: that run.
+    #[serde(default)]
+    run_id: Option<String>,
+    /// Only runs of this workflow.
+    #[serde(default)]
+    workflow_id: Option<String>,
+    /// Text to find in the run id, workflow id or manifest path (at most
+    /// 256 characters).
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    query: Option<String>,
+    /// Accepted for WorkRail clients; runs of every workspace are found.
+    #[serde(default)]
     workspace_path: Option<String>,
 }
 
@@ -232,6 +252,15 @@ const TOOLS: &[Spec] = &[
         input: schema::<CheckpointWrArgs>,
         output: schema::<StepReply>,
     },
+    Spec {
+        name: "resume_session",
+        title: "Find runs to resume",
+        description: "Runs in this home to take up again — by run id, workflow id or text in the run's id, workflow or manifest, else the latest — waiting runs first, each with fresh tokens for where it rests (as a rehydrate). Changes nothing.",
+        read_only: true,
+        idempotent: true,
+        input: schema::<ResumeArgs>,
+        output: schema::<ResumeReply>,
+    },
 ];
 
 fn tool(spec: &Spec) -> Tool {
@@ -301,6 +330,19 @@ impl<E: Executor> McpServer<E> {
                     fork: args.fork,
                 };
                 with_progress(context, |p| self.service.advance(advance, p)).await
+            }
+            "resume_session" => {
+                let args: ResumeArgs = parse(args)?;
+                let _ = args.workspace_path;
+                if args.query.as_ref().is_some_and(|q| q.chars().count() > 256) {
+                    return Err(ToolError::invalid("/query", "at most 256 characters"));
+                }
+                let found = self.service.resume(&Resume {
+                    run_id: args.run_id,
+                    workflow_id: args.workflow_id,
+                    query: args.query,
+                })?;
+                Ok(serde_json::to_value(found).expect("serializes"))
             }
             "continue_workflow" => {
                 let args: ContinueArgs = parse(args)?;

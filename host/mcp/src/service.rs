@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
+use wfhost_core::control::condition::Condition;
+use wfhost_core::control::criteria::Criteria;
 use wfhost_core::engine::{ExternalAnswer, RunOptions, RunReport};
 use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
 use wfhost_core::manifest::pinning::{self, PinnedDefinition};
@@ -25,7 +27,9 @@ use wfhost_store::{BranchWriter, Durability, NewAck, RunLock, RunRecord, Store, 
 use crate::catalog::Catalog;
 use crate::error::ToolError;
 use crate::keys::Keyring;
-use crate::reply::{Gate, NextCall, Pending, SessionInfo, StepReply, Warning};
+use crate::reply::{
+    Candidate, Gate, NextCall, Pending, ResumeReply, SessionInfo, StepReply, Warning,
+};
 use crate::token::{self, Claims, Kind};
 
 /// A boxed future, for [`Executor::execute`].
@@ -197,6 +201,14 @@ pub fn digest(context: Option<&Map<String, Value>>, output: Option<&Map<String, 
         "output": output.cloned().map(Value::Object).unwrap_or(Value::Null),
     });
     pinning::hash_of(&pinning::canonical_json(&sent))
+}
+
+/// What `resume_session` looks for.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    pub run_id: Option<String>,
+    pub workflow_id: Option<String>,
+    pub query: Option<String>,
 }
 
 /// The client's output, read apart: the step's notes, its signal, and the
@@ -689,14 +701,19 @@ impl<E: Executor> Service<E> {
             None => Some(Value::Object(output.data).to_string()),
         };
         let inputs = advance.context.clone().unwrap_or_default();
+        let mut merged = state.inputs.clone();
+        merged.extend(inputs.clone());
         if !inputs.is_empty()
             && let Some(schema) = &workflow.inputs
         {
-            let mut merged = state.inputs.clone();
-            merged.extend(inputs.clone());
-            wfhost_core::inputs::resolve(Some(schema), Some(Value::Object(merged)), Vec::new())
-                .map_err(|e| ToolError::invalid("/context", e))?;
+            wfhost_core::inputs::resolve(
+                Some(schema),
+                Some(Value::Object(merged.clone())),
+                Vec::new(),
+            )
+            .map_err(|e| ToolError::invalid("/context", e))?;
         }
+        check_notes(block, output.notes.as_deref(), &merged)?;
         Ok(ExternalAnswer {
             signal,
             notes: output.notes,
@@ -784,6 +801,84 @@ impl<E: Executor> Service<E> {
         )
     }
 
+    /// Runs to take up again: the run `run_id`, or runs matching
+    /// `workflow_id` and `query` (in the run id, workflow id or manifest
+    /// path, ignoring case), or else the latest runs. Each with the reply
+    /// for where it rests, fresh tokens included.
+    pub fn resume(&self, find: &Resume) -> Result<ResumeReply, ToolError> {
+        let store = self.store()?;
+        let query = find.query.as_deref().map(str::to_lowercase);
+        let mut found: Vec<(Vec<String>, RunRecord)> = Vec::new();
+        if let Some(id) = &find.run_id {
+            let run = store.run(id)?.ok_or_else(|| {
+                ToolError::new("RUN_NOT_FOUND", format!("no run `{id}` in this home"))
+            })?;
+            found.push((vec!["matched_exact_id".into()], run));
+        } else {
+            for run in store.runs()? {
+                let mut why = Vec::new();
+                if let Some(w) = &find.workflow_id {
+                    if &run.workflow_id != w {
+                        continue;
+                    }
+                    why.push("matched_workflow_id".to_string());
+                }
+                if let Some(q) = &query {
+                    let hay =
+                        format!("{} {} {}", run.id, run.workflow_id, run.manifest).to_lowercase();
+                    if !hay.contains(q.as_str()) {
+                        continue;
+                    }
+                    why.push("matched_query".into());
+                }
+                if why.is_empty() {
+                    why.push("recency_fallback".into());
+                }
+                found.push((why, run));
+            }
+        }
+        let total_eligible = found.len();
+        let mut ranked = Vec::new();
+        for (why, run) in found {
+            let Some(latest) = store
+                .branches(&run.id)?
+                .into_iter()
+                .max_by_key(|b| (b.last_at, b.branch))
+            else {
+                continue;
+            };
+            ranked.push((
+                latest.status != "waiting",
+                -latest.last_at,
+                why,
+                run,
+                latest,
+            ));
+        }
+        ranked.sort_by_key(|r| (r.0, r.1));
+        let mut candidates = Vec::new();
+        for (_, _, why, run, latest) in ranked.into_iter().take(5) {
+            let loaded = self.definition(&store, &run)?;
+            let (head, state) = self.head_state(&store, &run.id, latest.branch)?;
+            let reply = self.reply(&store, &run, &loaded.workflow, latest.branch, head, &state)?;
+            candidates.push(Candidate {
+                run_id: run.id.clone(),
+                workflow_id: run.workflow_id.clone(),
+                branch: latest.branch,
+                status: reply.status.clone(),
+                pending_step_id: reply.pending.as_ref().map(|p| p.step_id.clone()),
+                is_complete: reply.is_complete,
+                last_modified_ms: latest.last_at,
+                why_matched: why,
+                resume: reply,
+            });
+        }
+        Ok(ResumeReply {
+            candidates,
+            total_eligible,
+        })
+    }
+
     /// What to tell the client about the run resting at `rest` on `branch`.
     fn reply(
         &self,
@@ -843,7 +938,7 @@ impl<E: Executor> Service<E> {
                 let attempt = attempt_u16(store.next_ack_attempt(&run.id, rest)?)?;
                 let ack_token = self.mint(&claims(Kind::Ack, attempt));
                 let found = workflow.nodes.get(node).and_then(|n| n.blocks.get(block));
-                let confirm = found.is_some_and(require_confirmation);
+                let confirm = found.is_some_and(|b| require_confirmation(b, &state.inputs));
                 reply.pending = Some(Pending {
                     step_id: format!("{node}.{block}"),
                     title: found
@@ -975,9 +1070,51 @@ fn title(node: &str, block: &str, b: &Block) -> String {
         .map_or_else(|| format!("{node}.{block}"), str::to_string)
 }
 
-fn require_confirmation(b: &Block) -> bool {
-    b.config
-        .get("require_confirmation")
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
+/// Whether the client asks the user before advancing: the block's
+/// `config.require_confirmation`, a boolean or a condition over the run's
+/// inputs (a WorkRail `requireConfirmation`).
+fn require_confirmation(b: &Block, inputs: &Map<String, Value>) -> bool {
+    match b.config.get("require_confirmation") {
+        Some(Value::Bool(yes)) => *yes,
+        Some(condition @ Value::Object(_)) => {
+            Condition::parse(condition).is_ok_and(|c| c.holds(inputs))
+        }
+        _ => false,
+    }
+}
+
+/// The notes an external block needs: present when `config.notes_required`
+/// (a WorkRail step without `notesOptional`), and satisfying
+/// `config.validation_criteria` under the merged inputs.
+fn check_notes(
+    block: &Block,
+    notes: Option<&str>,
+    inputs: &Map<String, Value>,
+) -> Result<(), ToolError> {
+    let notes = notes.unwrap_or_default();
+    let required = block.config.get("notes_required").and_then(Value::as_bool) == Some(true);
+    if required && notes.trim().is_empty() {
+        return Err(ToolError::new(
+            "OUTPUT_INVALID",
+            "this step needs notes: send output.notesMarkdown describing what was done",
+        )
+        .with_details(json!({"errors": ["/output/notesMarkdown is required"]})));
+    }
+    let Some(criteria) = block.config.get("validation_criteria") else {
+        return Ok(());
+    };
+    let criteria = Criteria::parse(criteria)
+        .map_err(|(at, why)| ToolError::internal(format!("validationCriteria{at}: {why}")))?;
+    let failures = criteria.failures(notes, inputs);
+    if failures.is_empty() {
+        return Ok(());
+    }
+    Err(ToolError::new(
+        "OUTPUT_INVALID",
+        format!(
+            "the notes do not meet the step's validation criteria: {}",
+            failures.join("; ")
+        ),
+    )
+    .with_details(json!({"errors": failures})))
 }

@@ -57,10 +57,14 @@ pub fn warnings(wf: &Workflow) -> Vec<Warning> {
 
     for (node_id, node) in &wf.nodes {
         for (block_id, block) in &node.blocks {
-            if !block
-                .transitions
-                .iter()
-                .any(|t| t.on_signal == FAIL_DEFAULT)
+            // An external block's client can send only the signals of its
+            // transitions, and a control block signals one of its two or
+            // fails the run with the reason: no fallback is missing there.
+            if !crate::manifest::is_engine_worker(&block.worker)
+                && !block
+                    .transitions
+                    .iter()
+                    .any(|t| t.on_signal == FAIL_DEFAULT)
             {
                 out.push(Warning {
                     location: at(node_id, block_id) + "/transitions",

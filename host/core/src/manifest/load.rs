@@ -89,10 +89,7 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
             ),
         )
     })?;
-    let mut workflow = match workrail_text(file, &text)? {
-        Some(workflow) => workflow,
-        None => parse(file, &text)?,
-    };
+    let mut workflow = parse_any(file, &text)?;
     let base_dir = manifest_dir(file);
     let mut errors = resolve_schemas(file, base_dir, &mut workflow);
     errors.extend(check(file, &workflow, builtin_plugins));
@@ -103,6 +100,14 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
         workflow,
         file: file.to_path_buf(),
     })
+}
+
+/// Parse a manifest, or translate a WorkRail workflow file.
+pub fn parse_any(file: &Path, text: &str) -> Result<Workflow, ManifestErrors> {
+    match workrail_text(file, text)? {
+        Some(workflow) => Ok(workflow),
+        None => parse(file, text),
+    }
 }
 
 /// The workflow of a WorkRail workflow file (see [`super::workrail`]),

@@ -27,7 +27,9 @@ pub mod workrail;
 pub use check::check;
 pub use duration::{MAX_DURATION, parse_duration};
 use duration::{deserialize_duration, serialize_duration};
-pub use load::{LoadedWorkflow, ManifestError, ManifestErrors, load, manifest_dir, parse};
+pub use load::{
+    LoadedWorkflow, ManifestError, ManifestErrors, load, manifest_dir, parse, parse_any,
+};
 
 /// The name of the default action handler, always available.
 pub const DEFAULT_ACTION_HANDLER: &str = "actions-core";
