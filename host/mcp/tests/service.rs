@@ -1,0 +1,268 @@
+//! The service driven in process (no stdio, no plugins): a workflow of
+//! external blocks, advanced from any of the tokens it handed out.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+use wfhost_core::engine::{
+    self, ActionInterpreter, BlockFailure, BlockRequest, BlockResult, ExternalAnswer, WorkerHost,
+};
+use wfhost_core::event::{Event, EventSink};
+use wfhost_core::manifest::LoadedWorkflow;
+use wfhost_core::state::RunState;
+use wfhost_mcp::service::{Advance, Executing, Executor, Service, Settings, Start};
+use wfhost_store::{Durability, RunRecord, Store};
+
+/// Runs no plugin (the workflows here have none) and interprets the core
+/// grammar in process.
+struct InProcess;
+
+impl WorkerHost for InProcess {
+    fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
+        let message = format!("no worker `{}` in this test", request.worker);
+        async move {
+            BlockResult {
+                outcome: Err(BlockFailure { message }),
+                log: Vec::new(),
+            }
+        }
+    }
+}
+
+impl ActionInterpreter for InProcess {
+    fn interpret(
+        &self,
+        _handler: &str,
+        action: &str,
+        _view: &engine::RunView,
+    ) -> impl Future<Output = Result<wfhost_core::command::EngineCommand, String>> + Send {
+        let parsed = wfhost_core::actions::parse(action).map_err(|e| e.to_string());
+        async move { parsed }
+    }
+}
+
+impl Executor for InProcess {
+    fn prepare(&self, _: &LoadedWorkflow, _: &Path) -> Result<BTreeMap<String, String>, String> {
+        Ok(BTreeMap::new())
+    }
+
+    fn execute<'a>(
+        &'a self,
+        _run: &'a RunRecord,
+        loaded: &'a LoadedWorkflow,
+        state: RunState,
+        answer: Option<ExternalAnswer>,
+        sink: &'a mut dyn EventSink,
+    ) -> Executing<'a> {
+        Box::pin(async move {
+            let wf = &loaded.workflow;
+            match answer {
+                Some(a) => {
+                    engine::complete_external(wf, &InProcess, &InProcess, state, sink, a).await
+                }
+                None => engine::drive(wf, &InProcess, &InProcess, state, sink).await,
+            }
+            .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Three external steps in a row.
+fn chain() -> Value {
+    let step = |next: &str| json!({"worker": "external", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": next}]});
+    json!({"id": "chain", "start_node": "main", "nodes": {"main": {"entry_block": "a", "blocks": {
+        "a": step("JUMP:b"), "b": step("JUMP:c"), "c": step("END")
+    }}}})
+}
+
+fn service(dir: &Path) -> Service<InProcess> {
+    let workflows = dir.join("workflows");
+    std::fs::create_dir_all(&workflows).unwrap();
+    std::fs::write(workflows.join("chain.json"), chain().to_string()).unwrap();
+    std::fs::create_dir_all(dir.join("ws")).unwrap();
+    let settings = Settings {
+        home: dir.join("home"),
+        durability: Durability::Normal,
+        workflow_dirs: vec![workflows],
+        workspace: dir.join("ws"),
+        builtins: vec!["actions-core"],
+    };
+    Service::new(settings, InProcess).unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn output(variant: u8) -> Map<String, Value> {
+    json!({"notesMarkdown": format!("answer {variant}")})
+        .as_object()
+        .unwrap()
+        .clone()
+}
+
+/// Every branch's history records each step once, in order; returns the
+/// number of branches.
+fn assert_no_step_twice(home: &Path, run_id: &str) -> usize {
+    let store = Store::open(home, Durability::Normal).unwrap();
+    let branches = store.branches(run_id).unwrap();
+    for b in &branches {
+        let chain = store.chain(run_id, b.branch).unwrap();
+        let steps: Vec<u64> = chain
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::BlockCompleted { step, .. } => Some(*step),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            steps.windows(2).all(|w| w[0] < w[1]),
+            "branch {} records a step twice or out of order: {steps:?}",
+            b.branch
+        );
+    }
+    branches.len()
+}
+
+/// The advance from `from` (answered `notes`) that led to `to` completed
+/// the block awaited at `from`'s snapshot, right after that snapshot on
+/// `to`'s branch, with those notes: the answer went to the step it was
+/// for, on a branch where nothing else answered it.
+fn assert_answered_where_asked(home: &Path, from: &Value, to: &Value, notes: &str) {
+    let store = Store::open(home, Durability::Normal).unwrap();
+    let run_id = from["session"]["runId"].as_str().unwrap();
+    let branch = u32::try_from(to["session"]["branch"].as_u64().unwrap()).unwrap();
+    let chain = store.chain(run_id, branch).unwrap();
+    let snapshot = from["session"]["snapshot"].as_str().unwrap();
+    let at = chain
+        .iter()
+        .position(|e| wfhost_store::snapshot_id(run_id, e.seq) == snapshot)
+        .unwrap_or_else(|| panic!("snapshot {snapshot} is not in branch {branch}'s history"));
+    let Event::ExternalAwaited { node, block, .. } = &chain[at].event else {
+        panic!("{snapshot} is not an awaited block: {:?}", chain[at].event)
+    };
+    let next: Vec<&Event> = chain[at + 1..]
+        .iter()
+        .map(|e| &e.event)
+        .filter(|e| !matches!(e, Event::Checkpointed { .. } | Event::Forked { .. }))
+        .take(2)
+        .collect();
+    match next.as_slice() {
+        [
+            Event::BlockStarted {
+                node: n1,
+                block: b1,
+                ..
+            },
+            completed @ Event::BlockCompleted {
+                node: n2,
+                block: b2,
+                ..
+            },
+        ] => {
+            assert_eq!((n1, b1, n2, b2), (node, block, node, block));
+            let text = serde_json::to_string(completed).unwrap();
+            assert!(text.contains(notes), "{notes} not in {text}");
+        }
+        other => panic!("after {snapshot} on branch {branch}: {other:?}"),
+    }
+}
+
+fn start(rt: &tokio::runtime::Runtime, service: &Service<InProcess>) -> Value {
+    let start = Start {
+        workflow_id: "chain".into(),
+        ..Start::default()
+    };
+    serde_json::to_value(rt.block_on(service.start(start, None)).unwrap()).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Any sequence of advances, each from any reply seen so far, with any
+    /// output and with or without `fork`: a repeat gets the same reply, and
+    /// no branch ever records a step twice.
+    #[test]
+    fn no_sequence_of_advances_records_a_step_twice_on_a_branch(
+        ops in proptest::collection::vec((any::<usize>(), 0u8..3, any::<bool>()), 1..14)
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path());
+        let rt = runtime();
+        let first = start(&rt, &service);
+        let run_id = first["session"]["runId"].as_str().unwrap().to_string();
+        let mut replies: Vec<Value> = vec![first];
+        let mut answered: HashMap<(String, String, u8, bool), Value> = HashMap::new();
+        for (pick, variant, fork) in ops {
+            let from = replies[pick % replies.len()].clone();
+            let (Some(st), Some(ak)) = (from["stateToken"].as_str(), from["ackToken"].as_str()) else {
+                continue;
+            };
+            let advance = Advance {
+                state_token: st.into(),
+                ack_token: Some(ak.into()),
+                output: Some(output(variant)),
+                fork,
+                ..Advance::default()
+            };
+            let key = (st.to_string(), ak.to_string(), variant, fork);
+            match rt.block_on(service.advance(advance, None)) {
+                Ok(reply) => {
+                    if let Some(before) = answered.get(&key) {
+                        prop_assert_eq!(before, &reply, "a repeat replays");
+                    }
+                    let notes = format!("answer {variant}");
+                    assert_answered_where_asked(&dir.path().join("home"), &from, &reply, &notes);
+                    answered.insert(key, reply.clone());
+                    replies.push(reply);
+                }
+                Err(e) => prop_assert!(
+                    ["ACK_ALREADY_USED", "RUN_NOT_WAITING"].contains(&e.code),
+                    "unexpected refusal {:?}", e
+                ),
+            }
+        }
+        assert_no_step_twice(&dir.path().join("home"), &run_id);
+    }
+}
+
+#[test]
+fn a_reply_lost_in_a_crash_is_rebuilt_from_the_log_on_the_repeat() {
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let rt = runtime();
+    let first = start(&rt, &service);
+    let advance = || Advance {
+        state_token: first["stateToken"].as_str().unwrap().into(),
+        ack_token: first["ackToken"].as_str().map(str::to_string),
+        output: Some(output(1)),
+        ..Advance::default()
+    };
+    let reply = rt.block_on(service.advance(advance(), None)).unwrap();
+    // The process stopped after the commit that recorded the advance and
+    // before the reply was stored.
+    let db = rusqlite::Connection::open(dir.path().join("home/wfhost.db")).unwrap();
+    let cleared = db
+        .execute("UPDATE mcp_acks SET response = NULL", [])
+        .unwrap();
+    assert_eq!(cleared, 1);
+    let again = rt.block_on(service.advance(advance(), None)).unwrap();
+    assert_eq!(again["pending"], reply["pending"]);
+    assert_eq!(again["session"], reply["session"]);
+    assert_eq!(
+        again["stateToken"], reply["stateToken"],
+        "the same snapshot, the same state token"
+    );
+    let third = rt.block_on(service.advance(advance(), None)).unwrap();
+    assert_eq!(
+        third, again,
+        "the rebuilt reply is recorded and replayed from then on"
+    );
+    let run_id = first["session"]["runId"].as_str().unwrap();
+    assert_eq!(assert_no_step_twice(&dir.path().join("home"), run_id), 1);
+}
