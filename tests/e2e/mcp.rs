@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::repo;
+use super::{repo, stderr, stdout, wfhost};
 
 /// The pinned client the suite drives the server with.
 const CLIENT: &str = "mcp==2.3.0";
@@ -112,5 +112,65 @@ fn wfhost_run_waits_at_an_external_block() {
     assert!(
         stdout.contains("waiting at main.draft, an external block"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn a_workrail_file_validates_lists_inspects_and_runs_to_its_first_step() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = repo().join("examples/mcp/workflows");
+    let triage = dir.join("triage.json");
+    let out = wfhost(
+        &["validate", triage.to_str().unwrap(), "--strict"],
+        scratch.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("ok: workflow `triage` 1.0.0: 1 node, 9 blocks"),
+        "{}",
+        stdout(&out)
+    );
+    let listed = stdout(&wfhost(&["list", dir.to_str().unwrap()], scratch.path()));
+    assert!(
+        listed.contains("triage  1.0.0") && listed.contains("review"),
+        "{listed}"
+    );
+    let shown = stdout(&wfhost(
+        &["inspect", triage.to_str().unwrap()],
+        scratch.path(),
+    ));
+    assert!(
+        shown.contains("block fix-loop [wr.loop]")
+            && shown.contains("block escalate_when [wr.when]"),
+        "{shown}"
+    );
+    let ws = super::workspace_in(scratch.path());
+    let out = super::run_workflow(&triage, &ws, scratch.path());
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("waiting at main.gather, an external block")
+            && stdout(&out).contains("resume_session"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_workrail_construct_wfhost_cannot_run_is_refused_by_pointer() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut wf: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("examples/mcp/workflows/triage.json")).unwrap(),
+    )
+    .unwrap();
+    wf["steps"][4] = serde_json::json!({"id": "fan", "type": "parallel", "title": "Fan out",
+        "parallelDelegations": [{"workflowId": "x"}]});
+    let file = scratch.path().join("bad.json");
+    std::fs::write(&file, wf.to_string()).unwrap();
+    let out = wfhost(&["validate", file.to_str().unwrap()], scratch.path());
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("bad.json: /steps/4/type: WorkRail workflow: `parallel`"),
+        "{}",
+        stderr(&out)
     );
 }
