@@ -7,6 +7,7 @@ Usage: compare.py PYTHON WFHOST [WORKRAIL_DIR]
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,9 +42,9 @@ def servers(wfhost, workrail, tmp, workflows, durability):
     return out
 
 
-def one(python, name, command, env, workflows, workspace):
+def one(python, driver, name, command, env, workflows, workspace):
     full_env = dict(os.environ, **env)
-    done = subprocess.run([python, os.path.join(HERE, "advance.py"), name, str(STEPS), workflows, workspace,
+    done = subprocess.run([python, os.path.join(HERE, driver), name, str(STEPS), workflows, workspace,
                            "--", *command], capture_output=True, text=True, env=full_env)
     if done.returncode != 0:
         raise SystemExit(f"{name} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
@@ -68,18 +69,22 @@ def main():
                 with open(os.path.join(workflows, "chain.json"), "w") as f:
                     json.dump(workflow(STEPS), f)
                 for name, command, env in servers(wfhost, workrail, tmp, workflows, durability):
-                    times = one(python, name, command, env, workflows, os.path.join(tmp, "ws"))
-                    samples.setdefault(name, []).append(times)
-                    print(f"round {r + 1}: {name} done", file=sys.stderr)
+                    for driver, client in [("advance.py", "Python MCP SDK"), ("raw.py", "bare JSON-RPC pipe")]:
+                        # A fresh store for each: the state of one run is not the other's.
+                        for d in ["home", "workrail-data"]:
+                            shutil.rmtree(os.path.join(tmp, d), ignore_errors=True)
+                        times = one(python, driver, name, command, env, workflows, os.path.join(tmp, "ws"))
+                        samples.setdefault((name, client), []).append(times)
+                        print(f"round {r + 1}: {name} with {client} done", file=sys.stderr)
     late = (STEPS - 24, STEPS)
-    print(f"| server | advances 1-25 median | p90 | advances {late[0]}-{late[1]} median | p90 | late / early |")
-    print("|---|---|---|---|---|---|")
-    for name, rounds in samples.items():
+    print(f"| server | client | advances 1-25 median | p90 | advances {late[0]}-{late[1]} median | p90 | late / early |")
+    print("|---|---|---|---|---|---|---|")
+    for (name, client), rounds in samples.items():
         early = [t for times in rounds for t in times[0:25]]
         tail = [t for times in rounds for t in times[late[0] - 1:late[1]]]
         e_med, e_p90 = window(sorted(early), 1, len(early))
         l_med, l_p90 = window(sorted(tail), 1, len(tail))
-        print(f"| {name} | {e_med:.2f} ms | {e_p90:.2f} ms | {l_med:.2f} ms | {l_p90:.2f} ms | {l_med / e_med:.2f}x |")
+        print(f"| {name} | {client} | {e_med:.2f} ms | {e_p90:.2f} ms | {l_med:.2f} ms | {l_p90:.2f} ms | {l_med / e_med:.2f}x |")
 
 
 if __name__ == "__main__":
