@@ -14,6 +14,7 @@ const COMMANDS: &[&str] = &[
     "events",
     "export",
     "import",
+    "session",
     "gc",
     "validate",
     "inspect",

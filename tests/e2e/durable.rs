@@ -681,6 +681,24 @@ fn gc_removes_old_finished_runs_and_keeps_waiting_ones() {
 
     let kept = wfhost(&["gc", "--older-than", "1h"], s);
     assert!(stdout(&kept).contains("0 runs older"), "{}", stdout(&kept));
+    // Without --older-than: the home's retention, 60 days unless
+    // config.json says otherwise; a bad config.json is named, not ignored.
+    let dry = |s: &Path| json_of(&wfhost(&["gc", "--dry-run", "--json"], s));
+    assert_eq!(dry(s)["older_than"], "60d");
+    let config = s.join("home/config.json");
+    std::fs::write(&config, r#"{"retention": "1s"}"#).unwrap();
+    let by_config = dry(s);
+    assert_eq!(by_config["older_than"], "1s");
+    assert_eq!(by_config["candidates"].as_array().unwrap().len(), 1);
+    std::fs::write(&config, r#"{"retention": "forever"}"#).unwrap();
+    let bad = wfhost(&["gc"], s);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("config.json") && stderr(&bad).contains("retention"),
+        "{}",
+        stderr(&bad)
+    );
+    std::fs::remove_file(&config).unwrap();
     let dry = json_of(&wfhost(
         &["gc", "--older-than", "1s", "--dry-run", "--json"],
         s,

@@ -6,6 +6,7 @@ Exits non-zero with a message naming the failed check.
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -20,10 +21,10 @@ def check(cond, what, detail=None):
         raise SystemExit(f"FAILED: {what}" + (f"\n{detail}" if detail is not None else ""))
 
 
-def server():
+def server(home=None):
     return StdioServerParameters(
         command=WFHOST,
-        args=["mcp", "--home", HOME, "--workflows", WORKFLOWS, "--workspace", WORKSPACE,
+        args=["mcp", "--home", home or HOME, "--workflows", WORKFLOWS, "--workspace", WORKSPACE,
               "--cache-dir", CACHE],
         env={"WFHOST_DURABILITY": "normal"},
     )
@@ -52,8 +53,8 @@ async def error(session, tool, args, code):
     return body
 
 
-def wfhost(*args):
-    done = subprocess.run([WFHOST, *args, "--home", HOME], capture_output=True, text=True)
+def wfhost(*args, home=None):
+    done = subprocess.run([WFHOST, *args, "--home", home or HOME], capture_output=True, text=True)
     return done.returncode, done.stdout + done.stderr
 
 
@@ -66,7 +67,8 @@ async def scenario():
             tools = {t.name: t for t in (await session.list_tools()).tools}
             for name in ["workflow_list", "workflow_inspect", "workflow_start", "workflow_advance",
                          "workflow_checkpoint", "list_workflows", "inspect_workflow",
-                         "start_workflow", "continue_workflow", "checkpoint_workflow", "resume_session"]:
+                         "start_workflow", "continue_workflow", "checkpoint_workflow", "resume_session",
+                         "session_list", "session_export", "session_import"]:
                 check(name in tools, f"tool {name} is listed", sorted(tools))
                 t = tools[name]
                 check(t.title and t.output_schema and t.annotations, f"{name} has a title, output schema and annotations", t)
@@ -257,6 +259,84 @@ async def workrail_walk():
             await error(session, "resume_session", {"runId": "run-nope"}, "RUN_NOT_FOUND")
 
 
+async def sessions():
+    # Runs grouped by the client's session id or the workspace's git
+    # branch; found again by session; moved to another home as one bundle,
+    # over MCP and with the CLI.
+    repo = os.path.join(WORKSPACE, "repo")
+    os.makedirs(os.path.join(repo, ".git"), exist_ok=True)
+    with open(os.path.join(repo, ".git", "HEAD"), "w") as f:
+        f.write("ref: refs/heads/feature-x\n")
+    second_home = HOME + "-second"
+    async with stdio_client(server()) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            first, _ = await ok(session, "start_workflow", {"workflowId": "triage", "sessionId": "chat-42",
+                                                            "context": {"service": "a"}})
+            check(first["session"]["sessionId"] == "chat-42", "the run is in the client's session", first)
+            await ok(session, "continue_workflow", {"continueToken": first["continueToken"],
+                                                    "output": {"notesMarkdown": "0 failing"},
+                                                    "context": {"tests": [], "severity": "low"}})
+            await ok(session, "start_workflow", {"workflowId": "triage", "sessionId": "chat-42",
+                                                 "context": {"service": "b"}})
+            on_branch, _ = await ok(session, "start_workflow", {"workflowId": "triage", "workspacePath": repo,
+                                                                "context": {"service": "c"}})
+            check(on_branch["session"].get("gitBranch") == "feature-x"
+                  and on_branch["session"]["sessionId"].startswith("git:feature-x@"),
+                  "without a session id, the git branch names the session", on_branch["session"])
+            await error(session, "start_workflow", {"workflowId": "triage", "sessionId": ""}, "VALIDATION_ERROR")
+
+            found, _ = await ok(session, "resume_session", {"sessionId": "chat-42"})
+            check(found["totalEligible"] == 2 and all("matched_session" in c["whyMatched"] for c in found["candidates"]),
+                  "resume_session finds the session's runs", found)
+            found, _ = await ok(session, "resume_session", {"gitBranch": "feature-x"})
+            check(found["totalEligible"] == 1
+                  and found["candidates"][0]["runId"] == on_branch["session"]["runId"],
+                  "resume_session finds runs by git branch", found)
+            listed, _ = await ok(session, "session_list", {})
+            mine = [s for s in listed["sessions"] if s["sessionId"] == "chat-42"]
+            check(len(mine) == 1 and mine[0]["runs"] == 2 and mine[0]["source"] == "client", "session_list", listed)
+
+            exported, _ = await ok(session, "session_export", {"sessionId": "chat-42"})
+            check(exported["runs"] == 2 and exported["bundle"]["format"] == "wfhost-session-bundle",
+                  "session_export returns the bundle", exported["runs"])
+            await error(session, "session_export", {"sessionId": "nope"}, "SESSION_NOT_FOUND")
+
+    async with stdio_client(server(second_home)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            bad = json.loads(json.dumps(exported["bundle"]))
+            bad["runs"][0]["events"][0]["at"] += 1
+            await error(session, "session_import", {"bundle": bad}, "VALIDATION_ERROR")
+            none, _ = await ok(session, "session_list", {})
+            check(none["sessions"] == [], "a refused import writes nothing", none)
+            imported, _ = await ok(session, "session_import", {"bundle": exported["bundle"]})
+            check(len(imported["imported"]) == 2, "session_import adds the runs", imported)
+            again, _ = await ok(session, "session_import", {"bundle": exported["bundle"]})
+            check(again["imported"] == [] and len(again["alreadyPresent"]) == 2, "a repeat import adds nothing", again)
+            found, _ = await ok(session, "resume_session", {"sessionId": "chat-42"})
+            waiting = [c for c in found["candidates"] if c["status"] == "waiting"]
+            check(len(waiting) == 2, "the imported runs wait where they were", found)
+            nxt, _ = await ok(session, "continue_workflow", {"continueToken": waiting[0]["resume"]["continueToken"],
+                                                             "output": {"notesMarkdown": "1 failing"},
+                                                             "context": {"tests": ["t"], "severity": "low"}})
+            check(not nxt["isComplete"], "an imported run advances in its new home", nxt)
+
+    # The CLI: list, export to a file, import into a third home.
+    rc, out = wfhost("session", "list")
+    check(rc == 0 and "chat-42" in out and "git:feature-x@" in out, "wfhost session list", out)
+    path = HOME + "-chat-42.session.json"
+    rc, out = wfhost("session", "export", "chat-42", "-o", path)
+    check(rc == 0 and "2 runs" in out, "wfhost session export", out)
+    third = HOME + "-third"
+    rc, out = wfhost("session", "import", path, home=third)
+    check(rc == 0 and "2 runs added" in out, "wfhost session import", out)
+    rc, out = wfhost("session", "import", path + ".missing", home=third)
+    check(rc == 2 and "cannot read" in out, "a missing bundle file is named", out)
+    rc, out = wfhost("session", "export", "nope", "-o", path)
+    check(rc == 2 and "unknown session" in out, "an unknown session is named", out)
+
+
 async def after_rotation(st, ak, args, second_text):
     # A new server after a key rotation: tokens of the previous key still work.
     async with stdio_client(server()) as (read, write):
@@ -272,6 +352,7 @@ async def main():
     check(rc == 0, "rotate-key succeeds", out)
     await after_rotation(st, ak, args, second_text)
     await workrail_walk()
+    await sessions()
     print("all checks passed")
 
 

@@ -1,7 +1,7 @@
 //! `wfhost export` and `wfhost import`: a run as one versioned file.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use wfhost_store::Bundle;
@@ -32,36 +32,11 @@ pub fn export(args: ExportArgs, global: &Global) -> u8 {
         Ok(b) => b,
         Err(e) => return store_error(e),
     };
-    let json = match serde_json::to_vec_pretty(&bundle) {
-        Ok(j) => j,
-        Err(e) => {
-            report_error(format!("cannot serialize the bundle: {e}"));
-            return exit::RUN_FAILED;
-        }
-    };
-    if args.output.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = out.write_all(&json).and_then(|()| out.flush()) {
-            report_error(format!("cannot write the bundle to standard output: {e}"));
-            return exit::RUN_FAILED;
-        }
-        return exit::SUCCESS;
+    if let Err(code) = write_json(&bundle, &args.output) {
+        return code;
     }
-    // Write beside the target and rename, so that a failed export never
-    // leaves half a bundle where a whole one is expected.
-    let dir = match args.output.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let written = tempfile::NamedTempFile::new_in(&dir).and_then(|mut tmp| {
-        tmp.write_all(&json)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(&args.output).map_err(|e| e.error)?;
-        Ok(())
-    });
-    if let Err(e) = written {
-        report_error(format!("cannot write {}: {e}", args.output.display()));
-        return exit::BAD_INPUT;
+    if args.output.as_os_str() == "-" {
+        return exit::SUCCESS;
     }
     println!(
         "exported run {} ({} events) to {}",
@@ -72,13 +47,52 @@ pub fn export(args: ExportArgs, global: &Global) -> u8 {
     exit::SUCCESS
 }
 
+/// Write `value` as pretty JSON to `output` (`-`: standard output), whole
+/// or not at all: a file is written beside the target and renamed.
+pub fn write_json<T: serde::Serialize>(value: &T, output: &Path) -> Result<(), u8> {
+    let json = serde_json::to_vec_pretty(value).map_err(|e| {
+        report_error(format!("cannot serialize the bundle: {e}"));
+        exit::RUN_FAILED
+    })?;
+    if output.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(&json)
+            .and_then(|()| out.flush())
+            .map_err(|e| {
+                report_error(format!("cannot write the bundle to standard output: {e}"));
+                exit::RUN_FAILED
+            });
+    }
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    tempfile::NamedTempFile::new_in(&dir)
+        .and_then(|mut tmp| {
+            tmp.write_all(&json)?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(output).map_err(|e| e.error)?;
+            Ok(())
+        })
+        .map_err(|e| {
+            report_error(format!("cannot write {}: {e}", output.display()));
+            exit::BAD_INPUT
+        })
+}
+
+/// A bundle file's bytes; a read error names the file.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, u8> {
+    std::fs::read(path).map_err(|e| {
+        report_error(format!("cannot read {}: {e}", path.display()));
+        exit::BAD_INPUT
+    })
+}
+
 pub fn import(args: ImportArgs, global: &Global) -> u8 {
-    let text = match std::fs::read(&args.file) {
+    let text = match read_file(&args.file) {
         Ok(t) => t,
-        Err(e) => {
-            report_error(format!("cannot read {}: {e}", args.file.display()));
-            return exit::BAD_INPUT;
-        }
+        Err(code) => return code,
     };
     let bundle = match Bundle::parse(&text) {
         Ok(b) => b,

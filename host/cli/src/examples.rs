@@ -69,6 +69,12 @@ Examples:
   wfhost import run.bundle.json
   wfhost import --home /srv/wfhost run.bundle.json   # into another store";
 
+pub const SESSION: &str = "\
+Examples:
+  wfhost session list
+  wfhost session export chat-42 -o chat-42.session.json
+  wfhost session import chat-42.session.json";
+
 pub const GC: &str = "\
 Examples:
   wfhost gc --dry-run

@@ -9,9 +9,11 @@ use crate::{Global, exit, report_error, store_error};
 #[derive(Args)]
 pub struct GcArgs {
     /// Remove runs whose last event is older than this: a number and a
-    /// unit, s, m, h, d or w.
-    #[arg(long, default_value = "30d", value_name = "DURATION")]
-    older_than: String,
+    /// unit, s, m, h, d or w. Default: `retention` in the home's
+    /// config.json, or 60d. A session's runs go together, when its last
+    /// event is this old.
+    #[arg(long, value_name = "DURATION")]
+    older_than: Option<String>,
     /// Also remove runs that never finished (waiting at a gate,
     /// interrupted). Runs being executed are never removed.
     #[arg(long)]
@@ -25,16 +27,25 @@ pub struct GcArgs {
 }
 
 pub fn gc(args: GcArgs, global: &Global) -> u8 {
-    let age = match parse_age(&args.older_than) {
-        Ok(a) => a,
-        Err(e) => {
-            report_error(format!("--older-than: {e}"));
-            return exit::BAD_INPUT;
-        }
-    };
     let home = match wfhost_store::resolve_home(global.home.as_deref()) {
         Ok(h) => h,
         Err(e) => return store_error(e),
+    };
+    let (age, age_text) = match &args.older_than {
+        Some(text) => match parse_age(text) {
+            Ok(a) => (a, text.clone()),
+            Err(e) => {
+                report_error(format!("--older-than: {e}"));
+                return exit::BAD_INPUT;
+            }
+        },
+        None => match wfhost_store::HomeConfig::load(&home) {
+            Ok(c) => (c.retention, c.retention_text),
+            Err(e) => {
+                report_error(e.to_string());
+                return exit::BAD_INPUT;
+            }
+        },
     };
     let mut store = match wfhost_store::Store::open_existing(&home) {
         Ok(s) => s,
@@ -118,6 +129,7 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
         let out = serde_json::json!({
             "scratch_removed": scratch_removed,
             "dry_run": args.dry_run,
+            "older_than": age_text,
             "candidates": candidates,
             "removed": removed,
             "orphan_containers_removed": orphans,
@@ -154,13 +166,13 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
         println!(
             "{} older than {} would be removed",
             count(candidates.len() as u64, "run"),
-            args.older_than
+            age_text
         );
     } else {
         println!(
             "{} older than {} removed",
             count(removed as u64, "run"),
-            args.older_than
+            age_text
         );
     }
     exit::SUCCESS

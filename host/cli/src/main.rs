@@ -23,6 +23,7 @@ mod run;
 mod runs;
 mod screen;
 mod serve;
+mod session;
 mod session_files;
 mod style;
 mod telemetry;
@@ -194,7 +195,12 @@ enum Command {
     /// Add a run from a bundle file to the store.
     #[command(after_help = examples::IMPORT)]
     Import(With<bundle::ImportArgs, Durable>),
-    /// Remove runs older than a retention age.
+    /// List, export and import sessions: the runs of one workstream (an
+    /// MCP client's session id, or the git branch they started on).
+    #[command(after_help = examples::SESSION)]
+    Session(With<session::SessionArgs, Durable>),
+    /// Remove runs older than the retention age (config.json `retention`,
+    /// default 60d).
     #[command(after_help = examples::GC)]
     Gc(With<gc::GcArgs, Home>),
     /// Serve the HTTP API (`/v1`, OpenAPI at `/v1/openapi.json`) over the
@@ -258,6 +264,7 @@ fn main() -> ExitCode {
         Command::Rm(w) => cancel::rm(w.args, &(&w.store).into()),
         Command::Export(w) => bundle::export(w.args, &(&w.store).into()),
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
+        Command::Session(w) => session::session(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::Mcp(w) => mcp::mcp(w.args, &(&w.store).into()),

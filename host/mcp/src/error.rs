@@ -92,6 +92,7 @@ impl From<wfhost_store::StoreError> for ToolError {
             wfhost_store::StoreError::Locked { .. } => {
                 ToolError::new("STORE_BUSY", e.to_string()).retry_after(200)
             }
+            other if other.is_usage() => ToolError::new("PRECONDITION_FAILED", other.to_string()),
             other => ToolError::internal(other.to_string()),
         }
     }

@@ -5,4 +5,5 @@ pub mod keys;
 pub mod reply;
 pub mod server;
 pub mod service;
+pub mod session;
 pub mod token;

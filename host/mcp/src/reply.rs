@@ -90,6 +90,13 @@ pub struct SessionInfo {
     pub snapshot: String,
     /// Blocks completed so far.
     pub steps: u64,
+    /// The session (workstream) the run belongs to: the client's session
+    /// id, or `git:<branch>@<workspace>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The git branch of the run's workspace when it started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_branch: Option<String>,
 }
 
 /// A structured warning.
@@ -190,9 +197,56 @@ pub struct Candidate {
     pub is_complete: bool,
     /// When the branch was last written, unix ms.
     pub last_modified_ms: i64,
-    /// `matched_exact_id`, `matched_workflow_id`, `matched_query` or
+    /// `matched_exact_id`, `matched_session`, `matched_branch`,
+    /// `matched_workflow_id`, `matched_query`, `same_workspace` or
     /// `recency_fallback`.
     pub why_matched: Vec<String>,
     /// The run where it rests, with fresh tokens (as a rehydrate).
     pub resume: StepReply,
+}
+
+/// `session_list`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsReply {
+    /// The most recently active first.
+    pub sessions: Vec<SessionSummary>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    /// `client` (named by the client) or `git` (the workspace's branch).
+    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_branch: Option<String>,
+    pub runs: usize,
+    /// Unix ms of its first run's start.
+    pub created_ms: i64,
+    /// Unix ms of its last event.
+    pub last_modified_ms: i64,
+}
+
+/// `session_export`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportReply {
+    pub session_id: String,
+    pub runs: usize,
+    /// The session bundle (`format` `wfhost-session-bundle`), as
+    /// `wfhost session export` writes it; `session_import` and
+    /// `wfhost session import` take it.
+    pub bundle: Value,
+}
+
+/// `session_import`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReply {
+    pub session_id: String,
+    /// Runs added to this home.
+    pub imported: Vec<String>,
+    /// Runs this home held already, identical.
+    pub already_present: Vec<String>,
 }

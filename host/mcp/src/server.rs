@@ -23,7 +23,10 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::error::ToolError;
-use crate::reply::{InspectReply, ListReply, ResumeReply, StepReply, StepSummary};
+use crate::reply::{
+    ExportReply, ImportReply, InspectReply, ListReply, ResumeReply, SessionsReply, StepReply,
+    StepSummary,
+};
 use crate::service::{Advance, Executor, Resume, Service, Start};
 
 /// `workflow_start` / `start_workflow`.
@@ -41,6 +44,12 @@ struct StartArgs {
     /// WorkRail's goal: becomes the input `goal`.
     #[serde(default)]
     goal: Option<String>,
+    /// The client's session (workstream) id, grouping this run with the
+    /// others of the session (at most 256 characters). Default: the git
+    /// branch of the workspace, if it is in a repository.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 256))]
+    session_id: Option<String>,
 }
 
 /// `workflow_advance`.
@@ -141,9 +150,43 @@ struct ResumeArgs {
     #[serde(default)]
     #[schemars(length(max = 256))]
     query: Option<String>,
-    /// Accepted for WorkRail clients; runs of every workspace are found.
+    /// Only runs of this session.
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    session_id: Option<String>,
+    /// Only runs started on this git branch.
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    git_branch: Option<String>,
+    /// The client's workspace: runs started there or on its git branch
+    /// rank first.
     #[serde(default)]
     workspace_path: Option<String>,
+    /// Only runs started in `workspacePath`.
+    #[serde(default)]
+    same_workspace_only: bool,
+}
+
+/// `session_list`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SessionListArgs {}
+
+/// `session_export`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SessionExportArgs {
+    /// The session (`session_list`, or `session.sessionId` of a reply).
+    session_id: String,
+}
+
+/// `session_import`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SessionImportArgs {
+    /// A session bundle, as `session_export` returned it or
+    /// `wfhost session export` wrote it.
+    bundle: Value,
 }
 
 /// How a tool is shown.
@@ -261,6 +304,33 @@ const TOOLS: &[Spec] = &[
         input: schema::<ResumeArgs>,
         output: schema::<ResumeReply>,
     },
+    Spec {
+        name: "session_list",
+        title: "List sessions",
+        description: "The sessions (workstreams) of this home: runs grouped by the client's session id or the git branch they started on, the most recently active first. Changes nothing.",
+        read_only: true,
+        idempotent: true,
+        input: schema::<SessionListArgs>,
+        output: schema::<SessionsReply>,
+    },
+    Spec {
+        name: "session_export",
+        title: "Export a session",
+        description: "A session's runs (identity, pinned definition, every event of every branch) as one checksummed bundle, to keep or to import into another home. Changes nothing.",
+        read_only: true,
+        idempotent: true,
+        input: schema::<SessionExportArgs>,
+        output: schema::<ExportReply>,
+    },
+    Spec {
+        name: "session_import",
+        title: "Import a session",
+        description: "Add a session bundle's runs to this home, all or nothing. Runs already here and identical are skipped; a run here that differs refuses the import.",
+        read_only: false,
+        idempotent: true,
+        input: schema::<SessionImportArgs>,
+        output: schema::<ImportReply>,
+    },
 ];
 
 fn tool(spec: &Spec) -> Tool {
@@ -316,6 +386,7 @@ impl<E: Executor> McpServer<E> {
                     workflow_id: args.workflow_id,
                     context: (!context_in.is_empty()).then_some(context_in),
                     workspace: args.workspace_path.map(Into::into),
+                    session_id: args.session_id,
                 };
                 let reply = with_progress(context, |p| self.service.start(start, p)).await?;
                 Ok(to_value(reply))
@@ -333,16 +404,45 @@ impl<E: Executor> McpServer<E> {
             }
             "resume_session" => {
                 let args: ResumeArgs = parse(args)?;
-                let _ = args.workspace_path;
-                if args.query.as_ref().is_some_and(|q| q.chars().count() > 256) {
-                    return Err(ToolError::invalid("/query", "at most 256 characters"));
+                for (pointer, text) in [
+                    ("/query", &args.query),
+                    ("/sessionId", &args.session_id),
+                    ("/gitBranch", &args.git_branch),
+                ] {
+                    if text.as_ref().is_some_and(|q| q.chars().count() > 256) {
+                        return Err(ToolError::invalid(pointer, "at most 256 characters"));
+                    }
+                }
+                if args.same_workspace_only && args.workspace_path.is_none() {
+                    return Err(ToolError::invalid(
+                        "/sameWorkspaceOnly",
+                        "needs `workspacePath`",
+                    ));
                 }
                 let found = self.service.resume(&Resume {
                     run_id: args.run_id,
                     workflow_id: args.workflow_id,
                     query: args.query,
+                    session_id: args.session_id,
+                    git_branch: args.git_branch,
+                    workspace: args.workspace_path.map(Into::into),
+                    same_workspace_only: args.same_workspace_only,
                 })?;
                 Ok(serde_json::to_value(found).expect("serializes"))
+            }
+            "session_list" => {
+                let _: SessionListArgs = parse(args)?;
+                Ok(serde_json::to_value(self.service.sessions()?).expect("serializes"))
+            }
+            "session_export" => {
+                let args: SessionExportArgs = parse(args)?;
+                let reply = self.service.export_session(&args.session_id)?;
+                Ok(serde_json::to_value(reply).expect("serializes"))
+            }
+            "session_import" => {
+                let args: SessionImportArgs = parse(args)?;
+                let reply = self.service.import_session(args.bundle)?;
+                Ok(serde_json::to_value(reply).expect("serializes"))
             }
             "continue_workflow" => {
                 let args: ContinueArgs = parse(args)?;

@@ -22,15 +22,17 @@ use wfhost_core::manifest::pinning::{self, PinnedDefinition};
 use wfhost_core::manifest::{Block, LoadedWorkflow, Workflow};
 use wfhost_core::state::{Phase, RunState};
 use wfhost_core::validation::OutputSchema;
-use wfhost_store::{BranchWriter, Durability, NewAck, RunLock, RunRecord, Store, StoreError};
+use wfhost_store::{
+    BranchWriter, Durability, NewAck, RunLock, RunRecord, SessionTag, Store, StoreError,
+};
 
 use crate::catalog::Catalog;
 use crate::error::ToolError;
 use crate::keys::Keyring;
-use crate::reply::{
-    Candidate, Gate, NextCall, Pending, ResumeReply, SessionInfo, StepReply, Warning,
-};
+use crate::reply::{Gate, NextCall, Pending, SessionInfo, StepReply, Warning};
 use crate::token::{self, Claims, Kind};
+
+mod sessions;
 
 /// A boxed future, for [`Executor::execute`].
 pub type Executing<'a> = Pin<Box<dyn Future<Output = Result<RunReport, String>> + Send + 'a>>;
@@ -67,6 +69,9 @@ pub struct Start {
     pub context: Option<Map<String, Value>>,
     /// Where the run works; the server's default when absent.
     pub workspace: Option<PathBuf>,
+    /// The client's session (workstream) id; the workspace's git branch
+    /// names the session when absent.
+    pub session_id: Option<String>,
 }
 
 /// What `workflow_advance` takes.
@@ -110,6 +115,7 @@ pub struct Service<E: Executor> {
     busy: Mutex<HashSet<String>>,
     states: Mutex<HashMap<(String, u32), Cached>>,
     definitions: Mutex<HashMap<(String, String), Arc<LoadedWorkflow>>>,
+    sessions: Mutex<HashMap<String, Option<SessionTag>>>,
 }
 
 /// A store taken from the pool, put back when dropped.
@@ -209,6 +215,15 @@ pub struct Resume {
     pub run_id: Option<String>,
     pub workflow_id: Option<String>,
     pub query: Option<String>,
+    /// Only runs of this session.
+    pub session_id: Option<String>,
+    /// Only runs started on this git branch.
+    pub git_branch: Option<String>,
+    /// The client's workspace: runs started there (or on its git branch)
+    /// rank first.
+    pub workspace: Option<PathBuf>,
+    /// Only runs started in `workspace`.
+    pub same_workspace_only: bool,
 }
 
 /// The client's output, read apart: the step's notes, its signal, and the
@@ -253,6 +268,7 @@ impl<E: Executor> Service<E> {
             busy: Mutex::new(HashSet::new()),
             states: Mutex::new(HashMap::new()),
             definitions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -400,6 +416,8 @@ impl<E: Executor> Service<E> {
     ) -> Result<StepReply, ToolError> {
         let entry = self.catalog.find(&start.workflow_id)?;
         let workspace = self.workspace_for(start.workspace.as_deref())?;
+        let session = crate::session::session_for(start.session_id.as_deref(), &workspace)
+            .map_err(|e| ToolError::invalid("/sessionId", e))?;
         let inputs = wfhost_core::inputs::resolve(
             entry.loaded.workflow.inputs.as_ref(),
             start.context.map(Value::Object),
@@ -429,7 +447,11 @@ impl<E: Executor> Service<E> {
         options.inputs = inputs;
         let started = wfhost_core::engine::started_event(&entry.loaded.workflow, &options);
         let _claim = self.claim(&store, &record.id)?;
-        store.create_run(&record, &entry.pin.json, &started)?;
+        store.create_run_in(&record, &entry.pin.json, &started, session.as_ref())?;
+        self.sessions
+            .lock()
+            .expect("session cache")
+            .insert(record.id.clone(), session);
         let state = RunState::start(&started).map_err(|e| ToolError::internal(e.to_string()))?;
         let loaded = self.definition(&store, &record)?;
         let (head, report) = {
@@ -801,82 +823,17 @@ impl<E: Executor> Service<E> {
         )
     }
 
-    /// Runs to take up again: the run `run_id`, or runs matching
-    /// `workflow_id` and `query` (in the run id, workflow id or manifest
-    /// path, ignoring case), or else the latest runs. Each with the reply
-    /// for where it rests, fresh tokens included.
-    pub fn resume(&self, find: &Resume) -> Result<ResumeReply, ToolError> {
-        let store = self.store()?;
-        let query = find.query.as_deref().map(str::to_lowercase);
-        let mut found: Vec<(Vec<String>, RunRecord)> = Vec::new();
-        if let Some(id) = &find.run_id {
-            let run = store.run(id)?.ok_or_else(|| {
-                ToolError::new("RUN_NOT_FOUND", format!("no run `{id}` in this home"))
-            })?;
-            found.push((vec!["matched_exact_id".into()], run));
-        } else {
-            for run in store.runs()? {
-                let mut why = Vec::new();
-                if let Some(w) = &find.workflow_id {
-                    if &run.workflow_id != w {
-                        continue;
-                    }
-                    why.push("matched_workflow_id".to_string());
-                }
-                if let Some(q) = &query {
-                    let hay =
-                        format!("{} {} {}", run.id, run.workflow_id, run.manifest).to_lowercase();
-                    if !hay.contains(q.as_str()) {
-                        continue;
-                    }
-                    why.push("matched_query".into());
-                }
-                if why.is_empty() {
-                    why.push("recency_fallback".into());
-                }
-                found.push((why, run));
-            }
+    /// The session of `run_id`, looked up once (it never changes).
+    fn session_of(&self, store: &Store, run_id: &str) -> Result<Option<SessionTag>, ToolError> {
+        if let Some(found) = self.sessions.lock().expect("session cache").get(run_id) {
+            return Ok(found.clone());
         }
-        let total_eligible = found.len();
-        let mut ranked = Vec::new();
-        for (why, run) in found {
-            let Some(latest) = store
-                .branches(&run.id)?
-                .into_iter()
-                .max_by_key(|b| (b.last_at, b.branch))
-            else {
-                continue;
-            };
-            ranked.push((
-                latest.status != "waiting",
-                -latest.last_at,
-                why,
-                run,
-                latest,
-            ));
-        }
-        ranked.sort_by_key(|r| (r.0, r.1));
-        let mut candidates = Vec::new();
-        for (_, _, why, run, latest) in ranked.into_iter().take(5) {
-            let loaded = self.definition(&store, &run)?;
-            let (head, state) = self.head_state(&store, &run.id, latest.branch)?;
-            let reply = self.reply(&store, &run, &loaded.workflow, latest.branch, head, &state)?;
-            candidates.push(Candidate {
-                run_id: run.id.clone(),
-                workflow_id: run.workflow_id.clone(),
-                branch: latest.branch,
-                status: reply.status.clone(),
-                pending_step_id: reply.pending.as_ref().map(|p| p.step_id.clone()),
-                is_complete: reply.is_complete,
-                last_modified_ms: latest.last_at,
-                why_matched: why,
-                resume: reply,
-            });
-        }
-        Ok(ResumeReply {
-            candidates,
-            total_eligible,
-        })
+        let found = store.session_of(run_id)?;
+        self.sessions
+            .lock()
+            .expect("session cache")
+            .insert(run_id.to_string(), found.clone());
+        Ok(found)
     }
 
     /// What to tell the client about the run resting at `rest` on `branch`.
@@ -905,6 +862,7 @@ impl<E: Executor> Service<E> {
             attempt,
         };
         let state_token = self.mint(&claims(Kind::State, 0));
+        let session = self.session_of(store, &run.id)?;
         let mut reply = StepReply {
             state_token: state_token.clone(),
             ack_token: None,
@@ -922,6 +880,8 @@ impl<E: Executor> Service<E> {
                 branch,
                 snapshot: wfhost_store::snapshot_id(&run.id, rest),
                 steps: state.steps,
+                session_id: session.as_ref().map(|s| s.id.clone()),
+                git_branch: session.and_then(|s| s.git_branch),
             },
             warnings: self.warnings(run),
             failure: None,

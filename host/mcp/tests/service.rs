@@ -2,7 +2,7 @@
 //! external blocks, advanced from any of the tokens it handed out.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -12,7 +12,7 @@ use wfhost_core::engine::{
 use wfhost_core::event::{Event, EventSink};
 use wfhost_core::manifest::LoadedWorkflow;
 use wfhost_core::state::RunState;
-use wfhost_mcp::service::{Advance, Executing, Executor, Service, Settings, Start};
+use wfhost_mcp::service::{Advance, Executing, Executor, Resume, Service, Settings, Start};
 use wfhost_store::{Durability, RunRecord, Store};
 
 /// Runs no plugin (the workflows here have none) and interprets the core
@@ -265,4 +265,127 @@ fn a_reply_lost_in_a_crash_is_rebuilt_from_the_log_on_the_repeat() {
     );
     let run_id = first["session"]["runId"].as_str().unwrap();
     assert_eq!(assert_no_step_twice(&dir.path().join("home"), run_id), 1);
+}
+
+#[test]
+fn sessions_group_runs_find_them_and_move_between_homes() {
+    let dir = tempfile::tempdir().unwrap();
+    let here_service = service(dir.path());
+    let svc = &here_service;
+    let rt = runtime();
+    let begin = |session: Option<&str>, workspace: Option<PathBuf>| {
+        let start = Start {
+            workflow_id: "chain".into(),
+            session_id: session.map(str::to_string),
+            workspace,
+            ..Start::default()
+        };
+        serde_json::to_value(rt.block_on(svc.start(start, None)).unwrap()).unwrap()
+    };
+    let a = begin(Some("chat-42"), None);
+    assert_eq!(a["session"]["sessionId"], "chat-42");
+    let b = begin(Some("chat-42"), None);
+    let loose = begin(None, None);
+    assert!(
+        loose["session"].get("sessionId").is_none(),
+        "outside a repository, no session: {loose}"
+    );
+    // A workspace in a git repository: the branch names the session.
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/feature-x\n").unwrap();
+    let g = begin(None, Some(repo.clone()));
+    assert_eq!(g["session"]["gitBranch"], "feature-x");
+    assert_eq!(
+        g["session"]["sessionId"],
+        format!("git:feature-x@{}", repo.display())
+    );
+    let bad = rt.block_on(svc.start(
+        Start {
+            workflow_id: "chain".into(),
+            session_id: Some("a\nb".into()),
+            ..Start::default()
+        },
+        None,
+    ));
+    assert_eq!(bad.unwrap_err().code, "VALIDATION_ERROR");
+
+    let find = |resume: Resume| serde_json::to_value(svc.resume(&resume).unwrap()).unwrap();
+    let by_session = find(Resume {
+        session_id: Some("chat-42".into()),
+        ..Resume::default()
+    });
+    assert_eq!(by_session["totalEligible"], 2);
+    assert_eq!(
+        by_session["candidates"][0]["whyMatched"],
+        json!(["matched_session"])
+    );
+    let by_branch = find(Resume {
+        git_branch: Some("feature-x".into()),
+        ..Resume::default()
+    });
+    assert_eq!(by_branch["totalEligible"], 1);
+    assert_eq!(by_branch["candidates"][0]["runId"], g["session"]["runId"]);
+    let here = find(Resume {
+        workspace: Some(repo.join("src")),
+        ..Resume::default()
+    });
+    assert_eq!(here["totalEligible"], 4);
+    assert_eq!(
+        here["candidates"][0]["runId"], g["session"]["runId"],
+        "a run on the client's branch ranks first: {here}"
+    );
+    let only_here = find(Resume {
+        workspace: Some(repo.clone()),
+        same_workspace_only: true,
+        ..Resume::default()
+    });
+    assert_eq!(only_here["totalEligible"], 1);
+
+    let listed = serde_json::to_value(svc.sessions().unwrap()).unwrap();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 2);
+
+    let exported = svc.export_session("chat-42").unwrap();
+    assert_eq!(exported.runs, 2);
+    assert_eq!(
+        svc.export_session("nope").unwrap_err().code,
+        "SESSION_NOT_FOUND"
+    );
+    // Into another home: the runs resume there and advance.
+    let other = tempfile::tempdir().unwrap();
+    let there = service(other.path());
+    let imported = there.import_session(exported.bundle.clone()).unwrap();
+    assert_eq!(imported.imported.len(), 2);
+    let again = there.import_session(exported.bundle.clone()).unwrap();
+    assert_eq!((again.imported.len(), again.already_present.len()), (0, 2));
+    let mut tampered = exported.bundle.clone();
+    tampered["session"]["id"] = "chat-43".into();
+    assert_eq!(
+        there.import_session(tampered).unwrap_err().code,
+        "VALIDATION_ERROR"
+    );
+    let found = serde_json::to_value(
+        there
+            .resume(&Resume {
+                run_id: b["session"]["runId"].as_str().map(str::to_string),
+                ..Resume::default()
+            })
+            .unwrap(),
+    )
+    .unwrap();
+    let resumed = &found["candidates"][0]["resume"];
+    assert_eq!(resumed["session"]["sessionId"], "chat-42");
+    let next = rt
+        .block_on(there.advance(
+            Advance {
+                state_token: resumed["stateToken"].as_str().unwrap().into(),
+                ack_token: resumed["ackToken"].as_str().map(str::to_string),
+                output: Some(output(1)),
+                ..Advance::default()
+            },
+            None,
+        ))
+        .unwrap();
+    assert_eq!(next["session"]["steps"], 1, "{next}");
+    let _ = a;
 }

@@ -8,7 +8,7 @@ use wfhost_core::event::Event;
 use wfhost_core::manifest::pinning;
 use wfhost_core::state::RunState;
 
-use crate::{RunRecord, Store, StoreError, StoredEvent};
+use crate::{RunRecord, SessionTag, Store, StoreError, StoredEvent};
 
 /// The `format` field of every bundle.
 pub const BUNDLE_FORMAT: &str = "wfhost-run-bundle";
@@ -39,6 +39,10 @@ pub struct Bundle {
     /// `run.workflow_hash`).
     pub definition: String,
     pub events: Vec<BundledEvent>,
+    /// The session the run belongs to, if any (absent in bundles of runs
+    /// of no session, so those read as they always did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionTag>,
     /// `sha256:<hex>` over everything above.
     pub checksum: String,
 }
@@ -51,6 +55,8 @@ struct Checked<'a> {
     run: &'a RunRecord,
     definition: &'a str,
     events: &'a [BundledEvent],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<&'a SessionTag>,
 }
 
 fn checksum(b: &Bundle) -> String {
@@ -61,6 +67,7 @@ fn checksum(b: &Bundle) -> String {
         run: &b.run,
         definition: &b.definition,
         events: &b.events,
+        session: b.session.as_ref(),
     })
     .expect("bundles serialize");
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
@@ -97,6 +104,9 @@ impl Bundle {
                 readable.end()
             ));
         }
+        if let Some(session) = &bundle.session {
+            session.check().map_err(|e| format!("/session/id: {e}"))?;
+        }
         let expected = checksum(&bundle);
         if bundle.checksum != expected {
             return Err(format!(
@@ -113,6 +123,7 @@ impl Store {
     /// Everything about run `run_id`, as a bundle.
     pub fn export(&self, run_id: &str) -> Result<Bundle, StoreError> {
         let run = self.resolve_run(run_id)?;
+        let session = self.session_of(&run.id)?;
         let definition = self.definition(&run.workflow_hash)?;
         let events = self
             .events_after(&run.id, 0)?
@@ -132,6 +143,7 @@ impl Store {
             run,
             definition,
             events,
+            session,
             checksum: String::new(),
         };
         bundle.checksum = checksum(&bundle);
@@ -142,45 +154,58 @@ impl Store {
     /// branch must fold, so a bundle never brings in a log that cannot be
     /// resumed.
     pub fn import(&mut self, bundle: &Bundle) -> Result<(), StoreError> {
-        let run_id = &bundle.run.id;
-        if self.run(run_id)?.is_some() {
-            return Err(StoreError::RunExists(run_id.clone()));
+        if self.run(&bundle.run.id)?.is_some() {
+            return Err(StoreError::RunExists(bundle.run.id.clone()));
         }
-        check_tree(bundle)
-            .map_err(|m| StoreError::Usage(format!("the bundle's log is invalid: {m}")))?;
+        check(bundle)?;
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
-        tx.execute(
-            "INSERT OR IGNORE INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3)",
-            (
-                &bundle.run.workflow_hash,
-                &bundle.run.workflow_id,
-                &bundle.definition,
-            ),
-        )
-        .map_err(err)?;
-        let r = &bundle.run;
-        tx.execute(
-            "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            (
-                &r.id,
-                &r.workflow_id,
-                &r.workflow_hash,
-                &r.manifest,
-                &r.workspace,
-                r.created_at,
-            ),
-        )
-        .map_err(err)?;
-        let run = tx.last_insert_rowid();
-        for e in &bundle.events {
-            crate::log::insert_event(&tx, run, run_id, e.seq, e.branch, e.parent, e.at, &e.event)
-                .map_err(err)?;
-        }
-        tx.commit().map_err(err)?;
+        insert(&tx, bundle).map_err(|e| StoreError::from_sqlite(&path, e))?;
+        tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
         Ok(())
     }
+}
+
+/// A bundle's log, checked before anything of it is written.
+pub(crate) fn check(bundle: &Bundle) -> Result<(), StoreError> {
+    check_tree(bundle).map_err(|m| {
+        StoreError::Usage(format!(
+            "the bundle of run {} has an invalid log: {m}",
+            bundle.run.id
+        ))
+    })
+}
+
+/// Write a checked bundle's run inside `tx`.
+pub(crate) fn insert(tx: &rusqlite::Transaction<'_>, bundle: &Bundle) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3)",
+        (
+            &bundle.run.workflow_hash,
+            &bundle.run.workflow_id,
+            &bundle.definition,
+        ),
+    )?;
+    let r = &bundle.run;
+    tx.execute(
+        "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        (
+            &r.id,
+            &r.workflow_id,
+            &r.workflow_hash,
+            &r.manifest,
+            &r.workspace,
+            r.created_at,
+        ),
+    )?;
+    let run = tx.last_insert_rowid();
+    for e in &bundle.events {
+        crate::log::insert_event(tx, run, &r.id, e.seq, e.branch, e.parent, e.at, &e.event)?;
+    }
+    if let Some(session) = &bundle.session {
+        crate::sessions::insert(tx, run, session)?;
+    }
+    Ok(())
 }
 
 /// The bundle's events form a tree whose every branch folds.

@@ -10,6 +10,8 @@ pub enum StoreError {
     NoStore { path: PathBuf },
     #[error("unknown run id `{id}` (store {store}); `wfhost runs` lists the runs")]
     UnknownRun { id: String, store: PathBuf },
+    #[error("unknown session `{id}` (store {store}); `wfhost session list` lists the sessions")]
+    UnknownSession { id: String, store: PathBuf },
     #[error("run {0} already exists in this store")]
     RunExists(String),
     #[error(
@@ -87,6 +89,7 @@ impl StoreError {
             self,
             StoreError::NoStore { .. }
                 | StoreError::UnknownRun { .. }
+                | StoreError::UnknownSession { .. }
                 | StoreError::RunExists(_)
                 | StoreError::Usage(_)
         )

@@ -13,10 +13,14 @@ pub struct GcCandidate {
     pub last_at: i64,
     /// Status of the run's current branch.
     pub status: String,
+    /// The run's session; its runs go together, when the last of them is
+    /// old enough.
+    pub session: Option<String>,
 }
 
 impl Store {
-    /// Runs whose last event is older than `age`. Runs that are executing
+    /// Runs whose last event is older than `age` (for a run of a session:
+    /// whose session's last event is). Runs that are executing
     /// are never candidates; unfinished ones (waiting at a gate, or
     /// interrupted) only with `include_unfinished`.
     pub fn gc_candidates(
@@ -29,16 +33,22 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT r.id, r.workflow_id, max(e.at) AS last FROM runs r JOIN events e ON e.run = r.num
-                 GROUP BY r.num HAVING last < ?1 ORDER BY last",
+                "SELECT r.id, r.workflow_id, max(e.at) AS last, s.session,
+                        (SELECT max(e2.at) FROM run_sessions s2 JOIN events e2 ON e2.run = s2.run
+                         WHERE s2.session = s.session) AS session_last
+                 FROM runs r JOIN events e ON e.run = r.num
+                 LEFT JOIN run_sessions s ON s.run = r.num
+                 GROUP BY r.num HAVING coalesce(session_last, last) < ?1 ORDER BY last",
             )
             .map_err(|e| self.err(e))?;
-        let old: Vec<(String, String, i64)> = stmt
-            .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        let old: Vec<(String, String, i64, Option<String>)> = stmt
+            .query_map([cutoff], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
             .and_then(|rows| rows.collect())
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
-        for (run_id, workflow_id, last_at) in old {
+        for (run_id, workflow_id, last_at, session) in old {
             if self.is_running(&run_id) {
                 continue;
             }
@@ -60,6 +70,7 @@ impl Store {
                 workflow_id,
                 last_at,
                 status,
+                session,
             });
         }
         Ok(out)
@@ -93,6 +104,11 @@ impl Store {
             .map_err(err)?;
             tx.execute(
                 "DELETE FROM mcp_acks WHERE run = (SELECT num FROM runs WHERE id = ?1)",
+                [run_id],
+            )
+            .map_err(err)?;
+            tx.execute(
+                "DELETE FROM run_sessions WHERE run = (SELECT num FROM runs WHERE id = ?1)",
                 [run_id],
             )
             .map_err(err)?;

@@ -20,6 +20,7 @@
 mod acks;
 mod bundle;
 mod cancel;
+mod config;
 mod error;
 mod gc;
 mod ids;
@@ -28,6 +29,7 @@ mod jobs;
 mod lock;
 mod log;
 mod schema;
+mod sessions;
 pub mod time;
 pub mod view;
 
@@ -39,6 +41,7 @@ use serde::{Deserialize, Serialize};
 pub use acks::{Ack, NewAck};
 pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
 pub use cancel::{CANCELLED, CancelError};
+pub use config::{CONFIG_FILE, DEFAULT_RETENTION, HomeConfig};
 pub use error::StoreError;
 pub use gc::GcCandidate;
 pub use ids::{is_run_id, new_run_id, snapshot_id};
@@ -47,6 +50,10 @@ pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, OpenGate, StoredEvent};
 pub use schema::SCHEMA_VERSION;
+pub use sessions::{
+    MAX_SESSION_ID, SESSION_BUNDLE_FORMAT, SESSION_BUNDLE_VERSION, SessionBundle, SessionImport,
+    SessionSource, SessionSummary, SessionTag,
+};
 
 /// The store file's name inside the wfhost home.
 pub const STORE_FILE: &str = "wfhost.db";
@@ -297,6 +304,17 @@ impl Store {
         definition_json: &str,
         started: &wfhost_core::event::Event,
     ) -> Result<(), StoreError> {
+        self.create_run_in(record, definition_json, started, None)
+    }
+
+    /// [`Store::create_run`], the run belonging to `session`.
+    pub fn create_run_in(
+        &mut self,
+        record: &RunRecord,
+        definition_json: &str,
+        started: &wfhost_core::event::Event,
+        session: Option<&SessionTag>,
+    ) -> Result<(), StoreError> {
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
         let existing: Option<String> = tx
@@ -344,6 +362,9 @@ impl Store {
         let run = tx.last_insert_rowid();
         log::insert_event(&tx, run, &record.id, 1, 1, None, time::now_ms(), started)
             .map_err(err)?;
+        if let Some(session) = session {
+            sessions::insert(&tx, run, session).map_err(err)?;
+        }
         tx.commit().map_err(err)?;
         Ok(())
     }

@@ -17,11 +17,14 @@
 //! Version 5 adds `mcp_acks`: the acknowledgements with which MCP clients
 //! advanced external blocks, each recorded in the commit of the block's
 //! completion, with the reply to replay to a repeat.
+//!
+//! Version 6 adds `run_sessions`: the session (workstream) each run belongs
+//! to, named by the MCP client or derived from the workspace's git branch.
 
 use rusqlite::Connection;
 
 /// The schema this wfhost writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub(crate) enum MigrateError {
     Sqlite(rusqlite::Error),
@@ -157,6 +160,19 @@ CREATE TABLE mcp_acks (
 ) WITHOUT ROWID;
 ";
 
+const V6: &str = "
+-- The session a run belongs to: `session` is the client's session id or
+-- `git:<branch>@<workspace>`; `source` says which (`client`, `git`).
+-- Runs of no session have no row.
+CREATE TABLE run_sessions (
+    run        INTEGER PRIMARY KEY REFERENCES runs(num),
+    session    TEXT NOT NULL,
+    source     TEXT NOT NULL,
+    git_branch TEXT
+);
+CREATE INDEX run_sessions_by_session ON run_sessions (session, run);
+";
+
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in
 /// the order they were created.
 const V1_TO_V2: &str = "
@@ -197,11 +213,12 @@ fn upgrade(conn: &Connection) -> Result<(), MigrateError> {
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
-        4 => V5.to_string(),
-        3 => format!("{V4} {V5}"),
-        2 => format!("{V3} {V4} {V5}"),
-        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5}"),
-        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5}"),
+        5 => V6.to_string(),
+        4 => format!("{V5} {V6}"),
+        3 => format!("{V4} {V5} {V6}"),
+        2 => format!("{V3} {V4} {V5} {V6}"),
+        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5} {V6}"),
+        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5} {V6}"),
     };
     conn.execute_batch(&format!(
         "{steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

@@ -478,17 +478,21 @@ fn a_store_being_created_is_either_absent_or_whole_to_others() {
 }
 
 #[test]
-fn a_version_3_store_gains_the_job_telemetry_and_ack_tables() {
+fn a_version_3_store_gains_the_job_telemetry_ack_and_session_tables() {
     let (home, store) = new_store();
     let path = store.path().to_path_buf();
     drop(store);
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("DROP TABLE job_telemetry; DROP TABLE mcp_acks; PRAGMA user_version = 3;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE job_telemetry; DROP TABLE mcp_acks; DROP TABLE run_sessions; PRAGMA user_version = 3;",
+    )
+    .unwrap();
     drop(conn);
     let store = Store::open_existing(home.path()).unwrap();
     assert_eq!(store.last_job_telemetry().unwrap(), 0);
     assert_eq!(store.next_ack_attempt("nope", 1).unwrap(), 1);
+    assert_eq!(store.session_of("r1").unwrap(), None);
+    assert!(store.sessions().unwrap().is_empty());
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -1,0 +1,206 @@
+//! Sessions against a real SQLite file: runs grouped, exported and
+//! imported together, and kept or removed together by retention.
+
+use wfhost_core::event::{Event, EventSink, Outcome};
+use wfhost_store::{
+    Durability, RunRecord, SessionBundle, SessionSource, SessionTag, Store, StoreError,
+};
+
+fn started(run_id: &str) -> Event {
+    Event::RunStarted {
+        run_id: run_id.into(),
+        workflow_id: "w".into(),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "a".into(),
+        max_steps: 100,
+        max_call_depth: 8,
+        default_executor: String::new(),
+        inputs: Default::default(),
+    }
+}
+
+fn record(id: &str) -> RunRecord {
+    RunRecord {
+        id: id.into(),
+        workflow_id: "w".into(),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
+        manifest: "/nowhere/w.json".into(),
+        workspace: "/tmp".into(),
+        created_at: 1,
+    }
+}
+
+/// A finished run of `session`.
+fn run_in(store: &mut Store, id: &str, session: Option<&SessionTag>) {
+    store
+        .create_run_in(&record(id), "{}", &started(id), session)
+        .unwrap();
+    store
+        .writer(id, 1)
+        .unwrap()
+        .append(&[Event::RunFinished {
+            outcome: Outcome::Succeeded,
+        }])
+        .unwrap();
+}
+
+fn chat() -> SessionTag {
+    SessionTag::client("chat-42", Some("main".into())).unwrap()
+}
+
+/// Move every event of `run` `days` into the past (the log is append-only;
+/// only a test rewrites it).
+fn age(home: &std::path::Path, run: &str, days: i64) {
+    let conn = rusqlite::Connection::open(home.join(wfhost_store::STORE_FILE)).unwrap();
+    conn.execute_batch("DROP TRIGGER IF EXISTS events_are_append_only")
+        .unwrap();
+    conn.execute(
+        "UPDATE events SET at = at - ?1 WHERE run = (SELECT num FROM runs WHERE id = ?2)",
+        (days * 86_400_000, run),
+    )
+    .unwrap();
+}
+
+#[test]
+fn runs_are_grouped_by_session_and_listed() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    run_in(&mut store, "r1", Some(&chat()));
+    run_in(&mut store, "r2", Some(&chat()));
+    let git = SessionTag::git("feature", "/work/repo");
+    run_in(&mut store, "r3", Some(&git));
+    run_in(&mut store, "r4", None);
+
+    assert_eq!(store.session_of("r1").unwrap(), Some(chat()));
+    assert_eq!(store.session_of("r4").unwrap(), None);
+    let ids: Vec<String> = store
+        .session_runs("chat-42")
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, ["r1", "r2"]);
+    let sessions = store.sessions().unwrap();
+    assert_eq!(sessions.len(), 2);
+    let listed = sessions.iter().find(|s| s.id == "chat-42").unwrap();
+    assert_eq!((listed.runs, listed.source), (2, SessionSource::Client));
+    let g = sessions
+        .iter()
+        .find(|s| s.id == "git:feature@/work/repo")
+        .unwrap();
+    assert_eq!((g.runs, g.git_branch.as_deref()), (1, Some("feature")));
+}
+
+#[test]
+fn a_session_moves_to_another_home_whole_and_only_whole() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    run_in(&mut store, "r1", Some(&chat()));
+    run_in(&mut store, "r2", Some(&chat()));
+    run_in(&mut store, "r3", None);
+    let bundle = store.export_session("chat-42").unwrap();
+    assert_eq!(bundle.runs.len(), 2);
+    assert!(matches!(
+        store.export_session("nope"),
+        Err(StoreError::UnknownSession { .. })
+    ));
+
+    let other = tempfile::tempdir().unwrap();
+    let mut there = Store::open(other.path(), Durability::Normal).unwrap();
+    let done = there.import_session(&bundle).unwrap();
+    assert_eq!(done.imported, ["r1", "r2"]);
+    assert_eq!(there.session_of("r2").unwrap(), Some(chat()));
+    assert_eq!(
+        there.export_session("chat-42").unwrap(),
+        bundle,
+        "the imported session exports to the same bundle"
+    );
+    // Again: nothing new, both already present.
+    let again = there.import_session(&bundle).unwrap();
+    assert!(again.imported.is_empty());
+    assert_eq!(again.already_present, ["r1", "r2"]);
+
+    // A third home holding a different r2: the import is refused and
+    // nothing of it is written, r1 included.
+    let third = tempfile::tempdir().unwrap();
+    let mut held = Store::open(third.path(), Durability::Normal).unwrap();
+    held.create_run(&record("r2"), "{}", &started("r2"))
+        .unwrap();
+    let err = held.import_session(&bundle).unwrap_err().to_string();
+    assert!(
+        err.contains("r2") && err.contains("nothing was imported"),
+        "{err}"
+    );
+    assert!(held.run("r1").unwrap().is_none());
+}
+
+#[test]
+fn a_tampered_or_mixed_session_bundle_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    run_in(&mut store, "r1", Some(&chat()));
+    let bundle = store.export_session("chat-42").unwrap();
+    for (what, edit) in [
+        (
+            "format",
+            Box::new(|v: &mut serde_json::Value| v["format"] = "x".into())
+                as Box<dyn Fn(&mut serde_json::Value)>,
+        ),
+        (
+            "version",
+            Box::new(|v: &mut serde_json::Value| v["version"] = 9.into()),
+        ),
+        (
+            "checksum",
+            Box::new(|v: &mut serde_json::Value| v["session"]["id"] = "chat-43".into()),
+        ),
+        (
+            "session id",
+            Box::new(|v: &mut serde_json::Value| v["session"]["id"] = "a\u{7}b".into()),
+        ),
+        (
+            "runs",
+            Box::new(|v: &mut serde_json::Value| v["runs"] = 3.into()),
+        ),
+    ] {
+        let mut value = serde_json::to_value(&bundle).unwrap();
+        edit(&mut value);
+        let text = serde_json::to_vec(&value).unwrap();
+        assert!(SessionBundle::parse(&text).is_err(), "{what} accepted");
+    }
+    assert!(
+        SessionBundle::parse(b"not json")
+            .unwrap_err()
+            .contains("not JSON")
+    );
+}
+
+#[test]
+fn retention_keeps_a_session_while_any_of_its_runs_is_recent() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    run_in(&mut store, "old-in-session", Some(&chat()));
+    run_in(&mut store, "new-in-session", Some(&chat()));
+    run_in(&mut store, "old-alone", None);
+    age(home.path(), "old-in-session", 90);
+    age(home.path(), "old-alone", 90);
+    let sixty = std::time::Duration::from_secs(60 * 86_400);
+    let ids = |store: &Store| -> Vec<String> {
+        store
+            .gc_candidates(sixty, false)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.run_id)
+            .collect()
+    };
+    assert_eq!(ids(&store), ["old-alone"]);
+    age(home.path(), "new-in-session", 70);
+    let mut both = ids(&store);
+    both.sort();
+    assert_eq!(both, ["new-in-session", "old-alone", "old-in-session"]);
+    let removed = store.remove_runs(&both).unwrap();
+    assert_eq!(removed, 3);
+    assert!(store.sessions().unwrap().is_empty());
+}
