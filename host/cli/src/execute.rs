@@ -453,8 +453,8 @@ pub fn report_run(
             "steps": report.steps,
             "duration_ms": report.duration.as_secs_f64() * 1000.0,
             "statistics": report.statistics,
-            "blocks": report.blocks,
-            "payload": report.payload,
+            "blocks": report.blocks(),
+            "payload": report.payload(),
         });
         if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
             out.extend(extra);

@@ -287,14 +287,23 @@ pub struct RunReport {
     /// Blocks completed over the whole run (not just this session).
     pub steps: u64,
     pub statistics: Statistics,
-    /// Per block, keyed `node.block`; bounded by the workflow's size, not
-    /// by the number of steps.
-    pub blocks: BTreeMap<String, BlockStatistics>,
-    pub payload: ExecutionPayload,
     /// Wall-clock time of this session.
     pub duration: Duration,
     /// The folded state the run rests in.
     pub state: RunState,
+}
+
+impl RunReport {
+    /// Per block, keyed `node.block`; bounded by the workflow's size, not
+    /// by the number of steps.
+    pub fn blocks(&self) -> &BTreeMap<String, BlockStatistics> {
+        &self.state.blocks
+    }
+
+    /// The payload the run rests with.
+    pub fn payload(&self) -> &ExecutionPayload {
+        &self.state.payload
+    }
 }
 
 /// Identity and limits of a new run.
@@ -453,7 +462,21 @@ pub async fn drive<W: WorkerHost, A: ActionInterpreter>(
     state: RunState,
     sink: &mut dyn EventSink,
 ) -> Result<RunReport, EngineError> {
+    drive_after(workflow, workers, actions, state, sink, Vec::new()).await
+}
+
+/// [`drive`], with `pending` (events already folded into `state`) written
+/// in the first append of the drive: before anything acts on them.
+async fn drive_after<W: WorkerHost, A: ActionInterpreter>(
+    workflow: &Workflow,
+    workers: &W,
+    actions: &A,
+    state: RunState,
+    sink: &mut dyn EventSink,
+    pending: Vec<Event>,
+) -> Result<RunReport, EngineError> {
     let mut batch = StepBatch::new(sink);
+    batch.pending = pending;
     let result = drive_steps(workflow, workers, actions, state, &mut batch).await;
     // What was decided is recorded even when the run stops on an error:
     // every pending event was folded, so it fits the log.
@@ -505,10 +528,9 @@ pub async fn complete_external<W: WorkerHost, A: ActionInterpreter>(
         emit(&mut state, &mut step, vec![merged])?;
     }
     {
-        let instantiated = crate::template::instantiate(workflow, &state.inputs);
         let mut schemas = HashMap::new();
         execute_block(
-            &instantiated,
+            workflow,
             workers,
             &mut state,
             &mut step,
@@ -519,8 +541,10 @@ pub async fn complete_external<W: WorkerHost, A: ActionInterpreter>(
         )
         .await?;
     }
-    sink.append(&step.0)?;
-    drive(workflow, workers, actions, state, sink).await
+    // The answered block's events go with what the run does next, up to
+    // its next rest or the first thing that acts on them (a block run by a
+    // worker): one commit between two external blocks.
+    drive_after(workflow, workers, actions, state, sink, step.0).await
 }
 
 /// A sink that keeps what it is given, to append it in one go.
@@ -622,18 +646,7 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
 ) -> Result<RunReport, EngineError> {
     let started = Instant::now();
     let mut schemas: HashMap<(String, String), OutputSchema> = HashMap::new();
-    // The run executes the workflow with its recorded inputs written into
-    // prompts and config (a resumed or forked run uses the same inputs),
-    // written anew when a block merges inputs.
-    let raw = workflow;
-    let mut written_with = state.inputs.clone();
-    let mut instantiated = crate::template::instantiate(raw, &written_with);
     loop {
-        if raw.inputs.is_some() && state.inputs != written_with {
-            written_with = state.inputs.clone();
-            instantiated = crate::template::instantiate(raw, &written_with);
-        }
-        let workflow = &*instantiated;
         match state.phase.clone() {
             Phase::Ready { node, block } => {
                 execute_block(
@@ -697,8 +710,6 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
         status,
         steps: state.steps,
         statistics: state.statistics,
-        blocks: state.blocks.clone(),
-        payload: state.payload.clone(),
         duration: started.elapsed(),
         state,
     })
@@ -718,13 +729,18 @@ async fn execute_block<W: WorkerHost>(
     block_id: String,
     answer: Option<ExternalAnswer>,
 ) -> Result<(), EngineError> {
-    let Some((node, block)) = lookup(workflow, &node_id, &block_id) else {
+    let Some((node, raw_block)) = lookup(workflow, &node_id, &block_id) else {
         return finish(
             state,
             sink,
             format!("block `{node_id}.{block_id}` does not exist"),
         );
     };
+    // The block runs with the run's inputs, as they are now, written into
+    // its prompt and config (a resumed or forked run has the same inputs;
+    // a block after one that merged inputs sees the new values).
+    let block = &*crate::template::instantiate_block(workflow, raw_block, &state.inputs);
+    let rules = crate::template::instantiate_rules(workflow, &state.inputs);
     if state.steps >= state.max_steps {
         return finish(
             state,
@@ -764,6 +780,20 @@ async fn execute_block<W: WorkerHost>(
         }
     }
     let step = state.steps;
+    let external = block.worker == crate::manifest::EXTERNAL_WORKER;
+    if external && answer.is_none() {
+        // The client performs it: the run rests with the block's prompt.
+        // Nothing else of its context is assembled (a run's payload grows
+        // with its length; the prompt does not).
+        let awaited = Event::ExternalAwaited {
+            step,
+            node: node_id,
+            block: block_id,
+            attempt,
+            prompt: system_prompt(rules.as_deref(), block),
+        };
+        return emit(state, sink, vec![awaited]);
+    }
 
     // Step A: assemble the block's context (the five layers).
     let block_payload = crate::merge::apply(
@@ -775,7 +805,7 @@ async fn execute_block<W: WorkerHost>(
     );
     let assembled = AssembledContext {
         payload: block_payload,
-        system_prompt: system_prompt(workflow, block),
+        system_prompt: system_prompt(rules.as_deref(), block),
         config: block.config.clone(),
         inputs: state.inputs.clone(),
         inherited: inherited_memory(workflow, &node_id, &state.stack),
@@ -790,7 +820,13 @@ async fn execute_block<W: WorkerHost>(
             previous_block_id: state.previous.clone(),
         },
     };
-    let assembled_context = assembled.render();
+    // An answered external block's context went to the client as its
+    // prompt; only its payload is used here.
+    let assembled_context = if external {
+        String::new()
+    } else {
+        assembled.render()
+    };
     let context = BlockContext {
         workflow_id: workflow.id.clone(),
         execution_id: state.run_id.clone(),
@@ -819,17 +855,6 @@ async fn execute_block<W: WorkerHost>(
         timeout: block.timeout,
         lane: None,
     };
-    let external = block.worker == crate::manifest::EXTERNAL_WORKER;
-    if external && answer.is_none() {
-        let awaited = Event::ExternalAwaited {
-            step,
-            node: node_id,
-            block: block_id,
-            attempt,
-            prompt: request.context.system_prompt,
-        };
-        return emit(state, sink, vec![awaited]);
-    }
     // A control block is decided here, in process, over the inputs.
     let control = crate::control::evaluate(
         &block.worker,
@@ -854,7 +879,13 @@ async fn execute_block<W: WorkerHost>(
     )?;
     if let Some(group) = &block.parallel {
         return crate::parallel::fan_out::execute(
-            workflow, workers, state, sink, block, group, request,
+            rules.as_deref(),
+            workers,
+            state,
+            sink,
+            block,
+            group,
+            request,
         )
         .await;
     }
@@ -1202,10 +1233,10 @@ fn ordinal(n: u32) -> String {
     format!("{n}{suffix}")
 }
 
-pub(crate) fn system_prompt(workflow: &Workflow, block: &Block) -> String {
+pub(crate) fn system_prompt(rules: Option<&str>, block: &Block) -> String {
     let prompt = block.prompt.clone().unwrap_or_default();
     crate::prompt::assemble(crate::prompt::PromptParts {
-        rules: workflow.rules.as_deref(),
+        rules,
         prefix: prompt.prefix.as_deref(),
         task: prompt.task.as_deref(),
         file_restrictions: block.file_restrictions.as_deref(),

@@ -24,7 +24,7 @@ use std::borrow::Cow;
 use serde_json::Value;
 
 use crate::inputs::Inputs;
-use crate::manifest::{BlockPrompt, Workflow, is_valid_id};
+use crate::manifest::{Block, BlockPrompt, Workflow, is_valid_id};
 
 /// One piece of template text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +141,8 @@ fn render_prompt(prompt: &mut BlockPrompt, inputs: &Inputs) {
 
 /// The workflow as a run with `inputs` executes it: every placeholder
 /// replaced. A workflow without an `inputs` schema is returned as it is.
+/// The engine renders only what it executes ([`instantiate_block`],
+/// [`instantiate_rules`]): the same result, block by block.
 pub fn instantiate<'w>(workflow: &'w Workflow, inputs: &Inputs) -> Cow<'w, Workflow> {
     if workflow.inputs.is_none() {
         return Cow::Borrowed(workflow);
@@ -150,18 +152,48 @@ pub fn instantiate<'w>(workflow: &'w Workflow, inputs: &Inputs) -> Cow<'w, Workf
         *rules = render(rules, inputs);
     }
     for block in wf.nodes.values_mut().flat_map(|n| n.blocks.values_mut()) {
-        block.config = render_json(&block.config, inputs);
-        if let Some(prompt) = &mut block.prompt {
-            render_prompt(prompt, inputs);
-        }
-        for lane in block.parallel.iter_mut().flat_map(|g| g.lanes.values_mut()) {
-            lane.config = render_json(&lane.config, inputs);
-            if let Some(prompt) = &mut lane.prompt {
-                render_prompt(prompt, inputs);
-            }
-        }
+        render_block(block, inputs);
     }
     Cow::Owned(wf)
+}
+
+/// One block of `workflow` as a run with `inputs` executes it: its config,
+/// prompt and lanes rendered (borrowed as it is when the workflow has no
+/// `inputs` schema). Costs the block, whatever the workflow's size.
+pub fn instantiate_block<'b>(
+    workflow: &Workflow,
+    block: &'b Block,
+    inputs: &Inputs,
+) -> Cow<'b, Block> {
+    if workflow.inputs.is_none() {
+        return Cow::Borrowed(block);
+    }
+    let mut block = block.clone();
+    render_block(&mut block, inputs);
+    Cow::Owned(block)
+}
+
+/// The workflow's `rules` as a run with `inputs` reads them.
+pub fn instantiate_rules<'w>(workflow: &'w Workflow, inputs: &Inputs) -> Option<Cow<'w, str>> {
+    let rules = workflow.rules.as_deref()?;
+    Some(if workflow.inputs.is_none() {
+        Cow::Borrowed(rules)
+    } else {
+        Cow::Owned(render(rules, inputs))
+    })
+}
+
+fn render_block(block: &mut Block, inputs: &Inputs) {
+    block.config = render_json(&block.config, inputs);
+    if let Some(prompt) = &mut block.prompt {
+        render_prompt(prompt, inputs);
+    }
+    for lane in block.parallel.iter_mut().flat_map(|g| g.lanes.values_mut()) {
+        lane.config = render_json(&lane.config, inputs);
+        if let Some(prompt) = &mut lane.prompt {
+            render_prompt(prompt, inputs);
+        }
+    }
 }
 
 /// Every template string of a workflow with its JSON pointer (as parts).

@@ -288,6 +288,18 @@ impl<E: Executor> Service<E> {
         })
     }
 
+    /// Events the service's stores have read back from the log since they
+    /// were opened: what tests use to see that an advance does not fold the
+    /// run's log (its cost must not grow with the run's length).
+    pub fn events_decoded(&self) -> u64 {
+        self.stores
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .map(Store::events_decoded)
+            .sum()
+    }
+
     /// Take the run for this call, in this process and against others.
     fn claim(&self, store: &Store, run_id: &str) -> Result<Claim<'_>, ToolError> {
         if !self
@@ -398,14 +410,32 @@ impl<E: Executor> Service<E> {
         Ok((head, state))
     }
 
-    fn remember(&self, run_id: &str, branch: u32, head: u64, state: &RunState) {
-        self.states.lock().expect("not poisoned").insert(
-            (run_id.to_string(), branch),
-            Cached {
-                head,
-                state: state.clone(),
-            },
-        );
+    /// [`Service::head_state`] for a call that goes on from it: the kept
+    /// state is taken, not copied (a run's state holds its whole payload),
+    /// and put back by [`Service::remember`] once the call is done. A call
+    /// that fails on the way leaves nothing kept; the next folds the log.
+    fn take_state(
+        &self,
+        store: &Store,
+        run_id: &str,
+        branch: u32,
+    ) -> Result<(u64, RunState), ToolError> {
+        let head = store
+            .branch_head(run_id, branch)?
+            .ok_or_else(|| ToolError::internal(format!("run {run_id} has no branch {branch}")))?;
+        let key = (run_id.to_string(), branch);
+        let taken = self.states.lock().expect("not poisoned").remove(&key);
+        match taken {
+            Some(cached) if cached.head == head => Ok((head, cached.state)),
+            _ => Ok((head, store.state(run_id, branch)?)),
+        }
+    }
+
+    fn remember(&self, run_id: &str, branch: u32, head: u64, state: RunState) {
+        self.states
+            .lock()
+            .expect("not poisoned")
+            .insert((run_id.to_string(), branch), Cached { head, state });
     }
 
     /// Start a run of a workflow and execute it to its first rest.
@@ -469,8 +499,9 @@ impl<E: Executor> Service<E> {
                 .map_err(|e| stopped(&record.id, e))?;
             (writer.head(), report)
         };
-        self.remember(&record.id, 1, head, &report.state);
-        self.reply(&store, &record, &loaded.workflow, 1, head, &report.state)
+        let reply = self.reply(&store, &record, &loaded.workflow, 1, head, &report.state)?;
+        self.remember(&record.id, 1, head, report.state);
+        Ok(reply)
     }
 
     fn workspace_for(&self, asked: Option<&Path>) -> Result<PathBuf, ToolError> {
@@ -554,7 +585,7 @@ impl<E: Executor> Service<E> {
             claims.branch
         };
         let loaded = self.definition(&store, &run)?;
-        let (_, state) = self.head_state(&store, &run.id, branch)?;
+        let (_, state) = self.take_state(&store, &run.id, branch)?;
         let answer = self.answer(&loaded.workflow, &state, &advance)?;
         let ack = NewAck {
             snapshot,
@@ -579,8 +610,8 @@ impl<E: Executor> Service<E> {
             let report = executed.map_err(|e| stopped(&run.id, e))?;
             (writer.head(), report)
         };
-        self.remember(&run.id, branch, head, &report.state);
         let reply = self.reply(&store, &run, &loaded.workflow, branch, head, &report.state)?;
+        self.remember(&run.id, branch, head, report.state);
         let value = serde_json::to_value(&reply).expect("a reply serializes");
         store.record_ack_response(&run.id, snapshot, attempt, &value.to_string())?;
         Ok(value)
@@ -619,7 +650,7 @@ impl<E: Executor> Service<E> {
                 .map_err(|e| ToolError::internal(format!("a recorded reply does not read: {e}")));
         }
         let loaded = self.definition(store, run)?;
-        let (mut head, mut state) = self.head_state(store, &run.id, used.branch)?;
+        let (mut head, mut state) = self.take_state(store, &run.id, used.branch)?;
         if state.can_continue() {
             // The process that advanced it stopped before the run came to
             // rest: it goes on from where its log ends.
@@ -645,8 +676,8 @@ impl<E: Executor> Service<E> {
             head = writer.head();
             state = report.state;
         }
-        self.remember(&run.id, used.branch, head, &state);
         let reply = self.reply(store, run, &loaded.workflow, used.branch, head, &state)?;
+        self.remember(&run.id, used.branch, head, state);
         let value = serde_json::to_value(&reply).expect("a reply serializes");
         store.record_ack_response(&run.id, used.snapshot, used.attempt, &value.to_string())?;
         Ok(value)
@@ -775,7 +806,7 @@ impl<E: Executor> Service<E> {
                 .map_err(|e| ToolError::internal(e.to_string()))?;
             writer.append(std::slice::from_ref(&event))?;
             head = writer.head();
-            self.remember(&run.id, claims.branch, head, &state);
+            self.remember(&run.id, claims.branch, head, state.clone());
         }
         let mut reply = self.reply(
             &store,

@@ -389,3 +389,125 @@ fn sessions_group_runs_find_them_and_move_between_homes() {
     assert_eq!(next["session"]["steps"], 1, "{next}");
     let _ = a;
 }
+
+/// Not a test: a harness to profile the advance in process (`cargo test
+/// --release -p wfhost-mcp --test service -- --ignored --nocapture
+/// profile_advances`). The benchmark users see is bench/mcp.
+#[test]
+#[ignore]
+fn profile_advances() {
+    let steps: usize = std::env::var("STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(150);
+    let dir = tempfile::tempdir().unwrap();
+    let mut blocks = Map::new();
+    for i in 0..steps {
+        let next = if i + 1 == steps {
+            "END".to_string()
+        } else {
+            format!("JUMP:s{}", i + 1)
+        };
+        blocks.insert(
+            format!("s{i}"),
+            json!({"worker": "external", "prompt": {"task": format!("Step {i}: do the thing for {{{{inputs.topic}}}}.")},
+                   "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": next}]}),
+        );
+    }
+    let wf = json!({"id": "long", "start_node": "main", "inputs": {"type": "object", "properties": {"topic": {"type": "string"}}},
+                    "nodes": {"main": {"entry_block": "s0", "blocks": blocks}}});
+    let workflows = dir.path().join("workflows");
+    std::fs::create_dir_all(&workflows).unwrap();
+    std::fs::write(workflows.join("long.json"), wf.to_string()).unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let durability = match std::env::var("DURABILITY").as_deref() {
+        Ok("normal") => Durability::Normal,
+        _ => Durability::Full,
+    };
+    let service = Service::new(
+        Settings {
+            home: dir.path().join("home"),
+            durability,
+            workflow_dirs: vec![workflows],
+            workspace: dir.path().join("ws"),
+            builtins: vec!["actions-core"],
+        },
+        InProcess,
+    )
+    .unwrap();
+    let rt = runtime();
+    let start = Start {
+        workflow_id: "long".into(),
+        context: json!({"topic": "x"}).as_object().cloned(),
+        ..Start::default()
+    };
+    let mut cur = serde_json::to_value(rt.block_on(service.start(start, None)).unwrap()).unwrap();
+    let mut times = Vec::new();
+    for _ in 1..steps {
+        let t = std::time::Instant::now();
+        let next = rt
+            .block_on(service.advance(
+                Advance {
+                    state_token: cur["stateToken"].as_str().unwrap().into(),
+                    ack_token: cur["ackToken"].as_str().map(str::to_string),
+                    output: Some(output(1)),
+                    ..Advance::default()
+                },
+                None,
+            ))
+            .unwrap();
+        times.push(t.elapsed().as_micros());
+        cur = next;
+    }
+    let median = |s: &[u128]| {
+        let mut v = s.to_vec();
+        v.sort();
+        v[v.len() / 2]
+    };
+    println!(
+        "advance median: first 25 {} us, last 25 {} us",
+        median(&times[..25]),
+        median(&times[times.len() - 25..])
+    );
+}
+
+#[test]
+fn an_advance_reads_no_event_back_whatever_the_run_s_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut blocks = Map::new();
+    for i in 0..40 {
+        let next = if i == 39 {
+            "END".to_string()
+        } else {
+            format!("JUMP:s{}", i + 1)
+        };
+        blocks.insert(
+            format!("s{i}"),
+            json!({"worker": "external", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": next}]}),
+        );
+    }
+    let wf = json!({"id": "chain", "start_node": "main", "nodes": {"main": {"entry_block": "s0", "blocks": blocks}}});
+    let service = service(dir.path());
+    std::fs::write(dir.path().join("workflows/chain.json"), wf.to_string()).unwrap();
+    let rt = runtime();
+    let mut cur = start(&rt, &service);
+    for n in 1..=40 {
+        cur = rt
+            .block_on(service.advance(
+                Advance {
+                    state_token: cur["stateToken"].as_str().unwrap().into(),
+                    ack_token: cur["ackToken"].as_str().map(str::to_string),
+                    output: Some(output(1)),
+                    ..Advance::default()
+                },
+                None,
+            ))
+            .unwrap();
+        assert_eq!(
+            service.events_decoded(),
+            0,
+            "advance {n} read the run's log back instead of going on from the state it kept"
+        );
+    }
+    assert_eq!(cur["isComplete"], true);
+}

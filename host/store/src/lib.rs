@@ -137,6 +137,8 @@ pub struct Store {
     /// Events read and decoded so far: how tests see that a listing costs
     /// the same whatever the length of the runs it lists.
     decoded: std::cell::Cell<u64>,
+    /// What the connection was opened with.
+    sync: Durability,
 }
 
 impl Store {
@@ -267,6 +269,7 @@ impl Store {
             path,
             home: home.to_path_buf(),
             decoded: std::cell::Cell::new(0),
+            sync: durability,
         })
     }
 

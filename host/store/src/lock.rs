@@ -6,8 +6,8 @@
 //! same run at the same time.
 
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::StoreError;
@@ -18,6 +18,24 @@ pub struct RunLock {
     // Keeping the descriptor open keeps the lock; the file itself stays
     // (another process may be opening it).
     _file: File,
+}
+
+/// Record the holder's pid in the lock file, in place: a process taking
+/// the lock again (an MCP server advancing a run call after call) finds it
+/// there and writes nothing, and no write truncates the file (on ext4 a
+/// truncation to zero forces the file's pages to disk).
+fn write_pid(file: &mut File) -> std::io::Result<()> {
+    let ours = format!("{:<10}", std::process::id());
+    let mut found = [0u8; 16];
+    let n = file.read_at(&mut found, 0)?;
+    if &found[..n] == ours.as_bytes() {
+        return Ok(());
+    }
+    file.write_all_at(ours.as_bytes(), 0)?;
+    if n > ours.len() {
+        file.set_len(ours.len() as u64)?;
+    }
+    Ok(())
 }
 
 impl RunLock {
@@ -62,8 +80,7 @@ impl RunLock {
                 pid,
             });
         }
-        file.set_len(0).map_err(io)?;
-        write!(file, "{}", std::process::id()).map_err(io)?;
+        write_pid(&mut file).map_err(io)?;
         Ok(RunLock { _file: file })
     }
 

@@ -516,13 +516,13 @@ impl Store {
 
     /// How many gates the run has opened, on all branches.
     fn gates_opened(&self, run_id: &str) -> Result<usize, StoreError> {
+        let run = self.run_num(run_id)?;
         self.conn
-            .query_row(
+            .prepare_cached(
                 "SELECT count(*) FROM events WHERE run = ?1 AND kind = 'action_taken'
                    AND json_extract(body, '$.gate_id') IS NOT NULL",
-                [self.run_num(run_id)?],
-                |r| r.get::<_, i64>(0),
             )
+            .and_then(|mut s| s.query_row([run], |r| r.get::<_, i64>(0)))
             .map(|n| n as usize)
             .map_err(|e| self.err(e))
     }
@@ -533,25 +533,22 @@ impl Store {
         let run = self.run_num(run_id)?;
         let head: Option<i64> = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT max(key) - (?1 << 32) FROM events WHERE run = ?1 AND branch = ?2",
-                (run, branch),
-                |r| r.get(0),
             )
+            .and_then(|mut s| s.query_row((run, branch), |r| r.get(0)))
             .map_err(|e| self.err(e))?;
         let Some(head) = head else {
             return Err(StoreError::Usage(format!(
                 "run {run_id} has no branch {branch}"
             )));
         };
-        let gates = self.gates_opened(run_id)?;
         let last: i64 = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT max(key) - (?1 << 32) FROM events WHERE key > ?1 << 32 AND key < (?1 + 1) << 32",
-                [run],
-                |r| r.get(0),
             )
+            .and_then(|mut s| s.query_row([run], |r| r.get(0)))
             .map_err(|e| self.err(e))?;
         Ok(BranchWriter {
             store: self,
@@ -560,7 +557,7 @@ impl Store {
             branch,
             head: head as u64,
             last: last as u64,
-            gates,
+            gates: None,
             written: Vec::new(),
         })
     }
@@ -635,7 +632,9 @@ pub struct BranchWriter<'s> {
     /// (it must not: the run lock), the insert collides with its event on
     /// the primary key and the append is refused.
     last: u64,
-    gates: usize,
+    /// The gates the run has opened, counted when the first new one is
+    /// (most writers open none).
+    gates: Option<usize>,
     written: Vec<StoredEvent>,
 }
 
@@ -805,8 +804,15 @@ impl EventSink for BranchWriter<'_> {
     }
 
     fn new_gate_id(&mut self) -> Result<String, SinkError> {
-        self.gates += 1;
-        Ok(gate_id(self.gates))
+        let opened = match self.gates {
+            Some(n) => n,
+            None => self
+                .store
+                .gates_opened(&self.run_id)
+                .map_err(|e| SinkError(e.to_string()))?,
+        };
+        self.gates = Some(opened + 1);
+        Ok(gate_id(opened + 1))
     }
 }
 

@@ -133,7 +133,11 @@ async fn execute_with<A: ActionInterpreter>(
 }
 
 fn tags(report: &RunReport) -> Vec<&str> {
-    report.payload.iter().map(|s| s.content.as_str()).collect()
+    report
+        .payload()
+        .iter()
+        .map(|s| s.content.as_str())
+        .collect()
 }
 
 #[tokio::test]
@@ -156,8 +160,8 @@ async fn linear_run_succeeds_and_aggregates_statistics() {
             lines_written: 2
         }
     );
-    assert_eq!(report.blocks["main.a"].attempts, 1);
-    assert_eq!(report.blocks["main.b"].tokens_used, 10);
+    assert_eq!(report.blocks()["main.a"].attempts, 1);
+    assert_eq!(report.blocks()["main.b"].tokens_used, 10);
     assert_eq!(tags(&report), ["main.a", "main.b"]);
     let seen = workers.seen.lock().unwrap();
     assert_eq!(seen[0].previous_block_id, None);
@@ -241,8 +245,8 @@ async fn worker_failure_becomes_a_signal_and_keeps_the_message() {
         });
     let report = execute(&wf, &workers).await;
     assert_eq!(report.status, RunStatus::Succeeded);
-    assert_eq!(report.payload[0].kind, "WORKER_ERROR");
-    assert!(report.payload[0].content.contains("kaput"));
+    assert_eq!(report.payload()[0].kind, "WORKER_ERROR");
+    assert!(report.payload()[0].content.contains("kaput"));
 
     let mut wf2 = wf.clone();
     wf2.nodes.get_mut("main").unwrap().entry_block = "b".into();
@@ -273,7 +277,7 @@ async fn an_oversized_or_unprintable_signal_fails_the_block() {
         let workers = FakeWorkers::default().with("tag", tagger);
         let report = execute(&wf, &workers).await;
         assert_eq!(report.status, RunStatus::Succeeded);
-        let error = &report.payload[0];
+        let error = &report.payload()[0];
         assert_eq!(error.kind, "WORKER_ERROR");
         assert!(
             error.content.len() < 200,
@@ -574,7 +578,7 @@ async fn max_attempts_ends_a_retry_cycle() {
     }));
     let workers = FakeWorkers::default().with("tag", |ctx, _| tagger(ctx, &Vec::new()));
     let report = execute(&wf, &workers).await;
-    let RunStatus::Failed { reason } = report.status else {
+    let RunStatus::Failed { reason } = &report.status else {
         panic!()
     };
     assert_eq!(
@@ -582,7 +586,7 @@ async fn max_attempts_ends_a_retry_cycle() {
         "block `main.work` would run a 4th time, over its max_attempts of 3"
     );
     assert_eq!(report.steps, 3);
-    assert_eq!(report.blocks["main.work"].attempts, 3);
+    assert_eq!(report.blocks()["main.work"].attempts, 3);
 }
 
 #[tokio::test]
@@ -618,7 +622,7 @@ async fn invalid_output_becomes_validation_fail_and_the_retry_sees_why() {
     let report = execute(&wf, &workers).await;
     assert_eq!(report.status, RunStatus::Succeeded);
     assert_eq!(report.steps, 2);
-    let kinds: Vec<&str> = report.payload.iter().map(|s| s.kind.as_str()).collect();
+    let kinds: Vec<&str> = report.payload().iter().map(|s| s.kind.as_str()).collect();
     assert_eq!(
         kinds,
         [
@@ -629,11 +633,11 @@ async fn invalid_output_becomes_validation_fail_and_the_retry_sees_why() {
         ]
     );
     assert!(
-        report.payload[1].content.contains("at /tasks"),
+        report.payload()[1].content.contains("at /tasks"),
         "{}",
-        report.payload[1].content
+        report.payload()[1].content
     );
-    assert_eq!(report.payload[3].content, "{\"tasks\":[\"t1\"]}");
+    assert_eq!(report.payload()[3].content, "{\"tasks\":[\"t1\"]}");
 }
 
 #[tokio::test]
@@ -946,7 +950,7 @@ async fn a_gate_answer_resumes_with_a_signal_and_the_requested_changes() {
     };
     assert_eq!(gate_id, "UD-2");
     let decision = report
-        .payload
+        .payload()
         .iter()
         .find(|s| s.kind == "GATE_DECISION")
         .expect("the decision is in the payload");
@@ -1465,7 +1469,7 @@ async fn an_external_block_rests_the_run_until_its_answer_and_runs_nothing() {
 }
 
 #[tokio::test]
-async fn complete_external_records_the_answer_in_one_append_then_goes_on() {
+async fn complete_external_records_the_answer_with_what_follows_in_one_append() {
     let wf = external_workflow();
     let workers = FakeWorkers::default().with("tag", tagger);
     let mut log = MemoryLog::default();
@@ -1488,15 +1492,26 @@ async fn complete_external_records_the_answer_in_one_append_then_goes_on() {
     .unwrap();
     assert_eq!(report.status, RunStatus::Succeeded);
     assert_eq!(workers.visited(), ["main.a", "main.b"]);
+    // The answer and what the run does up to the worker block after it are
+    // one append, written before the worker runs.
     let kinds: Vec<&str> = appends.batches[0].iter().map(Event::kind).collect();
-    assert_eq!(kinds, ["inputs_merged", "block_started", "block_completed"]);
+    assert_eq!(
+        kinds,
+        [
+            "inputs_merged",
+            "block_started",
+            "block_completed",
+            "action_taken",
+            "block_started"
+        ]
+    );
     let Event::BlockCompleted { artifact, .. } = &appends.batches[0][2] else {
         panic!()
     };
     assert_eq!(artifact.as_deref(), Some(r#"{"verdict":"ok"}"#));
     assert!(
         report
-            .payload
+            .payload()
             .iter()
             .any(|s| s.kind == NOTES_SEGMENT && s.content == "did it")
     );

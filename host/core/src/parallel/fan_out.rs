@@ -23,7 +23,7 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
 use crate::event::{Decision, Event, PayloadDelta};
-use crate::manifest::{Block, ParallelGroup, Workflow};
+use crate::manifest::{Block, ParallelGroup};
 use crate::parallel::fan_in::{self, LaneChanges};
 use crate::payload::{ContextSegment, Statistics};
 use crate::state::{FanOut, LaneResult, RunState};
@@ -133,7 +133,7 @@ fn micros(since: Instant) -> u64 {
 /// them in; ends with the block's completion, or with the run waiting at a
 /// fan-in gate.
 pub(crate) async fn execute<W: WorkerHost>(
-    workflow: &Workflow,
+    rules: Option<&str>,
     workers: &W,
     state: &mut RunState,
     sink: &mut dyn crate::event::EventSink,
@@ -178,7 +178,7 @@ pub(crate) async fn execute<W: WorkerHost>(
         context.step_index = step + index as u64;
         context.config = lane_block.config.clone();
         context.file_restrictions = lane_block.file_restrictions.clone();
-        context.system_prompt = crate::engine::system_prompt(workflow, &lane_block);
+        context.system_prompt = crate::engine::system_prompt(rules, &lane_block);
         let request = BlockRequest {
             worker: base.worker.clone(),
             context,

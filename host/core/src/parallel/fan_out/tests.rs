@@ -283,7 +283,11 @@ async fn workspace_strategy_merges_in_completion_order_and_reports_the_conflict(
     assert!(seen.contains(&(None, 2, None)));
     assert_eq!(report.steps, 3);
     // Every lane's segments reach the payload, then the fan-in summary.
-    let contents: Vec<&str> = report.payload.iter().map(|s| s.content.as_str()).collect();
+    let contents: Vec<&str> = report
+        .payload()
+        .iter()
+        .map(|s| s.content.as_str())
+        .collect();
     assert_eq!(&contents[..2], &["api done", "ui done"]);
     assert!(contents[2].contains("conflict: src/shared.rs changed by api, ui; kept api"));
     assert_eq!(report.statistics.tokens_used, 15);
