@@ -174,3 +174,104 @@ fn a_workrail_construct_wfhost_cannot_run_is_refused_by_pointer() {
         stderr(&out)
     );
 }
+
+/// Send `requests` (JSON-RPC, one per line) to a `wfhost mcp` and return
+/// its answers by id.
+fn exchange(requests: &[serde_json::Value]) -> std::collections::HashMap<u64, serde_json::Value> {
+    use std::io::{BufRead, Write};
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = super::workspace_in(scratch.path());
+    let mut child = super::command(scratch.path())
+        .args(["mcp", "--workflows"])
+        .arg(repo().join("examples/mcp/workflows"))
+        .arg("--workspace")
+        .arg(&ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut answers = std::collections::HashMap::new();
+    for request in requests {
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        let Some(id) = request["id"].as_u64() else {
+            continue; // a notification: no answer
+        };
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], id, "{line}");
+        answers.insert(id, answer);
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    answers
+}
+
+#[test]
+fn every_protocol_version_from_2025_03_26_is_negotiated_in_its_own_lifecycle() {
+    use serde_json::json;
+    let client = json!({"name": "e2e", "version": "1"});
+    // The handshake lifecycle: each version the server serves is echoed,
+    // one it does not (older, or unknown) is answered with one it does.
+    for (asked, agreed) in [
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("2024-11-05", "2025-11-25"),
+        ("2099-01-01", "2025-11-25"),
+    ] {
+        let answers = exchange(&[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
+                {"protocolVersion": asked, "capabilities": {}, "clientInfo": client}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params":
+                {"name": "workflow_list", "arguments": {}}}),
+        ]);
+        assert_eq!(
+            answers[&1]["result"]["protocolVersion"], agreed,
+            "asked {asked}: {}",
+            answers[&1]
+        );
+        let listed = &answers[&2]["result"]["structuredContent"]["workflows"];
+        assert!(
+            listed.as_array().is_some_and(|w| !w.is_empty()),
+            "{asked}: {}",
+            answers[&2]
+        );
+    }
+    // The 2026-07-28 lifecycle: no handshake, the version and the client's
+    // capabilities in every request's `_meta`.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": client,
+    });
+    let answers = exchange(&[
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params":
+            {"name": "workflow_list", "arguments": {}, "_meta": meta}}),
+    ]);
+    let versions = &answers[&1]["result"]["supportedVersions"];
+    for v in ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] {
+        assert!(
+            versions.as_array().unwrap().iter().any(|x| x == v),
+            "{v} not in {versions}"
+        );
+    }
+    assert!(
+        !versions
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x == "2024-11-05")
+    );
+    assert!(
+        answers[&2]["result"]["structuredContent"]["workflows"].is_array(),
+        "{}",
+        answers[&2]
+    );
+}
