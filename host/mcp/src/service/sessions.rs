@@ -1,7 +1,7 @@
 //! Sessions over MCP: finding runs to resume, listing sessions, and moving
 //! a session between homes as one bundle.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 use wfhost_store::{RunRecord, SessionBundle, SessionTag};
@@ -180,7 +180,7 @@ fn matches(
         }
         why.push("matched_branch".into());
     }
-    let same_workspace = here.is_some_and(|h| PathBuf::from(&run.workspace) == h);
+    let same_workspace = here.is_some_and(|h| Path::new(&run.workspace) == h);
     if find.same_workspace_only && !same_workspace {
         return None;
     }
