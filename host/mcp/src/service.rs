@@ -397,17 +397,9 @@ impl<E: Executor> Service<E> {
         run_id: &str,
         branch: u32,
     ) -> Result<(u64, RunState), ToolError> {
-        let head = store
-            .branch_head(run_id, branch)?
-            .ok_or_else(|| ToolError::internal(format!("run {run_id} has no branch {branch}")))?;
-        let key = (run_id.to_string(), branch);
-        if let Some(cached) = self.states.lock().expect("not poisoned").get(&key)
-            && cached.head == head
-        {
-            return Ok((head, cached.state.clone()));
-        }
-        let state = store.state(run_id, branch)?;
-        Ok((head, state))
+        self.state_at_head(store, run_id, branch, |kept, key| {
+            kept.get(key).map(|c| (c.head, c.state.clone()))
+        })
     }
 
     /// [`Service::head_state`] for a call that goes on from it: the kept
@@ -420,13 +412,30 @@ impl<E: Executor> Service<E> {
         run_id: &str,
         branch: u32,
     ) -> Result<(u64, RunState), ToolError> {
+        self.state_at_head(store, run_id, branch, |kept, key| {
+            kept.remove(key).map(|c| (c.head, c.state))
+        })
+    }
+
+    /// The state of `branch` at its head, from what `kept` gives for it
+    /// when that is at the head, else folded from the log.
+    fn state_at_head(
+        &self,
+        store: &Store,
+        run_id: &str,
+        branch: u32,
+        kept: impl FnOnce(
+            &mut HashMap<(String, u32), Cached>,
+            &(String, u32),
+        ) -> Option<(u64, RunState)>,
+    ) -> Result<(u64, RunState), ToolError> {
         let head = store
             .branch_head(run_id, branch)?
             .ok_or_else(|| ToolError::internal(format!("run {run_id} has no branch {branch}")))?;
         let key = (run_id.to_string(), branch);
-        let taken = self.states.lock().expect("not poisoned").remove(&key);
-        match taken {
-            Some(cached) if cached.head == head => Ok((head, cached.state)),
+        let found = kept(&mut self.states.lock().expect("not poisoned"), &key);
+        match found {
+            Some((at, state)) if at == head => Ok((head, state)),
             _ => Ok((head, store.state(run_id, branch)?)),
         }
     }

@@ -173,6 +173,21 @@ fn assert_answered_where_asked(home: &Path, from: &Value, to: &Value, notes: &st
     }
 }
 
+/// Advance the step `reply` waits at, with output 1.
+fn advance_from(
+    rt: &tokio::runtime::Runtime,
+    service: &Service<InProcess>,
+    reply: &Value,
+) -> Value {
+    let advance = Advance {
+        state_token: reply["stateToken"].as_str().unwrap().into(),
+        ack_token: reply["ackToken"].as_str().map(str::to_string),
+        output: Some(output(1)),
+        ..Advance::default()
+    };
+    rt.block_on(service.advance(advance, None)).unwrap()
+}
+
 fn start(rt: &tokio::runtime::Runtime, service: &Service<InProcess>) -> Value {
     let start = Start {
         workflow_id: "chain".into(),
@@ -375,17 +390,7 @@ fn sessions_group_runs_find_them_and_move_between_homes() {
     .unwrap();
     let resumed = &found["candidates"][0]["resume"];
     assert_eq!(resumed["session"]["sessionId"], "chat-42");
-    let next = rt
-        .block_on(there.advance(
-            Advance {
-                state_token: resumed["stateToken"].as_str().unwrap().into(),
-                ack_token: resumed["ackToken"].as_str().map(str::to_string),
-                output: Some(output(1)),
-                ..Advance::default()
-            },
-            None,
-        ))
-        .unwrap();
+    let next = advance_from(&rt, &there, resumed);
     assert_eq!(next["session"]["steps"], 1, "{next}");
     let _ = a;
 }
@@ -445,17 +450,7 @@ fn profile_advances() {
     let mut times = Vec::new();
     for _ in 1..steps {
         let t = std::time::Instant::now();
-        let next = rt
-            .block_on(service.advance(
-                Advance {
-                    state_token: cur["stateToken"].as_str().unwrap().into(),
-                    ack_token: cur["ackToken"].as_str().map(str::to_string),
-                    output: Some(output(1)),
-                    ..Advance::default()
-                },
-                None,
-            ))
-            .unwrap();
+        let next = advance_from(&rt, &service, &cur);
         times.push(t.elapsed().as_micros());
         cur = next;
     }
@@ -492,17 +487,7 @@ fn an_advance_reads_no_event_back_whatever_the_run_s_length() {
     let rt = runtime();
     let mut cur = start(&rt, &service);
     for n in 1..=40 {
-        cur = rt
-            .block_on(service.advance(
-                Advance {
-                    state_token: cur["stateToken"].as_str().unwrap().into(),
-                    ack_token: cur["ackToken"].as_str().map(str::to_string),
-                    output: Some(output(1)),
-                    ..Advance::default()
-                },
-                None,
-            ))
-            .unwrap();
+        cur = advance_from(&rt, &service, &cur);
         assert_eq!(
             service.events_decoded(),
             0,

@@ -2,35 +2,10 @@
 //! imported together, and kept or removed together by retention.
 
 use wfhost_core::event::{Event, EventSink, Outcome};
-use wfhost_store::{
-    Durability, RunRecord, SessionBundle, SessionSource, SessionTag, Store, StoreError,
-};
 
-fn started(run_id: &str) -> Event {
-    Event::RunStarted {
-        run_id: run_id.into(),
-        workflow_id: "w".into(),
-        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
-        plugins: Default::default(),
-        start_node: "main".into(),
-        start_block: "a".into(),
-        max_steps: 100,
-        max_call_depth: 8,
-        default_executor: String::new(),
-        inputs: Default::default(),
-    }
-}
-
-fn record(id: &str) -> RunRecord {
-    RunRecord {
-        id: id.into(),
-        workflow_id: "w".into(),
-        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
-        manifest: "/nowhere/w.json".into(),
-        workspace: "/tmp".into(),
-        created_at: 1,
-    }
-}
+mod common;
+use common::{record, started};
+use wfhost_store::{Durability, SessionBundle, SessionSource, SessionTag, Store, StoreError};
 
 /// A finished run of `session`.
 fn run_in(store: &mut Store, id: &str, session: Option<&SessionTag>) {

@@ -2,33 +2,10 @@
 
 use wfhost_core::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta};
 use wfhost_core::payload::Statistics;
-use wfhost_store::{Bundle, Durability, RunRecord, Store, StoreError};
+use wfhost_store::{Bundle, Durability, Store, StoreError};
 
-fn started(run_id: &str) -> Event {
-    Event::RunStarted {
-        run_id: run_id.into(),
-        workflow_id: "w".into(),
-        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
-        plugins: Default::default(),
-        start_node: "main".into(),
-        start_block: "a".into(),
-        max_steps: 100,
-        max_call_depth: 8,
-        default_executor: String::new(),
-        inputs: Default::default(),
-    }
-}
-
-fn record(id: &str) -> RunRecord {
-    RunRecord {
-        id: id.into(),
-        workflow_id: "w".into(),
-        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
-        manifest: "/nowhere/w.json".into(),
-        workspace: "/tmp".into(),
-        created_at: 1,
-    }
-}
+mod common;
+use common::{record, started};
 
 /// The events of one step of block `a` jumping to itself.
 fn step(n: u64) -> Vec<Event> {
