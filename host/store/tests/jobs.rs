@@ -2,32 +2,16 @@
 //! idempotent completions, expired leases.
 
 use wfhost_core::event::{Event, EventSink, QueuedJob};
-use wfhost_store::{Completion, Durability, JobState, NewJob, RunRecord, Store};
+use wfhost_store::{Completion, Durability, JobState, NewJob, Store};
+
+mod common;
+use common::record;
 
 fn store_with_run(home: &std::path::Path) -> Store {
     let mut store = Store::open(home, Durability::Normal).unwrap();
-    let hash = wfhost_core::manifest::pinning::hash_of("{}");
-    let record = RunRecord {
-        id: "r".into(),
-        workflow_id: "w".into(),
-        workflow_hash: hash.clone(),
-        manifest: "/nowhere/w.json".into(),
-        workspace: "/tmp".into(),
-        created_at: 1,
-    };
-    let started = Event::RunStarted {
-        run_id: "r".into(),
-        workflow_id: "w".into(),
-        workflow_hash: hash,
-        plugins: Default::default(),
-        start_node: "main".into(),
-        start_block: "a".into(),
-        max_steps: 100,
-        max_call_depth: 8,
-        default_executor: String::new(),
-        inputs: Default::default(),
-    };
-    store.create_run(&record, "{}", &started).unwrap();
+    store
+        .create_run(&record("r"), "{}", &common::started("r"))
+        .unwrap();
     store
 }
 
