@@ -165,15 +165,16 @@ struct CliExecutor {
 }
 
 impl CliExecutor {
+    /// The plugins of `loaded`, whose pinned hash is `hash`, for runs in
+    /// `workspace`: loaded once, then found by the hash (a run's record
+    /// carries it, so an advance does not hash the definition again).
     fn plugin_set(
         &self,
         loaded: &LoadedWorkflow,
+        hash: &str,
         workspace: &Path,
     ) -> Result<Arc<PluginSet>, String> {
-        let key = (
-            wfhost_core::manifest::pinning::PinnedDefinition::of(loaded).hash,
-            workspace.to_path_buf(),
-        );
+        let key = (hash.to_string(), workspace.to_path_buf());
         if let Some(found) = self.plugins.lock().expect("not poisoned").get(&key) {
             return Ok(found.clone());
         }
@@ -198,7 +199,8 @@ impl Executor for CliExecutor {
         loaded: &LoadedWorkflow,
         workspace: &Path,
     ) -> Result<BTreeMap<String, String>, String> {
-        Ok(plugin_digests(&*self.plugin_set(loaded, workspace)?))
+        let hash = wfhost_core::manifest::pinning::PinnedDefinition::of(loaded).hash;
+        Ok(plugin_digests(&*self.plugin_set(loaded, &hash, workspace)?))
     }
 
     fn execute<'a>(
@@ -210,7 +212,8 @@ impl Executor for CliExecutor {
         sink: &'a mut dyn EventSink,
     ) -> Executing<'a> {
         Box::pin(async move {
-            let plugins = self.plugin_set(loaded, Path::new(&run.workspace))?;
+            let workspace = Path::new(&run.workspace);
+            let plugins = self.plugin_set(loaded, &run.workflow_hash, workspace)?;
             let wf = &loaded.workflow;
             let report = match answer {
                 Some(answer) => {
