@@ -48,7 +48,7 @@ pub use ids::{is_run_id, new_run_id, snapshot_id};
 pub use job_telemetry::{JobTelemetry, TelemetryCaps, TelemetryTaken};
 pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
 pub use lock::RunLock;
-pub use log::{BranchInfo, BranchWriter, OpenGate, StoredEvent};
+pub use log::{BranchInfo, BranchWriter, ChainPage, OpenGate, StoredEvent};
 pub use schema::SCHEMA_VERSION;
 pub use sessions::{
     MAX_SESSION_ID, SESSION_BUNDLE_FORMAT, SESSION_BUNDLE_VERSION, SessionBundle, SessionImport,

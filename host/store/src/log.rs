@@ -9,6 +9,16 @@ use wfhost_core::state::RunState;
 
 use crate::{NewJob, Store, StoreError, snapshot_id, time};
 
+/// Which page of a branch's chain [`crate::Store::chain_page`] reads, by
+/// sequence number (exclusive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainPage {
+    /// The first events after this one (0: from the start).
+    After(u64),
+    /// The last events before this one (`u64::MAX`: the newest).
+    Before(u64),
+}
+
 /// An event as stored: its place in the run's tree and when it was written.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredEvent {
@@ -367,6 +377,59 @@ impl Store {
     }
 
     /// Fold a branch into its state.
+    /// One page of [`Store::chain`]: at most `limit` events of `branch`'s
+    /// chain after sequence number `after` (the first ones) or, with
+    /// `before`, the last ones before it — in write order either way. Reads
+    /// only the page, whatever the run's length: how a viewer walks a long
+    /// run from either end.
+    pub fn chain_page(
+        &self,
+        run_id: &str,
+        branch: u32,
+        page: ChainPage,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let run = self.run_num(run_id)?;
+        let mut segments = self.segments(run_id, branch)?;
+        segments.reverse(); // root first: the chain's order
+        let mut events = Vec::new();
+        match page {
+            ChainPage::After(after) => {
+                for (b, last) in segments {
+                    let left = limit - events.len();
+                    if left == 0 {
+                        break;
+                    }
+                    events.extend(self.rows(
+                        "SELECT seq, branch, parent, at, snapshot, body FROM events
+                         WHERE run = ?1 AND branch = ?2 AND key > (?1 << 32) + ?3
+                           AND key <= (?1 << 32) + ?4 ORDER BY key LIMIT ?5",
+                        (run, b, seq_param(after), seq_param(last), left as i64),
+                        run_id,
+                    )?);
+                }
+            }
+            ChainPage::Before(before) => {
+                for (b, last) in segments.into_iter().rev() {
+                    let left = limit - events.len();
+                    if left == 0 {
+                        break;
+                    }
+                    let mut part = self.rows(
+                        "SELECT seq, branch, parent, at, snapshot, body FROM events
+                         WHERE run = ?1 AND branch = ?2 AND key < (?1 << 32) + ?3
+                           AND key <= (?1 << 32) + ?4 ORDER BY key DESC LIMIT ?5",
+                        (run, b, seq_param(before), seq_param(last), left as i64),
+                        run_id,
+                    )?;
+                    events.append(&mut part);
+                }
+                events.reverse();
+            }
+        }
+        Ok(events)
+    }
+
     pub fn state(&self, run_id: &str, branch: u32) -> Result<RunState, StoreError> {
         let chain = self.chain(run_id, branch)?;
         RunState::replay(chain.iter().map(|e| &e.event)).map_err(|e| StoreError::Corrupt {

@@ -2,7 +2,7 @@
 
 use wfhost_core::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta};
 use wfhost_core::payload::Statistics;
-use wfhost_store::{Bundle, Durability, Store, StoreError};
+use wfhost_store::{Bundle, ChainPage, Durability, Store, StoreError};
 
 mod common;
 use common::{record, started};
@@ -152,6 +152,67 @@ fn forks_branch_off_and_chains_follow_their_ancestry() {
     let foreign = store.chain("r2", 1).unwrap()[0].snapshot.clone().unwrap();
     let err = store.fork("r1", &foreign).unwrap_err().to_string();
     assert!(err.contains("belongs to run r2"), "{err}");
+}
+
+#[test]
+fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch() {
+    let (_home, mut store) = new_store();
+    {
+        let mut w = store.writer("r1", 1).unwrap();
+        for n in 0..4 {
+            w.append(&step(n)).unwrap();
+        }
+    }
+    let at = store.chain("r1", 1).unwrap()[6].snapshot.clone().unwrap();
+    let b2 = store.fork("r1", &at).unwrap();
+    {
+        let mut w = store.writer("r1", b2).unwrap();
+        for n in 2..5 {
+            w.append(&step(n)).unwrap();
+        }
+    }
+    // Branch 1 goes on after the fork: its later events are not branch 2's.
+    store.writer("r1", 1).unwrap().append(&step(4)).unwrap();
+    for branch in [1, b2] {
+        let chain: Vec<u64> = store
+            .chain("r1", branch)
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        for limit in 1..=chain.len() + 1 {
+            let mut forward = Vec::new();
+            let mut after = 0;
+            loop {
+                let page = store
+                    .chain_page("r1", branch, ChainPage::After(after), limit)
+                    .unwrap();
+                assert!(page.len() <= limit);
+                let Some(last) = page.last() else { break };
+                after = last.seq;
+                forward.extend(page.iter().map(|e| e.seq));
+            }
+            assert_eq!(forward, chain, "branch {branch}, forward pages of {limit}");
+            let mut backward = Vec::new();
+            let mut before = u64::MAX;
+            loop {
+                let page = store
+                    .chain_page("r1", branch, ChainPage::Before(before), limit)
+                    .unwrap();
+                assert!(page.len() <= limit);
+                let Some(first) = page.first() else { break };
+                before = first.seq;
+                let mut seqs: Vec<u64> = page.iter().map(|e| e.seq).collect();
+                seqs.extend(backward);
+                backward = seqs;
+            }
+            assert_eq!(
+                backward, chain,
+                "branch {branch}, backward pages of {limit}"
+            );
+        }
+    }
+    assert!(store.chain_page("r1", 9, ChainPage::After(0), 10).is_err());
 }
 
 #[test]
