@@ -54,7 +54,7 @@ pub(super) fn http(
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
         .unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
     if let Some(b) = &body {
         head.push_str(&format!(
             "Content-Type: application/json\r\nContent-Length: {}\r\n",

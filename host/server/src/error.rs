@@ -62,7 +62,9 @@ impl From<StoreError> for ApiError {
             StoreError::UnknownRun { id, .. } => {
                 ApiError::not_found(format!("unknown run id `{id}`"))
             }
-            StoreError::NoStore { .. } => ApiError::not_found(e.to_string()),
+            StoreError::NoStore { .. } | StoreError::UnknownSession { .. } => {
+                ApiError::not_found(e.to_string())
+            }
             StoreError::Usage(_) => ApiError::bad_request(e.to_string()),
             StoreError::Busy { .. } => ApiError::new(StatusCode::CONFLICT, "busy", e.to_string()),
             StoreError::Locked { .. } => ApiError::new(

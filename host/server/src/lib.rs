@@ -21,14 +21,17 @@ use axum::routing::{get, post};
 pub mod auth;
 mod body;
 pub mod error;
+mod guard;
 pub mod jobs;
 mod manage;
 mod openapi;
 mod runner;
 mod runs;
+mod sessions;
 mod start;
 mod store;
 mod stream;
+mod ui;
 
 pub use auth::Tokens;
 pub use error::ApiError;
@@ -123,6 +126,10 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/runs/{id}/resume", post(start::resume))
         .route("/runs/{id}/fork", post(start::fork))
         .route("/runs/{id}/export", get(manage::export))
+        .route("/runs/{id}/report", get(runs::report))
+        .route("/sessions", get(sessions::list))
+        .route("/sessions/{id}", get(sessions::show))
+        .route("/sessions/{id}/export", get(sessions::export))
         .route("/gates", get(runs::gates))
         .route("/jobs/{id}", get(jobs::show))
         .route("/runs/{id}/jobs", get(jobs::of_run))
@@ -136,8 +143,13 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .merge(agents);
     Router::new()
         .nest("/v1", v1)
+        .merge(ui::routes())
         .fallback(|| async { ApiError::not_found("no such endpoint; see /v1/openapi.json") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            guard::Tokenless(config.tokens.is_none()),
+            guard::browser_guard,
+        ))
 }
 
 /// Serve until the process is stopped; `ready` learns the bound address

@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.5.0";
+pub const API_VERSION: &str = "0.6.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -95,6 +95,8 @@ pub fn spec() -> Value {
             "/runs": both(get("Runs, newest first.", vec![
                 param("status", "string", "running, waiting, succeeded, failed or interrupted."),
                 param("workflow", "string", "Only runs of this workflow id."),
+                param("session", "string", "Only runs of this session."),
+                param("q", "string", "Only runs whose id, workflow id, workspace or session id contains this text (case-insensitive)."),
                 limit("1000 (default 50)"),
                 param("after", "string", "The last run id of the previous page (its next_after)."),
             ], ok("A page of runs.", "RunPage")), post(
@@ -108,9 +110,11 @@ pub fn spec() -> Value {
             "/runs/{id}": get("One run: its branch's state and its branches.", vec![run_id(), branch()], ok("The run.", "Run")),
             "/runs/{id}/branches": get("The run's branches.", vec![run_id()], ok("Branches.", "Branches")),
             "/runs/{id}/steps": get("The executed steps of a branch.", vec![run_id(), branch()], ok("Steps.", "Steps")),
-            "/runs/{id}/events": get("One page of the run's event log, all branches, in write order.", vec![
+            "/runs/{id}/events": get("One page of the run's event log, all branches, in write order; with `branch`, of that branch's chain (its events and those of the branches it was forked from, up to each fork), from either end.", vec![
                 run_id(),
                 param("after", "integer", "The last sequence number already seen (default 0)."),
+                param("branch", "integer", "Only the chain of this branch."),
+                param("before", "integer", "With `branch`, instead of `after`: the last events before this sequence number, in write order (18446744073709551615: the newest); the page's `next_before` continues backwards."),
                 limit("1000 (default 100)"),
             ], ok("A page of events.", "EventPage")),
             "/runs/{id}/events/stream": {"get": {
@@ -164,6 +168,19 @@ pub fn spec() -> Value {
                 ok("Imported.", "Imported"),
                 "`exists`: a run with the bundle's id is in this store already.",
             ),
+            "/runs/{id}/report": {"get": {
+                "summary": "The branch as a Markdown report for people: its steps, the decisions at its gates, its blocks' structured outputs and checkpoint notes, its lanes' conflicts and its outcome.",
+                "parameters": [run_id(), branch()],
+                "responses": {
+                    "200": {"description": "The report (served as an attachment named `<run>-branch-<n>.md`).", "content": {"text/markdown": {"schema": {"type": "string"}}}},
+                    "400": error_response("A bad query string or an unknown branch."),
+                    "401": error_response("A bearer token is required and was missing or wrong."),
+                    "404": error_response("No such run."),
+                }
+            }},
+            "/sessions": get("Sessions (the runs of one workstream: an MCP client's session id or a workspace's git branch), the most recently active first.", vec![], ok("Sessions.", "Sessions")),
+            "/sessions/{id}": get("One session's runs, oldest first, as the runs listing shows them.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The session.", "Session")),
+            "/sessions/{id}/export": get("The session as a bundle (`wfhost session import` takes it): one run bundle per run and a checksum over the whole.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The bundle.", "SessionBundle")),
             "/gates": get("Gates waiting for an answer, in every run.", vec![], ok("Open gates.", "Gates")),
             "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
         }), job_paths()),
@@ -179,8 +196,15 @@ pub fn spec() -> Value {
                 "RunSummary": {"type": "object", "properties": {
                     "id": {"type": "string"}, "workflow_id": {"type": "string"}, "workflow_hash": {"type": "string"},
                     "manifest": {"type": "string"}, "workspace": {"type": "string"}, "created_at": {"type": "integer"},
-                    "status": {"type": "string"}, "branch": {"type": "integer"}, "branches": {"type": "integer"}, "last_at": {"type": "integer"}
+                    "status": {"type": "string"}, "branch": {"type": "integer"}, "branches": {"type": "integer"}, "last_at": {"type": "integer"},
+                    "session": {"type": ["string", "null"], "description": "The session the run belongs to."}
                 }},
+                "Sessions": {"type": "object", "properties": {"sessions": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "source": {"enum": ["client", "git"]}, "git_branch": {"type": ["string", "null"]},
+                    "runs": {"type": "integer"}, "created_at": {"type": "integer"}, "last_at": {"type": "integer"}
+                }}}}},
+                "Session": {"type": "object", "properties": {"session": {"type": "string"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}}},
+                "SessionBundle": {"type": "object", "description": "format `wfhost-session-bundle`, version, session, runs (run bundles), checksum."},
                 "RunPage": {"type": "object", "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}, "next_after": {"type": ["string", "null"]}}},
                 "Run": {"type": "object", "description": "The run record, the branch shown, its status and failure, inputs, branches, step count, gates, statistics, per-block statistics, payload, event count and server_now_ms."},
                 "Branches": {"type": "object", "properties": {"branches": {"type": "array", "items": {"type": "object"}}}},
@@ -189,7 +213,7 @@ pub fn spec() -> Value {
                     "seq": {"type": "integer"}, "branch": {"type": "integer"}, "parent": {"type": ["integer", "null"]},
                     "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
                 }},
-                "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "next_after": {"type": ["integer", "null"]}}},
+                "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "branch": {"type": "integer", "description": "With `branch`: the branch paged."}, "next_after": {"type": ["integer", "null"]}, "next_before": {"type": ["integer", "null"], "description": "With `before`: where the previous page ends, null at the start."}}},
                 "StartRequest": {"type": "object", "additionalProperties": false, "properties": {
                     "workflow": {"description": "An absolute path on the server (or give manifest), or a stage graph: {nodes: [{id, type: exec_block|gate, exec: {executor, workdir, env, max_attempts, allow_shell, commands: [{name, argv, allow_failure}]} | config: {requires_approval, message}}], edges: [{from, to}]}, translated to a workflow (a graph that does not translate is a 400 naming the stage in details.node).", "oneOf": [{"type": "string"}, {"type": "object"}]},
                     "project_path": {"type": "string", "description": "A stage graph's project directory (its default workspace)."},

@@ -6,7 +6,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wfhost_store::{BranchInfo, RunRecord, Store};
+use wfhost_store::{BranchInfo, ChainPage, RunRecord, Store};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -51,6 +51,11 @@ pub async fn health() -> Json<Value> {
 pub struct ListQuery {
     status: Option<String>,
     workflow: Option<String>,
+    /// Runs of this session only.
+    session: Option<String>,
+    /// Text every listed run contains (case-insensitively) in its id,
+    /// workflow id, workspace or session id.
+    q: Option<String>,
     limit: Option<usize>,
     /// The id of the last run of the previous page.
     after: Option<String>,
@@ -60,7 +65,7 @@ const STATUSES: &[&str] = &["running", "waiting", "succeeded", "failed", "interr
 
 /// A run in a listing.
 #[derive(Debug, Serialize)]
-struct RunSummary {
+pub(crate) struct RunSummary {
     #[serde(flatten)]
     run: RunRecord,
     /// Of the current branch (the one written most recently).
@@ -69,9 +74,15 @@ struct RunSummary {
     branches: usize,
     /// Unix ms of the last event.
     last_at: i64,
+    /// The session (workstream) the run belongs to, if any.
+    session: Option<String>,
 }
 
-fn summary(store: &Store, run: RunRecord) -> Result<RunSummary, ApiError> {
+pub(crate) fn summary(
+    store: &Store,
+    run: RunRecord,
+    session: Option<String>,
+) -> Result<RunSummary, ApiError> {
     let current = store.current_branch(&run.id)?;
     let branches = store.branches(&run.id)?;
     let head = branches.iter().find(|b| b.branch == current);
@@ -80,8 +91,22 @@ fn summary(store: &Store, run: RunRecord) -> Result<RunSummary, ApiError> {
         last_at: branches.iter().map(|b| b.last_at).max().unwrap_or(0),
         branch: current,
         branches: branches.len(),
+        session,
         run,
     })
+}
+
+/// Whether `run` (in `session`) contains `text`, lowercased.
+fn matches_text(run: &RunRecord, session: Option<&String>, text: &str) -> bool {
+    [
+        Some(&run.id),
+        Some(&run.workflow_id),
+        Some(&run.workspace),
+        session,
+    ]
+    .into_iter()
+    .flatten()
+    .any(|field| field.to_lowercase().contains(text))
 }
 
 /// `GET /v1/runs`: newest first.
@@ -110,12 +135,21 @@ pub async fn list(
                 };
                 runs.drain(..=at);
             }
+            let sessions = store.run_session_ids()?;
+            let text = q.q.as_ref().map(|t| t.to_lowercase());
             let mut page = Vec::new();
             for run in runs {
-                if q.workflow.as_ref().is_some_and(|w| *w != run.workflow_id) {
+                let session = sessions.get(&run.id);
+                if q.workflow.as_ref().is_some_and(|w| *w != run.workflow_id)
+                    || q.session.as_ref().is_some_and(|s| Some(s) != session)
+                    || text
+                        .as_ref()
+                        .is_some_and(|t| !matches_text(&run, session, t))
+                {
                     continue;
                 }
-                let s = summary(store, run)?;
+                let session = session.cloned();
+                let s = summary(store, run, session)?;
                 if q.status.as_ref().is_some_and(|st| *st != s.status) {
                     continue;
                 }
@@ -225,11 +259,18 @@ pub async fn steps(
 pub struct EventsQuery {
     /// The last sequence number already seen (0: from the start).
     after: Option<u64>,
+    /// With `branch`: the page of events just before this sequence number
+    /// (walking a branch back from its newest events).
+    before: Option<u64>,
+    /// Only the events of this branch's chain: its own and those of the
+    /// branches it was forked from, up to each fork.
+    branch: Option<u32>,
     limit: Option<usize>,
 }
 
 /// `GET /v1/runs/{id}/events?after=SEQ&limit=N`: one page of the log, all
-/// branches, in write order.
+/// branches, in write order; with `branch=B`, of that branch's chain
+/// (`before=SEQ` pages it from the newest end).
 pub async fn events(
     State(app): State<AppState>,
     Path(id): Path<String>,
@@ -237,11 +278,32 @@ pub async fn events(
 ) -> Result<Json<Value>, ApiError> {
     let q = query(q)?;
     let limit = page_size(q.limit, 100)?;
+    if q.before.is_some() && (q.after.is_some() || q.branch.is_none()) {
+        return Err(ApiError::bad_request(
+            "`before` needs `branch` and cannot be given with `after`",
+        ));
+    }
     with_store(&app.stores, None, move |store| {
         let run = exact_run(store, &id)?;
-        let page = store.events_page(&run.id, q.after.unwrap_or(0), limit)?;
-        let next = (page.len() == limit).then(|| page.last().map(|e| e.seq));
-        Ok(json!({"events": page, "next_after": next.flatten()}))
+        let Some(branch) = q.branch else {
+            let page = store.events_page(&run.id, q.after.unwrap_or(0), limit)?;
+            let next = (page.len() == limit).then(|| page.last().map(|e| e.seq));
+            return Ok(json!({"events": page, "next_after": next.flatten()}));
+        };
+        // An unknown branch is the store's usage error: 400, naming it.
+        Ok(match q.before {
+            Some(before) => {
+                let page = store.chain_page(&run.id, branch, ChainPage::Before(before), limit)?;
+                let next = (page.len() == limit).then(|| page.first().map(|e| e.seq));
+                json!({"branch": branch, "events": page, "next_before": next.flatten()})
+            }
+            None => {
+                let after = ChainPage::After(q.after.unwrap_or(0));
+                let page = store.chain_page(&run.id, branch, after, limit)?;
+                let next = (page.len() == limit).then(|| page.last().map(|e| e.seq));
+                json!({"branch": branch, "events": page, "next_after": next.flatten()})
+            }
+        })
     })
     .await
     .map(Json)
@@ -278,4 +340,50 @@ fn stage_statuses(
         .into_iter()
         .map(|(id, status)| json!({"id": id, "status": status}))
         .collect()
+}
+
+/// `GET /v1/runs/{id}/report?branch=N`: the branch as a Markdown report
+/// (steps, decisions, outputs, lane conflicts, outcome).
+pub async fn report(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<BranchQuery>, QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let q = query(q)?;
+    let (name, text) = with_store(&app.stores, None, move |store| {
+        let run = exact_run(store, &id)?;
+        let branch = branch_of(store, &run.id, q.branch)?;
+        let chain = store.chain(&run.id, branch)?;
+        let status = store
+            .branches(&run.id)?
+            .into_iter()
+            .find(|b| b.branch == branch)
+            .map(|b| b.status)
+            .unwrap_or_default();
+        let session = store.session_of(&run.id)?.map(|s| s.id);
+        let head = wfhost_store::report::ReportHead {
+            run: &run,
+            branch,
+            status: &status,
+            session: session.as_deref(),
+        };
+        let text = wfhost_store::report::markdown(&head, &chain);
+        Ok((format!("{}-branch-{branch}.md", run.id), text))
+    })
+    .await?;
+    Ok((
+        [
+            (
+                axum::http::header::CONTENT_TYPE,
+                "text/markdown; charset=utf-8".to_string(),
+            ),
+            (
+                axum::http::header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
+        text,
+    )
+        .into_response())
 }

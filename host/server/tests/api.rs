@@ -64,6 +64,18 @@ fn step(n: u64, last: bool) -> Vec<Event> {
 
 /// A run of `steps` steps; finished when `finish`.
 fn add_run(home: &Path, id: &str, workflow: &str, steps: u64, finish: bool) {
+    add_run_in(home, id, workflow, steps, finish, None)
+}
+
+/// [`add_run`] in session `session`.
+fn add_run_in(
+    home: &Path,
+    id: &str,
+    workflow: &str,
+    steps: u64,
+    finish: bool,
+    session: Option<&str>,
+) {
     let mut store = Store::open(home, Durability::Normal).unwrap();
     let record = RunRecord {
         id: id.into(),
@@ -73,8 +85,9 @@ fn add_run(home: &Path, id: &str, workflow: &str, steps: u64, finish: bool) {
         workspace: "/tmp".into(),
         created_at: 1,
     };
+    let tag = session.map(|s| wfhost_store::SessionTag::client(s, None).unwrap());
     store
-        .create_run(&record, "{}", &started(id, workflow))
+        .create_run_in(&record, "{}", &started(id, workflow), tag.as_ref())
         .unwrap();
     let mut w = store.writer(id, 1).unwrap();
     for n in 0..steps {
@@ -125,9 +138,15 @@ fn request(
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
     );
+    if !headers
+        .iter()
+        .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+    {
+        head.push_str("Host: localhost\r\n");
+    }
     for h in headers {
         head.push_str(h);
         head.push_str("\r\n");
@@ -240,7 +259,7 @@ fn sse_ids(addr: SocketAddr, path: &str, last_event_id: Option<u64>, n: usize) -
         .unwrap_or_default();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n{extra}\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n{extra}\r\n"
     )
     .unwrap();
     let mut ids = Vec::new();
@@ -377,6 +396,10 @@ fn the_openapi_document_describes_every_endpoint() {
         "/openapi.json",
         "/runs/{id}/cancel",
         "/runs/{id}/export",
+        "/runs/{id}/report",
+        "/sessions",
+        "/sessions/{id}",
+        "/sessions/{id}/export",
         "/runs/import",
         "/runs/{id}/gates/{gate}",
         "/runs/{id}/resume",
@@ -391,7 +414,7 @@ fn the_openapi_document_describes_every_endpoint() {
         assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
     }
     // And every documented GET answers (not the fallback's 404).
-    add_run(home.path(), "r", "w", 1, true);
+    add_run_in(home.path(), "r", "w", 1, true, Some("s1"));
     let job = queue_job(home.path(), "r");
     for p in paths {
         if p.ends_with("/stream") || doc["paths"][p.as_str()].get("get").is_none() {
@@ -399,6 +422,8 @@ fn the_openapi_document_describes_every_endpoint() {
         }
         let id = if p.starts_with("/jobs/") {
             job.to_string()
+        } else if p.starts_with("/sessions/") {
+            "s1".into()
         } else {
             "r".into()
         };
@@ -711,4 +736,208 @@ fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["queued", "leased", "succeeded", "refused"]);
+}
+
+#[test]
+fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
+    let home = tempfile::tempdir().unwrap();
+    add_run_in(home.path(), "run-long", "w", 300, false, Some("chat-7"));
+    add_run(home.path(), "run-other", "shipping", 1, true);
+    let server = start(home.path(), None);
+    // Backward from the newest: pages of the branch's chain, in write order.
+    let mut seen: Vec<u64> = Vec::new();
+    let mut path =
+        "/v1/runs/run-long/events?branch=1&before=18446744073709551615&limit=128".to_string();
+    loop {
+        let (status, page) = get(server.addr, &path);
+        assert_eq!(status, 200, "{page}");
+        let mut seqs: Vec<u64> = page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+        seqs.extend(seen);
+        seen = seqs;
+        match page["next_before"].as_u64() {
+            Some(first) => {
+                path = format!("/v1/runs/run-long/events?branch=1&before={first}&limit=128")
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, (1..=1 + 300 * 3).collect::<Vec<u64>>());
+    let (_, first) = get(server.addr, "/v1/runs/run-long/events?branch=1&limit=2");
+    assert_eq!(
+        (
+            first["events"][1]["seq"].as_u64(),
+            first["next_after"].as_u64()
+        ),
+        (Some(2), Some(2))
+    );
+    for bad in [
+        "/v1/runs/run-long/events?before=5",
+        "/v1/runs/run-long/events?branch=1&before=5&after=1",
+        "/v1/runs/run-long/events?branch=9",
+    ] {
+        let (status, err) = get(server.addr, bad);
+        assert_eq!(status, 400, "{bad}: {err}");
+    }
+
+    // Text matches ids, workflows, workspaces and sessions, in any case.
+    let ids = |path: &str| -> Vec<String> {
+        let (status, list) = get(server.addr, path);
+        assert_eq!(status, 200, "{list}");
+        list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("/v1/runs?q=SHIPP"), ["run-other"]);
+    assert_eq!(ids("/v1/runs?q=chat-7"), ["run-long"]);
+    assert_eq!(ids("/v1/runs?session=chat-7"), ["run-long"]);
+    assert!(ids("/v1/runs?q=nothing-like-it").is_empty());
+    let (_, all) = get(server.addr, "/v1/runs");
+    let long = all["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "run-long")
+        .unwrap();
+    assert_eq!(long["session"], "chat-7");
+
+    // Sessions: listed, shown with their runs, exported as a bundle.
+    let (_, sessions) = get(server.addr, "/v1/sessions");
+    assert_eq!(sessions["sessions"][0]["id"], "chat-7", "{sessions}");
+    let (status, one) = get(server.addr, "/v1/sessions/chat-7");
+    assert_eq!(
+        (status, one["runs"][0]["id"].as_str()),
+        (200, Some("run-long")),
+        "{one}"
+    );
+    let (status, bundle) = get(server.addr, "/v1/sessions/chat-7/export");
+    assert_eq!(
+        (status, bundle["format"].as_str()),
+        (200, Some("wfhost-session-bundle"))
+    );
+    for missing in ["/v1/sessions/nope", "/v1/sessions/nope/export"] {
+        let (status, err) = get(server.addr, missing);
+        assert_eq!(
+            (status, err["code"].as_str()),
+            (404, Some("not_found")),
+            "{missing}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_run_exports_as_a_markdown_report() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-md", "report-flow", 3, true);
+    let server = start(home.path(), None);
+    let (status, text) = request(server.addr, "GET", "/v1/runs/run-md/report", &[], b"");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.starts_with("# Run `run-md`"), "{text}");
+    assert!(text.contains("| Workflow | `report-flow` |"), "{text}");
+    assert!(text.contains("## Steps (3)"), "{text}");
+    assert!(text.contains("| 2 | `main.a` |"), "{text}");
+    assert!(text.contains("## Outcome\n\nSucceeded."), "{text}");
+    let (status, _) = request(
+        server.addr,
+        "GET",
+        "/v1/runs/run-md/report?branch=4",
+        &[],
+        b"",
+    );
+    assert_eq!(status, 400);
+}
+
+#[test]
+fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-1", "w", 1, false);
+    let server = start(home.path(), None);
+    let raw = |method: &str, path: &str, headers: &[&str], body: &[u8]| {
+        let mut s = TcpStream::connect(server.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for h in headers {
+            head.push_str(h);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    // The page and its assets, with a policy that allows nothing foreign.
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ] {
+        let out = raw("GET", path, &["Host: localhost:7464"], b"");
+        assert!(out.starts_with("HTTP/1.1 200"), "{path}: {out}");
+        let lower = out.to_ascii_lowercase();
+        assert!(
+            lower.contains(&format!("content-type: {kind}")),
+            "{path}: {out}"
+        );
+        assert!(
+            lower.contains("content-security-policy: default-src 'none'"),
+            "{path}"
+        );
+        assert!(lower.contains("x-content-type-options: nosniff"), "{path}");
+    }
+    // DNS rebinding: a foreign name for this loopback server is refused.
+    for host in ["evil.example:7464", "127.0.0.1.evil.example"] {
+        let out = raw("GET", "/v1/runs", &[&format!("Host: {host}")], b"");
+        assert!(out.starts_with("HTTP/1.1 403"), "{host}: {out}");
+        assert!(out.contains("not a loopback name"), "{out}");
+    }
+    for host in ["localhost:1", "127.0.0.1:7464", "[::1]:7464"] {
+        let out = raw("GET", "/v1/runs", &[&format!("Host: {host}")], b"");
+        assert!(out.starts_with("HTTP/1.1 200"), "{host}: {out}");
+    }
+    // A page of another origin cannot act; the dashboard's own origin can.
+    let cancel = br#"{"reason": "x", "wait_s": 0}"#;
+    for extra in [
+        "Origin: http://evil.example",
+        "Origin: null",
+        "Sec-Fetch-Site: cross-site",
+    ] {
+        let out = raw(
+            "POST",
+            "/v1/runs/run-1/cancel",
+            &[
+                "Host: 127.0.0.1:7464",
+                "Content-Type: application/json",
+                extra,
+            ],
+            cancel,
+        );
+        assert!(out.starts_with("HTTP/1.1 403"), "{extra}: {out}");
+    }
+    let out = raw(
+        "POST",
+        "/v1/runs/run-1/cancel",
+        &[
+            "Host: 127.0.0.1:7464",
+            "Origin: http://127.0.0.1:7464",
+            "Sec-Fetch-Site: same-origin",
+            "Content-Type: application/json",
+        ],
+        cancel,
+    );
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let (_, run) = get(server.addr, "/v1/runs/run-1");
+    assert_eq!(run["status"], "failed", "{run}");
 }

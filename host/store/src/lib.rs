@@ -28,6 +28,7 @@ mod job_telemetry;
 mod jobs;
 mod lock;
 mod log;
+pub mod report;
 mod schema;
 mod sessions;
 pub mod time;

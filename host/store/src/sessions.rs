@@ -268,6 +268,20 @@ impl Store {
         .map_err(|e| self.err(e))
     }
 
+    /// The session id of every run that has one, by run id: one query,
+    /// for listings that show or filter by session.
+    pub fn run_session_ids(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT r.id, s.session FROM run_sessions s JOIN runs r ON r.num = s.run",
+            )
+            .map_err(|e| self.err(e))?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.err(e))
+    }
+
     /// Every session, the most recently active first.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
         let mut stmt = self

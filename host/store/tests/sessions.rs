@@ -66,6 +66,11 @@ fn runs_are_grouped_by_session_and_listed() {
         .find(|s| s.id == "git:feature@/work/repo")
         .unwrap();
     assert_eq!((g.runs, g.git_branch.as_deref()), (1, Some("feature")));
+    let by_run = store.run_session_ids().unwrap();
+    assert_eq!(by_run.len(), 3);
+    assert_eq!(by_run["r2"], "chat-42");
+    assert_eq!(by_run["r3"], "git:feature@/work/repo");
+    assert!(!by_run.contains_key("r4"));
 }
 
 #[test]
