@@ -32,12 +32,13 @@ pub async fn browser_guard(
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    if tokenless && let Some(host) = host(headers) {
-        if !is_loopback_host(host) {
-            return refuse(format!(
-                "host `{host}` is not a loopback name: without tokens the server answers only to localhost, 127.0.0.1 and [::1]"
-            ));
-        }
+    if tokenless
+        && let Some(host) = host(headers)
+        && !is_loopback_host(host)
+    {
+        return refuse(format!(
+            "host `{host}` is not a loopback name: without tokens the server answers only to localhost, 127.0.0.1 and [::1]"
+        ));
     }
     if !is_safe(request.method())
         && let Some(why) = cross_site(headers)
