@@ -7,9 +7,12 @@
 #   - slurm: Debian's slurm-wlm and munge as a one-node cluster (this host,
 #     all its CPUs, a partition `debug`): a munge key, munged, a slurm.conf,
 #     slurmctld and slurmd; ready once a trivial job has run.
+#   - browser: Debian's chromium (headless) and Node.js for the dashboard's
+#     browser tests, which drive it with playwright-core (installed by the
+#     test itself from tests/dashboard/package-lock.json).
 #
-# Usage: scripts/services.sh [docker|slurm|all]...   (default: docker;
-#        all = docker then slurm)
+# Usage: scripts/services.sh [docker|slurm|browser|all]...   (default:
+#        docker; all = docker, slurm and browser)
 # Idempotent: what is installed or running already is left as it is.
 # There is no systemd here: daemons are started directly, in the background.
 set -euo pipefail
@@ -30,7 +33,9 @@ apt_install() {
         apt-get update -qq >/dev/null
         APT_UPDATED=true
     fi
-    apt-get install -y -qq "${missing[@]}" >/dev/null
+    local extra=()
+    [ "${NO_RECOMMENDS:-false}" = true ] && extra=(--no-install-recommends)
+    apt-get install -y -qq "${extra[@]}" "${missing[@]}" >/dev/null
 }
 
 # Remove a pid file whose process is gone.
@@ -313,23 +318,34 @@ start_slurm() {
     log "slurm ready: node $(hostname -s), partition debug"
 }
 
+start_browser() {
+    NO_RECOMMENDS=true apt_install chromium fonts-dejavu-core
+    # Node.js with npm: Debian's, unless one is installed already (a
+    # nodesource nodejs carries its own npm and conflicts with Debian's).
+    command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+    local version
+    version=$(chromium --headless --no-sandbox --version 2>/dev/null || chromium --version)
+    log "browser ready: $version, node $(node --version)"
+}
+
 usage() {
-    echo "usage: $0 [docker|slurm|all]...   (default: docker)" >&2
+    echo "usage: $0 [docker|slurm|browser|all]...   (default: docker)" >&2
 }
 
 [ $# -eq 0 ] && set -- docker
 # Check every argument before starting anything.
 for service in "$@"; do
     case "$service" in
-        docker|slurm|all) ;;
+        docker|slurm|browser|all) ;;
         -h|--help) usage; exit 0 ;;
-        *) log "unknown service $service (known: docker, slurm, all)"; usage; exit 2 ;;
+        *) log "unknown service $service (known: docker, slurm, browser, all)"; usage; exit 2 ;;
     esac
 done
 for service in "$@"; do
     case "$service" in
         docker) start_docker ;;
         slurm) start_slurm ;;
-        all) start_docker; start_slurm ;;
+        browser) start_browser ;;
+        all) start_docker; start_slurm; start_browser ;;
     esac
 done

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 mod agents;
 mod bad_input;
 mod cli;
+mod dashboard;
 mod deadlines;
 mod durable;
 mod examples;

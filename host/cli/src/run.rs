@@ -62,10 +62,19 @@ pub struct RunArgs {
     /// `container:IMAGE` (a local image) or `slurm[:PARTITION]`.
     #[arg(long, default_value = "local", value_name = "EXECUTOR")]
     executor: wfhost_exec::Executor,
+    /// The session (workstream) the run belongs to: its runs are listed,
+    /// kept and exported together (`wfhost session`). 1–256 characters,
+    /// no control characters.
+    #[arg(long, value_name = "ID", value_parser = session_tag)]
+    session: Option<wfhost_store::SessionTag>,
     /// The new run's id, chosen by the caller (`wfhost serve` starting a
     /// run it has already answered for); `run-YYYYMMDD-HHMMSS-xxxxxx`.
     #[arg(long, hide = true, value_parser = run_id)]
     run_id: Option<String>,
+}
+
+fn session_tag(id: &str) -> Result<wfhost_store::SessionTag, String> {
+    wfhost_store::SessionTag::client(id, None)
 }
 
 pub fn run(args: RunArgs, global: &Global) -> u8 {
@@ -189,7 +198,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
         Ok(l) => l,
         Err(code) => return code,
     };
-    if let Err(e) = store.create_run(&record, &pin.json, &started) {
+    if let Err(e) = store.create_run_in(&record, &pin.json, &started, args.session.as_ref()) {
         return store_error(e);
     }
     if !args.json {

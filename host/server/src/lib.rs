@@ -20,6 +20,7 @@ use axum::routing::{get, post};
 
 pub mod auth;
 mod body;
+mod changes;
 pub mod error;
 mod guard;
 pub mod jobs;
@@ -61,6 +62,8 @@ pub struct ServerConfig {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub stores: Arc<store::Stores>,
+    /// Changes after each commit to the store by another connection.
+    pub changes: tokio::sync::watch::Receiver<u64>,
     pub runner: Option<Runner>,
     pub lease: std::time::Duration,
 }
@@ -89,6 +92,7 @@ impl AppState {
     fn new(config: &ServerConfig) -> AppState {
         AppState {
             stores: store::Stores::new(config.home.clone()),
+            changes: changes::watch(config.home.clone()),
             runner: config.runner.clone(),
             lease: config.lease,
         }
@@ -117,6 +121,7 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/runs", get(runs::list).post(start::start))
         .route("/runs/{id}", get(runs::show))
         .route("/runs/{id}/branches", get(runs::branches))
+        .route("/runs/{id}/summary", get(runs::summary_of))
         .route("/runs/{id}/steps", get(runs::steps))
         .route("/runs/{id}/events", get(runs::events))
         .route("/runs/{id}/events/stream", get(stream::events))

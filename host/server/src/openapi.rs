@@ -108,6 +108,7 @@ pub fn spec() -> Value {
                 "`busy`: the workspace is in use by another run.",
             )),
             "/runs/{id}": get("One run: its branch's state and its branches.", vec![run_id(), branch()], ok("The run.", "Run")),
+            "/runs/{id}/summary": get("The run as the runs listing shows it (record, status, branch count, last event, session), without reading its log.", vec![run_id()], ok("The run's summary.", "RunSummary")),
             "/runs/{id}/branches": get("The run's branches.", vec![run_id()], ok("Branches.", "Branches")),
             "/runs/{id}/steps": get("The executed steps of a branch.", vec![run_id(), branch()], ok("Steps.", "Steps")),
             "/runs/{id}/events": get("One page of the run's event log, all branches, in write order; with `branch`, of that branch's chain (its events and those of the branches it was forked from, up to each fork), from either end.", vec![
@@ -207,7 +208,11 @@ pub fn spec() -> Value {
                 "SessionBundle": {"type": "object", "description": "format `wfhost-session-bundle`, version, session, runs (run bundles), checksum."},
                 "RunPage": {"type": "object", "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}, "next_after": {"type": ["string", "null"]}}},
                 "Run": {"type": "object", "description": "The run record, the branch shown, its status and failure, inputs, branches, step count, gates, statistics, per-block statistics, payload, event count and server_now_ms."},
-                "Branches": {"type": "object", "properties": {"branches": {"type": "array", "items": {"type": "object"}}}},
+                "Branches": {"type": "object", "properties": {"branches": {"type": "array", "items": {"type": "object", "properties": {
+                    "branch": {"type": "integer"}, "forked_from": {"type": "string", "description": "The snapshot the branch was forked from."},
+                    "forked_at": {"type": "integer", "description": "That snapshot's sequence number."}, "forked_from_branch": {"type": "integer", "description": "The branch that snapshot is on."},
+                    "head": {"type": "integer"}, "events": {"type": "integer"}, "last_at": {"type": "integer"}, "status": {"type": "string"}
+                }}}}},
                 "Steps": {"type": "object", "properties": {"branch": {"type": "integer"}, "steps": {"type": "array", "items": {"type": "object"}}}},
                 "StoredEvent": {"type": "object", "required": ["seq", "branch", "at", "event"], "properties": {
                     "seq": {"type": "integer"}, "branch": {"type": "integer"}, "parent": {"type": ["integer", "null"]},

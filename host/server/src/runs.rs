@@ -224,6 +224,22 @@ pub async fn show(
     .map(Json)
 }
 
+/// `GET /v1/runs/{id}/summary`: the run as the listing shows it, without
+/// reading its log (what a viewer shows first, whatever the run's length).
+pub async fn summary_of(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    with_store(&app.stores, None, move |store| {
+        let run = exact_run(store, &id)?;
+        let session = store.session_of(&run.id)?.map(|s| s.id);
+        let s = summary(store, run, session)?;
+        serde_json::to_value(s).map_err(|e| ApiError::internal(e.to_string()))
+    })
+    .await
+    .map(Json)
+}
+
 /// `GET /v1/runs/{id}/branches`.
 pub async fn branches(
     State(app): State<AppState>,

@@ -18,8 +18,9 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::store::{exact_run, with_store};
 
-/// How often the log is read for new events while the stream is idle.
-const POLL: Duration = Duration::from_millis(200);
+/// How often the log is read for new events while the stream is idle and
+/// no change was signalled (should the store's watcher be missing).
+const POLL: Duration = Duration::from_secs(1);
 /// Events read per query.
 const BATCH: usize = 500;
 
@@ -62,14 +63,16 @@ pub async fn events(
         .await?
     };
     let home = app.stores.clone();
+    let mut changes = app.changes.clone();
+    changes.mark_unchanged();
     let stream = futures_util::stream::unfold(
-        (after, std::collections::VecDeque::new()),
-        move |(mut after, mut pending)| {
+        (after, std::collections::VecDeque::new(), changes),
+        move |(mut after, mut pending, mut changes)| {
             let (home, run) = (home.clone(), run.clone());
             async move {
                 loop {
                     if let Some(e) = pending.pop_front() {
-                        return Some((Ok(e), (after, pending)));
+                        return Some((Ok(e), (after, pending, changes)));
                     }
                     let (home, run) = (home.clone(), run.clone());
                     let page = with_store(&home, None, move |store| {
@@ -89,7 +92,15 @@ pub async fn events(
                                 );
                             }
                         }
-                        Ok(_) => tokio::time::sleep(POLL).await,
+                        // Nothing new: wait for the next commit to the
+                        // store (or the fallback timer), then read again.
+                        Ok(_) => {
+                            if let Ok(Err(_)) = tokio::time::timeout(POLL, changes.changed()).await
+                            {
+                                // No watcher: read on the timer alone.
+                                tokio::time::sleep(POLL).await;
+                            }
+                        }
                         // The store went away (a `gc`, a broken disk): end
                         // the stream; the client reconnects from its last id.
                         Err(_) => return None,

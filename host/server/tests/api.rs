@@ -389,6 +389,7 @@ fn the_openapi_document_describes_every_endpoint() {
         "/runs",
         "/runs/{id}",
         "/runs/{id}/branches",
+        "/runs/{id}/summary",
         "/runs/{id}/steps",
         "/runs/{id}/events",
         "/runs/{id}/events/stream",

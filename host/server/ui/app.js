@@ -1,0 +1,895 @@
+// The wfhost dashboard: plain JavaScript over the /v1 API, no build step.
+// Every value from the API reaches the page through textContent or an
+// attribute, never as markup.
+'use strict';
+
+const PAGE_EVENTS = 500; // events per timeline page
+const PAGE_RUNS = 50;
+const TOKEN_KEY = 'wfhost-token';
+const THEME_KEY = 'wfhost-theme';
+
+// ---------- small helpers ----------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'dataset') Object.assign(el.dataset, v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+const $ = (id) => document.getElementById(id);
+// replaceChildren, skipping what is absent (it would print "null").
+const fill = (el, ...kids) => el.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+const enc = encodeURIComponent;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function ago(ms) {
+  if (!ms) return '';
+  const s = Math.round((Date.now() - ms) / 1000);
+  if (s < 5) return 'just now';
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86400)}d ago`;
+}
+
+function stamp(ms) {
+  return ms ? new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '';
+}
+
+function duration(us) {
+  if (us === undefined || us === null) return '';
+  if (us < 1000) return `${us} µs`;
+  if (us < 1e6) return `${(us / 1000).toFixed(1)} ms`;
+  return `${(us / 1e6).toFixed(2)} s`;
+}
+
+function badge(status) {
+  return h('span', { class: `badge s-${status || 'unknown'}` }, status || '—');
+}
+
+// ---------- the API ----------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.message) || `HTTP ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+function authHeaders() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+async function api(path, options = {}) {
+  const init = { ...options, headers: { ...authHeaders(), ...(options.headers || {}) } };
+  if (options.json !== undefined) {
+    init.method = init.method || 'POST';
+    init.body = JSON.stringify(options.json);
+    init.headers['Content-Type'] = 'application/json';
+  }
+  const res = await fetch(`/v1${path}`, init);
+  if (res.status === 401) {
+    askToken();
+    throw new ApiError(401, { message: 'a token is required' });
+  }
+  const text = await res.text();
+  let body = null;
+  try { body = text ? JSON.parse(text) : null; } catch { body = text; }
+  if (!res.ok) throw new ApiError(res.status, body);
+  return body;
+}
+
+async function download(path, fallbackName) {
+  const res = await fetch(`/v1${path}`, { headers: authHeaders() });
+  if (!res.ok) {
+    let body = null;
+    try { body = await res.json(); } catch { /* not JSON */ }
+    throw new ApiError(res.status, body);
+  }
+  const disposition = res.headers.get('Content-Disposition') || '';
+  const named = /filename="([^"]+)"/.exec(disposition);
+  const url = URL.createObjectURL(await res.blob());
+  const a = h('a', { href: url, download: named ? named[1] : fallbackName });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+function askToken() {
+  const dialog = $('token-dialog');
+  if (!dialog.open) dialog.showModal();
+}
+
+function toast(message, kind = 'info') {
+  const el = h('div', { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, message);
+  document.body.append(el);
+  setTimeout(() => el.remove(), kind === 'error' ? 8000 : 4000);
+}
+
+function failed(e) {
+  toast(e instanceof ApiError ? `${e.message}` : String(e), 'error');
+}
+
+// ---------- the runs sidebar ----------
+
+const list = { runs: [], nextAfter: null, selected: -1, loading: false, generation: 0 };
+
+function filterQuery() {
+  const p = new URLSearchParams();
+  const q = $('filter-q').value.trim();
+  const status = $('filter-status').value;
+  const workflow = $('filter-workflow').value.trim();
+  if (q) p.set('q', q);
+  if (status) p.set('status', status);
+  if (workflow) p.set('workflow', workflow);
+  return p;
+}
+
+async function loadRuns(reset) {
+  const generation = reset ? ++list.generation : list.generation;
+  const p = filterQuery();
+  p.set('limit', String(PAGE_RUNS));
+  if (!reset && list.nextAfter) p.set('after', list.nextAfter);
+  list.loading = true;
+  try {
+    const page = await api(`/runs?${p}`);
+    if (generation !== list.generation) return; // a newer filter won
+    list.runs = reset ? page.runs : list.runs.concat(page.runs);
+    list.nextAfter = page.next_after;
+    renderRuns();
+  } catch (e) {
+    if (e.status !== 401) failed(e);
+  } finally {
+    list.loading = false;
+  }
+}
+
+// The first page again, keeping what was paged in after it.
+async function refreshRuns() {
+  if (list.loading || document.hidden) return;
+  const p = filterQuery();
+  p.set('limit', String(Math.max(PAGE_RUNS, list.runs.length)));
+  try {
+    const page = await api(`/runs?${p}`);
+    list.runs = page.runs;
+    list.nextAfter = page.next_after;
+    renderRuns();
+  } catch { /* shown on the next user action */ }
+}
+
+function renderRuns() {
+  const ul = $('run-list');
+  const current = view.run && view.run.id;
+  ul.replaceChildren(...list.runs.map((r, i) => {
+    const finished = ['succeeded', 'failed'].includes(r.status);
+    return h('li', {
+      role: 'option',
+      id: `run-${r.id}`,
+      'aria-selected': String(r.id === current),
+      class: i === list.selected ? 'cursor' : null,
+      dataset: { run: r.id },
+      onclick: () => openRun(r.id),
+    },
+    h('div', { class: 'line1' }, h('span', { class: 'wf' }, r.workflow_id), badge(r.status)),
+    h('div', { class: 'line2' },
+      h('span', { class: 'id' }, r.id),
+      r.branches > 1 ? h('span', { class: 'branch-count' }, `${r.branches} branches`) : null),
+    h('div', { class: 'line3' },
+      h('time', { datetime: new Date(r.created_at).toISOString(), title: stamp(r.created_at) }, `started ${ago(r.created_at)}`),
+      finished ? h('time', { title: stamp(r.last_at) }, ` · finished ${ago(r.last_at)}`) : null,
+      r.session ? h('span', { class: 'session', title: r.session }, ` · ${r.session}`) : null));
+  }));
+  if (!list.runs.length) ul.append(h('li', { class: 'none' }, 'No runs match.'));
+  $('more-runs').hidden = !list.nextAfter;
+}
+
+function moveCursor(delta) {
+  if (!list.runs.length) return;
+  list.selected = Math.max(0, Math.min(list.runs.length - 1, list.selected + delta));
+  renderRuns();
+  const li = $('run-list').children[list.selected];
+  if (li) {
+    li.scrollIntoView({ block: 'nearest' });
+    $('run-list').setAttribute('aria-activedescendant', li.id);
+  }
+}
+
+// ---------- sessions ----------
+
+async function loadSessions() {
+  try {
+    const { sessions } = await api('/sessions');
+    const ul = $('session-list');
+    ul.replaceChildren(...sessions.map((s) => h('li', { onclick: () => { location.hash = `#/sessions/${enc(s.id)}`; } },
+      h('div', { class: 'line1' }, h('span', { class: 'wf' }, s.id)),
+      h('div', { class: 'line3' }, `${s.runs} run${s.runs === 1 ? '' : 's'} · active ${ago(s.last_at)}`, s.git_branch ? ` · ⎇ ${s.git_branch}` : ''))));
+    if (!sessions.length) ul.append(h('li', { class: 'none' }, 'No sessions yet.'));
+  } catch (e) {
+    if (e.status !== 401) failed(e);
+  }
+}
+
+async function openSession(id) {
+  stopFollowing();
+  view.run = null;
+  const main = $('main');
+  main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
+  try {
+    const { runs } = await api(`/sessions/${enc(id)}`);
+    const start = Math.min(...runs.map((r) => r.created_at));
+    const end = Math.max(...runs.map((r) => r.last_at || r.created_at), start + 1);
+    const span = end - start;
+    const lanes = runs.map((r) => {
+      const left = ((r.created_at - start) / span) * 100;
+      const width = Math.max(((r.last_at || r.created_at) - r.created_at) / span * 100, 0.5);
+      return h('li', { class: 'lane' },
+        h('a', { href: `#/runs/${enc(r.id)}`, class: 'lane-label' }, r.workflow_id, ' ', h('span', { class: 'id' }, r.id)),
+        h('div', { class: 'lane-track' },
+          h('a', {
+            href: `#/runs/${enc(r.id)}`,
+            class: `lane-bar s-${r.status}`,
+            style: null,
+            title: `${r.id}: ${r.status}, ${stamp(r.created_at)} → ${stamp(r.last_at)}`,
+            'aria-label': `${r.workflow_id} ${r.status}`,
+            dataset: { left: left.toFixed(3), width: width.toFixed(3) },
+          })));
+    });
+    fill(main,
+      h('header', { class: 'run-head' },
+        h('h2', {}, 'Session ', h('code', {}, id)),
+        h('div', { class: 'actions' },
+          h('button', { type: 'button', onclick: () => download(`/sessions/${enc(id)}/export`, `${id}.session.json`).catch(failed) }, 'Export session bundle'))),
+      h('p', { class: 'axis' }, h('time', {}, stamp(start)), h('time', {}, stamp(end))),
+      h('ol', { class: 'session-lanes', 'aria-label': 'Runs of the session on one time axis' }, lanes));
+    // Positions are set through the CSSOM (the policy forbids inline styles).
+    for (const bar of main.querySelectorAll('.lane-bar')) {
+      bar.style.marginLeft = `${bar.dataset.left}%`;
+      bar.style.width = `${bar.dataset.width}%`;
+    }
+  } catch (e) {
+    main.replaceChildren(h('p', { class: 'error' }, e.message));
+  }
+}
+
+// ---------- one run ----------
+
+const view = {
+  run: null, // summary
+  branches: [],
+  branch: 1,
+  events: [], // the loaded part of the branch's chain, in order
+  nextBefore: null, // where the next earlier page ends (null: all loaded)
+  lastSeq: 0, // the newest event seen on the stream (any branch)
+  selectedRow: null,
+  follow: null, // AbortController of the live stream
+  renderQueued: false,
+};
+
+async function openRun(id, branch) {
+  const same = view.run && view.run.id === id;
+  if (!same) stopFollowing();
+  const main = $('main');
+  if (!same) main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
+  try {
+    const [summary, branches] = await Promise.all([
+      api(`/runs/${enc(id)}/summary`),
+      api(`/runs/${enc(id)}/branches`),
+    ]);
+    view.run = summary;
+    view.branches = branches.branches;
+    view.branch = branch || summary.branch;
+    const listed = list.runs.findIndex((x) => x.id === id);
+    if (listed >= 0) list.runs[listed] = summary;
+    view.selectedRow = null;
+    await loadTail();
+    renderRun();
+    renderRuns();
+    if (!view.follow) startFollowing(id);
+    const wanted = `#/runs/${enc(id)}${branch ? `/branches/${branch}` : ''}`;
+    if (location.hash !== wanted) history.replaceState(null, '', wanted);
+  } catch (e) {
+    main.replaceChildren(h('p', { class: 'error' }, e.message));
+  }
+}
+
+async function loadTail() {
+  const page = await api(`/runs/${enc(view.run.id)}/events?branch=${view.branch}&before=18446744073709551615&limit=${PAGE_EVENTS}`);
+  view.events = page.events;
+  view.nextBefore = page.next_before;
+  const newest = page.events.length ? page.events[page.events.length - 1].seq : 0;
+  view.lastSeq = Math.max(view.lastSeq, newest);
+}
+
+async function loadEarlier() {
+  if (view.nextBefore === null) return;
+  const page = await api(`/runs/${enc(view.run.id)}/events?branch=${view.branch}&before=${view.nextBefore}&limit=${PAGE_EVENTS}`);
+  view.events = page.events.concat(view.events);
+  view.nextBefore = page.next_before;
+  renderRun();
+}
+
+// The loaded events grouped into the timeline's rows: one per block
+// execution (with its lanes, gate and telemetry), plus markers.
+function rowsOf(events) {
+  const rows = [];
+  const byStep = new Map();
+  const gates = new Map();
+  let last = null;
+  const open = (e, kind, extra) => {
+    const row = { kind, step: e.event.step, seq: e.seq, at: e.at, events: [e], lanes: [], conflicts: [], telemetry: [], notes: [], ...extra };
+    rows.push(row);
+    if (row.step !== undefined) byStep.set(row.step, row);
+    last = row;
+    return row;
+  };
+  const rowFor = (e) => byStep.get(e.event.step) || open(e, 'block', { block: e.event.node ? `${e.event.node}.${e.event.block}` : `step ${e.event.step}` });
+  for (const e of events) {
+    const ev = e.event;
+    switch (ev.type) {
+      case 'block_started':
+        open(e, 'block', { block: `${ev.node}.${ev.block}`, attempt: ev.attempt });
+        break;
+      case 'external_awaited':
+        open(e, 'block', { block: `${ev.node}.${ev.block}`, attempt: ev.attempt, prompt: ev.prompt, external: true });
+        break;
+      case 'block_completed': {
+        let row = byStep.get(ev.step);
+        if (!row || row.completed) row = open(e, 'block', { block: `${ev.node}.${ev.block}` });
+        else row.events.push(e);
+        Object.assign(row, { completed: ev, signal: ev.signal, block: `${ev.node}.${ev.block}`, external: false });
+        break;
+      }
+      case 'action_taken': {
+        const row = rowFor(e);
+        if (row.events[row.events.length - 1] !== e) row.events.push(e);
+        row.action = ev;
+        row.snapshot = e.snapshot;
+        if (ev.gate_id) { row.gate = { id: ev.gate_id, prompt: ev.command.prompt, kind: 'gate' }; gates.set(ev.gate_id, row); }
+        break;
+      }
+      case 'lanes_started': {
+        const row = rowFor(e);
+        row.events.push(e);
+        row.strategy = ev.merge_strategy;
+        row.laneNames = ev.lanes;
+        break;
+      }
+      case 'lane_completed': rowFor(e).lanes.push(ev); rowFor(e).events.push(e); break;
+      case 'lane:conflict-detected': rowFor(e).conflicts.push(ev); rowFor(e).events.push(e); break;
+      case 'fan_in_waiting': {
+        const row = rowFor(e);
+        row.events.push(e);
+        row.gate = { id: ev.gate_id, prompt: ev.prompt, kind: 'fan-in' };
+        gates.set(ev.gate_id, row);
+        break;
+      }
+      case 'fan_in_completed': rowFor(e).fanIn = ev; rowFor(e).events.push(e); break;
+      case 'telemetry': rowFor(e).telemetry.push(ev); break;
+      case 'gate_answered': {
+        const row = gates.get(ev.gate_id);
+        if (row) { row.gate.answer = ev.decision; row.events.push(e); } else open(e, 'marker', { text: `gate ${ev.gate_id} answered: ${decisionText(ev.decision)}` });
+        break;
+      }
+      case 'checkpointed':
+        if (last) { last.notes.push(ev.notes_markdown); last.events.push(e); } else open(e, 'marker', { text: 'checkpoint' });
+        break;
+      case 'inputs_merged': if (last) last.events.push(e); break;
+      case 'run_started': open(e, 'marker', { text: `run started: ${ev.workflow_id}` }); break;
+      case 'run_finished': open(e, 'marker', { text: ev.outcome.status === 'succeeded' ? 'run succeeded' : `run failed: ${ev.outcome.reason}`, outcome: ev.outcome.status }); break;
+      case 'resumed': open(e, 'marker', { text: ev.interrupted ? `resumed; step ${ev.interrupted.step} runs again` : 'resumed' }); break;
+      case 'forked': open(e, 'marker', { text: `branch ${e.branch} forked from ${ev.from_snapshot}` }); break;
+      default: open(e, 'marker', { text: ev.type });
+    }
+  }
+  return rows;
+}
+
+function decisionText(d) {
+  if (!d) return '';
+  switch (d.answer) {
+    case 'approved': return 'approved';
+    case 'changes-requested': return `changes requested: ${d.text}`;
+    case 'use-lane': return d.all ? `use lane ${d.all}` : `use lanes ${Object.entries(d.files || {}).map(([f, l]) => `${f}=${l}`).join(', ')}`;
+    default: return d.answer;
+  }
+}
+
+function scheduleRender() {
+  if (view.renderQueued) return;
+  view.renderQueued = true;
+  requestAnimationFrame(() => { view.renderQueued = false; if (view.run) renderRun(); });
+}
+
+function renderRun() {
+  const main = $('main');
+  const r = view.run;
+  const rows = rowsOf(view.events);
+  const branchInfo = view.branches.find((b) => b.branch === view.branch) || {};
+  const status = branchInfo.status || r.status;
+  const openGate = status === 'waiting' ? [...rows].reverse().find((row) => row.gate && !row.gate.answer) : null;
+  const scroller = main.querySelector('.timeline-scroll');
+  const keepBottom = scroller ? scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40 : true;
+  const oldHeight = scroller ? scroller.scrollHeight : 0;
+  const oldTop = scroller ? scroller.scrollTop : 0;
+  fill(main,
+    runHeader(r, status),
+    branchGraph(),
+    openGate ? gatePanel(openGate) : null,
+    h('div', { class: 'run-body' },
+      h('section', { class: 'timeline', 'aria-label': `Timeline of branch ${view.branch}` },
+        h('div', { class: 'timeline-scroll', tabindex: '0' },
+          view.nextBefore !== null
+            ? h('button', { type: 'button', class: 'more earlier', onclick: () => loadEarlier().catch(failed) }, `Load earlier events (before #${view.nextBefore})`)
+            : null,
+          timelineTable(rows))),
+      detailPanel(rows)));
+  main.dataset.lastSeq = String(view.lastSeq);
+  main.dataset.branch = String(view.branch);
+  main.dataset.events = String(view.events.length);
+  const s = main.querySelector('.timeline-scroll');
+  if (s) s.scrollTop = keepBottom && oldTop === 0 && !oldHeight ? s.scrollHeight : (keepBottom ? s.scrollHeight : oldTop + (s.scrollHeight - oldHeight) * (oldTop < 40 ? 1 : 0));
+  const earlier = main.querySelector('.more.earlier');
+  if (earlier && 'IntersectionObserver' in window) {
+    const io = new IntersectionObserver((entries) => {
+      if (entries.some((en) => en.isIntersecting)) { io.disconnect(); loadEarlier().catch(failed); }
+    }, { root: s });
+    io.observe(earlier);
+  }
+}
+
+function runHeader(r, status) {
+  const live = ['running', 'waiting'].includes(status);
+  const resumable = ['interrupted'].includes(status);
+  return h('header', { class: 'run-head' },
+    h('div', { class: 'title' },
+      h('h2', {}, r.workflow_id, ' ', badge(status)),
+      h('div', { class: 'meta' },
+        h('code', { class: 'id' }, r.id),
+        ' · started ', h('time', { title: stamp(r.created_at) }, ago(r.created_at)),
+        ' · last event ', h('time', { title: stamp(r.last_at) }, ago(r.last_at)),
+        ' · workspace ', h('code', {}, r.workspace),
+        r.session ? [' · session ', h('a', { href: `#/sessions/${enc(r.session)}` }, r.session)] : null)),
+    h('div', { class: 'actions' },
+      live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun }, 'Cancel run') : null,
+      resumable ? h('button', { type: 'button', onclick: resumeRun }, 'Resume') : null,
+      h('button', { type: 'button', onclick: () => download(`/runs/${enc(r.id)}/report?branch=${view.branch}`, `${r.id}.md`).catch(failed) }, 'Export Markdown'),
+      h('button', { type: 'button', onclick: () => download(`/runs/${enc(r.id)}/export`, `${r.id}.bundle.json`).catch(failed) }, 'Export bundle')));
+}
+
+// The branches as a graph: one lane per branch along the run's sequence
+// numbers, each joined to the branch it was forked from at its fork.
+function branchGraph() {
+  const bs = view.branches;
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = (tag, attrs, ...kids) => {
+    const el = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    for (const k of kids) el.append(k);
+    return el;
+  };
+  const maxSeq = Math.max(1, ...bs.map((b) => b.head));
+  const width = 600;
+  const rowH = 26;
+  const x = (seq) => 20 + (seq / maxSeq) * (width - 40);
+  const y = (i) => 14 + i * rowH;
+  const index = new Map(bs.map((b, i) => [b.branch, i]));
+  const graph = svg('svg', { viewBox: `0 0 ${width} ${y(bs.length - 1) + 14}`, class: 'branch-svg', role: 'img', 'aria-label': `${bs.length} branch${bs.length === 1 ? '' : 'es'}` });
+  bs.forEach((b, i) => {
+    const start = b.forked_at || 0;
+    const parentRow = b.forked_from_branch !== undefined ? index.get(b.forked_from_branch) : undefined;
+    if (b.forked_from && parentRow !== undefined) {
+      graph.append(svg('path', { d: `M${x(start)},${y(parentRow)} C${x(start) + 10},${y(parentRow)} ${x(start)},${y(i)} ${x(start) + 14},${y(i)}`, class: 'fork-link' }));
+    }
+    graph.append(svg('line', { x1: x(start), y1: y(i), x2: x(b.head), y2: y(i), class: `branch-line s-${b.status}` }));
+    graph.append(svg('circle', { cx: x(b.head), cy: y(i), r: 5, class: `head s-${b.status}` }, svg('title', {}, document.createTextNode(`branch ${b.branch} head #${b.head}: ${b.status}`))));
+  });
+  const items = bs.map((b) => h('li', {},
+    h('a', {
+      href: `#/runs/${enc(view.run.id)}/branches/${b.branch}`,
+      class: b.branch === view.branch ? 'current' : null,
+      'aria-current': b.branch === view.branch ? 'true' : null,
+    }, `branch ${b.branch}`),
+    ' ', badge(b.status),
+    h('span', { class: 'muted' }, ` ${b.events} events · head #${b.head}`, b.forked_from ? ` · forked from ${b.forked_from}` : '')));
+  return h('section', { class: 'branches', 'aria-label': 'Branches' },
+    h('div', { class: 'branch-graph' }, graph),
+    h('ol', { class: 'branch-list' }, items));
+}
+
+function timelineTable(rows) {
+  const body = rows.map((row, i) => {
+    if (row.kind === 'marker') {
+      return h('tr', { class: `marker ${row.outcome ? `s-${row.outcome}` : ''}`, dataset: { seq: row.seq } },
+        h('td', { colspan: 9 }, h('span', { class: 'marker-text' }, row.text), ' ', h('time', { class: 'muted', title: stamp(row.at) }, stamp(row.at))));
+    }
+    const c = row.completed;
+    const selected = view.selectedRow === row.seq;
+    const tr = h('tr', {
+      class: `step ${selected ? 'selected' : ''} ${c && c.failure ? 'failed' : ''}`,
+      tabindex: '0',
+      'aria-selected': String(selected),
+      dataset: { seq: row.seq, step: row.step, index: i },
+      onclick: () => selectRow(row.seq),
+      onkeydown: (ev) => { if (ev.key === 'Enter') selectRow(row.seq); },
+    },
+    h('td', { class: 'num' }, row.step),
+    h('td', {}, h('code', {}, row.block), row.external && !c ? h('span', { class: 'tag' }, 'awaiting client') : null),
+    h('td', { class: 'num' }, row.attempt || ''),
+    h('td', {}, row.signal ? h('span', { class: `signal ${/FAIL/.test(row.signal) ? 'bad' : ''}` }, row.signal.replace('SIGNAL:', '')) : ''),
+    h('td', {}, row.action ? `${row.action.action}` : '', row.gate ? h('span', { class: 'tag gate' }, row.gate.answer ? `${row.gate.id}: ${decisionText(row.gate.answer)}` : `${row.gate.id} open`) : null),
+    h('td', { class: 'num' }, c ? duration(c.duration_us) : ''),
+    h('td', { class: 'num', title: 'tokens' }, c ? c.statistics.tokens_used : ''),
+    h('td', { class: 'num', title: 'lines written' }, c ? c.statistics.lines_written : ''),
+    h('td', {}, row.snapshot ? h('button', { type: 'button', class: 'small', 'aria-label': `Fork a new branch after step ${row.step}`, title: `Fork from ${row.snapshot}`, onclick: (ev) => { ev.stopPropagation(); forkAt(row.snapshot, row.step); } }, 'fork') : null));
+    const out = [tr];
+    if (row.lanes.length || row.laneNames) out.push(lanesRow(row));
+    return out;
+  });
+  return h('table', { class: 'steps' },
+    h('thead', {}, h('tr', {}, ...['Step', 'Block', 'Try', 'Signal', 'Action', 'Duration', 'Tokens', 'Lines', ''].map((t) => h('th', { scope: 'col' }, t)))),
+    h('tbody', {}, body.flat()));
+}
+
+function lanesRow(row) {
+  const names = row.laneNames || row.lanes.map((l) => l.lane);
+  const done = new Map(row.lanes.map((l) => [l.lane, l]));
+  const conflicted = new Map();
+  for (const c of row.conflicts) for (const l of c.lanes) conflicted.set(l, (conflicted.get(l) || []).concat(c));
+  return h('tr', { class: 'lanes-row' }, h('td', {}), h('td', { colspan: 8 },
+    h('div', { class: 'lanes' }, names.map((name) => {
+      const l = done.get(name);
+      return h('div', { class: `lane-card ${l ? (l.failure ? 's-failed' : 's-succeeded') : 's-running'}` },
+        h('div', { class: 'lane-name' }, name),
+        l ? h('div', {}, l.signal.replace('SIGNAL:', ''), ' · ', duration(l.duration_us)) : h('div', {}, 'running…'),
+        l && l.changed && l.changed.length ? h('div', { class: 'muted' }, `changed ${l.changed.join(', ')}`) : null,
+        l && l.failure ? h('div', { class: 'error' }, l.failure) : null,
+        (conflicted.get(name) || []).map((c) => h('div', { class: 'conflict' }, `conflict on ${c.conflictingFile}`)));
+    })),
+    h('div', { class: 'merge' },
+      row.strategy ? `merge: ${row.strategy}` : '',
+      row.conflicts.map((c) => h('div', { class: 'conflict' }, `${c.conflictingFile}: changed by ${c.lanes.join(', ')} → ${c.appliedFrom ? `applied from ${c.appliedFrom}` : 'waiting for a choice'} (${c.resolution})`)),
+      row.fanIn ? h('div', {}, `fan-in: applied ${filesByLane(row.fanIn.applied)}; discarded ${filesByLane(row.fanIn.discarded)}`) : null)));
+}
+
+function filesByLane(pairs) {
+  return (pairs || []).map(([lane, files]) => `${lane} (${files.length} file${files.length === 1 ? '' : 's'})`).join(', ') || 'nothing';
+}
+
+function selectRow(seq) {
+  view.selectedRow = view.selectedRow === seq ? null : seq;
+  renderRun();
+  const tr = $('main').querySelector(`tr.step[data-seq="${seq}"]`);
+  if (tr) tr.focus({ preventScroll: false });
+}
+
+function detailPanel(rows) {
+  const row = rows.find((r) => r.seq === view.selectedRow);
+  if (!row) return h('aside', { class: 'detail empty-detail', 'aria-label': 'Step details' }, h('p', {}, 'Select a step to see its output, payload, logs and telemetry.'));
+  const c = row.completed;
+  const sections = [];
+  sections.push(h('h3', {}, `Step ${row.step} · `, h('code', {}, row.block)));
+  if (row.prompt) sections.push(h('h4', {}, 'Prompt given to the client'), h('pre', {}, row.prompt));
+  if (c && c.failure) sections.push(h('h4', {}, 'Failure'), h('pre', { class: 'error' }, c.failure));
+  if (c && c.artifact) {
+    let text = c.artifact;
+    try { text = JSON.stringify(JSON.parse(c.artifact), null, 2); } catch { /* shown as recorded */ }
+    sections.push(h('h4', {}, 'Structured output'), h('pre', {}, text));
+    const claimed = claimedFiles(c.artifact);
+    if (claimed) sections.push(h('h4', {}, 'Files the agent claimed'), h('pre', {}, claimed));
+  }
+  const pushed = (c && c.payload && c.payload.push) || [];
+  if (pushed.length) {
+    sections.push(h('h4', {}, `Payload: ${pushed.length} segment${pushed.length === 1 ? '' : 's'} added (kept ${c.payload.keep})`));
+    for (const seg of pushed) {
+      const kind = seg.type || '';
+      const cls = /VALIDATION_ERROR|WORKER_ERROR/.test(kind) ? 'segment error' : (/AGENT_OUTPUT/.test(kind) ? 'segment agent' : 'segment');
+      sections.push(h('details', { class: cls, open: /ERROR|AGENT_OUTPUT/.test(kind) ? true : null },
+        h('summary', {}, h('code', {}, kind), ' ', seg.id || ''),
+        h('pre', {}, typeof seg.content === 'string' ? seg.content : JSON.stringify(seg.content, null, 2))));
+    }
+  }
+  if (c && c.log && c.log.length) sections.push(h('h4', {}, 'Log'), h('pre', { class: 'log' }, c.log.join('\n')));
+  for (const l of row.lanes) {
+    if (l.log && l.log.length) sections.push(h('h4', {}, `Log of lane ${l.lane}`), h('pre', { class: 'log' }, l.log.join('\n')));
+    if (l.summary) sections.push(h('h4', {}, `Summary of lane ${l.lane}`), h('pre', {}, l.summary));
+  }
+  for (const n of row.notes) sections.push(h('h4', {}, 'Checkpoint notes'), h('pre', { class: 'notes' }, n));
+  if (row.telemetry.length) {
+    sections.push(h('h4', {}, `Telemetry (${row.telemetry.length})`),
+      h('ol', { class: 'telemetry' }, row.telemetry.map((t) => h('li', {}, t.lane ? `[${t.lane}] ` : '', h('code', {}, JSON.stringify(t.body))))));
+  }
+  sections.push(h('details', {}, h('summary', {}, `Raw events (${row.events.length})`), h('pre', {}, row.events.map((e) => JSON.stringify(e, null, 1)).join('\n'))));
+  return h('aside', { class: 'detail', 'aria-label': `Details of step ${row.step}` }, sections);
+}
+
+function claimedFiles(artifact) {
+  try {
+    const out = JSON.parse(artifact);
+    const parts = [];
+    for (const key of ['created', 'modified', 'deleted', 'files_created', 'files_modified', 'files_deleted']) {
+      if (Array.isArray(out[key]) && out[key].length) parts.push(`${key}: ${out[key].join(', ')}`);
+    }
+    return parts.join('\n');
+  } catch { return ''; }
+}
+
+// ---------- acting ----------
+
+function gatePanel(row) {
+  const g = row.gate;
+  const runId = view.run.id;
+  const send = async (answer) => {
+    try {
+      await api(`/runs/${enc(runId)}/gates/${enc(g.id)}`, { json: { answer } });
+      toast(`Gate ${g.id}: ${answer}`);
+      await openRun(runId, view.branch);
+    } catch (e) { failed(e); }
+  };
+  const text = h('textarea', { id: 'gate-text', rows: 3, 'aria-label': 'What should change', placeholder: 'What should change?' });
+  const panel = [h('h3', {}, `Gate ${g.id} is waiting for you`), h('pre', { class: 'prompt' }, g.prompt || '')];
+  if (g.kind === 'fan-in') {
+    const open = row.conflicts.filter((c) => !c.appliedFrom);
+    const choices = open.map((c) => {
+      const sel = h('select', { 'aria-label': `Lane for ${c.conflictingFile}`, dataset: { file: c.conflictingFile } }, c.lanes.map((l) => h('option', { value: l }, l)));
+      return h('label', { class: 'choice' }, h('code', {}, c.conflictingFile), ' from ', sel);
+    });
+    panel.push(h('div', { class: 'choices' }, choices),
+      h('div', { class: 'buttons' },
+        h('button', {
+          type: 'button',
+          class: 'primary',
+          onclick: () => {
+            const picks = [...document.querySelectorAll('.choices select')].map((s) => `${s.dataset.file}=${s.value}`);
+            send(picks.length ? `use-lane:${picks.join(',')}` : 'resolved');
+          },
+        }, 'Apply these lanes')));
+  } else {
+    panel.push(text, h('div', { class: 'buttons' },
+      h('button', { type: 'button', class: 'primary', onclick: () => send('approved') }, 'Approve'),
+      h('button', {
+        type: 'button',
+        onclick: () => {
+          const t = text.value.trim();
+          if (!t) { toast('Say what should change first.', 'error'); text.focus(); return; }
+          send(`changes-requested:${t}`);
+        },
+      }, 'Request changes')));
+  }
+  return h('section', { class: 'gate-panel', 'aria-label': `Gate ${g.id}` }, panel);
+}
+
+async function cancelRun() {
+  if (!confirm(`Cancel run ${view.run.id} for good?`)) return;
+  try {
+    await api(`/runs/${enc(view.run.id)}/cancel`, { json: { reason: 'cancelled from the dashboard', wait_s: 30 } });
+    toast('Cancelled.');
+    await openRun(view.run.id, view.branch);
+  } catch (e) { failed(e); }
+}
+
+async function resumeRun() {
+  try {
+    await api(`/runs/${enc(view.run.id)}/resume`, { json: { branch: view.branch } });
+    toast('Resumed.');
+    await openRun(view.run.id, view.branch);
+  } catch (e) { failed(e); }
+}
+
+async function forkAt(snapshot, step) {
+  if (!confirm(`Start a new branch after step ${step} (${snapshot})?`)) return;
+  try {
+    const out = await api(`/runs/${enc(view.run.id)}/fork`, { json: { at: snapshot } });
+    toast(`Branch ${out.branch} started.`);
+    location.hash = `#/runs/${enc(view.run.id)}/branches/${out.branch}`;
+  } catch (e) { failed(e); }
+}
+
+// ---------- live ----------
+
+function setLive(text, kind) {
+  const el = $('live');
+  el.textContent = text;
+  el.className = `live ${kind || ''}`;
+}
+
+function stopFollowing() {
+  if (view.follow) view.follow.abort();
+  view.follow = null;
+  view.lastSeq = 0;
+  setLive('');
+}
+
+// The run's events as they are written, over the SSE stream (read with
+// fetch, so a token can be sent); a dropped stream is taken up again
+// from the last event seen.
+function startFollowing(runId) {
+  const ctl = new AbortController();
+  view.follow = ctl;
+  (async () => {
+    let delay = 500;
+    while (!ctl.signal.aborted) {
+      try {
+        const res = await fetch(`/v1/runs/${enc(runId)}/events/stream`, {
+          headers: { ...authHeaders(), Accept: 'text/event-stream', 'Last-Event-ID': String(view.lastSeq) },
+          signal: ctl.signal,
+        });
+        if (res.status === 401) { askToken(); return; }
+        if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+        setLive('live', 'on');
+        delay = 500;
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value.replace(/\r\n?/g, '\n');
+          let cut;
+          while ((cut = buffer.indexOf('\n\n')) >= 0) {
+            const block = buffer.slice(0, cut);
+            buffer = buffer.slice(cut + 2);
+            onMessage(runId, block);
+          }
+        }
+      } catch (e) {
+        if (ctl.signal.aborted) return;
+      }
+      setLive('reconnecting…', 'off');
+      await sleep(delay);
+      delay = Math.min(delay * 2, 5000);
+    }
+  })();
+}
+
+let refreshTimer = null;
+
+function onMessage(runId, block) {
+  let data = '';
+  for (const line of block.split('\n')) {
+    if (line.startsWith('data:')) data += line.slice(5).replace(/^ /, '');
+  }
+  if (!data || !view.run || view.run.id !== runId) return;
+  let e;
+  try { e = JSON.parse(data); } catch { return; }
+  if (e.seq <= view.lastSeq) return;
+  view.lastSeq = e.seq;
+  if (e.branch === view.branch) {
+    view.events.push(e);
+    scheduleRender();
+  } else {
+    $('main').dataset.lastSeq = String(view.lastSeq);
+  }
+  // What the header and the branch graph show changes with the log.
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(refreshHead, 150);
+}
+
+async function refreshHead() {
+  if (!view.run) return;
+  const id = view.run.id;
+  try {
+    const [summary, branches] = await Promise.all([api(`/runs/${enc(id)}/summary`), api(`/runs/${enc(id)}/branches`)]);
+    if (!view.run || view.run.id !== id) return;
+    view.run = summary;
+    view.branches = branches.branches;
+    scheduleRender();
+    const i = list.runs.findIndex((r) => r.id === id);
+    if (i >= 0) { list.runs[i] = summary; renderRuns(); }
+  } catch { /* the next event tries again */ }
+}
+
+// ---------- routing, keys, theme ----------
+
+function route() {
+  const hash = location.hash || '#/';
+  let m;
+  if ((m = /^#\/runs\/([^/]+)(?:\/branches\/(\d+))?$/.exec(hash))) {
+    openRun(decodeURIComponent(m[1]), m[2] ? Number(m[2]) : undefined);
+  } else if ((m = /^#\/sessions\/(.+)$/.exec(hash))) {
+    showTab('sessions');
+    openSession(decodeURIComponent(m[1]));
+  } else {
+    stopFollowing();
+    view.run = null;
+    $('main').replaceChildren(h('div', { class: 'empty' }, h('p', {}, 'Select a run on the left, or press ', h('kbd', {}, 'j'), ' / ', h('kbd', {}, 'k'), ' and ', h('kbd', {}, 'Enter'), '.')));
+  }
+}
+
+function showTab(which) {
+  const runs = which === 'runs';
+  $('tab-runs').setAttribute('aria-selected', String(runs));
+  $('tab-sessions').setAttribute('aria-selected', String(!runs));
+  $('runs-panel').hidden = !runs;
+  $('sessions-panel').hidden = runs;
+  if (!runs) loadSessions();
+}
+
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+
+function toggleTheme() {
+  const dark = document.documentElement.dataset.theme
+    ? document.documentElement.dataset.theme === 'dark'
+    : matchMedia('(prefers-color-scheme: dark)').matches;
+  const next = dark ? 'light' : 'dark';
+  localStorage.setItem(THEME_KEY, next);
+  applyTheme(next);
+}
+
+function stepTo(delta) {
+  const trs = [...$('main').querySelectorAll('tr.step')];
+  if (!trs.length) return;
+  let i = trs.findIndex((t) => Number(t.dataset.seq) === view.selectedRow);
+  i = i < 0 ? (delta > 0 ? 0 : trs.length - 1) : Math.max(0, Math.min(trs.length - 1, i + delta));
+  selectRow(Number(trs[i].dataset.seq));
+}
+
+function onKey(ev) {
+  const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(ev.target.tagName) || ev.target.isContentEditable;
+  if (ev.key === 'Escape' && typing) { ev.target.blur(); return; }
+  if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  switch (ev.key) {
+    case '/': ev.preventDefault(); $('filter-q').focus(); break;
+    case 'j': case 'ArrowDown': if (ev.target.closest && ev.target.closest('#run-list') || ev.key === 'j') { ev.preventDefault(); moveCursor(1); } break;
+    case 'k': case 'ArrowUp': if (ev.target.closest && ev.target.closest('#run-list') || ev.key === 'k') { ev.preventDefault(); moveCursor(-1); } break;
+    case 'Enter':
+      if (ev.target.closest && ev.target.closest('#run-list') && list.runs[list.selected]) openRun(list.runs[list.selected].id);
+      break;
+    case 'n': stepTo(1); break;
+    case 'p': stepTo(-1); break;
+    case 'b':
+      if (view.run && view.branches.length > 1) {
+        const i = view.branches.findIndex((b) => b.branch === view.branch);
+        location.hash = `#/runs/${enc(view.run.id)}/branches/${view.branches[(i + 1) % view.branches.length].branch}`;
+      }
+      break;
+    case 't': toggleTheme(); break;
+    case '?': $('help-dialog').showModal(); break;
+    default:
+  }
+}
+
+function init() {
+  applyTheme(localStorage.getItem(THEME_KEY));
+  $('theme-button').addEventListener('click', toggleTheme);
+  $('help-button').addEventListener('click', () => $('help-dialog').showModal());
+  $('token-button').addEventListener('click', askToken);
+  $('token-form').addEventListener('submit', (ev) => {
+    if (ev.submitter && ev.submitter.value === 'save') {
+      const t = $('token-input').value.trim();
+      if (t) sessionStorage.setItem(TOKEN_KEY, t); else sessionStorage.removeItem(TOKEN_KEY);
+      $('token-input').value = '';
+      setTimeout(() => { loadRuns(true); route(); }, 0);
+    }
+  });
+  $('tab-runs').addEventListener('click', () => showTab('runs'));
+  $('tab-sessions').addEventListener('click', () => showTab('sessions'));
+  let typingTimer = null;
+  const refilter = () => { clearTimeout(typingTimer); typingTimer = setTimeout(() => { list.selected = -1; loadRuns(true); }, 150); };
+  $('filter-q').addEventListener('input', refilter);
+  $('filter-workflow').addEventListener('input', refilter);
+  $('filter-status').addEventListener('change', refilter);
+  $('filters').addEventListener('submit', (ev) => ev.preventDefault());
+  $('more-runs').addEventListener('click', () => loadRuns(false));
+  document.addEventListener('keydown', onKey);
+  window.addEventListener('hashchange', route);
+  loadRuns(true);
+  route();
+  setInterval(refreshRuns, 5000);
+}
+
+document.addEventListener('DOMContentLoaded', init);

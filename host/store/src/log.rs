@@ -44,6 +44,12 @@ pub struct BranchInfo {
     /// The snapshot the branch was forked from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+    /// The sequence number of that snapshot's event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_at: Option<u64>,
+    /// The branch that event is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from_branch: Option<u32>,
     /// The last event's seq.
     pub head: u64,
     /// Events on the branch itself (not counting the shared history).
@@ -468,9 +474,15 @@ impl Store {
                 )
                 .map_err(|e| self.err(e))?;
             let forked_from = parent.map(|p| snapshot_id(run_id, p));
+            let forked_from_branch = match parent {
+                Some(p) => self.branch_of(run_id, p)?,
+                None => None,
+            };
             out.push(BranchInfo {
                 branch,
                 forked_from,
+                forked_at: parent,
+                forked_from_branch,
                 head: head as u64,
                 events: events as u64,
                 last_at,
@@ -569,6 +581,15 @@ impl Store {
             }
         }
         Ok(gates)
+    }
+
+    /// A number that changes whenever another connection (of this process
+    /// or another) commits to the store: SQLite's `PRAGMA data_version`.
+    /// A cheap way to learn that there may be new events to read.
+    pub fn data_version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
     }
 
     /// How many events this store has read and decoded since it was

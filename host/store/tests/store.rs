@@ -143,6 +143,15 @@ fn forks_branch_off_and_chains_follow_their_ancestry() {
         branches[1].forked_from.as_deref(),
         Some(after_step_0.as_str())
     );
+    assert_eq!(
+        (branches[1].forked_at, branches[1].forked_from_branch),
+        (Some(chain[3].seq), Some(1))
+    );
+    assert_eq!(branches[2].forked_from_branch, Some(2));
+    assert_eq!(
+        (branches[0].forked_at, branches[0].forked_from_branch),
+        (None, None)
+    );
     assert_eq!(store.current_branch("r1").unwrap(), 3);
     // Not a snapshot (a block_started event has none), or another run's.
     assert!(store.fork("r1", "sn-nope").is_err());

@@ -1,0 +1,125 @@
+// Drives the dashboard of a running `wfhost serve` in headless chromium,
+// as a person would, and checks what the page shows after each action.
+// Screenshots go to SHOTS_DIR. Prints one JSON line of measurements; any
+// failed check throws (non-zero exit, with the reason).
+//
+// Usage: node drive.mjs BASE_URL SCENARIO_JSON SHOTS_DIR
+//   SCENARIO_JSON: {"waiting": RUN, "forked": RUN, "big": RUN, "big_events": N, "lanes": RUN}
+import { chromium } from 'playwright-core';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const [base, scenarioFile, shots] = process.argv.slice(2);
+const scenario = JSON.parse(readFileSync(scenarioFile, 'utf8'));
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+const measured = {};
+
+function check(ok, what) {
+  if (!ok) throw new Error(`check failed: ${what}`);
+}
+
+const browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+const problems = [];
+page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
+
+try {
+  // The runs page.
+  let t0 = Date.now();
+  await page.goto(base, { waitUntil: 'domcontentloaded' });
+  await page.waitForSelector('#run-list li[data-run]');
+  measured.runs_page_ms = Date.now() - t0;
+  const listed = await page.locator('#run-list li[data-run]').count();
+  check(listed >= 4, `the sidebar lists the runs (${listed})`);
+  await shot('01-runs');
+
+  // Every control has an accessible name.
+  const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea')]
+    .filter((el) => !el.hidden && !(el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.length))
+    .map((el) => el.outerHTML.slice(0, 80)));
+  check(unnamed.length === 0, `controls without a name: ${unnamed.join(' | ')}`);
+
+  // Find a run by text: the 100,000-event one.
+  await page.fill('#filter-q', scenario.big);
+  await page.waitForFunction((id) => {
+    const items = document.querySelectorAll('#run-list li[data-run]');
+    return items.length === 1 && items[0].dataset.run === id;
+  }, scenario.big);
+  t0 = Date.now();
+  await page.click(`#run-list li[data-run="${scenario.big}"]`);
+  await page.waitForSelector('main[data-events="500"] table.steps tr.step');
+  measured.big_run_first_render_ms = Date.now() - t0;
+  const nextBefore = await page.locator('.more.earlier').count();
+  check(nextBefore === 1, 'a long run offers its earlier events');
+  await shot('02-big-run');
+  // Earlier pages load on demand; the DOM holds only what was loaded.
+  await page.click('.more.earlier');
+  await page.waitForSelector('main[data-events="1000"]');
+  const rows = await page.locator('table.steps tr').count();
+  check(rows < 2000, `a page of a long run stays small (${rows} rows)`);
+
+  // Keyboard: select steps with n/p and see their details.
+  await page.locator('main').focus();
+  await page.keyboard.press('n');
+  await page.waitForSelector('aside.detail h3');
+
+  // The forked run: its second branch, reached from the branch graph.
+  await page.fill('#filter-q', '');
+  await page.waitForFunction(() => document.querySelectorAll('#run-list li[data-run]').length >= 4);
+  await page.goto(`${base}#/runs/${scenario.forked}`);
+  await page.waitForSelector('.branch-list li:nth-child(2) a');
+  const branches = await page.locator('.branch-list li').count();
+  check(branches === 2, `the forked run shows two branches (${branches})`);
+  check(await page.locator('svg.branch-svg path.fork-link').count() === 1, 'the fork is drawn from its parent');
+  await page.click('.branch-list li:nth-child(2) a');
+  await page.waitForSelector('main[data-branch="2"] tr.marker');
+  const forkMarker = await page.locator('tr.marker', { hasText: 'forked from' }).count();
+  check(forkMarker === 1, 'branch 2 starts with its fork');
+  await shot('03-fork');
+
+  // Parallel lanes side by side, with their conflict.
+  await page.goto(`${base}#/runs/${scenario.lanes}`);
+  await page.waitForSelector('.lanes .lane-card');
+  const lanes = await page.locator('.lanes .lane-card').count();
+  check(lanes === 2, `two lanes side by side (${lanes})`);
+  check(await page.locator('.merge .conflict').count() >= 1, 'the lanes\' conflict and its outcome are shown');
+  await shot('04-lanes');
+
+  // Answer a gate from the page and see the run go on, live: no reload.
+  await page.goto(`${base}#/runs/${scenario.waiting}`);
+  await page.waitForSelector('.gate-panel button.primary');
+  await page.evaluate(() => { window.__sameDocument = true; });
+  await shot('05-gate');
+  const before = Number(await page.getAttribute('main', 'data-last-seq'));
+  await page.click('.gate-panel button.primary');
+  // The approved plan ships: its next block appears on the timeline.
+  await page.waitForSelector('tr.step:has-text("main.ship")', { timeout: 60000 });
+  await page.waitForFunction((n) => Number(document.querySelector('main').dataset.lastSeq) > n, before);
+  check(await page.evaluate(() => window.__sameDocument === true), 'the page updated without reloading');
+  await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 30000 });
+  check(await page.locator('.gate-panel').count() === 0, 'the answered gate is gone');
+  await shot('06-gate-answered');
+
+  // Dark theme.
+  await page.keyboard.press('t');
+  const theme = await page.evaluate(() => document.documentElement.dataset.theme);
+  check(theme === 'dark' || theme === 'light', 'the theme toggles');
+  await shot('07-theme');
+  // Sessions: the session timeline.
+  if (scenario.session) {
+    await page.goto(`${base}#/sessions/${encodeURIComponent(scenario.session)}`);
+    await page.waitForSelector('.session-lanes .lane-bar');
+    await shot('08-session');
+  }
+  check(problems.length === 0, problems.join('\n'));
+  console.log(JSON.stringify(measured));
+} catch (e) {
+  await shot('zz-failure').catch(() => {});
+  console.error(e.stack || String(e));
+  if (problems.length) console.error(problems.join('\n'));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

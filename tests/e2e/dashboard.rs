@@ -1,0 +1,249 @@
+//! The dashboard in a real browser: Debian's chromium, headless, driven by
+//! playwright-core (`tests/dashboard/drive.mjs`, installed with `npm ci`
+//! under the target directory on first use) against `wfhost serve`.
+//! Screenshots are kept in `<target>/tmp/dashboard-shots/`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
+use wfhost_core::payload::{ContextSegment, Statistics};
+use wfhost_store::{Durability, RunRecord, Store};
+
+use super::serve::{await_status, http_get, http_post, serve_with};
+use super::{command, repo, stderr, workspace_in};
+
+/// The browser the tests drive.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// `node` and a directory with playwright-core installed, or why not.
+fn driver() -> Result<PathBuf, String> {
+    if !Path::new(CHROMIUM).exists() {
+        return Err(format!("no {CHROMIUM}: run scripts/services.sh browser"));
+    }
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-driver");
+    let lock = std::fs::read_to_string(repo().join("tests/dashboard/package-lock.json"))
+        .map_err(|e| e.to_string())?;
+    let ready = dir.join(".installed");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    // The script each time; the packages when the lock file changed.
+    std::fs::copy(
+        repo().join("tests/dashboard/drive.mjs"),
+        dir.join("drive.mjs"),
+    )
+    .map_err(|e| format!("drive.mjs: {e}"))?;
+    if std::fs::read_to_string(&ready).is_ok_and(|l| l == lock) {
+        return Ok(dir);
+    }
+    for f in ["package.json", "package-lock.json"] {
+        std::fs::copy(repo().join("tests/dashboard").join(f), dir.join(f))
+            .map_err(|e| format!("{f}: {e}"))?;
+    }
+    let out = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--silent"])
+        .current_dir(&dir)
+        .output()
+        .map_err(|e| format!("npm: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("npm ci: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    std::fs::write(&ready, lock).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// A run of `steps` blocks written straight into the store (three events
+/// a step: what a 100,000-event run looks like without waiting for one).
+fn long_run(home: &Path, steps: u64) -> String {
+    let mut store = Store::open(home, Durability::Normal).unwrap();
+    let id = wfhost_store::new_run_id(wfhost_store::time::now_ms());
+    let record = RunRecord {
+        id: id.clone(),
+        workflow_id: "long-haul".into(),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
+        manifest: "/nowhere/long-haul.json".into(),
+        workspace: "/tmp".into(),
+        created_at: wfhost_store::time::now_ms(),
+    };
+    let started = Event::RunStarted {
+        run_id: id.clone(),
+        workflow_id: "long-haul".into(),
+        workflow_hash: record.workflow_hash.clone(),
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "a".into(),
+        max_steps: steps + 1,
+        max_call_depth: 8,
+        default_executor: String::new(),
+        inputs: Default::default(),
+    };
+    store.create_run(&record, "{}", &started).unwrap();
+    let mut w = store.writer(&id, 1).unwrap();
+    let mut batch = Vec::new();
+    for n in 0..steps {
+        batch.extend([
+            Event::BlockStarted {
+                step: n,
+                node: "main".into(),
+                block: "a".into(),
+                attempt: 1,
+            },
+            Event::BlockCompleted {
+                step: n,
+                node: "main".into(),
+                block: "a".into(),
+                signal: "SIGNAL:SUCCESS".into(),
+                payload: PayloadDelta {
+                    keep: n.min(3) as usize,
+                    push: vec![ContextSegment::new(format!("s{n}"), "NOTE", "step done")],
+                },
+                artifact: None,
+                statistics: Statistics {
+                    tokens_used: 10,
+                    lines_written: 1,
+                },
+                duration_us: 250,
+                failure: None,
+                log: vec![format!("step {n}")],
+            },
+            Event::ActionTaken {
+                step: n,
+                action: "JUMP:a".into(),
+                command: CommandRecord::Jump {
+                    to: "main.a".into(),
+                },
+                gate_id: None,
+                fallback_for: None,
+            },
+        ]);
+        if batch.len() >= 3000 {
+            w.append(&batch).unwrap();
+            batch.clear();
+        }
+    }
+    w.append(&batch).unwrap();
+    id
+}
+
+#[test]
+fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
+    let driver = match driver() {
+        Ok(d) => d,
+        Err(why) => {
+            assert!(
+                std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
+                "the browser test cannot run: {why}"
+            );
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let home = scratch.path().join("home");
+    // Parallel lanes with a conflict, run by the CLI into the same home.
+    let lanes_ws = scratch.path().join("lanes-ws");
+    std::fs::create_dir_all(lanes_ws.join("docs")).unwrap();
+    let example = repo().join("examples/agent-parallel");
+    for f in std::fs::read_dir(example.join("docs")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, lanes_ws.join("docs").join(f.file_name().unwrap())).unwrap();
+    }
+    let out = command(scratch.path())
+        .args(["run", example.join("workflow.json").to_str().unwrap(), "-w"])
+        .arg(&lanes_ws)
+        .args(["--json", "--session", "dashboard-demo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lanes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lanes = lanes["run_id"].as_str().unwrap().to_string();
+
+    let big_steps = 33_333; // 1 + 3 × 33,333 = 100,000 events
+    let big = long_run(&home, big_steps);
+
+    let served = serve_with(scratch.path(), &[]);
+    let ws = workspace_in(scratch.path());
+    let gate_flow = repo().join("examples/review-gate/workflow.json");
+    let start = || {
+        let (status, started) = http_post(
+            &served.addr,
+            "/v1/runs",
+            &serde_json::json!({"workflow": gate_flow, "workspace": ws}),
+        );
+        assert_eq!(status, 202, "{started}");
+        let id = started["run_id"].as_str().unwrap().to_string();
+        await_status(&served.addr, &id, "waiting");
+        id
+    };
+    // A run answered, then forked back to its gate: two branches.
+    let forked = start();
+    let (status, answered) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{forked}/gates/UD-1"),
+        &serde_json::json!({"answer": "approved"}),
+    );
+    assert_eq!(status, 202, "{answered}");
+    await_status(&served.addr, &forked, "succeeded");
+    let (_, events) = http_get(&served.addr, &format!("/v1/runs/{forked}/events"));
+    let snapshot = events["events"][0]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, out) = http_post(
+            &served.addr,
+            &format!("/v1/runs/{forked}/fork"),
+            &serde_json::json!({"at": snapshot}),
+        );
+        if status == 202 {
+            break;
+        }
+        // The process that ended the run may still hold its lock.
+        assert!(
+            status == 409 && std::time::Instant::now() < deadline,
+            "{status} {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    await_status(&served.addr, &forked, "waiting");
+    let (_, cancelled) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{forked}/cancel"),
+        &serde_json::json!({"reason": "kept as a fork"}),
+    );
+    assert_eq!(cancelled["status"], "failed", "{cancelled}");
+    // The run whose gate the browser answers.
+    let waiting = start();
+
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-shots");
+    let _ = std::fs::remove_dir_all(&shots);
+    std::fs::create_dir_all(&shots).unwrap();
+    let scenario = scratch.path().join("scenario.json");
+    std::fs::write(
+        &scenario,
+        serde_json::json!({
+            "waiting": waiting, "forked": forked, "big": big, "lanes": lanes,
+            "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = Command::new("node")
+        .arg(driver.join("drive.mjs"))
+        .arg(format!("http://{}/", served.addr))
+        .arg(&scenario)
+        .arg(&shots)
+        .env("CHROMIUM", CHROMIUM)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the browser's checks failed (screenshots in {}):\n{stdout}\n{}",
+        shots.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("dashboard: {stdout}");
+    // The gate was answered through the page: the run finished.
+    await_status(&served.addr, &waiting, "succeeded");
+}
