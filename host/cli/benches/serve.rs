@@ -8,6 +8,12 @@
 //! - `drain`: 4 agents draining 10,000 queued no-op jobs (jobs/s).
 //! - `page`: `GET /v1/runs/{id}/events?after=…&limit=100` of a run with
 //!   100,000 events, at random places (p50, p90).
+//! - `dashboard`: the requests the dashboard makes for its first render —
+//!   of the runs page with 10,000 runs (the page, its script and style,
+//!   the first 50 runs) and of a 100,000-event run (its summary, branches
+//!   and newest 500 events, beside the runs page) — summed per render.
+//! - `sse`: from an event's commit by another process to its arrival on an
+//!   open event stream (p50, p90).
 //!
 //! The agents here are HTTP clients doing what `wfhost agent` does around a
 //! job — lease it, report its result — without running anything: the
@@ -330,6 +336,126 @@ fn bench_page(events: u64, pages: usize) {
     );
 }
 
+/// A store with `runs` short runs and one run `big` of `events` events.
+fn dashboard_store(home: &Path, runs: u64, events: u64) {
+    let mut store = store_with_run(home, "big");
+    {
+        let mut writer = store.writer("big", 1).unwrap();
+        let mut batch = Vec::new();
+        for n in 0..(events - 1) / 3 {
+            batch.extend(step(n));
+            if batch.len() >= 3000 {
+                wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
+                batch.clear();
+            }
+        }
+        wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
+    }
+    for i in 0..runs {
+        let id = format!("run-{i:06}");
+        let record = RunRecord {
+            id: id.clone(),
+            workflow_id: format!("flow-{}", i % 20),
+            workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
+            manifest: "/bench/workflow.json".into(),
+            workspace: "/tmp".into(),
+            created_at: i as i64,
+        };
+        store.create_run(&record, "{}", &started(&id)).unwrap();
+        let mut writer = store.writer(&id, 1).unwrap();
+        wfhost_core::event::EventSink::append(&mut writer, &step(0)).unwrap();
+    }
+}
+
+/// Time the requests of one render, in order, on one connection.
+fn render(client: &mut Client, paths: &[String]) -> Duration {
+    let t = Instant::now();
+    for p in paths {
+        let (status, body) = client.request("GET", p, None);
+        assert_eq!(status, 200, "{p}: {body}");
+    }
+    t.elapsed()
+}
+
+fn bench_dashboard(runs: u64, events: u64, rounds: usize) {
+    let home = tempfile::tempdir().unwrap();
+    dashboard_store(home.path(), runs, events);
+    let server = Server::start(home.path());
+    let mut client = Client::connect(&server.authority);
+    let runs_page: Vec<String> = ["/", "/ui/app.js", "/ui/app.css", "/v1/runs?limit=50"]
+        .map(String::from)
+        .to_vec();
+    let mut run_page = runs_page.clone();
+    run_page.extend([
+        "/v1/runs/big/summary".to_string(),
+        "/v1/runs/big/branches".to_string(),
+        "/v1/runs/big/events?branch=1&before=18446744073709551615&limit=500".to_string(),
+    ]);
+    for (what, paths) in [
+        (format!("the runs page ({runs} runs)"), &runs_page),
+        (format!("a {events}-event run's page"), &run_page),
+    ] {
+        let mut times: Vec<Duration> = (0..rounds + 3)
+            .map(|_| render(&mut client, paths))
+            .collect();
+        times.drain(..3); // warm-up
+        times.sort();
+        println!(
+            "first render of {what}, {} requests: p50 {:.1} ms, p90 {:.1} ms",
+            paths.len(),
+            micros(percentile(&times, 0.5)) / 1000.0,
+            micros(percentile(&times, 0.9)) / 1000.0,
+        );
+    }
+}
+
+fn bench_sse(rounds: usize) {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path(), "live");
+    let server = Server::start(home.path());
+    let mut stream = TcpStream::connect(&server.authority).unwrap();
+    stream.set_nodelay(true).unwrap();
+    write!(
+        stream,
+        "GET /v1/runs/live/events/stream HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+        server.authority
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    // Until the first event (the run's start) has arrived.
+    let next_id = |reader: &mut BufReader<TcpStream>| loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "the stream ended");
+        if let Some(id) = line.strip_prefix("id:") {
+            return id.trim().parse::<u64>().unwrap();
+        }
+    };
+    assert_eq!(next_id(&mut reader), 1);
+    let mut times = Vec::new();
+    let mut writer = store.writer("live", 1).unwrap();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for n in 0..rounds as u64 {
+        // Apart, as a run's blocks are (the stream is idle when one comes),
+        // at no fixed phase of the server's own timers: 10 to 30 ms.
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        std::thread::sleep(Duration::from_micros(10_000 + x % 20_000));
+        let t = Instant::now();
+        wfhost_core::event::EventSink::append(&mut writer, &step(n)[..1]).unwrap();
+        let id = next_id(&mut reader);
+        times.push(t.elapsed());
+        assert_eq!(id, n + 2);
+    }
+    times.sort();
+    println!(
+        "an event from its commit to an open stream ({rounds} events): p50 {:.1} ms, p90 {:.1} ms",
+        micros(percentile(&times, 0.5)) / 1000.0,
+        micros(percentile(&times, 0.9)) / 1000.0,
+    );
+}
+
 fn size(var: &str, default: u64) -> u64 {
     std::env::var(var)
         .ok()
@@ -348,5 +474,15 @@ fn main() {
     }
     if wants("page") {
         bench_page(size("WFHOST_BENCH_EVENTS", 100_000), 500);
+    }
+    if wants("dashboard") {
+        bench_dashboard(
+            size("WFHOST_BENCH_RUNS", 10_000),
+            size("WFHOST_BENCH_EVENTS", 100_000),
+            30,
+        );
+    }
+    if wants("sse") {
+        bench_sse(200);
     }
 }

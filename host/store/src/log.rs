@@ -205,25 +205,35 @@ impl Store {
     }
 
     /// The first event of each branch: `(branch, seq, parent)`.
+    /// Each branch's first event: (branch, seq, the event it was forked
+    /// from). One index probe per branch (the events are indexed by run,
+    /// branch and key), whatever the run's length.
     fn branch_roots(&self, run_id: &str) -> Result<Vec<(u32, u64, Option<u64>)>, StoreError> {
-        let mut stmt = self
+        let run = self.run_num(run_id)?;
+        let mut next = self
             .conn
             .prepare_cached(
-                "SELECT e.branch, e.seq, e.parent FROM events e
-                 JOIN (SELECT min(key) AS first FROM events WHERE run = ?1 GROUP BY branch) b
-                   ON e.key = b.first
-                 ORDER BY e.branch",
+                "SELECT branch, seq, parent FROM events
+                 WHERE run = ?1 AND branch > ?2 ORDER BY branch, key LIMIT 1",
             )
             .map_err(|e| self.err(e))?;
-        stmt.query_map([self.run_num(run_id)?], |r| {
-            Ok((
-                r.get(0)?,
-                r.get::<_, i64>(1)? as u64,
-                r.get::<_, Option<i64>>(2)?.map(|p| p as u64),
-            ))
-        })
-        .and_then(|rows| rows.collect())
-        .map_err(|e| self.err(e))
+        let mut roots = Vec::new();
+        let mut after: i64 = -1;
+        while let Some(root) = next
+            .query_row((run, after), |r| {
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    r.get::<_, i64>(1)? as u64,
+                    r.get::<_, Option<i64>>(2)?.map(|p| p as u64),
+                ))
+            })
+            .optional()
+            .map_err(|e| self.err(e))?
+        {
+            after = i64::from(root.0);
+            roots.push(root);
+        }
+        Ok(roots)
     }
 
     fn branch_of(&self, run_id: &str, seq: u64) -> Result<Option<u32>, StoreError> {
@@ -465,12 +475,22 @@ impl Store {
         let run = self.run_num(run_id)?;
         let mut out = Vec::new();
         for (branch, _, parent) in roots {
-            let (head, events, last_at): (i64, i64, i64) = self
+            // The count reads the branch's index entries only; the head's
+            // time is its own (a branch is written in time order).
+            let (head, events): (i64, i64) = self
                 .conn
                 .query_row(
-                    "SELECT max(seq), count(*), max(at) FROM events WHERE run = ?1 AND branch = ?2",
+                    "SELECT max(key) - (?1 << 32), count(*) FROM events WHERE run = ?1 AND branch = ?2",
                     (run, branch),
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .map_err(|e| self.err(e))?;
+            let last_at: i64 = self
+                .conn
+                .query_row(
+                    "SELECT at FROM events WHERE key = (?1 << 32) + ?2",
+                    (run, head),
+                    |r| r.get(0),
                 )
                 .map_err(|e| self.err(e))?;
             let forked_from = parent.map(|p| snapshot_id(run_id, p));
