@@ -56,7 +56,9 @@ try {
   await shot('02-big-run');
   // Earlier pages load on demand; the DOM holds only what was loaded.
   await page.click('.more.earlier');
-  await page.waitForSelector('main[data-events="1000"]');
+  await page.waitForFunction(() => Number(document.querySelector('main').dataset.events) >= 1000);
+  const seqs = await page.evaluate(() => [...document.querySelectorAll('table.steps tr[data-seq]')].map((tr) => Number(tr.dataset.seq)));
+  check(seqs.every((s, i) => i === 0 || s > seqs[i - 1]), 'earlier pages join the timeline once each, in order');
   const rows = await page.locator('table.steps tr').count();
   check(rows < 2000, `a page of a long run stays small (${rows} rows)`);
 

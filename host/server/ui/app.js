@@ -276,6 +276,7 @@ const view = {
   selectedRow: null,
   follow: null, // AbortController of the live stream
   renderQueued: false,
+  loadingEarlier: false,
 };
 
 async function openRun(id, branch) {
@@ -313,12 +314,23 @@ async function loadTail() {
   view.lastSeq = Math.max(view.lastSeq, newest);
 }
 
+// The page before the oldest loaded event; one at a time (the button and
+// the scroll can both ask), and dropped if the view moved on meanwhile.
 async function loadEarlier() {
-  if (view.nextBefore === null) return;
-  const page = await api(`/runs/${enc(view.run.id)}/events?branch=${view.branch}&before=${view.nextBefore}&limit=${PAGE_EVENTS}`);
-  view.events = page.events.concat(view.events);
-  view.nextBefore = page.next_before;
-  renderRun();
+  const from = view.nextBefore;
+  if (from === null || view.loadingEarlier) return;
+  view.loadingEarlier = true;
+  try {
+    const runId = view.run.id;
+    const branch = view.branch;
+    const page = await api(`/runs/${enc(runId)}/events?branch=${branch}&before=${from}&limit=${PAGE_EVENTS}`);
+    if (!view.run || view.run.id !== runId || view.branch !== branch || view.nextBefore !== from) return;
+    view.events = page.events.concat(view.events);
+    view.nextBefore = page.next_before;
+    renderRun();
+  } finally {
+    view.loadingEarlier = false;
+  }
 }
 
 // The loaded events grouped into the timeline's rows: one per block
