@@ -89,11 +89,19 @@ try {
   check(await page.locator('.merge .conflict').count() >= 1, 'the lanes\' conflict and its outcome are shown');
   await shot('04-lanes');
 
+  // A block's result bundle: its command, exit, stdout and stderr.
+  await page.goto(`${base}#/runs/${scenario.exec}`);
+  await page.click('tr.step:has-text("main.build")');
+  await page.waitForSelector('.bundles .stream.stdout pre:has-text("built-ok")');
+  await page.waitForSelector('.bundles .stream.stderr pre:has-text("warning: flaky test")');
+  check(await page.locator('.bundles .argv:has-text("exit 3")').count() === 1, 'the command and its exit are shown');
+  await shot('05-bundle');
+
   // Answer a gate from the page and see the run go on, live: no reload.
   await page.goto(`${base}#/runs/${scenario.waiting}`);
   await page.waitForSelector('.gate-panel button.primary');
   await page.evaluate(() => { window.__sameDocument = true; });
-  await shot('05-gate');
+  await shot('06-gate');
   const before = Number(await page.getAttribute('main', 'data-last-seq'));
   await page.click('.gate-panel button.primary');
   // The approved plan ships: its next block appears on the timeline.
@@ -102,18 +110,18 @@ try {
   check(await page.evaluate(() => window.__sameDocument === true), 'the page updated without reloading');
   await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 30000 });
   check(await page.locator('.gate-panel').count() === 0, 'the answered gate is gone');
-  await shot('06-gate-answered');
+  await shot('07-gate-answered');
 
   // Dark theme.
   await page.keyboard.press('t');
   const theme = await page.evaluate(() => document.documentElement.dataset.theme);
   check(theme === 'dark' || theme === 'light', 'the theme toggles');
-  await shot('07-theme');
+  await shot('08-theme');
   // Sessions: the session timeline.
   if (scenario.session) {
     await page.goto(`${base}#/sessions/${encodeURIComponent(scenario.session)}`);
     await page.waitForSelector('.session-lanes .lane-bar');
-    await shot('08-session');
+    await shot('09-session');
   }
   check(problems.length === 0, problems.join('\n'));
   console.log(JSON.stringify(measured));

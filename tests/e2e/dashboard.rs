@@ -157,6 +157,20 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let lanes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let lanes = lanes["run_id"].as_str().unwrap().to_string();
 
+    // An exec block whose command fails, leaving its output in a bundle.
+    let exec_ws = scratch.path().join("exec-ws");
+    std::fs::create_dir_all(&exec_ws).unwrap();
+    let manifest = super::observe::exec_manifest(scratch.path(), "0");
+    let out = command(scratch.path())
+        .args(["run", manifest.to_str().unwrap(), "-w"])
+        .arg(&exec_ws)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let exec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exec = exec["run_id"].as_str().unwrap().to_string();
+
     let big_steps = 33_333; // 1 + 3 × 33,333 = 100,000 events
     let big = long_run(&home, big_steps);
 
@@ -222,7 +236,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     std::fs::write(
         &scenario,
         serde_json::json!({
-            "waiting": waiting, "forked": forked, "big": big, "lanes": lanes,
+            "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
         })
         .to_string(),

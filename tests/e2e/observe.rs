@@ -24,7 +24,7 @@ fn write_manifest(dir: &Path, name: &str, wf: serde_json::Value) -> PathBuf {
 
 /// An exec block whose command writes to stdout and stderr (and sleeps
 /// `sleep` first), then an echo block.
-fn exec_manifest(dir: &Path, sleep: &str) -> PathBuf {
+pub(super) fn exec_manifest(dir: &Path, sleep: &str) -> PathBuf {
     let script = format!("sleep {sleep}; echo built-ok; echo warning: flaky test >&2; exit 3");
     write_manifest(
         dir,

@@ -11,8 +11,6 @@
 //! untrusted. Symbolic links are never followed, each file is read up to a
 //! cap, and every line is escaped.
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,11 +23,7 @@ use wfhost_store::{RunRecord, Store, StoredEvent};
 use crate::style::Style;
 use crate::{Global, exit, report_error, store_error};
 
-/// The most of one captured file printed.
-const FILE_CAP: u64 = 1 << 20;
-
-/// Where the bundles of a run's blocks are, under the workspace.
-const BUNDLE_DIRS: [&str; 2] = [".output/exec", ".output/agent"];
+use wfhost_core::workspace::bundles::{FILE_CAP, bundle_dirs, read_file};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
@@ -247,70 +241,6 @@ fn print_log(log: &[String]) {
     }
 }
 
-/// The bundle directories of the execution at `step` of `name` (`node.block`):
-/// `step-STEP-NAME`, then `step-STEP-NAME-2`, … for executions run again.
-fn bundle_dirs(workspace: &Path, run_id: &str, step: u64, name: &str) -> Vec<PathBuf> {
-    let base = format!("step-{step}-{name}");
-    let mut found = Vec::new();
-    for kind in BUNDLE_DIRS {
-        let rel = format!("{kind}/{run_id}");
-        let Ok(parent) = wfhost_core::workspace::ensure_real_dir(workspace, &rel, false) else {
-            continue;
-        };
-        let Ok(entries) = std::fs::read_dir(&parent) else {
-            continue;
-        };
-        let mut dirs: Vec<(u64, PathBuf)> = entries
-            .flatten()
-            // `DirEntry::file_type` does not follow symbolic links.
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| {
-                let file_name = e.file_name();
-                let n = repeat_of(file_name.to_str()?, &base)?;
-                Some((n, e.path()))
-            })
-            .collect();
-        dirs.sort();
-        found.extend(dirs.into_iter().map(|(_, p)| p));
-    }
-    found
-}
-
-/// 1 for `base`, n for `base-n`, else none.
-fn repeat_of(file_name: &str, base: &str) -> Option<u64> {
-    let rest = file_name.strip_prefix(base)?;
-    if rest.is_empty() {
-        return Some(1);
-    }
-    rest.strip_prefix('-')?.parse().ok().filter(|n| *n >= 2)
-}
-
-/// A regular file in `dir`, read without following a symbolic link, up
-/// to [`FILE_CAP`]; `true` when there was more.
-fn read_file(dir: &Path, name: &str) -> Result<(String, bool), String> {
-    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err(format!("`{name}` is not a file name in the bundle"));
-    }
-    let path = dir.join(name);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| format!("{name}: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("{name}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{name} is not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(FILE_CAP)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{name}: {e}"))?;
-    Ok((
-        String::from_utf8_lossy(&bytes).into_owned(),
-        meta.len() > FILE_CAP,
-    ))
-}
-
 /// Print a bundle's commands and their captured output.
 fn print_bundle(dir: &Path) -> Result<(), String> {
     let (text, _) = read_file(dir, "manifest.json")?;
@@ -404,28 +334,5 @@ mod tests {
             command_line(&c),
             "sh -c 'echo '\\''x'\\'' >&2' ''   (exit 1)"
         );
-    }
-
-    #[test]
-    fn repeated_executions_get_numbered_bundles() {
-        assert_eq!(repeat_of("step-1-main.b", "step-1-main.b"), Some(1));
-        assert_eq!(repeat_of("step-1-main.b-3", "step-1-main.b"), Some(3));
-        assert_eq!(repeat_of("step-1-main.bc", "step-1-main.b"), None);
-        assert_eq!(repeat_of("step-1-main.b-1", "step-1-main.b"), None);
-        assert_eq!(repeat_of("step-1-main.b-x", "step-1-main.b"), None);
-    }
-
-    #[test]
-    fn bundle_files_are_never_read_through_links() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("secret"), "s").unwrap();
-        std::fs::write(dir.path().join("cmd-1.stdout"), "out").unwrap();
-        std::os::unix::fs::symlink(dir.path().join("secret"), dir.path().join("link")).unwrap();
-        assert_eq!(
-            read_file(dir.path(), "cmd-1.stdout").unwrap(),
-            ("out".to_string(), false)
-        );
-        assert!(read_file(dir.path(), "link").is_err());
-        assert!(read_file(dir.path(), "../secret").is_err());
     }
 }

@@ -132,6 +132,7 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/runs/{id}/fork", post(start::fork))
         .route("/runs/{id}/export", get(manage::export))
         .route("/runs/{id}/report", get(runs::report))
+        .route("/runs/{id}/bundles", get(runs::bundles))
         .route("/sessions", get(sessions::list))
         .route("/sessions/{id}", get(sessions::show))
         .route("/sessions/{id}/export", get(sessions::export))

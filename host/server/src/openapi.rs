@@ -179,6 +179,11 @@ pub fn spec() -> Value {
                     "404": error_response("No such run."),
                 }
             }},
+            "/runs/{id}/bundles": get("The result bundles one block execution left in the run's workspace (`.output/exec/RUN/step-STEP-NODE.BLOCK`, `.output/agent/…`; `-2`, `-3`, … for executions run again): each command as its bundle's manifest records it, and its stdout and stderr (up to 1 MiB each; `truncated` beyond; a file that cannot be read, e.g. a symbolic link, has `error`). Bundles that cannot be read at all are in `unreadable`.", vec![
+                run_id(),
+                json!({"name": "step", "in": "query", "required": true, "schema": {"type": "integer"}, "description": "The step."}),
+                json!({"name": "block", "in": "query", "required": true, "schema": {"type": "string"}, "description": "The block, `node.block`."}),
+            ], ok("The bundles.", "Bundles")),
             "/sessions": get("Sessions (the runs of one workstream: an MCP client's session id or a workspace's git branch), the most recently active first.", vec![], ok("Sessions.", "Sessions")),
             "/sessions/{id}": get("One session's runs, oldest first, as the runs listing shows them.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The session.", "Session")),
             "/sessions/{id}/export": get("The session as a bundle (`wfhost session import` takes it): one run bundle per run and a checksum over the whole.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The bundle.", "SessionBundle")),
@@ -199,6 +204,17 @@ pub fn spec() -> Value {
                     "manifest": {"type": "string"}, "workspace": {"type": "string"}, "created_at": {"type": "integer"},
                     "status": {"type": "string"}, "branch": {"type": "integer"}, "branches": {"type": "integer"}, "last_at": {"type": "integer"},
                     "session": {"type": ["string", "null"], "description": "The session the run belongs to."}
+                }},
+                "Bundles": {"type": "object", "properties": {
+                    "bundles": {"type": "array", "items": {"type": "object", "properties": {
+                        "dir": {"type": "string"},
+                        "commands": {"type": "array", "items": {"type": "object", "properties": {
+                            "command": {"type": "object"},
+                            "stdout": {"type": "object", "description": "{text, truncated} or {error}"},
+                            "stderr": {"type": "object", "description": "{text, truncated} or {error}"}
+                        }}}
+                    }}},
+                    "unreadable": {"type": "array", "items": {"type": "string"}}
                 }},
                 "Sessions": {"type": "object", "properties": {"sessions": {"type": "array", "items": {"type": "object", "properties": {
                     "id": {"type": "string"}, "source": {"enum": ["client", "git"]}, "git_branch": {"type": ["string", "null"]},

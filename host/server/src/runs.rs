@@ -403,3 +403,38 @@ pub async fn report(
     )
         .into_response())
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundlesQuery {
+    step: u64,
+    /// `node.block`.
+    block: String,
+}
+
+/// `GET /v1/runs/{id}/bundles?step=N&block=NODE.BLOCK`: the result bundles
+/// that execution left in the run's workspace (`wfhost logs`' bundles):
+/// each command, its exit, its stdout and stderr (up to 1 MiB each).
+pub async fn bundles(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<BundlesQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let q = query(q)?;
+    let run = with_store(&app.stores, None, move |store| exact_run(store, &id)).await?;
+    // The workspace is read off the async threads: it may be slow or big.
+    let found = tokio::task::spawn_blocking(move || {
+        wfhost_core::workspace::bundles::read_bundles(
+            std::path::Path::new(&run.workspace),
+            &run.id,
+            q.step,
+            &q.block,
+        )
+    })
+    .await
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    let (read, unreadable): (Vec<_>, Vec<_>) = found.into_iter().partition(Result::is_ok);
+    let read: Vec<_> = read.into_iter().filter_map(Result::ok).collect();
+    let unreadable: Vec<_> = unreadable.into_iter().filter_map(Result::err).collect();
+    Ok(Json(json!({"bundles": read, "unreadable": unreadable})))
+}

@@ -398,6 +398,7 @@ fn the_openapi_document_describes_every_endpoint() {
         "/runs/{id}/cancel",
         "/runs/{id}/export",
         "/runs/{id}/report",
+        "/runs/{id}/bundles",
         "/sessions",
         "/sessions/{id}",
         "/sessions/{id}/export",
@@ -429,7 +430,10 @@ fn the_openapi_document_describes_every_endpoint() {
             "r".into()
         };
         let hash = wfhost_core::manifest::pinning::hash_of("{}");
-        let path = p.replace("{id}", &id).replace("{hash}", &hash);
+        let mut path = p.replace("{id}", &id).replace("{hash}", &hash);
+        if p.ends_with("/bundles") {
+            path.push_str("?step=0&block=main.a");
+        }
         let (status, body) = get(server.addr, &format!("/v1{path}"));
         assert_eq!(status, 200, "{p}: {body}");
     }

@@ -595,6 +595,7 @@ function detailPanel(rows) {
   sections.push(h('h3', {}, `Step ${row.step} · `, h('code', {}, row.block)));
   if (row.prompt) sections.push(h('h4', {}, 'Prompt given to the client'), h('pre', {}, row.prompt));
   if (c && c.failure) sections.push(h('h4', {}, 'Failure'), h('pre', { class: 'error' }, c.failure));
+  if (c) sections.push(bundlesSection(row));
   if (c && c.artifact) {
     let text = c.artifact;
     try { text = JSON.stringify(JSON.parse(c.artifact), null, 2); } catch { /* shown as recorded */ }
@@ -625,6 +626,42 @@ function detailPanel(rows) {
   }
   sections.push(h('details', {}, h('summary', {}, `Raw events (${row.events.length})`), h('pre', {}, row.events.map((e) => JSON.stringify(e, null, 1)).join('\n'))));
   return h('aside', { class: 'detail', 'aria-label': `Details of step ${row.step}` }, sections);
+}
+
+// The result bundles the execution left in the workspace (exec and agent
+// commands with their stdout and stderr), fetched when the step is opened.
+const bundleCache = new Map();
+
+function bundlesSection(row) {
+  const key = `${view.run.id}/${row.step}/${row.block}`;
+  const box = h('section', { class: 'bundles', 'aria-label': 'Result bundles' });
+  const show = (found) => {
+    if (!found.bundles.length && !found.unreadable.length) return;
+    fill(box, h('h4', {}, `Result bundles (${found.bundles.length})`),
+      found.bundles.map((b) => h('div', { class: 'bundle' },
+        h('div', { class: 'muted' }, h('code', {}, b.dir)),
+        b.commands.map((cmd) => {
+          const c = cmd.command || {};
+          const how = [c.exit_code !== undefined ? `exit ${c.exit_code}` : null, c.timed_out ? 'timed out' : null, c.error || null].filter(Boolean).join(', ');
+          return h('div', { class: 'command' },
+            h('code', { class: 'argv' }, `$ ${(c.argv || []).join(' ')}`, how ? `   (${how})` : ''),
+            ['stdout', 'stderr'].map((k) => {
+              const st = cmd[k];
+              if (!st) return null;
+              if (st.error) return h('div', { class: 'error' }, `${k}: cannot read it: ${st.error}`);
+              if (!st.text) return h('div', { class: 'muted' }, `${k}: (empty)`);
+              return h('details', { open: true, class: `stream ${k}` }, h('summary', {}, k, st.truncated ? ' (cut at 1 MiB)' : ''), h('pre', {}, st.text));
+            }));
+        }))),
+      found.unreadable.map((u) => h('div', { class: 'error' }, u)));
+  };
+  if (bundleCache.has(key)) show(bundleCache.get(key));
+  else {
+    api(`/runs/${enc(view.run.id)}/bundles?step=${row.step}&block=${enc(row.block)}`)
+      .then((found) => { bundleCache.set(key, found); show(found); })
+      .catch(() => {});
+  }
+  return box;
 }
 
 function claimedFiles(artifact) {

@@ -23,6 +23,7 @@
 use std::path::PathBuf;
 
 mod apply;
+pub mod bundles;
 mod diff;
 mod dirs;
 mod files;
