@@ -112,16 +112,28 @@ try {
   check(await page.locator('.gate-panel').count() === 0, 'the answered gate is gone');
   await shot('07-gate-answered');
 
+  // A fan-in gate: pick the lane a conflicting file comes from.
+  await page.goto(`${base}#/runs/${scenario.choose}`);
+  await page.waitForSelector('.gate-panel .choices select');
+  const file = await page.getAttribute('.gate-panel .choices select', 'data-file');
+  check(file === 'docs/shared.py', `the conflicting file is offered (${file})`);
+  await page.selectOption('.gate-panel .choices select', 'ui');
+  await shot('08-fan-in');
+  await page.click('.gate-panel button.primary');
+  await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 60000 });
+  await page.waitForSelector('.merge .conflict:has-text("→ ui, chosen at gate")');
+  check(await page.locator('tr.step td:nth-child(2):has-text("dev.implement")').count() === 1, 'the answered fan-in stays one execution');
+
   // Dark theme.
   await page.keyboard.press('t');
   const theme = await page.evaluate(() => document.documentElement.dataset.theme);
   check(theme === 'dark' || theme === 'light', 'the theme toggles');
-  await shot('08-theme');
+  await shot('09-theme');
   // Sessions: the session timeline.
   if (scenario.session) {
     await page.goto(`${base}#/sessions/${encodeURIComponent(scenario.session)}`);
     await page.waitForSelector('.session-lanes .lane-bar');
-    await shot('09-session');
+    await shot('10-session');
   }
   check(problems.length === 0, problems.join('\n'));
   console.log(JSON.stringify(measured));

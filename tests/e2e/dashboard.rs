@@ -157,6 +157,39 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let lanes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let lanes = lanes["run_id"].as_str().unwrap().to_string();
 
+    // The same lanes under `fail-on-conflict`: the run waits at a fan-in
+    // gate for the user to pick the lane each conflicting file comes from.
+    let flows = scratch.path().join("flows");
+    std::fs::create_dir_all(&flows).unwrap();
+    let agents = scratch.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    for f in std::fs::read_dir(repo().join("examples/agents")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, agents.join(f.file_name().unwrap())).unwrap();
+    }
+    let mut wf: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(example.join("workflow.json")).unwrap()).unwrap();
+    wf["nodes"]["dev"]["blocks"]["implement"]["parallel"]["merge_strategy"] =
+        "fail-on-conflict".into();
+    let conflict_flow = flows.join("agent-parallel-choose.json");
+    std::fs::write(&conflict_flow, wf.to_string()).unwrap();
+    let choose_ws = scratch.path().join("choose-ws");
+    std::fs::create_dir_all(choose_ws.join("docs")).unwrap();
+    for f in std::fs::read_dir(example.join("docs")).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, choose_ws.join("docs").join(f.file_name().unwrap())).unwrap();
+    }
+    let out = command(scratch.path())
+        .args(["run", conflict_flow.to_str().unwrap(), "-w"])
+        .arg(&choose_ws)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let choose: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
+    assert_eq!(choose["status"], "waiting", "{choose}");
+    let choose = choose["run_id"].as_str().unwrap().to_string();
+
     // An exec block whose command fails, leaving its output in a bundle.
     let exec_ws = scratch.path().join("exec-ws");
     std::fs::create_dir_all(&exec_ws).unwrap();
@@ -236,7 +269,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     std::fs::write(
         &scenario,
         serde_json::json!({
-            "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec,
+            "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec, "choose": choose,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
         })
         .to_string(),
@@ -258,6 +291,12 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
     eprintln!("dashboard: {stdout}");
-    // The gate was answered through the page: the run finished.
+    // The gates were answered through the page: the runs finished, the
+    // fan-in with the lane the page chose for the conflicting file.
     await_status(&served.addr, &waiting, "succeeded");
+    await_status(&served.addr, &choose, "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(choose_ws.join("docs/shared.py")).unwrap(),
+        "VERSION = \"1.1-ui\"\n"
+    );
 }

@@ -351,9 +351,17 @@ function rowsOf(events) {
   for (const e of events) {
     const ev = e.event;
     switch (ev.type) {
-      case 'block_started':
+      case 'block_started': {
+        // After a fan-in gate's answer the same execution goes on: its
+        // lanes, conflicts and the choice stay on one row.
+        const prior = byStep.get(ev.step);
+        if (prior && !prior.completed && prior.gate && prior.gate.kind === 'fan-in' && prior.gate.answer) {
+          prior.events.push(e);
+          break;
+        }
         open(e, 'block', { block: `${ev.node}.${ev.block}`, attempt: ev.attempt });
         break;
+      }
       case 'external_awaited':
         open(e, 'block', { block: `${ev.node}.${ev.block}`, attempt: ev.attempt, prompt: ev.prompt, external: true });
         break;
@@ -558,8 +566,10 @@ function timelineTable(rows) {
 function lanesRow(row) {
   const names = row.laneNames || row.lanes.map((l) => l.lane);
   const done = new Map(row.lanes.map((l) => [l.lane, l]));
+  // A conflict is recorded again once its lane is chosen: the last word.
+  const conflicts = [...new Map(row.conflicts.map((c) => [c.conflictingFile, c])).values()];
   const conflicted = new Map();
-  for (const c of row.conflicts) for (const l of c.lanes) conflicted.set(l, (conflicted.get(l) || []).concat(c));
+  for (const c of conflicts) for (const l of c.lanes) conflicted.set(l, (conflicted.get(l) || []).concat(c));
   return h('tr', { class: 'lanes-row' }, h('td', {}), h('td', { colspan: 8 },
     h('div', { class: 'lanes' }, names.map((name) => {
       const l = done.get(name);
@@ -572,8 +582,22 @@ function lanesRow(row) {
     })),
     h('div', { class: 'merge' },
       row.strategy ? `merge: ${row.strategy}` : '',
-      row.conflicts.map((c) => h('div', { class: 'conflict' }, `${c.conflictingFile}: changed by ${c.lanes.join(', ')} → ${c.appliedFrom ? `applied from ${c.appliedFrom}` : 'waiting for a choice'} (${c.resolution})`)),
+      conflicts.map((c) => h('div', { class: 'conflict' }, `${c.conflictingFile}: changed by ${c.lanes.join(', ')} → ${conflictOutcome(row, c)}`)),
       row.fanIn ? h('div', {}, `fan-in: applied ${filesByLane(row.fanIn.applied)}; discarded ${filesByLane(row.fanIn.discarded)}`) : null)));
+}
+
+// Which lane a conflicting file came from: applied at once (first
+// complete wins), or chosen at the fan-in gate.
+function conflictOutcome(row, c) {
+  const d = row.gate && row.gate.answer;
+  if (c.appliedFrom && d) return `${c.appliedFrom}, chosen at gate ${row.gate.id}`;
+  if (c.appliedFrom) return `applied from ${c.appliedFrom} (${c.resolution})`;
+  if (d && d.answer === 'use-lane') {
+    const lane = (d.files && d.files[c.conflictingFile]) || d.all;
+    if (lane) return `${lane}, chosen at gate ${row.gate.id}`;
+  }
+  if (d && d.answer === 'resolved') return `resolved by hand at gate ${row.gate.id}`;
+  return 'waiting for a choice';
 }
 
 function filesByLane(pairs) {
