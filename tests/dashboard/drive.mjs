@@ -6,7 +6,7 @@
 // Usage: node drive.mjs BASE_URL SCENARIO_JSON SHOTS_DIR
 //   SCENARIO_JSON: {"waiting": RUN, "forked": RUN, "big": RUN, "big_events": N, "lanes": RUN}
 import { chromium } from 'playwright-core';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const [base, scenarioFile, shots] = process.argv.slice(2);
@@ -22,7 +22,13 @@ const browser = await chromium.launch({ executablePath, headless: true, args: ['
 const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
 const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+// While the server is made to go away, its dropped connections are expected.
+let serverAway = false;
+page.on('console', (m) => {
+  if (m.type() !== 'error') return;
+  if (serverAway && /net::ERR_/.test(m.text())) return;
+  problems.push(`console: ${m.text()}`);
+});
 const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
 
 try {
@@ -63,9 +69,22 @@ try {
   check(rows < 2000, `a page of a long run stays small (${rows} rows)`);
 
   // Keyboard: select steps with n/p and see their details.
-  await page.locator('main').focus();
+  await page.locator('.timeline-scroll').focus();
   await page.keyboard.press('n');
   await page.waitForSelector('aside.detail h3');
+  // The selected row is the first loaded: loading earlier events (which
+  // may complete its step) keeps it selected.
+  const loaded = Number(await page.getAttribute('main', 'data-events'));
+  await page.evaluate(() => { const b = document.querySelector('.more.earlier'); if (b) b.click(); });
+  await page.waitForFunction((n) => Number(document.querySelector('main').dataset.events) > n, loaded);
+  await page.waitForSelector('tr.step.selected');
+  await page.waitForSelector('aside.detail h3');
+  const first = await page.getAttribute('tr.step.selected', 'data-seq');
+  await page.keyboard.press('n');
+  await page.waitForFunction((s) => {
+    const sel = document.querySelector('tr.step.selected');
+    return sel && Number(sel.dataset.seq) > Number(s);
+  }, first);
 
   // The forked run: its second branch, reached from the branch graph.
   await page.fill('#filter-q', '');
@@ -135,6 +154,37 @@ try {
     await page.waitForSelector('.session-lanes .lane-bar');
     await shot('10-session');
   }
+  // The server goes away while the page follows a run, the run goes on,
+  // a new server comes up: the page catches up from its last event,
+  // without reloading.
+  if (scenario.across) {
+    await page.goto(`${base}#/runs/${scenario.across}`);
+    await page.waitForSelector('.gate-panel');
+    await page.waitForSelector('#live.on');
+    await page.evaluate(() => { window.__sameDocument = true; });
+    const seen = Number(await page.getAttribute('main', 'data-last-seq'));
+    serverAway = true;
+    writeFileSync(join(scenario.handshake, 'paused'), '');
+    await page.waitForSelector('#live.off', { timeout: 30000 });
+    for (let i = 0; i < 1200 && !existsSync(join(scenario.handshake, 'resumed')); i++) await page.waitForTimeout(50);
+    await page.waitForSelector('tr.step td:nth-child(2):has-text("main.ship")', { timeout: 60000 });
+    await page.waitForFunction((n) => Number(document.querySelector('main').dataset.lastSeq) > n, seen);
+    check(await page.evaluate(() => window.__sameDocument === true), 'the page caught up without reloading');
+    serverAway = false;
+    const seqs = await page.evaluate(() => [...document.querySelectorAll('table.steps tr[data-seq]')].map((tr) => Number(tr.dataset.seq)));
+    check(new Set(seqs).size === seqs.length, 'no event is shown twice after the reconnect');
+    await shot('11-reconnected');
+  }
+  // Keyboard: j / k move through the runs, Enter opens one.
+  await page.goto(`${base}#/`);
+  await page.click('#tab-runs');
+  await page.waitForSelector('#run-list li[data-run]');
+  await page.locator('#run-list').focus();
+  await page.keyboard.press('j');
+  await page.keyboard.press('j');
+  await page.keyboard.press('Enter');
+  const second = await page.getAttribute('#run-list li[data-run]:nth-child(2)', 'data-run');
+  await page.waitForFunction((id) => location.hash === `#/runs/${id}`, second);
   check(problems.length === 0, problems.join('\n'));
   console.log(JSON.stringify(measured));
 } catch (e) {

@@ -207,7 +207,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let big_steps = 33_333; // 1 + 3 × 33,333 = 100,000 events
     let big = long_run(&home, big_steps);
 
-    let served = serve_with(scratch.path(), &[]);
+    let mut served = serve_with(scratch.path(), &[]);
     let ws = workspace_in(scratch.path());
     let gate_flow = repo().join("examples/review-gate/workflow.json");
     let start = || {
@@ -261,6 +261,10 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     assert_eq!(cancelled["status"], "failed", "{cancelled}");
     // The run whose gate the browser answers.
     let waiting = start();
+    // The run the page follows across a restart of the server.
+    let across = start();
+    let handshake = scratch.path().join("handshake");
+    std::fs::create_dir_all(&handshake).unwrap();
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-shots");
     let _ = std::fs::remove_dir_all(&shots);
@@ -270,19 +274,47 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
         &scenario,
         serde_json::json!({
             "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec, "choose": choose,
+            "across": across, "handshake": handshake,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
         })
         .to_string(),
     )
     .unwrap();
-    let out = Command::new("node")
+    let mut browser = Command::new("node")
         .arg(driver.join("drive.mjs"))
         .arg(format!("http://{}/", served.addr))
         .arg(&scenario)
         .arg(&shots)
         .env("CHROMIUM", CHROMIUM)
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // When the page follows `across`, the server goes away; the run goes on
+    // without it (its gate answered from the command line), and a new
+    // server comes up on the same address: the page must pick the stream
+    // up again from the last event it saw.
+    let paused = handshake.join("paused");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !paused.exists()
+        && std::time::Instant::now() < deadline
+        && browser.try_wait().unwrap().is_none()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if paused.exists() {
+        let addr = served.addr.clone();
+        drop(served);
+        let answered = command(scratch.path())
+            .args(["gate", &across, "UD-1", "approved"])
+            .output()
+            .unwrap();
+        assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
+        served = serve_with(scratch.path(), &["--listen", &addr]);
+        assert_eq!(served.addr, addr);
+        std::fs::write(handshake.join("resumed"), "").unwrap();
+    }
+    let out = browser.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

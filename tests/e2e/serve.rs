@@ -21,10 +21,18 @@ fn serve(scratch: &Path) -> Served {
     serve_with(scratch, &[])
 }
 
-/// `wfhost serve` on a free loopback port with `extra` options.
+/// `wfhost serve` on a free loopback port (unless `extra` gives
+/// `--listen`) with `extra` options.
 pub(super) fn serve_with(scratch: &Path, extra: &[&str]) -> Served {
+    // A free port unless `extra` names the address.
+    let listen: &[&str] = if extra.contains(&"--listen") {
+        &[]
+    } else {
+        &["--listen", "127.0.0.1:0"]
+    };
     let mut child = command(scratch)
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg("serve")
+        .args(listen)
         .args(extra)
         .stdout(Stdio::piped())
         .spawn()

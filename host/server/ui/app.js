@@ -273,10 +273,12 @@ const view = {
   events: [], // the loaded part of the branch's chain, in order
   nextBefore: null, // where the next earlier page ends (null: all loaded)
   lastSeq: 0, // the newest event seen on the stream (any branch)
-  selectedRow: null,
+  selectedRow: null, // the seq of an event of the selected row (rows gain
+  // earlier events when earlier pages load, so their first seq moves)
   follow: null, // AbortController of the live stream
   renderQueued: false,
   loadingEarlier: false,
+  shown: '', // `run/branch` the events are of
 };
 
 async function openRun(id, branch) {
@@ -307,10 +309,16 @@ async function openRun(id, branch) {
 }
 
 async function loadTail() {
-  const page = await api(`/runs/${enc(view.run.id)}/events?branch=${view.branch}&before=18446744073709551615&limit=${PAGE_EVENTS}`);
-  view.events = page.events;
-  view.nextBefore = page.next_before;
+  const runId = view.run.id;
+  const branch = view.branch;
+  const page = await api(`/runs/${enc(runId)}/events?branch=${branch}&before=18446744073709551615&limit=${PAGE_EVENTS}`);
+  // Events the stream delivered while this page was read are newer than
+  // it: they stay (the stream will not send them again).
   const newest = page.events.length ? page.events[page.events.length - 1].seq : 0;
+  const kept = view.shown === `${runId}/${branch}` ? view.events.filter((e) => e.seq > newest) : [];
+  view.shown = `${runId}/${branch}`;
+  view.events = page.events.concat(kept);
+  view.nextBefore = page.next_before;
   view.lastSeq = Math.max(view.lastSeq, newest);
 }
 
@@ -536,14 +544,14 @@ function timelineTable(rows) {
         h('td', { colspan: 9 }, h('span', { class: 'marker-text' }, row.text), ' ', h('time', { class: 'muted', title: stamp(row.at) }, stamp(row.at))));
     }
     const c = row.completed;
-    const selected = view.selectedRow === row.seq;
+    const selected = isSelected(row);
     const tr = h('tr', {
       class: `step ${selected ? 'selected' : ''} ${c && c.failure ? 'failed' : ''}`,
       tabindex: '0',
       'aria-selected': String(selected),
       dataset: { seq: row.seq, step: row.step, index: i },
-      onclick: () => selectRow(row.seq),
-      onkeydown: (ev) => { if (ev.key === 'Enter') selectRow(row.seq); },
+      onclick: () => selectRow(row.seq, true),
+      onkeydown: (ev) => { if (ev.key === 'Enter') selectRow(row.seq, true); },
     },
     h('td', { class: 'num' }, row.step),
     h('td', {}, h('code', {}, row.block), row.external && !c ? h('span', { class: 'tag' }, 'awaiting client') : null),
@@ -604,15 +612,23 @@ function filesByLane(pairs) {
   return (pairs || []).map(([lane, files]) => `${lane} (${files.length} file${files.length === 1 ? '' : 's'})`).join(', ') || 'nothing';
 }
 
-function selectRow(seq) {
-  view.selectedRow = view.selectedRow === seq ? null : seq;
+function isSelected(row) {
+  return view.selectedRow !== null && row.events.some((e) => e.seq === view.selectedRow);
+}
+
+// Select the row starting at `seq`; with `toggle`, a selected row is
+// unselected instead.
+function selectRow(seq, toggle) {
+  const current = $('main').querySelector('tr.step.selected');
+  const again = current && Number(current.dataset.seq) === seq;
+  view.selectedRow = toggle && again ? null : seq;
   renderRun();
   const tr = $('main').querySelector(`tr.step[data-seq="${seq}"]`);
   if (tr) tr.focus({ preventScroll: false });
 }
 
 function detailPanel(rows) {
-  const row = rows.find((r) => r.seq === view.selectedRow);
+  const row = rows.find(isSelected);
   if (!row) return h('aside', { class: 'detail empty-detail', 'aria-label': 'Step details' }, h('p', {}, 'Select a step to see its output, payload, logs and telemetry.'));
   const c = row.completed;
   const sections = [];
@@ -782,6 +798,7 @@ function stopFollowing() {
   if (view.follow) view.follow.abort();
   view.follow = null;
   view.lastSeq = 0;
+  view.shown = '';
   setLive('');
 }
 
@@ -906,7 +923,7 @@ function toggleTheme() {
 function stepTo(delta) {
   const trs = [...$('main').querySelectorAll('tr.step')];
   if (!trs.length) return;
-  let i = trs.findIndex((t) => Number(t.dataset.seq) === view.selectedRow);
+  let i = trs.findIndex((t) => t.classList.contains('selected'));
   i = i < 0 ? (delta > 0 ? 0 : trs.length - 1) : Math.max(0, Math.min(trs.length - 1, i + delta));
   selectRow(Number(trs[i].dataset.seq));
 }
