@@ -29,6 +29,8 @@ page.on('console', (m) => {
   if (serverAway && /net::ERR_/.test(m.text())) return;
   problems.push(`console: ${m.text()}`);
 });
+// The page asks before it forks or cancels: say yes.
+page.on('dialog', (d) => d.accept());
 const shot = (name) => page.screenshot({ path: join(shots, `${name}.png`), fullPage: false });
 
 try {
@@ -130,6 +132,22 @@ try {
   await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 30000 });
   check(await page.locator('.gate-panel').count() === 0, 'the answered gate is gone');
   await shot('07-gate-answered');
+
+  // Fork from the page: a new branch after the first step (its gate
+  // answered), which goes on to ship on its own.
+  await page.click('tr.step:has(td:nth-child(2):has-text("main.draft")) button[aria-label^="Fork"]');
+  await page.waitForSelector('main[data-branch="2"]', { timeout: 60000 });
+  await page.waitForSelector('.branch-list li:nth-child(2) a.current');
+  await page.waitForSelector('tr.marker:has-text("branch 2 forked from")');
+  await page.waitForSelector('tr.step td:nth-child(2):has-text("main.ship")', { timeout: 60000 });
+  await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 60000 });
+  // Cancel from the page: a waiting run, for good.
+  await page.goto(`${base}#/runs/${scenario.cancel}`);
+  await page.waitForSelector('.gate-panel');
+  await page.click('.run-head button.danger');
+  await page.waitForSelector('.run-head .badge.s-failed', { timeout: 60000 });
+  await page.waitForSelector('tr.marker.s-failed:has-text("cancelled")');
+  await shot('07b-forked-and-cancelled');
 
   // A fan-in gate: pick the lane a conflicting file comes from.
   await page.goto(`${base}#/runs/${scenario.choose}`);

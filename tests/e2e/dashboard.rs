@@ -85,7 +85,7 @@ fn long_run(home: &Path, steps: u64) -> String {
                 step: n,
                 node: "main".into(),
                 block: "a".into(),
-                attempt: 1,
+                attempt: n as u32 + 1,
             },
             Event::BlockCompleted {
                 step: n,
@@ -261,6 +261,8 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     assert_eq!(cancelled["status"], "failed", "{cancelled}");
     // The run whose gate the browser answers.
     let waiting = start();
+    // The run the page cancels.
+    let cancel = start();
     // The run the page follows across a restart of the server.
     let across = start();
     let handshake = scratch.path().join("handshake");
@@ -274,7 +276,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
         &scenario,
         serde_json::json!({
             "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec, "choose": choose,
-            "across": across, "handshake": handshake,
+            "across": across, "handshake": handshake, "cancel": cancel,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
         })
         .to_string(),

@@ -279,6 +279,7 @@ const view = {
   renderQueued: false,
   loadingEarlier: false,
   shown: '', // `run/branch` the events are of
+  gateDraft: {}, // {gate, text, lanes}: the open gate's form as filled in
 };
 
 async function openRun(id, branch) {
@@ -479,7 +480,7 @@ function renderRun() {
 }
 
 function runHeader(r, status) {
-  const live = ['running', 'waiting'].includes(status);
+  const live = ['running', 'waiting', 'interrupted'].includes(status);
   const resumable = ['interrupted'].includes(status);
   return h('header', { class: 'run-head' },
     h('div', { class: 'title' },
@@ -491,7 +492,7 @@ function runHeader(r, status) {
         ' · workspace ', h('code', {}, r.workspace),
         r.session ? [' · session ', h('a', { href: `#/sessions/${enc(r.session)}` }, r.session)] : null)),
     h('div', { class: 'actions' },
-      live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun }, 'Cancel run') : null,
+      live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun, title: 'Stop it and record it as failed, for good' }, 'Cancel run') : null,
       resumable ? h('button', { type: 'button', onclick: resumeRun }, 'Resume') : null,
       h('button', { type: 'button', onclick: () => download(`/runs/${enc(r.id)}/report?branch=${view.branch}`, `${r.id}.md`).catch(failed) }, 'Export Markdown'),
       h('button', { type: 'button', onclick: () => download(`/runs/${enc(r.id)}/export`, `${r.id}.bundle.json`).catch(failed) }, 'Export bundle')));
@@ -727,12 +728,20 @@ function gatePanel(row) {
       await openRun(runId, view.branch);
     } catch (e) { failed(e); }
   };
-  const text = h('textarea', { id: 'gate-text', rows: 3, 'aria-label': 'What should change', placeholder: 'What should change?' });
+  // What the user has typed or picked survives the page's live redraws.
+  const draft = view.gateDraft.gate === g.id ? view.gateDraft : (view.gateDraft = { gate: g.id, text: '', lanes: {} });
+  const text = h('textarea', { id: 'gate-text', rows: 3, 'aria-label': 'What should change', placeholder: 'What should change?', oninput: (ev) => { draft.text = ev.target.value; } });
+  text.value = draft.text;
   const panel = [h('h3', {}, `Gate ${g.id} is waiting for you`), h('pre', { class: 'prompt' }, g.prompt || '')];
   if (g.kind === 'fan-in') {
     const open = row.conflicts.filter((c) => !c.appliedFrom);
     const choices = open.map((c) => {
-      const sel = h('select', { 'aria-label': `Lane for ${c.conflictingFile}`, dataset: { file: c.conflictingFile } }, c.lanes.map((l) => h('option', { value: l }, l)));
+      const sel = h('select', {
+        'aria-label': `Lane for ${c.conflictingFile}`,
+        dataset: { file: c.conflictingFile },
+        onchange: (ev) => { draft.lanes[c.conflictingFile] = ev.target.value; },
+      }, c.lanes.map((l) => h('option', { value: l }, l)));
+      if (draft.lanes[c.conflictingFile]) sel.value = draft.lanes[c.conflictingFile];
       return h('label', { class: 'choice' }, h('code', {}, c.conflictingFile), ' from ', sel);
     });
     panel.push(h('div', { class: 'choices' }, choices),
