@@ -111,6 +111,28 @@ impl Keyring {
     }
 }
 
+/// What tells that the key file was replaced or rewritten: its inode,
+/// size and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStamp {
+    inode: u64,
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl FileStamp {
+    /// The key file in `home` as it is now (none if it cannot be read).
+    pub fn of(home: &Path) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(home.join(KEY_FILE)).ok()?;
+        Some(FileStamp {
+            inode: meta.ino(),
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
 fn random_key() -> Result<[u8; KEY_LEN], String> {
     let mut key = [0u8; KEY_LEN];
     std::fs::File::open("/dev/urandom")

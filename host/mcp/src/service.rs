@@ -108,6 +108,10 @@ pub struct Service<E: Executor> {
     home: PathBuf,
     durability: Durability,
     keys: RwLock<Keyring>,
+    /// The key file as it was when `keys` was read: a rotation by
+    /// `wfhost mcp rotate-key` while the server runs changes it, and the
+    /// next token is signed with the new key.
+    keys_read: Mutex<Option<crate::keys::FileStamp>>,
     pub catalog: Catalog,
     workspace: PathBuf,
     executor: E,
@@ -256,11 +260,13 @@ fn read_output(output: Option<&Map<String, Value>>) -> Result<Output, ToolError>
 impl<E: Executor> Service<E> {
     pub fn new(settings: Settings, executor: E) -> Result<Service<E>, String> {
         let keys = Keyring::open(&settings.home)?;
+        let keys_read = crate::keys::FileStamp::of(&settings.home);
         let store = Store::open(&settings.home, settings.durability).map_err(|e| e.to_string())?;
         Ok(Service {
             home: settings.home,
             durability: settings.durability,
             keys: RwLock::new(keys),
+            keys_read: Mutex::new(keys_read),
             catalog: Catalog::new(settings.workflow_dirs, settings.builtins),
             workspace: settings.workspace,
             executor,
@@ -329,6 +335,7 @@ impl<E: Executor> Service<E> {
     /// Check a token: signature first, then kind. A key id newer than the
     /// keyring's means the key file was rotated since it was read.
     fn verify(&self, text: &str, kinds: &[Kind]) -> Result<Claims, ToolError> {
+        self.reread_rotated_keys()?;
         let result = token::decode(&self.keys.read().expect("not poisoned"), text, kinds);
         match result {
             Err(token::TokenError::BadSignature) => {
@@ -342,7 +349,24 @@ impl<E: Executor> Service<E> {
     }
 
     fn mint(&self, claims: &Claims) -> String {
+        // A key file that cannot be read now keeps the keys read before:
+        // the tokens they sign still verify.
+        let _ = self.reread_rotated_keys();
         token::encode(&self.keys.read().expect("not poisoned"), claims)
+    }
+
+    /// Read the key file again if it changed since it was read (one
+    /// `stat` per token).
+    fn reread_rotated_keys(&self) -> Result<(), ToolError> {
+        let now = crate::keys::FileStamp::of(&self.home);
+        let mut read = self.keys_read.lock().expect("not poisoned");
+        if now == *read {
+            return Ok(());
+        }
+        let fresh = Keyring::open(&self.home).map_err(ToolError::internal)?;
+        *self.keys.write().expect("not poisoned") = fresh;
+        *read = now;
+        Ok(())
     }
 
     /// The run a token names (its number and tag must both match).

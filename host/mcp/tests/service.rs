@@ -247,6 +247,33 @@ proptest! {
 }
 
 #[test]
+fn a_running_server_signs_with_the_key_a_rotation_made() {
+    use wfhost_mcp::keys::Keyring;
+    use wfhost_mcp::token::{Kind, decode};
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let rt = runtime();
+    let first = start(&rt, &service);
+    let home = dir.path().join("home");
+    let new_kid = Keyring::rotate(&home).unwrap();
+    // Only the new key: what it signed verifies, what the old one signed
+    // does not.
+    let ring = Keyring::open(&home).unwrap();
+    let (kid, key) = ring.current();
+    assert_eq!(kid, new_kid);
+    let only_new = Keyring::fixed(&[(kid, *key)]);
+    let old = first["stateToken"].as_str().unwrap();
+    assert!(decode(&only_new, old, &[Kind::State]).is_err());
+    // The old token is still accepted (the previous key is kept), and the
+    // reply to it is signed with the new key, without a restart.
+    let next = advance_from(&rt, &service, &first);
+    for (field, kind) in [("stateToken", Kind::State), ("ackToken", Kind::Ack)] {
+        let token = next[field].as_str().unwrap();
+        decode(&only_new, token, &[kind]).unwrap_or_else(|e| panic!("{field}: {e:?}"));
+    }
+}
+
+#[test]
 fn a_reply_lost_in_a_crash_is_rebuilt_from_the_log_on_the_repeat() {
     let dir = tempfile::tempdir().unwrap();
     let service = service(dir.path());
