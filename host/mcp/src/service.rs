@@ -101,7 +101,18 @@ pub struct Settings {
 struct Cached {
     head: u64,
     state: RunState,
+    /// When it was last used (a count of uses, service-wide).
+    used: u64,
 }
+
+/// How many branch states are kept between calls: the most recently used
+/// (a state holds its run's whole payload; a server that lives long
+/// serves many runs).
+pub const KEPT_STATES: usize = 64;
+/// How many pinned definitions and run sessions are kept: past these, the
+/// cache starts again (each is read from the store once more when needed).
+const KEPT_DEFINITIONS: usize = 64;
+const KEPT_SESSIONS: usize = 4096;
 
 /// The service behind the tools.
 pub struct Service<E: Executor> {
@@ -118,6 +129,7 @@ pub struct Service<E: Executor> {
     stores: Mutex<Vec<Store>>,
     busy: Mutex<HashSet<String>>,
     states: Mutex<HashMap<(String, u32), Cached>>,
+    uses: std::sync::atomic::AtomicU64,
     definitions: Mutex<HashMap<(String, String), Arc<LoadedWorkflow>>>,
     sessions: Mutex<HashMap<String, Option<SessionTag>>>,
 }
@@ -273,6 +285,7 @@ impl<E: Executor> Service<E> {
             stores: Mutex::new(vec![store]),
             busy: Mutex::new(HashSet::new()),
             states: Mutex::new(HashMap::new()),
+            uses: std::sync::atomic::AtomicU64::new(0),
             definitions: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
         })
@@ -406,10 +419,11 @@ impl<E: Executor> Service<E> {
             workflow,
             file: PathBuf::from(&run.manifest),
         });
-        self.definitions
-            .lock()
-            .expect("not poisoned")
-            .insert(key, loaded.clone());
+        let mut kept = self.definitions.lock().expect("not poisoned");
+        if kept.len() >= KEPT_DEFINITIONS {
+            kept.clear();
+        }
+        kept.insert(key, loaded.clone());
         Ok(loaded)
     }
 
@@ -422,7 +436,10 @@ impl<E: Executor> Service<E> {
         branch: u32,
     ) -> Result<(u64, RunState), ToolError> {
         self.state_at_head(store, run_id, branch, |kept, key| {
-            kept.get(key).map(|c| (c.head, c.state.clone()))
+            kept.get_mut(key).map(|c| {
+                c.used = self.next_use();
+                (c.head, c.state.clone())
+            })
         })
     }
 
@@ -465,10 +482,27 @@ impl<E: Executor> Service<E> {
     }
 
     fn remember(&self, run_id: &str, branch: u32, head: u64, state: RunState) {
-        self.states
-            .lock()
-            .expect("not poisoned")
-            .insert((run_id.to_string(), branch), Cached { head, state });
+        let used = self.next_use();
+        let mut kept = self.states.lock().expect("not poisoned");
+        kept.insert((run_id.to_string(), branch), Cached { head, state, used });
+        if kept.len() > KEPT_STATES {
+            let oldest = kept
+                .iter()
+                .min_by_key(|(_, c)| c.used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                kept.remove(&oldest);
+            }
+        }
+    }
+
+    fn next_use(&self) -> u64 {
+        self.uses.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many branch states are kept now (at most [`KEPT_STATES`]).
+    pub fn kept_states(&self) -> usize {
+        self.states.lock().expect("not poisoned").len()
     }
 
     /// Start a run of a workflow and execute it to its first rest.
@@ -511,10 +545,7 @@ impl<E: Executor> Service<E> {
         let started = wfhost_core::engine::started_event(&entry.loaded.workflow, &options);
         let _claim = self.claim(&store, &record.id)?;
         store.create_run_in(&record, &entry.pin.json, &started, session.as_ref())?;
-        self.sessions
-            .lock()
-            .expect("session cache")
-            .insert(record.id.clone(), session);
+        self.keep_session(&record.id, session.clone());
         let state = RunState::start(&started).map_err(|e| ToolError::internal(e.to_string()))?;
         let loaded = self.definition(&store, &record)?;
         let (head, report) = {
@@ -893,11 +924,16 @@ impl<E: Executor> Service<E> {
             return Ok(found.clone());
         }
         let found = store.session_of(run_id)?;
-        self.sessions
-            .lock()
-            .expect("session cache")
-            .insert(run_id.to_string(), found.clone());
+        self.keep_session(run_id, found.clone());
         Ok(found)
+    }
+
+    fn keep_session(&self, run_id: &str, session: Option<SessionTag>) {
+        let mut kept = self.sessions.lock().expect("session cache");
+        if kept.len() >= KEPT_SESSIONS {
+            kept.clear();
+        }
+        kept.insert(run_id.to_string(), session);
     }
 
     /// What to tell the client about the run resting at `rest` on `branch`.

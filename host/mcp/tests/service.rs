@@ -247,6 +247,32 @@ proptest! {
 }
 
 #[test]
+fn a_long_lived_server_keeps_a_bounded_number_of_run_states() {
+    use wfhost_mcp::service::KEPT_STATES;
+    let dir = tempfile::tempdir().unwrap();
+    let service = service(dir.path());
+    let rt = runtime();
+    let runs: Vec<Value> = (0..KEPT_STATES + 10)
+        .map(|_| start(&rt, &service))
+        .collect();
+    assert_eq!(service.kept_states(), KEPT_STATES);
+    // The first run's state went first; advancing it folds its log again
+    // and goes on as if it had been kept.
+    let decoded = service.events_decoded();
+    let next = advance_from(&rt, &service, &runs[0]);
+    assert!(
+        service.events_decoded() > decoded,
+        "the evicted state is folded again"
+    );
+    assert_eq!(next["pending"]["stepId"], "main.b", "{next}");
+    assert_eq!(service.kept_states(), KEPT_STATES);
+    // The most recently used stay: the last run advances without a fold.
+    let decoded = service.events_decoded();
+    advance_from(&rt, &service, runs.last().unwrap());
+    assert_eq!(service.events_decoded(), decoded);
+}
+
+#[test]
 fn a_running_server_signs_with_the_key_a_rotation_made() {
     use wfhost_mcp::keys::Keyring;
     use wfhost_mcp::token::{Kind, decode};
