@@ -185,27 +185,34 @@ pub fn prepare(
     };
     let runtime = start_runtime(cache.cache_dir.clone(), cache.cache_disabled, executor)?;
     let plugins = load_plugins(runtime, &loaded, workspace)?;
-    let now = plugin_digests(&plugins);
-    for (name, pinned) in &state.plugins {
-        match now.get(name) {
-            Some(digest) if digest == pinned => {}
-            Some(digest) => {
-                return Err(format!(
-                    "run {}: plugin `{name}` changed since the run started (it was {pinned}, it is now {digest}); a run continues only with the plugins it started with",
-                    run.id
-                ));
-            }
-            None => {
-                return Err(format!("run {}: plugin `{name}` is missing", run.id));
-            }
-        }
-    }
+    check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))?;
     print_loads(&plugins, output);
     Ok(Prepared {
         loaded,
         plugins,
         workspace_lock: None,
     })
+}
+
+/// A run continues only with the plugins it started with: each plugin it
+/// pinned (name → digest) must be loaded now with the same digest.
+pub fn check_pinned_plugins(
+    run_id: &str,
+    pinned: &BTreeMap<String, String>,
+    now: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    for (name, pinned) in pinned {
+        match now.get(name) {
+            Some(digest) if digest == pinned => {}
+            Some(digest) => {
+                return Err(format!(
+                    "run {run_id}: plugin `{name}` changed since the run started (it was {pinned}, it is now {digest}); a run continues only with the plugins it started with"
+                ));
+            }
+            None => return Err(format!("run {run_id}: plugin `{name}` is missing")),
+        }
+    }
+    Ok(())
 }
 
 /// Plugin name → `sha256:<hex>`.
@@ -538,5 +545,34 @@ pub fn print_block_statistics(state: &RunState) {
                 String::new()
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_goes_on_only_with_the_plugins_it_pinned() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let pinned = map(&[("count", "sha256:aa")]);
+        assert!(
+            check_pinned_plugins(
+                "r",
+                &pinned,
+                &map(&[("count", "sha256:aa"), ("x", "sha256:cc")])
+            )
+            .is_ok()
+        );
+        let changed =
+            check_pinned_plugins("r", &pinned, &map(&[("count", "sha256:bb")])).unwrap_err();
+        assert!(changed.contains("plugin `count` changed since the run started (it was sha256:aa, it is now sha256:bb)"), "{changed}");
+        let missing = check_pinned_plugins("r", &pinned, &map(&[])).unwrap_err();
+        assert_eq!(missing, "run r: plugin `count` is missing");
     }
 }

@@ -214,6 +214,13 @@ impl Executor for CliExecutor {
         Box::pin(async move {
             let workspace = Path::new(&run.workspace);
             let plugins = self.plugin_set(loaded, &run.workflow_hash, workspace)?;
+            // Loaded by this process, perhaps after the run started in
+            // another: the components must be the ones the run pinned.
+            crate::execute::check_pinned_plugins(
+                &run.id,
+                &state.plugins,
+                &plugin_digests(&plugins),
+            )?;
             let wf = &loaded.workflow;
             let report = match answer {
                 Some(answer) => {
