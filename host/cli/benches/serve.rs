@@ -290,21 +290,23 @@ fn step(n: u64) -> [Event; 3] {
     ]
 }
 
+/// Fill run `big` with steps up to `events` events, in batches.
+fn big_run(store: &mut Store, events: u64) {
+    let mut writer = store.writer("big", 1).unwrap();
+    let mut batch = Vec::new();
+    for n in 0..(events - 1) / 3 {
+        batch.extend(step(n));
+        if batch.len() >= 3000 {
+            wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
+            batch.clear();
+        }
+    }
+    wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
+}
+
 fn bench_page(events: u64, pages: usize) {
     let home = tempfile::tempdir().unwrap();
-    {
-        let mut store = store_with_run(home.path(), "big");
-        let mut writer = store.writer("big", 1).unwrap();
-        let mut batch = Vec::new();
-        for n in 0..(events - 1) / 3 {
-            batch.extend(step(n));
-            if batch.len() >= 3000 {
-                wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
-                batch.clear();
-            }
-        }
-        wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
-    }
+    big_run(&mut store_with_run(home.path(), "big"), events);
     let server = Server::start(home.path());
     let mut client = Client::connect(&server.authority);
     let mut times = Vec::new();
@@ -339,18 +341,7 @@ fn bench_page(events: u64, pages: usize) {
 /// A store with `runs` short runs and one run `big` of `events` events.
 fn dashboard_store(home: &Path, runs: u64, events: u64) {
     let mut store = store_with_run(home, "big");
-    {
-        let mut writer = store.writer("big", 1).unwrap();
-        let mut batch = Vec::new();
-        for n in 0..(events - 1) / 3 {
-            batch.extend(step(n));
-            if batch.len() >= 3000 {
-                wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
-                batch.clear();
-            }
-        }
-        wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
-    }
+    big_run(&mut store, events);
     for i in 0..runs {
         let id = format!("run-{i:06}");
         let record = RunRecord {

@@ -127,14 +127,15 @@ fn start(home: &Path, tokens: Option<Tokens>) -> Server {
     Server { addr, _rt: rt }
 }
 
-/// One HTTP/1.1 request; the status and the body.
-fn request(
+/// One HTTP/1.1 request (`Host: localhost` unless `headers` give one);
+/// the whole response as text.
+fn raw_response(
     addr: SocketAddr,
     method: &str,
     path: &str,
     headers: &[&str],
     body: &[u8],
-) -> (u16, String) {
+) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut head = format!(
@@ -156,7 +157,18 @@ fn request(
     s.write_all(body).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
+    String::from_utf8_lossy(&raw).to_string()
+}
+
+/// One HTTP/1.1 request; the status and the body.
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> (u16, String) {
+    let text = raw_response(addr, method, path, headers, body);
     let status = text[9..12].parse().unwrap();
     let body = text
         .split_once("\r\n\r\n")
@@ -866,22 +878,7 @@ fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
     add_run(home.path(), "run-1", "w", 1, false);
     let server = start(home.path(), None);
     let raw = |method: &str, path: &str, headers: &[&str], body: &[u8]| {
-        let mut s = TcpStream::connect(server.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-        for h in headers {
-            head.push_str(h);
-            head.push_str("\r\n");
-        }
-        head.push_str("\r\n");
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(body).unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
+        raw_response(server.addr, method, path, headers, body)
     };
     // The page and its assets, with a policy that allows nothing foreign.
     for (path, kind) in [
