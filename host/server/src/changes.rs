@@ -20,12 +20,11 @@ pub(crate) const TICK: Duration = Duration::from_millis(5);
 /// is gone.
 pub(crate) fn watch(home: PathBuf) -> watch::Receiver<u64> {
     let (tx, rx) = watch::channel(0u64);
-    let spawned = std::thread::Builder::new()
+    // Without the thread (it could not start), the sender is dropped and
+    // the streams read on their own fallback timer.
+    let _ = std::thread::Builder::new()
         .name("wfhost-store-watch".into())
         .spawn(move || run(home, tx));
-    if spawned.is_err() {
-        // No thread: streams fall back to reading on their own timer.
-    }
     rx
 }
 
