@@ -129,20 +129,7 @@ impl Checker<'_> {
                     ),
                 );
             }
-            match &spec.path {
-                Some(path) if path.as_os_str().is_empty() => self.err(
-                    pointer(&["plugins", name, "path"]),
-                    "plugin path must not be empty".into(),
-                ),
-                None if !self.builtin_plugins.contains(&name.as_str()) => self.err(
-                    pointer(&["plugins", name]),
-                    format!(
-                        "plugin `{name}` has no `path` and is not built in (built in: {})",
-                        self.builtin_plugins.join(", ")
-                    ),
-                ),
-                _ => {}
-            }
+            self.plugin_source(name, spec);
             for (i, grant) in spec.grants.iter().enumerate() {
                 if crate::capabilities::find(grant).is_none() {
                     self.err(
@@ -154,6 +141,34 @@ impl Checker<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// A plugin comes from exactly one place: a file, a published package
+    /// or the host's built-in plugins.
+    fn plugin_source(&mut self, name: &str, spec: &super::PluginSpec) {
+        match (&spec.path, &spec.reference) {
+            (Some(_), Some(_)) => self.err(
+                pointer(&["plugins", name]),
+                format!("plugin `{name}` has both `path` and `ref`: choose one"),
+            ),
+            (Some(path), None) if path.as_os_str().is_empty() => self.err(
+                pointer(&["plugins", name, "path"]),
+                "plugin path must not be empty".into(),
+            ),
+            (None, Some(reference)) => {
+                if let Err(message) = super::plugin_ref::check(reference) {
+                    self.err(pointer(&["plugins", name, "ref"]), message);
+                }
+            }
+            (None, None) if !self.builtin_plugins.contains(&name) => self.err(
+                pointer(&["plugins", name]),
+                format!(
+                    "plugin `{name}` has no `path` or `ref` and is not built in (built in: {})",
+                    self.builtin_plugins.join(", ")
+                ),
+            ),
+            _ => {}
         }
     }
 

@@ -19,6 +19,7 @@ mod duration;
 pub mod graph;
 mod load;
 pub mod pinning;
+pub mod plugin_ref;
 pub mod signals;
 pub mod stage_graph;
 pub mod strict_json;
@@ -134,6 +135,12 @@ pub struct PluginSpec {
     /// directory; absent for a built-in plugin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<PathBuf>,
+    /// A published plugin package, `oci://REGISTRY/REPOSITORY:TAG` or
+    /// `oci://REGISTRY/REPOSITORY@sha256:DIGEST`, installed with
+    /// `wfhost plugin install` and pinned by the project's `wfhost.lock`.
+    /// Exclusive with `path`.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// Host capabilities granted to this plugin beyond the base sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<String>,
