@@ -136,3 +136,15 @@ Examples:
   wfhost agent --server http://build-host:7464 --name gpu-1 --capabilities wasm,exec,slurm --concurrency 4 \\
       --token-file ~/.config/wfhost/agent-token
 The agent and the server must see run workspaces at the same path (a shared filesystem).";
+
+pub const PLUGIN: &str = "\
+Examples:
+  wfhost plugin keygen --out publisher.key
+  wfhost plugin pack my-plugin/                       # reads my-plugin/wfhost-plugin.toml
+  wfhost plugin sign my-plugin/target/wfhost-package/my-plugin-0.1.0 --key publisher.key
+  wfhost plugin push my-plugin/target/wfhost-package/my-plugin-0.1.0 oci://registry.example/acme/my-plugin
+  wfhost plugin trust publisher.pub
+  wfhost plugin install oci://registry.example/acme/my-plugin:0.1.0 --allow exec
+  wfhost plugin install                               # everything wfhost.lock pins
+  wfhost plugin update oci://registry.example/acme/my-plugin:0.1.0
+  wfhost plugin ls";

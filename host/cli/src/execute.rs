@@ -184,7 +184,7 @@ pub fn prepare(
         })?,
     };
     let runtime = start_runtime(cache.cache_dir.clone(), cache.cache_disabled, executor)?;
-    let plugins = load_plugins(runtime, &loaded, workspace)?;
+    let plugins = load_plugins(runtime, &loaded, workspace, Some(store.home()))?;
     check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))?;
     print_loads(&plugins, output);
     Ok(Prepared {

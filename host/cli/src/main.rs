@@ -17,6 +17,7 @@ mod list;
 mod logs;
 mod man;
 mod mcp;
+mod plugin;
 mod progress;
 mod resume;
 mod run;
@@ -215,6 +216,14 @@ enum Command {
     /// started over its API).
     #[command(after_help = examples::AGENT)]
     Agent(jobs::AgentArgs),
+    /// Write, build, package, sign, publish and install plugins.
+    #[command(after_help = examples::PLUGIN)]
+    Plugin {
+        #[command(subcommand)]
+        command: plugin::PluginCommand,
+        #[command(flatten)]
+        home: Home,
+    },
     /// Check a workflow and its plugins without running it.
     #[command(after_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
@@ -269,6 +278,7 @@ fn main() -> ExitCode {
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::Mcp(w) => mcp::mcp(w.args, &(&w.store).into()),
         Command::Agent(args) => jobs::agent(args),
+        Command::Plugin { command, home } => plugin::plugin(command, home.home),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
@@ -321,18 +331,29 @@ pub fn start_runtime(
 
 /// Load and admit every plugin a workflow uses; the error names the
 /// manifest, the plugin and what is wrong.
+///
+/// Plugins a workflow names by package `ref` are the components the
+/// project's `wfhost.lock` pins, installed in `home` (default: the
+/// resolved wfhost home), granted only what the user allowed.
 pub fn load_plugins(
     runtime: Arc<WasmRuntime>,
     workflow: &wfhost_core::manifest::LoadedWorkflow,
     workspace: &std::path::Path,
+    home: Option<&std::path::Path>,
 ) -> Result<wfhost_runtime::PluginSet, String> {
-    wfhost_runtime::PluginSet::for_workflow(
+    let refs = plugin::refs::resolve_refs(workflow, home)?;
+    let to_load = refs.as_ref().map_or(workflow, |(resolved, _)| resolved);
+    let set = wfhost_runtime::PluginSet::for_workflow(
         runtime,
-        workflow,
+        to_load,
         wfhost_guest_artifacts::BUILTIN_PLUGINS,
         workspace,
     )
-    .map_err(|e| format!("{}: {e}", workflow.file.display()))
+    .map_err(|e| format!("{}: {e}", workflow.file.display()))?;
+    if let Some((_, resolved)) = &refs {
+        plugin::refs::check_loaded(&set, resolved, &workflow.file)?;
+    }
+    Ok(set)
 }
 
 /// Print an error the way every wfhost error looks (`error:` in red on a

@@ -184,7 +184,7 @@ impl CliExecutor {
             self.runtime.cache_disabled,
             wfhost_exec::Executor::Local,
         )?;
-        let set = Arc::new(load_plugins(runtime, loaded, workspace)?);
+        let set = Arc::new(load_plugins(runtime, loaded, workspace, Some(&self.home))?);
         self.plugins
             .lock()
             .expect("not poisoned")

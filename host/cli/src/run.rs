@@ -137,7 +137,12 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let plugins = match load_plugins(runtime, &workflow, &workspace) {
+    let plugins = match load_plugins(
+        runtime,
+        &workflow,
+        &workspace,
+        global.home().ok().as_deref(),
+    ) {
         Ok(p) => p,
         Err(e) => {
             report_error(e);

@@ -37,7 +37,7 @@ pub fn validate(args: ValidateArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let plugins = match load_plugins(runtime, &workflow, workflow.base_dir()) {
+    let plugins = match load_plugins(runtime, &workflow, workflow.base_dir(), None) {
         Ok(p) => p,
         Err(e) => {
             report_error(e);

@@ -377,18 +377,30 @@ fn insecure_registries() -> Vec<String> {
         .collect()
 }
 
-/// Credentials for `registry` from the Docker config; anonymous when it
-/// has none.
+/// Credentials for `registry` from the Docker config; anonymous when
+/// there is no config or it has none for the registry.
 fn credentials(registry: &str) -> Result<RegistryAuth, String> {
     use docker_credential::{CredentialRetrievalError as E, DockerCredential};
-    match docker_credential::get_credential(registry) {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".docker")));
+    let Some(path) = dir.map(|d| d.join("config.json")).filter(|p| p.exists()) else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    let file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match docker_credential::get_credential_from_reader(std::io::BufReader::new(file), registry) {
         Ok(DockerCredential::UsernamePassword(user, password)) => {
             Ok(RegistryAuth::Basic(user, password))
         }
         Ok(DockerCredential::IdentityToken(_)) => Err(format!(
-            "the Docker config holds an identity token for {registry}, which wfhost cannot use: log in with a username and password (`docker login {registry}`)"
+            "{}: holds an identity token for {registry}, which wfhost cannot use: log in with a username and password (`docker login {registry}`)",
+            path.display()
         )),
-        Err(E::ConfigNotFound | E::NoCredentialConfigured) => Ok(RegistryAuth::Anonymous),
-        Err(e) => Err(format!("cannot read the credentials for {registry}: {e}")),
+        Err(E::NoCredentialConfigured) => Ok(RegistryAuth::Anonymous),
+        Err(E::ConfigReadError) => Err(format!("{}: not a valid Docker config", path.display())),
+        Err(e) => Err(format!(
+            "{}: cannot get the credentials for {registry}: {e}",
+            path.display()
+        )),
     }
 }

@@ -479,7 +479,7 @@ fn load(
         ));
     }
     let loaded = LoadedWorkflow { workflow, file };
-    let plugins = crate::load_plugins(runtime, &loaded, Path::new(&request.workspace))?;
+    let plugins = crate::load_plugins(runtime, &loaded, Path::new(&request.workspace), None)?;
     let here = crate::execute::plugin_digests(&plugins);
     for (name, pinned) in &request.plugins {
         match here.get(name) {
