@@ -204,3 +204,47 @@ fn external_is_a_worker_and_not_a_plugin_name() {
         "{err}"
     );
 }
+
+#[test]
+fn a_plugin_comes_from_a_path_or_a_package_ref_never_both() {
+    let with = |plugin: &str| {
+        minimal("END")
+            .replace(
+                r#""worker":"echo","transitions""#,
+                r#""worker":"wc","transitions""#,
+            )
+            .replace(
+                r#""nodes":"#,
+                &format!(r#""plugins":{{"wc":{plugin}}},"nodes":"#),
+            )
+    };
+    let wf = manifest(&with(
+        r#"{"ref":"oci://127.0.0.1:5000/acme/wc:1.0.0","grants":["exec"]}"#,
+    ))
+    .unwrap();
+    assert_eq!(
+        wf.plugins["wc"].reference.as_deref(),
+        Some("oci://127.0.0.1:5000/acme/wc:1.0.0")
+    );
+    for (plugin, place, says) in [
+        (
+            r#"{"ref":"oci://r.io/a:1","path":"a.wasm"}"#,
+            "/plugins/wc",
+            "both `path` and `ref`",
+        ),
+        (
+            r#"{"ref":"r.io/a:1"}"#,
+            "/plugins/wc/ref",
+            "must start with `oci://`",
+        ),
+        (
+            r#"{"ref":"oci://r.io/a"}"#,
+            "/plugins/wc/ref",
+            "neither a tag nor a digest",
+        ),
+        (r#"{"grants":[]}"#, "/plugins/wc", "no `path` or `ref`"),
+    ] {
+        let err = manifest(&with(plugin)).unwrap_err().to_string();
+        assert!(err.contains(place) && err.contains(says), "{plugin}: {err}");
+    }
+}
