@@ -8,6 +8,7 @@ mod bad_input;
 mod cli;
 mod dashboard;
 mod deadlines;
+mod distribution;
 mod durable;
 mod examples;
 mod exec;

@@ -285,8 +285,12 @@ impl Registry {
             .map_err(|e| self.fail("cannot fetch a blob of", e))?;
         let mut bytes = Vec::with_capacity(descriptor.size as usize);
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk
-                .map_err(|e| format!("{}: reading blob {}: {e}", self.target, descriptor.digest))?;
+            let chunk = chunk.map_err(|e| {
+                format!(
+                    "{}: blob {} did not arrive intact ({e}): the package was altered, or the transfer broke",
+                    self.target, descriptor.digest
+                )
+            })?;
             if (bytes.len() + chunk.len()) as u64 > descriptor.size {
                 return Err(format!(
                     "{}: blob {} is longer than the {} bytes its manifest declares: the package was altered",
