@@ -10,9 +10,12 @@
 #   - browser: Debian's chromium (headless) and Node.js for the dashboard's
 #     browser tests, which drive it with playwright-core (installed by the
 #     test itself from tests/dashboard/package-lock.json).
+#   - registry: Debian's docker-registry (the CNCF distribution registry),
+#     for the plugin package tests; each test starts its own instance on a
+#     free loopback port with its own storage, so nothing runs here.
 #
-# Usage: scripts/services.sh [docker|slurm|browser|all]...   (default:
-#        docker; all = docker, slurm and browser)
+# Usage: scripts/services.sh [docker|slurm|browser|registry|all]...
+#        (default: docker; all = every service)
 # Idempotent: what is installed or running already is left as it is.
 # There is no systemd here: daemons are started directly, in the background.
 set -euo pipefail
@@ -328,17 +331,22 @@ start_browser() {
     log "browser ready: $version, node $(node --version)"
 }
 
+start_registry() {
+    NO_RECOMMENDS=true apt_install docker-registry
+    log "registry ready: $(docker-registry --version 2>/dev/null | head -1)"
+}
+
 usage() {
-    echo "usage: $0 [docker|slurm|browser|all]...   (default: docker)" >&2
+    echo "usage: $0 [docker|slurm|browser|registry|all]...   (default: docker)" >&2
 }
 
 [ $# -eq 0 ] && set -- docker
 # Check every argument before starting anything.
 for service in "$@"; do
     case "$service" in
-        docker|slurm|browser|all) ;;
+        docker|slurm|browser|registry|all) ;;
         -h|--help) usage; exit 0 ;;
-        *) log "unknown service $service (known: docker, slurm, browser, all)"; usage; exit 2 ;;
+        *) log "unknown service $service (known: docker, slurm, browser, registry, all)"; usage; exit 2 ;;
     esac
 done
 for service in "$@"; do
@@ -346,6 +354,7 @@ for service in "$@"; do
         docker) start_docker ;;
         slurm) start_slurm ;;
         browser) start_browser ;;
-        all) start_docker; start_slurm; start_browser ;;
+        registry) start_registry ;;
+        all) start_docker; start_slurm; start_browser; start_registry ;;
     esac
 done
