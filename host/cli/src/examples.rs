@@ -136,3 +136,27 @@ Examples:
   wfhost agent --server http://build-host:7464 --name gpu-1 --capabilities wasm,exec,slurm --concurrency 4 \\
       --token-file ~/.config/wfhost/agent-token
 The agent and the server must see run workspaces at the same path (a shared filesystem).";
+
+pub const PLUGIN: &str = "\
+Examples:
+  wfhost plugin new greeter && cd greeter   # a worker crate with a test and a sample workflow
+  cargo test && wfhost plugin build          # its logic natively, then the component
+  wfhost plugin call target/wfhost/greeter.wasm --block-config '{\"greeting\": \"hi\"}'
+  mkdir -p /tmp/ws && wfhost run workflow.json -w /tmp/ws";
+
+pub const PLUGIN_NEW: &str = "\
+Examples:
+  wfhost plugin new greeter                          # ./greeter, a block worker
+  wfhost plugin new router --world action-handler --dir plugins/router";
+
+pub const PLUGIN_BUILD: &str = "\
+Examples:
+  wfhost plugin build                   # in the crate; prints target/wfhost/<name>.wasm
+  wfhost plugin build --dir greeter --debug";
+
+pub const PLUGIN_CALL: &str = "\
+Examples:
+  wfhost plugin call greeter.wasm --block-config '{\"greeting\": \"hi\"}'
+  wfhost plugin call greeter.wasm --payload '[{\"id\": \"q-1\", \"type\": \"QUESTION\", \"content\": \"why?\"}]' --json
+  wfhost plugin call tool.wasm -w ./repo --grant exec     # a real workspace, the exec capability
+  wfhost plugin call router.wasm --action SKIP_TO:finish  # an action handler";

@@ -17,6 +17,7 @@ mod list;
 mod logs;
 mod man;
 mod mcp;
+mod plugin;
 mod progress;
 mod resume;
 mod run;
@@ -215,6 +216,12 @@ enum Command {
     /// started over its API).
     #[command(after_help = examples::AGENT)]
     Agent(jobs::AgentArgs),
+    /// Write, build, package, sign, publish and install plugins.
+    #[command(after_help = examples::PLUGIN)]
+    Plugin {
+        #[command(subcommand)]
+        command: plugin::PluginCommand,
+    },
     /// Check a workflow and its plugins without running it.
     #[command(after_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
@@ -269,6 +276,7 @@ fn main() -> ExitCode {
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::Mcp(w) => mcp::mcp(w.args, &(&w.store).into()),
         Command::Agent(args) => jobs::agent(args),
+        Command::Plugin { command } => plugin::plugin(command),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),

@@ -76,11 +76,7 @@ pub fn check_header(bytes: &[u8]) -> Result<(), String> {
 /// Check that the component exports the world's interface in a version
 /// this host serves; returns that version (`0.1.0`), which selects the
 /// bindings the component runs with.
-pub fn check_world(
-    engine: &Engine,
-    component: &Component,
-    world: World,
-) -> Result<String, String> {
+pub fn check_world(engine: &Engine, component: &Component, world: World) -> Result<String, String> {
     let exports = export_names(engine, component);
     if let Some(version) = exported_version(&exports, world) {
         return served(world, &version);
@@ -120,7 +116,9 @@ pub fn targeted(engine: &Engine, component: &Component) -> Result<(World, String
 
 fn export_names(engine: &Engine, component: &Component) -> Vec<String> {
     let ty = component.component_type();
-    ty.exports(engine).map(|(name, _)| name.to_string()).collect()
+    ty.exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect()
 }
 
 /// The version in `<interface>@<version>` of the world's export, if any

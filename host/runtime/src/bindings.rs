@@ -56,7 +56,9 @@ pub mod since_v0_1_0 {
 /// The newest version: the host's own types are converted to and from it.
 pub use since_v0_1_0 as latest;
 
-pub use latest::worker::wfhost::plugin::{agent, container, exec, executor_types, log, slurm, types};
+pub use latest::worker::wfhost::plugin::{
+    agent, container, exec, executor_types, log, slurm, types,
+};
 
 /// Every version of `wfhost:plugin` this host serves, oldest first.
 pub const SERVED_VERSIONS: &[&str] = &[since_v0_1_0::VERSION];
@@ -121,7 +123,10 @@ impl ActionHandlerPre {
         }
     }
 
-    pub async fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<ActionHandler> {
+    pub async fn instantiate(
+        &self,
+        store: &mut Store<HostState>,
+    ) -> wasmtime::Result<ActionHandler> {
         match self {
             Self::V0_1_0(pre) => Ok(ActionHandler::V0_1_0(pre.instantiate_async(store).await?)),
         }

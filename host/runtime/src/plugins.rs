@@ -271,8 +271,8 @@ impl PluginSet {
                 self.workers.insert(request.name.clone(), pre);
             }
             World::ActionHandler => {
-                let pre = ActionHandlerPre::new(&wit_version, pre)
-                    .map_err(|e| fail(format!("{e:#}")))?;
+                let pre =
+                    ActionHandlerPre::new(&wit_version, pre).map_err(|e| fail(format!("{e:#}")))?;
                 self.handlers.insert(request.name.clone(), pre);
             }
         }
