@@ -114,7 +114,8 @@ fn crate_component(line: &str, manifest: &Path) -> Option<PathBuf> {
     }
     let same = |p: &str| {
         let p = Path::new(p);
-        p == manifest || p.canonicalize().ok() == manifest.canonicalize().ok()
+        p == manifest
+            || matches!((p.canonicalize(), manifest.canonicalize()), (Ok(a), Ok(b)) if a == b)
     };
     if !message["manifest_path"].as_str().is_some_and(same) {
         return None;
