@@ -28,7 +28,11 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-test-capability-probe", "TEST_CAPABILITY_PROBE", ""),
 ];
 
-const TARGET: &str = "wasm32-wasip2";
+#[path = "src/wasm_target.rs"]
+mod wasm_target;
+
+use wasm_target::TARGET;
+
 const PROFILE: &str = "guest";
 
 fn main() {
@@ -120,54 +124,16 @@ fn main() {
 }
 
 /// Makes sure the standard library for `wasm32-wasip2` is installed before
-/// the (long) guest build starts: rustup installs the targets listed in
-/// rust-toolchain.toml only when it installs the toolchain itself, so a
-/// toolchain that was already there lacks it. Installs it with rustup when
-/// rustup manages the toolchain; otherwise fails at once with what to do.
+/// the (long) guest build starts (see `src/wasm_target.rs`, shared with
+/// `wfhost plugin build`).
 fn ensure_wasm_target() {
     println!("cargo:rerun-if-env-changed=RUSTUP_TOOLCHAIN");
-    if wasm_std_installed() {
-        return;
-    }
-    let toolchain = env::var("RUSTUP_TOOLCHAIN").ok();
-    let mut rustup = Command::new("rustup");
-    rustup.args(["target", "add", TARGET]);
-    if let Some(toolchain) = &toolchain {
-        rustup.args(["--toolchain", toolchain]);
-    }
-    println!(
-        "cargo:warning=the {TARGET} target (the standard library for wfhost's plugins) is \
-         missing; installing it with `rustup target add {TARGET}`"
-    );
-    let installed = rustup.status().map(|s| s.success()).unwrap_or(false);
-    if !installed || !wasm_std_installed() {
-        panic!(
-            "the {TARGET} target is not installed and could not be installed here; \
-             wfhost's plugins are built for it. Install it with \
-             `rustup target add {TARGET}{}` and build again.",
-            toolchain
-                .map(|t| format!(" --toolchain {t}"))
-                .unwrap_or_default()
-        );
-    }
-}
-
-/// Whether the active compiler has the standard library for [`TARGET`].
-fn wasm_std_installed() -> bool {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let Ok(out) = Command::new(rustc)
-        .args(["--print", "target-libdir", "--target", TARGET])
-        .output()
-    else {
-        return false;
-    };
-    let libdir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    out.status.success()
-        && std::fs::read_dir(&libdir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
-            })
-            .unwrap_or(false)
+    let toolchain = env::var("RUSTUP_TOOLCHAIN").ok();
+    let dir = env::current_dir().unwrap();
+    if let Err(message) = wasm_target::ensure(&dir, &rustc, toolchain.as_deref(), |note| {
+        println!("cargo:warning={note}")
+    }) {
+        panic!("{message}");
+    }
 }

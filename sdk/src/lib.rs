@@ -120,7 +120,7 @@ pub mod bindings {
     /// Bindings of the `worker` world.
     pub mod worker {
         wit_bindgen::generate!({
-            path: "../wit",
+            path: "wit",
             world: "worker",
             pub_export_macro: true,
             export_macro_name: "export_worker_world",
@@ -133,7 +133,7 @@ pub mod bindings {
     /// interfaces with the worker world.
     pub mod action_handler {
         wit_bindgen::generate!({
-            path: "../wit",
+            path: "wit",
             world: "action-handler",
             pub_export_macro: true,
             export_macro_name: "export_action_handler_world",
@@ -154,7 +154,7 @@ pub use bindings::worker::wfhost::plugin::types::{
 pub use context::segment;
 
 /// The `exec` capability: run exec blocks on a host executor. Only usable
-/// by a plugin the workflow grants `exec`; see `wit/plugin.wit`.
+/// by a plugin the workflow grants `exec`; see `wit/plugin.wit` in this crate.
 pub mod exec {
     pub use crate::bindings::worker::wfhost::plugin::exec::*;
 }

@@ -18,6 +18,7 @@ mod leases;
 mod mcp;
 mod observe;
 mod parallel;
+mod plugin;
 mod run;
 mod serve;
 mod session_files;

@@ -139,12 +139,33 @@ The agent and the server must see run workspaces at the same path (a shared file
 
 pub const PLUGIN: &str = "\
 Examples:
-  wfhost plugin keygen --out publisher.key
-  wfhost plugin pack my-plugin/                       # reads my-plugin/wfhost-plugin.toml
-  wfhost plugin sign my-plugin/target/wfhost-package/my-plugin-0.1.0 --key publisher.key
-  wfhost plugin push my-plugin/target/wfhost-package/my-plugin-0.1.0 oci://registry.example/acme/my-plugin
-  wfhost plugin trust publisher.pub
-  wfhost plugin install oci://registry.example/acme/my-plugin:0.1.0 --allow exec
-  wfhost plugin install                               # everything wfhost.lock pins
-  wfhost plugin update oci://registry.example/acme/my-plugin:0.1.0
+  wfhost plugin new greeter && cd greeter   # a worker crate with a test and a sample workflow
+  cargo test && wfhost plugin build          # its logic natively, then the component
+  wfhost plugin call target/wfhost/greeter.wasm --block-config '{\"greeting\": \"hi\"}'
+  mkdir -p /tmp/ws && wfhost run workflow.json -w /tmp/ws
+  wfhost plugin keygen --out ~/publisher.key            # once: a signing key and its .pub
+  wfhost plugin pack                                     # reads ./wfhost-plugin.toml
+  wfhost plugin sign target/wfhost-package/greeter-0.1.0 --key ~/publisher.key
+  wfhost plugin push target/wfhost-package/greeter-0.1.0 oci://registry.example/acme/greeter
+  wfhost plugin trust publisher.pub                      # a user, once per publisher
+  wfhost plugin install oci://registry.example/acme/greeter:0.1.0 --allow exec
+  wfhost plugin install                                  # everything wfhost.lock pins
+  wfhost plugin update oci://registry.example/acme/greeter:0.1.0
   wfhost plugin ls";
+
+pub const PLUGIN_NEW: &str = "\
+Examples:
+  wfhost plugin new greeter                          # ./greeter, a block worker
+  wfhost plugin new router --world action-handler --dir plugins/router";
+
+pub const PLUGIN_BUILD: &str = "\
+Examples:
+  wfhost plugin build                   # in the crate; prints target/wfhost/<name>.wasm
+  wfhost plugin build --dir greeter --debug";
+
+pub const PLUGIN_CALL: &str = "\
+Examples:
+  wfhost plugin call greeter.wasm --block-config '{\"greeting\": \"hi\"}'
+  wfhost plugin call greeter.wasm --payload '[{\"id\": \"q-1\", \"type\": \"QUESTION\", \"content\": \"why?\"}]' --json
+  wfhost plugin call tool.wasm -w ./repo --grant exec     # a real workspace, the exec capability
+  wfhost plugin call router.wasm --action SKIP_TO:finish  # an action handler";

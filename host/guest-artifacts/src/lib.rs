@@ -5,3 +5,5 @@
 //! separate plugin build step.
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+
+pub mod wasm_target;

@@ -9,7 +9,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 use wfhost_core::capabilities::{self, Refusal};
 
-use crate::bindings::{ACTION_HANDLER_EXPORT, WORKER_EXPORT};
+use crate::bindings::{ACTION_HANDLER_INTERFACE, SERVED_VERSIONS, WORKER_INTERFACE};
 
 /// The two plugin worlds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,12 +34,26 @@ impl World {
         }
     }
 
-    pub fn export(self) -> &'static str {
+    /// The interface the world exports, without its version.
+    pub fn interface(self) -> &'static str {
         match self {
-            World::Worker => WORKER_EXPORT,
-            World::ActionHandler => ACTION_HANDLER_EXPORT,
+            World::Worker => WORKER_INTERFACE,
+            World::ActionHandler => ACTION_HANDLER_INTERFACE,
         }
     }
+
+    fn other(self) -> World {
+        match self {
+            World::Worker => World::ActionHandler,
+            World::ActionHandler => World::Worker,
+        }
+    }
+}
+
+/// The versions of the `wfhost:plugin` package this host serves
+/// (`wit/since_vX.Y.Z/`), oldest first.
+pub fn served_versions() -> &'static [&'static str] {
+    SERVED_VERSIONS
 }
 
 /// Tell components, core modules and non-wasm files apart by their header.
@@ -59,48 +73,78 @@ pub fn check_header(bytes: &[u8]) -> Result<(), String> {
     }
 }
 
-/// Check that the component exports the world's interface.
-pub fn check_world(engine: &Engine, component: &Component, world: World) -> Result<(), String> {
-    let ty = component.component_type();
-    let exports: Vec<String> = ty
-        .exports(engine)
-        .map(|(name, _)| name.to_string())
-        .collect();
-    if exports.iter().any(|e| e == world.export()) {
-        return Ok(());
+/// Check that the component exports the world's interface in a version
+/// this host serves; returns that version (`0.1.0`), which selects the
+/// bindings the component runs with.
+pub fn check_world(engine: &Engine, component: &Component, world: World) -> Result<String, String> {
+    let exports = export_names(engine, component);
+    if let Some(version) = exported_version(&exports, world) {
+        return served(world, &version);
     }
-    let other = match world {
-        World::Worker => World::ActionHandler,
-        World::ActionHandler => World::Worker,
-    };
-    if exports.iter().any(|e| e == other.export()) {
+    if exported_version(&exports, world.other()).is_some() {
         return Err(format!(
             "is {} component, but it is used as {}",
-            other.with_article(),
+            world.other().with_article(),
             world.with_article()
         ));
     }
-    let wanted = capabilities::unversioned(world.export());
-    if let Some(found) = exports
-        .iter()
-        .find(|e| capabilities::unversioned(e) == wanted)
-    {
-        return Err(format!(
-            "exports `{found}`, but this host speaks `{}`; rebuild it against wfhost-sdk {}",
-            world.export(),
-            env!("CARGO_PKG_VERSION")
-        ));
-    }
     Err(format!(
-        "is not a wfhost {} component: it does not export `{}` (it exports: {})",
+        "is not a wfhost {} component: it does not export `{}@{}` (it exports: {})",
         world.name(),
-        world.export(),
+        world.interface(),
+        latest_version(),
         if exports.is_empty() {
             "nothing".to_string()
         } else {
             exports.join(", ")
         }
     ))
+}
+
+/// Which world a component targets and in which version of the package,
+/// read from what it exports; refused like [`check_world`] when it is
+/// neither world or targets a version this host does not serve.
+pub fn targeted(engine: &Engine, component: &Component) -> Result<(World, String), String> {
+    let exports = export_names(engine, component);
+    for world in [World::Worker, World::ActionHandler] {
+        if let Some(version) = exported_version(&exports, world) {
+            return served(world, &version).map(|v| (world, v));
+        }
+    }
+    check_world(engine, component, World::Worker).map(|v| (World::Worker, v))
+}
+
+fn export_names(engine: &Engine, component: &Component) -> Vec<String> {
+    let ty = component.component_type();
+    ty.exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+/// The version in `<interface>@<version>` of the world's export, if any
+/// (`None` for an unversioned export too: it names no version).
+fn exported_version(exports: &[String], world: World) -> Option<String> {
+    exports.iter().find_map(|e| {
+        let (name, version) = e.split_once('@')?;
+        (name == world.interface()).then(|| version.to_string())
+    })
+}
+
+fn served(world: World, version: &str) -> Result<String, String> {
+    if SERVED_VERSIONS.contains(&version) {
+        return Ok(version.to_string());
+    }
+    Err(format!(
+        "targets wfhost:plugin@{version} (it exports `{}@{version}`), but this host serves \
+         wfhost:plugin {}; rebuild it against one of those versions, or use a wfhost that \
+         serves {version}",
+        world.interface(),
+        SERVED_VERSIONS.join(", "),
+    ))
+}
+
+fn latest_version() -> &'static str {
+    SERVED_VERSIONS.last().copied().unwrap_or("?")
 }
 
 /// Check every import against the base sandbox and the granted capabilities.

@@ -28,17 +28,17 @@ fn resolve_program(argv: &mut [String], manifest_dir: Option<&Path>) {
     }
 }
 
-/// The seed-000 env contract for an agent CLI: `NODE_ID` names the block
-/// (or lane) the way `.output/block-<NODE_ID>.json` and the next block's
-/// `PREVIOUS_BLOCK_ID` do.
+/// The seed-000 env contract for an agent CLI: the block's (its
+/// `NODE_ID` already names the block or lane the way
+/// `.output/block-<NODE_ID>.json` and the next block's `PREVIOUS_BLOCK_ID`
+/// do, for the guest too), with the agent's telemetry.
 fn agent_env(scope: &ExecScope, telemetry_url: Option<String>) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = scope
         .env
         .iter()
-        .filter(|(k, _)| k != "NODE_ID" && k != "TELEMETRY_ENABLED")
+        .filter(|(k, _)| k != "TELEMETRY_ENABLED")
         .cloned()
         .collect();
-    env.push(("NODE_ID".into(), scope.agent_id.clone()));
     let (enabled, url) = match telemetry_url {
         Some(url) => ("1", url),
         None => ("0", String::new()),

@@ -25,9 +25,8 @@ use wfhost_core::payload::{BlockContext, ContextSegment, Statistics, WorkerOutpu
 use wfhost_core::restrictions::RestrictionPlan;
 
 use crate::admission::{self, World};
-use crate::bindings::action_handler::{ActionHandler, ActionHandlerPre};
 use crate::bindings::types as wit;
-use crate::bindings::worker::WorkerPre;
+use crate::bindings::{ActionHandler, ActionHandlerPre, WorkerPre};
 use crate::cache::{CacheOutcome, ComponentCache};
 use crate::capture::CappedCapture;
 use crate::host_capabilities::{ExecScope, RunResources, TelemetryTarget};
@@ -85,6 +84,10 @@ pub struct PluginLoad {
     pub outcome: CacheOutcome,
     /// The signals the plugin declares it emits (`None`: it does not say).
     pub declared_signals: Option<Vec<String>>,
+    /// The version of the `wfhost:plugin` package the component targets
+    /// (`0.1.0`), read from its exports; it runs with that version's
+    /// bindings.
+    pub wit_version: String,
 }
 
 /// An instantiated action handler waiting for its next call.
@@ -99,11 +102,11 @@ pub struct PluginSet {
     /// The workflow manifest's directory: relative agent commands are
     /// resolved against it, like plugin paths.
     manifest_dir: Option<PathBuf>,
-    workers: HashMap<String, WorkerPre<HostState>>,
+    workers: HashMap<String, WorkerPre>,
     /// Write limits of blocks that set them, by (node, block); the others
     /// get the defaults.
     limits: HashMap<(String, String), wfhost_core::manifest::WriteLimits>,
-    handlers: HashMap<String, ActionHandlerPre<HostState>>,
+    handlers: HashMap<String, ActionHandlerPre>,
     /// Instances of action handlers kept between calls, by handler name:
     /// a handler is a pure function of its input, so an instance that
     /// returned normally serves the next action (the store's limits and
@@ -255,7 +258,8 @@ impl PluginSet {
             .cache
             .load(&rt.engine, bytes)
             .map_err(|e| fail(format!("is not a valid component: {e:#}")))?;
-        admission::check_world(&rt.engine, &component, request.world).map_err(fail)?;
+        let wit_version =
+            admission::check_world(&rt.engine, &component, request.world).map_err(fail)?;
         admission::check_imports(&rt.engine, &component, &request.grants).map_err(fail)?;
         let pre = rt
             .linker
@@ -263,11 +267,12 @@ impl PluginSet {
             .map_err(|e| fail(format!("cannot be linked: {e:#}")))?;
         match request.world {
             World::Worker => {
-                let pre = WorkerPre::new(pre).map_err(|e| fail(format!("{e:#}")))?;
+                let pre = WorkerPre::new(&wit_version, pre).map_err(|e| fail(format!("{e:#}")))?;
                 self.workers.insert(request.name.clone(), pre);
             }
             World::ActionHandler => {
-                let pre = ActionHandlerPre::new(pre).map_err(|e| fail(format!("{e:#}")))?;
+                let pre =
+                    ActionHandlerPre::new(&wit_version, pre).map_err(|e| fail(format!("{e:#}")))?;
                 self.handlers.insert(request.name.clone(), pre);
             }
         }
@@ -278,6 +283,7 @@ impl PluginSet {
             digest: ComponentCache::digest(bytes),
             outcome,
             declared_signals: admission::declared_signals(bytes),
+            wit_version,
         });
         Ok(())
     }
@@ -367,12 +373,18 @@ impl PluginSet {
         if let Err(e) = sandbox.apply_to(&mut wasi) {
             return failed(e);
         }
-        wasi.envs(&contract_env(&request.context));
+        let ctx = &request.context;
+        // `NODE_ID` is the agent contract's name of the block (or lane),
+        // the same for the guest, its commands and its agents.
+        let agent_id = match &request.lane {
+            Some(key) => key.agent_id(),
+            None => format!("{}.{}", ctx.node_id, ctx.block_id),
+        };
+        wasi.envs(&contract_env(ctx, &agent_id));
         let timeout = request
             .timeout
             .unwrap_or(self.runtime.config.default_timeout);
-        let ctx = &request.context;
-        let mut env = contract_env(ctx);
+        let mut env = contract_env(ctx, &agent_id);
         // Commands run on the host: they see host paths.
         for (key, value) in env.iter_mut() {
             if key == "OUTPUT_DIR" {
@@ -391,10 +403,7 @@ impl PluginSet {
             resources: self.resources.clone(),
             default_executor: self.runtime.config.default_executor.clone(),
             output_cap: self.runtime.config.max_exec_output_bytes,
-            agent_id: match &request.lane {
-                Some(key) => key.agent_id(),
-                None => format!("{}.{}", ctx.node_id, ctx.block_id),
-            },
+            agent_id,
             restrictions: ctx.file_restrictions.clone(),
             manifest_dir: self.manifest_dir.clone(),
             telemetry: self.telemetry_target(&request),
@@ -422,13 +431,11 @@ impl PluginSet {
         let context = to_wit_context(&request.context);
         let payload: Vec<wit::ContextSegment> =
             request.payload.iter().map(to_wit_segment).collect();
-        let (call, limit_hit) = within_deadline(timeout, Some(&mut host_watch), async {
-            let instance = pre.instantiate_async(&mut store).await?;
-            instance
-                .wfhost_plugin_block_worker()
-                .call_run(&mut store, &context, &payload)
-                .await
-        })
+        let (call, limit_hit) = within_deadline(
+            timeout,
+            Some(&mut host_watch),
+            pre.run(&mut store, &context, &payload),
+        )
         .await;
         if limit_hit.is_some() {
             store.data_mut().limit_hit = limit_hit;
@@ -564,12 +571,9 @@ impl PluginSet {
         let (call, _) = within_deadline(timeout, None, async {
             let instance = match instance {
                 Some(i) => i,
-                None => pre.instantiate_async(&mut store).await?,
+                None => pre.instantiate(&mut store).await?,
             };
-            let command = instance
-                .wfhost_plugin_action_interpreter()
-                .call_interpret(&mut store, action, &view)
-                .await?;
+            let command = instance.interpret(&mut store, action, &view).await?;
             Ok((command, instance))
         })
         .await;
@@ -653,14 +657,15 @@ impl ActionInterpreter for PluginSet {
 }
 
 /// The seed-000 environment contract, as far as it applies to a sandboxed
-/// worker (no telemetry: plugins have no network).
-fn contract_env(ctx: &BlockContext) -> Vec<(String, String)> {
+/// worker (no telemetry: plugins have no network). `node_id` is the
+/// block's `NODE_ID`: `node.block`, or `node.block.lane` in a lane.
+fn contract_env(ctx: &BlockContext, node_id: &str) -> Vec<(String, String)> {
     let restrictions = serde_json::to_string(ctx.file_restrictions.as_deref().unwrap_or(&[]))
         .unwrap_or_else(|_| "[]".into());
     vec![
         ("WORKFLOW_ID".into(), ctx.workflow_id.clone()),
         ("EXECUTION_ID".into(), ctx.execution_id.clone()),
-        ("NODE_ID".into(), ctx.node_id.clone()),
+        ("NODE_ID".into(), node_id.to_string()),
         ("BLOCK_ID".into(), ctx.block_id.clone()),
         ("STEP_INDEX".into(), ctx.step_index.to_string()),
         ("FILE_RESTRICTIONS".into(), restrictions),

@@ -563,7 +563,8 @@ async fn the_environment_is_the_contract_and_nothing_else() {
     for expected in [
         "(\"WORKFLOW_ID\", \"wf\")",
         "(\"EXECUTION_ID\", \"exec\")",
-        "(\"NODE_ID\", \"main\")",
+        "(\"NODE_ID\", \"main.probe\")",
+        "(\"BLOCK_ID\", \"probe\")",
         "(\"STEP_INDEX\", \"3\")",
         "(\"FILE_RESTRICTIONS\", \"[\\\"src/**\\\"]\")",
         "(\"OUTPUT_DIR\", \"/workspace/.output\")",
@@ -572,6 +573,38 @@ async fn the_environment_is_the_contract_and_nothing_else() {
         assert!(env.contains(expected), "{expected} missing from {env}");
     }
     assert!(!env.contains("HOME") && !env.contains("PATH"), "{env}");
+}
+
+/// `NODE_ID` follows the agent contract for every guest: `node.block`, and
+/// in a lane the lane's agent id (`node.block.lane`), the value an agent CLI
+/// the block runs gets.
+#[tokio::test]
+async fn a_guest_sees_the_node_id_an_agent_would() {
+    use wfhost_core::engine::{LaneKey, WorkerHost};
+    let fx = Fixture::new();
+    let set = fx.probe();
+    let key = LaneKey {
+        run_id: format!("node-id-test-{}", std::process::id()),
+        step: 0,
+        node: "main".into(),
+        block: "probe".into(),
+        lane: "left".into(),
+    };
+    set.create_lane(&key).await.unwrap();
+    let result = set
+        .run_worker(BlockRequest {
+            worker: "probe".into(),
+            context: context(None, json!([{"op": "env"}])),
+            payload: Vec::new(),
+            timeout: None,
+            lane: Some(key.clone()),
+        })
+        .await;
+    let env = observed(&result)[0].clone();
+    set.remove_lanes(&key.run_id, 0).await;
+    let expected = format!("(\"NODE_ID\", \"{}\")", key.agent_id());
+    assert_eq!(key.agent_id(), "main.probe.left");
+    assert!(env.contains(&expected), "{expected} missing from {env}");
 }
 
 #[test]

@@ -23,7 +23,7 @@
 //!   run's default executor when that is a container, else local.
 //!
 //! Signals: the host's mapping of the outcome (see `agent-report.signal`
-//! in `wit/plugin.wit`): `SIGNAL:SUCCESS`, `SIGNAL:PARTIAL`,
+//! in `wit/since_v0.1.0/plugin.wit`): `SIGNAL:SUCCESS`, `SIGNAL:PARTIAL`,
 //! `SIGNAL:FAILED`, and for the json protocol `SIGNAL:BLOCKED`,
 //! `SIGNAL:NEEDS_INFO`, `SIGNAL:FAIL`, `SIGNAL:NEEDS_DECISION` (the engine
 //! opens a gate unless the block routes it) and `SIGNAL:PROTOCOL_ERROR`.

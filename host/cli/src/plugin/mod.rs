@@ -1,7 +1,11 @@
 //! `wfhost plugin`: write, build, package, sign, publish and install
-//! plugins.
+//! plugins. One file per subcommand (the publisher's and the user's sides
+//! of distribution in `publish.rs` and `install.rs`).
 
+mod build;
+mod call;
 mod install;
+mod new;
 mod publish;
 pub mod refs;
 
@@ -9,8 +13,23 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
+use crate::examples;
+
 #[derive(Subcommand)]
 pub enum PluginCommand {
+    /// Create a plugin crate that builds and tests at once: a sample worker
+    /// or action handler, a native test, a sample workflow, a manifest and
+    /// the SDK vendored.
+    #[command(after_help = examples::PLUGIN_NEW)]
+    New(new::NewArgs),
+    /// Build a plugin crate for wasm32-wasip2 (installing the target if
+    /// missing) and print the path of its component.
+    #[command(after_help = examples::PLUGIN_BUILD)]
+    Build(build::BuildArgs),
+    /// Run one block of a worker (or one action of an action handler)
+    /// without a workflow and print its output and signal.
+    #[command(after_help = examples::PLUGIN_CALL)]
+    Call(call::CallArgs),
     /// Make an Ed25519 key pair for signing packages: FILE (PKCS#8 PEM,
     /// private, mode 0600) and its public key beside it (`.pub`).
     Keygen(publish::KeygenArgs),
@@ -39,7 +58,14 @@ pub enum PluginCommand {
     Ls(install::LsArgs),
 }
 
+/// Run a `wfhost plugin` subcommand; returns the exit code.
 pub fn plugin(command: PluginCommand, home: Option<PathBuf>) -> u8 {
+    let distribution = match command {
+        PluginCommand::New(args) => return new::new(args),
+        PluginCommand::Build(args) => return build::build(args),
+        PluginCommand::Call(args) => return call::call(args),
+        other => other,
+    };
     let home = match wfhost_store::resolve_home(home.as_deref()) {
         Ok(home) => home,
         Err(e) => {
@@ -47,7 +73,7 @@ pub fn plugin(command: PluginCommand, home: Option<PathBuf>) -> u8 {
             return crate::exit::BAD_INPUT;
         }
     };
-    let result = match command {
+    let result = match distribution {
         PluginCommand::Keygen(args) => publish::keygen(args),
         PluginCommand::Trust(args) => publish::trust(args, &home),
         PluginCommand::Pack(args) => publish::pack(args),
@@ -57,6 +83,9 @@ pub fn plugin(command: PluginCommand, home: Option<PathBuf>) -> u8 {
         PluginCommand::Install(args) => install::install(args, &home),
         PluginCommand::Update(args) => install::update(args, &home),
         PluginCommand::Ls(args) => install::ls(args, &home),
+        PluginCommand::New(_) | PluginCommand::Build(_) | PluginCommand::Call(_) => {
+            unreachable!("handled above")
+        }
     };
     match result {
         Ok(()) => crate::exit::SUCCESS,
