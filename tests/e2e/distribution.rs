@@ -538,6 +538,28 @@ fn capabilities_must_be_declared_truthfully_and_allowed_by_the_user() {
         "{err}"
     );
 
+    // A component built against a contract this wfhost does not serve.
+    let future = patched(
+        wfhost_guest_artifacts::TEST_NOOP,
+        "wfhost:plugin/block-worker@0.1.0",
+        "wfhost:plugin/block-worker@9.9.9",
+    );
+    let source = plugin_source(
+        &s.publisher.project.join("future"),
+        "future",
+        &future,
+        &[],
+        "future",
+    );
+    let (code, _, err) = s
+        .publisher
+        .wfhost(&["plugin", "pack", source.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("targets wfhost:plugin@9.9.9, but this wfhost serves wfhost:plugin 0.1.0"),
+        "{err}"
+    );
+
     // A package whose manifest was edited after packing (and re-signed) is
     // refused at install.
     let (reference, _) = s.publish("acme/exec", exec, &["exec"], "honest", Some(&s.key));
@@ -639,4 +661,19 @@ fn lie_about_capabilities(layout: &Path) -> PathBuf {
     )
     .unwrap();
     lying
+}
+
+/// `bytes` with every `from` replaced by `to` (same length).
+fn patched(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut at = 0;
+    while let Some(i) = out[at..]
+        .windows(from.len())
+        .position(|w| w == from.as_bytes())
+    {
+        out[at + i..at + i + to.len()].copy_from_slice(to.as_bytes());
+        at += i + to.len();
+    }
+    out
 }

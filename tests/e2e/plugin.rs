@@ -85,6 +85,11 @@ fn scaffold_and_build(
     ok(&out, "plugin build");
     let component = krate.join(stdout(&out).trim());
     assert!(component.is_file(), "{}", stdout(&out));
+    // Its wfhost-plugin.toml tells the truth: the crate packs as it is.
+    let out = wfhost_in(&krate, scratch, &["plugin", "pack"]);
+    ok(&out, "plugin pack of the new crate");
+    let package = krate.join(format!("target/wfhost-package/{name}-0.1.0/index.json"));
+    assert!(package.is_file(), "{}", stdout(&out));
     (krate, component)
 }
 

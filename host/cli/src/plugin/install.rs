@@ -198,6 +198,7 @@ fn commit(
 ) -> Result<(), String> {
     describe(verified);
     let plugin = &verified.fetched.package.plugin;
+    super::check_served(plugin).map_err(|e| format!("{e}; nothing was installed"))?;
     let allowed = decide(home, verified, consent)?;
     let entry = LockEntry {
         reference: verified.reference.to_string(),

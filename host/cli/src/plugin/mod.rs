@@ -96,6 +96,21 @@ pub fn plugin(command: PluginCommand, home: Option<PathBuf>) -> u8 {
     }
 }
 
+/// A package targets a WIT version this wfhost serves.
+fn check_served(plugin: &wfhost_distribution::manifest::PluginManifest) -> Result<(), String> {
+    let served = wfhost_runtime::admission::served_versions();
+    if served.contains(&plugin.wit.as_str()) {
+        return Ok(());
+    }
+    Err(format!(
+        "`{}` {} targets wfhost:plugin@{}, but this wfhost serves wfhost:plugin {}",
+        plugin.name,
+        plugin.version,
+        plugin.wit,
+        served.join(", ")
+    ))
+}
+
 /// Run an async registry operation to completion.
 fn block_on<T>(future: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
     tokio::runtime::Builder::new_current_thread()

@@ -144,6 +144,7 @@ pub fn pack(args: PackArgs) -> Result<(), String> {
     let info =
         component::inspect(&bytes).map_err(|e| format!("{}: {e}", component_path.display()))?;
     let plugin = source.manifest(&info.wit_version);
+    super::check_served(&plugin).map_err(|e| format!("{}: {e}", component_path.display()))?;
     let package = Package::build(bytes, &plugin).map_err(|e| format!("{}: {e}", toml.display()))?;
     let out = args.out.unwrap_or_else(|| {
         base.join("target/wfhost-package")
