@@ -145,3 +145,45 @@ fn capabilities_of(imports: &[String]) -> Result<Vec<String>, String> {
     }
     Ok(needed.into_iter().collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wfhost_guest_artifacts as guests;
+
+    #[test]
+    fn reads_world_version_capabilities_and_signals_from_the_binary() {
+        let wc = inspect(guests::EXAMPLE_WORD_COUNT).unwrap();
+        assert_eq!(
+            (wc.world.as_str(), wc.wit_version.as_str()),
+            ("worker", "0.1.0")
+        );
+        assert!(wc.capabilities.is_empty(), "{wc:?}");
+        assert_eq!(wc.signals, ["SIGNAL:SUCCESS"]);
+        assert!(
+            wc.exports
+                .iter()
+                .any(|e| e == "wfhost:plugin/block-worker@0.1.0"),
+            "{wc:?}"
+        );
+        let exec = inspect(guests::EXEC).unwrap();
+        assert_eq!(exec.capabilities, ["exec"]);
+        let probe = inspect(guests::TEST_CAPABILITY_PROBE).unwrap();
+        assert_eq!(probe.capabilities, ["container", "slurm"]);
+        let handler = inspect(guests::ACTIONS_CORE).unwrap();
+        assert_eq!(handler.world, "action-handler");
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_plugin_saying_why() {
+        let net = inspect(guests::TEST_NET_PROBE).unwrap_err();
+        assert!(net.contains("no network access"), "{net}");
+        let garbage = inspect(b"not wasm at all").unwrap_err();
+        assert!(
+            garbage.contains("not a valid WebAssembly component"),
+            "{garbage}"
+        );
+        let module = inspect(b"\0asm\x01\0\0\0").unwrap_err();
+        assert!(module.contains("core WebAssembly module"), "{module}");
+    }
+}
