@@ -23,6 +23,23 @@ impl Registry {
     /// Start one, or `None` (skip) when the registry is not installed;
     /// fails instead under `WFHOST_REQUIRE_SERVICES=1`.
     fn start(scratch: &Path) -> Option<Registry> {
+        Registry::start_with(scratch, "")
+    }
+
+    /// One that wants `user` / `s3cret` (HTTP basic auth, htpasswd).
+    fn start_with_login(scratch: &Path, user: &str) -> Option<Registry> {
+        // bcrypt (cost 4) of `s3cret`.
+        let line = format!("{user}:$2b$04$vzBX5t//9ufZonPszA6rgOQFPom4gvvtCutQxZyyiX6EyX4FNeMF2\n");
+        let htpasswd = scratch.join("htpasswd");
+        std::fs::write(&htpasswd, line).unwrap();
+        let auth = format!(
+            "auth:\n  htpasswd:\n    realm: wfhost-test\n    path: {}\n",
+            htpasswd.display()
+        );
+        Registry::start_with(scratch, &auth)
+    }
+
+    fn start_with(scratch: &Path, extra_config: &str) -> Option<Registry> {
         if !Path::new(REGISTRY_BIN).is_file() {
             assert!(
                 std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
@@ -42,7 +59,7 @@ impl Registry {
         std::fs::write(
             &config,
             format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n{extra_config}",
                 storage.display()
             ),
         )
@@ -674,6 +691,85 @@ fn patched(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
     {
         out[at + i..at + i + to.len()].copy_from_slice(to.as_bytes());
         at += i + to.len();
+    }
+    out
+}
+
+#[test]
+fn registry_credentials_come_from_the_docker_config() {
+    let scratch = tempfile::tempdir().unwrap();
+    let Some(registry) = Registry::start_with_login(scratch.path(), "wf") else {
+        return;
+    };
+    let publisher = User::new(&scratch.path().join("publisher"));
+    let source = plugin_source(
+        &publisher.project.join("wc"),
+        "word-count",
+        wfhost_guest_artifacts::EXAMPLE_WORD_COUNT,
+        &[],
+        "wc",
+    );
+    let layout = publisher.project.join("pkg");
+    pack(&publisher, &source, &layout);
+    let reference = registry.reference("acme/word-count", "1.0.0");
+    let login = |user: &User, password: &str| {
+        let dir = user.scratch.join("docker-config");
+        std::fs::create_dir_all(&dir).unwrap();
+        let auth = base64_encode(format!("wf:{password}").as_bytes());
+        let config = json!({"auths": {registry.addr.clone(): {"auth": auth}}});
+        std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    };
+
+    let err = publisher.refused(
+        &["plugin", "push", layout.to_str().unwrap(), &reference],
+        "cannot",
+    );
+    assert!(
+        err.contains("the registry refused the credentials"),
+        "{err}"
+    );
+    login(&publisher, "wrong");
+    let err = publisher.refused(
+        &["plugin", "push", layout.to_str().unwrap(), &reference],
+        "cannot",
+    );
+    assert!(
+        err.contains("the registry refused the credentials"),
+        "{err}"
+    );
+    login(&publisher, "s3cret");
+    publisher.ok(&["plugin", "push", layout.to_str().unwrap(), &reference]);
+
+    let user = User::new(&scratch.path().join("user"));
+    let err = user.refused(
+        &["plugin", "install", &reference, "--allow-unsigned"],
+        "cannot fetch",
+    );
+    assert!(
+        err.contains("the registry refused the credentials"),
+        "{err}"
+    );
+    user.assert_nothing_installed();
+    login(&user, "s3cret");
+    user.ok(&["plugin", "install", &reference, "--allow-unsigned"]);
+}
+
+/// Standard base64 (the Docker config's `auth`).
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
     }
     out
 }

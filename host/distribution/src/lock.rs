@@ -145,6 +145,33 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_installs_each_keep_their_pin() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE_NAME);
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    update(&path, |lock| {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                        lock.put(entry(&format!("oci://r.io/p{i}:1"), 'a'));
+                        Ok(())
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            read(&path).unwrap().plugins.len(),
+            8,
+            "no pin lost to a race"
+        );
+    }
+
+    #[test]
     fn round_trips_sorted_and_refuses_bad_files_naming_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);

@@ -86,6 +86,20 @@ impl Registry {
             message.push_str(&format!(": {s}"));
             source = s.source();
         }
+        if matches!(
+            e,
+            OciDistributionError::UnauthorizedError { .. }
+                | OciDistributionError::AuthenticationFailure(_)
+                | OciDistributionError::ServerError {
+                    code: 401 | 403,
+                    ..
+                }
+        ) {
+            message.push_str(&format!(
+                " (the registry refused the credentials wfhost found in the Docker config, or their absence: `docker login {}` stores them)",
+                self.target.registry
+            ));
+        }
         message
     }
 
