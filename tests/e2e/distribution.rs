@@ -70,17 +70,19 @@ impl Registry {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("docker-registry starts");
+        // Dropped (so killed and waited for) on every path.
+        let registry = Registry {
+            child,
+            addr,
+            storage,
+        };
         for _ in 0..200 {
-            if std::net::TcpStream::connect(&addr).is_ok() {
-                return Some(Registry {
-                    child,
-                    addr,
-                    storage,
-                });
+            if std::net::TcpStream::connect(&registry.addr).is_ok() {
+                return Some(registry);
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        panic!("docker-registry did not listen on {addr}");
+        panic!("docker-registry did not listen on {}", registry.addr);
     }
 
     fn reference(&self, repository: &str, tag: &str) -> String {

@@ -45,10 +45,13 @@ pub fn inspect(bytes: &[u8]) -> Result<ComponentInfo, String> {
     for payload in Parser::new(0).parse_all(bytes) {
         let payload = payload.map_err(|e| format!("is not a valid WebAssembly component: {e}"))?;
         match payload {
-            Payload::Version { encoding, .. } if depth == 0 && info.imports.is_empty() => {
-                if encoding != wasmparser::Encoding::Component {
-                    return Err("is a core WebAssembly module, not a component: build it for `wasm32-wasip2`".into());
-                }
+            Payload::Version { encoding, .. }
+                if depth == 0 && encoding != wasmparser::Encoding::Component =>
+            {
+                return Err(
+                    "is a core WebAssembly module, not a component: build it for `wasm32-wasip2`"
+                        .into(),
+                );
             }
             Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
             Payload::End(_) => depth = depth.saturating_sub(1),

@@ -8,12 +8,15 @@ use wfhost_core::manifest::LoadedWorkflow;
 use wfhost_distribution::home::PluginHome;
 use wfhost_distribution::resolve::{Resolved, resolve};
 
+/// A workflow whose `ref` plugins are paths now, and what each resolved to.
+pub type ResolvedWorkflow = (LoadedWorkflow, Vec<(String, Resolved)>);
+
 /// The workflow with its `ref` plugins turned into paths, and what each
 /// resolved to; `None` when it has no `ref` plugin (home is not read).
 pub fn resolve_refs(
     workflow: &LoadedWorkflow,
     home: Option<&Path>,
-) -> Result<Option<(LoadedWorkflow, Vec<(String, Resolved)>)>, String> {
+) -> Result<Option<ResolvedWorkflow>, String> {
     if workflow
         .workflow
         .plugins
