@@ -6,6 +6,7 @@
 //! `session_projection`: both as a fold of a run's events).
 
 pub mod agent_protocol;
+pub mod artifact_content;
 pub mod block_output;
 pub mod session_artifacts;
 pub mod session_projection;
