@@ -213,3 +213,110 @@ fn a_fork_writes_its_own_folder() {
         "branch 1's folder is left alone"
     );
 }
+
+/// A block behind artifact gates runs only once the session folder holds
+/// a spec and acceptance criteria worth the name; before, it ends
+/// `SIGNAL:BLOCKED` with what is wrong, its worker not run.
+#[test]
+fn artifact_gates_block_until_the_session_artifacts_have_content() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wf = scratch.path().join("gated.json");
+    std::fs::write(
+        &wf,
+        serde_json::json!({
+            "id": "gated",
+            "start_node": "main",
+            "session_mode": "lean",
+            "nodes": {"main": {"entry_block": "code", "blocks": {"code": {
+                "worker": "echo",
+                "config": {"message": "coding"},
+                "artifact_gates": ["spec.md", "acceptance.json", "architecture.md"],
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:BLOCKED", "action": "FAIL:the design artifacts are not ready"}
+                ]
+            }}}}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let ws = workspace_in(scratch.path());
+    // A chosen run id names the session folder the run will use.
+    let run = |id: &str| {
+        command(scratch.path())
+            .args([
+                "run",
+                wf.to_str().unwrap(),
+                "-w",
+                ws.to_str().unwrap(),
+                "--run-id",
+                id,
+                "--json",
+            ])
+            .output()
+            .unwrap()
+    };
+    let folder = |id: &str| {
+        let name = wfhost_core::agents::session_projection::run_session_name(id, "gated", 1, "");
+        ws.join(".agents-work").join(name)
+    };
+
+    let first = "run-20261123-101010-aaaaaa";
+    let out = run(first);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = json_of(&out);
+    let text = report.to_string();
+    assert!(
+        text.contains("spec.md is missing") && text.contains("acceptance.json is missing"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("architecture.md"),
+        "a lean session has no architecture gate: {text}"
+    );
+    assert!(!text.contains("coding"), "the worker ran: {text}");
+
+    let second = "run-20261123-101011-bbbbbb";
+    let dir = folder(second);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("spec.md"),
+        "# Goals\nA tool.\n# Acceptance Criteria\nAC-1.\n# Definition of Done\nGreen.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("acceptance.json"),
+        r#"[{"id": "AC-1", "description": "d"}]"#,
+    )
+    .unwrap();
+    let out = run(second);
+    assert_eq!(out.status.code(), Some(1));
+    let text = json_of(&out).to_string();
+    assert!(
+        text.contains("acceptance.json: criterion 1 has no (or an empty) verify"),
+        "{text}"
+    );
+    assert!(!text.contains("spec.md"), "{text}");
+
+    let third = "run-20261123-101012-cccccc";
+    let dir = folder(third);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("spec.md"),
+        "# Goals\nA tool.\n# Acceptance Criteria\nAC-1.\n# Definition of Done\nGreen.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("acceptance.json"),
+        r#"[{"id": "AC-1", "description": "d", "verify": "cmd: true"}]"#,
+    )
+    .unwrap();
+    let out = run(third);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}

@@ -273,6 +273,9 @@ pub fn execute(
     };
     let wf = &prepared.loaded.workflow;
     let plugins = &prepared.plugins;
+    if let Some(folder) = sink.session_folder() {
+        plugins.set_session_folder(&folder);
+    }
     let branch = sink.writer.branch();
     let output = sink.output;
     // Lane workspaces a crash left behind, except those of a fan-out the

@@ -203,6 +203,14 @@ impl<S> SessionSink<S> {
     pub fn new(inner: S, files: Option<SessionFiles>) -> Self {
         SessionSink { inner, files }
     }
+
+    /// The session folder, workspace-relative (`.agents-work/<session>`),
+    /// when the run keeps one.
+    pub fn session_folder(&self) -> Option<String> {
+        self.files
+            .as_ref()
+            .map(|f| format!("{AGENTS_WORK}/{}", f.projection.session()))
+    }
 }
 
 impl<S: Recorded> SessionSink<S> {

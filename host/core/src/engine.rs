@@ -109,6 +109,17 @@ pub trait WorkerHost {
         None
     }
 
+    /// The text of `name` in the run's session folder
+    /// (`.agents-work/<session>/`), for artifact gates; `Ok(None)` when it
+    /// does not exist. The default: this host keeps no session folder.
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        let _ = name;
+        async { Err("this host keeps no session folder".to_string()) }
+    }
+
     /// Make a fresh workspace for `lane`, replacing a leftover of the same
     /// lane (an interrupted run of it).
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
@@ -719,6 +730,52 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
 /// output. An external block without the client's `answer` is not
 /// executed: the run comes to rest awaiting it.
 #[allow(clippy::too_many_arguments)]
+/// Check the block's artifact gates before its worker runs: `None` when
+/// they pass (or it has none), else the block's result — `SIGNAL:BLOCKED`
+/// with every failure, its worker not run.
+async fn artifact_gates<W: WorkerHost>(
+    workflow: &Workflow,
+    block: &crate::manifest::Block,
+    workers: &W,
+    state: &RunState,
+    step: u64,
+) -> Option<BlockResult> {
+    use crate::agents::artifact_content::{self, SessionMode};
+    if block.artifact_gates.is_empty() {
+        return None;
+    }
+    let mode = workflow.session_mode.unwrap_or(SessionMode::Full);
+    let mut failures = Vec::new();
+    for gate in &block.artifact_gates {
+        let checked = match workers.session_artifact(gate.file_name()).await {
+            Ok(text) => artifact_content::check(*gate, text.as_deref(), mode),
+            Err(e) => Err(format!("{}: cannot be read: {e}", gate.file_name())),
+        };
+        if let Err(failure) = checked {
+            failures.push(failure);
+        }
+    }
+    if failures.is_empty() {
+        return None;
+    }
+    let message = format!("artifact gate failed: {}", failures.join("; "));
+    let mut payload = state.payload.clone();
+    payload.push(ContextSegment::new(
+        format!("artifact-gate-{step}"),
+        "ARTIFACT_GATE",
+        message.clone(),
+    ));
+    Some(BlockResult {
+        outcome: Ok(crate::payload::WorkerOutput {
+            payload,
+            signal: transitions::BLOCKED.to_string(),
+            structured_output: None,
+            statistics: Statistics::default(),
+        }),
+        log: vec![message],
+    })
+}
+
 async fn execute_block<W: WorkerHost>(
     workflow: &Workflow,
     workers: &W,
@@ -894,10 +951,13 @@ async fn execute_block<W: WorkerHost>(
     let result = match (answer, control) {
         (Some(answer), _) => answered(request, answer, step),
         (None, Some(decision)) => decided(request, decision, &mut merged),
-        (None, None) => {
-            let run = workers.run_block(request);
-            recording_telemetry(workers, state, sink, run).await?
-        }
+        (None, None) => match artifact_gates(workflow, block, workers, state, step).await {
+            Some(blocked) => blocked,
+            None => {
+                let run = workers.run_block(request);
+                recording_telemetry(workers, state, sink, run).await?
+            }
+        },
     }
     .checked();
     let duration = block_started.elapsed();

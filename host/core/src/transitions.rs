@@ -20,6 +20,9 @@ pub const GATE_CHANGES_REQUESTED: &str = "SIGNAL:GATE_CHANGES_REQUESTED";
 /// the run at a gate whose question is the payload's last
 /// `DECISION_REQUEST` segment.
 pub const NEEDS_DECISION: &str = "SIGNAL:NEEDS_DECISION";
+/// A block could not start its work: an artifact gate failed, or (from an
+/// agent) the agent reported `BLOCKED`.
+pub const BLOCKED: &str = "SIGNAL:BLOCKED";
 /// The payload segment kind that carries a `NEEDS_DECISION` question.
 pub const DECISION_REQUEST: &str = "DECISION_REQUEST";
 

@@ -120,6 +120,9 @@ pub struct PluginSet {
     /// The host's telemetry endpoint, when it serves one: agents' events
     /// are recorded in the run's log.
     telemetry: std::sync::OnceLock<Arc<crate::telemetry::TelemetryHub>>,
+    /// The run's session folder, workspace-relative
+    /// (`.agents-work/<session>`), when the run keeps one.
+    session_folder: std::sync::Mutex<Option<String>>,
 }
 
 impl PluginSet {
@@ -220,6 +223,7 @@ impl PluginSet {
                 .iter()
                 .any(|r| r.world == World::Worker && r.grants.iter().any(|g| g == "agent")),
             telemetry: std::sync::OnceLock::new(),
+            session_folder: std::sync::Mutex::new(None),
         };
         for request in requests {
             set.load_one(request)?;
@@ -292,6 +296,29 @@ impl PluginSet {
     /// cancel their unfinished Slurm jobs; call when the run comes to rest.
     pub async fn shutdown(&self) {
         self.resources.shutdown().await;
+    }
+
+    /// The run's session folder (workspace-relative), which artifact gates
+    /// read.
+    pub fn set_session_folder(&self, folder: &str) {
+        *self.session_folder.lock().expect("not poisoned") = Some(folder.to_string());
+    }
+
+    /// `name` in the session folder: `Ok(None)` when it does not exist;
+    /// read from the workspace's handle without passing a link.
+    pub fn session_artifact_text(&self, name: &str) -> Result<Option<String>, String> {
+        let Some(folder) = self.session_folder.lock().expect("not poisoned").clone() else {
+            return Err("this run keeps no session folder".into());
+        };
+        let rel = format!("{folder}/{name}");
+        let limit = wfhost_core::agents::artifact_content::MAX_ARTIFACT_BYTES as u64 + 1;
+        match wfhost_core::workspace::read_file(&self.workspace, &rel, limit) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| format!("{rel} is not UTF-8 text")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{rel}: {e}")),
+        }
     }
 
     /// What each plugin load did (cache hit or compile).
@@ -604,6 +631,13 @@ impl PluginSet {
 impl WorkerHost for PluginSet {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.run_worker(request)
+    }
+
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        std::future::ready(self.session_artifact_text(name))
     }
 
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {

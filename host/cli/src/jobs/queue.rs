@@ -331,6 +331,13 @@ impl WorkerHost for RunJobs<'_> {
         self.queued_job(request)
     }
 
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        self.plugins.session_artifact(name)
+    }
+
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
         self.plugins.create_lane(lane)
     }

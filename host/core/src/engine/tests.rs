@@ -16,6 +16,8 @@ type Script = Box<
 struct FakeWorkers {
     scripts: HashMap<String, Script>,
     seen: Mutex<Vec<BlockContext>>,
+    /// The session folder's files, when this host keeps one.
+    session: Option<HashMap<String, String>>,
 }
 
 impl FakeWorkers {
@@ -42,6 +44,17 @@ impl FakeWorkers {
 }
 
 impl WorkerHost for FakeWorkers {
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        let found = match &self.session {
+            Some(files) => Ok(files.get(name).cloned()),
+            None => Err("no session folder here".to_string()),
+        };
+        async move { found }
+    }
+
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.seen.lock().unwrap().push(request.context.clone());
         let outcome = (self.scripts[&request.worker])(&request.context, &request.payload);
@@ -1788,5 +1801,69 @@ fn control_block_configs_are_checked_with_their_pointer() {
             "/nodes/main/blocks/guard/config/condition/like"
         ],
         "{errors:?}"
+    );
+}
+
+#[tokio::test]
+async fn artifact_gates_block_a_block_whose_session_artifacts_fall_short() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "n", "session_mode": "lean",
+        "nodes": {"n": {"entry_block": "code", "blocks": {
+            "code": {
+                "worker": "tag",
+                "artifact_gates": ["spec.md", "acceptance.json", "architecture.md"],
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:BLOCKED", "action": "FAIL:blocked"}
+                ]
+            }
+        }}}
+    }));
+    let spec = "# Goals\nA.\n# Acceptance Criteria\nB.\n# Definition of Done\nC.\n";
+    let files = |acceptance: &str| {
+        HashMap::from([
+            ("spec.md".to_string(), spec.to_string()),
+            ("acceptance.json".to_string(), acceptance.to_string()),
+        ])
+    };
+    // Failing: the worker never runs; the block ends BLOCKED, saying why.
+    let mut workers = FakeWorkers::default().with("tag", tagger);
+    workers.session = Some(files(r#"[{"id": "AC-1", "description": "d"}]"#));
+    let report = execute(&wf, &workers).await;
+    assert!(workers.visited().is_empty(), "the worker ran");
+    let gate = report.payload().last().unwrap();
+    assert_eq!(gate.kind, "ARTIFACT_GATE");
+    assert!(
+        gate.content
+            .contains("acceptance.json: criterion 1 has no (or an empty) verify"),
+        "{}",
+        gate.content
+    );
+    assert!(
+        !gate.content.contains("architecture.md"),
+        "lean: not checked"
+    );
+    assert!(matches!(report.status, RunStatus::Failed { .. }));
+
+    // Passing: the worker runs.
+    let mut workers = FakeWorkers::default().with("tag", tagger);
+    workers.session = Some(files(
+        r#"[{"id": "AC-1", "description": "d", "verify": "v"}]"#,
+    ));
+    let report = execute(&wf, &workers).await;
+    assert_eq!(workers.visited(), ["n.code"]);
+    assert_eq!(report.status, RunStatus::Succeeded);
+
+    // A host without a session folder cannot pass a gate.
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let report = execute(&wf, &workers).await;
+    assert!(workers.visited().is_empty());
+    assert!(
+        report
+            .payload()
+            .last()
+            .unwrap()
+            .content
+            .contains("cannot be read")
     );
 }

@@ -239,6 +239,7 @@ impl Checker<'_> {
             self.err(format!("{}{at}", place.at(&["config"])), why);
         }
         self.block_settings(place, block);
+        self.artifact_gates(place, block);
         if let Some(group) = &block.parallel {
             if block.worker == super::EXTERNAL_WORKER {
                 self.err(
@@ -258,6 +259,38 @@ impl Checker<'_> {
         }
         for (i, t) in block.transitions.iter().enumerate() {
             self.transition(place, i, t);
+        }
+    }
+
+    /// Artifact gates guard a block a worker runs, once each, in a run
+    /// that keeps its session folder.
+    fn artifact_gates(&mut self, place: &BlockPlace<'_>, block: &Block) {
+        if block.artifact_gates.is_empty() {
+            return;
+        }
+        let at = place.at(&["artifact_gates"]);
+        if block.worker == super::EXTERNAL_WORKER
+            || crate::control::is_control(&block.worker)
+            || block.parallel.is_some()
+        {
+            self.err(
+                at.clone(),
+                "artifact gates guard a block one worker runs: not an `external`, control or parallel block".into(),
+            );
+        }
+        if self.wf.session_files == Some(false) {
+            self.err(
+                at.clone(),
+                "artifact gates read the session folder, which `\"session_files\": false` turns off".into(),
+            );
+        }
+        for (i, gate) in block.artifact_gates.iter().enumerate() {
+            if block.artifact_gates[..i].contains(gate) {
+                self.err(
+                    place.at(&["artifact_gates", &i.to_string()]),
+                    format!("`{}` is listed twice", gate.file_name()),
+                );
+            }
         }
     }
 

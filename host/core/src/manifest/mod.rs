@@ -93,6 +93,10 @@ pub struct Workflow {
     /// `agent`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_files: Option<bool>,
+    /// `full` (the default) or `lean`: a lean session writes no
+    /// `architecture.md`, so its artifact gate is not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_mode: Option<crate::agents::artifact_content::SessionMode>,
     /// The node whose entry block runs first.
     pub start_node: String,
     pub nodes: BTreeMap<String, Node>,
@@ -113,7 +117,7 @@ impl Workflow {
             self.nodes
                 .values()
                 .flat_map(|n| n.blocks.values())
-                .any(|b| b.worker == "agent")
+                .any(|b| b.worker == "agent" || !b.artifact_gates.is_empty())
         })
     }
 
@@ -224,6 +228,13 @@ pub struct Block {
     /// worktree, else a copy), and fan-in merges the lanes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel: Option<ParallelGroup>,
+    /// Session artifacts checked for content before the block runs
+    /// (`spec.md`, `acceptance.json`, `architecture.md`, `tasks.yaml`,
+    /// `status.json` in `.agents-work/<session>/`); a failed check makes
+    /// the block end with `SIGNAL:BLOCKED` and the reason, without running
+    /// its worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifact_gates: Vec<crate::agents::artifact_content::Artifact>,
 }
 
 /// How much one execution of a block may write into the workspace: the

@@ -248,3 +248,38 @@ fn a_plugin_comes_from_a_path_or_a_package_ref_never_both() {
         assert!(err.contains(place) && err.contains(says), "{plugin}: {err}");
     }
 }
+
+#[test]
+fn artifact_gates_guard_worker_blocks_with_a_session_folder() {
+    let gated = |extra: &str| {
+        minimal("END").replacen(
+            r#""worker":"echo","#,
+            &format!(r#""worker":"echo",{extra}"#),
+            1,
+        )
+    };
+    let wf = manifest(&gated(r#""artifact_gates":["spec.md","tasks.yaml"],"#)).unwrap();
+    assert!(wf.uses_session_files(), "gates keep the session folder");
+    for (text, says) in [
+        (
+            gated(r#""artifact_gates":["spec.md","spec.md"],"#),
+            "listed twice",
+        ),
+        (
+            gated(r#""artifact_gates":["notes.md"],"#),
+            "unknown variant `notes.md`",
+        ),
+        (
+            gated(r#""artifact_gates":["spec.md"],"#)
+                .replace(r#""start_node""#, r#""session_files":false,"start_node""#),
+            "turns off",
+        ),
+        (
+            gated(r#""artifact_gates":["spec.md"],"parallel":{"lanes":{"x":{}}},"#),
+            "not an `external`, control or parallel block",
+        ),
+    ] {
+        let err = manifest(&text).unwrap_err().to_string();
+        assert!(err.contains(says), "{text}: {err}");
+    }
+}
