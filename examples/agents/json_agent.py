@@ -5,7 +5,8 @@ It reads the universal input JSON from stdin and prints exactly one universal
 output JSON object on stdout, and nothing else (its note goes to stderr).
 --status picks the answer (OK, BLOCKED, NEEDS_INFO, NEEDS_DECISION, FAIL);
 --write PATH=CONTENT changes a file in the working directory (the workspace)
-and reports it in artifacts.files_changed. Input that is not a JSON object
+and reports it in artifacts.files_changed; `{session}` in PATH is the run's
+session folder (SESSION_DIR). Input that is not a JSON object
 with a `task` is answered with status FAIL, still as protocol JSON.
 
 Misbehaviours: --prose prints a sentence before the JSON, --trailing one
@@ -31,7 +32,7 @@ AGENTS = [
 CONTRACT = [
     "WORKFLOW_ID", "EXECUTION_ID", "NODE_ID", "STEP_INDEX", "FILE_RESTRICTIONS",
     "TELEMETRY_ENABLED", "TELEMETRY_URL", "OUTPUT_DIR", "PREVIOUS_BLOCK_ID",
-    "AGENT_PROMPT_FILE",
+    "AGENT_PROMPT_FILE", "SESSION_DIR",
 ]
 
 
@@ -113,6 +114,7 @@ def main(argv):
     changed = []
     if not problem:
         for path, content in args.write:
+            path = path.replace("{session}", os.environ.get("SESSION_DIR", "{session}"))
             parent = os.path.dirname(path)
             if parent:
                 os.makedirs(parent, exist_ok=True)

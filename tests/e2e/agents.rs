@@ -588,3 +588,86 @@ fn telemetry_an_agent_sends_lands_in_the_log_attributed_to_its_block() {
         "{text}"
     );
 }
+
+/// The contract's context files: each must exist before the agent runs;
+/// `{session}` in the input names the run's session folder, which agents
+/// also get as `SESSION_DIR`.
+#[test]
+fn a_missing_context_file_blocks_the_agent_before_it_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let dump = scratch.path().join("coder-context.json");
+    let wf = |spec_writes: &[&str]| {
+        let mut spec = vec![json_agent.clone()];
+        for w in spec_writes {
+            spec.extend(["--write".to_string(), w.to_string()]);
+        }
+        let coder = vec![
+            json_agent.clone(),
+            "--dump-context".into(),
+            dump.display().to_string(),
+        ];
+        let agent = |command: Vec<String>, files: serde_json::Value, next: &str| {
+            serde_json::json!({
+                "worker": "agent",
+                "config": {
+                    "command": command,
+                    "protocol": "json",
+                    "prompt_delivery": "argument",
+                    "input": {"task": {"id": "T-001", "title": "t", "goal": "g", "context_files": files}}
+                },
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": next},
+                    {"on_signal": "SIGNAL:BLOCKED", "action": "END"}
+                ]
+            })
+        };
+        serde_json::json!({
+            "id": "context",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "start_node": "team",
+            "nodes": {"team": {"entry_block": "spec", "blocks": {
+                "spec": agent(spec, serde_json::json!([]), "JUMP:code"),
+                "code": agent(coder, serde_json::json!(["{session}/spec.md", "{session}/architecture.md"]), "END")
+            }}}
+        })
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        scratch.path(),
+        "wf.json",
+        wf(&["{session}/spec.md=# Goals\\nx\\n"]),
+    );
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let text = payload_text(&report);
+    assert!(
+        text.contains("BLOCKED: context file `.agents-work/")
+            && text.contains("/architecture.md` is missing"),
+        "{text}"
+    );
+    assert!(!dump.exists(), "the agent ran without its context files");
+
+    let ws = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        scratch.path(),
+        "wf.json",
+        wf(&[
+            "{session}/spec.md=# Goals\\nx\\n",
+            "{session}/architecture.md=# Overview\\ny\\n",
+        ]),
+    );
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let seen: serde_json::Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
+    let session = seen["env"]["SESSION_DIR"].as_str().unwrap();
+    assert!(
+        session.starts_with(".agents-work/") && ws.path().join(session).is_dir(),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["input"]["task"]["context_files"][0],
+        format!("{session}/spec.md"),
+        "{seen}"
+    );
+}

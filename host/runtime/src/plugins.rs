@@ -407,11 +407,17 @@ impl PluginSet {
             Some(key) => key.agent_id(),
             None => format!("{}.{}", ctx.node_id, ctx.block_id),
         };
-        wasi.envs(&contract_env(ctx, &agent_id));
+        let mut guest_env = contract_env(ctx, &agent_id);
+        // The run's session folder, workspace-relative: the guest, its
+        // commands and its agents all work in the workspace.
+        if let Some(folder) = self.session_folder.lock().expect("not poisoned").clone() {
+            guest_env.push(("SESSION_DIR".into(), folder));
+        }
+        wasi.envs(&guest_env);
         let timeout = request
             .timeout
             .unwrap_or(self.runtime.config.default_timeout);
-        let mut env = contract_env(ctx, &agent_id);
+        let mut env = guest_env;
         // Commands run on the host: they see host paths.
         for (key, value) in env.iter_mut() {
             if key == "OUTPUT_DIR" {

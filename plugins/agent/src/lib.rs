@@ -14,7 +14,11 @@
 //! - `input` (json protocol): the universal input's fields; `task` is
 //!   required, `project_type` defaults to `mixed`, `repo_state` to an
 //!   unknown CI state, `tools_available` to `[]`, `artifact_list` to the
-//!   block's artifacts.
+//!   block's artifacts. `{session}` in any of its strings is the run's
+//!   session folder (`.agents-work/<session>`, from `SESSION_DIR`). Every
+//!   `task.context_files` entry must exist in the workspace before the
+//!   agent runs: a missing one ends the block `SIGNAL:BLOCKED` naming it,
+//!   and the agent is not run.
 //! - `on_violation`: `rollback` (default: changes outside the block's
 //!   file restrictions are undone) or `fail` (left in place; the block
 //!   fails).
@@ -133,10 +137,68 @@ fn input_json(config: &Config, ctx: &BlockContext) -> Result<Option<String>, Plu
             .map(|a| serde_json::Value::String(a.block_id.clone()))
             .collect(),
     );
+    let session = std::env::var("SESSION_DIR").ok();
     for (k, v) in input {
-        full.insert(k.clone(), v.clone());
+        full.insert(k.clone(), with_session(v, session.as_deref())?);
     }
     Ok(Some(serde_json::Value::Object(full).to_string()))
+}
+
+/// `value` with `{session}` in its strings replaced by the session folder.
+fn with_session(
+    value: &serde_json::Value,
+    session: Option<&str>,
+) -> Result<serde_json::Value, PluginError> {
+    use serde_json::Value;
+    Ok(match value {
+        Value::String(s) if s.contains("{session}") => match session {
+            Some(dir) => Value::String(s.replace("{session}", dir)),
+            None => {
+                return Err(PluginError::new(
+                    "bad-config",
+                    format!("`{s}` names `{{session}}`, but this run keeps no session folder"),
+                ));
+            }
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| with_session(v, session))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| Ok((k.clone(), with_session(v, session)?)))
+                .collect::<Result<_, PluginError>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// The first `task.context_files` entry that is not a file of the
+/// workspace (the current directory), with why; checked before the agent
+/// runs, as the contract requires.
+fn missing_context_file(input_json: &str) -> Option<String> {
+    let input: serde_json::Value = serde_json::from_str(input_json).ok()?;
+    let files = input["task"]["context_files"].as_array()?;
+    files.iter().find_map(|entry| {
+        let path = entry.as_str()?;
+        let escapes = std::path::Path::new(path).components().any(|c| {
+            !matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+        if path.is_empty() || escapes {
+            Some(format!(
+                "context file `{path}` is not a path inside the workspace"
+            ))
+        } else if !std::path::Path::new(path).is_file() {
+            Some(format!("context file `{path}` is missing"))
+        } else {
+            None
+        }
+    })
 }
 
 fn invocation(config: &Config, ctx: &BlockContext) -> Result<agent::AgentInvocation, PluginError> {
@@ -236,6 +298,18 @@ impl Worker for Agent {
     fn run(ctx: BlockContext, mut payload: Payload) -> Result<WorkerOutput, PluginError> {
         let config: Config = ctx.config()?;
         let invocation = invocation(&config, &ctx)?;
+        if let Some(why) = invocation
+            .input_json
+            .as_deref()
+            .and_then(missing_context_file)
+        {
+            log::warn(&format!("BLOCKED before the agent ran: {why}"));
+            payload.push(segment(
+                "AGENT_OUTPUT",
+                format!("BLOCKED: {why}; the agent was not run"),
+            ));
+            return Ok(WorkerOutput::new(payload, "SIGNAL:BLOCKED"));
+        }
         let report = agent::run(&invocation).map_err(|e| match e {
             wfhost_sdk::exec::ExecError::Refused(m) => PluginError::new("refused", m),
             wfhost_sdk::exec::ExecError::Invalid(m) => PluginError::new("invalid", m),
@@ -331,6 +405,45 @@ mod tests {
         let c = ctx(serde_json::json!({"command": ["a"], "input": {"task": {}}}));
         let config: Config = c.config().unwrap();
         assert!(input_json(&config, &c).is_err());
+    }
+
+    #[test]
+    fn session_placeholders_and_context_files() {
+        let input =
+            serde_json::json!({"task": {"context_files": ["{session}/spec.md", "README.md"]}});
+        let filled = with_session(&input, Some(".agents-work/2026-11-23_s")).unwrap();
+        assert_eq!(
+            filled["task"]["context_files"][0],
+            ".agents-work/2026-11-23_s/spec.md"
+        );
+        assert_eq!(filled["task"]["context_files"][1], "README.md");
+        let e = with_session(&input, None).unwrap_err();
+        assert!(
+            e.message.contains("keeps no session folder"),
+            "{}",
+            e.message
+        );
+
+        // Tests run in the crate's directory.
+        let files = |list: serde_json::Value| {
+            serde_json::json!({"task": {"context_files": list}}).to_string()
+        };
+        assert_eq!(
+            missing_context_file(&files(serde_json::json!(["Cargo.toml", "src/lib.rs"]))),
+            None
+        );
+        let why =
+            missing_context_file(&files(serde_json::json!(["Cargo.toml", "spec.md"]))).unwrap();
+        assert_eq!(why, "context file `spec.md` is missing");
+        for escaping in ["../Cargo.toml", "/etc/hostname", ""] {
+            let why = missing_context_file(&files(serde_json::json!([escaping]))).unwrap();
+            assert!(why.contains("not a path inside the workspace"), "{why}");
+        }
+        assert_eq!(missing_context_file(&files(serde_json::json!("src"))), None);
+        assert!(
+            missing_context_file(&files(serde_json::json!(["src"]))).is_some(),
+            "a directory is not a file"
+        );
     }
 
     #[test]
