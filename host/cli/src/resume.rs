@@ -224,10 +224,19 @@ fn continue_prepared(
 ) -> u8 {
     let output = exec.output();
     let files = SessionFiles::load(store, run, branch, &prepared.loaded.workflow);
-    let writer = match store.writer(&run.id, branch) {
+    let mut writer = match store.writer(&run.id, branch) {
         Ok(w) => w,
         Err(e) => return store_error(e),
     };
+    // Decisions that cannot be persisted in status.json: the run ends
+    // BLOCKED rather than going on.
+    if let Some(end) = files.as_ref().and_then(SessionFiles::blocked_end) {
+        if let Err(e) = writer.append_verified(std::slice::from_ref(&end)) {
+            return store_error(e);
+        }
+        report_error(end.describe());
+        return exit::RUN_FAILED;
+    }
     if !output.json {
         println!(
             "run {} branch {branch} of {} continues",
