@@ -12,7 +12,12 @@
 //! | `RETURN` | pop the return stack |
 //! | `END` | finish successfully |
 //! | `FAIL` / `FAIL:<reason>` | finish as failed |
-//! | `GATE` / `GATE:<prompt>` | wait for a human decision |
+//! | `GATE` / `GATE:<prompt>` | wait for a human decision (gate `UD-<N>`) |
+//! | `GATE:APPROVE_DESIGN[:<prompt>]` | the mandatory gate `UD-APPROVE-DESIGN` |
+//! | `GATE:REVIEW_STRATEGY[:<prompt>]` | the mandatory gate `UD-REVIEW-STRATEGY` |
+//!
+//! A well-known gate travels as the gate command's prompt (`gate(string)`
+//! in the WIT contract is unchanged): [`well_known_gate`] splits it.
 
 use crate::command::{BlockRef, EngineCommand};
 
@@ -27,6 +32,71 @@ pub enum ActionSyntaxError {
     UnexpectedArgument(String),
     #[error("`{action}`: `{target}` is not a valid block or node name")]
     BadTarget { action: String, target: String },
+}
+
+/// A mandatory workflow gate of seed 001, with a fixed decision id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WellKnownGate {
+    /// `UD-APPROVE-DESIGN`: `approved` or `changes-requested:<text>`.
+    ApproveDesign,
+    /// `UD-REVIEW-STRATEGY`: `per-batch` or `single-final`.
+    ReviewStrategy,
+}
+
+impl WellKnownGate {
+    pub const ALL: [WellKnownGate; 2] =
+        [WellKnownGate::ApproveDesign, WellKnownGate::ReviewStrategy];
+
+    /// The name written after `GATE:` (and the gate's `state_context`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WellKnownGate::ApproveDesign => "APPROVE_DESIGN",
+            WellKnownGate::ReviewStrategy => "REVIEW_STRATEGY",
+        }
+    }
+
+    /// The fixed decision (and gate) id.
+    pub fn decision_id(self) -> &'static str {
+        match self {
+            WellKnownGate::ApproveDesign => "UD-APPROVE-DESIGN",
+            WellKnownGate::ReviewStrategy => "UD-REVIEW-STRATEGY",
+        }
+    }
+
+    /// The question asked when the action gives none.
+    pub fn default_prompt(self) -> &'static str {
+        match self {
+            WellKnownGate::ApproveDesign => {
+                "Approve the design? Answer `approved` or `changes-requested:<what to change>`"
+            }
+            WellKnownGate::ReviewStrategy => {
+                "Review strategy? Answer `per-batch` or `single-final`"
+            }
+        }
+    }
+
+    /// The gate whose decision id is `id`.
+    pub fn from_decision_id(id: &str) -> Option<WellKnownGate> {
+        Self::ALL.into_iter().find(|g| g.decision_id() == id)
+    }
+}
+
+/// Split a gate command's prompt: `APPROVE_DESIGN` / `APPROVE_DESIGN:<prompt>`
+/// (likewise `REVIEW_STRATEGY`) names a well-known gate, with its default
+/// question when none follows; anything else is an ad-hoc gate's prompt.
+pub fn well_known_gate(prompt: &str) -> (Option<WellKnownGate>, &str) {
+    for gate in WellKnownGate::ALL {
+        if let Some(rest) = prompt.trim().strip_prefix(gate.name()) {
+            let question = match rest.strip_prefix(':') {
+                Some(q) if !q.trim().is_empty() => q.trim(),
+                Some(_) => gate.default_prompt(),
+                None if rest.is_empty() => gate.default_prompt(),
+                None => continue,
+            };
+            return (Some(gate), question);
+        }
+    }
+    (None, prompt)
 }
 
 /// Parse an action of the core grammar into an engine command.
@@ -139,6 +209,38 @@ mod tests {
             parse("GATE:ship it?").unwrap(),
             EngineCommand::Gate("ship it?".into())
         );
+    }
+
+    #[test]
+    fn well_known_gates_travel_in_the_prompt() {
+        assert_eq!(
+            parse("GATE:APPROVE_DESIGN:Is the design right?").unwrap(),
+            EngineCommand::Gate("APPROVE_DESIGN:Is the design right?".into())
+        );
+        assert_eq!(
+            well_known_gate("APPROVE_DESIGN:Is the design right?"),
+            (Some(WellKnownGate::ApproveDesign), "Is the design right?")
+        );
+        let (gate, question) = well_known_gate("REVIEW_STRATEGY");
+        assert_eq!(gate, Some(WellKnownGate::ReviewStrategy));
+        assert!(question.contains("per-batch"), "{question}");
+        assert_eq!(
+            well_known_gate("REVIEW_STRATEGY:  ").0,
+            Some(WellKnownGate::ReviewStrategy)
+        );
+        // Only the exact names, followed by nothing or a colon.
+        for adhoc in [
+            "APPROVE_DESIGNS",
+            "approve_design",
+            "ship it?",
+            "Approve: design",
+        ] {
+            assert_eq!(well_known_gate(adhoc), (None, adhoc), "{adhoc}");
+        }
+        for g in WellKnownGate::ALL {
+            assert_eq!(WellKnownGate::from_decision_id(g.decision_id()), Some(g));
+        }
+        assert_eq!(WellKnownGate::from_decision_id("UD-1"), None);
     }
 
     #[test]

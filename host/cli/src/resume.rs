@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use wfhost_core::event::{Decision, Event};
+use wfhost_core::actions::WellKnownGate;
+use wfhost_core::event::{Decision, Event, MAX_REASKS, parse_answer};
 use wfhost_core::state::{Phase, RunState};
 use wfhost_store::{RunLock, RunRecord, Store};
 
@@ -89,7 +90,9 @@ pub struct GateArgs {
     /// The gate, e.g. `UD-1` (`wfhost gates` lists the open ones).
     gate: String,
     /// `approved`, or `changes-requested:<what to change>`; at a fan-in
-    /// gate `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`.
+    /// gate `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`;
+    /// at `UD-REVIEW-STRATEGY` `per-batch` or `single-final`; at a
+    /// well-known gate also `defer:<reason>` (the run ends BLOCKED).
     answer: String,
     #[command(flatten)]
     exec: ExecOptions,
@@ -105,7 +108,11 @@ fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), u8
 
 fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
     // A fan-in gate's prompt asks for a lane (see `wfhost_core::parallel::fan_out`).
-    let forms = if prompt.contains("use-lane:") {
+    let forms = if gate_id == WellKnownGate::ReviewStrategy.decision_id() {
+        "`per-batch` or `single-final` (or `defer:<reason>`)"
+    } else if gate_id == WellKnownGate::ApproveDesign.decision_id() {
+        "`approved` or `changes-requested:<text>` (or `defer:<reason>`)"
+    } else if prompt.contains("use-lane:") {
         "`use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`"
     } else {
         "`approved` or `changes-requested:<text>`"
@@ -217,10 +224,19 @@ fn continue_prepared(
 ) -> u8 {
     let output = exec.output();
     let files = SessionFiles::load(store, run, branch, &prepared.loaded.workflow);
-    let writer = match store.writer(&run.id, branch) {
+    let mut writer = match store.writer(&run.id, branch) {
         Ok(w) => w,
         Err(e) => return store_error(e),
     };
+    // Decisions that cannot be persisted in status.json: the run ends
+    // BLOCKED rather than going on.
+    if let Some(end) = files.as_ref().and_then(SessionFiles::blocked_end) {
+        if let Err(e) = writer.append_verified(std::slice::from_ref(&end)) {
+            return store_error(e);
+        }
+        report_error(end.describe());
+        return exit::RUN_FAILED;
+    }
     if !output.json {
         println!(
             "run {} branch {branch} of {} continues",
@@ -278,14 +294,15 @@ pub fn fork(args: ForkArgs, global: &Global) -> u8 {
 pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
     // Gate ids are `UD-<n>`: `ud-1` names the same gate.
     args.gate = args.gate.trim().to_ascii_uppercase();
-    // The answer is checked before anything is opened or locked.
-    let decision: Decision = match args.answer.parse() {
-        Ok(d) => d,
-        Err(e) => {
-            report_error(e);
-            return exit::BAD_INPUT;
-        }
-    };
+    // The answer is checked before anything is opened or locked; an
+    // invalid answer to a mandatory (well-known) gate is recorded below:
+    // the gate is asked again, at most `MAX_REASKS` times.
+    let mandatory = WellKnownGate::from_decision_id(&args.gate).is_some();
+    let parsed = parse_answer(&args.gate, &args.answer);
+    if let (Err(e), false) = (&parsed, mandatory) {
+        report_error(e);
+        return exit::BAD_INPUT;
+    }
     let (mut store, run, _lock) = match open_run(global, &args.run) {
         Ok(x) => x,
         Err(code) => return code,
@@ -325,6 +342,21 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
         return exit::BAD_INPUT;
     };
     let output = args.exec.output();
+    let reasks = state.gates.get(&args.gate).map_or(0, |g| g.reasks);
+    let decision = match parsed {
+        Ok(d) => d,
+        Err(why) if reasks < MAX_REASKS => {
+            return reask(&mut store, &run, branch, &state, &args, why, reasks + 1);
+        }
+        // The re-ask budget is spent: the decision is cancelled and the
+        // run ends BLOCKED.
+        Err(why) => Decision::Cancelled {
+            reason: format!(
+                "no valid answer after {MAX_REASKS} re-asks; the last, `{}`, was invalid: {why}",
+                args.answer
+            ),
+        },
+    };
     let event = Event::GateAnswered {
         gate_id: args.gate.clone(),
         decision: decision.clone(),
@@ -362,4 +394,49 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
         &args.exec,
         prepared,
     )
+}
+
+/// Record an invalid answer to mandatory gate `args.gate` (the gate stays
+/// open and is asked again) and say why it was refused.
+fn reask(
+    store: &mut Store,
+    run: &RunRecord,
+    branch: u32,
+    state: &RunState,
+    args: &GateArgs,
+    why: String,
+    nth: u32,
+) -> u8 {
+    let event = Event::GateReasked {
+        gate_id: args.gate.clone(),
+        answer: args.answer.clone(),
+        reason: why.clone(),
+    };
+    let mut next = state.clone();
+    if let Err(e) = next.apply(&event) {
+        report_error(e);
+        return exit::BAD_INPUT;
+    }
+    {
+        let mut writer = match store.writer(&run.id, branch) {
+            Ok(w) => w,
+            Err(e) => return store_error(e),
+        };
+        if let Err(e) = writer.append_verified(std::slice::from_ref(&event)) {
+            return store_error(e);
+        }
+    }
+    // The session folder shows the gate still pending.
+    SessionFiles::load_pinned(store, run, branch);
+    let left = MAX_REASKS - nth;
+    let then = if left == 0 {
+        "the next invalid answer cancels the decision and the run ends BLOCKED (mandatory_user_decision_missing)".to_string()
+    } else {
+        format!("{left} more invalid answers are asked again, then the decision is cancelled")
+    };
+    report_error(format!(
+        "{why}\ngate {} of run {} stays open and is asked again ({nth} of {MAX_REASKS}); {then}",
+        args.gate, run.id
+    ));
+    exit::BAD_INPUT
 }

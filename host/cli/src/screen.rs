@@ -85,6 +85,7 @@ impl Screen {
             Event::LaneCompleted { .. } => self.lane(event),
             Event::Resumed { .. }
             | Event::GateAnswered { .. }
+            | Event::GateReasked { .. }
             | Event::LaneConflictDetected { .. }
             | Event::FanInWaiting { .. }
             | Event::FanInCompleted { .. }

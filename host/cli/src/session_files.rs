@@ -13,15 +13,27 @@
 //! id and its workflow ([`run_session_name`]); a run writes only to its own
 //! folder, so earlier sessions are never touched. The files are a
 //! dashboard, not part of the run: a failure to write them prints one
-//! warning and the run goes on. While the lanes of a parallel block run,
-//! the files are left as they are (a lane copied from the workspace
-//! measures its changes against it).
+//! warning and the run goes on — except when the user decisions changed
+//! (a gate opened, answered, asked again): then `status.json` is read back
+//! and checked after the write, the write retried up to
+//! [`WRITE_ATTEMPTS`] times, and if it still fails the run ends BLOCKED
+//! (`status_json_persistence`) instead of going on silently. While the
+//! lanes of a parallel block run, the files are left as they are (a lane
+//! copied from the workspace measures its changes against it).
+//!
+//! `approve-design-history.jsonl` (one line per `changes-requested`
+//! answer to `UD-APPROVE-DESIGN`) is derived from the log like the rest:
+//! written whole whenever it grew, so each answer is in it exactly once
+//! however often the run crashed and resumed.
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
+use wfhost_core::agents::session_artifacts::{
+    APPROVE_DESIGN_HISTORY, PERSISTENCE_BLOCKER, SessionStatus, UserDecision, render_history,
+};
 use wfhost_core::agents::session_projection::{SessionProjection, iso_utc, run_session_name};
-use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
+use wfhost_core::event::{Event, EventSink, Outcome, QueuedJob, SinkError, blocked_reason};
 use wfhost_core::manifest::Workflow;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::{RunRecord, Store, StoredEvent};
@@ -30,6 +42,10 @@ use crate::execute::PrintingSink;
 
 /// The folder, under the workspace, that holds the session folders.
 pub const AGENTS_WORK: &str = ".agents-work";
+
+/// How many times `status.json` is written (and read back) when the user
+/// decisions changed, before the run ends BLOCKED.
+pub const WRITE_ATTEMPTS: usize = 3;
 
 /// A sink that can say when it recorded the events of its last `append`
 /// (unix ms, one per event); an empty answer means "now".
@@ -51,6 +67,13 @@ pub struct SessionFiles {
     tasks_written: Option<String>,
     /// Whether the last write failed (and was reported).
     failing: bool,
+    /// The user decisions last verified on disk.
+    decisions_verified: Vec<UserDecision>,
+    /// The history file last written.
+    history_written: Option<String>,
+    /// Why the first write (of [`SessionFiles::load`]) could not persist
+    /// changed user decisions.
+    unpersisted: Option<String>,
 }
 
 impl SessionFiles {
@@ -76,7 +99,9 @@ impl SessionFiles {
         };
         let mut files =
             SessionFiles::for_history(Path::new(&run.workspace), run, branch, workflow, &chain);
-        files.write();
+        if let Err(e) = files.write() {
+            files.unpersisted = Some(e);
+        }
         Some(files)
     }
 
@@ -120,50 +145,89 @@ impl SessionFiles {
             projection,
             tasks_written: None,
             failing: false,
+            decisions_verified: Vec::new(),
+            history_written: None,
+            unpersisted: None,
         }
     }
 
     /// Fold events recorded at `times` (unix ms; missing times are now)
-    /// and rewrite the files.
-    pub fn record(&mut self, events: &[Event], times: &[i64]) {
+    /// and rewrite the files; an error is a persistence failure of changed
+    /// user decisions (see [`SessionFiles::write`]).
+    pub fn record(&mut self, events: &[Event], times: &[i64]) -> Result<(), String> {
         let now = wfhost_store::time::now_ms();
         for (i, event) in events.iter().enumerate() {
             let at = times.get(i).copied().unwrap_or(now);
             self.projection.apply(event, &iso_utc(at));
         }
-        self.write();
+        self.write()
     }
 
-    /// Rewrite both files; a failure is reported once and then only again
-    /// after a write succeeded.
-    pub fn write(&mut self) {
+    /// The end of a run whose changed user decisions could not be
+    /// persisted when the files were loaded, if that happened: the caller
+    /// records it instead of going on.
+    pub fn blocked_end(&self) -> Option<Event> {
+        let why = self.unpersisted.as_ref()?;
+        (!self.finished()).then(|| Event::RunFinished {
+            outcome: Outcome::Failed {
+                reason: blocked_reason(PERSISTENCE_BLOCKER, why),
+            },
+        })
+    }
+
+    /// Whether the run the files describe has ended.
+    pub fn finished(&self) -> bool {
+        self.projection.finished()
+    }
+
+    /// Rewrite the files. A failure is reported once and then only again
+    /// after a write succeeded — unless the user decisions changed since
+    /// they were last verified on disk: then the write is read back and
+    /// retried up to [`WRITE_ATTEMPTS`] times, and the error returned.
+    pub fn write(&mut self) -> Result<(), String> {
         // Lanes isolated by a copy measure their changes against the main
         // workspace: it must not change while they run. The first write
         // after the last lane completed catches up.
         if self.projection.lanes_running() {
-            return;
+            return Ok(());
         }
-        match self.try_write() {
-            Ok(()) => self.failing = false,
-            Err(e) => {
-                if !self.failing {
-                    warn(&format!(
-                        "session files in {} not updated ({e}); the run goes on",
-                        self.dir.display()
-                    ));
+        let status = self.projection.status();
+        let critical = status.user_decisions != self.decisions_verified;
+        let attempts = if critical { WRITE_ATTEMPTS } else { 1 };
+        let mut last = String::new();
+        for _ in 0..attempts {
+            match self.try_write(&status) {
+                Ok(()) => {
+                    self.failing = false;
+                    self.decisions_verified = status.user_decisions;
+                    return Ok(());
                 }
-                self.failing = true;
+                Err(e) => last = e,
             }
         }
+        if critical {
+            return Err(format!(
+                "status.json in {} could not be written and verified after {WRITE_ATTEMPTS} attempts ({last}); the user decisions are in the run's log: make the folder writable and `wfhost fork` the run from its last snapshot",
+                self.dir.display()
+            ));
+        }
+        if !self.failing {
+            warn(&format!(
+                "session files in {} not updated ({last}); the run goes on",
+                self.dir.display()
+            ));
+        }
+        self.failing = true;
+        Ok(())
     }
 
-    fn try_write(&mut self) -> Result<(), String> {
-        let status = self.projection.status();
+    fn try_write(&mut self, status: &SessionStatus) -> Result<(), String> {
         status
             .validate()
             .map_err(|e| format!("status.json would not be valid: {e}"))?;
-        let json = serde_json::to_string_pretty(&status).map_err(|e| e.to_string())? + "\n";
+        let json = serde_json::to_string_pretty(status).map_err(|e| e.to_string())? + "\n";
         let tasks = self.projection.tasks_yaml();
+        let history = render_history(self.projection.approve_design_history());
         let (Some(workspace), Some(session)) = (
             self.dir.parent().and_then(Path::parent),
             self.dir.file_name().and_then(|n| n.to_str()),
@@ -183,7 +247,24 @@ impl SessionFiles {
             write("tasks.yaml", tasks.as_bytes())?;
             self.tasks_written = Some(tasks);
         }
-        write("status.json", json.as_bytes())
+        // The audit trail before the decision that follows from it.
+        if !history.is_empty() && self.history_written.as_deref() != Some(history.as_str()) {
+            write(APPROVE_DESIGN_HISTORY, history.as_bytes())?;
+            self.history_written = Some(history);
+        }
+        write("status.json", json.as_bytes())?;
+        // Read-after-write: the file parses and holds these decisions.
+        let rel = format!("{AGENTS_WORK}/{session}/status.json");
+        let back = wfhost_core::workspace::read_file(workspace, &rel, 16 << 20)
+            .map_err(|e| format!("status.json read back: {e}"))?;
+        let read: SessionStatus = serde_json::from_slice(&back)
+            .map_err(|e| format!("status.json read back does not parse: {e}"))?;
+        read.validate()
+            .map_err(|e| format!("status.json read back is not valid: {e}"))?;
+        if read.user_decisions != status.user_decisions {
+            return Err("status.json read back holds other user decisions".into());
+        }
+        Ok(())
     }
 }
 
@@ -213,12 +294,27 @@ impl<S> SessionSink<S> {
     }
 }
 
-impl<S: Recorded> SessionSink<S> {
+impl<S: EventSink + Recorded> SessionSink<S> {
     /// Bring the session files up to date with `events`, just recorded.
-    fn record(&mut self, events: &[Event]) {
-        if let Some(files) = &mut self.files {
-            files.record(events, &self.inner.recorded_at());
+    /// When changed user decisions cannot be persisted, the run ends
+    /// BLOCKED: its end is recorded and the engine stopped with the error.
+    fn record(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        let Some(files) = &mut self.files else {
+            return Ok(());
+        };
+        let Err(e) = files.record(events, &self.inner.recorded_at()) else {
+            return Ok(());
+        };
+        if !files.finished() {
+            let end = Event::RunFinished {
+                outcome: Outcome::Failed {
+                    reason: blocked_reason(PERSISTENCE_BLOCKER, &e),
+                },
+            };
+            self.inner.append(std::slice::from_ref(&end))?;
+            let _ = files.record(std::slice::from_ref(&end), &self.inner.recorded_at());
         }
+        Err(SinkError(format!("the run ends BLOCKED: {e}")))
     }
 }
 
@@ -239,14 +335,12 @@ impl<S> DerefMut for SessionSink<S> {
 impl<S: EventSink + Recorded> EventSink for SessionSink<S> {
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
         self.inner.append(events)?;
-        self.record(events);
-        Ok(())
+        self.record(events)
     }
 
     fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
         self.inner.append_with_job(events, job)?;
-        self.record(events);
-        Ok(())
+        self.record(events)
     }
 
     fn new_gate_id(&mut self) -> Result<String, SinkError> {
@@ -369,7 +463,7 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let mut files =
             SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
-        files.write();
+        files.write().unwrap();
         let dir = files.dir.clone();
         assert_eq!(
             dir,
@@ -406,16 +500,18 @@ mod tests {
             SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
         let dir = files.dir.clone();
         let started = the_rest().remove(0);
-        files.record(&[started], &[T0 + 1000]);
+        files.record(&[started], &[T0 + 1000]).unwrap();
         let before = std::fs::read(dir.join("status.json")).unwrap();
-        files.record(
-            &[Event::LanesStarted {
-                step: 0,
-                lanes: vec!["x".into(), "y".into()],
-                merge_strategy: Default::default(),
-            }],
-            &[T0 + 2000],
-        );
+        files
+            .record(
+                &[Event::LanesStarted {
+                    step: 0,
+                    lanes: vec!["x".into(), "y".into()],
+                    merge_strategy: Default::default(),
+                }],
+                &[T0 + 2000],
+            )
+            .unwrap();
         let lane = |name: &str| Event::LaneCompleted {
             step: 0,
             lane: name.into(),
@@ -428,9 +524,9 @@ mod tests {
             duration_us: 1,
             log: vec![],
         };
-        files.record(&[lane("y")], &[T0 + 3000]);
+        files.record(&[lane("y")], &[T0 + 3000]).unwrap();
         assert_eq!(std::fs::read(dir.join("status.json")).unwrap(), before);
-        files.record(&[lane("x")], &[T0 + 4000]);
+        files.record(&[lane("x")], &[T0 + 4000]).unwrap();
         assert_eq!(status(&dir).last_update, "2026-11-22T10:15:07Z");
     }
 
@@ -454,11 +550,137 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         let mut files =
             SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
-        files.write();
+        files.write().unwrap();
         let dir = files.dir.clone();
         let before = std::fs::read(dir.join("status.json")).unwrap();
         let mut sink = SessionSink::new(Refusing, Some(files));
         assert!(sink.append(&the_rest()).is_err());
         assert_eq!(std::fs::read(dir.join("status.json")).unwrap(), before);
+    }
+
+    fn gate_events(answer: &str) -> Vec<Event> {
+        let mut events = the_rest();
+        events.pop();
+        events.push(Event::ActionTaken {
+            step: 0,
+            action: "GATE:APPROVE_DESIGN".into(),
+            command: CommandRecord::Gate {
+                prompt: "Approve?".into(),
+            },
+            gate_id: Some("UD-APPROVE-DESIGN".into()),
+            fallback_for: None,
+        });
+        events.push(Event::GateAnswered {
+            gate_id: "UD-APPROVE-DESIGN".into(),
+            decision: wfhost_core::event::parse_answer("UD-APPROVE-DESIGN", answer).unwrap(),
+        });
+        events
+    }
+
+    #[test]
+    fn changed_decisions_that_cannot_be_persisted_end_the_run_blocked() {
+        let ws = tempfile::tempdir().unwrap();
+        // `.agents-work` is a file: no session folder can be made.
+        std::fs::write(ws.path().join(AGENTS_WORK), "in the way").unwrap();
+        let files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        let events = gate_events("approved");
+        // Without decisions, a failed write is only a warning.
+        sink.append(&events[..2]).unwrap();
+        // The gate opens: a decision to persist; it cannot be.
+        let err = sink.append(&events[2..3]).unwrap_err();
+        assert!(
+            err.0.contains("BLOCKED") && err.0.contains("status.json"),
+            "{}",
+            err.0
+        );
+        let Some(Event::RunFinished {
+            outcome: Outcome::Failed { reason },
+        }) = sink.events.last()
+        else {
+            panic!("the run's end is recorded: {:?}", sink.events.last())
+        };
+        assert_eq!(
+            wfhost_core::event::blocker_of(reason),
+            Some(PERSISTENCE_BLOCKER),
+            "{reason}"
+        );
+        assert!(reason.contains("3 attempts"), "{reason}");
+    }
+
+    #[test]
+    fn a_read_only_session_folder_blocks_a_decision() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        files.write().unwrap();
+        let dir = files.dir.clone();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        if std::fs::write(dir.join("probe"), "x").is_ok() {
+            // Running as root: permissions do not stop the write.
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            eprintln!("skipped: the session folder stays writable for this user");
+            return;
+        }
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        let events = gate_events("approved");
+        let result = sink.append(&events[..3]);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(result.is_err());
+        assert!(matches!(
+            sink.events.last(),
+            Some(Event::RunFinished { .. })
+        ));
+    }
+
+    #[test]
+    fn decisions_are_read_back_and_the_history_written_once() {
+        let ws = tempfile::tempdir().unwrap();
+        let files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        let dir = files.dir.clone();
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        let events = gate_events("changes-requested: fewer modules");
+        sink.append(&events).unwrap();
+        let s = status(&dir);
+        assert_eq!(s.user_decisions[0].decision_id, "UD-APPROVE-DESIGN");
+        assert_eq!(
+            s.gate_tracking.unwrap().approve_design.correction_status,
+            wfhost_core::agents::session_artifacts::CorrectionStatus::Queued
+        );
+        let trail = std::fs::read_to_string(dir.join(APPROVE_DESIGN_HISTORY)).unwrap();
+        assert_eq!(trail.lines().count(), 1, "{trail}");
+        let line: serde_json::Value = serde_json::from_str(trail.trim()).unwrap();
+        assert_eq!(line["decision_id"], "UD-APPROVE-DESIGN");
+        assert_eq!(line["answer"], "changes-requested:fewer modules");
+        assert_eq!(line["state_context"], "APPROVE_DESIGN");
+        assert!(line["at"].as_str().unwrap().ends_with('Z'));
+        // A crash and a resume: the files are folded again from the whole
+        // log; the history still holds the answer once.
+        let mut stored = history_stored(&events);
+        stored.splice(0..0, history());
+        let mut again =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &stored);
+        again.write().unwrap();
+        again.write().unwrap();
+        let after = std::fs::read_to_string(dir.join(APPROVE_DESIGN_HISTORY)).unwrap();
+        assert_eq!(after.lines().count(), 1, "{after}");
+    }
+
+    fn history_stored(events: &[Event]) -> Vec<StoredEvent> {
+        events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| StoredEvent {
+                seq: i as u64 + 2,
+                branch: 1,
+                parent: None,
+                at: T0 + 1000 * (i as i64 + 1),
+                snapshot: None,
+                event: e.clone(),
+            })
+            .collect()
     }
 }

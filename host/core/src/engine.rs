@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::command::{BlockRef, EngineCommand};
 use crate::context::{AssembledContext, Metadata};
-use crate::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta, QueuedJob, SinkError};
+use crate::event::{
+    CommandRecord, Decision, Event, EventSink, Outcome, PayloadDelta, QueuedJob, SinkError,
+};
 use crate::manifest::{Block, Node, Workflow};
 use crate::payload::{BlockContext, ContextSegment, ExecutionPayload, Statistics, WorkerOutput};
 pub use crate::state::BlockStatistics;
@@ -1095,6 +1097,27 @@ async fn take_transition<A: ActionInterpreter>(
     failure: Option<String>,
 ) -> Result<(), EngineError> {
     let here = format!("{node_id}.{block_id}");
+    // A mandatory gate's decision was cancelled: the run ends BLOCKED,
+    // whatever the block's transitions say.
+    if signal == transitions::GATE_CANCELLED {
+        let detail = state
+            .gates
+            .values()
+            .filter_map(|g| match &g.decision {
+                Some(Decision::Cancelled { reason }) => Some(format!(
+                    "decision {} of `{here}` cancelled: {reason}",
+                    g.gate_id
+                )),
+                _ => None,
+            })
+            .next_back()
+            .unwrap_or_else(|| format!("a mandatory decision of `{here}` was cancelled"));
+        return finish(
+            state,
+            sink,
+            crate::event::blocked_reason(crate::event::MANDATORY_DECISION_MISSING, &detail),
+        );
+    }
     let Some((_, block)) = lookup(workflow, &node_id, &block_id) else {
         return finish(state, sink, format!("block `{here}` does not exist"));
     };
@@ -1235,10 +1258,19 @@ async fn take_transition<A: ActionInterpreter>(
         }
         EngineCommand::End => CommandRecord::End,
         EngineCommand::Fail(reason) => CommandRecord::Fail { reason },
-        EngineCommand::Gate(prompt) => {
-            gate_id = Some(sink.new_gate_id()?);
-            CommandRecord::Gate { prompt }
-        }
+        EngineCommand::Gate(prompt) => match crate::actions::well_known_gate(&prompt) {
+            // A mandatory gate has its fixed id, the same each time it opens.
+            (Some(gate), question) => {
+                gate_id = Some(gate.decision_id().to_string());
+                CommandRecord::Gate {
+                    prompt: question.to_string(),
+                }
+            }
+            (None, _) => {
+                gate_id = Some(sink.new_gate_id()?);
+                CommandRecord::Gate { prompt }
+            }
+        },
     };
     emit(
         state,

@@ -30,7 +30,11 @@ use crate::text::count;
 /// - 4: external blocks (`external_awaited`, `inputs_merged`,
 ///   `checkpointed`): a run resting until an MCP client performs a block.
 ///   Formats 1 to 3 are subsets.
-pub const EVENT_FORMAT: u32 = 4;
+/// - 5: well-known gates (`UD-APPROVE-DESIGN`, `UD-REVIEW-STRATEGY`, which
+///   may open again), their answers (`strategy`, `cancelled`) and
+///   `gate_reasked` (an invalid answer to a mandatory gate, recorded; the
+///   gate stays open). Formats 1 to 4 are subsets.
+pub const EVENT_FORMAT: u32 = 5;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -107,6 +111,16 @@ pub enum Event {
     },
     /// A human answered an open gate.
     GateAnswered { gate_id: String, decision: Decision },
+    /// A human's answer to a mandatory (well-known) gate was not valid:
+    /// the gate stays open and the same question is asked again, at most
+    /// [`MAX_REASKS`] times.
+    GateReasked {
+        gate_id: String,
+        /// The answer as given.
+        answer: String,
+        /// Why it is not valid.
+        reason: String,
+    },
     /// The run rests at a block whose worker is `external`: a client of
     /// `wfhost mcp` performs it and advances the run with its output.
     /// Nothing has started: the block's start and completion are recorded
@@ -237,6 +251,7 @@ impl Event {
             Event::BlockCompleted { .. } => "block_completed",
             Event::ActionTaken { .. } => "action_taken",
             Event::GateAnswered { .. } => "gate_answered",
+            Event::GateReasked { .. } => "gate_reasked",
             Event::ExternalAwaited { .. } => "external_awaited",
             Event::InputsMerged { .. } => "inputs_merged",
             Event::Checkpointed { .. } => "checkpointed",
@@ -339,6 +354,9 @@ impl Event {
             Event::GateAnswered { gate_id, decision } => {
                 format!("gate {gate_id} answered: {decision}")
             }
+            Event::GateReasked {
+                gate_id, reason, ..
+            } => format!("gate {gate_id} asked again: {reason}"),
             Event::ExternalAwaited {
                 step, node, block, ..
             } => format!("[{step}] {node}.{block} waits for an MCP client to perform it"),
@@ -538,6 +556,144 @@ pub enum Decision {
     },
     /// A fan-in gate's conflicts were resolved by hand in the workspace.
     Resolved,
+    /// The answer to `UD-REVIEW-STRATEGY`, canonical.
+    Strategy {
+        strategy: ReviewStrategy,
+    },
+    /// A mandatory gate's decision given up: the user deferred or
+    /// cancelled it, or gave no valid answer within [`MAX_REASKS`]
+    /// re-asks. The run ends blocked ([`MANDATORY_DECISION_MISSING`]).
+    Cancelled {
+        reason: String,
+    },
+}
+
+/// The canonical answers to `UD-REVIEW-STRATEGY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReviewStrategy {
+    PerBatch,
+    SingleFinal,
+}
+
+impl ReviewStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewStrategy::PerBatch => "per-batch",
+            ReviewStrategy::SingleFinal => "single-final",
+        }
+    }
+
+    /// The canonical strategy an answer means: `per-batch` or
+    /// `single-final`, or an obvious synonym (case, spaces, dashes and
+    /// underscores do not matter): `per batch`, `batch`, `batches`, `each
+    /// batch`, `every batch`, `after each batch`, `batch by batch`; `single
+    /// final`, `single`, `final`, `final review`, `single review`, `one
+    /// final review`, `once`, `at the end`, `once at the end`.
+    pub fn normalise(answer: &str) -> Option<ReviewStrategy> {
+        let words: Vec<String> = answer
+            .to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let words = match words.as_slice() {
+            ["review", rest @ ..] => rest,
+            all => all,
+        };
+        match words.join(" ").as_str() {
+            "per batch" | "batch" | "batches" | "each batch" | "every batch"
+            | "after each batch" | "batch by batch" | "per batch review" => {
+                Some(ReviewStrategy::PerBatch)
+            }
+            "single final"
+            | "single"
+            | "final"
+            | "final review"
+            | "single review"
+            | "single final review"
+            | "one final review"
+            | "once"
+            | "at the end"
+            | "once at the end" => Some(ReviewStrategy::SingleFinal),
+            _ => None,
+        }
+    }
+}
+
+/// How many times an invalid answer to a mandatory gate is asked again;
+/// the next invalid answer cancels the decision and blocks the run.
+pub const MAX_REASKS: u32 = 3;
+
+/// The blocker of a run that ended for want of a mandatory decision.
+pub const MANDATORY_DECISION_MISSING: &str = "mandatory_user_decision_missing";
+
+/// The failure reason of a run that ends BLOCKED by `blocker` (seed 001's
+/// BLOCKED state): `BLOCKED <blocker>: <detail>`.
+pub fn blocked_reason(blocker: &str, detail: &str) -> String {
+    format!("BLOCKED {blocker}: {detail}")
+}
+
+/// The blocker of a run that failed with `reason`, if it ended BLOCKED.
+pub fn blocker_of(reason: &str) -> Option<&str> {
+    let rest = reason.strip_prefix("BLOCKED ")?;
+    let (blocker, _) = rest.split_once(": ")?;
+    (!blocker.is_empty() && blocker.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        .then_some(blocker)
+}
+
+/// Parse `answer` as the answer to gate `gate_id`. A well-known gate has
+/// its own grammar: `UD-APPROVE-DESIGN` takes an answer that starts with
+/// `approved` or `changes-requested:<text>`, `UD-REVIEW-STRATEGY` a
+/// strategy ([`ReviewStrategy::normalise`]); both also `defer[:<reason>]`
+/// or `cancel[:<reason>]`, which cancels the decision (and blocks the
+/// run). Every other gate takes what [`Decision::from_str`] does.
+pub fn parse_answer(gate_id: &str, answer: &str) -> Result<Decision, String> {
+    use wfhost_actions::grammar::WellKnownGate;
+    let Some(gate) = WellKnownGate::from_decision_id(gate_id) else {
+        return answer.parse();
+    };
+    let trimmed = answer.trim();
+    for (verb, what) in [("defer", "deferred"), ("cancel", "cancelled")] {
+        let rest = trimmed.strip_prefix(verb);
+        if let Some(rest) = rest.filter(|r| r.is_empty() || r.starts_with(':')) {
+            let why = rest.trim_start_matches(':').trim();
+            return Ok(Decision::Cancelled {
+                reason: if why.is_empty() {
+                    format!("user {what} the decision")
+                } else {
+                    format!("user {what}: {why}")
+                },
+            });
+        }
+    }
+    match gate {
+        WellKnownGate::ApproveDesign => {
+            if let Some(rest) = trimmed.strip_prefix("approved")
+                && !rest.starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_')
+            {
+                return Ok(Decision::Approved);
+            }
+            if trimmed.starts_with("changes-requested:") {
+                return trimmed.parse().map_err(|_: String| {
+                    format!(
+                        "`{answer}` is not an answer to {gate_id}: `changes-requested:` needs what to change after the colon (or answer `approved`)"
+                    )
+                });
+            }
+            Err(format!(
+                "`{answer}` is not an answer to {gate_id}: it must start with `approved` or `changes-requested:<what to change>` (or `defer:<reason>` to give the decision up)"
+            ))
+        }
+        WellKnownGate::ReviewStrategy => ReviewStrategy::normalise(trimmed)
+            .map(|strategy| Decision::Strategy { strategy })
+            .ok_or_else(|| {
+                format!(
+                    "`{answer}` is not an answer to {gate_id}: answer `per-batch` or `single-final` (or `defer:<reason>` to give the decision up)"
+                )
+            }),
+    }
 }
 
 impl Decision {
@@ -548,6 +704,9 @@ impl Decision {
             Decision::ChangesRequested { .. } => crate::transitions::GATE_CHANGES_REQUESTED,
             // A fan-in gate resumes its block, not a transition.
             Decision::UseLane { .. } | Decision::Resolved => crate::transitions::GATE_APPROVED,
+            // The strategy itself is in the payload (`GATE_DECISION`).
+            Decision::Strategy { .. } => crate::transitions::GATE_APPROVED,
+            Decision::Cancelled { .. } => crate::transitions::GATE_CANCELLED,
         }
     }
 
@@ -623,6 +782,8 @@ impl std::fmt::Display for Decision {
         match self {
             Decision::Approved => f.write_str("approved"),
             Decision::Resolved => f.write_str("resolved"),
+            Decision::Strategy { strategy } => f.write_str(strategy.as_str()),
+            Decision::Cancelled { reason } => write!(f, "cancelled: {reason}"),
             Decision::ChangesRequested { text } => write!(f, "changes-requested:{text}"),
             Decision::UseLane {
                 all: Some(lane),
@@ -767,20 +928,30 @@ pub fn gate_id(n: usize) -> String {
     format!("UD-{n}")
 }
 
-/// How many gates `events` opened.
+/// The number of a sequential gate id `UD-<N>`; `None` for a well-known
+/// id or anything else.
+pub fn gate_number(id: &str) -> Option<usize> {
+    id.strip_prefix("UD-")
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))?
+        .parse()
+        .ok()
+}
+
+/// The highest sequential gate number `events` opened (0 when none), so
+/// that the next ad-hoc gate is `UD-<highest + 1>`; well-known gates
+/// (`UD-APPROVE-DESIGN`, …) do not count.
 pub fn count_gates<'a>(events: impl IntoIterator<Item = &'a Event>) -> usize {
     events
         .into_iter()
-        .filter(|e| {
-            matches!(
-                e,
-                Event::ActionTaken {
-                    gate_id: Some(_),
-                    ..
-                } | Event::FanInWaiting { .. }
-            )
+        .filter_map(|e| match e {
+            Event::ActionTaken {
+                gate_id: Some(id), ..
+            }
+            | Event::FanInWaiting { gate_id: id, .. } => gate_number(id),
+            _ => None,
         })
-        .count()
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -840,6 +1011,131 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn well_known_gates_have_their_own_grammar() {
+        let approve = |a: &str| parse_answer("UD-APPROVE-DESIGN", a);
+        assert_eq!(approve("approved"), Ok(Decision::Approved));
+        assert_eq!(approve("  approved: ship it "), Ok(Decision::Approved));
+        assert_eq!(approve("approved, nice"), Ok(Decision::Approved));
+        assert_eq!(
+            approve("changes-requested: split module X"),
+            Ok(Decision::ChangesRequested {
+                text: "split module X".into()
+            })
+        );
+        for bad in [
+            "",
+            "yes",
+            "approvedly",
+            "Approved",
+            "changes-requested:",
+            "lgtm",
+            "per-batch",
+        ] {
+            let err = approve(bad).unwrap_err();
+            assert!(
+                err.contains("UD-APPROVE-DESIGN") && err.contains("approved"),
+                "{bad}: {err}"
+            );
+        }
+        assert_eq!(
+            approve("defer: next sprint"),
+            Ok(Decision::Cancelled {
+                reason: "user deferred: next sprint".into()
+            })
+        );
+        assert!(matches!(approve("cancel"), Ok(Decision::Cancelled { .. })));
+        assert!(approve("deferred").is_err());
+
+        let strategy = |a: &str| parse_answer("UD-REVIEW-STRATEGY", a);
+        for per_batch in [
+            "per-batch",
+            "per batch",
+            "Per_Batch",
+            "batch",
+            "each batch",
+            "after each batch",
+            "every batch.",
+        ] {
+            assert_eq!(
+                strategy(per_batch),
+                Ok(Decision::Strategy {
+                    strategy: ReviewStrategy::PerBatch
+                }),
+                "{per_batch}"
+            );
+        }
+        for single in [
+            "single-final",
+            "single final",
+            "final",
+            "once at the end",
+            "Single",
+            "review: final",
+        ] {
+            assert_eq!(
+                strategy(single),
+                Ok(Decision::Strategy {
+                    strategy: ReviewStrategy::SingleFinal
+                }),
+                "{single}"
+            );
+        }
+        for bad in ["", "approved", "sometimes", "per-file", "batch final"] {
+            assert!(strategy(bad).unwrap_err().contains("per-batch"), "{bad}");
+        }
+        // Only canonical values are persisted: the event says `per-batch`.
+        let event = Event::GateAnswered {
+            gate_id: "UD-REVIEW-STRATEGY".into(),
+            decision: strategy("each batch").unwrap(),
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            json["decision"],
+            serde_json::json!({"answer": "strategy", "strategy": "per-batch"})
+        );
+        assert_eq!(serde_json::from_value::<Event>(json).unwrap(), event);
+        assert_eq!(strategy("once").unwrap().to_string(), "single-final");
+        // Ad-hoc gates keep the general grammar.
+        assert_eq!(parse_answer("UD-3", "approved"), Ok(Decision::Approved));
+        assert!(parse_answer("UD-3", "approved: fine").is_err());
+        assert!(parse_answer("UD-3", "defer: later").is_err());
+    }
+
+    #[test]
+    fn ad_hoc_gates_continue_from_the_highest_number() {
+        let opened = |id: &str| Event::ActionTaken {
+            step: 0,
+            action: "GATE".into(),
+            command: CommandRecord::Gate { prompt: "?".into() },
+            gate_id: Some(id.into()),
+            fallback_for: None,
+        };
+        let log = MemoryLog {
+            events: vec![
+                opened("UD-APPROVE-DESIGN"),
+                opened("UD-4"),
+                opened("UD-APPROVE-DESIGN"),
+                opened("UD-REVIEW-STRATEGY"),
+            ],
+        };
+        assert_eq!(count_gates(&log.events), 4);
+        assert_eq!(log.clone().new_gate_id().unwrap(), "UD-5");
+        assert_eq!(MemoryLog::default().new_gate_id().unwrap(), "UD-1");
+        assert_eq!(gate_number("UD-APPROVE-DESIGN"), None);
+    }
+
+    #[test]
+    fn blocked_reasons_name_their_blocker() {
+        let reason = blocked_reason(
+            MANDATORY_DECISION_MISSING,
+            "UD-APPROVE-DESIGN: user deferred",
+        );
+        assert_eq!(blocker_of(&reason), Some(MANDATORY_DECISION_MISSING));
+        assert_eq!(blocker_of("block `a.b`: tests are red"), None);
+        assert_eq!(blocker_of("BLOCKED: x"), None);
     }
 
     #[test]

@@ -15,7 +15,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::event::{CommandRecord, Decision, Event, InterruptedBlock, Outcome};
+use crate::actions::WellKnownGate;
+use crate::event::{CommandRecord, Decision, Event, InterruptedBlock, MAX_REASKS, Outcome};
 use crate::parallel::fan_in::MergeStrategy;
 use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
 
@@ -99,6 +100,14 @@ pub struct GateRecord {
     pub step: u64,
     pub prompt: String,
     pub decision: Option<Decision>,
+    /// Invalid answers recorded since the gate (last) opened
+    /// ([`Event::GateReasked`]; mandatory gates only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reasks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One finished lane of the parallel block being executed.
@@ -510,8 +519,16 @@ impl RunState {
                         "gate {gate_id} is not a fan-in gate: answer `approved` or `changes-requested:<text>`"
                     )));
                 }
+                check_well_known_answer(gate_id, decision).map_err(err)?;
+                // A well-known gate may be answered more than once a run.
+                let segment_id = match self.gates.get(gate_id) {
+                    Some(g) if WellKnownGate::from_decision_id(gate_id).is_some() => {
+                        format!("gate-{gate_id}-{}", g.step)
+                    }
+                    _ => format!("gate-{gate_id}"),
+                };
                 self.payload.push(ContextSegment::new(
-                    format!("gate-{gate_id}"),
+                    segment_id,
                     "GATE_DECISION",
                     decision.to_string(),
                 ));
@@ -532,6 +549,26 @@ impl RunState {
                         failure: None,
                     }
                 };
+            }
+            Event::GateReasked { gate_id, .. } => {
+                if !matches!(&self.phase, Phase::Waiting { gate_id: open, .. } if open == gate_id) {
+                    return Err(err(format!("gate {gate_id} is not open")));
+                }
+                if WellKnownGate::from_decision_id(gate_id).is_none() {
+                    return Err(err(format!(
+                        "gate {gate_id} is not a mandatory gate: an invalid answer to it is refused, not recorded"
+                    )));
+                }
+                let gate = self
+                    .gates
+                    .get_mut(gate_id)
+                    .ok_or_else(|| err(format!("gate {gate_id} was never opened")))?;
+                if gate.reasks >= MAX_REASKS {
+                    return Err(err(format!(
+                        "gate {gate_id} was asked again {MAX_REASKS} times: the next invalid answer cancels it"
+                    )));
+                }
+                gate.reasks += 1;
             }
             Event::RunFinished { outcome } => {
                 if matches!(self.phase, Phase::Finished(_)) {
@@ -771,7 +808,14 @@ impl RunState {
         step: u64,
         prompt: &str,
     ) -> Result<Phase, String> {
-        if self.gates.contains_key(gate_id) {
+        // A well-known gate opens again (a re-approval) and keeps its id;
+        // any other id is opened once.
+        let reopen = WellKnownGate::from_decision_id(gate_id).is_some()
+            && self
+                .gates
+                .get(gate_id)
+                .is_some_and(|g| g.decision.is_some());
+        if self.gates.contains_key(gate_id) && !reopen {
             return Err(format!("gate {gate_id} was opened before"));
         }
         self.gates.insert(
@@ -783,6 +827,7 @@ impl RunState {
                 step,
                 prompt: prompt.to_string(),
                 decision: None,
+                reasks: 0,
             },
         );
         Ok(Phase::Waiting {
@@ -876,5 +921,26 @@ fn ready(address: &str) -> Result<Phase, String> {
             block: block.to_string(),
         }),
         _ => Err(format!("`{address}` is not a node.block address")),
+    }
+}
+
+/// A well-known gate takes only its own answers; a cancellation only a
+/// well-known gate.
+fn check_well_known_answer(gate_id: &str, decision: &Decision) -> Result<(), String> {
+    let gate = WellKnownGate::from_decision_id(gate_id);
+    let fits = match (gate, decision) {
+        (_, Decision::UseLane { .. } | Decision::Resolved) => true,
+        (None, Decision::Approved | Decision::ChangesRequested { .. }) => true,
+        (None, Decision::Strategy { .. } | Decision::Cancelled { .. }) => false,
+        (Some(_), Decision::Cancelled { .. }) => true,
+        (Some(WellKnownGate::ApproveDesign), d) => {
+            matches!(d, Decision::Approved | Decision::ChangesRequested { .. })
+        }
+        (Some(WellKnownGate::ReviewStrategy), d) => matches!(d, Decision::Strategy { .. }),
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(format!("`{decision}` is not an answer to gate {gate_id}"))
     }
 }

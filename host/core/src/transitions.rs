@@ -14,6 +14,10 @@ pub const GATE_APPROVED: &str = "SIGNAL:GATE_APPROVED";
 /// The signal a gating block sees when a human requested changes at its
 /// gate; the requested changes are pushed onto the payload.
 pub const GATE_CHANGES_REQUESTED: &str = "SIGNAL:GATE_CHANGES_REQUESTED";
+/// What a mandatory gate's cancelled decision leads to. Never looked up in
+/// a block's transitions: the run ends BLOCKED
+/// ([`crate::event::MANDATORY_DECISION_MISSING`]).
+pub const GATE_CANCELLED: &str = "SIGNAL:GATE_CANCELLED";
 
 /// The signal of an agent that needs a human decision (seed 001's
 /// `NEEDS_DECISION`). A block without its own transition for it pauses

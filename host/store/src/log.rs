@@ -618,13 +618,16 @@ impl Store {
         self.decoded.get()
     }
 
-    /// How many gates the run has opened, on all branches.
+    /// The highest sequential gate number (`UD-<N>`) the run has opened,
+    /// on all branches.
     fn gates_opened(&self, run_id: &str) -> Result<usize, StoreError> {
         let run = self.run_num(run_id)?;
         self.conn
             .prepare_cached(
-                "SELECT count(*) FROM events WHERE run = ?1 AND kind = 'action_taken'
-                   AND json_extract(body, '$.gate_id') IS NOT NULL",
+                // The highest `UD-<N>`: well-known gates take no number.
+                "SELECT coalesce(max(CAST(substr(json_extract(body, '$.gate_id'), 4) AS INTEGER)), 0)
+                   FROM events WHERE run = ?1 AND kind IN ('action_taken', 'fan_in_waiting')
+                   AND json_extract(body, '$.gate_id') GLOB 'UD-[0-9]*'",
             )
             .and_then(|mut s| s.query_row([run], |r| r.get::<_, i64>(0)))
             .map(|n| n as usize)

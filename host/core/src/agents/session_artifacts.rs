@@ -119,6 +119,79 @@ pub struct SessionStatus {
     /// `unknown`, `green` or `red`.
     pub last_ci_result: String,
     pub last_update: String,
+    /// Orchestrator-managed; absent until first used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_tracking: Option<GateTracking>,
+    /// Why the session is `BLOCKED` (`mandatory_user_decision_missing`,
+    /// `status_json_persistence`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<String>,
+}
+
+/// `gate_tracking`: the correction flow of `UD-APPROVE-DESIGN`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateTracking {
+    #[serde(rename = "APPROVE_DESIGN", default)]
+    pub approve_design: ApproveDesignTracking,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveDesignTracking {
+    /// A missing or null value means `none`.
+    #[serde(default)]
+    pub correction_status: CorrectionStatus,
+    #[serde(default)]
+    pub last_correction_dispatch: CorrectionDispatch,
+}
+
+/// `none` → `queued` (a `changes-requested` answer) → `dispatched` (the
+/// block its transition leads to started) → `completed` (that block
+/// completed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorrectionStatus {
+    #[default]
+    None,
+    Queued,
+    Dispatched,
+    Completed,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorrectionDispatch {
+    /// The block that does the correction (`node.block`).
+    pub agent: Option<String>,
+    pub task_id: Option<String>,
+    pub at: Option<String>,
+}
+
+/// One line of `approve-design-history.jsonl`: a `changes-requested`
+/// answer to `UD-APPROVE-DESIGN`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveDesignHistoryEntry {
+    pub at: String,
+    pub decision_id: String,
+    pub answer: String,
+    pub state_context: String,
+}
+
+/// The session file of the `UD-APPROVE-DESIGN` audit trail.
+pub const APPROVE_DESIGN_HISTORY: &str = "approve-design-history.jsonl";
+
+/// The blocker of a session whose `status.json` could not be written and
+/// verified while decisions changed.
+pub const PERSISTENCE_BLOCKER: &str = "status_json_persistence";
+
+/// `approve-design-history.jsonl`: one JSON object a line.
+pub fn render_history(entries: &[ApproveDesignHistoryEntry]) -> String {
+    entries
+        .iter()
+        .map(|e| serde_json::to_string(e).expect("strings serialize") + "\n")
+        .collect()
 }
 
 impl SessionStatus {
@@ -324,6 +397,8 @@ mod tests {
             known_issues: vec![],
             last_ci_result: "unknown".into(),
             last_update: "2026-11-22T12:00:00Z".into(),
+            gate_tracking: None,
+            blocker: None,
         }
     }
 

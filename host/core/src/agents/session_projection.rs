@@ -69,11 +69,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::actions::WellKnownGate;
 use crate::agents::session_artifacts::{
-    DecisionStatus, STATES, SessionStatus, TaskEntry, TaskStatus, UserDecision, render_tasks_yaml,
-    session_name,
+    ApproveDesignHistoryEntry, CorrectionDispatch, CorrectionStatus, DecisionStatus, GateTracking,
+    STATES, SessionStatus, TaskEntry, TaskStatus, UserDecision, render_tasks_yaml, session_name,
 };
-use crate::event::{CommandRecord, Decision, Event, Outcome};
+use crate::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
 use crate::manifest::Workflow;
 
 /// Signals after which a block's task is `blocked` rather than
@@ -146,6 +147,13 @@ pub struct SessionProjection {
     lanes_pending: BTreeSet<String>,
     run_issue: Option<String>,
     last_update: String,
+    /// The well-known gate the run waits at.
+    waiting_well_known: Option<WellKnownGate>,
+    gate_tracking: Option<GateTracking>,
+    /// The correction block running (its `node.block`), once dispatched.
+    correcting: Option<String>,
+    history: Vec<ApproveDesignHistoryEntry>,
+    blocker: Option<String>,
 }
 
 impl SessionProjection {
@@ -216,6 +224,11 @@ impl SessionProjection {
             run_issue: None,
             lanes_pending: BTreeSet::new(),
             last_update: String::new(),
+            waiting_well_known: None,
+            gate_tracking: None,
+            correcting: None,
+            history: Vec::new(),
+            blocker: None,
         }
     }
 
@@ -262,6 +275,20 @@ impl SessionProjection {
                     self.retries.insert(key.clone(), wanted);
                 }
                 self.set_status(&key, TaskStatus::InProgress);
+                // The first block after a queued correction does it. A block
+                // re-run after a crash is the same dispatch.
+                if let Some(t) = &mut self.gate_tracking {
+                    let t = &mut t.approve_design;
+                    if t.correction_status == CorrectionStatus::Queued {
+                        t.correction_status = CorrectionStatus::Dispatched;
+                        t.last_correction_dispatch = CorrectionDispatch {
+                            agent: Some(key.clone()),
+                            task_id: Some(key.clone()),
+                            at: Some(at.to_string()),
+                        };
+                        self.correcting = Some(key.clone());
+                    }
+                }
                 self.current_node = Some(node.clone());
                 self.running = Some(key);
                 self.deciding = None;
@@ -289,6 +316,12 @@ impl SessionProjection {
                 if let Some(why) = failure {
                     self.block_issues
                         .push((key.clone(), format!("{key} (step {step}): {why}")));
+                }
+                if self.correcting.as_ref() == Some(&key) {
+                    self.correcting = None;
+                    if let Some(t) = &mut self.gate_tracking {
+                        t.approve_design.correction_status = CorrectionStatus::Completed;
+                    }
                 }
                 self.last_signal = Some(signal.clone());
                 self.running = None;
@@ -325,15 +358,39 @@ impl SessionProjection {
                     return;
                 };
                 let d = &mut self.decisions[slot.decision];
-                d.status = DecisionStatus::Answered;
-                d.answer = Some(decision.to_string());
                 d.resolved_at = Some(at.to_string());
-                d.resolution_reason = Some(match decision {
-                    Decision::UseLane { .. } => {
-                        "lane choice recorded; the parallel block resumes its fan-in".to_string()
-                    }
-                    _ => format!("the run continues with {}", decision.signal()),
-                });
+                if let Decision::Cancelled { reason } = decision {
+                    d.status = DecisionStatus::Cancelled;
+                    d.answer = None;
+                    d.resolution_reason = Some(reason.clone());
+                } else {
+                    d.status = DecisionStatus::Answered;
+                    d.answer = Some(decision.to_string());
+                    d.resolution_reason = Some(match decision {
+                        Decision::UseLane { .. } => {
+                            "lane choice recorded; the parallel block resumes its fan-in"
+                                .to_string()
+                        }
+                        _ => format!("the run continues with {}", decision.signal()),
+                    });
+                }
+                if gate_id == WellKnownGate::ApproveDesign.decision_id()
+                    && let Decision::ChangesRequested { .. } = decision
+                {
+                    self.history.push(ApproveDesignHistoryEntry {
+                        at: at.to_string(),
+                        decision_id: gate_id.clone(),
+                        answer: decision.to_string(),
+                        state_context: d.state_context.clone(),
+                    });
+                    let t = &mut self
+                        .gate_tracking
+                        .get_or_insert_with(GateTracking::default)
+                        .approve_design;
+                    t.correction_status = CorrectionStatus::Queued;
+                    self.correcting = None;
+                }
+                self.waiting_well_known = None;
                 self.phase = RunPhase::Running;
                 if matches!(decision, Decision::UseLane { .. }) {
                     // The parallel block itself goes on.
@@ -375,6 +432,45 @@ impl SessionProjection {
     }
 
     fn open_gate(&mut self, gate_id: Option<&str>, prompt: &str, block: String, at: &str) {
+        if let Some(gate) = gate_id.and_then(WellKnownGate::from_decision_id) {
+            // At most once a session: a re-approval asks the same record
+            // again (its earlier changes-requested answers are in the
+            // history file).
+            let record = UserDecision {
+                decision_id: gate.decision_id().to_string(),
+                question: prompt.to_string(),
+                status: DecisionStatus::Pending,
+                answer: None,
+                asked_at: at.to_string(),
+                resolved_at: None,
+                state_context: gate.name().to_string(),
+                resolution_reason: None,
+            };
+            let index = match self
+                .decisions
+                .iter()
+                .position(|d| d.decision_id == gate.decision_id())
+            {
+                Some(i) => {
+                    self.decisions[i] = record;
+                    i
+                }
+                None => {
+                    self.decisions.push(record);
+                    self.decisions.len() - 1
+                }
+            };
+            self.gates.insert(
+                gate.decision_id().to_string(),
+                GateSlot {
+                    decision: index,
+                    block,
+                },
+            );
+            self.waiting_well_known = Some(gate);
+            self.phase = RunPhase::Waiting;
+            return;
+        }
         let state_context = self.current_state();
         let sequential = |id: &str| {
             id.strip_prefix("UD-")
@@ -427,6 +523,7 @@ impl SessionProjection {
                     self.set_status(&key, TaskStatus::Blocked);
                 }
                 self.run_issue = Some(format!("run failed: {reason}"));
+                self.blocker = blocker_of(reason).map(str::to_string);
             }
         }
     }
@@ -434,7 +531,10 @@ impl SessionProjection {
     /// The workflow position `status.json` reports.
     pub fn current_state(&self) -> String {
         match self.phase {
-            RunPhase::Waiting => "ASK_USER".to_string(),
+            RunPhase::Waiting => match self.waiting_well_known {
+                Some(gate) => gate.name().to_string(),
+                None => "ASK_USER".to_string(),
+            },
             RunPhase::Succeeded => "DONE".to_string(),
             RunPhase::Failed => "BLOCKED".to_string(),
             RunPhase::Running => self
@@ -462,7 +562,28 @@ impl SessionProjection {
                 .collect(),
             last_ci_result: "unknown".to_string(),
             last_update: self.last_update.clone(),
+            gate_tracking: self.gate_tracking.clone(),
+            blocker: self.blocker.clone(),
         }
+    }
+
+    /// The lines of `approve-design-history.jsonl`: one per
+    /// `changes-requested` answer to `UD-APPROVE-DESIGN`, in the order
+    /// recorded. Folded from the log, so each answer appears exactly once
+    /// however often the run crashed and resumed.
+    pub fn approve_design_history(&self) -> &[ApproveDesignHistoryEntry] {
+        &self.history
+    }
+
+    /// Whether the run waits for a user decision (`ASK_USER`,
+    /// `APPROVE_DESIGN`, `REVIEW_STRATEGY`).
+    pub fn in_decision_state(&self) -> bool {
+        self.phase == RunPhase::Waiting
+    }
+
+    /// Whether the run has ended.
+    pub fn finished(&self) -> bool {
+        matches!(self.phase, RunPhase::Succeeded | RunPhase::Failed)
     }
 
     /// The tasks of `tasks.yaml`.
@@ -1110,6 +1231,165 @@ mod tests {
             Some("use-lane:a")
         );
         assert_eq!(p.tasks()[0].status, TaskStatus::InProgress);
+    }
+
+    fn answered(id: &str, answer: &str) -> Event {
+        Event::GateAnswered {
+            gate_id: id.into(),
+            decision: crate::event::parse_answer(id, answer).unwrap(),
+        }
+    }
+
+    #[test]
+    fn well_known_gates_keep_one_record_an_audit_trail_and_the_correction_status() {
+        let wf = review_gate();
+        let approve = "UD-APPROVE-DESIGN";
+        let mut events = vec![
+            started("review-gate"),
+            start(0, "draft", 1),
+            done(0, "draft", "SIGNAL:SUCCESS", None),
+            gate(0, approve),
+        ];
+        let p = fold(&wf, &events);
+        let s = p.status();
+        assert_eq!(s.current_state, "APPROVE_DESIGN");
+        assert_eq!(s.user_decisions[0].decision_id, approve);
+        assert_eq!(s.user_decisions[0].state_context, "APPROVE_DESIGN");
+        assert_eq!(s.gate_tracking, None, "absent until first used");
+
+        events.push(answered(approve, "changes-requested: fewer modules"));
+        let p = fold(&wf, &events);
+        let t = &p.status().gate_tracking.unwrap().approve_design;
+        assert_eq!(t.correction_status, CorrectionStatus::Queued);
+        assert_eq!(p.approve_design_history().len(), 1);
+        assert_eq!(
+            p.approve_design_history()[0].answer,
+            "changes-requested:fewer modules"
+        );
+        assert_eq!(
+            p.approve_design_history()[0].state_context,
+            "APPROVE_DESIGN"
+        );
+
+        // The correction starts: dispatched. The host crashes before it
+        // completes; the resumed run re-executes the same block — the same
+        // dispatch, not a second one.
+        events.extend([jump(0, "main.draft"), start(1, "draft", 2)]);
+        let dispatched_at = at(events.len() - 1);
+        let check_dispatched = |p: &SessionProjection| {
+            let t = p.status().gate_tracking.unwrap().approve_design;
+            assert_eq!(t.correction_status, CorrectionStatus::Dispatched);
+            assert_eq!(
+                t.last_correction_dispatch.task_id.as_deref(),
+                Some("main.draft")
+            );
+            assert_eq!(
+                t.last_correction_dispatch.at.as_deref(),
+                Some(dispatched_at.as_str())
+            );
+        };
+        check_dispatched(&fold(&wf, &events));
+        events.extend([
+            Event::Resumed {
+                interrupted: Some(crate::event::InterruptedBlock {
+                    step: 1,
+                    node: "main".into(),
+                    block: "draft".into(),
+                }),
+            },
+            start(1, "draft", 2),
+        ]);
+        check_dispatched(&fold(&wf, &events));
+        events.push(done(1, "draft", "SIGNAL:SUCCESS", None));
+        let p = fold(&wf, &events);
+        let t = p.status().gate_tracking.unwrap().approve_design;
+        assert_eq!(t.correction_status, CorrectionStatus::Completed);
+
+        // Asked again: the same record, pending again; approved.
+        events.push(gate(1, approve));
+        let p = fold(&wf, &events);
+        let s = p.status();
+        assert_eq!(s.user_decisions.len(), 1, "a well-known id appears once");
+        assert_eq!(s.user_decisions[0].status, DecisionStatus::Pending);
+        events.push(answered(approve, "approved"));
+        // The history holds each changes-requested answer once, however
+        // often the log is folded again.
+        let p = fold(&wf, &events);
+        assert_eq!(p.approve_design_history().len(), 1);
+        assert_eq!(
+            p.status().user_decisions[0].answer.as_deref(),
+            Some("approved")
+        );
+
+        // The review strategy: canonical only.
+        events.extend([
+            jump(1, "main.draft"),
+            start(2, "draft", 3),
+            done(2, "draft", "SIGNAL:SUCCESS", None),
+        ]);
+        events.push(gate(2, "UD-REVIEW-STRATEGY"));
+        assert_eq!(fold(&wf, &events).status().current_state, "REVIEW_STRATEGY");
+        events.push(answered("UD-REVIEW-STRATEGY", "once at the end"));
+        let s = fold(&wf, &events).status();
+        assert_eq!(s.user_decisions[1].answer.as_deref(), Some("single-final"));
+
+        // An ad-hoc gate after them is UD-1.
+        events.extend([
+            jump(2, "main.draft"),
+            start(3, "draft", 4),
+            done(3, "draft", "SIGNAL:SUCCESS", None),
+            gate(3, "UD-1"),
+        ]);
+        let s = fold(&wf, &events).status();
+        assert_eq!(s.user_decisions[2].decision_id, "UD-1");
+        assert_eq!(s.current_state, "ASK_USER");
+    }
+
+    #[test]
+    fn a_cancelled_mandatory_decision_blocks_the_session() {
+        let wf = review_gate();
+        let approve = "UD-APPROVE-DESIGN";
+        let mut events = vec![
+            started("review-gate"),
+            start(0, "draft", 1),
+            done(0, "draft", "SIGNAL:SUCCESS", None),
+            gate(0, approve),
+            Event::GateReasked {
+                gate_id: approve.into(),
+                answer: "yes".into(),
+                reason: "not an answer".into(),
+            },
+        ];
+        let s = fold(&wf, &events).status();
+        assert_eq!(
+            s.user_decisions[0].status,
+            DecisionStatus::Pending,
+            "asked again"
+        );
+        events.push(answered(approve, "defer: next sprint"));
+        events.push(Event::RunFinished {
+            outcome: Outcome::Failed {
+                reason: crate::event::blocked_reason(
+                    crate::event::MANDATORY_DECISION_MISSING,
+                    "decision UD-APPROVE-DESIGN cancelled: user deferred: next sprint",
+                ),
+            },
+        });
+        let s = fold(&wf, &events).status();
+        let d = &s.user_decisions[0];
+        assert_eq!(d.status, DecisionStatus::Cancelled);
+        assert_eq!(d.answer, None);
+        assert_eq!(
+            d.resolution_reason.as_deref(),
+            Some("user deferred: next sprint")
+        );
+        assert_eq!(s.current_state, "BLOCKED");
+        assert_eq!(
+            s.blocker.as_deref(),
+            Some("mandatory_user_decision_missing")
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["blocker"], "mandatory_user_decision_missing");
     }
 
     #[test]

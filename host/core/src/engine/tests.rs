@@ -1866,4 +1866,176 @@ async fn artifact_gates_block_a_block_whose_session_artifacts_fall_short() {
             .content
             .contains("cannot be read")
     );
+
+fn design_workflow() -> Workflow {
+    workflow(serde_json::json!({
+        "id": "team", "start_node": "main",
+        "nodes": {"main": {"entry_block": "design", "blocks": {
+            "design": block("SIGNAL:SUCCESS", &[
+                ("SIGNAL:SUCCESS", "GATE:APPROVE_DESIGN:Is the design right?"),
+                ("SIGNAL:GATE_APPROVED", "JUMP:plan"),
+                ("SIGNAL:GATE_CHANGES_REQUESTED", "JUMP:design")]),
+            "plan": block("SIGNAL:SUCCESS", &[
+                ("SIGNAL:SUCCESS", "GATE:REVIEW_STRATEGY"),
+                ("SIGNAL:GATE_APPROVED", "JUMP:ask")]),
+            "ask": block("SIGNAL:SUCCESS", &[
+                ("SIGNAL:SUCCESS", "GATE:anything else?"),
+                ("SIGNAL:GATE_APPROVED", "END")]),
+        }}}
+    }))
+}
+
+/// Answer the gate the run waits at with `answer` (parsed for that gate)
+/// and drive on.
+async fn answer_gate(
+    wf: &Workflow,
+    workers: &FakeWorkers,
+    log: &mut MemoryLog,
+    answer: &str,
+) -> RunReport {
+    let state = RunState::replay(&log.events).unwrap();
+    let Phase::Waiting { gate_id, .. } = &state.phase else {
+        panic!("not waiting: {:?}", state.phase)
+    };
+    let decision = crate::event::parse_answer(gate_id, answer).unwrap();
+    log.events.push(Event::GateAnswered {
+        gate_id: gate_id.clone(),
+        decision,
+    });
+    let state = RunState::replay(&log.events).unwrap();
+    let report = drive(wf, workers, &CoreActions, state, log).await.unwrap();
+    assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
+    report
+}
+
+fn waiting_at(report: &RunReport) -> &str {
+    match &report.status {
+        RunStatus::WaitingAtGate { gate_id, .. } => gate_id,
+        other => panic!("not at a gate: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn well_known_gates_keep_their_id_and_ad_hoc_ones_are_numbered() {
+    let wf = design_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut log = MemoryLog::default();
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+        .await
+        .unwrap();
+    assert_eq!(waiting_at(&report), "UD-APPROVE-DESIGN");
+    let RunStatus::WaitingAtGate { prompt, .. } = &report.status else {
+        unreachable!()
+    };
+    assert_eq!(prompt, "Is the design right?");
+    // Changes requested: the design runs again and the same gate reopens.
+    let report = answer_gate(&wf, &workers, &mut log, "changes-requested: fewer modules").await;
+    assert_eq!(waiting_at(&report), "UD-APPROVE-DESIGN");
+    assert_eq!(report.state.blocks["main.design"].attempts, 2);
+    assert_eq!(report.state.gates["UD-APPROVE-DESIGN"].decision, None);
+    let report = answer_gate(&wf, &workers, &mut log, "approved: good").await;
+    assert_eq!(waiting_at(&report), "UD-REVIEW-STRATEGY");
+    let report = answer_gate(&wf, &workers, &mut log, "Each batch").await;
+    // The canonical value is what the run (and its log) keeps.
+    assert!(
+        report
+            .payload()
+            .iter()
+            .any(|s| s.kind == "GATE_DECISION" && s.content == "per-batch")
+    );
+    assert!(log.events.iter().any(|e| matches!(
+        e,
+        Event::GateAnswered {
+            decision: Decision::Strategy {
+                strategy: crate::event::ReviewStrategy::PerBatch
+            },
+            ..
+        }
+    )));
+    // The first ad-hoc gate is UD-1: well-known gates take no number.
+    assert_eq!(waiting_at(&report), "UD-1");
+    let report = answer_gate(&wf, &workers, &mut log, "approved").await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    // A well-known gate's answer must fit it.
+    let mut state = RunState::replay(&log.events[..3]).unwrap();
+    for wrong in [
+        Decision::Strategy {
+            strategy: crate::event::ReviewStrategy::SingleFinal,
+        },
+        Decision::Resolved,
+    ] {
+        assert!(
+            state
+                .apply(&Event::GateAnswered {
+                    gate_id: "UD-APPROVE-DESIGN".into(),
+                    decision: wrong,
+                })
+                .is_err()
+        );
+    }
+}
+
+#[tokio::test]
+async fn invalid_answers_are_reasked_three_times_then_the_run_ends_blocked() {
+    let wf = design_workflow();
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut log = MemoryLog::default();
+    run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+        .await
+        .unwrap();
+    let reask = |answer: &str| Event::GateReasked {
+        gate_id: "UD-APPROVE-DESIGN".into(),
+        answer: answer.into(),
+        reason: crate::event::parse_answer("UD-APPROVE-DESIGN", answer).unwrap_err(),
+    };
+    let mut state = RunState::replay(&log.events).unwrap();
+    for (i, bad) in ["yes", "ok", "lgtm"].into_iter().enumerate() {
+        state.apply(&reask(bad)).unwrap();
+        log.events.push(reask(bad));
+        assert_eq!(state.gates["UD-APPROVE-DESIGN"].reasks, i as u32 + 1);
+        assert!(
+            matches!(state.phase, Phase::Waiting { .. }),
+            "the gate stays open"
+        );
+    }
+    // A fourth re-ask does not fold: the decision must be cancelled.
+    assert!(state.apply(&reask("sure")).is_err());
+    // An ad-hoc gate's invalid answers are refused, never recorded.
+    let mut adhoc = state.clone();
+    adhoc.phase = Phase::Waiting {
+        gate_id: "UD-1".into(),
+        node: "main".into(),
+        block: "ask".into(),
+        prompt: "?".into(),
+    };
+    assert!(
+        adhoc
+            .apply(&Event::GateReasked {
+                gate_id: "UD-1".into(),
+                answer: "x".into(),
+                reason: "no".into()
+            })
+            .is_err()
+    );
+    log.events.push(Event::GateAnswered {
+        gate_id: "UD-APPROVE-DESIGN".into(),
+        decision: Decision::Cancelled {
+            reason: "no valid answer after 3 re-asks".into(),
+        },
+    });
+    let state = RunState::replay(&log.events).unwrap();
+    let report = drive(&wf, &workers, &CoreActions, state, &mut log)
+        .await
+        .unwrap();
+    let RunStatus::Failed { reason } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(
+        crate::event::blocker_of(reason),
+        Some(crate::event::MANDATORY_DECISION_MISSING),
+        "{reason}"
+    );
+    assert!(reason.contains("UD-APPROVE-DESIGN"), "{reason}");
+    assert!(reason.contains("no valid answer"), "{reason}");
+    assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
 }
