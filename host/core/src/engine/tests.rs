@@ -1866,6 +1866,7 @@ async fn artifact_gates_block_a_block_whose_session_artifacts_fall_short() {
             .content
             .contains("cannot be read")
     );
+}
 
 fn design_workflow() -> Workflow {
     workflow(serde_json::json!({
