@@ -671,3 +671,77 @@ fn a_missing_context_file_blocks_the_agent_before_it_runs() {
         "{seen}"
     );
 }
+
+/// A team's tasks.yaml belongs to its agents once the Planner writes it:
+/// the host stops projecting it, refuses (and undoes) an edit that breaks
+/// the task lifecycle, and promotes `implemented` to `completed` when the
+/// run succeeds.
+#[test]
+fn the_task_lifecycle_is_enforced_on_the_agents_tasks_yaml() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let task = |status: &str| {
+        format!(
+            "{{session}}/tasks.yaml=tasks:\\n  - id: T-001\\n    goal: add subtract\\n    status: {status}\\n    acceptance_checks: [\"cmd: make test\"]\\n"
+        )
+    };
+    let wf = |coder_sets: &str| {
+        let agent = |block_type: &str, write: String, next: &str| {
+            serde_json::json!({
+                "worker": "agent",
+                "config": {
+                    "command": [json_agent.clone(), "--write", write],
+                    "protocol": "json",
+                    "prompt_delivery": "argument",
+                    "block_type": block_type,
+                    "input": {"task": {"id": "T-001", "title": "t", "goal": "g"}}
+                },
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": next},
+                    {"on_signal": "SIGNAL:BLOCKED", "action": "FAIL:the coder broke the task lifecycle"}
+                ]
+            })
+        };
+        serde_json::json!({
+            "id": "lifecycle",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "start_node": "team",
+            "nodes": {"team": {"entry_block": "plan", "blocks": {
+                "plan": agent("plan", task("not-started"), "JUMP:code"),
+                "code": agent("dev", task(coder_sets), "END")
+            }}}
+        })
+    };
+    let session_tasks = |ws: &Path| {
+        let sessions: Vec<PathBuf> = std::fs::read_dir(ws.join(".agents-work"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        std::fs::read_to_string(sessions[0].join("tasks.yaml")).unwrap()
+    };
+
+    // A Coder may not complete its own task: undone, and the block is BLOCKED.
+    let ws = tempfile::tempdir().unwrap();
+    let m = write_manifest(scratch.path(), "wf.json", wf("completed"));
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(1), "{report}");
+    let text = payload_text(&report);
+    assert!(
+        text.contains("task `T-001`: `not-started` → `completed`") && text.contains("(undone)"),
+        "{text}"
+    );
+    let tasks = session_tasks(ws.path());
+    assert!(
+        tasks.contains("status: not-started") && !tasks.contains("wfhost"),
+        "{tasks}"
+    );
+
+    // `implemented` is the Coder's to set; the host completes it at the end.
+    let ws = tempfile::tempdir().unwrap();
+    let m = write_manifest(scratch.path(), "wf.json", wf("implemented"));
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let tasks = session_tasks(ws.path());
+    assert!(tasks.contains("status: completed"), "{tasks}");
+}

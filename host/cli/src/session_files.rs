@@ -243,9 +243,25 @@ impl SessionFiles {
             wfhost_core::workspace::write_file(workspace, &rel, bytes, true)
                 .map_err(|e| format!("{name}: {e}"))
         };
-        if self.tasks_written.as_deref() != Some(tasks.as_str()) {
-            write("tasks.yaml", tasks.as_bytes())?;
-            self.tasks_written = Some(tasks);
+        let rel = format!("{AGENTS_WORK}/{session}/tasks.yaml");
+        match read_text(workspace, &rel)? {
+            // An agent (a team's Planner) wrote tasks.yaml: it is theirs
+            // now. The host only promotes `implemented` tasks to
+            // `completed` once the run succeeded (every gate passed).
+            Some(theirs) if !theirs.starts_with(HOST_TASKS_MARK) => {
+                if status.current_state == "DONE"
+                    && let Some(promoted) = promote_implemented(&theirs)
+                {
+                    write("tasks.yaml", promoted.as_bytes())?;
+                }
+            }
+            _ => {
+                let tasks = format!("{HOST_TASKS_MARK}\n{tasks}");
+                if self.tasks_written.as_deref() != Some(tasks.as_str()) {
+                    write("tasks.yaml", tasks.as_bytes())?;
+                    self.tasks_written = Some(tasks);
+                }
+            }
         }
         // The audit trail before the decision that follows from it.
         if !history.is_empty() && self.history_written.as_deref() != Some(history.as_str()) {
@@ -266,6 +282,40 @@ impl SessionFiles {
         }
         Ok(())
     }
+}
+
+use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
+
+/// A workspace file's text; `None` when it does not exist.
+fn read_text(workspace: &Path, rel: &str) -> Result<Option<String>, String> {
+    let max = wfhost_core::agents::artifact_content::MAX_ARTIFACT_BYTES as u64;
+    match wfhost_core::workspace::read_file(workspace, rel, max) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{rel}: {e}")),
+    }
+}
+
+/// `tasks` with every `status: implemented` made `completed` (the
+/// orchestrator's promotion); `None` when there is none to promote.
+fn promote_implemented(tasks: &str) -> Option<String> {
+    let mut changed = false;
+    let lines: Vec<String> = tasks
+        .lines()
+        .map(|line| {
+            let trimmed = line.trim_start().trim_start_matches("- ");
+            let value = trimmed
+                .strip_prefix("status:")
+                .map(|v| v.trim().trim_matches(['"', '\'']));
+            if value == Some("implemented") {
+                changed = true;
+                line.replacen("implemented", "completed", 1)
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    changed.then(|| lines.join("\n") + "\n")
 }
 
 fn warn(message: &str) {
@@ -491,6 +541,40 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["status.json", "tasks.yaml"]);
+    }
+
+    #[test]
+    fn an_agents_tasks_yaml_is_theirs_and_promoted_when_the_run_succeeds() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        files.write().unwrap();
+        let dir = files.dir.clone();
+        let projected = std::fs::read_to_string(dir.join("tasks.yaml")).unwrap();
+        assert!(projected.starts_with(HOST_TASKS_MARK), "{projected}");
+        // A Planner writes the session's tasks.
+        let planned = "# by the Planner\ntasks:\n  - id: T-001\n    goal: g\n    status: implemented\n    acceptance_checks: [\"cmd: true\"]\n  - id: T-002\n    goal: h\n    status: \"blocked\"\n    acceptance_checks: [x]\n";
+        std::fs::write(dir.join("tasks.yaml"), planned).unwrap();
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        let rest = the_rest();
+        sink.append(&rest[..2]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("tasks.yaml")).unwrap(),
+            planned,
+            "left alone"
+        );
+        sink.append(&rest[2..]).unwrap();
+        assert_eq!(status(&dir).current_state, "DONE");
+        let done = std::fs::read_to_string(dir.join("tasks.yaml")).unwrap();
+        assert_eq!(
+            done,
+            planned.replace("status: implemented", "status: completed"),
+            "{done}"
+        );
+        assert!(
+            done.contains("status: \"blocked\""),
+            "only implemented tasks are promoted"
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use wfhost_core::agents::agent_protocol::{self, Verdict};
+use wfhost_core::agents::artifact_content::{Changer, check_task_changes};
 use wfhost_core::agents::block_output::BlockType;
+use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
 use wfhost_exec::agent::{
     AgentExecutor, AgentOutcome, AgentRequest, PromptDelivery, Protocol, ViolationPolicy,
 };
@@ -65,6 +67,73 @@ fn signal_of(outcome: &AgentOutcome) -> (String, Option<String>) {
             ),
         },
     }
+}
+
+/// The session's `tasks.yaml` around an agent's run: an edit that breaks
+/// the task lifecycle (a Coder setting `completed`, a task removed, …) is
+/// undone and reported.
+struct TasksWatch {
+    workspace: std::path::PathBuf,
+    rel: String,
+    changer: Changer,
+    /// The file before the agent ran (`None`: there was none).
+    before: Option<Vec<u8>>,
+}
+
+impl TasksWatch {
+    /// Nothing to watch when the run keeps no session folder.
+    fn before(
+        scope: &crate::host_capabilities::ExecScope,
+        block_type: BlockType,
+    ) -> Option<TasksWatch> {
+        let (_, folder) = scope.env.iter().find(|(k, _)| k == "SESSION_DIR")?;
+        let rel = format!("{folder}/tasks.yaml");
+        let before = read_tasks(&scope.workspace, &rel);
+        Some(TasksWatch {
+            workspace: scope.workspace.clone(),
+            rel,
+            changer: match block_type {
+                BlockType::Plan => Changer::Planner,
+                BlockType::Dev => Changer::Coder,
+                _ => Changer::Other,
+            },
+            before,
+        })
+    }
+
+    /// The refusal, when the agent's edit broke the lifecycle (the file
+    /// is then as it was).
+    fn after(self) -> Option<String> {
+        let after = read_tasks(&self.workspace, &self.rel);
+        if after == self.before {
+            return None;
+        }
+        let text =
+            |b: &Option<Vec<u8>>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+        // The host's projection is not an agent's list of tasks.
+        let before = text(&self.before).filter(|t| !t.starts_with(HOST_TASKS_MARK));
+        let verdict = match text(&after) {
+            Some(after) => check_task_changes(self.changer, before.as_deref(), &after),
+            None => Err("tasks.yaml was removed".to_string()),
+        };
+        let verdict = verdict.err()?;
+        let refusal = verdict.strip_prefix("tasks.yaml: ").unwrap_or(&verdict);
+        let restored = match &self.before {
+            Some(bytes) => {
+                wfhost_core::workspace::write_file(&self.workspace, &self.rel, bytes, true)
+            }
+            None => wfhost_core::workspace::remove_file(&self.workspace, &self.rel),
+        };
+        Some(match restored {
+            Ok(()) => format!("{}: {refusal} (undone)", self.rel),
+            Err(e) => format!("{}: {refusal} (could not be undone: {e})", self.rel),
+        })
+    }
+}
+
+fn read_tasks(workspace: &Path, rel: &str) -> Option<Vec<u8>> {
+    let max = wfhost_core::agents::artifact_content::MAX_ARTIFACT_BYTES as u64;
+    wfhost_core::workspace::read_file(workspace, rel, max).ok()
 }
 
 /// The universal input must be one before anything runs.
@@ -171,11 +240,19 @@ impl agent::Host for HostState {
             deadline: template.deadline,
             output_cap: template.output_cap,
         };
+        let tasks = TasksWatch::before(&scope, block_type);
         let outcome = wfhost_exec::agent::run_agent(request)
             .await
             .map_err(to_wit_error)?;
         let claim_mismatch = mismatch_text(&outcome);
-        let (signal, decision_prompt) = signal_of(&outcome);
+        let (mut signal, decision_prompt) = signal_of(&outcome);
+        let mut violations = outcome.violations.clone();
+        let mut rolled_back = outcome.rolled_back;
+        if let Some(refused) = tasks.and_then(TasksWatch::after) {
+            violations.push(refused);
+            rolled_back = true;
+            signal = wfhost_core::transitions::BLOCKED.to_string();
+        }
         let (protocol_output, protocol_error) = match &outcome.protocol {
             None => (None, None),
             Some(Ok(output)) => (serde_json::to_string(output).ok(), None),
@@ -193,8 +270,8 @@ impl agent::Host for HostState {
             files_created: outcome.created.clone(),
             files_removed: outcome.removed.clone(),
             claim_mismatch,
-            violations: outcome.violations.clone(),
-            rolled_back: outcome.rolled_back,
+            violations,
+            rolled_back,
             result: to_wit_result(&scope.workspace, outcome.exec),
         })
     }

@@ -308,8 +308,9 @@ pub fn check_task_changes(
             (_, _, Blocked) => true,
             (_, _, Completed) => false,
             (Changer::Planner, None, NotStarted) => true,
+            // One dispatch may take a task from its start to implemented.
             (Changer::Coder, Some(NotStarted | Blocked | Implemented), InProgress) => true,
-            (Changer::Coder, Some(InProgress), Implemented) => true,
+            (Changer::Coder, Some(NotStarted | Blocked | InProgress), Implemented) => true,
             _ => false,
         };
         if !allowed {
@@ -520,8 +521,13 @@ mod tests {
                 && e.contains("never `completed`"),
             "{e}"
         );
-        let e = check_task_changes(Changer::Coder, Some(TASKS), &with("implemented")).unwrap_err();
-        assert!(e.contains("`not-started` → `implemented`"), "{e}");
+        check_task_changes(Changer::Coder, Some(TASKS), &with("implemented")).unwrap();
+        let e =
+            check_task_changes(Changer::Planner, Some(TASKS), &with("implemented")).unwrap_err();
+        assert!(
+            e.contains("`not-started` → `implemented`") && e.contains("a Planner may add"),
+            "{e}"
+        );
         let e = check_task_changes(Changer::Planner, None, &with("completed")).unwrap_err();
         assert!(e.contains("(new) → `completed`"), "{e}");
         let two = format!(

@@ -28,6 +28,12 @@ pub const STATES: &[&str] = &[
     "BLOCKED",
 ];
 
+/// The first line of a `tasks.yaml` the host projects from the run's log;
+/// a file without it was written by an agent (a team's Planner), which
+/// then owns it: the host stops projecting and checks the task lifecycle.
+pub const HOST_TASKS_MARK: &str =
+    "# Projected by wfhost from the run's log; an agent that writes this file takes it over.";
+
 /// Decision ids that name a mandatory gate; each at most once a session.
 pub const WELL_KNOWN_DECISIONS: &[&str] = &["UD-APPROVE-DESIGN", "UD-REVIEW-STRATEGY"];
 

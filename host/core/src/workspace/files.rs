@@ -24,6 +24,12 @@ pub fn read_file(root: &Path, rel: &str, max: u64) -> io::Result<Vec<u8>> {
     crate::regular_file::read_bounded(handles::open_file(&dir, name)?, max)
 }
 
+/// Remove the file `rel` under `root`, reached without passing a link.
+pub fn remove_file(root: &Path, rel: &str) -> io::Result<()> {
+    let (parent, name) = handles::split(rel);
+    open_real_dir(root, parent, false)?.remove_file(name)
+}
+
 /// Replace `rel` under `root` with `bytes` at once (a reader sees the old
 /// file or the new one): written to a new file beside it, synced when
 /// `durable`, renamed over it. Missing parent directories are created; none

@@ -37,7 +37,7 @@ mod tests;
 pub use apply::{Apply, apply, check_link};
 pub use diff::{diff, violations};
 pub use dirs::{ensure_host_dir, ensure_real_dir, open_real_dir};
-pub use files::{read_file, write_file};
+pub use files::{read_file, remove_file, write_file};
 pub use revert::revert;
 pub use scan::{copy_tree, scan};
 pub use snapshot::Snapshot;
