@@ -56,6 +56,8 @@ def parse_args(argv):
                    help="the answer's summary (the gate's question for NEEDS_DECISION)")
     p.add_argument("--write", type=pair, action="append", default=[], metavar="PATH=CONTENT",
                    help="create or overwrite PATH (\\n is a newline), reported in files_changed")
+    p.add_argument("--move", type=pair, action="append", default=[], metavar="OLD=NEW",
+                   help="rename OLD to NEW (a move, keeping the file), reported in files_changed")
     p.add_argument("--next", choices=AGENTS, default="Reviewer", metavar="AGENT",
                    help="next.recommended_agent (default: Reviewer)")
     p.add_argument("--no-next", action="store_true", help="leave `next` out")
@@ -113,6 +115,9 @@ def main(argv):
     status = "FAIL" if problem else args.status
     changed = []
     if not problem:
+        for old, new in args.move:
+            os.replace(old, new)
+            changed.extend([os.path.normpath(old), os.path.normpath(new)])
         for path, content in args.write:
             path = path.replace("{session}", os.environ.get("SESSION_DIR", "{session}"))
             parent = os.path.dirname(path)

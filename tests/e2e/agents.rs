@@ -745,3 +745,64 @@ fn the_task_lifecycle_is_enforced_on_the_agents_tasks_yaml() {
     let tasks = session_tasks(ws.path());
     assert!(tasks.contains("status: completed"), "{tasks}");
 }
+
+/// A Reviewer's input lists what the session changed, as the host
+/// detected it: added, modified, deleted, and renamed with the old path.
+#[test]
+fn a_reviewer_gets_the_sessions_changed_files() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let dump = scratch.path().join("reviewer.json");
+    let agent = |block_type: &str, args: &[&str], next: &str| {
+        let mut command = vec![json_agent.clone()];
+        command.extend(args.iter().map(|a| a.to_string()));
+        serde_json::json!({
+            "worker": "agent",
+            "config": {
+                "command": command,
+                "protocol": "json",
+                "prompt_delivery": "argument",
+                "block_type": block_type,
+                "input": {"task": {"id": "T-001", "title": "t", "goal": "g"}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": next}]
+        })
+    };
+    let wf = serde_json::json!({
+        "id": "review",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "team",
+        "nodes": {"team": {"entry_block": "code", "blocks": {
+            "code": agent("dev", &[
+                "--write", "src/app.py=print(2)\\n",
+                "--write", "src/new.py=x = 1\\n",
+                "--move", "src/old.py=src/moved.py",
+            ], "JUMP:clean"),
+            "clean": agent("dev", &["--move", "src/gone.py=src/tmp.py", "--write", "src/tmp.py=y\\n"], "JUMP:review"),
+            "review": agent("review", &["--dump-context", dump.to_str().unwrap()], "END")
+        }}}
+    });
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join("src")).unwrap();
+    for (file, text) in [
+        ("app.py", "print(1)\n"),
+        ("old.py", "old\n"),
+        ("gone.py", "gone\n"),
+    ] {
+        std::fs::write(ws.path().join("src").join(file), text).unwrap();
+    }
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let seen: serde_json::Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
+    assert_eq!(
+        seen["input"]["task"]["session_changed_files"],
+        serde_json::json!([
+            {"path": "src/app.py", "change_type": "modified"},
+            {"path": "src/moved.py", "change_type": "renamed", "old_path": "src/old.py"},
+            {"path": "src/new.py", "change_type": "added"},
+            {"path": "src/tmp.py", "change_type": "renamed", "old_path": "src/gone.py"}
+        ]),
+        "{seen}"
+    );
+}

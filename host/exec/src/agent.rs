@@ -123,6 +123,9 @@ pub struct AgentOutcome {
     pub modified: Vec<String>,
     pub created: Vec<String>,
     pub removed: Vec<String>,
+    /// Files that moved, `(old path, new path)`: each is also in
+    /// `removed` (old) and `created` (new).
+    pub renamed: Vec<(String, String)>,
     /// The output's claims against what was detected (empty for a
     /// synthetic output, which claims nothing).
     pub mismatch: ClaimMismatch,
@@ -342,6 +345,12 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         files(ChangeKind::Added),
         files(ChangeKind::Removed),
     );
+    let renamed: Vec<(String, String)> = snapshot
+        .renames(&changes)
+        .map_err(failed("finding the files that moved"))?
+        .into_iter()
+        .filter(|(old, new)| removed.contains(old) && created.contains(new))
+        .collect();
 
     let command = &exec.commands[0];
     let ran_badly = if let Some(error) = &command.error {
@@ -456,6 +465,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         modified,
         created,
         removed,
+        renamed,
         mismatch,
         violations,
         rolled_back,

@@ -4,10 +4,12 @@
 
 use std::path::Path;
 
+use wfhost_core::agents::agent_protocol::ChangedFile;
 use wfhost_core::agents::agent_protocol::{self, Verdict};
 use wfhost_core::agents::artifact_content::{Changer, check_task_changes};
 use wfhost_core::agents::block_output::BlockType;
 use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
+use wfhost_core::agents::session_changes;
 use wfhost_exec::agent::{
     AgentExecutor, AgentOutcome, AgentRequest, PromptDelivery, Protocol, ViolationPolicy,
 };
@@ -67,6 +69,73 @@ fn signal_of(outcome: &AgentOutcome) -> (String, Option<String>) {
             ),
         },
     }
+}
+
+/// The session folder, workspace-relative, when the run keeps one.
+fn session_folder(scope: &crate::host_capabilities::ExecScope) -> Option<&str> {
+    scope
+        .env
+        .iter()
+        .find(|(k, _)| k == "SESSION_DIR")
+        .map(|(_, v)| v.as_str())
+}
+
+/// The files the session changed so far, as the host detected them.
+fn session_changes(scope: &crate::host_capabilities::ExecScope) -> Vec<ChangedFile> {
+    let Some(folder) = session_folder(scope) else {
+        return Vec::new();
+    };
+    let rel = format!("{folder}/{}", session_changes::FILE_NAME);
+    wfhost_core::workspace::read_file(&scope.workspace, &rel, 16 << 20)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// A Reviewer's universal input with `task.session_changed_files` from the
+/// host's detection (unless the workflow gave a list of its own).
+fn with_session_changes(
+    scope: &crate::host_capabilities::ExecScope,
+    block_type: BlockType,
+    input: Option<String>,
+) -> Option<String> {
+    let text = input?;
+    if block_type != BlockType::Review {
+        return Some(text);
+    }
+    let Ok(mut value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Some(text);
+    };
+    let task = &mut value["task"];
+    let given = task["session_changed_files"]
+        .as_array()
+        .is_some_and(|l| !l.is_empty());
+    if !given && task.is_object() {
+        task["session_changed_files"] = serde_json::json!(session_changes(scope));
+    }
+    Some(value.to_string())
+}
+
+/// Fold what this agent changed into the session's list.
+fn record_session_changes(scope: &crate::host_capabilities::ExecScope, outcome: &AgentOutcome) {
+    let Some(folder) = session_folder(scope) else {
+        return;
+    };
+    let run = session_changes::RunChanges {
+        modified: outcome.modified.clone(),
+        created: outcome.created.clone(),
+        removed: outcome.removed.clone(),
+        renamed: outcome.renamed.clone(),
+    };
+    if run == session_changes::RunChanges::default() {
+        return;
+    }
+    let merged = session_changes::merge(&session_changes(scope), &run);
+    let rel = format!("{folder}/{}", session_changes::FILE_NAME);
+    let json = serde_json::to_vec_pretty(&merged).unwrap_or_default();
+    // A dashboard-like record: a failed write loses detail for a later
+    // Reviewer, never the run.
+    let _ = wfhost_core::workspace::write_file(&scope.workspace, &rel, &json, true);
 }
 
 /// The session's `tasks.yaml` around an agent's run: an edit that breaks
@@ -223,7 +292,7 @@ impl agent::Host for HostState {
                 agent::Protocol::BlockOutput => Protocol::BlockOutput,
                 agent::Protocol::Json => Protocol::Json,
             },
-            input_json: invocation.input_json,
+            input_json: with_session_changes(&scope, block_type, invocation.input_json),
             env: agent_env(&scope, telemetry_url),
             extra_env: invocation.env,
             workspace: scope.workspace.clone(),
@@ -248,6 +317,7 @@ impl agent::Host for HostState {
         let (mut signal, decision_prompt) = signal_of(&outcome);
         let mut violations = outcome.violations.clone();
         let mut rolled_back = outcome.rolled_back;
+        record_session_changes(&scope, &outcome);
         if let Some(refused) = tasks.and_then(TasksWatch::after) {
             violations.push(refused);
             rolled_back = true;

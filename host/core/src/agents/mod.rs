@@ -9,4 +9,5 @@ pub mod agent_protocol;
 pub mod artifact_content;
 pub mod block_output;
 pub mod session_artifacts;
+pub mod session_changes;
 pub mod session_projection;

@@ -23,6 +23,9 @@ struct Meta {
     /// The inode change time: a process cannot set it back, so a rewrite
     /// that restores size and modification time still shows.
     ctime_ns: i128,
+    /// The inode: a file that moved keeps it (renames are told apart
+    /// from a removal and an unrelated new file).
+    ino: u64,
 }
 
 fn meta_of(dir: &Dir, name: &str, kind: &EntryKind) -> io::Result<Meta> {
@@ -33,6 +36,7 @@ fn meta_of(dir: &Dir, name: &str, kind: &EntryKind) -> io::Result<Meta> {
         mode: m.mode() & 0o7777,
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
         ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        ino: m.ino(),
     })
 }
 
@@ -95,6 +99,38 @@ impl Snapshot {
     /// [`revert`](super::revert). (Made only when something was copied.)
     pub fn store(&self) -> &Path {
         &self.store
+    }
+
+    /// Which added files of `changes` are removed ones that moved: the
+    /// same inode, a regular file both times. `(old path, new path)`,
+    /// sorted by the new path.
+    pub fn renames(&self, changes: &[Change]) -> io::Result<Vec<(String, String)>> {
+        let removed: BTreeMap<u64, &str> = changes
+            .iter()
+            .filter(|c| c.kind == ChangeKind::Removed && c.entry == EntryKind::File)
+            .filter_map(|c| Some((self.entries.get(&c.path)?.ino, c.path.as_str())))
+            .collect();
+        if removed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tree = handles::open_root(&self.root)?;
+        let mut live = Parents::new(&tree);
+        let mut pairs = Vec::new();
+        for added in changes
+            .iter()
+            .filter(|c| c.kind == ChangeKind::Added && c.entry == EntryKind::File)
+        {
+            let (dir, name) = live.of(&added.path)?;
+            let ino = match dir.symlink_metadata(name) {
+                Ok(m) => m.ino(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            if let Some(old) = removed.get(&ino) {
+                pairs.push((old.to_string(), added.path.clone()));
+            }
+        }
+        Ok(pairs)
     }
 
     /// The changes from the snapshot to the tree as it is now. A file whose
