@@ -17,6 +17,9 @@ shell would, but without one) in the workspace and answers FAIL with the end
 of its output when it fails; --task-status ID=STATUS sets task ID's `status:`
 in {session}/tasks.yaml (a note on stderr if there is no such task).
 
+--pause-while FILE writes the agent's pid into FILE, if it exists, and waits
+until it is removed (at most 60 s): a test kills the run there, mid-block.
+
 Misbehaviours: --prose prints a sentence before the JSON, --trailing one
 after it; --exit CODE exits with CODE after answering.
 
@@ -33,6 +36,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 
 AGENTS = [
     "SpecAgent", "Architect", "Planner", "Designer", "Researcher", "Coder",
@@ -118,6 +122,16 @@ def set_task_status(task_id, status):
     return None
 
 
+def pause_while(path):
+    if not os.path.exists(path):
+        return
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + 60
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def run_test_command(command):
     """(passed, a note with the command's result and the end of its output)."""
     argv = shlex.split(command)
@@ -155,6 +169,8 @@ def parse_args(argv):
                    help="run CMD (no shell) in the workspace; FAIL with its output if it fails")
     p.add_argument("--task-status", type=pair, action="append", default=[], metavar="ID=STATUS",
                    help="set the status of task ID in {session}/tasks.yaml")
+    p.add_argument("--pause-while", metavar="FILE",
+                   help="if FILE exists, write the pid into it and wait until it is removed")
     p.add_argument("--prose", action="store_true", help="print prose before the JSON")
     p.add_argument("--trailing", action="store_true", help="print prose after the JSON")
     p.add_argument("--exit", type=int, default=0, metavar="CODE", help="exit with CODE")
@@ -206,6 +222,8 @@ def main(argv):
                 indent=2,
             )
 
+    if args.pause_while:
+        pause_while(args.pause_while)
     status, summary = ("FAIL", problem) if problem else (args.status, args.summary)
     if args.calls and not problem:
         n = count_call(args.calls)
