@@ -108,6 +108,7 @@ fn every_example_is_covered_here() {
         [
             "agent-parallel",
             "agent-pipeline",
+            "agent-team", // walked through its gates in team.rs
             "durable",
             "exec-build",
             "exec-container",

@@ -26,7 +26,9 @@ pub const GATE: &str = "\
 Examples:
   wfhost gate 3c1f0a UD-1 approved
   wfhost gate 3c1f0a UD-1 'changes-requested:split the plan into two steps'
-  wfhost gate 3c1f0a UD-2 use-lane:api         # a fan-in gate: keep lane api's files";
+  wfhost gate 3c1f0a UD-2 use-lane:api         # a fan-in gate: keep lane api's files
+  wfhost gate 3c1f0a UD-APPROVE-DESIGN approved
+  wfhost gate 3c1f0a UD-REVIEW-STRATEGY per-batch   # or single-final";
 
 pub const RUNS: &str = "\
 Examples:

@@ -511,6 +511,11 @@ pub fn report_run(
                     "answer with: wfhost gate {} {gate_id} use-lane:<lane>   (or use-lane:<file>=<lane>,...; or resolved after fixing the files yourself)",
                     run.id
                 );
+            } else if gate_id == "UD-REVIEW-STRATEGY" {
+                println!(
+                    "answer with: wfhost gate {} {gate_id} per-batch   (or single-final)",
+                    run.id
+                );
             } else {
                 println!(
                     "answer with: wfhost gate {} {gate_id} approved   (or changes-requested:<what to change>)",

@@ -778,6 +778,7 @@ async fn artifact_gates<W: WorkerHost>(
     })
 }
 
+#[allow(clippy::too_many_arguments)] // the run loop's state, passed apart for borrowing
 async fn execute_block<W: WorkerHost>(
     workflow: &Workflow,
     workers: &W,

@@ -303,7 +303,7 @@ impl Worker for Agent {
             .as_deref()
             .and_then(missing_context_file)
         {
-            log::warn(&format!("BLOCKED before the agent ran: {why}"));
+            log::warn(format!("BLOCKED before the agent ran: {why}"));
             payload.push(segment(
                 "AGENT_OUTPUT",
                 format!("BLOCKED: {why}; the agent was not run"),

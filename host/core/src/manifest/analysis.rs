@@ -73,12 +73,21 @@ pub fn warnings(wf: &Workflow) -> Vec<Warning> {
                     ),
                 });
             }
-            let opens_gate = block
-                .transitions
-                .iter()
-                .any(|t| matches!(crate::actions::parse(&t.action), Ok(EngineCommand::Gate(_))));
-            for answer in [GATE_APPROVED, GATE_CHANGES_REQUESTED] {
-                if opens_gate && !block.transitions.iter().any(|t| t.on_signal == answer) {
+            // The answers the block's gates can get: `UD-REVIEW-STRATEGY`
+            // is answered with a strategy, which is `SIGNAL:GATE_APPROVED`.
+            let mut answers = BTreeSet::new();
+            for t in &block.transitions {
+                if let Ok(EngineCommand::Gate(prompt)) = crate::actions::parse(&t.action) {
+                    answers.insert(GATE_APPROVED);
+                    if crate::actions::well_known_gate(&prompt).0
+                        != Some(crate::actions::WellKnownGate::ReviewStrategy)
+                    {
+                        answers.insert(GATE_CHANGES_REQUESTED);
+                    }
+                }
+            }
+            for answer in answers {
+                if !block.transitions.iter().any(|t| t.on_signal == answer) {
                     out.push(Warning {
                         location: at(node_id, block_id) + "/transitions",
                         message: format!(
@@ -218,6 +227,41 @@ mod tests {
             }}}}),
         );
         let found = warnings(&w);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].message.contains("SIGNAL:GATE_CHANGES_REQUESTED"),
+            "{found:?}"
+        );
+    }
+
+    /// `UD-REVIEW-STRATEGY` is answered with a strategy (`SIGNAL:GATE_APPROVED`),
+    /// never with changes requested: no transition is missing for that.
+    #[test]
+    fn the_review_strategy_gate_needs_only_its_approved_transition() {
+        let block = |action: &str, approved: bool| {
+            let mut transitions = vec![
+                serde_json::json!({"on_signal": "SIGNAL:SUCCESS", "action": action}),
+                serde_json::json!({"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL"}),
+            ];
+            if approved {
+                transitions.push(
+                    serde_json::json!({"on_signal": "SIGNAL:GATE_APPROVED", "action": "END"}),
+                );
+            }
+            wf(
+                serde_json::json!({"id": "w", "start_node": "main", "nodes": {"main": {"entry_block": "a", "blocks": {
+                    "a": {"worker": "x", "transitions": transitions}
+                }}}}),
+            )
+        };
+        assert_eq!(warnings(&block("GATE:REVIEW_STRATEGY:how?", true)), vec![]);
+        let found = warnings(&block("GATE:REVIEW_STRATEGY", false));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].message.contains("SIGNAL:GATE_APPROVED"),
+            "{found:?}"
+        );
+        let found = warnings(&block("GATE:APPROVE_DESIGN", true));
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(
             found[0].message.contains("SIGNAL:GATE_CHANGES_REQUESTED"),
