@@ -187,6 +187,13 @@ fn the_full_team_runs_through_both_gates_and_a_fix_round() {
     );
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();
     assert!(report.contains("## Outcome"), "{report}");
+    // The Planner's tasks: the Coder set T-001 implemented, the host
+    // completed it once every gate passed.
+    let tasks = std::fs::read_to_string(dir.join("tasks.yaml")).unwrap();
+    assert!(
+        tasks.contains("T-001") && tasks.contains("status: completed") && !tasks.contains("wfhost"),
+        "{tasks}"
+    );
     for file in ["src/greet.py", "src/test_greet.py", "docs/greet.md"] {
         assert!(ws.join(file).is_file(), "{file}");
     }
