@@ -806,3 +806,54 @@ fn a_reviewer_gets_the_sessions_changed_files() {
         "{seen}"
     );
 }
+
+/// Earlier sessions' folders are read-only: what an agent changes there
+/// is undone and the block ends BLOCKED, naming the files.
+#[test]
+fn earlier_sessions_are_read_only_to_agents() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let old = ".agents-work/2026-01-02_earlier-101010-aaaaaa";
+    let wf = serde_json::json!({
+        "id": "past",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "team",
+        "nodes": {"team": {"entry_block": "code", "blocks": {"code": {
+            "worker": "agent",
+            "config": {
+                "command": [
+                    json_agent, "--write", format!("{old}/spec.md=# rewritten\\n"),
+                    "--write", format!("{old}/new.md=planted\\n"),
+                    "--write", "{session}/notes.md=mine\\n"
+                ],
+                "protocol": "json",
+                "prompt_delivery": "argument",
+                "input": {"task": {"id": "T-001", "title": "t", "goal": "g"}}
+            },
+            "transitions": [
+                {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                {"on_signal": "SIGNAL:BLOCKED", "action": "FAIL:an earlier session was changed"}
+            ]
+        }}}}
+    });
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(old)).unwrap();
+    std::fs::write(ws.path().join(old).join("spec.md"), "# Goals\nthen\n").unwrap();
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(1), "{report}");
+    let text = payload_text(&report);
+    assert!(
+        text.contains("earlier sessions are read-only")
+            && text.contains(&format!("{old}/spec.md"))
+            && text.contains(&format!("{old}/new.md")),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(old).join("spec.md")).unwrap(),
+        "# Goals\nthen\n"
+    );
+    assert!(!ws.path().join(old).join("new.md").exists());
+    // The run's own session folder is the agent's to write.
+    assert!(!text.contains("notes.md"), "{text}");
+}

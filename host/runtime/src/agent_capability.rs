@@ -310,6 +310,9 @@ impl agent::Host for HostState {
             output_cap: template.output_cap,
         };
         let tasks = TasksWatch::before(&scope, block_type);
+        let past = session_folder(&scope).and_then(|current| {
+            crate::past_sessions::PastSessions::remember(&scope.workspace, current)
+        });
         let outcome = wfhost_exec::agent::run_agent(request)
             .await
             .map_err(to_wit_error)?;
@@ -318,6 +321,12 @@ impl agent::Host for HostState {
         let mut violations = outcome.violations.clone();
         let mut rolled_back = outcome.rolled_back;
         record_session_changes(&scope, &outcome);
+        let current = session_folder(&scope).unwrap_or_default().to_string();
+        if let Some(refused) = past.and_then(|p| p.restore(&current)) {
+            violations.push(refused);
+            rolled_back = true;
+            signal = wfhost_core::transitions::BLOCKED.to_string();
+        }
         if let Some(refused) = tasks.and_then(TasksWatch::after) {
             violations.push(refused);
             rolled_back = true;

@@ -26,6 +26,7 @@ mod host_capabilities;
 mod host_state;
 pub mod lanes;
 mod links;
+mod past_sessions;
 pub mod plugins;
 pub mod runtime;
 pub mod sandbox;
