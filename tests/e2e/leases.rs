@@ -633,3 +633,50 @@ fn a_stage_graph_runs_as_a_workflow_with_the_stage_statuses() {
     assert_eq!(body["details"]["node"], "sh", "{body}");
     assert!(body["message"].as_str().unwrap().contains("sh"), "{body}");
 }
+
+/// A block run as a job on an agent gets the run's session folder, as a
+/// block the run process runs does: `{session}` context files resolve and
+/// the agent sees `SESSION_DIR`.
+#[test]
+fn a_job_knows_its_runs_session_folder() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve_with(scratch.path(), &["--local-agents", "0"]);
+    let _agent = Agent::start(scratch.path(), &served, "remote");
+    let json_agent = repo()
+        .join("examples/agents/json_agent.py")
+        .display()
+        .to_string();
+    let dump = scratch.path().join("coder.json");
+    let agent = |command: Vec<String>, files: Value, next: &str| {
+        json!({
+            "worker": "agent",
+            "config": {
+                "command": command, "protocol": "json", "prompt_delivery": "argument",
+                "input": {"task": {"id": "T-001", "title": "t", "goal": "g", "context_files": files}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": next}]
+        })
+    };
+    let manifest = json!({
+        "id": "session-job",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "team",
+        "nodes": {"team": {"entry_block": "spec", "blocks": {
+            "spec": agent(vec![json_agent.clone(), "--write".into(), "{session}/spec.md=# Goals\\nx\\n".into()], json!([]), "JUMP:code"),
+            "code": agent(vec![json_agent, "--dump-context".into(), dump.display().to_string()], json!(["{session}/spec.md"]), "END")
+        }}}
+    });
+    let ws = workspace_in(scratch.path());
+    let run = start(&served, &manifest, &ws);
+    await_status(&served.addr, &run, "succeeded");
+    let seen: Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
+    let session = seen["env"]["SESSION_DIR"].as_str().unwrap();
+    assert!(
+        session.starts_with(".agents-work/") && ws.join(session).join("spec.md").is_file(),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["input"]["task"]["context_files"][0],
+        format!("{session}/spec.md")
+    );
+}

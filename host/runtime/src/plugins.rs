@@ -304,6 +304,11 @@ impl PluginSet {
         *self.session_folder.lock().expect("not poisoned") = Some(folder.to_string());
     }
 
+    /// The run's session folder (workspace-relative), if set.
+    pub fn session_folder(&self) -> Option<String> {
+        self.session_folder.lock().expect("not poisoned").clone()
+    }
+
     /// `name` in the session folder: `Ok(None)` when it does not exist;
     /// read from the workspace's handle without passing a link.
     pub fn session_artifact_text(&self, name: &str) -> Result<Option<String>, String> {

@@ -480,6 +480,17 @@ fn load(
     }
     let loaded = LoadedWorkflow { workflow, file };
     let plugins = crate::load_plugins(runtime, &loaded, Path::new(&request.workspace), None)?;
+    if let Some(folder) = &request.session_folder {
+        // Only a session folder of the workspace, never a path out of it.
+        let name = folder.strip_prefix(".agents-work/").unwrap_or_default();
+        if !wfhost_core::agents::session_artifacts::is_session_name(name) {
+            return Err(format!(
+                "run {}: `{folder}` is not a session folder (`.agents-work/YYYY-MM-DD_<slug>`)",
+                request.run_id
+            ));
+        }
+        plugins.set_session_folder(folder);
+    }
     let here = crate::execute::plugin_digests(&plugins);
     for (name, pinned) in &request.plugins {
         match here.get(name) {

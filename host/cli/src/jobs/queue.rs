@@ -110,6 +110,7 @@ impl<'p> RunJobs<'p> {
             lane: request.lane,
             context: request.context,
             payload: request.payload,
+            session_folder: self.plugins.session_folder(),
         }
     }
 

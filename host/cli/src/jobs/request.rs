@@ -45,6 +45,10 @@ pub struct JobRequest {
     pub payload: ExecutionPayload,
     pub timeout_ms: Option<u64>,
     pub lane: Option<LaneKey>,
+    /// The run's session folder (`.agents-work/<session>`), when it keeps
+    /// one: the block's agents get it as `SESSION_DIR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_folder: Option<String>,
 }
 
 impl JobRequest {
