@@ -180,9 +180,14 @@ fn the_full_team_runs_through_both_gates_and_a_fix_round() {
     let strategy = decision(&done, "UD-REVIEW-STRATEGY");
     assert_eq!(strategy["answer"], "per-batch", "{done}");
     assert_eq!(strategy["status"], "answered");
+    // Fix loops only: the design redone on request, the code on the
+    // Reviewer's FAIL — not the blocks the work flowed back to.
     assert_eq!(
-        done["retry_counts"]["implement.code"],
-        serde_json::json!({"SIGNAL:FAIL": 1}),
+        done["retry_counts"],
+        serde_json::json!({
+            "design.spec": {"SIGNAL:GATE_CHANGES_REQUESTED": 1},
+            "implement.code": {"SIGNAL:FAIL": 1}
+        }),
         "{done}"
     );
     let report = std::fs::read_to_string(dir.join("report.md")).unwrap();

@@ -50,7 +50,8 @@
 //! beyond the first (`attempt - 1` of its latest `block_started`), keyed by
 //! the signal that sent the run back to it (`SIGNAL:VALIDATION_FAIL`,
 //! `SIGNAL:GATE_CHANGES_REQUESTED`, …) — the host's analogue of seed 001's
-//! fix loops. A block re-run after a crash keeps its attempt number and is
+//! fix loops. Only failure-like signals and requested changes count: a
+//! block the work flows back to after a success is not retrying. A block re-run after a crash keeps its attempt number and is
 //! not a retry. Tasks that never retried have no entry.
 //!
 //! **`known_issues`**: the open failures — per block, the `failure` of its
@@ -94,6 +95,14 @@ pub const SESSION_STATE_KEY: &str = "session_state";
 
 /// The state reported while a run goes on and its node names none.
 pub const DEFAULT_STATE: &str = "IMPLEMENT_LOOP";
+
+/// Whether a block run again after `cause` (the signal the run last acted
+/// on) is a retry: after a failure-like signal or requested changes.
+fn is_retry_cause(cause: &str) -> bool {
+    cause == "RERUN"
+        || cause == crate::transitions::GATE_CHANGES_REQUESTED
+        || FAILURE_SIGNALS.contains(&cause)
+}
 
 /// Whether a completion with `signal` (and `failure`) leaves its task
 /// blocked.
@@ -266,12 +275,16 @@ impl SessionProjection {
                         .last_signal
                         .clone()
                         .unwrap_or_else(|| "RERUN".to_string());
-                    *self
-                        .retry_counts
-                        .entry(key.clone())
-                        .or_default()
-                        .entry(cause)
-                        .or_default() += wanted - counted;
+                    // A fix loop is a retry; a block that runs again because
+                    // the work flowed back to it after a success is not.
+                    if is_retry_cause(&cause) {
+                        *self
+                            .retry_counts
+                            .entry(key.clone())
+                            .or_default()
+                            .entry(cause)
+                            .or_default() += wanted - counted;
+                    }
                     self.retries.insert(key.clone(), wanted);
                 }
                 self.set_status(&key, TaskStatus::InProgress);
@@ -1166,6 +1179,32 @@ mod tests {
         assert_eq!(
             p.status().retry_counts["main.draft"].values().sum::<u32>(),
             2
+        );
+    }
+
+    #[test]
+    fn a_block_the_work_flows_back_to_after_a_success_is_no_retry() {
+        let wf = review_gate();
+        let p = fold(
+            &wf,
+            &[
+                started("review-gate"),
+                start(0, "draft", 1),
+                done(0, "draft", "SIGNAL:SUCCESS", None),
+                jump(0, "main.draft"),
+                start(1, "draft", 2),
+                done(1, "draft", "SIGNAL:FAIL", None),
+                jump(1, "main.draft"),
+                start(2, "draft", 3),
+            ],
+        );
+        assert_eq!(
+            p.status().retry_counts,
+            BTreeMap::from([(
+                "main.draft".to_string(),
+                BTreeMap::from([("SIGNAL:FAIL".to_string(), 1)])
+            )]),
+            "only the run after the failure is a retry"
         );
     }
 
