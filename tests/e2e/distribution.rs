@@ -558,7 +558,7 @@ fn capabilities_must_be_declared_truthfully_and_allowed_by_the_user() {
     );
 
     // A component built against a contract this wfhost does not serve.
-    let future = patched(
+    let future = wfhost_guest_artifacts::patched(
         wfhost_guest_artifacts::TEST_NOOP,
         "wfhost:plugin/block-worker@0.1.0",
         "wfhost:plugin/block-worker@9.9.9",
@@ -680,21 +680,6 @@ fn lie_about_capabilities(layout: &Path) -> PathBuf {
     )
     .unwrap();
     lying
-}
-
-/// `bytes` with every `from` replaced by `to` (same length).
-fn patched(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
-    assert_eq!(from.len(), to.len());
-    let mut out = bytes.to_vec();
-    let mut at = 0;
-    while let Some(i) = out[at..]
-        .windows(from.len())
-        .position(|w| w == from.as_bytes())
-    {
-        out[at + i..at + i + to.len()].copy_from_slice(to.as_bytes());
-        at += i + to.len();
-    }
-    out
 }
 
 #[test]

@@ -149,24 +149,9 @@ fn a_plugin_built_against_each_frozen_version_loads_with_its_version() {
     }
 }
 
-/// `bytes` with every `from` replaced by `to` (of the same length).
-fn patched(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
-    assert_eq!(from.len(), to.len());
-    let mut out = bytes.to_vec();
-    let mut at = 0;
-    while let Some(i) = out[at..]
-        .windows(from.len())
-        .position(|w| w == from.as_bytes())
-    {
-        out[at + i..at + i + to.len()].copy_from_slice(to.as_bytes());
-        at += i + to.len();
-    }
-    out
-}
-
 #[test]
 fn a_component_targeting_an_unknown_version_is_refused_naming_both() {
-    let bytes = patched(
+    let bytes = guests::patched(
         guests::TEST_NOOP,
         "wfhost:plugin/block-worker@0.1.0",
         "wfhost:plugin/block-worker@9.9.9",
