@@ -6,7 +6,14 @@
 #     filesystem (no registry is reachable, so nothing is pulled).
 #   - slurm: Debian's slurm-wlm and munge as a one-node cluster (this host,
 #     all its CPUs, a partition `debug`): a munge key, munged, a slurm.conf,
-#     slurmctld and slurmd; ready once a trivial job has run.
+#     slurmctld and slurmd; ready once a trivial job has run. With job
+#     accounting, so that `sacct` answers: Debian's mariadb-server (mariadbd,
+#     a database slurm_acct_db and its user) and slurmdbd (a slurmdbd.conf,
+#     the cluster registered), started before slurmctld; ready once sacct
+#     shows the trivial job COMPLETED. WFHOST_SLURM_ACCOUNTING=0 starts the
+#     cluster without accounting instead (accounting_storage/none; slurmdbd
+#     is stopped, MariaDB is neither installed nor started nor stopped), to
+#     try the no-sacct path by hand; running again without it switches back.
 #   - browser: Debian's chromium (headless) and Node.js for the dashboard's
 #     browser tests, which drive it with playwright-core (installed by the
 #     test itself from tests/dashboard/package-lock.json).
@@ -16,6 +23,7 @@
 #
 # Usage: scripts/services.sh [docker|slurm|browser|registry|all]...
 #        (default: docker; all = every service)
+#        WFHOST_SLURM_ACCOUNTING=0|1 (default 1): Slurm job accounting.
 # Idempotent: what is installed or running already is left as it is.
 # There is no systemd here: daemons are started directly, in the background.
 set -euo pipefail
@@ -87,10 +95,35 @@ start_docker() {
     log "docker ready, image $IMAGE"
 }
 
-# Debian's slurm-wlm reads /etc/slurm/slurm.conf. No cgroup.conf is needed:
-# with proctrack/linuxproc and task/none no cgroup plugin is loaded.
+# Debian's slurm-wlm reads /etc/slurm/slurm.conf, slurmdbd
+# /etc/slurm/slurmdbd.conf. No cgroup.conf is needed: with
+# proctrack/linuxproc, task/none and jobacct_gather/linux (which reads
+# /proc) no cgroup plugin is loaded.
 SLURM_CONF=/etc/slurm/slurm.conf
+SLURMDBD_CONF=/etc/slurm/slurmdbd.conf
 SLURM_LOGS=/var/log/slurm
+SLURM_CLUSTER=wfhost
+# true: slurmctld records jobs through slurmdbd into MariaDB, and sacct
+# answers; false (WFHOST_SLURM_ACCOUNTING=0): no accounting at all.
+SLURM_ACCOUNTING=true
+# slurmdbd's database and MariaDB user. A test-only password: MariaDB
+# listens on loopback only (Debian's default), and slurmdbd.conf is 0600.
+SLURM_DB=slurm_acct_db
+SLURM_DB_USER=slurm
+SLURM_DB_PASS=wfhost-slurmdbd
+MARIADB_LOG=$SLURM_LOGS/mariadb.log
+# Finished jobs are purged from slurmctld (and so from scontrol and
+# squeue) once they are MinJobAge seconds old, on slurmctld's next purge
+# pass: 12-18 s after they ended, measured here (the compiled-in purge
+# interval, 60 s, bounds it at about 70 s). With accounting the host then
+# reads the final state from sacct. Slurm's default is 300 s; it is low
+# here so that tests see a finished job purged from the controller in
+# reasonable time. It must stay non-zero: Slurm needs that for job arrays.
+SLURM_MIN_JOB_AGE=10
+# Slurm's default, set explicitly: array indices 0-1000 at most (an array
+# may have up to MaxArraySize - 1 as its highest index). Tests rely on
+# this value to split larger arrays into several submissions.
+SLURM_MAX_ARRAY_SIZE=1001
 
 slurm_conf() {
     local node cpus mem
@@ -103,7 +136,7 @@ slurm_conf() {
     mem=$(( $(free -m | awk '/^Mem:/ {print $2}') * 3 / 4 ))
     cat <<CONF
 # Written by wfhost's scripts/services.sh: a one-node test cluster.
-ClusterName=wfhost
+ClusterName=$SLURM_CLUSTER
 # Addressed as 127.0.0.1, so that the host name need not resolve.
 SlurmctldHost=$node(127.0.0.1)
 SlurmUser=root
@@ -122,17 +155,20 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=512
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+# Per-job usage (MaxRSS, CPU time) from /proc, no cgroups needed.
+JobAcctGatherType=jobacct_gather/linux
+$(slurm_accounting_conf)
 JobCompType=jobcomp/none
 MpiDefault=none
 # Debian has no /bin/mail; this keeps slurmctld from logging an error.
 MailProg=/bin/true
 # A node that comes back (slurmd restarted) is usable again at once.
 ReturnToService=2
-# Finished jobs stay visible to scontrol for 5 minutes: the host reads the
-# final state and exit code from there (sacct has no accounting here).
-MinJobAge=300
+# Finished jobs leave scontrol and squeue 10-70 s after they end (see
+# SLURM_MIN_JOB_AGE in scripts/services.sh); sacct keeps them.
+MinJobAge=$SLURM_MIN_JOB_AGE
+# Slurm's default, explicit: tests split arrays larger than this.
+MaxArraySize=$SLURM_MAX_ARRAY_SIZE
 # A timed-out or cancelled job gets SIGKILL 2 s after SIGTERM, and no
 # grace minutes beyond its limit. slurmctld checks time limits every 30 s
 # (compiled in), so a job ends 0-30 s after its limit.
@@ -151,6 +187,42 @@ SchedulerType=sched/builtin
 SchedulerParameters=batch_sched_delay=0,sched_interval=1
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
+CONF
+}
+
+# The accounting lines of slurm.conf.
+slurm_accounting_conf() {
+    if $SLURM_ACCOUNTING; then
+        cat <<CONF
+# Jobs are recorded by slurmdbd (port 6819 on this host), so sacct works.
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+CONF
+    else
+        cat <<CONF
+# No accounting (WFHOST_SLURM_ACCOUNTING=0): sacct has nothing to show.
+AccountingStorageType=accounting_storage/none
+CONF
+    fi
+}
+
+# On Debian's MariaDB defaults slurmdbd logs "error: Database settings not
+# recommended values: innodb_buffer_pool_size innodb_lock_wait_timeout" at
+# each start; that matters for large databases only, not for this one.
+slurmdbd_conf() {
+    cat <<CONF
+# Written by wfhost's scripts/services.sh: slurmdbd for the test cluster.
+AuthType=auth/munge
+DbdHost=localhost
+SlurmUser=root
+PidFile=/run/slurmdbd.pid
+LogFile=$SLURM_LOGS/slurmdbd.log
+StorageType=accounting_storage/mysql
+# localhost: MariaDB's unix socket.
+StorageHost=localhost
+StorageUser=$SLURM_DB_USER
+StoragePass=$SLURM_DB_PASS
+StorageLoc=$SLURM_DB
 CONF
 }
 
@@ -223,6 +295,95 @@ start_munge() {
     exit 1
 }
 
+mariadb_answers() {
+    timeout 5 mariadb-admin --silent ping >/dev/null 2>&1
+}
+
+# MariaDB for slurmdbd. The package has initialized its data directory
+# (its own start of the server is refused by policy-rc.d in a container,
+# and there is no systemd), so mariadbd is started directly, unless a
+# server answers already (started by the package's init script elsewhere).
+start_mariadb() {
+    mkdir -p /run/mysqld
+    chown mysql:mysql /run/mysqld
+    if ! mariadb_answers && ! daemon_running mariadbd && ! daemon_running mysqld; then
+        log "starting mariadbd"
+        touch "$MARIADB_LOG"
+        chown mysql:mysql "$MARIADB_LOG"
+        nohup mariadbd --user=mysql --log-error="$MARIADB_LOG" >/dev/null 2>&1 &
+    fi
+    local deadline=$((SECONDS + 60))
+    until mariadb_answers; do
+        if [ "$SECONDS" -ge "$deadline" ] ||
+            { ! daemon_running mariadbd && ! daemon_running mysqld; }; then
+            log "MariaDB does not answer"
+            show_logs "$MARIADB_LOG"
+            exit 1
+        fi
+        sleep 0.25
+    done
+    # Root logs in through the unix socket (Debian's unix_socket auth).
+    mariadb <<SQL || { log "could not create the database $SLURM_DB"; exit 1; }
+CREATE DATABASE IF NOT EXISTS $SLURM_DB;
+CREATE USER IF NOT EXISTS '$SLURM_DB_USER'@'localhost' IDENTIFIED BY '$SLURM_DB_PASS';
+ALTER USER '$SLURM_DB_USER'@'localhost' IDENTIFIED BY '$SLURM_DB_PASS';
+GRANT ALL ON $SLURM_DB.* TO '$SLURM_DB_USER'@'localhost';
+SQL
+}
+
+# slurmdbd answers a client; sacctmgr finds it through slurm.conf's
+# AccountingStorageHost.
+slurmdbd_answers() {
+    timeout 5 sacctmgr -n -P list cluster format=Cluster >/dev/null 2>&1
+}
+
+# slurmdbd, on MariaDB, with this cluster registered. slurm.conf must be
+# written already.
+start_slurmdbd() {
+    local wanted
+    wanted=$(slurmdbd_conf)
+    if [ ! -f "$SLURMDBD_CONF" ] || [ "$(cat "$SLURMDBD_CONF")" != "$wanted" ]; then
+        log "writing $SLURMDBD_CONF"
+        (umask 077; printf '%s\n' "$wanted" > "$SLURMDBD_CONF")
+        stop_daemon slurmdbd
+    fi
+    # slurmdbd refuses a configuration that others can read or that its
+    # SlurmUser (root) does not own.
+    chown root:root "$SLURMDBD_CONF"
+    chmod 0600 "$SLURMDBD_CONF"
+    if ! daemon_running slurmdbd; then
+        log "starting slurmdbd"
+        slurmdbd || { show_logs "$SLURM_LOGS/slurmdbd.log"; exit 1; }
+    fi
+    # On a new database slurmdbd first creates its tables.
+    local deadline=$((SECONDS + 90))
+    until slurmdbd_answers; do
+        if ! daemon_running slurmdbd; then
+            log "slurmdbd exited"
+            show_logs "$SLURM_LOGS/slurmdbd.log" "$MARIADB_LOG"
+            exit 1
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            log "slurmdbd does not answer"
+            show_logs "$SLURM_LOGS/slurmdbd.log" "$MARIADB_LOG"
+            exit 1
+        fi
+        sleep 0.25
+    done
+    # The cluster must be known to slurmdbd before slurmctld registers
+    # with it, or its jobs are not recorded; a slurmctld that registered
+    # before is restarted below.
+    if ! timeout 5 sacctmgr -n -P list cluster format=Cluster | grep -qx "$SLURM_CLUSTER"; then
+        log "registering cluster $SLURM_CLUSTER with slurmdbd"
+        timeout 15 sacctmgr -i add cluster "$SLURM_CLUSTER" >/dev/null || {
+            log "sacctmgr could not add cluster $SLURM_CLUSTER"
+            show_logs "$SLURM_LOGS/slurmdbd.log"
+            exit 1
+        }
+        stop_daemon slurmctld
+    fi
+}
+
 # The node's state as sinfo prints it: idle, mixed, allocated, down*, ...
 # (a trailing * means slurmd does not answer). Empty if the controller
 # does not.
@@ -263,7 +424,8 @@ wait_for_slurm_node() {
 }
 
 # A trivial job, end to end: submitted, run, and seen by scontrol as
-# COMPLETED with exit code 0.
+# COMPLETED with exit code 0. Its id is left in SLURM_CHECK_JOB.
+SLURM_CHECK_JOB=
 check_slurm_job() {
     local job info state t0 ms
     t0=${EPOCHREALTIME//[.,]/}
@@ -290,10 +452,40 @@ check_slurm_job() {
         exit 1
     fi
     log "slurm job $job: sbatch to COMPLETED in $ms ms"
+    SLURM_CHECK_JOB=$job
+}
+
+# The trivial job as sacct shows it: COMPLETED, exit code 0:0. slurmctld
+# sends the job's records to slurmdbd asynchronously, so this polls (up
+# to 20 s). Here sacct showed a single job COMPLETED 0.1-0.2 s after
+# scontrol did (before that, PENDING); the tasks of a job array appeared
+# up to about 4 s after the array left squeue.
+check_slurm_accounting() {
+    local job=$1 line t0 ms deadline=$((SECONDS + 20))
+    t0=${EPOCHREALTIME//[.,]/}
+    while :; do
+        line=$(timeout 5 sacct -X --parsable2 --noheader --starttime now-1hour \
+            --format=JobID,JobIDRaw,State,ExitCode -j "$job" 2>&1 || true)
+        [ "$line" = "$job|$job|COMPLETED|0:0" ] && break
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            log "sacct does not show job $job COMPLETED with exit code 0:0; it shows:"
+            printf '%s\n' "${line:-(nothing)}" >&2
+            show_logs "$SLURM_LOGS/slurmdbd.log" "$SLURM_LOGS/slurmctld.log"
+            exit 1
+        fi
+        sleep 0.2
+    done
+    ms=$(( (${EPOCHREALTIME//[.,]/} - t0) / 1000 ))
+    log "slurm accounting: sacct shows job $job COMPLETED 0:0 (after $ms ms)"
 }
 
 start_slurm() {
-    apt_install slurm-wlm munge
+    if $SLURM_ACCOUNTING; then
+        apt_install slurm-wlm munge slurmdbd mariadb-server
+    else
+        apt_install slurm-wlm munge
+    fi
+    # Order: munge, (MariaDB, slurmdbd), slurmctld, slurmd.
     start_munge
     mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd "$SLURM_LOGS"
     local wanted
@@ -305,6 +497,12 @@ start_slurm() {
         # until they are gone, or they would be taken for running.
         stop_daemon slurmctld
         stop_daemon slurmd
+    fi
+    if $SLURM_ACCOUNTING; then
+        start_mariadb
+        start_slurmdbd
+    else
+        stop_daemon slurmdbd
     fi
     # Both daemonize once their configuration is read and their log open;
     # a non-zero exit here is a configuration or startup error.
@@ -318,7 +516,12 @@ start_slurm() {
     fi
     wait_for_slurm_node
     check_slurm_job
-    log "slurm ready: node $(hostname -s), partition debug"
+    if $SLURM_ACCOUNTING; then
+        check_slurm_accounting "$SLURM_CHECK_JOB"
+        log "slurm ready: node $(hostname -s), partition debug, accounting (sacct)"
+    else
+        log "slurm ready: node $(hostname -s), partition debug, no accounting"
+    fi
 }
 
 start_browser() {
@@ -342,6 +545,11 @@ usage() {
 
 [ $# -eq 0 ] && set -- docker
 # Check every argument before starting anything.
+case "${WFHOST_SLURM_ACCOUNTING:-1}" in
+    1) SLURM_ACCOUNTING=true ;;
+    0) SLURM_ACCOUNTING=false ;;
+    *) log "WFHOST_SLURM_ACCOUNTING must be 0 or 1, not $WFHOST_SLURM_ACCOUNTING"; exit 2 ;;
+esac
 for service in "$@"; do
     case "$service" in
         docker|slurm|browser|registry|all) ;;
