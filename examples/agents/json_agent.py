@@ -173,6 +173,10 @@ def parse_args(argv):
                    help="set the status of task ID in {session}/tasks.yaml")
     p.add_argument("--pause-while", metavar="FILE",
                    help="if FILE exists, write the pid into it and wait until it is removed")
+    p.add_argument("--finding", action="append", default=[], metavar="TEXT",
+                   help="add TEXT to artifacts.findings (with NEEDS_DECISION: a question to ask)")
+    p.add_argument("--security-concern", action="append", default=[], metavar="TEXT",
+                   help="add TEXT to gates.security_concerns (with NEEDS_DECISION: a security question)")
     p.add_argument("--prose", action="store_true", help="print prose before the JSON")
     p.add_argument("--trailing", action="store_true", help="print prose after the JSON")
     p.add_argument("--exit", type=int, default=0, metavar="CODE", help="exit with CODE")
@@ -263,13 +267,14 @@ def main(argv):
         "artifacts": {
             "files_changed": changed,
             "commands_to_run": [args.test_command] if args.test_command else [],
+            "findings": args.finding,
             "notes": ([f"goal: {goal}"] if goal else []) + notes,
         },
         "gates": {
             "meets_definition_of_done": status == "OK",
             "needs_review": bool(changed),
             "needs_tests": False,
-            "security_concerns": [],
+            "security_concerns": args.security_concern,
         },
     }
     if not args.no_next:

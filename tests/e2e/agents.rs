@@ -257,6 +257,140 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     );
 }
 
+/// A security NEEDS_DECISION with findings asks each as its own decision:
+/// a partial answer cancels the ordinary questions left out, asks the
+/// security question again, and only an explicit deferral ends it.
+#[test]
+fn a_security_decision_asks_each_question_and_never_cancels_security_ones() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let wf = serde_json::json!({
+        "id": "security-decision",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "implement",
+        "nodes": {"implement": {"entry_block": "security", "blocks": {"security": {
+            "worker": "agent",
+            "config": {
+                "command": [json_agent, "--status", "NEEDS_DECISION",
+                    "--summary", "Two medium findings need a decision.",
+                    "--security-concern", "Log the raw session token at debug level?",
+                    "--finding", "Keep the session cookie for 30 days?",
+                    "--finding", "Allow password reset by e-mail only?"],
+                "protocol": "json",
+                "prompt_delivery": "argument",
+                "input": {"task": {"id": "T-001", "title": "Security", "goal": "check T-001"}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:GATE_APPROVED", "action": "END"}]
+        }}}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(3), "{report}");
+    let run = report["run_id"].as_str().unwrap();
+    assert_eq!(report["gate"]["id"], "UD-1");
+    let prompt = report["gate"]["prompt"].as_str().unwrap();
+    for line in [
+        "1. UD-1 [security]: Log the raw session token at debug level?",
+        "2. UD-2: Keep the session cookie for 30 days?",
+        "3. UD-3: Allow password reset by e-mail only?",
+    ] {
+        assert!(prompt.contains(line), "{line}\n{prompt}");
+    }
+    let status = || -> serde_json::Value {
+        let dirs: Vec<_> = std::fs::read_dir(ws.path().join(".agents-work"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        let text = std::fs::read_to_string(dirs[0].join("status.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let decisions = |s: &serde_json::Value| -> Vec<(String, String, serde_json::Value)> {
+        s["user_decisions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["decision_id"].as_str().unwrap().to_string(),
+                    d["status"].as_str().unwrap().to_string(),
+                    d["resolution_reason"].clone(),
+                )
+            })
+            .collect()
+    };
+    let pending = serde_json::Value::Null;
+    assert_eq!(
+        decisions(&status()),
+        [
+            ("UD-1".into(), "pending".into(), pending.clone()),
+            ("UD-2".into(), "pending".into(), pending.clone()),
+            ("UD-3".into(), "pending".into(), pending.clone()),
+        ]
+    );
+    // A question is answered through its gate, not alone; a plain answer
+    // to three questions is refused. Neither records anything.
+    for (gate, answer, why) in [
+        ("UD-2", "yes", "UD-2 is a question of gate UD-1"),
+        ("UD-1", "yes", "asks 3 questions"),
+    ] {
+        let out = wfhost(&["gate", run, gate, answer], scratch.path());
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains(why), "{}", stderr(&out));
+    }
+    // A partial answer: UD-3 answered, UD-2 cancelled for want of a
+    // response, the security question asked again.
+    let out = wfhost(&["gate", run, "UD-1", r#"{"3": "yes"}"#], scratch.path());
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("1. UD-1 [security]"),
+        "{}",
+        stderr(&out)
+    );
+    let s = status();
+    assert_eq!(s["current_state"], "ASK_USER", "{s}");
+    assert_eq!(
+        decisions(&s),
+        [
+            ("UD-1".into(), "pending".into(), pending.clone()),
+            (
+                "UD-2".into(),
+                "cancelled".into(),
+                "no response provided".into()
+            ),
+            ("UD-3".into(), "answered".into(), pending.clone()),
+        ]
+    );
+    // Still listed as open; an empty answer leaves it open too.
+    let gates = wfhost(&["gates", "--json"], scratch.path());
+    assert!(stdout(&gates).contains("UD-1"), "{}", stdout(&gates));
+    let out = wfhost(&["gate", run, "UD-1", "{}"], scratch.path());
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // The explicit deferral ends it; the run goes on.
+    let out = wfhost(&["gate", run, "ud-1", "defer: next sprint"], scratch.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let s = status();
+    assert_eq!(s["current_state"], "DONE", "{s}");
+    assert_eq!(
+        decisions(&s)[0],
+        (
+            "UD-1".into(),
+            "cancelled".into(),
+            "user deferred: next sprint".into()
+        )
+    );
+    let answered = &s["user_decisions"][2];
+    assert_eq!(answered["answer"], "yes", "{s}");
+    assert!(answered["resolved_at"].is_string(), "{s}");
+}
+
 #[test]
 fn misbehaving_lanes_fail_alone_and_the_workspace_keeps_its_files() {
     let scratch = tempfile::tempdir().unwrap();

@@ -123,7 +123,11 @@ fn the_full_team_runs_through_both_gates_and_a_fix_round() {
     let tracking = &again["gate_tracking"]["APPROVE_DESIGN"];
     assert_eq!(tracking["correction_status"], "completed", "{again}");
     assert_eq!(
-        tracking["last_correction_dispatch"]["agent"], "design.spec",
+        tracking["last_correction_dispatch"]["agent"], "SpecAgent",
+        "{again}"
+    );
+    assert_eq!(
+        tracking["last_correction_dispatch"]["task_id"], "design.spec",
         "{again}"
     );
     assert_eq!(

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use wfhost_core::actions::WellKnownGate;
-use wfhost_core::event::{Decision, Event, MAX_REASKS, parse_answer};
+use wfhost_core::event::{Decision, Event, MAX_REASKS};
 use wfhost_core::state::{Phase, RunState};
 use wfhost_store::{RunLock, RunRecord, Store};
 
@@ -112,6 +112,8 @@ fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
         "`per-batch` or `single-final` (or `defer:<reason>`)"
     } else if gate_id == WellKnownGate::ApproveDesign.decision_id() {
         "`approved` or `changes-requested:<text>` (or `defer:<reason>`)"
+    } else if prompt.contains(wfhost_core::questions::ANSWER_FORMS) {
+        "a JSON object of answers by question id or number (see the questions)"
     } else if prompt.contains("use-lane:") {
         "`use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`"
     } else {
@@ -294,15 +296,10 @@ pub fn fork(args: ForkArgs, global: &Global) -> u8 {
 pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
     // Gate ids are `UD-<n>`: `ud-1` names the same gate.
     args.gate = args.gate.trim().to_ascii_uppercase();
-    // The answer is checked before anything is opened or locked; an
-    // invalid answer to a mandatory (well-known) gate is recorded below:
-    // the gate is asked again, at most `MAX_REASKS` times.
+    // An invalid answer to a mandatory (well-known) gate is recorded
+    // below: the gate is asked again, at most `MAX_REASKS` times. An
+    // invalid answer to any other gate records nothing.
     let mandatory = WellKnownGate::from_decision_id(&args.gate).is_some();
-    let parsed = parse_answer(&args.gate, &args.answer);
-    if let (Err(e), false) = (&parsed, mandatory) {
-        report_error(e);
-        return exit::BAD_INPUT;
-    }
     let (mut store, run, _lock) = match open_run(global, &args.run) {
         Ok(x) => x,
         Err(code) => return code,
@@ -314,6 +311,7 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
     // Find the branch where this gate is open; remember an earlier answer.
     let mut open = None;
     let mut answered = None;
+    let mut asking = None;
     for info in &branches {
         let state = match store.state(&run.id, info.branch) {
             Ok(s) => s,
@@ -326,14 +324,25 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
         if let Some(d) = state.gates.get(&args.gate).and_then(|g| g.decision.clone()) {
             answered = Some(d);
         }
+        if let Phase::Waiting { gate_id, .. } = &state.phase
+            && state
+                .gate_asking(&args.gate)
+                .is_some_and(|g| g.gate_id == *gate_id)
+        {
+            asking = Some(gate_id.clone());
+        }
     }
     let Some((branch, state)) = open else {
-        let message = match answered {
-            Some(first) => format!(
+        let message = match (answered, asking) {
+            (_, Some(gate)) => format!(
+                "{} is a question of gate {gate} of run {}: answer the gate, all its questions at once, e.g. `wfhost gate {} {gate} '{{\"{}\": \"<answer>\"}}'`",
+                args.gate, run.id, run.id, args.gate
+            ),
+            (Some(first), None) => format!(
                 "gate {} of run {} is closed: it was already answered `{first}`; a decision is recorded once",
                 args.gate, run.id
             ),
-            None => format!(
+            (None, None) => format!(
                 "run {} has no open gate `{}`; `wfhost gates` lists the open ones",
                 run.id, args.gate
             ),
@@ -343,8 +352,12 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
     };
     let output = args.exec.output();
     let reasks = state.gates.get(&args.gate).map_or(0, |g| g.reasks);
-    let decision = match parsed {
+    let decision = match state.parse_answer(&args.gate, &args.answer) {
         Ok(d) => d,
+        Err(why) if !mandatory => {
+            report_error(why);
+            return exit::BAD_INPUT;
+        }
         Err(why) if reasks < MAX_REASKS => {
             return reask(&mut store, &run, branch, &state, &args, why, reasks + 1);
         }
@@ -384,6 +397,19 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
     }
     if !output.json {
         println!("gate {} of run {} answered: {decision}", args.gate, run.id);
+    }
+    if let Phase::Waiting {
+        gate_id, prompt, ..
+    } = &next.phase
+    {
+        // Security questions were left without an answer: the gate asks
+        // them again; the session folder shows the answered ones.
+        SessionFiles::load_pinned(&store, &run, branch);
+        eprintln!(
+            "security questions are never cancelled for want of an answer: answer them or defer them explicitly (`defer: <reason>`)\n{}",
+            waiting_message(&run, gate_id, prompt)
+        );
+        return exit::WAITING_AT_GATE;
     }
     continue_prepared(
         &mut store,

@@ -650,6 +650,7 @@ mod tests {
             action: "GATE:APPROVE_DESIGN".into(),
             command: CommandRecord::Gate {
                 prompt: "Approve?".into(),
+                questions: Vec::new(),
             },
             gate_id: Some("UD-APPROVE-DESIGN".into()),
             fallback_for: None,

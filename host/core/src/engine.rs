@@ -1127,22 +1127,31 @@ async fn take_transition<A: ActionInterpreter>(
     if signal == transitions::NEEDS_DECISION
         && !block.transitions.iter().any(|t| t.on_signal == signal)
     {
-        let prompt = state
-            .payload
-            .iter()
-            .rev()
-            .find(|s| s.kind == transitions::DECISION_REQUEST)
-            .map(|s| s.content.clone())
-            .unwrap_or_else(|| format!("the agent of `{here}` needs a decision"));
-        let gate_id = sink.new_gate_id()?;
+        let (prompt, asked) =
+            crate::questions::decision_request(&state.payload).unwrap_or_else(|| {
+                (
+                    format!("the agent of `{here}` needs a decision"),
+                    Vec::new(),
+                )
+            });
+        let ids = sink.new_gate_ids(asked.len().max(1))?;
+        let questions = asked
+            .into_iter()
+            .zip(&ids)
+            .map(|((text, security), id)| crate::questions::GateQuestion {
+                id: id.clone(),
+                text,
+                security,
+            })
+            .collect();
         return emit(
             state,
             sink,
             vec![Event::ActionTaken {
                 step: state.last_step,
                 action: format!("GATE:{prompt}"),
-                command: CommandRecord::Gate { prompt },
-                gate_id: Some(gate_id),
+                command: CommandRecord::Gate { prompt, questions },
+                gate_id: ids.into_iter().next(),
                 fallback_for: None,
             }],
         );
@@ -1265,11 +1274,15 @@ async fn take_transition<A: ActionInterpreter>(
                 gate_id = Some(gate.decision_id().to_string());
                 CommandRecord::Gate {
                     prompt: question.to_string(),
+                    questions: Vec::new(),
                 }
             }
             (None, _) => {
                 gate_id = Some(sink.new_gate_id()?);
-                CommandRecord::Gate { prompt }
+                CommandRecord::Gate {
+                    prompt,
+                    questions: Vec::new(),
+                }
             }
         },
     };

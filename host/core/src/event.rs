@@ -34,7 +34,10 @@ use crate::text::count;
 ///   may open again), their answers (`strategy`, `cancelled`) and
 ///   `gate_reasked` (an invalid answer to a mandatory gate, recorded; the
 ///   gate stays open). Formats 1 to 4 are subsets.
-pub const EVENT_FORMAT: u32 = 5;
+/// - 6: gates that ask several questions (`questions` of a `gate`
+///   command, each with its own decision id) and their `answers`, which
+///   may leave security questions open. Formats 1 to 5 are subsets.
+pub const EVENT_FORMAT: u32 = 6;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -566,6 +569,16 @@ pub enum Decision {
     Cancelled {
         reason: String,
     },
+    /// The answer to a gate that asks several questions
+    /// ([`crate::questions`]): answers and explicit deferrals (their
+    /// resolution reasons) by question id. Questions left out are no
+    /// response.
+    Answers {
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        answers: BTreeMap<String, String>,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        deferred: BTreeMap<String, String>,
+    },
 }
 
 /// The canonical answers to `UD-REVIEW-STRATEGY`.
@@ -707,6 +720,8 @@ impl Decision {
             // The strategy itself is in the payload (`GATE_DECISION`).
             Decision::Strategy { .. } => crate::transitions::GATE_APPROVED,
             Decision::Cancelled { .. } => crate::transitions::GATE_CANCELLED,
+            // The answers themselves are in the payload (`GATE_DECISION`).
+            Decision::Answers { .. } => crate::transitions::GATE_APPROVED,
         }
     }
 
@@ -795,6 +810,16 @@ impl std::fmt::Display for Decision {
                 let parts: Vec<String> = files.iter().map(|(p, l)| format!("{p}={l}")).collect();
                 write!(f, "use-lane:{}", parts.join(","))
             }
+            Decision::Answers { answers, deferred } => {
+                let mut parts: Vec<String> =
+                    answers.iter().map(|(id, a)| format!("{id}: {a}")).collect();
+                parts.extend(deferred.iter().map(|(id, r)| format!("{id}: {r}")));
+                if parts.is_empty() {
+                    f.write_str("no answers")
+                } else {
+                    f.write_str(&parts.join("; "))
+                }
+            }
         }
     }
 }
@@ -827,6 +852,10 @@ pub enum CommandRecord {
     },
     Gate {
         prompt: String,
+        /// A gate that asks several questions: each with its own decision
+        /// id, the first being the gate's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        questions: Vec<crate::questions::GateQuestion>,
     },
 }
 
@@ -840,7 +869,7 @@ impl std::fmt::Display for CommandRecord {
             CommandRecord::Return => f.write_str("return"),
             CommandRecord::End => f.write_str("end"),
             CommandRecord::Fail { reason } => write!(f, "fail: {reason}"),
-            CommandRecord::Gate { prompt } => write!(f, "gate: {prompt}"),
+            CommandRecord::Gate { prompt, .. } => write!(f, "gate: {prompt}"),
         }
     }
 }
@@ -863,6 +892,19 @@ pub trait EventSink: Send {
 
     /// A gate id not used before in this run (including other branches).
     fn new_gate_id(&mut self) -> Result<String, SinkError>;
+
+    /// `n` (≥ 1) consecutive gate ids not used before, for a gate that
+    /// asks `n` questions.
+    fn new_gate_ids(&mut self, n: usize) -> Result<Vec<String>, SinkError> {
+        let first = self.new_gate_id()?;
+        let number = gate_number(&first)
+            .ok_or_else(|| SinkError(format!("gate id `{first}` is not `UD-<N>`")))?;
+        // A sink that counts the ids it hands out moves past all of them.
+        for _ in 1..n {
+            self.new_gate_id()?;
+        }
+        Ok((number..number + n.max(1)).map(gate_id).collect())
+    }
 }
 
 /// A block execution that the host hands to someone else (`wfhost
@@ -944,6 +986,16 @@ pub fn count_gates<'a>(events: impl IntoIterator<Item = &'a Event>) -> usize {
     events
         .into_iter()
         .filter_map(|e| match e {
+            Event::ActionTaken {
+                command: CommandRecord::Gate { questions, .. },
+                gate_id: Some(id),
+                ..
+            } => questions
+                .iter()
+                .map(|q| q.id.as_str())
+                .chain([id.as_str()])
+                .filter_map(gate_number)
+                .max(),
             Event::ActionTaken {
                 gate_id: Some(id), ..
             }
@@ -1109,7 +1161,10 @@ mod tests {
         let opened = |id: &str| Event::ActionTaken {
             step: 0,
             action: "GATE".into(),
-            command: CommandRecord::Gate { prompt: "?".into() },
+            command: CommandRecord::Gate {
+                prompt: "?".into(),
+                questions: Vec::new(),
+            },
             gate_id: Some(id.into()),
             fallback_for: None,
         };

@@ -30,6 +30,7 @@ pub mod merge;
 pub mod parallel;
 pub mod payload;
 pub mod prompt;
+pub mod questions;
 pub mod random;
 #[cfg(unix)]
 pub mod regular_file;

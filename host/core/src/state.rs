@@ -19,6 +19,7 @@ use crate::actions::WellKnownGate;
 use crate::event::{CommandRecord, Decision, Event, InterruptedBlock, MAX_REASKS, Outcome};
 use crate::parallel::fan_in::MergeStrategy;
 use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
+use crate::questions::{self, AskedQuestion, GateQuestion};
 
 /// Where a run is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +105,20 @@ pub struct GateRecord {
     /// ([`Event::GateReasked`]; mandatory gates only).
     #[serde(skip_serializing_if = "is_zero")]
     pub reasks: u32,
+    /// The questions of a gate that asks several, and where each stands.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<AskedQuestion>,
+}
+
+impl GateRecord {
+    /// The questions still waiting for an answer.
+    pub fn pending_questions(&self) -> Vec<&GateQuestion> {
+        self.questions
+            .iter()
+            .filter(|q| q.is_pending())
+            .map(|q| &q.question)
+            .collect()
+    }
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -482,11 +497,11 @@ impl RunState {
                     CommandRecord::Fail { reason } => Phase::Finished(Outcome::Failed {
                         reason: format!("block `{node}.{block}`: {reason}"),
                     }),
-                    CommandRecord::Gate { prompt } => {
+                    CommandRecord::Gate { prompt, questions } => {
                         let Some(gate_id) = gate_id else {
                             return Err(err("a gate without a gate id".into()));
                         };
-                        self.open_gate(gate_id, node, block, *step, prompt)
+                        self.open_gate(gate_id, node, block, *step, prompt, questions)
                             .map_err(err)?
                     }
                 };
@@ -520,6 +535,40 @@ impl RunState {
                     )));
                 }
                 check_well_known_answer(gate_id, decision).map_err(err)?;
+                let gate = self.gates.get_mut(gate_id);
+                if let Some(gate) = gate.filter(|g| !g.questions.is_empty()) {
+                    let settled =
+                        questions::apply(gate_id, &mut gate.questions, decision).map_err(err)?;
+                    gate.decision = Some(decision.clone());
+                    if !settled {
+                        // Security questions are asked again.
+                        gate.reasks += 1;
+                        self.phase = Phase::Waiting {
+                            gate_id: gate_id.clone(),
+                            node,
+                            block,
+                            prompt: questions::prompt(&gate.prompt, &gate.questions),
+                        };
+                        return Ok(());
+                    }
+                    self.payload.push(ContextSegment::new(
+                        format!("gate-{gate_id}"),
+                        "GATE_DECISION",
+                        questions::outcome(&gate.questions),
+                    ));
+                    self.phase = Phase::Deciding {
+                        node,
+                        block,
+                        signal: decision.signal().to_string(),
+                        failure: None,
+                    };
+                    return Ok(());
+                }
+                if matches!(decision, Decision::Answers { .. }) {
+                    return Err(err(format!(
+                        "gate {gate_id} asks no questions: `{decision}` is not an answer to it"
+                    )));
+                }
                 // A well-known gate may be answered more than once a run.
                 let segment_id = match self.gates.get(gate_id) {
                     Some(g) if WellKnownGate::from_decision_id(gate_id).is_some() => {
@@ -751,7 +800,7 @@ impl RunState {
                 // The block is paused, not interrupted.
                 self.in_flight = None;
                 self.phase = self
-                    .open_gate(gate_id, node, block, *step, prompt)
+                    .open_gate(gate_id, node, block, *step, prompt, &[])
                     .map_err(err)?;
             }
             Event::FanInCompleted { step, .. } => {
@@ -798,6 +847,26 @@ impl RunState {
             .map_or(0, |b| b.attempts)
     }
 
+    /// Parse `answer` to gate `gate_id` as this run's gate takes it: a gate
+    /// that asks questions by [`questions::parse`] (against its pending
+    /// questions), any other by [`crate::event::parse_answer`].
+    pub fn parse_answer(&self, gate_id: &str, answer: &str) -> Result<Decision, String> {
+        match self.gates.get(gate_id) {
+            Some(gate) if !gate.questions.is_empty() => {
+                questions::parse(gate_id, &gate.pending_questions(), answer)
+            }
+            _ => crate::event::parse_answer(gate_id, answer),
+        }
+    }
+
+    /// The gate that asks question `id`, when `id` is a question of a gate
+    /// other than its first.
+    pub fn gate_asking(&self, id: &str) -> Option<&GateRecord> {
+        self.gates
+            .values()
+            .find(|g| g.gate_id != id && g.questions.iter().any(|q| q.question.id == id))
+    }
+
     /// Record gate `gate_id` as opened by `node.block` at `step`; returns
     /// the phase of a run waiting at it.
     fn open_gate(
@@ -807,6 +876,7 @@ impl RunState {
         block: String,
         step: u64,
         prompt: &str,
+        asked: &[GateQuestion],
     ) -> Result<Phase, String> {
         // A well-known gate opens again (a re-approval) and keeps its id;
         // any other id is opened once.
@@ -818,6 +888,20 @@ impl RunState {
         if self.gates.contains_key(gate_id) && !reopen {
             return Err(format!("gate {gate_id} was opened before"));
         }
+        if let Some(first) = asked.first()
+            && first.id != gate_id
+        {
+            return Err(format!(
+                "gate {gate_id}'s first question is {}: a question gate is named by its first question",
+                first.id
+            ));
+        }
+        let questions: Vec<AskedQuestion> = asked.iter().cloned().map(AskedQuestion::new).collect();
+        let waiting_prompt = if questions.is_empty() {
+            prompt.to_string()
+        } else {
+            questions::prompt(prompt, &questions)
+        };
         self.gates.insert(
             gate_id.to_string(),
             GateRecord {
@@ -828,13 +912,14 @@ impl RunState {
                 prompt: prompt.to_string(),
                 decision: None,
                 reasks: 0,
+                questions,
             },
         );
         Ok(Phase::Waiting {
             gate_id: gate_id.to_string(),
             node,
             block,
-            prompt: prompt.to_string(),
+            prompt: waiting_prompt,
         })
     }
 
@@ -932,6 +1017,9 @@ fn check_well_known_answer(gate_id: &str, decision: &Decision) -> Result<(), Str
         (_, Decision::UseLane { .. } | Decision::Resolved) => true,
         (None, Decision::Approved | Decision::ChangesRequested { .. }) => true,
         (None, Decision::Strategy { .. } | Decision::Cancelled { .. }) => false,
+        // Whether the gate asks questions is checked by the caller.
+        (None, Decision::Answers { .. }) => true,
+        (Some(_), Decision::Answers { .. }) => false,
         (Some(_), Decision::Cancelled { .. }) => true,
         (Some(WellKnownGate::ApproveDesign), d) => {
             matches!(d, Decision::Approved | Decision::ChangesRequested { .. })

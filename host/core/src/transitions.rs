@@ -29,6 +29,14 @@ pub const NEEDS_DECISION: &str = "SIGNAL:NEEDS_DECISION";
 pub const BLOCKED: &str = "SIGNAL:BLOCKED";
 /// The payload segment kind that carries a `NEEDS_DECISION` question.
 pub const DECISION_REQUEST: &str = "DECISION_REQUEST";
+/// The payload segment kind of one question of a `NEEDS_DECISION`, pushed
+/// after its `DECISION_REQUEST`: the gate then asks each question under its
+/// own decision id ([`crate::questions`]).
+pub const DECISION_QUESTION: &str = "DECISION_QUESTION";
+/// Like [`DECISION_QUESTION`], for a question raised as a security concern:
+/// it is never cancelled for want of an answer, only answered or
+/// explicitly deferred.
+pub const SECURITY_QUESTION: &str = "SECURITY_QUESTION";
 
 /// How a transition was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

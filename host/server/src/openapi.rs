@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.6.1";
+pub const API_VERSION: &str = "0.6.2";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -137,9 +137,9 @@ pub fn spec() -> Value {
                 "`finished`: the run had ended already; `busy`: its process did not stop within wait_s.",
             ),
             "/runs/{id}/gates/{gate}": post(
-                "Answer a gate the run waits at (`approved`, `changes-requested:<text>`; at a fan-in gate `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`); the run goes on in its own process. Answered once the answer is recorded.",
+                "Answer a gate the run waits at (`approved`, `changes-requested:<text>`; at a fan-in gate `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`; at a gate that asks questions, an object of answers); the run goes on in its own process. Answered once the answer is recorded.",
                 vec![run_id(), json!({"name": "gate", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The gate id (UD-1, …)."})],
-                json!({"type": "object", "required": ["answer"], "additionalProperties": false, "properties": {"answer": {"type": "string"}}}),
+                json!({"type": "object", "required": ["answer"], "additionalProperties": false, "properties": {"answer": {"oneOf": [{"type": "string"}, {"type": "object", "additionalProperties": {"type": "string"}, "description": "At a gate that asks questions: answers by question id (UD-<N>) or number; `defer: <reason>` defers one. Questions left out are cancelled, security questions asked again."}]}}}),
                 "202",
                 ok("Answered.", "Launched"),
                 "`not_waiting`: the run does not wait at that gate; `busy`: it is executing.",

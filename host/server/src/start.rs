@@ -187,8 +187,28 @@ pub async fn start(
 #[serde(deny_unknown_fields)]
 pub struct GateBody {
     /// `approved`, `changes-requested:<what>`, or at a fan-in gate
-    /// `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`.
-    answer: String,
+    /// `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`; at a
+    /// gate that asks questions, an object of answers by question id or
+    /// number (or the same object as a string).
+    answer: Answer,
+}
+
+/// A gate answer: text, or a question gate's answers as an object.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Answer {
+    Text(String),
+    Questions(serde_json::Map<String, Value>),
+}
+
+impl Answer {
+    /// The answer as `wfhost gate` takes it.
+    fn text(&self) -> String {
+        match self {
+            Answer::Text(text) => text.clone(),
+            Answer::Questions(answers) => Value::Object(answers.clone()).to_string(),
+        }
+    }
 }
 
 fn gate_open(store: &Store, run_id: &str, gate: &str) -> Result<bool, ApiError> {
@@ -227,7 +247,7 @@ pub async fn answer_gate(
         "gate".to_string(),
         id.clone(),
         gate.clone(),
-        body.answer.clone(),
+        body.answer.text(),
         "--quiet".into(),
     ];
     let (run, g) = (id.clone(), gate.clone());
@@ -238,7 +258,7 @@ pub async fn answer_gate(
     Ok(accepted(
         &id,
         launched,
-        json!({"gate": gate, "answer": body.answer}),
+        json!({"gate": gate, "answer": body.answer.text()}),
     ))
 }
 
@@ -325,4 +345,30 @@ pub async fn fork(
     })
     .await?;
     Ok(accepted(&id, launched, json!({"branch": branch})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_answer_is_text_or_an_object_of_answers() {
+        let text: GateBody = serde_json::from_value(json!({"answer": "approved"})).unwrap();
+        assert_eq!(text.answer.text(), "approved");
+        let object: GateBody =
+            serde_json::from_value(json!({"answer": {"UD-2": "yes", "1": "defer: later"}}))
+                .unwrap();
+        let back: Value = serde_json::from_str(&object.answer.text()).unwrap();
+        assert_eq!(back, json!({"UD-2": "yes", "1": "defer: later"}));
+        for bad in [
+            json!({"answer": 5}),
+            json!({"answer": ["x"]}),
+            json!({"answer": "x", "y": 1}),
+        ] {
+            assert!(
+                serde_json::from_value::<GateBody>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
 }

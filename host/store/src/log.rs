@@ -4,7 +4,9 @@
 use crate::acks::NewAck;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
-use wfhost_core::event::{CommandRecord, Event, EventSink, QueuedJob, SinkError, gate_id};
+use wfhost_core::event::{
+    CommandRecord, Decision, Event, EventSink, QueuedJob, SinkError, gate_id,
+};
 use wfhost_core::state::RunState;
 
 use crate::{NewJob, Store, StoreError, snapshot_id, time};
@@ -72,6 +74,32 @@ pub struct OpenGate {
     pub prompt: String,
     /// Unix ms.
     pub opened_at: i64,
+}
+
+/// How many re-asks and answers [`Store::open_gates`] walks back over to
+/// find the gate they belong to.
+const MAX_GATE_ROUNDS: usize = 1000;
+
+/// The prompt of gate `gate_id` if it is still open after `answers`: a
+/// gate without questions closes at its first answer; one with questions
+/// when none is pending.
+fn still_open(
+    gate_id: &str,
+    prompt: &str,
+    asked: &[wfhost_core::questions::GateQuestion],
+    answers: &[Decision],
+) -> Option<String> {
+    use wfhost_core::questions::{self, AskedQuestion};
+    if asked.is_empty() {
+        return answers.is_empty().then(|| prompt.to_string());
+    }
+    let mut questions: Vec<AskedQuestion> = asked.iter().cloned().map(AskedQuestion::new).collect();
+    for answer in answers {
+        if questions::apply(gate_id, &mut questions, answer).ok()? {
+            return None;
+        }
+    }
+    Some(questions::prompt(prompt, &questions))
 }
 
 /// The largest `seq` a run can have: its events are keyed `run << 32 | seq`.
@@ -359,13 +387,28 @@ impl Store {
             },
             _ => head.clone(),
         };
+        // After a re-asked invalid answer, or answers that leave security
+        // questions open, the gate is still the one opened before.
+        let (opener, answers) = match &opener.event {
+            Event::GateReasked { .. } | Event::GateAnswered { .. } => {
+                match self.gate_opener(run_id, opener)? {
+                    Some(found) => found,
+                    None => return Ok(None),
+                }
+            }
+            _ => (opener, Vec::new()),
+        };
         let (gate_id, prompt, step) = match &opener.event {
             Event::ActionTaken {
                 gate_id: Some(gate),
-                command: CommandRecord::Gate { prompt },
+                command: CommandRecord::Gate { prompt, questions },
                 step,
                 ..
-            } => (gate.clone(), prompt.clone(), *step),
+            } => match still_open(gate, prompt, questions, &answers) {
+                Some(prompt) => (gate.clone(), prompt, *step),
+                None => return Ok(None),
+            },
+            Event::FanInWaiting { .. } if !answers.is_empty() => return Ok(None),
             Event::FanInWaiting {
                 gate_id,
                 prompt,
@@ -390,6 +433,40 @@ impl Store {
             prompt,
             opened_at: opener.at,
         }))
+    }
+
+    /// The event that opened the gate `after` re-asks or answers, with the
+    /// answers given since (oldest first); walks back at most
+    /// [`MAX_GATE_ROUNDS`] events. `None` when it finds no gate opening.
+    fn gate_opener(
+        &self,
+        run_id: &str,
+        after: StoredEvent,
+    ) -> Result<Option<(StoredEvent, Vec<Decision>)>, StoreError> {
+        let mut answers = Vec::new();
+        let mut at = after;
+        for _ in 0..MAX_GATE_ROUNDS {
+            match &at.event {
+                Event::GateReasked { .. } => {}
+                Event::GateAnswered { decision, .. } => answers.push(decision.clone()),
+                Event::ActionTaken {
+                    gate_id: Some(_), ..
+                }
+                | Event::FanInWaiting { .. } => {
+                    answers.reverse();
+                    return Ok(Some((at, answers)));
+                }
+                _ => return Ok(None),
+            }
+            let Some(parent) = at.parent else {
+                return Ok(None);
+            };
+            match self.event_at(run_id, parent)? {
+                Some(e) => at = e,
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
     }
 
     /// Fold a branch into its state.
@@ -539,6 +616,14 @@ impl Store {
             }) => "failed",
             // At an external block, until an MCP client performs it.
             Some(Event::ExternalAwaited { .. } | Event::Checkpointed { .. }) => "waiting",
+            // An invalid answer asked again, or answers that leave
+            // security questions open: the gate may still wait.
+            Some(Event::GateReasked { .. } | Event::GateAnswered { .. }) => {
+                match self.waiting_at(run_id, branch, &last[0])? {
+                    Some(_) => "waiting",
+                    None => self.live_status(run_id),
+                }
+            }
             Some(Event::Forked { .. }) => match self.waiting_at(run_id, branch, &last[0])? {
                 Some(_) => "waiting",
                 None if self.forked_from_external(run_id, &last[0])? => "waiting",
@@ -580,7 +665,7 @@ impl Store {
                  JOIN (SELECT max(key) AS head FROM events GROUP BY run, branch) h
                    ON e.key = h.head
                  JOIN runs r ON r.num = e.run
-                 WHERE e.kind IN ('action_taken', 'fan_in_waiting', 'forked')
+                 WHERE e.kind IN ('action_taken', 'fan_in_waiting', 'forked', 'gate_reasked', 'gate_answered')
                  ORDER BY e.at",
             )
             .map_err(|e| self.err(e))?;
@@ -625,9 +710,16 @@ impl Store {
         self.conn
             .prepare_cached(
                 // The highest `UD-<N>`: well-known gates take no number.
-                "SELECT coalesce(max(CAST(substr(json_extract(body, '$.gate_id'), 4) AS INTEGER)), 0)
-                   FROM events WHERE run = ?1 AND kind IN ('action_taken', 'fan_in_waiting')
-                   AND json_extract(body, '$.gate_id') GLOB 'UD-[0-9]*'",
+                // A gate that asks questions numbers each of them.
+                "SELECT coalesce(max(n), 0) FROM (
+                   SELECT CAST(substr(json_extract(body, '$.gate_id'), 4) AS INTEGER) AS n
+                     FROM events WHERE run = ?1 AND kind IN ('action_taken', 'fan_in_waiting')
+                     AND json_extract(body, '$.gate_id') GLOB 'UD-[0-9]*'
+                   UNION ALL
+                   SELECT CAST(substr(json_extract(q.value, '$.id'), 4) AS INTEGER)
+                     FROM events, json_each(events.body, '$.command.questions') AS q
+                     WHERE run = ?1 AND kind = 'action_taken'
+                     AND json_extract(q.value, '$.id') GLOB 'UD-[0-9]*')",
             )
             .and_then(|mut s| s.query_row([run], |r| r.get::<_, i64>(0)))
             .map(|n| n as usize)

@@ -57,6 +57,7 @@ fn a_report_has_the_steps_decisions_outputs_conflicts_and_outcome() {
             action: "GATE:Ship it?".into(),
             command: CommandRecord::Gate {
                 prompt: "Ship it?".into(),
+                questions: Vec::new(),
             },
             gate_id: Some("UD-1".into()),
             fallback_for: None,

@@ -280,6 +280,7 @@ fn waiting_run(store: &mut Store, id: &str, n: u64) {
         action: "GATE:Ship it?".into(),
         command: CommandRecord::Gate {
             prompt: "Ship it?".into(),
+            questions: Vec::new(),
         },
         gate_id: Some("UD-1".into()),
         fallback_for: None,
@@ -352,6 +353,100 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
         .map(|b| b.status)
         .collect();
     assert_eq!(statuses, ["interrupted", "waiting"]);
+}
+
+/// A gate that asks questions stays listed while a security question is
+/// open, and numbers its questions: the next gate id comes after them. A
+/// mandatory gate asked again stays listed too.
+#[test]
+fn gates_answered_in_part_or_asked_again_are_still_open() {
+    use wfhost_core::questions::GateQuestion;
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    store.create_run(&record("q"), "{}", &started("q")).unwrap();
+    let question = |n: usize, security: bool| GateQuestion {
+        id: format!("UD-{n}"),
+        text: format!("question {n}?"),
+        security,
+    };
+    let mut gate = step(0);
+    gate[2] = Event::ActionTaken {
+        step: 0,
+        action: "GATE:Findings".into(),
+        command: CommandRecord::Gate {
+            prompt: "Findings".into(),
+            questions: vec![question(1, true), question(2, false)],
+        },
+        gate_id: Some("UD-1".into()),
+        fallback_for: None,
+    };
+    store.writer("q", 1).unwrap().append(&gate).unwrap();
+    // A new writer reads the numbering from the store: past the questions.
+    assert_eq!(store.writer("q", 1).unwrap().new_gate_id().unwrap(), "UD-3");
+    let answer = |state: &wfhost_core::state::RunState, text: &str| Event::GateAnswered {
+        gate_id: "UD-1".into(),
+        decision: state.parse_answer("UD-1", text).unwrap(),
+    };
+    let state = store.state("q", 1).unwrap();
+    let partial = answer(&state, r#"{"2": "yes"}"#);
+    store.writer("q", 1).unwrap().append(&[partial]).unwrap();
+    let gates = store.open_gates().unwrap();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    assert_eq!(gates[0].gate_id, "UD-1");
+    assert!(
+        gates[0].prompt.contains("1. UD-1 [security]: question 1?"),
+        "{}",
+        gates[0].prompt
+    );
+    assert!(
+        !gates[0].prompt.contains("question 2?"),
+        "{}",
+        gates[0].prompt
+    );
+    // The store's prompt is the state's.
+    let state = store.state("q", 1).unwrap();
+    let wfhost_core::state::Phase::Waiting { prompt, .. } = &state.phase else {
+        panic!("{:?}", state.phase)
+    };
+    assert_eq!(*prompt, gates[0].prompt);
+    assert_eq!(store.branches("q").unwrap()[0].status, "waiting");
+    // A deferral settles it.
+    let deferred = answer(&state, "defer: later");
+    store.writer("q", 1).unwrap().append(&[deferred]).unwrap();
+    assert!(store.open_gates().unwrap().is_empty());
+
+    // A mandatory gate asked again after an invalid answer.
+    store.create_run(&record("m"), "{}", &started("m")).unwrap();
+    let mut gate = step(0);
+    gate[2] = Event::ActionTaken {
+        step: 0,
+        action: "GATE:APPROVE_DESIGN".into(),
+        command: CommandRecord::Gate {
+            prompt: "Approve?".into(),
+            questions: Vec::new(),
+        },
+        gate_id: Some("UD-APPROVE-DESIGN".into()),
+        fallback_for: None,
+    };
+    let mut w = store.writer("m", 1).unwrap();
+    w.append(&gate).unwrap();
+    w.append(&[Event::GateReasked {
+        gate_id: "UD-APPROVE-DESIGN".into(),
+        answer: "maybe".into(),
+        reason: "not an answer".into(),
+    }])
+    .unwrap();
+    let gates = store.open_gates().unwrap();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    assert_eq!(
+        (
+            gates[0].run_id.as_str(),
+            gates[0].gate_id.as_str(),
+            gates[0].prompt.as_str()
+        ),
+        ("m", "UD-APPROVE-DESIGN", "Approve?")
+    );
+    assert_eq!(store.branches("m").unwrap()[0].status, "waiting");
 }
 
 /// The tables of a version 1 store, as wfhost 0.1 wrote them.

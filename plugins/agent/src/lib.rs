@@ -31,8 +31,12 @@
 //! `SIGNAL:FAILED`, and for the json protocol `SIGNAL:BLOCKED`,
 //! `SIGNAL:NEEDS_INFO`, `SIGNAL:FAIL`, `SIGNAL:NEEDS_DECISION` (the engine
 //! opens a gate unless the block routes it) and `SIGNAL:PROTOCOL_ERROR`.
-//! The payload gets an `AGENT_OUTPUT` segment (and a `DECISION_REQUEST`
-//! one for `NEEDS_DECISION`); the structured output is the BlockOutput.
+//! The payload gets an `AGENT_OUTPUT` segment; for `NEEDS_DECISION` also
+//! a `DECISION_REQUEST` (the agent's summary) followed by one question per
+//! `gates.security_concerns` entry (`SECURITY_QUESTION`: never cancelled
+//! for want of an answer) and per `artifacts.findings` entry
+//! (`DECISION_QUESTION`), so the gate asks each under its own decision id.
+//! The structured output is the BlockOutput.
 
 use std::collections::BTreeMap;
 
@@ -333,10 +337,44 @@ impl Worker for Agent {
         payload.push(segment("AGENT_OUTPUT", text));
         if let Some(question) = &report.decision_prompt {
             payload.push(segment("DECISION_REQUEST", question.clone()));
+            for (kind, text) in decision_questions(report.protocol_output.as_deref()) {
+                payload.push(segment(kind, text));
+            }
         }
         Ok(WorkerOutput::new(payload, report.signal.clone())
             .with_structured_output(report.block_output.clone()))
     }
+}
+
+/// The questions of a `NEEDS_DECISION` universal output: its security
+/// concerns, then its findings.
+fn decision_questions(protocol_output: Option<&str>) -> Vec<(&'static str, String)> {
+    let Some(output) =
+        protocol_output.and_then(|o| serde_json::from_str::<serde_json::Value>(o).ok())
+    else {
+        return Vec::new();
+    };
+    let texts = |value: &serde_json::Value| -> Vec<String> {
+        value
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut questions: Vec<(&'static str, String)> = texts(&output["gates"]["security_concerns"])
+        .into_iter()
+        .map(|t| ("SECURITY_QUESTION", t))
+        .collect();
+    questions.extend(
+        texts(&output["artifacts"]["findings"])
+            .into_iter()
+            .map(|t| ("DECISION_QUESTION", t)),
+    );
+    questions
 }
 
 export_worker!(Agent);
@@ -357,6 +395,29 @@ mod tests {
 
     fn ctx(config: serde_json::Value) -> BlockContext {
         BlockContext::for_test("implement", config)
+    }
+
+    #[test]
+    fn a_decision_asks_security_concerns_then_findings() {
+        let output = serde_json::json!({
+            "status": "NEEDS_DECISION", "summary": "Two medium findings.",
+            "artifacts": {"findings": ["Keep the session cookie 30 days?", " "]},
+            "gates": {"meets_definition_of_done": false, "needs_review": false,
+                      "needs_tests": false, "security_concerns": ["Log the raw token?"]}
+        })
+        .to_string();
+        assert_eq!(
+            decision_questions(Some(&output)),
+            [
+                ("SECURITY_QUESTION", "Log the raw token?".to_string()),
+                (
+                    "DECISION_QUESTION",
+                    "Keep the session cookie 30 days?".to_string()
+                )
+            ]
+        );
+        assert!(decision_questions(None).is_empty());
+        assert!(decision_questions(Some("not json")).is_empty());
     }
 
     #[test]

@@ -191,6 +191,22 @@ pub const AGENTS: &[&str] = &[
     "Orchestrator",
 ];
 
+/// The contract agent a block plays: the first of [`AGENTS`] its prompt
+/// prefix names as a word (`You are the Architect.`), else the one its
+/// block id is (any case); `None` when neither names one.
+pub fn agent_name(block_id: &str, prompt_prefix: Option<&str>) -> Option<&'static str> {
+    let words: Vec<&str> = prompt_prefix
+        .unwrap_or_default()
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .iter()
+        .find_map(|w| AGENTS.iter().find(|a| *a == w))
+        .or_else(|| AGENTS.iter().find(|a| a.eq_ignore_ascii_case(block_id)))
+        .copied()
+}
+
 /// Why an agent's stdout does not follow the protocol.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("protocol error: {0}")]
@@ -274,6 +290,20 @@ pub fn verdict(output: &AgentOutput) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blocks_agent_is_named_by_its_prompt_prefix_or_its_id() {
+        assert_eq!(
+            agent_name("design", Some("You are the Architect.")),
+            Some("Architect")
+        );
+        assert_eq!(agent_name("qa", Some("You check things.")), Some("QA"));
+        assert_eq!(
+            agent_name("x", Some("You are QAish, a Coder.")),
+            Some("Coder")
+        );
+        assert_eq!(agent_name("draft", None), None);
+    }
 
     fn output() -> serde_json::Value {
         serde_json::json!({

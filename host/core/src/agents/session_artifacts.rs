@@ -168,7 +168,8 @@ pub enum CorrectionStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CorrectionDispatch {
-    /// The block that does the correction (`node.block`).
+    /// The contract agent that does the correction (`Architect`; the
+    /// block's `node.block` when it plays none).
     pub agent: Option<String>,
     pub task_id: Option<String>,
     pub at: Option<String>,

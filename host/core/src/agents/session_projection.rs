@@ -75,8 +75,10 @@ use crate::agents::session_artifacts::{
     ApproveDesignHistoryEntry, CorrectionDispatch, CorrectionStatus, DecisionStatus, GateTracking,
     STATES, SessionStatus, TaskEntry, TaskStatus, UserDecision, render_tasks_yaml, session_name,
 };
+use crate::event::gate_number;
 use crate::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
 use crate::manifest::Workflow;
+use crate::questions::{self, AskedQuestion, GateQuestion, QuestionState};
 
 /// Signals after which a block's task is `blocked` rather than
 /// `implemented`.
@@ -123,6 +125,8 @@ enum RunPhase {
 struct GateSlot {
     decision: usize,
     block: String,
+    /// A gate that asks several questions: each, with its record's index.
+    questions: Vec<(AskedQuestion, usize)>,
 }
 
 /// `status.json` and `tasks.yaml` of one session, folded from a run's
@@ -135,6 +139,8 @@ pub struct SessionProjection {
     index: BTreeMap<String, usize>,
     /// Node → the state its `static_memory` names.
     node_states: BTreeMap<String, String>,
+    /// `node.block` → the contract agent it plays, where it names one.
+    agent_names: BTreeMap<String, String>,
     phase: RunPhase,
     /// The node of the block that ran last.
     current_node: Option<String>,
@@ -174,6 +180,7 @@ impl SessionProjection {
         let mut tasks = Vec::new();
         let mut index = BTreeMap::new();
         let mut node_states = BTreeMap::new();
+        let mut agent_names = BTreeMap::new();
         for node_id in nodes {
             let node = &workflow.nodes[node_id];
             if let Some(state) = node
@@ -206,6 +213,10 @@ impl SessionProjection {
                     }
                 }
                 let id = format!("{node_id}.{block_id}");
+                let prefix = prompt.and_then(|p| p.prefix.as_deref());
+                if let Some(name) = super::agent_protocol::agent_name(block_id, prefix) {
+                    agent_names.insert(id.clone(), name.to_string());
+                }
                 index.insert(id.clone(), tasks.len());
                 tasks.push(TaskEntry {
                     id,
@@ -220,6 +231,7 @@ impl SessionProjection {
             tasks,
             index,
             node_states,
+            agent_names,
             phase: RunPhase::Running,
             current_node: None,
             running: None,
@@ -295,7 +307,12 @@ impl SessionProjection {
                     if t.correction_status == CorrectionStatus::Queued {
                         t.correction_status = CorrectionStatus::Dispatched;
                         t.last_correction_dispatch = CorrectionDispatch {
-                            agent: Some(key.clone()),
+                            agent: Some(
+                                self.agent_names
+                                    .get(&key)
+                                    .cloned()
+                                    .unwrap_or_else(|| key.clone()),
+                            ),
                             task_id: Some(key.clone()),
                             at: Some(at.to_string()),
                         };
@@ -344,9 +361,14 @@ impl SessionProjection {
             Event::ActionTaken {
                 command, gate_id, ..
             } => match command {
-                CommandRecord::Gate { prompt } => {
+                CommandRecord::Gate { prompt, questions } => {
                     let block = self.deciding.clone().unwrap_or_default();
-                    self.open_gate(gate_id.as_deref(), prompt, block, at);
+                    match gate_id.as_deref() {
+                        Some(id) if !questions.is_empty() => {
+                            self.open_questions(id, questions, block, at)
+                        }
+                        id => self.open_gate(id, prompt, block, at),
+                    }
                 }
                 CommandRecord::End => self.finish(&Outcome::Succeeded),
                 CommandRecord::Fail { reason } => {
@@ -370,6 +392,10 @@ impl SessionProjection {
                 let Some(slot) = self.gates.get(gate_id).cloned() else {
                     return;
                 };
+                if !slot.questions.is_empty() {
+                    self.answer_questions(gate_id, slot, decision, at);
+                    return;
+                }
                 let d = &mut self.decisions[slot.decision];
                 d.resolved_at = Some(at.to_string());
                 if let Decision::Cancelled { reason } = decision {
@@ -478,6 +504,7 @@ impl SessionProjection {
                 GateSlot {
                     decision: index,
                     block,
+                    questions: Vec::new(),
                 },
             );
             self.waiting_well_known = Some(gate);
@@ -501,6 +528,7 @@ impl SessionProjection {
                 GateSlot {
                     decision: self.decisions.len(),
                     block,
+                    questions: Vec::new(),
                 },
             );
         }
@@ -515,6 +543,84 @@ impl SessionProjection {
             resolution_reason: None,
         });
         self.phase = RunPhase::Waiting;
+    }
+
+    /// A gate that asks several questions: one pending decision per
+    /// question.
+    fn open_questions(&mut self, gate_id: &str, asked: &[GateQuestion], block: String, at: &str) {
+        let state_context = self.current_state();
+        let mut questions = Vec::new();
+        for q in asked {
+            let fresh = gate_number(&q.id).is_some()
+                && !self.decisions.iter().any(|d| d.decision_id == q.id);
+            let decision_id = if fresh {
+                q.id.clone()
+            } else {
+                self.status().next_decision_id()
+            };
+            questions.push((AskedQuestion::new(q.clone()), self.decisions.len()));
+            self.decisions.push(UserDecision {
+                decision_id,
+                question: q.text.clone(),
+                status: DecisionStatus::Pending,
+                answer: None,
+                asked_at: at.to_string(),
+                resolved_at: None,
+                state_context: state_context.clone(),
+                resolution_reason: None,
+            });
+        }
+        self.gates.insert(
+            gate_id.to_string(),
+            GateSlot {
+                decision: questions.first().map_or(0, |(_, i)| *i),
+                block,
+                questions,
+            },
+        );
+        self.phase = RunPhase::Waiting;
+    }
+
+    /// An answer to a gate that asks questions: each question's record
+    /// follows it; the run goes on once none is pending.
+    fn answer_questions(
+        &mut self,
+        gate_id: &str,
+        mut slot: GateSlot,
+        decision: &Decision,
+        at: &str,
+    ) {
+        let mut asked: Vec<AskedQuestion> = slot.questions.iter().map(|(q, _)| q.clone()).collect();
+        let Ok(settled) = questions::apply(gate_id, &mut asked, decision) else {
+            return;
+        };
+        for ((old, index), new) in slot.questions.iter_mut().zip(asked) {
+            let d = &mut self.decisions[*index];
+            match &new.state {
+                QuestionState::Pending => {}
+                _ if old.state == new.state => {}
+                QuestionState::Answered { answer } => {
+                    d.status = DecisionStatus::Answered;
+                    d.answer = Some(answer.clone());
+                    d.resolved_at = Some(at.to_string());
+                    d.resolution_reason = None;
+                }
+                QuestionState::Cancelled { reason } => {
+                    d.status = DecisionStatus::Cancelled;
+                    d.answer = None;
+                    d.resolved_at = Some(at.to_string());
+                    d.resolution_reason = Some(reason.clone());
+                }
+            }
+            *old = new;
+        }
+        let block = slot.block.clone();
+        self.gates.insert(gate_id.to_string(), slot);
+        if settled {
+            self.phase = RunPhase::Running;
+            self.last_signal = Some(decision.signal().to_string());
+            self.deciding = Some(block);
+        }
     }
 
     fn finish(&mut self, outcome: &Outcome) {
@@ -750,6 +856,7 @@ mod tests {
             step,
             CommandRecord::Gate {
                 prompt: "Approve the plan?".into(),
+                questions: Vec::new(),
             },
             Some(id),
         )

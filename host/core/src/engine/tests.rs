@@ -1088,6 +1088,183 @@ async fn needs_decision_opens_a_gate_with_the_agents_question_unless_routed() {
     );
 }
 
+#[tokio::test]
+async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
+    use crate::agents::session_artifacts::DecisionStatus;
+    use crate::agents::session_projection::SessionProjection;
+    use crate::transitions::{DECISION_QUESTION, DECISION_REQUEST, SECURITY_QUESTION};
+    let ask = |_: &BlockContext, payload: &ExecutionPayload| {
+        let mut payload = payload.clone();
+        payload.push(ContextSegment::new(
+            "q",
+            DECISION_REQUEST,
+            "Findings need you.",
+        ));
+        payload.push(ContextSegment::new(
+            "q1",
+            SECURITY_QUESTION,
+            "Log the raw token?",
+        ));
+        payload.push(ContextSegment::new(
+            "q2",
+            DECISION_QUESTION,
+            "Cookie for 30 days?",
+        ));
+        payload.push(ContextSegment::new("q3", DECISION_QUESTION, "Drop IE11?"));
+        Ok(WorkerOutput {
+            payload,
+            signal: crate::transitions::NEEDS_DECISION.into(),
+            structured_output: None,
+            statistics: Statistics::default(),
+        })
+    };
+    let wf = workflow(serde_json::json!({
+        "id": "ask", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "planner", "transitions": [
+                {"on_signal": "SIGNAL:GATE_APPROVED", "action": "JUMP:b"}
+            ]},
+            "b": {"worker": "tag", "transitions": [
+                {"on_signal": "SIGNAL:SUCCESS", "action": "GATE:Ship it?"},
+                {"on_signal": "SIGNAL:GATE_APPROVED", "action": "END"}
+            ]}
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("planner", ask).with(
+        "tag",
+        |_: &BlockContext, p: &ExecutionPayload| {
+            Ok(WorkerOutput {
+                payload: p.clone(),
+                signal: "SIGNAL:SUCCESS".into(),
+                structured_output: None,
+                statistics: Statistics::default(),
+            })
+        },
+    );
+    let mut log = MemoryLog::default();
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+        .await
+        .unwrap();
+    let RunStatus::WaitingAtGate {
+        prompt, gate_id, ..
+    } = &report.status
+    else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(gate_id, "UD-1");
+    for line in [
+        "Findings need you.",
+        "1. UD-1 [security]: Log the raw token?",
+        "2. UD-2: Cookie for 30 days?",
+        "3. UD-3: Drop IE11?",
+    ] {
+        assert!(prompt.contains(line), "{line}\n{prompt}");
+    }
+    let state = RunState::replay(&log.events).unwrap();
+    // A plain answer does not say which question it answers; an answer to
+    // a question of another gate is refused.
+    assert!(state.parse_answer("UD-1", "yes").is_err());
+    assert!(state.parse_answer("UD-1", r#"{"UD-7": "yes"}"#).is_err());
+    // Partial: UD-3 answered, UD-2 cancelled for want of a response, the
+    // security question UD-1 asked again.
+    let partial = state
+        .parse_answer("UD-1", r#"{"3": "yes, drop it"}"#)
+        .unwrap();
+    log.events.push(Event::GateAnswered {
+        gate_id: "UD-1".into(),
+        decision: partial,
+    });
+    let state = RunState::replay(&log.events).unwrap();
+    let Phase::Waiting { prompt, .. } = &state.phase else {
+        panic!("{:?}", state.phase)
+    };
+    assert!(prompt.contains("1. UD-1 [security]"), "{prompt}");
+    assert!(!prompt.contains("Drop IE11"), "{prompt}");
+    // Nothing but an answer or a deferral ends a security question.
+    let none = state.parse_answer("UD-1", "{}").unwrap();
+    let mut probe = state.clone();
+    probe
+        .apply(&Event::GateAnswered {
+            gate_id: "UD-1".into(),
+            decision: none,
+        })
+        .unwrap();
+    assert!(matches!(probe.phase, Phase::Waiting { .. }));
+    let deferral = state.parse_answer("UD-1", "defer: next sprint").unwrap();
+    log.events.push(Event::GateAnswered {
+        gate_id: "UD-1".into(),
+        decision: deferral,
+    });
+    let state = RunState::replay(&log.events).unwrap();
+    let outcome = &state
+        .payload
+        .iter()
+        .rev()
+        .find(|s| s.kind == "GATE_DECISION")
+        .unwrap()
+        .content;
+    assert!(
+        outcome.contains("UD-1 (Log the raw token?): cancelled (user deferred: next sprint)"),
+        "{outcome}"
+    );
+    assert!(
+        outcome.contains("UD-2 (Cookie for 30 days?): cancelled (no response provided)"),
+        "{outcome}"
+    );
+    assert!(
+        outcome.contains("UD-3 (Drop IE11?): answered: yes, drop it"),
+        "{outcome}"
+    );
+    let report = drive(&wf, &workers, &CoreActions, state, &mut log)
+        .await
+        .unwrap();
+    // The next gate's number comes after the questions'.
+    let RunStatus::WaitingAtGate { gate_id, .. } = &report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(gate_id, "UD-4");
+    assert_eq!(crate::event::count_gates(&log.events), 4);
+    // status.json: a record per question, each valid.
+    let mut projection = SessionProjection::new(&wf, "2026-11-24_ask");
+    for (i, e) in log.events.iter().enumerate() {
+        projection.apply(e, &format!("2026-11-24T10:00:{i:02}Z"));
+    }
+    let status = projection.status();
+    status.validate().unwrap();
+    let decisions: Vec<(&str, DecisionStatus, Option<&str>)> = status
+        .user_decisions
+        .iter()
+        .map(|d| {
+            (
+                d.decision_id.as_str(),
+                d.status,
+                d.resolution_reason.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            (
+                "UD-1",
+                DecisionStatus::Cancelled,
+                Some("user deferred: next sprint")
+            ),
+            (
+                "UD-2",
+                DecisionStatus::Cancelled,
+                Some("no response provided")
+            ),
+            ("UD-3", DecisionStatus::Answered, None),
+            ("UD-4", DecisionStatus::Pending, None),
+        ]
+    );
+    assert_eq!(
+        status.user_decisions[2].answer.as_deref(),
+        Some("yes, drop it")
+    );
+}
+
 /// Counts appends, to check that a step costs one durable write.
 #[derive(Default)]
 struct CountingLog {

@@ -1202,6 +1202,7 @@ mod tests {
         ran(&mut state, 1, "approve", 1, "SIGNAL:SUCCESS");
         let gate = CommandRecord::Gate {
             prompt: "Ship the build?".into(),
+            questions: Vec::new(),
         };
         took(&mut state, 1, gate, Some("UD-1"));
         assert_eq!(
