@@ -86,6 +86,7 @@ impl Screen {
             Event::Resumed { .. }
             | Event::GateAnswered { .. }
             | Event::GateReasked { .. }
+            | Event::LaneRetried { .. }
             | Event::LaneConflictDetected { .. }
             | Event::FanInWaiting { .. }
             | Event::FanInCompleted { .. }

@@ -122,6 +122,14 @@ pub trait WorkerHost {
         async { Err("this host keeps no session folder".to_string()) }
     }
 
+    /// The lanes of a parallel block are about to run, all at once
+    /// (`max_concurrent`: the group's limit on how many do their work at
+    /// once, for the host to apply). A host that submits work in batches
+    /// (a Slurm job array) waits for these lanes. The default: nothing.
+    fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
+        let _ = (lanes, max_concurrent);
+    }
+
     /// Make a fresh workspace for `lane`, replacing a leftover of the same
     /// lane (an interrupted run of it).
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {

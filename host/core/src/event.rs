@@ -36,7 +36,8 @@ use crate::text::count;
 ///   gate stays open). Formats 1 to 4 are subsets.
 /// - 6: gates that ask several questions (`questions` of a `gate`
 ///   command, each with its own decision id) and their `answers`, which
-///   may leave security questions open. Formats 1 to 5 are subsets.
+///   may leave security questions open; `lane_retried` (a lane's failed
+///   attempt, run again alone). Formats 1 to 5 are subsets.
 pub const EVENT_FORMAT: u32 = 6;
 
 /// The oldest event format this build reads.
@@ -168,6 +169,17 @@ pub enum Event {
         /// `concatenate`, `workspace` or `fail-on-conflict`.
         merge_strategy: crate::parallel::fan_in::MergeStrategy,
     },
+    /// An attempt of a lane of the running parallel block failed and the
+    /// lane runs again (its `max_attempts` allows more): only that lane.
+    LaneRetried {
+        step: u64,
+        lane: String,
+        /// The attempt that failed (1 for the first).
+        attempt: u32,
+        signal: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+    },
     /// One lane of the running parallel block finished (in completion
     /// order).
     LaneCompleted {
@@ -263,6 +275,7 @@ impl Event {
             Event::Forked { .. } => "forked",
             Event::LanesStarted { .. } => "lanes_started",
             Event::LaneCompleted { .. } => "lane_completed",
+            Event::LaneRetried { .. } => "lane_retried",
             Event::LaneConflictDetected { .. } => "lane:conflict-detected",
             Event::FanInWaiting { .. } => "fan_in_waiting",
             Event::FanInCompleted { .. } => "fan_in_completed",
@@ -392,6 +405,20 @@ impl Event {
                 lanes.join(", "),
                 merge_strategy.as_str()
             ),
+            Event::LaneRetried {
+                step,
+                lane,
+                attempt,
+                signal,
+                failure,
+            } => {
+                let mut s =
+                    format!("[{step}] lane {lane} attempt {attempt} -> {signal}, runs again");
+                if let Some(why) = failure {
+                    s.push_str(&format!(": {why}"));
+                }
+                s
+            }
             Event::LaneCompleted {
                 step,
                 lane,

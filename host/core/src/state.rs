@@ -158,6 +158,8 @@ pub struct FanOut {
     /// The user's lane choice, once the fan-in gate is answered.
     pub choice: Option<Decision>,
     pub fanned_in: bool,
+    /// Failed attempts of lanes that ran again.
+    pub retries: BTreeMap<String, u32>,
 }
 
 impl FanOut {
@@ -723,7 +725,27 @@ impl RunState {
                     gate: None,
                     choice: None,
                     fanned_in: false,
+                    retries: BTreeMap::new(),
                 });
+            }
+            Event::LaneRetried {
+                step,
+                lane,
+                attempt,
+                ..
+            } => {
+                let fan_out = self.running_fan_out(*step).map_err(err)?;
+                if !fan_out.lanes.contains(lane) || fan_out.finished(lane) {
+                    return Err(err(format!("lane `{lane}` is not running")));
+                }
+                let retries = fan_out.retries.entry(lane.clone()).or_default();
+                if *attempt != *retries + 1 {
+                    return Err(err(format!(
+                        "attempt {attempt} of lane `{lane}`, expected {}",
+                        *retries + 1
+                    )));
+                }
+                *retries += 1;
             }
             Event::LaneCompleted {
                 step,

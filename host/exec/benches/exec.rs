@@ -107,8 +107,8 @@ fn slurm(rt: &tokio::runtime::Runtime) {
         times.push(t.elapsed());
     }
     println!(
-        "| Slurm block of one `true`, sbatch to sealed bundle (polling squeue every {} ms) | median {:.0} ms |",
-        slurm.poll_interval.as_millis(),
+        "| Slurm block of one `true`, sbatch to sealed bundle (status every {} ms at first) | median {:.0} ms |",
+        slurm.board.config().interval.as_millis(),
         median(times).as_secs_f64() * 1e3
     );
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_exec::slurm::board::{PollConfig, StatusSource};
 use wfhost_exec::{BundleMeta, ExecError, ExecRequest, SlurmExecutor, SlurmOptions};
 
 fn slurm_or_skip() -> Option<SlurmExecutor> {
@@ -18,10 +19,10 @@ fn slurm_or_skip() -> Option<SlurmExecutor> {
         .output()
     {
         Ok(out) if out.status.success() && !out.stdout.is_empty() => {
-            return Some(SlurmExecutor {
-                poll_interval: Duration::from_millis(100),
-                ..Default::default()
-            });
+            return Some(SlurmExecutor::new(PollConfig {
+                interval: Duration::from_millis(100),
+                ..PollConfig::default()
+            }));
         }
         Ok(out) => format!(
             "Slurm does not answer: {}",
@@ -349,4 +350,88 @@ async fn gc_cancels_only_jobs_whose_owner_is_gone() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(!in_queue(&job.job_id));
+}
+
+/// Many jobs waited for at once cost one status query per polling round,
+/// not one per job.
+#[tokio::test]
+async fn the_jobs_of_a_run_are_asked_about_in_one_query_per_round() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut jobs = Vec::new();
+    for i in 0..12 {
+        let r = request(dir.path(), &format!("many-{i}"), vec![cmd(&["sleep", "1"])]);
+        jobs.push(slurm.submit(&r, &debug()).await.unwrap());
+    }
+    let started = Instant::now();
+    let outcomes =
+        futures_util::future::join_all(jobs.into_iter().map(|j| slurm.wait_and_finish(j, None)))
+            .await;
+    for o in outcomes {
+        assert!(o.unwrap().succeeded);
+    }
+    let rounds_possible = started.elapsed().as_millis() / 100 + 1;
+    let queries = slurm.board.queries() as u128;
+    assert!(
+        queries >= 1 && queries <= rounds_possible,
+        "{queries} queries in {rounds_possible} rounds"
+    );
+    assert!(queries < 12 * rounds_possible / 4, "{queries}");
+}
+
+/// A job the controller has forgotten (MinJobAge passed) is still recorded
+/// with its state and exit code: from sacct where there is accounting, from
+/// the job's marker without.
+#[tokio::test]
+async fn a_job_purged_from_the_controller_is_still_recorded() {
+    let Some(slurm) = slurm_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ok = slurm
+        .submit(
+            &request(dir.path(), "purged-ok", vec![cmd(&["true"])]),
+            &debug(),
+        )
+        .await
+        .unwrap();
+    let mut exit3 = request(
+        dir.path(),
+        "purged-failed",
+        vec![cmd(&["sh", "-c", "exit 3"])],
+    );
+    exit3.spec.allow_shell = true;
+    let failed = slurm.submit(&exit3, &debug()).await.unwrap();
+    // Wait until the controller no longer knows either (the test cluster's
+    // MinJobAge is 10 s; Slurm purges at least every minute).
+    let known = |id: &str| {
+        std::process::Command::new("scontrol")
+            .args(["show", "job", id])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while (known(&ok.job_id) || known(&failed.job_id)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(!known(&ok.job_id) && !known(&failed.job_id), "never purged");
+    for source in [StatusSource::Sacct, StatusSource::Squeue] {
+        let fresh = SlurmExecutor::new(PollConfig {
+            interval: Duration::from_millis(100),
+            source: Some(source),
+            ..PollConfig::default()
+        });
+        let a = fresh.wait_and_finish(ok.clone(), None).await.unwrap();
+        assert!(a.succeeded, "{source:?}");
+        let b = fresh.wait_and_finish(failed.clone(), None).await.unwrap();
+        assert!(!b.succeeded, "{source:?}");
+        assert_eq!(b.commands[0].exit_code, Some(3), "{source:?}");
+        let m = manifest(dir.path(), "purged-failed");
+        assert_eq!(m["slurm"]["state"], "FAILED", "{source:?}: {m}");
+        assert_eq!(m["slurm"]["exit_code"], "3:0", "{source:?}: {m}");
+    }
 }

@@ -49,7 +49,10 @@ impl Default for RuntimeConfig {
             max_exec_output_bytes: 16 << 20,
             default_executor: wfhost_exec::Executor::Local,
             pooling: true,
-            pool_instances: 32,
+            // Every lane of the largest parallel block (64) at once, with
+            // room for the run's other plugins: a pool too small traps the
+            // lanes beyond it.
+            pool_instances: 2 * wfhost_core::manifest::MAX_LANES as u32 - 32,
             telemetry_url: std::env::var("WFHOST_TELEMETRY_URL")
                 .ok()
                 .filter(|u| !u.trim().is_empty()),

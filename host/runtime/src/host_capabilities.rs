@@ -47,6 +47,8 @@ pub struct ExecScope {
     pub manifest_dir: Option<PathBuf>,
     /// Where the block's agents send telemetry.
     pub telemetry: TelemetryTarget,
+    /// The lane of a parallel block the block runs as.
+    pub lane: Option<wfhost_core::engine::LaneKey>,
 }
 
 /// Where a block's agents send telemetry (`TELEMETRY_URL`).
@@ -143,18 +145,82 @@ pub struct RunResources {
     containers: tokio::sync::Mutex<Option<Arc<ContainerPool>>>,
     slurm: SlurmExecutor,
     jobs: tokio::sync::Mutex<HashMap<String, Job>>,
+    /// Parallel blocks with `max_concurrent`: slots for their lanes' local
+    /// and container commands.
+    lane_slots: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
 impl RunResources {
     /// The resources of a run whose Slurm jobs are watched by `watcher`.
     pub fn new(watcher: Option<wfhost_exec::slurm::JobWatcher>) -> Self {
+        let poll = wfhost_exec::slurm::board::PollConfig::from_env().unwrap_or_else(|e| {
+            eprintln!("warning: {e}; using the default Slurm polling");
+            wfhost_exec::slurm::board::PollConfig::default()
+        });
         RunResources {
             slurm: SlurmExecutor {
                 watcher,
-                ..SlurmExecutor::default()
+                ..SlurmExecutor::new(poll)
             },
             ..RunResources::default()
         }
+    }
+
+    /// The lanes of the parallel block at `lane`'s group are about to run:
+    /// their Slurm work goes in one job array (`limit`: at most that many
+    /// tasks at once).
+    pub fn lanes_starting(&self, lanes: &[wfhost_core::engine::LaneKey], limit: Option<u32>) {
+        let Some(first) = lanes.first() else {
+            return;
+        };
+        let names: Vec<String> = lanes.iter().map(|l| l.lane.clone()).collect();
+        self.slurm.arrays.expect(&group_of(first), &names, limit);
+        if let Some(n) = limit {
+            self.lane_slots.lock().expect("not poisoned").insert(
+                group_of(first),
+                Arc::new(tokio::sync::Semaphore::new(n.max(1) as usize)),
+            );
+        }
+    }
+
+    /// A slot for a lane's local or container command, when its parallel
+    /// block limits how many run at once.
+    async fn lane_slot(&self, scope: &ExecScope) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let lane = scope.lane.as_ref()?;
+        let slots = self
+            .lane_slots
+            .lock()
+            .expect("not poisoned")
+            .get(&group_of(lane))
+            .cloned()?;
+        slots.acquire_owned().await.ok()
+    }
+
+    /// `lane` finished: the rest of its array no longer waits for it.
+    pub async fn lane_finished(&self, lane: &wfhost_core::engine::LaneKey) {
+        self.slurm
+            .arrays
+            .lane_done(&self.slurm, &group_of(lane), &lane.lane)
+            .await;
+    }
+
+    /// Run `request` on Slurm: a lane's with its group's other lanes as one
+    /// job array, anything else as a job of its own.
+    async fn run_on_slurm(
+        &self,
+        scope: &ExecScope,
+        request: &ExecRequest,
+        options: &wfhost_exec::SlurmOptions,
+    ) -> Result<ExecOutcome, ExecError> {
+        let Some(lane) = &scope.lane else {
+            return self.slurm.run(request, options).await;
+        };
+        let job = self
+            .slurm
+            .arrays
+            .submit(&self.slurm, &group_of(lane), &lane.lane, request, options)
+            .await?;
+        self.slurm.wait_and_finish(job, request.deadline).await
     }
 
     pub(crate) async fn containers(&self) -> Result<Arc<ContainerPool>, ExecError> {
@@ -184,7 +250,16 @@ impl RunResources {
         for id in jobs {
             let _ = self.slurm.cancel(&id).await;
         }
+        // Whatever is left of the lanes' arrays: one scancel each.
+        for id in self.slurm.arrays.arrays() {
+            let _ = self.slurm.cancel(&id).await;
+        }
     }
+}
+
+/// The array group of `lane`'s parallel block.
+fn group_of(lane: &wfhost_core::engine::LaneKey) -> String {
+    wfhost_exec::slurm::array::group_key(&lane.run_id, lane.step, &lane.node, &lane.block)
 }
 
 pub(crate) fn to_wit_error(e: ExecError) -> wit::ExecError {
@@ -280,12 +355,20 @@ impl exec::Host for HostState {
             Some(exec::Executor::Slurm(o)) => wfhost_exec::Executor::Slurm(to_slurm_options(o)),
         };
         let outcome = match executor {
-            wfhost_exec::Executor::Local => wfhost_exec::run_local(&request).await,
+            wfhost_exec::Executor::Local => {
+                let _slot = scope.resources.lane_slot(&scope).await;
+                wfhost_exec::run_local(&request).await
+            }
             wfhost_exec::Executor::Container(o) => match scope.resources.containers().await {
-                Ok(pool) => pool.run(&request, &o).await,
+                Ok(pool) => {
+                    let _slot = scope.resources.lane_slot(&scope).await;
+                    pool.run(&request, &o).await
+                }
                 Err(e) => Err(e),
             },
-            wfhost_exec::Executor::Slurm(o) => scope.resources.slurm.run(&request, &o).await,
+            wfhost_exec::Executor::Slurm(o) => {
+                scope.resources.run_on_slurm(&scope, &request, &o).await
+            }
         };
         outcome.map(|o| scope.result(o)).map_err(to_wit_error)
     }

@@ -445,6 +445,7 @@ impl PluginSet {
             restrictions: ctx.file_restrictions.clone(),
             manifest_dir: self.manifest_dir.clone(),
             telemetry: self.telemetry_target(&request),
+            lane: request.lane.clone(),
         };
         let limits = self
             .limits
@@ -641,7 +642,20 @@ impl PluginSet {
 
 impl WorkerHost for PluginSet {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
-        self.run_worker(request)
+        let lane = request.lane.clone();
+        let resources = self.resources.clone();
+        let run = self.run_worker(request);
+        async move {
+            let result = run.await;
+            if let Some(lane) = &lane {
+                resources.lane_finished(lane).await;
+            }
+            result
+        }
+    }
+
+    fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
+        self.resources.lanes_starting(lanes, max_concurrent);
     }
 
     fn session_artifact(

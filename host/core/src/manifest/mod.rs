@@ -311,6 +311,18 @@ pub struct ParallelGroup {
     /// Lane name → what differs in that lane. Each lane's `NODE_ID` is
     /// `<node>.<block>.<lane>`.
     pub lanes: BTreeMap<String, LaneSpec>,
+    /// At most this many lanes' work runs at once (absent: all of them).
+    /// On Slurm, the `%` limit of the lanes' job array; locally, the
+    /// lanes' exec commands wait for a free slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_concurrent: Option<u32>,
+    /// How many times a lane runs before its failure stands (default 1:
+    /// no retry). A failed lane runs again alone, in a fresh workspace; on
+    /// Slurm as a job of its own, not the whole array again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_attempts: Option<u32>,
 }
 
 /// What one lane changes about its block; everything absent is the
@@ -328,6 +340,10 @@ pub struct LaneSpec {
     /// Replaces the block's file restrictions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_restrictions: Option<Vec<String>>,
+    /// Replaces the group's `max_attempts` for this lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_attempts: Option<u32>,
 }
 
 impl Block {

@@ -168,25 +168,31 @@ pub(crate) async fn execute<W: WorkerHost>(
 
     // Fan-out: the lanes not finished yet, all at once.
     let fan_out = state.fan_out.clone().expect("recorded above");
-    let mut running = FuturesUnordered::new();
-    for (index, lane) in lanes.iter().enumerate() {
-        if fan_out.finished(lane) {
-            continue;
-        }
+    let request_for = |lane: &str| {
+        let index = lanes.iter().position(|l| l == lane).unwrap_or(0);
         let lane_block = block.for_lane(&group.lanes[lane]);
         let mut context = ctx.clone();
         context.step_index = step + index as u64;
         context.config = lane_block.config.clone();
         context.file_restrictions = lane_block.file_restrictions.clone();
         context.system_prompt = crate::engine::system_prompt(rules, &lane_block);
-        let request = BlockRequest {
+        BlockRequest {
             worker: base.worker.clone(),
             context,
             payload: base.payload.clone(),
             timeout: base.timeout,
             lane: Some(key(lane)),
-        };
-        running.push(run_lane(workers, key(lane), request));
+        }
+    };
+    let starting: Vec<LaneKey> = lanes
+        .iter()
+        .filter(|l| !fan_out.finished(l))
+        .map(|l| key(l))
+        .collect();
+    workers.lanes_starting(&starting, group.max_concurrent);
+    let mut running = FuturesUnordered::new();
+    for lane in &starting {
+        running.push(run_lane(workers, lane.clone(), request_for(&lane.lane)));
     }
     loop {
         let next = running.next();
@@ -194,6 +200,31 @@ pub(crate) async fn execute<W: WorkerHost>(
         else {
             break;
         };
+        // A failed attempt runs again, alone, while the lane has attempts.
+        let failed_attempts = state
+            .fan_out
+            .as_ref()
+            .and_then(|f| f.retries.get(&run.lane).copied())
+            .unwrap_or(0);
+        let allowed = group.lanes[&run.lane]
+            .max_attempts
+            .or(group.max_attempts)
+            .unwrap_or(1);
+        if !mergeable(&run.result.signal) && failed_attempts + 1 < allowed {
+            emit(
+                state,
+                sink,
+                vec![Event::LaneRetried {
+                    step,
+                    lane: run.lane.clone(),
+                    attempt: failed_attempts + 1,
+                    signal: run.result.signal.clone(),
+                    failure: run.result.failure.clone(),
+                }],
+            )?;
+            running.push(run_lane(workers, key(&run.lane), request_for(&run.lane)));
+            continue;
+        }
         let r = run.result;
         emit(
             state,

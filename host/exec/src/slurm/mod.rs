@@ -5,10 +5,12 @@
 //! contract and its overrides, its stdout and stderr going straight to the
 //! bundle's `cmd-N.stdout` / `cmd-N.stderr`, and records each command's
 //! start, end and exit code under `slurm/`. The job is submitted with
-//! `sbatch --parsable`; the host polls `squeue` until the job leaves the
-//! queue, then reads the final state and exit code from `scontrol show job`
-//! (or from `sacct` once the controller has forgotten the job). On the
-//! block's timeout, or when the caller gives up, the job is `scancel`led.
+//! `sbatch --parsable`. The run's jobs are watched together on a
+//! [`board::JobBoard`]: one `sacct` (or, without accounting, `squeue` plus
+//! the script's `slurm/job.end` marker) per polling round for all of them.
+//! On the block's timeout, or when the caller gives up, the job is
+//! `scancel`led. The lanes of a parallel block are submitted together as
+//! one job array ([`array`]).
 //!
 //! The bundle directory must be visible to the compute nodes at the same
 //! path (a shared filesystem, as with any Slurm workflow). The policy is
@@ -29,6 +31,11 @@ use wfhost_core::exec;
 use crate::bundle;
 use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, unix_ms};
 
+pub mod array;
+pub mod board;
+
+use board::{JobBoard, JobEnd};
+
 /// The prefix of the comment every wfhost job carries.
 pub const COMMENT_PREFIX: &str = "wfhost-run=";
 
@@ -48,20 +55,30 @@ pub struct SlurmOptions {
 /// How the host talks to Slurm.
 #[derive(Debug, Clone)]
 pub struct SlurmExecutor {
-    /// How often `squeue` is asked whether the job is still there.
-    pub poll_interval: Duration,
     /// How long `sbatch`, `squeue`, `scontrol` and `scancel` may take.
     pub command_timeout: Duration,
     /// Told the state of a job each time the queue is asked about it.
     pub watcher: Option<JobWatcher>,
+    /// The jobs this executor waits for, asked about together.
+    pub board: std::sync::Arc<JobBoard>,
+    /// Lanes submitted together as job arrays.
+    pub arrays: std::sync::Arc<array::ArrayBatcher>,
 }
 
 impl Default for SlurmExecutor {
     fn default() -> Self {
+        SlurmExecutor::new(board::PollConfig::default())
+    }
+}
+
+impl SlurmExecutor {
+    /// An executor whose board polls as `config` says.
+    pub fn new(config: board::PollConfig) -> SlurmExecutor {
         SlurmExecutor {
-            poll_interval: Duration::from_millis(250),
             command_timeout: Duration::from_secs(30),
             watcher: None,
+            board: std::sync::Arc::new(JobBoard::new(config)),
+            arrays: std::sync::Arc::default(),
         }
     }
 }
@@ -167,6 +184,9 @@ fn batch_script(request: &ExecRequest, bundle: &Path, workdir: &Path) -> String 
     ));
     s.push_str(&format!("B={b}\n"));
     s.push_str("now() { date +%s%3N; }\n");
+    // How the script ended, for a host that finds the job gone from the
+    // controller.
+    s.push_str("trap 'echo \"$? $(now)\" > \"$B/slurm/job.end\"' EXIT\n");
     for (i, command) in request.spec.commands.iter().enumerate() {
         let n = i + 1;
         let (stdout, stderr) = bundle::log_names(n);
@@ -204,25 +224,134 @@ fn batch_script(request: &ExecRequest, bundle: &Path, workdir: &Path) -> String 
     s
 }
 
+/// A block checked and written out as a batch script, not submitted yet.
+pub(crate) struct Prepared {
+    pub(crate) workdir: PathBuf,
+    pub(crate) bundle_dir: PathBuf,
+    pub(crate) script: PathBuf,
+    pub(crate) started_ms: u64,
+}
+
+/// Check the block and write its batch script into its bundle directory.
+/// Nothing is left behind when this fails.
+pub(crate) fn prepare(
+    request: &ExecRequest,
+    options: &SlurmOptions,
+) -> Result<Prepared, ExecError> {
+    if request.stdin.is_some() {
+        return Err(ExecError::Invalid(
+            "a Slurm job has no stdin to feed; deliver the input as a file".into(),
+        ));
+    }
+    exec::check(&request.spec)?;
+    check_options(options)?;
+    if !request.workdir.is_dir() {
+        return Err(ExecError::Invalid(format!(
+            "the working directory {} does not exist",
+            request.workdir.display()
+        )));
+    }
+    // The policy again, on the executables as they resolve here, right
+    // before the job is submitted: past that point the host no longer
+    // controls what runs.
+    for (i, command) in request.spec.commands.iter().enumerate() {
+        if let Err(message) = crate::local::preflight(request, i + 1, command) {
+            return Err(ExecError::Invalid(message));
+        }
+        if command.argv[0].contains('=') {
+            return Err(ExecError::Invalid(format!(
+                "command {}: a program name with `=` cannot be run by the Slurm executor",
+                i + 1
+            )));
+        }
+    }
+    let workdir = std::path::absolute(&request.workdir).unwrap_or(request.workdir.clone());
+    let bundle_dir = std::path::absolute(&request.bundle_dir).unwrap_or(request.bundle_dir.clone());
+    std::fs::create_dir_all(bundle_dir.join("slurm")).map_err(|e| {
+        ExecError::Failed(format!(
+            "cannot create the bundle {}: {e}",
+            bundle_dir.display()
+        ))
+    })?;
+    let script = bundle_dir.join("slurm/job.sh");
+    if let Err(e) = std::fs::write(&script, batch_script(request, &bundle_dir, &workdir)) {
+        let _ = std::fs::remove_dir_all(&bundle_dir);
+        return Err(ExecError::Failed(format!(
+            "cannot write the batch script {}: {e}",
+            script.display()
+        )));
+    }
+    Ok(Prepared {
+        workdir,
+        bundle_dir,
+        script,
+        started_ms: unix_ms(),
+    })
+}
+
+/// The `sbatch` options of a block (all but `--output`, `--parsable` and
+/// the script).
+pub(crate) fn sbatch_args(
+    request: &ExecRequest,
+    workdir: &Path,
+    options: &SlurmOptions,
+    deadline: Option<Instant>,
+) -> Vec<String> {
+    let mut args = vec![
+        format!("--job-name=wfhost:{}", request.meta.stage_id),
+        format!(
+            "--comment={COMMENT_PREFIX}{};pid={};host={}",
+            request.meta.run_id,
+            std::process::id(),
+            crate::hostname()
+        ),
+        format!("--chdir={}", workdir.display()),
+    ];
+    if let Some(p) = &options.partition {
+        args.push(format!("--partition={p}"));
+    }
+    match (&options.time_limit, deadline) {
+        (Some(t), _) => args.push(format!("--time={t}")),
+        // Slurm's own limit as a backstop, should the host die: the
+        // block's timeout rounded up to minutes, plus one.
+        (None, Some(deadline)) => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            args.push(format!("--time={}", left.as_secs().div_ceil(60) + 1));
+        }
+        (None, None) => {}
+    }
+    if let Some(c) = options.cpus_per_task {
+        args.push(format!("--cpus-per-task={c}"));
+    }
+    if let Some(m) = options.mem_mb {
+        args.push(format!("--mem={m}M"));
+    }
+    args.extend(options.extra_args.iter().cloned());
+    args
+}
+
 /// A job submitted by [`SlurmExecutor::submit`], to be finished with
 /// [`SlurmExecutor::finish`] once it left the queue.
 #[derive(Debug, Clone)]
 pub struct SubmittedJob {
+    /// `<id>`, or `<array id>_<task>` for a task of a job array.
     pub job_id: String,
     request: ExecRequest,
     bundle_dir: PathBuf,
     started_ms: u64,
+    /// An array task's Slurm log (`%A_%a.log` of its array).
+    array_log: Option<PathBuf>,
 }
 
 /// Output of a Slurm client command.
-struct Output {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Output {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl SlurmExecutor {
-    async fn slurm(&self, program: &str, args: &[String]) -> Result<Output, ExecError> {
+    pub(crate) async fn slurm(&self, program: &str, args: &[String]) -> Result<Output, ExecError> {
         let child = tokio::process::Command::new(program)
             .args(args)
             .stdin(Stdio::null())
@@ -256,16 +385,29 @@ impl SlurmExecutor {
         options: &SlurmOptions,
     ) -> Result<ExecOutcome, ExecError> {
         let job = self.submit(request, options).await?;
+        self.wait_and_finish(job, request.deadline).await
+    }
+
+    /// Wait for a submitted job (cancelling it at `deadline`) and seal its
+    /// bundle.
+    pub async fn wait_and_finish(
+        &self,
+        job: SubmittedJob,
+        deadline: Option<Instant>,
+    ) -> Result<ExecOutcome, ExecError> {
         let mut guard = CancelOnDrop(Some(job.job_id.clone()));
-        let timed_out = self.wait(&job.job_id, request.deadline).await;
+        self.board.track(&job.job_id, job.bundle_dir.clone());
+        let mut end = self.board.wait(self, &job.job_id, deadline).await;
+        let timed_out = end.is_none();
         if timed_out {
             let _ = self.cancel(&job.job_id).await;
             // Let the cancellation land so the final state says so.
-            self.wait(&job.job_id, Some(Instant::now() + self.command_timeout))
-                .await;
+            let settle = Instant::now() + self.command_timeout;
+            end = self.board.wait(self, &job.job_id, Some(settle)).await;
         }
         guard.0 = None;
-        self.finish(&job, timed_out).await
+        self.board.forget(&job.job_id);
+        self.finish_with(&job, timed_out, end).await
     }
 
     /// Check the block and submit it as a batch job (its bundle directory
@@ -275,118 +417,58 @@ impl SlurmExecutor {
         request: &ExecRequest,
         options: &SlurmOptions,
     ) -> Result<SubmittedJob, ExecError> {
-        if request.stdin.is_some() {
-            return Err(ExecError::Invalid(
-                "a Slurm job has no stdin to feed; deliver the input as a file".into(),
-            ));
-        }
-        exec::check(&request.spec)?;
-        check_options(options)?;
-        if !request.workdir.is_dir() {
-            return Err(ExecError::Invalid(format!(
-                "the working directory {} does not exist",
-                request.workdir.display()
-            )));
-        }
-        // The policy again, on the executables as they resolve here, right
-        // before the job is submitted: past that point the host no longer
-        // controls what runs.
-        for (i, command) in request.spec.commands.iter().enumerate() {
-            if let Err(message) = crate::local::preflight(request, i + 1, command) {
-                return Err(ExecError::Invalid(message));
-            }
-            if command.argv[0].contains('=') {
-                return Err(ExecError::Invalid(format!(
-                    "command {}: a program name with `=` cannot be run by the Slurm executor",
-                    i + 1
-                )));
-            }
-        }
-        let workdir = std::path::absolute(&request.workdir).unwrap_or(request.workdir.clone());
-        let bundle_dir =
-            std::path::absolute(&request.bundle_dir).unwrap_or(request.bundle_dir.clone());
-        std::fs::create_dir_all(bundle_dir.join("slurm")).map_err(|e| {
-            ExecError::Failed(format!(
-                "cannot create the bundle {}: {e}",
-                bundle_dir.display()
-            ))
-        })?;
-        let script = bundle_dir.join("slurm/job.sh");
-        let written = std::fs::write(&script, batch_script(request, &bundle_dir, &workdir));
-        if let Err(e) = written {
-            let _ = std::fs::remove_dir_all(&bundle_dir);
-            return Err(ExecError::Failed(format!(
-                "cannot write the batch script {}: {e}",
-                script.display()
-            )));
-        }
-
-        let started_ms = unix_ms();
-        let job_log = "slurm/job.log";
-        let mut args = vec![
-            "--parsable".to_string(),
-            format!("--job-name=wfhost:{}", request.meta.stage_id),
-            format!(
-                "--comment={COMMENT_PREFIX}{};pid={};host={}",
-                request.meta.run_id,
-                std::process::id(),
-                crate::hostname()
-            ),
-            format!("--chdir={}", workdir.display()),
-        ];
+        let prepared = prepare(request, options)?;
+        let log_path = prepared
+            .bundle_dir
+            .join("slurm/job.log")
+            .display()
+            .to_string();
         // sbatch expands `%` patterns in file names; a bundle path with one
         // gets no job log rather than a wrong one.
-        let log_path = bundle_dir.join(job_log).display().to_string();
         let log_path = if log_path.contains('%') {
             "/dev/null".to_string()
         } else {
             log_path
         };
-        args.push(format!("--output={log_path}"));
-        if let Some(p) = &options.partition {
-            args.push(format!("--partition={p}"));
-        }
-        match (&options.time_limit, request.deadline) {
-            (Some(t), _) => args.push(format!("--time={t}")),
-            // Slurm's own limit as a backstop, should the host die: the
-            // block's timeout rounded up to minutes, plus one.
-            (None, Some(deadline)) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                args.push(format!("--time={}", left.as_secs().div_ceil(60) + 1));
-            }
-            (None, None) => {}
-        }
-        if let Some(c) = options.cpus_per_task {
-            args.push(format!("--cpus-per-task={c}"));
-        }
-        if let Some(m) = options.mem_mb {
-            args.push(format!("--mem={m}M"));
-        }
-        args.extend(options.extra_args.iter().cloned());
-        args.push(script.display().to_string());
-
-        let submitted = match self.slurm("sbatch", &args).await {
-            Ok(out) if out.ok => out,
-            Ok(out) => {
-                let _ = std::fs::remove_dir_all(&bundle_dir);
-                let message = if out.stderr.is_empty() {
-                    "sbatch failed without a message".to_string()
-                } else {
-                    out.stderr
-                };
-                return Err(if is_unreachable(&message) {
-                    ExecError::Unavailable(format!("Slurm is not reachable: {message}"))
-                } else {
-                    ExecError::Invalid(format!("sbatch refused the job: {message}"))
-                });
-            }
+        let mut args = sbatch_args(request, &prepared.workdir, options, request.deadline);
+        args.insert(0, format!("--output={log_path}"));
+        args.push(prepared.script.display().to_string());
+        let submitted = self.sbatch(&args).await;
+        let job_id = match submitted {
+            Ok(id) => id,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(&bundle_dir);
+                let _ = std::fs::remove_dir_all(&prepared.bundle_dir);
                 return Err(e);
             }
         };
+        Ok(SubmittedJob {
+            job_id,
+            request: request.clone(),
+            bundle_dir: prepared.bundle_dir,
+            started_ms: prepared.started_ms,
+            array_log: None,
+        })
+    }
+
+    /// Run `sbatch --parsable ARGS`; the job id it printed.
+    pub(crate) async fn sbatch(&self, args: &[String]) -> Result<String, ExecError> {
+        let mut all = vec!["--parsable".to_string()];
+        all.extend(args.iter().cloned());
+        let out = self.slurm("sbatch", &all).await?;
+        if !out.ok {
+            let message = if out.stderr.is_empty() {
+                "sbatch failed without a message".to_string()
+            } else {
+                out.stderr
+            };
+            return Err(if is_unreachable(&message) {
+                ExecError::Unavailable(format!("Slurm is not reachable: {message}"))
+            } else {
+                ExecError::Invalid(format!("sbatch refused the job: {message}"))
+            });
+        }
         // `--parsable` prints `id` or `id;cluster`.
-        let job_id = submitted
+        let job_id = out
             .stdout
             .split(';')
             .next()
@@ -394,18 +476,12 @@ impl SlurmExecutor {
             .trim()
             .to_string();
         if job_id.is_empty() || !job_id.chars().all(|c| c.is_ascii_digit()) {
-            let _ = std::fs::remove_dir_all(&bundle_dir);
             return Err(ExecError::Failed(format!(
                 "sbatch did not print a job id (it printed `{}`)",
-                submitted.stdout
+                out.stdout
             )));
         }
-        Ok(SubmittedJob {
-            job_id,
-            request: request.clone(),
-            bundle_dir,
-            started_ms,
-        })
+        Ok(job_id)
     }
 
     /// `scancel` a job.
@@ -429,7 +505,7 @@ impl SlurmExecutor {
             self.tell(job_id, state);
             return Ok((true, state.to_string()));
         }
-        Ok((false, self.final_state(job_id).await.0))
+        Ok((false, self.final_state(job_id, None).await.0))
     }
 
     /// Read what a job that left the queue did and seal its bundle.
@@ -439,12 +515,30 @@ impl SlurmExecutor {
         job: &SubmittedJob,
         timed_out: bool,
     ) -> Result<ExecOutcome, ExecError> {
+        self.finish_with(job, timed_out, None).await
+    }
+
+    /// [`Self::finish`], with how the job ended when the board knows.
+    async fn finish_with(
+        &self,
+        job: &SubmittedJob,
+        timed_out: bool,
+        end: Option<JobEnd>,
+    ) -> Result<ExecOutcome, ExecError> {
         let request = &job.request;
         let bundle_dir = &job.bundle_dir;
         let job_id = job.job_id.clone();
         let started_ms = job.started_ms;
         let job_log = "slurm/job.log";
-        let (state, exit_code) = self.final_state(&job_id).await;
+        if let Some(log) = &job.array_log {
+            // An array task's Slurm log is the array's; the bundle keeps a
+            // copy of its own.
+            let _ = std::fs::copy(log, bundle_dir.join(job_log));
+        }
+        let (state, exit_code) = match end {
+            Some(end) if end.state != "UNKNOWN" => (end.state, end.exit_code),
+            _ => self.final_state(&job_id, Some(bundle_dir)).await,
+        };
         let slurm_timed_out = timed_out || state == "TIMEOUT";
 
         let results = collect_results(request, bundle_dir, &state, slurm_timed_out);
@@ -470,35 +564,10 @@ impl SlurmExecutor {
                     exit_code,
                     job_log: job_log.to_string(),
                 }),
-                extra_files: &["slurm/job.sh", "slurm/job.log"],
+                extra_files: &["slurm/job.sh", "slurm/job.log", "slurm/job.end"],
             },
         )
         .await
-    }
-
-    /// Poll `squeue` until the job has left the queue. Returns true when
-    /// the deadline passed first.
-    async fn wait(&self, job_id: &str, deadline: Option<Instant>) -> bool {
-        let args = squeue_args(job_id);
-        loop {
-            match self.slurm("squeue", &args).await {
-                // A finished job is either gone (`Invalid job id`) or shown
-                // in a final state while the controller still remembers it.
-                Ok(out) if !out.ok || !is_active(&out.stdout) => return false,
-                Ok(out) => self.tell(job_id, queue_state(&out.stdout)),
-                // squeue itself failing (controller restarting): keep
-                // polling until the deadline.
-                Err(_) => {}
-            }
-            let next = Instant::now() + self.poll_interval;
-            if let Some(d) = deadline
-                && next >= d
-            {
-                tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await;
-                return true;
-            }
-            tokio::time::sleep(self.poll_interval).await;
-        }
     }
 
     fn tell(&self, job_id: &str, state: &str) {
@@ -508,8 +577,9 @@ impl SlurmExecutor {
     }
 
     /// The job's final state and `exit:signal`: from `scontrol show job`
-    /// while the controller remembers it, else from `sacct`.
-    async fn final_state(&self, job_id: &str) -> (String, Option<String>) {
+    /// while the controller remembers it, else from `sacct`, else from the
+    /// marker the job script left in `bundle`.
+    async fn final_state(&self, job_id: &str, bundle: Option<&Path>) -> (String, Option<String>) {
         let args = [
             "show".to_string(),
             "job".to_string(),
@@ -547,6 +617,16 @@ impl SlurmExecutor {
             let state = state.split_whitespace().next().unwrap_or(state);
             return (state.to_string(), Some(code.to_string()));
         }
+        if let Some(code) =
+            bundle.and_then(|b| std::fs::read_to_string(b.join("slurm/job.end")).ok())
+            && let Some(code) = code
+                .split_whitespace()
+                .next()
+                .and_then(|c| c.parse::<i32>().ok())
+        {
+            let state = if code == 0 { "COMPLETED" } else { "FAILED" };
+            return (state.to_string(), Some(format!("{code}:0")));
+        }
         ("UNKNOWN".to_string(), None)
     }
 }
@@ -566,7 +646,7 @@ fn queue_state(stdout: &str) -> &str {
     stdout.lines().next().unwrap_or("RUNNING").trim()
 }
 
-fn is_active(states: &str) -> bool {
+pub(crate) fn is_active(states: &str) -> bool {
     states.lines().any(|s| {
         matches!(
             s.trim(),
