@@ -76,7 +76,7 @@ fn sleeper(seconds: &str) -> Value {
             "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}}}}})
 }
 
-fn start(served: &Served, manifest: &Value, ws: &Path) -> String {
+pub(super) fn start(served: &Served, manifest: &Value, ws: &Path) -> String {
     let (status, body) = http_post(
         &served.addr,
         "/v1/runs",
@@ -86,13 +86,13 @@ fn start(served: &Served, manifest: &Value, ws: &Path) -> String {
     body["run_id"].as_str().unwrap().to_string()
 }
 
-fn jobs(served: &Served, run: &str) -> Vec<Value> {
+pub(super) fn jobs(served: &Served, run: &str) -> Vec<Value> {
     let (status, body) = http_get(&served.addr, &format!("/v1/runs/{run}/jobs?limit=1000"));
     assert_eq!(status, 200, "{body}");
     body["jobs"].as_array().unwrap().clone()
 }
 
-fn history(served: &Served, job: i64) -> Vec<String> {
+pub(super) fn history(served: &Served, job: i64) -> Vec<String> {
     let (status, body) = http_get(&served.addr, &format!("/v1/jobs/{job}"));
     assert_eq!(status, 200, "{body}");
     body["history"]
@@ -110,7 +110,7 @@ fn history(served: &Served, job: i64) -> Vec<String> {
 }
 
 /// The first job of `run` once it is leased; waits up to 30 s.
-fn leased_job(served: &Served, run: &str) -> Value {
+pub(super) fn leased_job(served: &Served, run: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(job) = jobs(served, run)
