@@ -16,6 +16,7 @@ const COMMANDS: &[&str] = &[
     "import",
     "session",
     "gc",
+    "agents",
     "validate",
     "inspect",
     "list",

@@ -76,7 +76,7 @@ fn sleeper(seconds: &str) -> Value {
             "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}}}}})
 }
 
-fn start(served: &Served, manifest: &Value, ws: &Path) -> String {
+pub(super) fn start(served: &Served, manifest: &Value, ws: &Path) -> String {
     let (status, body) = http_post(
         &served.addr,
         "/v1/runs",
@@ -86,13 +86,13 @@ fn start(served: &Served, manifest: &Value, ws: &Path) -> String {
     body["run_id"].as_str().unwrap().to_string()
 }
 
-fn jobs(served: &Served, run: &str) -> Vec<Value> {
+pub(super) fn jobs(served: &Served, run: &str) -> Vec<Value> {
     let (status, body) = http_get(&served.addr, &format!("/v1/runs/{run}/jobs?limit=1000"));
     assert_eq!(status, 200, "{body}");
     body["jobs"].as_array().unwrap().clone()
 }
 
-fn history(served: &Served, job: i64) -> Vec<String> {
+pub(super) fn history(served: &Served, job: i64) -> Vec<String> {
     let (status, body) = http_get(&served.addr, &format!("/v1/jobs/{job}"));
     assert_eq!(status, 200, "{body}");
     body["history"]
@@ -110,7 +110,7 @@ fn history(served: &Served, job: i64) -> Vec<String> {
 }
 
 /// The first job of `run` once it is leased; waits up to 30 s.
-fn leased_job(served: &Served, run: &str) -> Value {
+pub(super) fn leased_job(served: &Served, run: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(job) = jobs(served, run)
@@ -193,6 +193,112 @@ fn an_agent_killed_mid_job_loses_it_to_another_and_one_success_is_recorded() {
             "succeeded:other"
         ]
     );
+}
+
+#[test]
+fn an_agent_stopped_by_sigterm_hands_its_job_back_at_once_and_exits_cleanly() {
+    let scratch = tempfile::tempdir().unwrap();
+    // The default lease (30 s): the job comes back long before it runs out.
+    let served = serve_with(scratch.path(), &["--local-agents", "0"]);
+    let ws = workspace_in(scratch.path());
+    let mut stopped = Agent::start(scratch.path(), &served, "stopped");
+    // A sleep this test alone runs, to find its process by.
+    let nap = format!("59.{}", std::process::id());
+    let run = start(&served, &sleeper(&nap), &ws);
+    let sleeping = || {
+        Command::new("pgrep")
+            .args(["-f", "-x", &format!("sleep {nap}")])
+            .status()
+            .unwrap()
+            .success()
+    };
+    let wait_until_sleeping = || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !sleeping() {
+            assert!(Instant::now() < deadline, "the job's sleep never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let job = leased_job(&served, &run);
+    assert_eq!(job["agent"], "stopped");
+    wait_until_sleeping();
+    let id = job["id"].as_i64().unwrap();
+    let asked = Instant::now();
+    stopped.signal("-TERM");
+    let status = loop {
+        if let Some(status) = stopped.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "the agent did not stop: {}",
+            stopped.said()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{}", stopped.said());
+    assert!(
+        stopped
+            .said()
+            .contains(&format!("stopped job {id} and handed it back (SIGTERM)")),
+        "{}",
+        stopped.said()
+    );
+    // Queued again at once, as attempt 2; its sleep was stopped with it.
+    let shown = http_get(&served.addr, &format!("/v1/jobs/{id}")).1;
+    assert_eq!(
+        (
+            shown["job"]["state"].as_str(),
+            shown["job"]["attempt"].as_u64()
+        ),
+        (Some("queued"), Some(2)),
+        "{shown}"
+    );
+    assert!(
+        shown["history"][2]["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("handed back by stopped: the agent stopped (SIGTERM)"),
+        "{shown}"
+    );
+    // The block's process was stopped with the job.
+    while sleeping() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(15),
+            "the job's sleep is left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        history(&served, id),
+        ["queued:", "leased:stopped", "requeued:stopped"]
+    );
+    // The run goes on with the next agent; the stopped one recorded nothing.
+    let mut other = Agent::start(scratch.path(), &served, "other");
+    let job = leased_job(&served, &run);
+    assert_eq!(
+        (job["agent"].as_str(), job["attempt"].as_u64()),
+        (Some("other"), Some(2))
+    );
+    // Stopped the same way, the other agent leaves no sleep behind either.
+    wait_until_sleeping();
+    other.signal("-TERM");
+    assert_eq!(
+        other.child.wait().unwrap().code(),
+        Some(0),
+        "{}",
+        other.said()
+    );
+    let stopped_at = Instant::now();
+    while sleeping() {
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(5),
+            "the other agent's sleep is left"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, body) = http_post(&served.addr, &format!("/v1/runs/{run}/cancel"), &json!({}));
+    assert_eq!(status, 200, "{body}");
 }
 
 #[test]

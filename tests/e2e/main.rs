@@ -22,6 +22,7 @@ mod plugin;
 mod run;
 mod serve;
 mod session_files;
+mod slurm_agents;
 mod slurm_arrays;
 mod team;
 mod trust;

@@ -139,6 +139,23 @@ Examples:
       --token-file ~/.config/wfhost/agent-token
 The agent and the server must see run workspaces at the same path (a shared filesystem).";
 
+pub const AGENTS: &str = "\
+Examples:
+  wfhost agents submit --slurm 4 --server http://head-node:7464 --partition batch
+  wfhost agents submit --slurm 4 --server http://head-node:7464 --print   # the batch script only
+  scancel 81234                                                          # stop them";
+
+pub const AGENTS_SUBMIT: &str = "\
+Examples:
+  wfhost agents submit --slurm 4 --server http://head-node:7464
+  wfhost agents submit --slurm 16 --server http://head-node:7464 --partition batch --time 1-00:00:00 \\
+      --capabilities wasm,exec,slurm --concurrency 2 --token-file ~/.config/wfhost/agent-token \\
+      --sbatch-arg=--account=lab --sbatch-arg=--mem=8G
+  wfhost agents submit --slurm 4 --server http://head-node:7464 --print > agents.sh   # adapt, then: sbatch agents.sh
+  scancel 81234                          # the array job id it printed: each agent hands back its job and stops
+Each agent runs on a node: the wfhost executable, the token file, the log directory, the runs'
+workspaces and WFHOST_LANES_DIR must be at the same paths there (a shared filesystem).";
+
 pub const PLUGIN: &str = "\
 Examples:
   wfhost plugin new greeter && cd greeter   # a worker crate with a test and a sample workflow

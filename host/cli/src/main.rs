@@ -216,6 +216,15 @@ enum Command {
     /// started over its API).
     #[command(after_help = examples::AGENT)]
     Agent(jobs::AgentArgs),
+    /// Start `wfhost agent`s elsewhere: `agents submit --slurm N` runs N of
+    /// them as one Slurm job array.
+    #[command(after_help = examples::AGENTS)]
+    Agents {
+        #[command(subcommand)]
+        command: jobs::submit::AgentsCommand,
+        #[command(flatten)]
+        home: Home,
+    },
     /// Write, build, package, sign, publish and install plugins.
     #[command(after_help = examples::PLUGIN)]
     Plugin {
@@ -278,6 +287,7 @@ fn main() -> ExitCode {
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::Mcp(w) => mcp::mcp(w.args, &(&w.store).into()),
         Command::Agent(args) => jobs::agent(args),
+        Command::Agents { command, home } => jobs::submit::agents(command, &home),
         Command::Plugin { command, home } => plugin::plugin(command, home.home),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),

@@ -137,8 +137,12 @@ fn start_local_agents(
         cache_disabled,
     };
     tokio::spawn(async move {
-        let why = crate::jobs::agent::run(config).await;
-        report_error(format!("the local agents stopped: {why}"));
+        // Nobody asks them to stop: they end with the server's process.
+        let (_, never) = tokio::sync::watch::channel(None);
+        if let crate::jobs::agent::Ended::Failed(why) = crate::jobs::agent::run(config, never).await
+        {
+            report_error(format!("the local agents stopped: {why}"));
+        }
     });
 }
 

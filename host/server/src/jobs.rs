@@ -3,7 +3,8 @@
 //! An agent asks for a job (`POST /v1/agent/lease`, long-polled), sends a
 //! heartbeat while it runs it (`POST /v1/jobs/{id}/heartbeat`), forwards
 //! what its agent blocks send their `TELEMETRY_URL` as it arrives
-//! (`POST /v1/jobs/{id}/telemetry`) and reports the result (`POST /v1/jobs/{id}/complete`). Heartbeats and completions
+//! (`POST /v1/jobs/{id}/telemetry`) and reports the result (`POST /v1/jobs/{id}/complete`),
+//! or, when it stops, hands the job back (`POST /v1/jobs/{id}/release`). Heartbeats, releases and completions
 //! are fenced on the lease's `(attempt, token)`: a stale or foreign one is
 //! refused with 409 `lease_lost` (and a refused completion is recorded in
 //! the job's history). The reconcile loop puts jobs whose lease ran out
@@ -294,6 +295,55 @@ pub(crate) async fn complete(
                 Ok((StatusCode::OK, response))
             }
             Completion::Refused(lost) => Err(lease_lost(lost)),
+        }
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReleaseBody {
+    attempt: u32,
+    token: String,
+    /// Why the agent gives the job up (recorded in the job's history).
+    #[serde(default)]
+    reason: String,
+}
+
+/// The longest reason a release records.
+const MAX_RELEASE_REASON: usize = 500;
+
+/// `POST /v1/jobs/{id}/release`: the agent holding the lease
+/// `(attempt, token)` gives the job up without a result (it is stopping):
+/// the job is queued again at once with its attempt raised, instead of
+/// when the lease runs out. Fenced like a heartbeat.
+pub(crate) async fn release(
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+    JsonBody(body): JsonBody<ReleaseBody>,
+) -> Result<Json<Value>, ApiError> {
+    if body.reason.len() > MAX_RELEASE_REASON {
+        return Err(
+            ApiError::bad_request(format!("reason: at most {MAX_RELEASE_REASON} bytes"))
+                .with_details(json!({"pointer": "/reason"})),
+        );
+    }
+    let stores = state.stores.clone();
+    blocking(move || {
+        let mut store = stores.existing()?;
+        let now = now_ms();
+        let why = wfhost_core::text::escape(&body.reason);
+        match store.release_job((id, body.attempt, &body.token), &why, now)? {
+            Ok(attempt) => {
+                eprintln!("job {id}: its lease was handed back; queued again as attempt {attempt}");
+                Ok(Json(json!({
+                    "job": id,
+                    "state": "queued",
+                    "attempt": attempt,
+                    "server_now_ms": now,
+                })))
+            }
+            Err(lost) => Err(lease_lost(lost)),
         }
     })
     .await

@@ -112,6 +112,7 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/jobs/{id}/telemetry", post(jobs::telemetry))
         .route("/definitions/{hash}", axum::routing::get(jobs::definition))
         .route("/jobs/{id}/complete", post(jobs::complete))
+        .route("/jobs/{id}/release", post(jobs::release))
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(
             tokens.clone(),

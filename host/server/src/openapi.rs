@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.6.2";
+pub const API_VERSION: &str = "0.7.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -309,6 +309,14 @@ fn job_paths() -> Value {
                 "200",
                 ok("Recorded (or the replayed answer).", "Completed"),
                 "`lease_lost`: the lease is not the job's current one; the result is not recorded (the refusal is, in the job's history).",
+            ),
+            "/jobs/{id}/release": post(
+                "Agents: give the job of the lease (attempt, token) up without a result, e.g. because the agent is stopping: the job is queued again at once with its attempt raised (recorded as `requeued`, with the reason), instead of when the lease runs out. Fenced like a heartbeat.",
+                vec![job_id()],
+                json!({"type": "object", "required": ["attempt", "token"], "additionalProperties": false, "properties": {"attempt": {"type": "integer"}, "token": {"type": "string"}, "reason": {"type": "string", "maxLength": 500, "description": "Why (recorded in the job's history)."}}}),
+                "200",
+                ok("Queued again: job, state `queued`, the new attempt, server_now_ms.", "Released"),
+                "`lease_lost`: as for a heartbeat; nothing changes.",
             )
     })
 }
@@ -350,6 +358,7 @@ fn job_schemas() -> Value {
                     "succeeded": {"type": "boolean", "description": "Whether the block produced an output."},
                     "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>}, and log: [lines]; telemetry: [objects the block's agents sent its TELEMETRY_URL, at most 256 KiB] and telemetry_dropped: <count>, both optional."}
                 }},
+                "Released": {"type": "object", "properties": {"job": {"type": "integer"}, "state": {"const": "queued"}, "attempt": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
                 "Completed": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "state": {"enum": ["succeeded", "failed"]}, "server_now_ms": {"type": "integer"}}}
     })
 }

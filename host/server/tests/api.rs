@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
 use wfhost_core::payload::Statistics;
 use wfhost_server::{ServerConfig, Tokens};
@@ -423,6 +423,7 @@ fn the_openapi_document_describes_every_endpoint() {
         "/jobs/{id}/heartbeat",
         "/jobs/{id}/telemetry",
         "/jobs/{id}/complete",
+        "/jobs/{id}/release",
         "/agent/lease",
     ] {
         assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
@@ -753,6 +754,100 @@ fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["queued", "leased", "succeeded", "refused"]);
+}
+
+#[test]
+fn an_agent_that_stops_hands_its_lease_back_and_the_job_is_queued_again() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "r", "w", 1, false);
+    let id = queue_job(home.path(), "r");
+    let agent = format!("Authorization: Bearer {}", "a".repeat(40));
+    let client = format!("Authorization: Bearer {}", "c".repeat(40));
+    let tokens = Tokens {
+        clients: vec!["c".repeat(40)],
+        agents: vec!["a".repeat(40)],
+    };
+    let server = start(home.path(), Some(tokens));
+    let call = |auth: &str, path: &str, body: &str| {
+        request(
+            server.addr,
+            "POST",
+            path,
+            &[auth, "Content-Type: application/json"],
+            body.as_bytes(),
+        )
+    };
+    let lease = |name: &str| -> Value {
+        let ask = format!(r#"{{"agent": "{name}", "capabilities": ["wasm"]}}"#);
+        let (status, body) = call(&agent, "/v1/agent/lease", &ask);
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let first = lease("a1");
+    let token = first["job"]["token"].as_str().unwrap().to_string();
+    let release = |auth: &str, attempt: u32, token: &str, reason: &str| {
+        call(
+            auth,
+            &format!("/v1/jobs/{id}/release"),
+            &json!({"attempt": attempt, "token": token, "reason": reason}).to_string(),
+        )
+    };
+    // Agents only; the lease holder only; a reason of bounded size.
+    assert_eq!(release(&client, 1, &token, "").0, 401);
+    let (status, body) = release(&agent, 1, "forged", "");
+    assert_eq!((status, body.contains("lease_lost")), (409, true), "{body}");
+    let (status, body) = release(&agent, 1, &token, &"x".repeat(501));
+    assert_eq!((status, body.contains("/reason")), (400, true), "{body}");
+    let (status, body) = release(&agent, 1, &token, "stopped (SIGTERM)");
+    assert_eq!(status, 200, "{body}");
+    let released: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (released["state"].as_str(), released["attempt"].as_u64()),
+        (Some("queued"), Some(2))
+    );
+    // Handed back once: the old lease is gone.
+    assert_eq!(release(&agent, 1, &token, "").0, 409);
+    // Another agent gets it at once, as attempt 2.
+    let second = lease("a2");
+    assert_eq!(
+        (
+            second["job"]["id"].as_i64(),
+            second["job"]["attempt"].as_u64()
+        ),
+        (Some(id), Some(2))
+    );
+    let (status, body) = request(
+        server.addr,
+        "GET",
+        &format!("/v1/jobs/{id}"),
+        &[&client],
+        b"",
+    );
+    assert_eq!(status, 200, "{body}");
+    let shown: Value = serde_json::from_str(&body).unwrap();
+    let history: Vec<String> = shown["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["kind"].as_str().unwrap(),
+                e["agent"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        ["queued:", "leased:a1", "requeued:a1", "leased:a2"]
+    );
+    assert!(
+        shown["history"][2]["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("handed back by a1: stopped (SIGTERM)"),
+        "{shown}"
+    );
 }
 
 #[test]

@@ -9,7 +9,9 @@
 //! - **heartbeat** extends only the lease whose `(job, attempt, token)`
 //!   matches;
 //! - **requeue** ([`Store::requeue_expired`]) puts a job whose lease ran
-//!   out back in the queue with `attempt + 1` and records it;
+//!   out back in the queue with `attempt + 1` and records it; an agent
+//!   that stops hands its lease back ([`Store::release_job`], fenced like a
+//!   heartbeat) and the job is queued again the same way, at once;
 //! - **completion** is fenced on `(attempt, token)`: a stale agent's late
 //!   result is refused and recorded as such; the same completion sent again
 //!   gets the response the first one got, byte for byte, and changes
@@ -516,6 +518,51 @@ impl Store {
         }
         tx.commit().map_err(err)?;
         Ok(requeued)
+    }
+
+    /// Hand the lease `(job, attempt, token)` back: the job is queued again
+    /// at once with its attempt raised, as if the lease had expired
+    /// (recorded as `requeued`, `why` in the detail). Returns the new
+    /// attempt, or why the lease is not held any more.
+    pub fn release_job(
+        &mut self,
+        lease: (i64, u32, &str),
+        why: &str,
+        now_ms: i64,
+    ) -> Result<Result<u32, LeaseLost>, StoreError> {
+        let (job, attempt, token) = lease;
+        let (tx, path) = self.begin()?;
+        let err = |e| StoreError::from_sqlite(&path, e);
+        if let Err(lost) = Self::check_lease(&tx, job, attempt, token).map_err(err)? {
+            return Ok(Err(lost));
+        }
+        let agent: Option<String> = tx
+            .query_row("SELECT agent FROM jobs WHERE id = ?1", [job], |r| r.get(0))
+            .map_err(err)?;
+        tx.prepare_cached(
+            "UPDATE jobs SET state = 'queued', attempt = attempt + 1, token = NULL, agent = NULL, expires_at = NULL \
+             WHERE id = ?1",
+        )
+        .and_then(|mut s| s.execute([job]))
+        .map_err(err)?;
+        let by = agent.as_deref().unwrap_or("an agent");
+        let detail = if why.is_empty() {
+            format!("the lease of attempt {attempt} was handed back by {by}")
+        } else {
+            format!("the lease of attempt {attempt} was handed back by {by}: {why}")
+        };
+        record(
+            &tx,
+            job,
+            now_ms,
+            "requeued",
+            attempt + 1,
+            agent.as_deref(),
+            &detail,
+        )
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(Ok(attempt + 1))
     }
 
     /// Cancel `job` unless it is final (its run stopped waiting for it).

@@ -128,6 +128,51 @@ fn a_heartbeat_extends_only_the_matching_lease() {
 }
 
 #[test]
+fn a_lease_handed_back_is_queued_again_at_once() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
+    let id = lease.job.id;
+    // Only the lease holder hands it back.
+    let forged = store.release_job((id, 1, "forged"), "", 10).unwrap();
+    assert!(forged.unwrap_err().reason.contains("token"));
+    assert_eq!(store.job(id).unwrap().unwrap().state, JobState::Leased);
+    assert_eq!(
+        store
+            .release_job((id, 1, &lease.token), "stopped (SIGTERM)", 20)
+            .unwrap(),
+        Ok(2)
+    );
+    let queued = store.job(id).unwrap().unwrap();
+    assert_eq!(
+        (queued.state, queued.attempt, queued.agent),
+        (JobState::Queued, 2, None)
+    );
+    // Long before the lease would have run out, another agent has it.
+    let next = store.claim_job("b", &wasm(), 100, 21).unwrap().unwrap();
+    assert_eq!((next.job.id, next.job.attempt), (id, 2));
+    // The old lease is gone: handing it back again, or a heartbeat, is refused.
+    let again = store.release_job((id, 1, &lease.token), "", 22).unwrap();
+    assert!(again.unwrap_err().reason.contains("attempt 2"));
+    assert!(
+        store
+            .heartbeat_job(id, 1, &lease.token, 100, 23)
+            .unwrap()
+            .is_err()
+    );
+    let history = store.job_history(id).unwrap();
+    let kinds: Vec<&str> = history.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["queued", "leased", "requeued", "leased"]);
+    assert_eq!(history[2].agent.as_deref(), Some("a"));
+    assert_eq!(history[2].attempt, 2);
+    assert_eq!(
+        history[2].detail,
+        "the lease of attempt 1 was handed back by a: stopped (SIGTERM)"
+    );
+}
+
+#[test]
 fn a_stale_completion_is_refused_and_the_new_lease_wins() {
     let home = tempfile::tempdir().unwrap();
     let mut store = store_with_run(home.path());

@@ -9,10 +9,16 @@
 //! same path (a shared filesystem, as with Slurm). Before a job runs, the
 //! workspace's identity file is compared with the job's; a mismatch fails
 //! the job with the reason.
+//!
+//! Stopping: an agent asked to stop ([`Stop`]; `wfhost agent` asks on
+//! SIGINT or SIGTERM, see [`stop_on_signals`]) leases nothing more, stops
+//! the jobs it runs — as when a lease is lost — and hands their leases
+//! back without a result, so that the server queues them again at once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -36,6 +42,13 @@ pub struct AgentConfig {
     pub cache_disabled: bool,
 }
 
+/// What asks an agent to stop: its value becomes the reason (a signal's
+/// name). An agent whose sender is gone is never asked.
+pub type Stop = tokio::sync::watch::Receiver<Option<&'static str>>;
+
+/// How long a lease is handed back for at most when the agent stops.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// The most plugin sets (one per run workflow and workspace) kept loaded.
 const LOADED_MAX: usize = 16;
 /// How long a lease request waits on the server for a job.
@@ -57,29 +70,121 @@ struct Shared {
     /// The telemetry listener, started for the first workflow that runs
     /// agents (None when it could not listen: telemetry is then off).
     telemetry: tokio::sync::OnceCell<Option<Arc<crate::telemetry::Hubs>>>,
+    /// How many leases were handed back on stopping.
+    handed_back: AtomicUsize,
 }
 
-/// Run the agent until the process is stopped, or until the server refuses
-/// its token; the error says why it stopped.
-pub async fn run(config: AgentConfig) -> String {
+/// How an agent's run ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Asked to stop: it did, after handing back this many jobs.
+    Stopped { handed_back: usize },
+    /// It stopped by itself (the server refused its token, …): why.
+    Failed(String),
+}
+
+/// Run the agent until `stop` asks it to stop, or until the server refuses
+/// its token.
+pub async fn run(config: AgentConfig, stop: Stop) -> Ended {
     let shared = Arc::new(Shared {
         config: config.clone(),
         runtimes: Default::default(),
         loaded: Default::default(),
         telemetry: Default::default(),
+        handed_back: AtomicUsize::new(0),
     });
     let mut slots = tokio::task::JoinSet::new();
     for slot in 0..config.concurrency.max(1) {
-        slots.spawn(slot_loop(shared.clone(), slot));
+        slots.spawn(slot_loop(shared.clone(), slot, stop.clone()));
     }
-    match slots.join_next().await {
-        Some(Ok(why)) => why,
-        Some(Err(e)) => format!("an agent slot failed: {e}"),
-        None => "no slots".into(),
+    while let Some(ended) = slots.join_next().await {
+        match ended {
+            Ok(None) => {}
+            Ok(Some(why)) => return Ended::Failed(why),
+            Err(e) => return Ended::Failed(format!("an agent slot failed: {e}")),
+        }
+    }
+    // Every slot stopped as asked, its job with it: the containers and
+    // Slurm jobs the loaded workflows still hold go too.
+    let loaded: Vec<Loaded> = shared.loaded.lock().await.values().cloned().collect();
+    for loaded in loaded {
+        loaded.plugins.shutdown().await;
+    }
+    Ended::Stopped {
+        handed_back: shared.handed_back.load(Ordering::SeqCst),
     }
 }
 
-async fn slot_loop(shared: Arc<Shared>, slot: usize) -> String {
+/// Resolves once the agent is asked to stop, with the reason (never when
+/// nobody can ask). Cancel-safe.
+async fn stopping(stop: &mut Stop) -> &'static str {
+    let why = stop.wait_for(Option::is_some).await.map(|why| *why);
+    match why {
+        Ok(why) => why.unwrap_or("stopped"),
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Whether the agent was asked to stop, now: by `stop`, or by a signal
+/// whose handler has run but whose news has not reached `stop` yet.
+fn stop_asked(stop: &Stop) -> Option<&'static str> {
+    (*stop.borrow()).or_else(signalled_now)
+}
+
+/// The signal that asked this process's agent to stop (0: none yet).
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_stop_signal(signal: libc::c_int) {
+    if SIGNALLED.swap(signal, Ordering::SeqCst) != 0 {
+        // A second signal: stop at once (async-signal-safe).
+        // SAFETY: `_exit` may be called from a signal handler.
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Make SIGINT and SIGTERM ask this process's agent to stop
+/// ([`signalled`]); a second one ends the process at once. The handler
+/// only records the signal, so a job's result that is made after it
+/// arrived (the job's processes may have got the same signal, as from
+/// `scancel`) is seen to be the stop's doing and handed back instead.
+pub fn stop_on_signals() -> std::io::Result<()> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed `sigaction` is valid; the handler only does an
+        // atomic swap and `_exit`, both async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn signalled_now() -> Option<&'static str> {
+    match SIGNALLED.load(Ordering::SeqCst) {
+        0 => None,
+        libc::SIGINT => Some("SIGINT"),
+        libc::SIGTERM => Some("SIGTERM"),
+        _ => Some("a signal"),
+    }
+}
+
+/// Resolves once SIGINT or SIGTERM arrived (see [`stop_on_signals`]):
+/// its name.
+pub async fn signalled() -> &'static str {
+    loop {
+        if let Some(signal) = signalled_now() {
+            return signal;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn slot_loop(shared: Arc<Shared>, slot: usize, mut stop: Stop) -> Option<String> {
     let config = &shared.config;
     let mut client = Client::new(config.server.clone());
     let mut backoff = Duration::from_millis(250);
@@ -89,28 +194,32 @@ async fn slot_loop(shared: Arc<Shared>, slot: usize) -> String {
         "wait_ms": LEASE_WAIT_MS,
     });
     loop {
-        let answer = client
-            .post(
+        let answer = tokio::select! {
+            biased;
+            _ = stopping(&mut stop) => return None,
+            answer = client.post(
                 "/agent/lease",
                 &ask,
                 Duration::from_millis(LEASE_WAIT_MS + 10_000),
-            )
-            .await;
+            ) => answer,
+        };
         let job = match answer {
             Ok(a) if a.status == 200 => a.body.get("job").cloned().unwrap_or(Value::Null),
             Ok(a) if a.status == 401 => {
-                return format!(
+                return Some(format!(
                     "the server at {} refused the agent's token",
                     config.server.authority
-                );
+                ));
             }
             Ok(a) => {
                 eprintln!(
                     "agent {} ({slot}): the server answered {}: {}",
                     config.name, a.status, a.body
                 );
-                pause(&mut backoff).await;
-                continue;
+                tokio::select! {
+                    _ = stopping(&mut stop) => return None,
+                    () = pause(&mut backoff) => continue,
+                }
             }
             Err(e) => {
                 eprintln!(
@@ -118,15 +227,17 @@ async fn slot_loop(shared: Arc<Shared>, slot: usize) -> String {
                     config.name,
                     backoff.as_millis()
                 );
-                pause(&mut backoff).await;
-                continue;
+                tokio::select! {
+                    _ = stopping(&mut stop) => return None,
+                    () = pause(&mut backoff) => continue,
+                }
             }
         };
         backoff = Duration::from_millis(250);
         if job.is_null() {
             continue;
         }
-        run_job(&shared, &mut client, job).await;
+        run_job(&shared, &mut client, job, &mut stop).await;
     }
 }
 
@@ -152,41 +263,31 @@ fn leased(job: &Value) -> Option<Leased> {
     })
 }
 
-async fn run_job(shared: &Shared, client: &mut Client, job: Value) {
+async fn run_job(shared: &Shared, client: &mut Client, job: Value, stop: &mut Stop) {
     let name = &shared.config.name;
     let Some(lease) = leased(&job) else {
         eprintln!("agent {name}: the server sent a job without a lease: {job}");
         return;
     };
-    let request = job
-        .get("request")
-        .cloned()
-        .ok_or_else(|| "the job has no request".to_string())
-        .and_then(|r| {
-            serde_json::from_value::<JobRequest>(r).map_err(|e| format!("cannot read the job: {e}"))
-        });
-    let result = match request {
-        Ok(request) => match prepare(shared, &request).await {
-            Ok(loaded) => {
-                let ran = heartbeat_while(
-                    shared,
-                    &lease,
-                    Forward::new(&loaded, &request),
-                    loaded.plugins.run_block(request.block_request()),
-                )
-                .await;
-                // Its agents have ended (their addresses with them): what
-                // they sent goes with the result.
-                let telemetry = job_telemetry(&loaded, &request);
-                match ran {
-                    Some(result) => JobResult::of(result).with_telemetry(telemetry),
-                    None => return,
-                }
-            }
-            Err(e) => JobResult::failed(e),
-        },
-        Err(e) => JobResult::failed(e),
+    // Asked to stop while the job runs: the job's future is dropped (its
+    // processes, containers and Slurm jobs stop) and the job handed back.
+    let result = tokio::select! {
+        result = execute(shared, &lease, &job) => result,
+        why = stopping(stop) => {
+            release(shared, client, &lease, why).await;
+            return;
+        }
     };
+    // None: the lease was lost (the job was stopped).
+    let Some(result) = result else {
+        return;
+    };
+    // A result made after a stop was asked for may be the stop's doing
+    // (`scancel` signals the job's processes too): hand it back instead.
+    if let Some(why) = stop_asked(stop) {
+        release(shared, client, &lease, why).await;
+        return;
+    }
     if result.telemetry_dropped > 0 {
         eprintln!(
             "agent {name}: job {}: {} telemetry events left out (over {} KiB)",
@@ -196,6 +297,68 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value) {
         );
     }
     complete(shared, client, &lease, result).await;
+}
+
+/// Give the job of `lease` back to the server without a result: it is
+/// queued again at once. Best effort, and quick: when the server cannot
+/// be told, the lease runs out instead.
+async fn release(shared: &Shared, client: &mut Client, lease: &Leased, why: &str) {
+    let name = &shared.config.name;
+    let body = json!({
+        "attempt": lease.attempt,
+        "token": lease.token,
+        "reason": format!("the agent stopped ({why})"),
+    });
+    let path = format!("/jobs/{}/release", lease.id);
+    match client.post(&path, &body, RELEASE_TIMEOUT).await {
+        Ok(a) if a.status == 200 => {
+            shared.handed_back.fetch_add(1, Ordering::SeqCst);
+            eprintln!(
+                "agent {name}: stopped job {} and handed it back ({why})",
+                lease.id
+            );
+        }
+        // The lease had ended already: nothing to give back.
+        Ok(a) if a.status == 409 => {}
+        Ok(a) => eprintln!(
+            "agent {name}: handing job {} back: the server answered {}: {}; its lease will run out instead",
+            lease.id, a.status, a.body
+        ),
+        Err(e) => eprintln!(
+            "agent {name}: handing job {} back: {e}; its lease will run out instead",
+            lease.id
+        ),
+    }
+}
+
+/// Run the job of `lease`: its result, or None when the lease was lost.
+async fn execute(shared: &Shared, lease: &Leased, job: &Value) -> Option<JobResult> {
+    let request = job
+        .get("request")
+        .cloned()
+        .ok_or_else(|| "the job has no request".to_string())
+        .and_then(|r| {
+            serde_json::from_value::<JobRequest>(r).map_err(|e| format!("cannot read the job: {e}"))
+        });
+    Some(match request {
+        Ok(request) => match prepare(shared, &request).await {
+            Ok(loaded) => {
+                let ran = heartbeat_while(
+                    shared,
+                    lease,
+                    Forward::new(&loaded, &request),
+                    loaded.plugins.run_block(request.block_request()),
+                )
+                .await;
+                // Its agents have ended (their addresses with them): what
+                // they sent goes with the result.
+                let telemetry = job_telemetry(&loaded, &request);
+                JobResult::of(ran?).with_telemetry(telemetry)
+            }
+            Err(e) => JobResult::failed(e),
+        },
+        Err(e) => JobResult::failed(e),
+    })
 }
 
 /// The telemetry the job's agents sent (its block's, in its lane) and

@@ -1,12 +1,14 @@
 //! Blocks as leased jobs: the run side (`queue`: a run started by `wfhost
 //! serve` queues each block execution and waits for its result), the agent
 //! side (`agent`: `wfhost agent` and `wfhost serve --local-agents`), what a
-//! job carries (`request`) and the agent's HTTP client (`http`).
+//! job carries (`request`), the agent's HTTP client (`http`) and agents
+//! submitted as a Slurm job array (`submit`: `wfhost agents submit`).
 
 pub mod agent;
 mod http;
 pub mod queue;
 pub mod request;
+pub mod submit;
 
 use std::path::PathBuf;
 
@@ -53,6 +55,10 @@ pub struct AgentArgs {
 /// The capabilities an agent may claim.
 pub const CAPABILITIES: [&str; 4] = wfhost_server::jobs::CAPABILITIES;
 
+/// How long a stopping agent may take to stop its jobs and hand them
+/// back before it exits anyway (their leases then run out).
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub fn agent(args: AgentArgs) -> u8 {
     let config = match agent_config(args) {
         Ok(c) => c,
@@ -61,6 +67,10 @@ pub fn agent(args: AgentArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    if let Err(e) = agent::stop_on_signals() {
+        report_error(format!("cannot watch for SIGINT and SIGTERM: {e}"));
+        return exit::BAD_INPUT;
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -68,27 +78,49 @@ pub fn agent(args: AgentArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    let name = config.name.clone();
     println!(
-        "wfhost agent {}: leasing jobs from http://{}{} ({})",
-        config.name,
+        "wfhost agent {name}: leasing jobs from http://{}{} ({})",
         config.server.authority,
         config.server.base,
         config.capabilities.join(", ")
     );
-    let stopped = runtime.block_on(async {
+    let (ask, stop) = tokio::sync::watch::channel(None);
+    let ended = runtime.block_on(async {
+        let run = agent::run(config, stop);
+        tokio::pin!(run);
         tokio::select! {
-            why = agent::run(config) => Some(why),
-            _ = tokio::signal::ctrl_c() => None,
+            ended = &mut run => (None, Some(ended)),
+            signal = agent::signalled() => {
+                // Lease nothing more; stop the jobs and hand them back.
+                let _ = ask.send(Some(signal));
+                (Some(signal), tokio::time::timeout(STOP_GRACE, &mut run).await.ok())
+            }
         }
     });
     // A job still running is dropped with the runtime: its processes stop.
     runtime.shutdown_background();
-    match stopped {
-        Some(why) => {
+    match ended {
+        (_, Some(agent::Ended::Failed(why))) => {
             report_error(why);
             exit::BAD_INPUT
         }
-        None => exit::INTERRUPTED,
+        (signal, Some(agent::Ended::Stopped { handed_back })) => {
+            println!(
+                "wfhost agent {name}: stopped ({}); {} handed back",
+                signal.unwrap_or("asked to"),
+                wfhost_core::text::count(handed_back as u64, "job")
+            );
+            exit::SUCCESS
+        }
+        (signal, None) => {
+            report_error(format!(
+                "agent {name}: did not stop within {} s of {}: the leases of its jobs will run out instead",
+                STOP_GRACE.as_secs(),
+                signal.unwrap_or("the stop")
+            ));
+            exit::INTERRUPTED
+        }
     }
 }
 

@@ -39,6 +39,12 @@ use board::{JobBoard, JobEnd};
 /// The prefix of the comment every wfhost job carries.
 pub const COMMENT_PREFIX: &str = "wfhost-run=";
 
+/// The prefix of the comment of `wfhost agent`s submitted as Slurm jobs
+/// (`wfhost agents submit`): `wfhost-agent=<server URL>`. Not a block's
+/// job: [`cancel_orphans`] leaves them alone, they are meant to outlive
+/// the process that submitted them.
+pub const AGENT_COMMENT_PREFIX: &str = "wfhost-agent=";
+
 /// Options of the `sbatch` submission.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlurmOptions {
@@ -788,7 +794,8 @@ impl Drop for CancelOnDrop {
 
 /// wfhost jobs in the queue whose owner `is_live` says is gone: left
 /// behind by a crashed host. Cancels them and returns their ids. Without
-/// Slurm there is nothing to cancel.
+/// Slurm there is nothing to cancel. Only blocks' jobs (`wfhost-run=`)
+/// are considered, never agents submitted as jobs (`wfhost-agent=`).
 pub async fn cancel_orphans(is_live: impl Fn(&Owner) -> bool) -> Vec<String> {
     let slurm = SlurmExecutor::default();
     let args = ["-h".to_string(), "-o".to_string(), "%i|%k".to_string()];
@@ -853,6 +860,11 @@ mod tests {
             })
         );
         assert_eq!(parse_comment("someone else's job"), None);
+        // Agents submitted as jobs are nobody's orphans.
+        assert_eq!(
+            parse_comment(&format!("{AGENT_COMMENT_PREFIX}http://h:7464")),
+            None
+        );
     }
 
     #[test]

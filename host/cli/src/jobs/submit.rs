@@ -1,0 +1,688 @@
+//! `wfhost agents submit`: `wfhost agent` processes as one Slurm job array,
+//! so that a server's jobs run on the cluster's nodes.
+//!
+//! One `sbatch --array=0-(N-1)` job, its options as `#SBATCH` lines of the
+//! script (what `--print` shows is exactly what is submitted, on stdin);
+//! each task `exec`s this very `wfhost` executable as `wfhost agent --name
+//! <prefix>-<array job id>_<task id>`. The job carries the comment
+//! `wfhost-agent=<server URL>` ([`wfhost_exec::slurm::AGENT_COMMENT_PREFIX`]),
+//! which `wfhost gc` does not take for a block's job left behind: the
+//! agents are meant to outlive the process that submitted them. `scancel`
+//! stops them; each hands back the job it was running (see `agent`).
+//!
+//! What runs on the nodes must see, at the same paths: this executable,
+//! the token file, the log directory, and the workspaces of the runs (and
+//! `WFHOST_LANES_DIR`) — a shared filesystem.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+
+use super::{CAPABILITIES, Server, read_token};
+use crate::{Global, Home, examples, exit, report_error};
+
+#[derive(Subcommand)]
+pub enum AgentsCommand {
+    /// Submit `wfhost agent`s as one Slurm job array: each task leases and
+    /// runs the server's jobs on a cluster node until it is cancelled.
+    #[command(after_help = examples::AGENTS_SUBMIT)]
+    Submit(SubmitArgs),
+}
+
+#[derive(Args)]
+pub struct SubmitArgs {
+    /// How many agents: the tasks of one Slurm job array (1 to 1000).
+    #[arg(long = "slurm", value_name = "N")]
+    count: u32,
+    /// The server's URL as the nodes reach it, e.g. http://head-node:7464.
+    #[arg(long, value_name = "URL")]
+    server: String,
+    /// The Slurm partition (default: the cluster's default partition).
+    #[arg(long, value_name = "PARTITION")]
+    partition: Option<String>,
+    /// The agents' time limit, in Slurm's format (`60`, `1-00:00:00`);
+    /// default: the partition's. At the limit each stops and hands back
+    /// its job.
+    #[arg(long, value_name = "LIMIT")]
+    time: Option<String>,
+    /// What each agent runs (as `wfhost agent --capabilities`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "wasm,exec",
+        value_name = "LIST"
+    )]
+    capabilities: Vec<String>,
+    /// How many jobs each agent runs at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    concurrency: usize,
+    /// The agents' token file (one of the server's `agents` tokens),
+    /// readable only by its owner, at the same path on the nodes. Also
+    /// $WFHOST_AGENT_TOKEN_FILE.
+    #[arg(long, env = "WFHOST_AGENT_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Where the agents cache compiled plugins (default: the user cache on
+    /// each node).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// The agents compile plugins every time instead of caching them.
+    #[arg(long, conflicts_with = "cache_dir")]
+    no_cache: bool,
+    /// The agents are named `<NAME>-<array job id>_<task id>`.
+    #[arg(long, default_value = "slurm", value_name = "NAME")]
+    name_prefix: String,
+    /// Where each agent's output goes, as `<array job id>_<task id>.log`
+    /// (default: `agent-jobs/` in the wfhost home). The nodes must see it.
+    #[arg(long, value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+    /// One more `sbatch` option for the job, e.g. `--sbatch-arg=--account=lab`
+    /// (repeatable). The options wfhost sets itself are refused.
+    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
+    sbatch_args: Vec<String>,
+    /// Print the batch script instead of submitting it (to read, or to
+    /// adapt and submit with `sbatch` yourself).
+    #[arg(long)]
+    print: bool,
+}
+
+/// The most agents one submission makes (Slurm's default `MaxArraySize`
+/// allows indices up to 1000).
+pub const MAX_AGENTS: u32 = 1000;
+/// The longest name prefix (an agent's whole name is at most 64).
+const MAX_PREFIX: usize = 40;
+/// How long `sbatch` may take.
+const SBATCH_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The `sbatch` options wfhost sets itself (or that would break the
+/// submission), long and short forms.
+const RESERVED: &[(&str, &str)] = &[
+    ("--array", "it is --slurm N"),
+    ("-a", "it is --slurm N"),
+    ("--job-name", "the job is `wfhost-agent`"),
+    ("-J", "the job is `wfhost-agent`"),
+    ("--comment", "it marks the job as wfhost's agents"),
+    ("--output", "use --log-dir"),
+    ("-o", "use --log-dir"),
+    ("--partition", "use --partition"),
+    ("-p", "use --partition"),
+    ("--time", "use --time"),
+    ("-t", "use --time"),
+    ("--parsable", "wfhost reads the job id itself"),
+    ("--wrap", "the script is wfhost's"),
+    ("--wait", "the agents run until they are cancelled"),
+    ("-W", "the agents run until they are cancelled"),
+];
+
+/// Everything the batch script is made of, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub count: u32,
+    /// The `wfhost` executable the nodes run (absolute).
+    pub exe: String,
+    pub server: String,
+    pub partition: Option<String>,
+    pub time: Option<String>,
+    pub capabilities: Vec<String>,
+    pub concurrency: usize,
+    /// Absolute.
+    pub token_file: Option<String>,
+    pub cache: Cache,
+    pub name_prefix: String,
+    /// Absolute.
+    pub log_dir: String,
+    pub sbatch_args: Vec<String>,
+}
+
+/// Where the agents cache compiled plugins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cache {
+    /// Each node's user cache.
+    Default,
+    /// This directory (absolute).
+    Dir(String),
+    /// No cache.
+    Off,
+}
+
+pub fn agents(command: AgentsCommand, home: &Home) -> u8 {
+    match command {
+        AgentsCommand::Submit(args) => submit(args, &Global::from(home)),
+    }
+}
+
+fn submit(args: SubmitArgs, global: &Global) -> u8 {
+    let print = args.print;
+    let plan = match plan(args, global) {
+        Ok(plan) => plan,
+        Err(code) => return code,
+    };
+    let script = batch_script(&plan);
+    if print {
+        print!("{script}");
+        return exit::SUCCESS;
+    }
+    if let Err(e) = std::fs::create_dir_all(&plan.log_dir) {
+        report_error(format!(
+            "cannot create the agents' log directory {}: {e}",
+            plan.log_dir
+        ));
+        return exit::BAD_INPUT;
+    }
+    let job_id = match sbatch(&script) {
+        Ok(id) => id,
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    let last = plan.count - 1;
+    println!(
+        "submitted {} as Slurm job array {job_id}{}: {}-{job_id}_0{}",
+        wfhost_core::text::count(u64::from(plan.count), "wfhost agent"),
+        plan.partition
+            .as_deref()
+            .map(|p| format!(" on partition {p}"))
+            .unwrap_or_default(),
+        plan.name_prefix,
+        match last {
+            0 => String::new(),
+            1 => format!(" and {}-{job_id}_1", plan.name_prefix),
+            _ => format!(" … {}-{job_id}_{last}", plan.name_prefix),
+        }
+    );
+    println!("  leasing from: {}", plan.server);
+    println!("  logs:         {}/{job_id}_<task>.log", plan.log_dir);
+    println!("  stop them:    scancel {job_id}");
+    exit::SUCCESS
+}
+
+/// The checked plan of `args`; the error is reported, its exit code returned.
+fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
+    let bad = |message: String| {
+        report_error(message);
+        exit::BAD_INPUT
+    };
+    if args.count == 0 || args.count > MAX_AGENTS {
+        return Err(bad(format!(
+            "--slurm {}: give 1 to {MAX_AGENTS} agents",
+            args.count
+        )));
+    }
+    Server::parse(&args.server).map_err(bad)?;
+    if args.server.chars().any(char::is_control) {
+        return Err(bad(format!(
+            "--server {}: a URL without control characters",
+            args.server.escape_debug()
+        )));
+    }
+    if let Some(unknown) = args
+        .capabilities
+        .iter()
+        .find(|c| !CAPABILITIES.contains(&c.as_str()))
+    {
+        return Err(bad(format!(
+            "--capabilities: unknown capability `{unknown}` (known: {})",
+            CAPABILITIES.join(", ")
+        )));
+    }
+    if args.concurrency == 0 || args.concurrency > 256 {
+        return Err(bad("--concurrency: 1 to 256".into()));
+    }
+    check_prefix(&args.name_prefix).map_err(bad)?;
+    for (flag, value) in [("--partition", &args.partition), ("--time", &args.time)] {
+        if let Some(v) = value {
+            check_value(flag, v).map_err(bad)?;
+        }
+    }
+    for arg in &args.sbatch_args {
+        check_sbatch_arg(arg).map_err(bad)?;
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| bad(format!("cannot tell which wfhost executable this is: {e}")))?;
+    let exe = utf8("the wfhost executable", &exe).map_err(bad)?;
+    let token_file = match &args.token_file {
+        Some(file) => {
+            // The nodes read it again; here it is checked as they will.
+            read_token(file).map_err(bad)?;
+            Some(absolute("--token-file", file).map_err(bad)?)
+        }
+        None => None,
+    };
+    let cache = match (&args.cache_dir, args.no_cache) {
+        (_, true) => Cache::Off,
+        (Some(dir), false) => Cache::Dir(absolute("--cache-dir", dir).map_err(bad)?),
+        (None, false) => Cache::Default,
+    };
+    let log_dir = match &args.log_dir {
+        Some(dir) => absolute("--log-dir", dir).map_err(bad)?,
+        None => {
+            let home = global.home()?;
+            absolute("the wfhost home", &home.join("agent-jobs")).map_err(bad)?
+        }
+    };
+    if log_dir.contains('\\') {
+        // sbatch leaves a file name with a backslash unexpanded.
+        return Err(bad(format!(
+            "the log directory {log_dir} has a backslash: sbatch would not name the logs by job; give another --log-dir"
+        )));
+    }
+    Ok(Plan {
+        count: args.count,
+        exe,
+        server: args.server,
+        partition: args.partition,
+        time: args.time,
+        capabilities: args.capabilities,
+        concurrency: args.concurrency,
+        token_file,
+        cache,
+        name_prefix: args.name_prefix,
+        log_dir,
+        sbatch_args: args.sbatch_args,
+    })
+}
+
+fn check_prefix(prefix: &str) -> Result<(), String> {
+    let ok = !prefix.is_empty()
+        && prefix.len() <= MAX_PREFIX
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "--name-prefix {}: 1 to {MAX_PREFIX} letters, digits, `.`, `_` or `-`",
+            prefix.escape_debug()
+        ))
+    }
+}
+
+/// A value for an `#SBATCH` line: one line, not an option.
+fn check_value(flag: &str, value: &str) -> Result<(), String> {
+    if value.is_empty() || value.starts_with('-') || value.chars().any(char::is_control) {
+        return Err(format!(
+            "{flag}: `{}` is not a valid value",
+            value.escape_debug()
+        ));
+    }
+    Ok(())
+}
+
+fn check_sbatch_arg(arg: &str) -> Result<(), String> {
+    if !arg.starts_with('-') {
+        return Err(format!(
+            "--sbatch-arg {}: an sbatch option, e.g. --sbatch-arg=--account=lab",
+            arg.escape_debug()
+        ));
+    }
+    if arg.chars().any(char::is_control) {
+        return Err(format!(
+            "--sbatch-arg {}: control characters cannot go into the script",
+            arg.escape_debug()
+        ));
+    }
+    let name = arg.split_once('=').map_or(arg, |(n, _)| n);
+    let reserved = RESERVED.iter().find(|(option, _)| {
+        *option == name
+            // `-ofile`: a short option with its value attached.
+            || (option.len() == 2 && !option.starts_with("--") && arg.starts_with(option))
+    });
+    match reserved {
+        Some((option, why)) => Err(format!(
+            "--sbatch-arg {arg}: wfhost sets {option} itself ({why})"
+        )),
+        None => Ok(()),
+    }
+}
+
+fn utf8(what: &str, path: &Path) -> Result<String, String> {
+    path.to_str().map(str::to_string).ok_or_else(|| {
+        format!(
+            "{what} {} is not UTF-8: it cannot go into the batch script",
+            path.display()
+        )
+    })
+}
+
+/// `path` made absolute (not resolved: the nodes see the same names).
+fn absolute(what: &str, path: &Path) -> Result<String, String> {
+    let path = std::path::absolute(path).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    let text = utf8(what, &path)?;
+    if text.chars().any(char::is_control) {
+        return Err(format!(
+            "{what} {}: a path with control characters cannot go into the batch script",
+            text.escape_debug()
+        ));
+    }
+    Ok(text)
+}
+
+/// `'…'` for `sh`.
+fn sh_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.,:=/@%+".contains(&b))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// A word of an `#SBATCH` line: as is when plain, else in double quotes
+/// with `\` and `"` escaped (how sbatch reads its directives).
+fn directive_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.,:=/@%+".contains(&b))
+    {
+        return s.to_string();
+    }
+    format!("\"{}\"", s.replace('\\', r"\\").replace('"', "\\\""))
+}
+
+/// The batch script: the job's options as `#SBATCH` lines, then the agent.
+pub fn batch_script(plan: &Plan) -> String {
+    let mut s = String::new();
+    s.push_str("#!/bin/sh\n");
+    s.push_str(&format!(
+        "# wfhost agents as a Slurm job array, written by `wfhost agents submit`: each\n\
+         # task runs one `wfhost agent` that leases jobs from {} and runs\n\
+         # them on its node until the job is cancelled (`scancel <array job id>`)\n\
+         # or reaches its time limit; it then hands back the job it was running.\n\
+         # The nodes must see at the same paths as the server: the wfhost\n\
+         # executable, the token file, the log directory, and the runs'\n\
+         # workspaces and WFHOST_LANES_DIR (a shared filesystem).\n",
+        plan.server
+    ));
+    let mut directive = |option: &str, value: Option<&str>| {
+        s.push_str("#SBATCH ");
+        match value {
+            Some(v) => s.push_str(&directive_quote(&format!("{option}={v}"))),
+            None => s.push_str(&directive_quote(option)),
+        }
+        s.push('\n');
+    };
+    directive("--job-name", Some("wfhost-agent"));
+    directive("--array", Some(&format!("0-{}", plan.count - 1)));
+    directive(
+        "--comment",
+        Some(&format!(
+            "{}{}",
+            wfhost_exec::slurm::AGENT_COMMENT_PREFIX,
+            plan.server
+        )),
+    );
+    // `%A_%a`: array job id, task id; a `%` of the directory is itself.
+    let log = format!("{}/%A_%a.log", plan.log_dir.replace('%', "%%"));
+    directive("--output", Some(&log));
+    if let Some(p) = &plan.partition {
+        directive("--partition", Some(p));
+    }
+    if let Some(t) = &plan.time {
+        directive("--time", Some(t));
+    }
+    for arg in &plan.sbatch_args {
+        directive(arg, None);
+    }
+    let mut argv = vec![
+        sh_quote(&plan.exe),
+        "agent".into(),
+        "--server".into(),
+        sh_quote(&plan.server),
+        "--name".into(),
+        format!(
+            "{}\"-${{SLURM_ARRAY_JOB_ID:?not a Slurm job array}}_${{SLURM_ARRAY_TASK_ID:?not a Slurm job array}}\"",
+            sh_quote(&plan.name_prefix)
+        ),
+        "--capabilities".into(),
+        sh_quote(&plan.capabilities.join(",")),
+        "--concurrency".into(),
+        plan.concurrency.to_string(),
+    ];
+    if let Some(file) = &plan.token_file {
+        argv.extend(["--token-file".into(), sh_quote(file)]);
+    }
+    match &plan.cache {
+        Cache::Default => {}
+        Cache::Dir(dir) => argv.extend(["--cache-dir".into(), sh_quote(dir)]),
+        Cache::Off => argv.push("--no-cache".into()),
+    }
+    s.push_str("\n# The agent is the job's process: scancel's SIGTERM reaches it.\n");
+    s.push_str(&format!("exec {}\n", argv.join(" ")));
+    s
+}
+
+/// Submit `script` with `sbatch --parsable` (on its stdin): the array
+/// job's id.
+fn sbatch(script: &str) -> Result<String, String> {
+    let mut child = Command::new("sbatch")
+        .arg("--parsable")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                "Slurm is not available on this host: `sbatch` not found".to_string()
+            }
+            _ => format!("cannot run sbatch: {e}"),
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // sbatch may refuse before reading it all; what it says tells why.
+        let _ = stdin.write_all(script.as_bytes());
+    }
+    let deadline = Instant::now() + SBATCH_TIMEOUT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "sbatch did not answer within {} s: is Slurm reachable?",
+                    SBATCH_TIMEOUT.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("waiting for sbatch: {e}")),
+        }
+    };
+    // What it said is a line or two: it fits the pipes while it runs.
+    fn read(pipe: Option<impl Read>) -> String {
+        let mut text = String::new();
+        if let Some(mut pipe) = pipe {
+            let _ = pipe.read_to_string(&mut text);
+        }
+        text.trim().to_string()
+    }
+    let stdout = read(child.stdout.take());
+    let stderr = read(child.stderr.take());
+    if !status.success() {
+        let said = if stderr.is_empty() { stdout } else { stderr };
+        return Err(if said.is_empty() {
+            format!("sbatch failed ({status}) without a message; nothing was submitted")
+        } else {
+            format!("sbatch refused the agents' job: {said}")
+        });
+    }
+    // `--parsable` prints `id` or `id;cluster`.
+    let id = stdout.split(';').next().unwrap_or_default().trim();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "sbatch did not print a job id (it printed `{}`)",
+            stdout.escape_debug()
+        ));
+    }
+    Ok(id.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            count: 3,
+            exe: "/opt/my tools/wfhost".into(),
+            server: r#"http://head:7464/it's "x" #1"#.into(),
+            partition: Some("debug".into()),
+            time: Some("1-00:00:00".into()),
+            capabilities: vec!["wasm".into(), "exec".into()],
+            concurrency: 2,
+            token_file: Some("/home/a b/it's token".into()),
+            cache: Cache::Dir("/scratch/cache".into()),
+            name_prefix: "gpu".into(),
+            log_dir: r#"/home/a b/it's "logs" 100%"#.into(),
+            sbatch_args: vec!["--account=lab".into(), "--constraint=a b".into()],
+        }
+    }
+
+    #[test]
+    fn the_script_quotes_what_sbatch_and_sh_read() {
+        let script = batch_script(&plan());
+        let directives: Vec<&str> = script
+            .lines()
+            .filter(|l| l.starts_with("#SBATCH"))
+            .collect();
+        assert_eq!(
+            directives,
+            [
+                "#SBATCH --job-name=wfhost-agent",
+                "#SBATCH --array=0-2",
+                r#"#SBATCH "--comment=wfhost-agent=http://head:7464/it's \"x\" #1""#,
+                r#"#SBATCH "--output=/home/a b/it's \"logs\" 100%%/%A_%a.log""#,
+                "#SBATCH --partition=debug",
+                "#SBATCH --time=1-00:00:00",
+                "#SBATCH --account=lab",
+                r#"#SBATCH "--constraint=a b""#,
+            ]
+        );
+        // Directives come before any command (sbatch stops reading them there).
+        let lines: Vec<&str> = script.lines().collect();
+        let first_command = lines
+            .iter()
+            .position(|l| !l.is_empty() && !l.starts_with('#'))
+            .unwrap();
+        let last_directive = lines
+            .iter()
+            .rposition(|l| l.starts_with("#SBATCH"))
+            .unwrap();
+        assert!(last_directive < first_command, "{script}");
+        assert!(script.ends_with(
+            "exec '/opt/my tools/wfhost' agent --server 'http://head:7464/it'\\''s \"x\" #1' \
+             --name gpu\"-${SLURM_ARRAY_JOB_ID:?not a Slurm job array}_${SLURM_ARRAY_TASK_ID:?not a Slurm job array}\" \
+             --capabilities wasm,exec --concurrency 2 --token-file '/home/a b/it'\\''s token' \
+             --cache-dir /scratch/cache\n"
+        ), "{script}");
+    }
+
+    /// The script run by `sh` with a stand-in for wfhost that prints its
+    /// arguments: each arrives whole, quotes, spaces and all.
+    #[test]
+    fn sh_passes_each_argument_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("my \"wfhost\" it's");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut plan = plan();
+        plan.exe = exe.to_str().unwrap().into();
+        plan.cache = Cache::Off;
+        let script = dir.path().join("job.sh");
+        std::fs::write(&script, batch_script(&plan)).unwrap();
+        let out = Command::new("sh")
+            .arg(&script)
+            .env("SLURM_ARRAY_JOB_ID", "77")
+            .env("SLURM_ARRAY_TASK_ID", "2")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let args: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "agent",
+                "--server",
+                r#"http://head:7464/it's "x" #1"#,
+                "--name",
+                "gpu-77_2",
+                "--capabilities",
+                "wasm,exec",
+                "--concurrency",
+                "2",
+                "--token-file",
+                "/home/a b/it's token",
+                "--no-cache",
+            ]
+        );
+        // Outside a job array it refuses to start an agent without a name.
+        let out = Command::new("sh")
+            .arg(&script)
+            .env_remove("SLURM_ARRAY_JOB_ID")
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not a Slurm job array"));
+    }
+
+    #[test]
+    fn options_wfhost_sets_are_refused_in_sbatch_args() {
+        for arg in [
+            "--array=0-3",
+            "-a",
+            "--job-name=x",
+            "-Jx",
+            "--comment=x",
+            "--output=/tmp/x",
+            "-o/tmp/x",
+            "--partition=x",
+            "-p",
+            "--time=5",
+            "--parsable",
+            "--wrap=true",
+            "--wait",
+        ] {
+            assert!(check_sbatch_arg(arg).is_err(), "{arg}");
+        }
+        for arg in [
+            "--account=lab",
+            "--mem=4G",
+            "--hold",
+            "--export=ALL",
+            "-N1",
+            "--gres=gpu:1",
+        ] {
+            assert!(check_sbatch_arg(arg).is_ok(), "{arg}");
+        }
+        assert!(check_sbatch_arg("account=lab").is_err());
+        assert!(check_sbatch_arg("--comment2").is_ok());
+        assert!(check_sbatch_arg("--mem=1G\n#SBATCH --x").is_err());
+    }
+
+    #[test]
+    fn a_name_prefix_makes_names_the_server_takes() {
+        assert!(check_prefix("gpu-node.a_1").is_ok());
+        for bad in ["", "a b", "a/b", &"x".repeat(41), "ü"] {
+            assert!(check_prefix(bad).is_err(), "{bad}");
+        }
+        assert!(check_value("--time", "60").is_ok());
+        assert!(check_value("--time", "--wrap").is_err());
+        assert!(check_value("--partition", "a\nb").is_err());
+    }
+}
