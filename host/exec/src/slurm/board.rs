@@ -339,12 +339,24 @@ impl JobBoard {
                 StatusSource::Squeue
             });
             self.queries.fetch_add(1, Ordering::Relaxed);
-            let answer = match source {
+            let mut answer = match source {
                 StatusSource::Sacct => self.ask_sacct(slurm, &keys).await,
                 StatusSource::Squeue => ask_squeue(slurm, &keys).await,
             };
+            let mut source = source;
+            if answer.is_none() && source == StatusSource::Sacct {
+                // sacct failing (slurmdbd down): the queue and the markers.
+                self.queries.fetch_add(1, Ordering::Relaxed);
+                answer = ask_squeue(slurm, &keys).await;
+                source = StatusSource::Squeue;
+            }
             if let Some(seen) = answer {
                 changed = self.settle(&keys, &seen, source);
+                for key in &keys {
+                    if let Some(s) = seen.get(key).filter(|s| super::is_active(&s.state)) {
+                        slurm.tell(key, &s.state);
+                    }
+                }
             }
         }
         let mut rounds = self.rounds.lock().expect("board lock");
@@ -468,7 +480,12 @@ async fn ask_squeue(
         "-j".to_string(),
         ids.into_iter().collect::<Vec<_>>().join(","),
     ];
-    let out = slurm.slurm("squeue", &args).await.ok().filter(|o| o.ok)?;
+    let out = slurm.slurm("squeue", &args).await.ok()?;
+    if !out.ok {
+        // Asked about jobs the controller has all forgotten, squeue fails
+        // (`Invalid job id specified`): none of them is queued.
+        return out.stderr.contains("Invalid job id").then(HashMap::new);
+    }
     Some(parse_squeue(&out.stdout))
 }
 

@@ -576,7 +576,7 @@ impl SlurmExecutor {
         .await
     }
 
-    fn tell(&self, job_id: &str, state: &str) {
+    pub(crate) fn tell(&self, job_id: &str, state: &str) {
         if let Some(watcher) = &self.watcher {
             (watcher.0)(job_id, state);
         }
