@@ -33,6 +33,8 @@ struct MemoryLanes {
     seen: Mutex<Vec<Seen>>,
     /// Lanes whose creation fails.
     broken: Vec<String>,
+    /// What `lanes_starting` was told: lane names and the limit.
+    starting: Mutex<Vec<(Vec<String>, Option<u32>)>>,
 }
 
 impl MemoryLanes {
@@ -89,6 +91,11 @@ impl WorkerHost for MemoryLanes {
                     log: Vec::new(),
                 };
             }
+            // `fail_runs: n`: the lane's first n runs fail.
+            let failing = match (&lane, config.get("fail_runs").and_then(|v| v.as_u64())) {
+                (Some(key), Some(n)) => u64::from(self.runs(&key.lane)) <= n,
+                _ => false,
+            };
             let mut payload = request.payload.clone();
             let name = lane.as_ref().map_or("main".to_string(), |k| k.lane.clone());
             payload.push(ContextSegment::new(
@@ -96,11 +103,15 @@ impl WorkerHost for MemoryLanes {
                 "LANE_OUTPUT",
                 format!("{name} done"),
             ));
-            let signal = config
-                .get("signal")
-                .and_then(|s| s.as_str())
-                .unwrap_or("SIGNAL:SUCCESS")
-                .to_string();
+            let signal = if failing {
+                "SIGNAL:FAILED".to_string()
+            } else {
+                config
+                    .get("signal")
+                    .and_then(|s| s.as_str())
+                    .unwrap_or("SIGNAL:SUCCESS")
+                    .to_string()
+            };
             BlockResult {
                 outcome: Ok(WorkerOutput {
                     payload,
@@ -114,6 +125,11 @@ impl WorkerHost for MemoryLanes {
                 log: Vec::new(),
             }
         }
+    }
+
+    fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
+        let names = lanes.iter().map(|l| l.lane.clone()).collect();
+        self.starting.lock().unwrap().push((names, max_concurrent));
     }
 
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
@@ -485,6 +501,70 @@ async fn a_failed_lane_is_not_merged_and_the_block_is_partial() {
         })
         .unwrap();
     assert_eq!(discarded.len(), 2);
+}
+
+/// A failed lane runs again alone, in a fresh workspace, while its
+/// attempts allow; the host learns which lanes start and their limit.
+#[tokio::test]
+async fn a_failed_lane_runs_again_alone_up_to_its_max_attempts() {
+    let json = serde_json::json!({
+        "id": "fan", "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "lane",
+            "parallel": {"merge_strategy": "workspace", "max_attempts": 2, "max_concurrent": 2, "lanes": {
+                "flaky": {"config": {"write": {"src/flaky.rs": "f"}, "fail_runs": 1}},
+                "steady": {"config": {"write": {"src/steady.rs": "s"}}},
+                "broken": {"config": {"fail_runs": 9}, "max_attempts": 3}
+            }},
+            "transitions": [
+                {"on_signal": "SIGNAL:PARTIAL", "action": "END"},
+                {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL:lanes failed"}
+            ]
+        }}}}
+    });
+    let wf = manifest::parse(std::path::Path::new("t.json"), &json.to_string()).unwrap();
+    assert!(
+        manifest::check(
+            std::path::Path::new("t.json"),
+            &wf,
+            &["actions-core", "lane"]
+        )
+        .is_empty()
+    );
+    let host = MemoryLanes::with_main(&[]);
+    let mut log = MemoryLog::default();
+    let report = start(&wf, &host, &mut log).await;
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(
+        (host.runs("flaky"), host.runs("steady"), host.runs("broken")),
+        (2, 1, 3)
+    );
+    let retried: Vec<(String, u32)> = log
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LaneRetried { lane, attempt, .. } => Some((lane.clone(), *attempt)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retried.len(), 3, "{retried:?}");
+    assert!(retried.contains(&("flaky".into(), 1)));
+    assert!(retried.contains(&("broken".into(), 1)) && retried.contains(&("broken".into(), 2)));
+    // The retried lane's work is merged; the broken one's is not.
+    assert_eq!(
+        host.main().keys().collect::<Vec<_>>(),
+        ["src/flaky.rs", "src/steady.rs"]
+    );
+    assert_eq!(
+        *host.starting.lock().unwrap(),
+        [(
+            vec!["broken".to_string(), "flaky".into(), "steady".into()],
+            Some(2)
+        )]
+    );
+    // A replayed log folds to the same retries.
+    let state = RunState::replay(&log.events).unwrap();
+    assert_eq!(state, report.state);
 }
 
 #[tokio::test]
