@@ -506,28 +506,85 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// `sacct -X --parsable2 --format=JobID,JobIDRaw,State,ExitCode` lines.
-/// Pending array tasks still folded (`12_[3-9]`) are left out.
+///
+/// sacct (before 23.02 it has no `--array`) folds the tasks of an array
+/// that have not started yet into one record, `12_[3-9]` (or
+/// `12_[3,5-9%4]` with a limit): those tasks are expanded and take that
+/// record's state (`PENDING`, or `CANCELLED` when the array was cancelled
+/// before they started), unless a task has a record of its own (the folded
+/// range lags behind the tasks that started). Left out, a task pending for
+/// longer than a minute (`MISSING_GRACE`) would be given up as `UNKNOWN` while it
+/// still waits for its turn: every array larger than what the cluster runs
+/// in a minute.
 pub fn parse_sacct(text: &str) -> HashMap<String, Seen> {
     let mut seen = HashMap::new();
+    let mut folded = Vec::new();
     for line in text.lines() {
         let fields: Vec<&str> = line.trim().split('|').collect();
         let [id, _raw, state, exit, ..] = fields.as_slice() else {
             continue;
         };
-        if id.is_empty() || id.contains('[') {
+        if id.is_empty() {
             continue;
         }
         // `CANCELLED by 0`.
         let state = state.split_whitespace().next().unwrap_or(state);
-        seen.insert(
-            id.to_string(),
-            Seen {
-                state: state.to_string(),
-                exit_code: (!exit.is_empty()).then(|| exit.to_string()),
-            },
-        );
+        let record = Seen {
+            state: state.to_string(),
+            exit_code: (!exit.is_empty()).then(|| exit.to_string()),
+        };
+        if id.contains('[') {
+            folded.push((id.to_string(), record));
+        } else {
+            seen.insert(id.to_string(), record);
+        }
+    }
+    for (id, record) in folded {
+        for task in folded_tasks(&id) {
+            seen.entry(task).or_insert_with(|| Seen {
+                state: record.state.clone(),
+                // Tasks that never ran have no exit code of their own.
+                exit_code: None,
+            });
+        }
     }
     seen
+}
+
+/// The tasks of a folded array record: `12_[3,5-7%4]` → `12_3`, `12_5`,
+/// `12_6`, `12_7`. Nothing for what it cannot read.
+fn folded_tasks(id: &str) -> Vec<String> {
+    let Some((base, rest)) = id.split_once("_[") else {
+        return Vec::new();
+    };
+    let Some(ranges) = rest.strip_suffix(']') else {
+        return Vec::new();
+    };
+    // The array's limit of tasks at once.
+    let ranges = ranges.split('%').next().unwrap_or(ranges);
+    let mut tasks = Vec::new();
+    for part in ranges.split(',') {
+        let (range, step) = match part.split_once(':') {
+            Some((r, s)) => (r, s.parse::<usize>().ok().filter(|s| *s > 0)),
+            None => (part, Some(1)),
+        };
+        let Some(step) = step else {
+            continue;
+        };
+        let (first, last) = match range.split_once('-') {
+            Some((a, b)) => (a.parse::<u64>(), b.parse::<u64>()),
+            None => (range.parse::<u64>(), range.parse::<u64>()),
+        };
+        let (Ok(first), Ok(last)) = (first, last) else {
+            continue;
+        };
+        // MaxArraySize is at most 4,000,001.
+        if last < first || last - first > 4_000_000 {
+            continue;
+        }
+        tasks.extend((first..=last).step_by(step).map(|t| format!("{base}_{t}")));
+    }
+    tasks
 }
 
 /// `squeue -h -r -t all -o %i|%T` lines.
@@ -592,14 +649,59 @@ mod tests {
     fn answers_are_parsed_by_job_and_task() {
         let sacct = "73|73|COMPLETED|0:0\n74_0|75|FAILED|3:0\n74_1|76|CANCELLED by 0|0:15\n74_[2-63]|74|PENDING|0:0\n";
         let seen = parse_sacct(sacct);
-        assert_eq!(seen.len(), 3);
+        assert_eq!(seen.len(), 3 + 62);
         assert_eq!(seen["74_0"].exit_code.as_deref(), Some("3:0"));
         assert_eq!(seen["74_1"].state, "CANCELLED");
+        // Tasks not started yet are folded into one record: still pending,
+        // not missing.
+        assert_eq!(seen["74_2"].state, "PENDING");
+        assert_eq!(seen["74_63"].state, "PENDING");
+        assert!(!seen.contains_key("74_64"));
         let squeue = parse_squeue("74_2|RUNNING\n74_[3-9]|PENDING\n80|COMPLETED\n");
         assert_eq!(squeue.len(), 2);
         assert_eq!(squeue["74_2"].state, "RUNNING");
         assert_eq!(base_id("74_2"), "74");
         assert_eq!(base_id("80"), "80");
+    }
+
+    #[test]
+    fn folded_array_records_stand_for_their_tasks() {
+        assert_eq!(
+            folded_tasks("12_[3,5-7%4]"),
+            ["12_3", "12_5", "12_6", "12_7"]
+        );
+        assert_eq!(folded_tasks("12_[0-6:3]"), ["12_0", "12_3", "12_6"]);
+        assert!(folded_tasks("12_[x]").is_empty());
+        assert!(folded_tasks("12").is_empty());
+        // The folded range lags behind the tasks that started: a task's
+        // own record wins, whatever the order of the lines.
+        let seen = parse_sacct("402_[0-9]|402|PENDING|0:0\n402_0|403|RUNNING|0:0\n");
+        assert_eq!(seen.len(), 10);
+        assert_eq!(seen["402_0"].state, "RUNNING");
+        assert_eq!(seen["402_9"].state, "PENDING");
+        // An array cancelled before all its tasks started.
+        let seen =
+            parse_sacct("447_0|448|CANCELLED by 0|0:15\n447_[2-19]|447|CANCELLED by 0|0:0\n");
+        assert_eq!(seen["447_5"].state, "CANCELLED");
+        assert_eq!(seen["447_5"].exit_code, None);
+    }
+
+    #[test]
+    fn a_pending_array_task_is_not_given_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let board = JobBoard::default();
+        board.track("74_900", dir.path().to_path_buf());
+        board
+            .jobs
+            .lock()
+            .unwrap()
+            .get_mut("74_900")
+            .unwrap()
+            .seen_active = Instant::now() - MISSING_GRACE * 2;
+        let keys = vec!["74_900".to_string()];
+        let seen = parse_sacct("74_0|75|RUNNING|0:0\n74_[1-999]|74|PENDING|0:0\n");
+        assert!(!board.settle(&keys, &seen, StatusSource::Sacct));
+        assert_eq!(board.end_of("74_900"), None);
     }
 
     #[test]
