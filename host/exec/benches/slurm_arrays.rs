@@ -119,7 +119,7 @@ fn block(dir: &Path, name: &str, argv: &[&str], run_id: &str) -> ExecRequest {
         env: vec![],
         meta: BundleMeta {
             run_id: run_id.into(),
-            stage_id: "bench.lane".into(),
+            stage_id: format!("{run_id}.lane"),
             ..Default::default()
         },
         deadline: None,
@@ -135,6 +135,107 @@ fn options() -> SlurmOptions {
     }
 }
 
+/// CPU time in seconds: this process, its reaped children (the Slurm
+/// client commands), and the controller's side (`slurmctld`, `slurmdbd`
+/// and its database).
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    own: f64,
+    commands: f64,
+    controller: f64,
+}
+
+impl Cpu {
+    fn now() -> Cpu {
+        let usage = |who| {
+            // SAFETY: getrusage writes into the struct it is given.
+            let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(who, &mut u) };
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            tv(u.ru_utime) + tv(u.ru_stime)
+        };
+        // SAFETY: sysconf has no preconditions.
+        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let mut controller = 0.0;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            if !matches!(
+                &stat[open + 1..close],
+                "slurmctld" | "slurmdbd" | "mariadbd" | "mysqld"
+            ) {
+                continue;
+            }
+            // Fields after the name: state is the 3rd field, utime the
+            // 14th and stime the 15th.
+            let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+            let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
+            controller += ticks(14).unwrap_or(0.0) + ticks(15).unwrap_or(0.0);
+        }
+        Cpu {
+            own: usage(libc::RUSAGE_SELF),
+            commands: usage(libc::RUSAGE_CHILDREN),
+            controller: controller / tick,
+        }
+    }
+
+    fn since(self, before: Cpu) -> Cpu {
+        Cpu {
+            own: self.own - before.own,
+            commands: self.commands - before.commands,
+            controller: self.controller - before.controller,
+        }
+    }
+}
+
+/// Jobs of others that were queued or running during the last `elapsed`
+/// (the cluster may be shared): they slow the bench's jobs down.
+fn foreign_jobs(run_id: &str, elapsed: Duration) -> usize {
+    let Ok(out) = std::process::Command::new("sacct")
+        .args([
+            "-X",
+            "-a",
+            "-n",
+            "-P",
+            "--format=JobID,JobName%200",
+            &format!("--starttime=now-{}seconds", elapsed.as_secs() + 1),
+            "--endtime=now",
+        ])
+        .output()
+    else {
+        return 0;
+    };
+    let ours = format!("wfhost:{run_id}.");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.split_once('|')
+                .is_some_and(|(_, name)| !name.starts_with(&ours))
+        })
+        .count()
+}
+
+/// Wait (up to 10 minutes) until the queue is empty, others' jobs
+/// included: each part starts on an idle cluster when it can.
+fn wait_idle() -> Duration {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(600) {
+        let busy = std::process::Command::new("squeue")
+            .args(["-h", "-o", "%i"])
+            .output()
+            .is_ok_and(|o| !o.stdout.is_empty());
+        if !busy {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    t.elapsed()
+}
+
 /// What one approach cost.
 struct Row {
     approach: String,
@@ -144,6 +245,9 @@ struct Row {
     /// Rounds of the board (`board.queries()`).
     queries: u64,
     tally: Tally,
+    cpu: Cpu,
+    /// Others' jobs on the cluster meanwhile.
+    foreign: usize,
 }
 
 fn fmt_duration(d: Duration) -> String {
@@ -232,6 +336,7 @@ async fn as_array(n: usize, shims: &Shims, poll: PollConfig, run_id: &str) -> Ro
     let options = options();
     slurm.arrays.expect(&group, &lanes, None);
     let before = shims.counts();
+    let cpu = Cpu::now();
     let t0 = Instant::now();
     let results = join_all(lanes.iter().zip(&requests).map(|(lane, request)| {
         let (slurm, group, options) = (&slurm, &group, &options);
@@ -248,6 +353,7 @@ async fn as_array(n: usize, shims: &Shims, poll: PollConfig, run_id: &str) -> Ro
     .await;
     let wall = t0.elapsed();
     let commands = since(&before, &shims.counts());
+    let cpu = Cpu::now().since(cpu);
     assert_eq!(
         slurm.arrays.submissions(),
         commands["sbatch"],
@@ -261,6 +367,8 @@ async fn as_array(n: usize, shims: &Shims, poll: PollConfig, run_id: &str) -> Ro
         commands,
         queries: slurm.board.queries(),
         tally,
+        cpu,
+        foreign: foreign_jobs(run_id, wall),
     }
 }
 
@@ -277,6 +385,7 @@ async fn one_by_one(n: usize, shims: &Shims, poll: PollConfig, run_id: &str) -> 
         .collect();
     let options = options();
     let before = shims.counts();
+    let cpu = Cpu::now();
     let t0 = Instant::now();
     let results = join_all(requests.iter().map(|request| {
         let (slurm, options) = (&slurm, &options);
@@ -290,6 +399,7 @@ async fn one_by_one(n: usize, shims: &Shims, poll: PollConfig, run_id: &str) -> 
     .await;
     let wall = t0.elapsed();
     let commands = since(&before, &shims.counts());
+    let cpu = Cpu::now().since(cpu);
     let tally = tally(results);
     Row {
         approach: "one `sbatch` per lane".into(),
@@ -298,6 +408,8 @@ async fn one_by_one(n: usize, shims: &Shims, poll: PollConfig, run_id: &str) -> 
         commands,
         queries: slurm.board.queries(),
         tally,
+        cpu,
+        foreign: foreign_jobs(run_id, wall),
     }
 }
 
@@ -317,6 +429,9 @@ struct Live {
     pending: usize,
     submit_commands: BTreeMap<String, u64>,
     cancel_commands: BTreeMap<String, u64>,
+    /// CPU during the window.
+    cpu: Cpu,
+    foreign: usize,
 }
 
 /// States of an array's tasks, by `squeue -r` (not counted: the window is
@@ -378,14 +493,18 @@ async fn live_tasks(
     }
     let submitted = shims.counts();
     let rounds_before = slurm.board.queries();
-    let deadline = Instant::now() + window;
+    let cpu = Cpu::now();
+    let opened = Instant::now();
+    let deadline = opened + window;
     let ends = join_all(
         keys.iter()
             .map(|key| slurm.board.wait(&slurm, key, Some(deadline))),
     )
     .await;
     let after = shims.counts();
+    let cpu = Cpu::now().since(cpu);
     let rounds = slurm.board.queries() - rounds_before;
+    let foreign = foreign_jobs(run_id, opened.elapsed());
     let arrays = slurm.arrays.arrays();
     let states = task_states(&arrays.join(","));
     let before_cancel = shims.counts();
@@ -403,6 +522,8 @@ async fn live_tasks(
         pending: states.get("PENDING").copied().unwrap_or(0),
         submit_commands: since(&before, &submitted),
         cancel_commands: since(&before_cancel, &shims.counts()),
+        cpu,
+        foreign,
     }
 }
 
@@ -501,19 +622,24 @@ fn main() {
             row.tally.succeeded
         )
     };
+    let mut waited = Duration::ZERO;
     for &n in &sizes {
-        // Each approach starts on an empty queue.
+        // Each part starts on an empty queue (the bench's jobs gone, and
+        // others' when they go within 10 minutes).
         if part("array") {
+            waited += wait_idle();
             rows.push(rt.block_on(as_array(n, &shims, poll, &run_id)));
             progress(rows.last().unwrap());
             drain(&run_id);
         }
         if part("sbatch") {
+            waited += wait_idle();
             rows.push(rt.block_on(one_by_one(n, &shims, poll, &run_id)));
             progress(rows.last().unwrap());
             drain(&run_id);
         }
         if part("live") {
+            waited += wait_idle();
             lives.push(rt.block_on(live_tasks(n, &shims, poll, &run_id, window, sleep)));
             drain(&run_id);
         }
@@ -557,7 +683,7 @@ fn main() {
     for r in &rows {
         let status = r.commands["sacct"] + r.commands["squeue"];
         println!(
-            "- {} × {}: all submitted after {}; {} of {} lanes succeeded{}; a lane's end to its sealed bundle: {}; {:.2} status commands per board round; {:.1} status queries per minute",
+            "- {} × {}: all submitted after {}; {} of {} lanes succeeded{}; a lane's end to its sealed bundle: {}; {:.2} status commands per board round; {:.1} status queries per minute; CPU: bench {:.2} s, Slurm commands {:.2} s, slurmctld + slurmdbd + database {:.2} s; others' jobs meanwhile: {}",
             r.approach,
             r.lanes,
             fmt_duration(r.tally.submitting),
@@ -582,13 +708,17 @@ fn main() {
                 fmt_duration(max)
             )),
             status as f64 / r.queries.max(1) as f64,
-            status as f64 / (r.wall.as_secs_f64() / 60.0)
+            status as f64 / (r.wall.as_secs_f64() / 60.0),
+            r.cpu.own,
+            r.cpu.commands,
+            r.cpu.controller,
+            r.foreign
         );
     }
     for l in &lives {
         let status = l.commands["sacct"] + l.commands["squeue"];
         println!(
-            "- {} live tasks: {} board rounds in {} s, {} status commands spawned: {:.2} per round, {:.1} per minute; {} ended in the window; at its end {} running, {} pending; submitted with {}, cancelled with {}",
+            "- {} live tasks: {} board rounds in {} s, {} status commands spawned: {:.2} per round, {:.1} per minute; {} ended in the window; at its end {} running, {} pending; submitted with {}, cancelled with {}; CPU in the window: bench {:.2} s, Slurm commands {:.2} s, slurmctld + slurmdbd + database {:.2} s; others' jobs meanwhile: {}",
             l.lanes,
             l.rounds,
             l.window.as_secs(),
@@ -599,13 +729,18 @@ fn main() {
             l.running,
             l.pending,
             breakdown(&l.submit_commands),
-            breakdown(&l.cancel_commands)
+            breakdown(&l.cancel_commands),
+            l.cpu.own,
+            l.cpu.commands,
+            l.cpu.controller,
+            l.foreign
         );
     }
     let left = ours_in_queue(&run_id);
     println!(
-        "- total {}; left in the queue: {}",
+        "- total {} (of which {} waiting for others' jobs to leave the queue); left in the queue: {}",
         fmt_duration(started.elapsed()),
+        fmt_duration(waited),
         if left.is_empty() {
             "none".to_string()
         } else {
