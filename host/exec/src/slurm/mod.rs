@@ -403,6 +403,9 @@ impl SlurmExecutor {
     ) -> Result<ExecOutcome, ExecError> {
         let mut guard = CancelOnDrop(Some(job.job_id.clone()));
         self.board.track(&job.job_id, job.bundle_dir.clone());
+        // Submitted is queued: the watcher hears of the job at once, even
+        // when it ends before a status round shows it running.
+        self.tell(&job.job_id, "PENDING");
         let mut end = self.board.wait(self, &job.job_id, deadline).await;
         let timed_out = end.is_none();
         if timed_out {
