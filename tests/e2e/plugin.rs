@@ -53,6 +53,13 @@ fn scaffold_and_build(
     name: &str,
     world: &str,
 ) -> (PathBuf, PathBuf) {
+    // The crates share one target dir, and their vendored SDKs build to
+    // the same artifact (cargo names a path dependency by its path in the
+    // workspace): two builds at once replace each other's files. One at a
+    // time, across threads and processes.
+    std::fs::create_dir_all(shared_target()).unwrap();
+    let lock = std::fs::File::create(shared_target().join(".e2e-build.lock")).unwrap();
+    lock.lock().unwrap();
     let out = wfhost_in(parent, scratch, &["plugin", "new", name, "--world", world]);
     ok(&out, "plugin new");
     let krate = parent.join(name);
