@@ -695,18 +695,8 @@ pub fn parse_answer(gate_id: &str, answer: &str) -> Result<Decision, String> {
         return answer.parse();
     };
     let trimmed = answer.trim();
-    for (verb, what) in [("defer", "deferred"), ("cancel", "cancelled")] {
-        let rest = trimmed.strip_prefix(verb);
-        if let Some(rest) = rest.filter(|r| r.is_empty() || r.starts_with(':')) {
-            let why = rest.trim_start_matches(':').trim();
-            return Ok(Decision::Cancelled {
-                reason: if why.is_empty() {
-                    format!("user {what} the decision")
-                } else {
-                    format!("user {what}: {why}")
-                },
-            });
-        }
+    if let Some(reason) = crate::questions::deferral(trimmed, "the decision") {
+        return Ok(Decision::Cancelled { reason });
     }
     match gate {
         WellKnownGate::ApproveDesign => {

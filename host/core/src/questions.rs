@@ -78,9 +78,10 @@ impl AskedQuestion {
 }
 
 /// `defer`, `defer:<reason>`, `cancel`, `cancel:<reason>`: an explicit
-/// deferral, as its resolution reason.
-fn deferral(answer: &str) -> Option<String> {
-    for (verb, what) in [("defer", "deferred"), ("cancel", "cancelled")] {
+/// deferral of `what` (`the question`, `the decision`), as its resolution
+/// reason.
+pub(crate) fn deferral(answer: &str, what: &str) -> Option<String> {
+    for (verb, done) in [("defer", "deferred"), ("cancel", "cancelled")] {
         let Some(rest) = answer.strip_prefix(verb) else {
             continue;
         };
@@ -89,9 +90,9 @@ fn deferral(answer: &str) -> Option<String> {
         }
         let why = rest.trim_start_matches(':').trim();
         return Some(if why.is_empty() {
-            format!("user {what} the question")
+            format!("user {done} {what}")
         } else {
-            format!("user {what}: {why}")
+            format!("user {done}: {why}")
         });
     }
     None
@@ -118,7 +119,7 @@ pub fn parse(gate_id: &str, pending: &[&GateQuestion], answer: &str) -> Result<D
         if answers.contains_key(id) || deferred.contains_key(id) {
             return Err(format!("{id} is answered twice"));
         }
-        match deferral(value) {
+        match deferral(value, "the question") {
             Some(reason) => deferred.insert(id.to_string(), reason),
             None => answers.insert(id.to_string(), value.to_string()),
         };
@@ -138,7 +139,7 @@ pub fn parse(gate_id: &str, pending: &[&GateQuestion], answer: &str) -> Result<D
             let question = find(gate_id, pending, key)?;
             put(&question.id, text)?;
         }
-    } else if let Some(reason) = deferral(trimmed) {
+    } else if let Some(reason) = deferral(trimmed, "the question") {
         for q in pending {
             deferred.insert(q.id.clone(), reason.clone());
         }
