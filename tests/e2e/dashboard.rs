@@ -65,7 +65,7 @@ fn long_run(home: &Path, steps: u64) -> String {
         created_at: wfhost_store::time::now_ms(),
     };
     let started = Event::RunStarted {
-        run_id: id.clone(),
+        run_id: id.to_string(),
         workflow_id: "long-haul".into(),
         workflow_hash: record.workflow_hash.clone(),
         plugins: Default::default(),
@@ -121,7 +121,7 @@ fn long_run(home: &Path, steps: u64) -> String {
         }
     }
     w.append(&batch).unwrap();
-    id
+    id.to_string()
 }
 
 #[test]

@@ -74,7 +74,7 @@ fn of_type<'a>(events: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_jso
 
 /// Whether any lane directory of `run` is left, in memory or on disk.
 pub fn lanes_left(run: &str) -> bool {
-    wfhost_exec::lanes::lane_roots(run)
+    wfhost_exec::lanes::lane_roots(&wfhost_core::ids::RunId::parse(run).unwrap())
         .iter()
         .any(|root| root.exists())
 }

@@ -168,7 +168,7 @@ fn started(run_id: &str) -> Event {
 fn store_with_run(home: &Path, id: &str) -> Store {
     let mut store = Store::open(home, Durability::Normal).unwrap();
     let record = RunRecord {
-        id: id.into(),
+        id: wfhost_store::RunId::parse(id).expect("a run id"),
         workflow_id: "bench".into(),
         workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         manifest: "/bench/workflow.json".into(),
@@ -206,7 +206,7 @@ fn micros(d: Duration) -> f64 {
 
 fn bench_lease(rounds: u64) {
     let home = tempfile::tempdir().unwrap();
-    enqueue(&mut store_with_run(home.path(), "r"), "r", rounds + 50);
+    enqueue(&mut store_with_run(home.path(), "run-20260101-000000-0000ee"), "run-20260101-000000-0000ee", rounds + 50);
     let server = Server::start(home.path());
     let mut client = Client::connect(&server.authority);
     for _ in 0..50 {
@@ -228,7 +228,7 @@ fn bench_lease(rounds: u64) {
 
 fn bench_drain(jobs: u64, agents: usize) {
     let home = tempfile::tempdir().unwrap();
-    enqueue(&mut store_with_run(home.path(), "r"), "r", jobs);
+    enqueue(&mut store_with_run(home.path(), "run-20260101-000000-0000ee"), "run-20260101-000000-0000ee", jobs);
     let server = Server::start(home.path());
     let t = Instant::now();
     let done: u64 = std::thread::scope(|s| {
@@ -290,9 +290,11 @@ fn step(n: u64) -> [Event; 3] {
     ]
 }
 
+const BIG: &str = "run-20260101-000000-0000bb";
+
 /// Fill run `big` with steps up to `events` events, in batches.
 fn big_run(store: &mut Store, events: u64) {
-    let mut writer = store.writer("big", 1).unwrap();
+    let mut writer = store.writer(BIG, 1).unwrap();
     let mut batch = Vec::new();
     for n in 0..(events - 1) / 3 {
         batch.extend(step(n));
@@ -306,7 +308,7 @@ fn big_run(store: &mut Store, events: u64) {
 
 fn bench_page(events: u64, pages: usize) {
     let home = tempfile::tempdir().unwrap();
-    big_run(&mut store_with_run(home.path(), "big"), events);
+    big_run(&mut store_with_run(home.path(), BIG), events);
     let server = Server::start(home.path());
     let mut client = Client::connect(&server.authority);
     let mut times = Vec::new();
@@ -320,7 +322,7 @@ fn bench_page(events: u64, pages: usize) {
         let t = Instant::now();
         let (status, page) = client.request(
             "GET",
-            &format!("/v1/runs/big/events?after={after}&limit=100"),
+            &format!("/v1/runs/{BIG}/events?after={after}&limit=100"),
             None,
         );
         let took = t.elapsed();
@@ -340,12 +342,12 @@ fn bench_page(events: u64, pages: usize) {
 
 /// A store with `runs` short runs and one run `big` of `events` events.
 fn dashboard_store(home: &Path, runs: u64, events: u64) {
-    let mut store = store_with_run(home, "big");
+    let mut store = store_with_run(home, BIG);
     big_run(&mut store, events);
     for i in 0..runs {
-        let id = format!("run-{i:06}");
+        let id = format!("run-20260101-000000-{i:06x}");
         let record = RunRecord {
-            id: id.clone(),
+            id: wfhost_store::RunId::parse(&id).expect("a run id"),
             workflow_id: format!("flow-{}", i % 20),
             workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
             manifest: "/bench/workflow.json".into(),
@@ -378,9 +380,9 @@ fn bench_dashboard(runs: u64, events: u64, rounds: usize) {
         .to_vec();
     let mut run_page = runs_page.clone();
     run_page.extend([
-        "/v1/runs/big/summary".to_string(),
-        "/v1/runs/big/branches".to_string(),
-        "/v1/runs/big/events?branch=1&before=18446744073709551615&limit=500".to_string(),
+        format!("/v1/runs/{BIG}/summary"),
+        format!("/v1/runs/{BIG}/branches"),
+        format!("/v1/runs/{BIG}/events?branch=1&before=18446744073709551615&limit=500"),
     ]);
     for (what, paths) in [
         (format!("the runs page ({runs} runs)"), &runs_page),
@@ -402,13 +404,13 @@ fn bench_dashboard(runs: u64, events: u64, rounds: usize) {
 
 fn bench_sse(rounds: usize) {
     let home = tempfile::tempdir().unwrap();
-    let mut store = store_with_run(home.path(), "live");
+    let mut store = store_with_run(home.path(), "run-20260101-000000-0000ff");
     let server = Server::start(home.path());
     let mut stream = TcpStream::connect(&server.authority).unwrap();
     stream.set_nodelay(true).unwrap();
     write!(
         stream,
-        "GET /v1/runs/live/events/stream HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
+        "GET /v1/runs/run-20260101-000000-0000ff/events/stream HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\n\r\n",
         server.authority
     )
     .unwrap();
@@ -424,7 +426,7 @@ fn bench_sse(rounds: usize) {
     };
     assert_eq!(next_id(&mut reader), 1);
     let mut times = Vec::new();
-    let mut writer = store.writer("live", 1).unwrap();
+    let mut writer = store.writer("run-20260101-000000-0000ff", 1).unwrap();
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for n in 0..rounds as u64 {
         // Apart, as a run's blocks are (the stream is idle when one comes),

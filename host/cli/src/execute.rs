@@ -367,7 +367,7 @@ fn run_jobs<'p>(
         plugins,
         crate::jobs::queue::RunInfo {
             home,
-            run_id: run.id.clone(),
+            run_id: run.id.to_string(),
             branch,
             workflow_hash: run.workflow_hash.clone(),
             manifest: run.manifest.clone(),

@@ -77,7 +77,10 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
             .enable_all()
             .build()
     {
-        let is_live = |o: &wfhost_exec::Owner| store.is_running(&o.run_id) || o.process_alive();
+        let is_live = |o: &wfhost_exec::Owner| {
+            wfhost_store::RunId::parse(&o.run_id).is_ok_and(|id| store.is_running(&id))
+                || o.process_alive()
+        };
         (orphans, orphan_jobs) = rt.block_on(async {
             let containers = match wfhost_exec::ContainerPool::connect().await {
                 Ok(pool) => pool.remove_orphans(is_live).await.unwrap_or_default(),

@@ -68,7 +68,7 @@ pub fn logs(args: LogsArgs, global: &Global) -> u8 {
     };
     let mut printer = Printer {
         workspace: PathBuf::from(&run.workspace),
-        run_id: run.id.clone(),
+        run_id: run.id.to_string(),
         filter: args.block,
         style: Style::stdout(),
         current: None,

@@ -70,7 +70,7 @@ pub struct RunArgs {
     /// The new run's id, chosen by the caller (`wfhost serve` starting a
     /// run it has already answered for); `run-YYYYMMDD-HHMMSS-xxxxxx`.
     #[arg(long, hide = true, value_parser = run_id)]
-    run_id: Option<String>,
+    run_id: Option<wfhost_store::RunId>,
 }
 
 fn session_tag(id: &str) -> Result<wfhost_store::SessionTag, String> {
@@ -260,10 +260,6 @@ fn chosen_workspace(
     }
 }
 
-fn run_id(id: &str) -> Result<String, String> {
-    if wfhost_store::is_run_id(id) {
-        Ok(id.to_string())
-    } else {
-        Err("a run id looks like run-YYYYMMDD-HHMMSS-xxxxxx".into())
-    }
+fn run_id(id: &str) -> Result<wfhost_store::RunId, String> {
+    wfhost_store::RunId::parse(id).map_err(|e| e.to_string())
 }

@@ -97,7 +97,7 @@ pub fn runs(args: RunsArgs, global: &Global) -> u8 {
                 .map(|b| b.status.clone())
                 .unwrap_or_default();
             lines.push(RunLine {
-                id: run.id,
+                id: run.id.to_string(),
                 workflow: run.workflow_id,
                 status,
                 started: format_utc(run.created_at),

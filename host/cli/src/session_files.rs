@@ -434,7 +434,7 @@ mod tests {
 
     fn run(workspace: &Path) -> RunRecord {
         RunRecord {
-            id: "run-20261122-101503-3c1f0a".into(),
+            id: wfhost_store::RunId::parse("run-20261122-101503-3c1f0a").unwrap(),
             workflow_id: "one".into(),
             workflow_hash: "sha256:00".into(),
             manifest: "workflow.json".into(),

@@ -23,6 +23,7 @@ pub mod control;
 pub mod engine;
 pub mod event;
 pub mod exec;
+pub mod ids;
 pub mod inputs;
 pub mod links;
 pub mod manifest;

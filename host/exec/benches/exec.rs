@@ -11,6 +11,16 @@ use wfhost_exec::{BundleMeta, ExecRequest, run_local};
 
 const COMMANDS: usize = 1000;
 
+fn meta() -> BundleMeta {
+    BundleMeta {
+        agent_id: String::new(),
+        run_id: "run-20260101-000000-00be0c".parse().expect("a run id"),
+        stage_id: String::new(),
+        step: 0,
+        attempt: 0,
+    }
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -30,10 +40,7 @@ fn one_true(dir: &std::path::Path, name: &str) -> ExecRequest {
         workdir: dir.to_path_buf(),
         bundle_dir: dir.join(name),
         env: vec![],
-        meta: BundleMeta {
-            run_id: "bench".into(),
-            ..Default::default()
-        },
+        meta: meta(),
         deadline: None,
         output_cap: 1 << 20,
         stdin: None,
@@ -146,7 +153,7 @@ fn main() {
                 workdir: dir.path().to_path_buf(),
                 bundle_dir: dir.path().join(format!("bundle-{round}")),
                 env: vec![],
-                meta: BundleMeta::default(),
+                meta: meta(),
                 deadline: None,
                 output_cap: 1 << 20,
                 stdin: None,

@@ -118,9 +118,11 @@ fn block(dir: &Path, name: &str, argv: &[&str], run_id: &str) -> ExecRequest {
         bundle_dir: dir.join(name),
         env: vec![],
         meta: BundleMeta {
-            run_id: run_id.into(),
+            agent_id: String::new(),
+            run_id: run_id.parse().expect("a run id"),
             stage_id: format!("{run_id}.lane"),
-            ..Default::default()
+            step: 0,
+            attempt: 0,
         },
         deadline: None,
         output_cap: 1 << 20,
@@ -592,7 +594,7 @@ fn main() {
     let parts = std::env::var("SLURM_BENCH_PARTS").unwrap_or_else(|_| "array,sbatch,live".into());
     let part = |name: &str| parts.split(',').any(|p| p.trim() == name);
     let poll = PollConfig::from_env().expect("polling configuration");
-    let run_id = format!("slurm-bench-{}", std::process::id());
+    let run_id = format!("run-20260101-000002-{:06x}", std::process::id() & 0xff_ffff);
     let _cleanup = Cleanup(run_id.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -10,6 +10,7 @@
 //! what the lane's block changes is exactly `git diff` against it. Lanes
 //! are removed as directories, then forgotten by one `git worktree prune`.
 
+use wfhost_core::ids::RunId;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -70,7 +71,7 @@ pub fn lane_bases() -> Vec<LaneBase> {
 }
 
 /// The directories of `run_id`'s lanes, one per base of [`lane_bases`].
-pub fn lane_roots(run_id: &str) -> Vec<PathBuf> {
+pub fn lane_roots(run_id: &RunId) -> Vec<PathBuf> {
     lane_bases()
         .into_iter()
         .map(|b| b.path.join(run_id))
@@ -84,7 +85,7 @@ fn last_base() -> PathBuf {
 
 /// Where `run_id`'s lanes go when there is no choice to make: the last
 /// base's directory for the run.
-pub fn lanes_root(run_id: &str) -> PathBuf {
+pub fn lanes_root(run_id: &RunId) -> PathBuf {
     last_base().join(run_id)
 }
 
@@ -161,7 +162,7 @@ pub fn tree_size(dir: &Path, limit: u64) -> u64 {
 /// The directory a new lane of `main` for `run_id` goes to: in memory
 /// when the workspace is small enough (see [`choose_base`]), else on disk.
 /// The base is made this user's own.
-pub fn root_for_new_lane(main: &Path, run_id: &str) -> Result<PathBuf, String> {
+pub fn root_for_new_lane(main: &Path, run_id: &RunId) -> Result<PathBuf, String> {
     let size = tree_size(main, MEMORY_LANE_MAX_BYTES);
     let bases: Vec<(LaneBase, u64)> = lane_bases()
         .into_iter()

@@ -97,11 +97,11 @@ impl std::str::FromStr for Executor {
 }
 
 /// Who is running a block, for `meta/env.json`.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct BundleMeta {
     /// The host that ran the commands.
     pub agent_id: String,
-    pub run_id: String,
+    pub run_id: wfhost_core::ids::RunId,
     /// `node.block`: the stage in seed 003's terms.
     pub stage_id: String,
     pub step: u64,

@@ -81,7 +81,13 @@ impl Fixture {
             on_violation: ViolationPolicy::Rollback,
             executor: AgentExecutor::Local,
             bundle_dir: ws.join(".output/agent/run-1/step-3"),
-            meta: BundleMeta::default(),
+            meta: BundleMeta {
+                agent_id: String::new(),
+                run_id: "run-20260101-000000-000a9e".parse().unwrap(),
+                stage_id: String::new(),
+                step: 3,
+                attempt: 1,
+            },
             deadline: Some(Instant::now() + Duration::from_secs(30)),
             output_cap: 1 << 20,
         }

@@ -54,7 +54,7 @@ fn request(dir: &Path, run: &str, name: &str, commands: Vec<ExecCommand>) -> Exe
         ],
         meta: BundleMeta {
             agent_id: "test".into(),
-            run_id: run.into(),
+            run_id: run.parse().unwrap(),
             stage_id: "main.x".into(),
             step: 0,
             attempt: 1,
@@ -80,8 +80,14 @@ fn manifest(dir: &Path, name: &str) -> serde_json::Value {
     .unwrap()
 }
 
+/// A run id of its own for each test and process.
 fn run_id(test: &str) -> String {
-    format!("test-{test}-{}", std::process::id())
+    let n = test.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    format!(
+        "run-20260101-{:06}-{:06x}",
+        n % 1_000_000,
+        std::process::id() & 0xff_ffff
+    )
 }
 
 #[tokio::test]

@@ -25,7 +25,7 @@ fn request(dir: &Path, commands: Vec<ExecCommand>) -> ExecRequest {
         env: vec![("RUN_ID".into(), "r-1".into())],
         meta: BundleMeta {
             agent_id: "test-host".into(),
-            run_id: "r-1".into(),
+            run_id: "run-20260101-000000-000e01".parse().unwrap(),
             stage_id: "main.build".into(),
             step: 3,
             attempt: 1,
@@ -89,7 +89,7 @@ async fn a_block_writes_the_bundle_layout() {
     );
     let env: serde_json::Value =
         serde_json::from_slice(&std::fs::read(b.join("meta/env.json")).unwrap()).unwrap();
-    assert_eq!(env["run_id"], "r-1");
+    assert_eq!(env["run_id"], "run-20260101-000000-000e01");
     assert_eq!(env["stage_id"], "main.build");
     assert_eq!(env["executor"], "local");
     assert!(

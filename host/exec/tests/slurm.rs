@@ -61,7 +61,9 @@ fn request(dir: &Path, name: &str, commands: Vec<ExecCommand>) -> ExecRequest {
         ],
         meta: BundleMeta {
             agent_id: "test".into(),
-            run_id: format!("test-slurm-{}", std::process::id()),
+            run_id: format!("run-20260101-000001-{:06x}", std::process::id() & 0xff_ffff)
+                .parse()
+                .unwrap(),
             stage_id: "main.x".into(),
             step: 0,
             attempt: 1,
@@ -331,7 +333,9 @@ async fn gc_cancels_only_jobs_whose_owner_is_gone() {
     };
     let dir = tempfile::tempdir().unwrap();
     let mut req = request(dir.path(), "orphan", vec![cmd(&["sleep", "120"])]);
-    req.meta.run_id = format!("test-orphan-{}", std::process::id());
+    req.meta.run_id = format!("run-20260101-000003-{:06x}", std::process::id() & 0xff_ffff)
+        .parse()
+        .unwrap();
     req.deadline = None;
     // Submitted, then the host "dies": nobody waits for the job.
     let job = slurm.submit(&req, &debug()).await.unwrap();

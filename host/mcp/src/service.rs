@@ -321,6 +321,8 @@ impl<E: Executor> Service<E> {
 
     /// Take the run for this call, in this process and against others.
     fn claim(&self, store: &Store, run_id: &str) -> Result<Claim<'_>, ToolError> {
+        let checked = wfhost_store::RunId::parse(run_id)
+            .map_err(|e| ToolError::invalid("/runId", e.to_string()))?;
         if !self
             .busy
             .lock()
@@ -332,7 +334,7 @@ impl<E: Executor> Service<E> {
         let release = || {
             self.busy.lock().expect("not poisoned").remove(run_id);
         };
-        match store.lock_run(run_id) {
+        match store.lock_run(&checked) {
             Ok(lock) => Ok(Claim {
                 busy: &self.busy,
                 run_id: run_id.to_string(),
@@ -974,7 +976,7 @@ impl<E: Executor> Service<E> {
             next_intent: "complete".into(),
             next_call: None,
             session: SessionInfo {
-                run_id: run.id.clone(),
+                run_id: run.id.to_string(),
                 workflow_id: run.workflow_id.clone(),
                 workflow_hash: run.workflow_hash.clone(),
                 branch,

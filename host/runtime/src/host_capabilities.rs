@@ -25,7 +25,7 @@ use crate::host_state::HostState;
 pub struct ExecScope {
     /// The host path of the workspace.
     pub workspace: PathBuf,
-    pub run_id: String,
+    pub run_id: wfhost_core::ids::RunId,
     pub node_id: String,
     pub block_id: String,
     pub step: u64,

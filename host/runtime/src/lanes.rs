@@ -10,22 +10,29 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use wfhost_core::engine::LaneKey;
+use wfhost_core::ids::RunId;
 use wfhost_exec::lanes::{self, Lane, Source};
 
 /// The run's lane directory holding `key`'s lane, if it exists (lanes are
 /// made in memory or on disk: see `wfhost_exec::lanes::lane_bases`).
 fn root_of(key: &LaneKey) -> Option<PathBuf> {
     let name = key.dir_name();
-    lanes::lane_roots(&key.run_id)
+    lanes::lane_roots(&run_of(key).ok()?)
         .into_iter()
         .find(|root| std::fs::symlink_metadata(root.join(&name)).is_ok_and(|m| m.is_dir()))
 }
 
+/// The run id of `key`, checked: it becomes a directory name.
+fn run_of(key: &LaneKey) -> Result<RunId, String> {
+    RunId::parse(&key.run_id).map_err(|e| format!("lane {}: {e}", key.dir_name()))
+}
+
 /// Where `key`'s lane lives.
-pub fn lane_path(key: &LaneKey) -> PathBuf {
-    root_of(key)
-        .unwrap_or_else(|| lanes::lanes_root(&key.run_id))
-        .join(key.dir_name())
+pub fn lane_path(key: &LaneKey) -> Result<PathBuf, String> {
+    let run = run_of(key)?;
+    Ok(root_of(key)
+        .unwrap_or_else(|| lanes::lanes_root(&run))
+        .join(key.dir_name()))
 }
 
 async fn blocking<T: Send + 'static>(
@@ -37,7 +44,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The lanes of one parallel block: a workspace, a run, a step.
-type FanOut = (PathBuf, String, u64);
+type FanOut = (PathBuf, RunId, u64);
 
 /// What the lanes of each fan-out in progress start from, worked out by the
 /// first of its lanes and shared by the others (the main workspace stays
@@ -47,15 +54,15 @@ type Sources = HashMap<FanOut, Arc<OnceLock<Result<Source, String>>>>;
 
 static SOURCES: LazyLock<Mutex<Sources>> = LazyLock::new(Default::default);
 
-fn fan_out(main: &Path, key: &LaneKey) -> FanOut {
-    (main.to_path_buf(), key.run_id.clone(), key.step)
+fn fan_out(main: &Path, key: &LaneKey) -> Result<FanOut, String> {
+    Ok((main.to_path_buf(), run_of(key)?, key.step))
 }
 
 fn source(main: &Path, key: &LaneKey) -> Result<Source, String> {
     let cell = SOURCES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .entry(fan_out(main, key))
+        .entry(fan_out(main, key)?)
         .or_default()
         .clone();
     cell.get_or_init(|| Source::of(main)).clone()
@@ -70,7 +77,7 @@ pub async fn create(main: &Path, key: &LaneKey) -> Result<(), String> {
         {
             lane.remove();
         }
-        let root = lanes::root_for_new_lane(&main, &key.run_id)?;
+        let root = lanes::root_for_new_lane(&main, &run_of(&key)?)?;
         let source = source(&main, &key)?;
         Lane::create_from(&source, &root, &key.dir_name()).map(|_| ())
     })
@@ -113,7 +120,11 @@ pub async fn merge(main: &Path, key: &LaneKey, files: &[String]) -> Result<Vec<S
 /// Remove the lanes of the parallel block at `step` of `run_id`, and the
 /// run's lane directory once it is empty.
 pub async fn remove_step(main: &Path, run_id: &str, step: u64) {
-    let (main, run_id) = (main.to_path_buf(), run_id.to_string());
+    // A text that is no run id names no lane directory: nothing to remove.
+    let Ok(run_id) = RunId::parse(run_id) else {
+        return;
+    };
+    let main = main.to_path_buf();
     let _ = blocking(move || {
         SOURCES
             .lock()
@@ -147,7 +158,7 @@ pub async fn remove_step(main: &Path, run_id: &str, step: u64) {
 /// Remove the lanes of `run_id` that belong to no parallel block still in
 /// progress (`active_step`): what a crash left behind. Returns the lane
 /// directory names removed.
-pub fn remove_stale(main: &Path, run_id: &str, active_step: Option<u64>) -> Vec<String> {
+pub fn remove_stale(main: &Path, run_id: &RunId, active_step: Option<u64>) -> Vec<String> {
     let mut removed = Vec::new();
     for root in lanes::lane_roots(run_id) {
         remove_stale_in(main, &root, active_step, &mut removed);
@@ -181,14 +192,15 @@ fn remove_stale_in(main: &Path, root: &Path, active_step: Option<u64>, removed: 
     let _ = std::fs::remove_dir(root);
 }
 
-/// The run ids that have lane directories on this machine.
-pub fn runs_with_lanes() -> Vec<String> {
-    let mut runs: Vec<String> = lanes::lane_bases()
+/// The run ids that have lane directories on this machine (a directory
+/// whose name is no run id is not wfhost's).
+pub fn runs_with_lanes() -> Vec<RunId> {
+    let mut runs: Vec<RunId> = lanes::lane_bases()
         .iter()
         .filter_map(|b| std::fs::read_dir(&b.path).ok())
         .flat_map(|dir| dir.filter_map(Result::ok))
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter_map(|e| RunId::parse(&e.file_name().to_string_lossy()).ok())
         .collect();
     runs.sort();
     runs.dedup();
@@ -204,12 +216,12 @@ mod tests {
         SOURCES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&fan_out(&main, key))
+            .contains_key(&fan_out(&main, key).unwrap())
     }
 
     fn key(lane: &str) -> LaneKey {
         LaneKey {
-            run_id: format!("run-test-{}", std::process::id()),
+            run_id: format!("run-20260101-000000-{:06x}", std::process::id() & 0xff_ffff),
             step: 3,
             node: "n".into(),
             block: "b".into(),
@@ -230,12 +242,21 @@ mod tests {
         assert!(source_kept(ws.path(), &a));
         assert!(exists(&a) && exists(&b));
         assert_eq!(
-            std::fs::read_to_string(lane_path(&b).join("a.txt")).unwrap(),
+            std::fs::read_to_string(lane_path(&b).unwrap().join("a.txt")).unwrap(),
             "1"
         );
         remove_step(ws.path(), &a.run_id, a.step).await;
         assert!(!source_kept(ws.path(), &a));
         assert!(!exists(&a) && !exists(&b));
-        assert!(lanes::lane_roots(&a.run_id).iter().all(|r| !r.exists()));
+        // A key whose run id is no run id makes no lane and names no path.
+        let mut hostile = key("c");
+        hostile.run_id = "/tmp/wfhost-victim".into();
+        assert!(create(ws.path(), &hostile).await.is_err());
+        assert!(lane_path(&hostile).is_err() && !exists(&hostile));
+        assert!(
+            lanes::lane_roots(&RunId::parse(&a.run_id).unwrap())
+                .iter()
+                .all(|r| !r.exists())
+        );
     }
 }

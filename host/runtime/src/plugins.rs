@@ -385,9 +385,18 @@ impl PluginSet {
             Ok(plan) => plan,
             Err(e) => return failed(e.to_string()),
         };
+        // The run id names directories (exec bundles, lanes) and goes
+        // into batch scripts: checked before anything is made of it.
+        let run_id = match wfhost_core::ids::RunId::parse(&request.context.execution_id) {
+            Ok(id) => id,
+            Err(e) => return failed(e.to_string()),
+        };
         // A lane works in its own workspace.
         let workspace = match &request.lane {
-            Some(key) => crate::lanes::lane_path(key),
+            Some(key) => match crate::lanes::lane_path(key) {
+                Ok(path) => path,
+                Err(e) => return failed(e),
+            },
             None => self.workspace.clone(),
         };
         // `.output/` exists before the first block runs: the sandbox makes
@@ -431,7 +440,7 @@ impl PluginSet {
         }
         let exec = ExecScope {
             workspace: workspace.clone(),
-            run_id: ctx.execution_id.clone(),
+            run_id,
             node_id: ctx.node_id.clone(),
             block_id: ctx.block_id.clone(),
             step: ctx.step_index,

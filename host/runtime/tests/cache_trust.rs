@@ -66,7 +66,7 @@ fn entry_of(cache: &Path, component: &[u8]) -> PathBuf {
 async fn run_echo(set: &PluginSet) -> Result<String, String> {
     let context = BlockContext {
         workflow_id: "wf".into(),
-        execution_id: "exec".into(),
+        execution_id: "run-20260101-000000-00e4ec".into(),
         node_id: "main".into(),
         block_id: "a".into(),
         step_index: 1,

@@ -53,7 +53,7 @@ async fn run(
 ) -> BlockResult {
     let context = BlockContext {
         workflow_id: "wf".into(),
-        execution_id: "exec".into(),
+        execution_id: "run-20260101-000000-00e4ec".into(),
         node_id: "main".into(),
         block_id: "slow".into(),
         step_index: 1,

@@ -76,7 +76,7 @@ impl Fixture {
 fn context(restrictions: Option<&[&str]>, ops: Value) -> BlockContext {
     BlockContext {
         workflow_id: "wf".into(),
-        execution_id: "exec".into(),
+        execution_id: "run-20260101-000000-00e4ec".into(),
         node_id: "main".into(),
         block_id: "probe".into(),
         step_index: 3,
@@ -562,7 +562,7 @@ async fn the_environment_is_the_contract_and_nothing_else() {
     let env = &observed(&result)[0];
     for expected in [
         "(\"WORKFLOW_ID\", \"wf\")",
-        "(\"EXECUTION_ID\", \"exec\")",
+        "(\"EXECUTION_ID\", \"run-20260101-000000-00e4ec\")",
         "(\"NODE_ID\", \"main.probe\")",
         "(\"BLOCK_ID\", \"probe\")",
         "(\"STEP_INDEX\", \"3\")",
@@ -584,7 +584,7 @@ async fn a_guest_sees_the_node_id_an_agent_would() {
     let fx = Fixture::new();
     let set = fx.probe();
     let key = LaneKey {
-        run_id: format!("node-id-test-{}", std::process::id()),
+        run_id: format!("run-20260101-000004-{:06x}", std::process::id() & 0xff_ffff),
         step: 0,
         node: "main".into(),
         block: "probe".into(),

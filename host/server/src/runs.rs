@@ -99,10 +99,10 @@ pub(crate) fn summary(
 /// Whether `run` (in `session`) contains `text`, lowercased.
 fn matches_text(run: &RunRecord, session: Option<&String>, text: &str) -> bool {
     [
-        Some(&run.id),
-        Some(&run.workflow_id),
-        Some(&run.workspace),
-        session,
+        Some(run.id.as_str()),
+        Some(run.workflow_id.as_str()),
+        Some(run.workspace.as_str()),
+        session.map(String::as_str),
     ]
     .into_iter()
     .flatten()
@@ -139,7 +139,7 @@ pub async fn list(
             let text = q.q.as_ref().map(|t| t.to_lowercase());
             let mut page = Vec::new();
             for run in runs {
-                let session = sessions.get(&run.id);
+                let session = sessions.get(run.id.as_str());
                 if q.workflow.as_ref().is_some_and(|w| *w != run.workflow_id)
                     || q.session.as_ref().is_some_and(|s| Some(s) != session)
                     || text

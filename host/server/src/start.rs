@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use wfhost_store::Store;
+use wfhost_store::{RunId, Store};
 
 use crate::AppState;
 use crate::body::JsonBody;
@@ -71,7 +71,7 @@ fn runner(state: &AppState) -> Result<crate::runner::Runner, ApiError> {
 async fn launch(
     runner: crate::runner::Runner,
     home: std::path::PathBuf,
-    run: String,
+    run: RunId,
     args: Vec<String>,
     done: impl Fn(&Store, u32) -> bool + Send + 'static,
 ) -> Result<Launched, ApiError> {
@@ -155,26 +155,26 @@ pub async fn start(
     let home = state.stores.home().to_path_buf();
     let given = home.join("serve-manifests");
     let (manifest, workspace) = workflow_of(&body, &given, &run_id)?;
+    // Request data is only ever an option's `=value` or a word after `--`,
+    // so no value can be read as an option of the child's command line.
     let mut args = vec![
         "run".to_string(),
-        manifest,
-        "-w".into(),
-        workspace,
-        "--run-id".into(),
-        run_id.clone(),
+        format!("--workspace={workspace}"),
+        format!("--run-id={run_id}"),
         "--quiet".into(),
     ];
     if let Some(inputs) = body.inputs {
         let path = given.join(format!("{run_id}.inputs.json"));
         write_json(&path, &Value::Object(inputs))?;
-        args.extend(["--input".into(), path.display().to_string()]);
+        args.push(format!("--input={}", path.display()));
     }
     if let Some(n) = body.max_steps {
-        args.extend(["--max-steps".into(), n.to_string()]);
+        args.push(format!("--max-steps={n}"));
     }
     if let Some(executor) = body.executor {
-        args.extend(["--executor".into(), executor]);
+        args.push(format!("--executor={executor}"));
     }
+    args.extend(["--".into(), manifest]);
     let id = run_id.clone();
     let launched = launch(runner, home, id.clone(), args, move |store, _| {
         store.run(&id).ok().flatten().is_some()
@@ -227,10 +227,10 @@ pub async fn answer_gate(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
     let (run, g) = (id.clone(), gate.clone());
-    with_store(&state.stores, None, move |store| {
-        exact_run(store, &run)?;
+    let record = with_store(&state.stores, None, move |store| {
+        let record = exact_run(store, &run)?;
         if gate_open(store, &run, &g)? {
-            Ok(())
+            Ok(record)
         } else {
             Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -243,15 +243,18 @@ pub async fn answer_gate(
     })
     .await?;
     let home = state.stores.home().to_path_buf();
+    // The answer is text anyone sent (`--help` included): after `--` it
+    // is the answer and nothing else.
     let args = vec![
         "gate".to_string(),
-        id.clone(),
+        "--quiet".into(),
+        "--".into(),
+        record.id.to_string(),
         gate.clone(),
         body.answer.text(),
-        "--quiet".into(),
     ];
-    let (run, g) = (id.clone(), gate.clone());
-    let launched = launch(runner, home, run.clone(), args, move |store, _| {
+    let (run, g) = (record.id.clone(), gate.clone());
+    let launched = launch(runner, home, record.id, args, move |store, _| {
         gate_open(store, &run, &g).is_ok_and(|open| !open)
     })
     .await?;
@@ -278,24 +281,24 @@ pub async fn resume(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
     let run = id.clone();
-    with_store(&state.stores, None, move |store| {
-        exact_run(store, &run)?;
-        match store.lock_holder(&run) {
+    let run = with_store(&state.stores, None, move |store| {
+        let record = exact_run(store, &run)?;
+        match store.lock_holder(&record.id) {
             Some(pid) => Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "busy",
                 format!("run {run} is executing (pid {pid}); nothing to resume"),
             )),
-            None => Ok(()),
+            None => Ok(record.id),
         }
     })
     .await?;
     let home = state.stores.home().to_path_buf();
-    let mut args = vec!["resume".to_string(), id.clone(), "--quiet".into()];
+    let mut args = vec!["resume".to_string(), "--quiet".into()];
     if let Some(b) = body.branch {
-        args.extend(["--branch".into(), b.to_string()]);
+        args.push(format!("--branch={b}"));
     }
-    let run = id.clone();
+    args.extend(["--".into(), run.to_string()]);
     // Held by this process, not by one that was finishing the run.
     let launched = launch(runner, home, run.clone(), args, move |store, pid| {
         store.lock_holder(&run) == Some(pid)
@@ -321,20 +324,20 @@ pub async fn fork(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let runner = runner(&state)?;
     let run = id.clone();
-    let before = with_store(&state.stores, None, move |store| {
-        exact_run(store, &run)?;
-        Ok(store.branches(&run)?.len())
+    let (run, before) = with_store(&state.stores, None, move |store| {
+        let record = exact_run(store, &run)?;
+        let before = store.branches(&run)?.len();
+        Ok((record.id, before))
     })
     .await?;
     let home = state.stores.home().to_path_buf();
     let args = vec![
         "fork".to_string(),
-        id.clone(),
-        "--at".into(),
-        body.at.clone(),
+        format!("--at={}", body.at),
         "--quiet".into(),
+        "--".into(),
+        run.to_string(),
     ];
-    let run = id.clone();
     let launched = launch(runner, home, run.clone(), args, move |store, _| {
         store.branches(&run).is_ok_and(|b| b.len() > before)
     })

@@ -161,7 +161,7 @@ mod tests {
     fn add_run(home: &Path, id: &str) {
         let mut store = Store::open(home, Durability::Normal).unwrap();
         let record = RunRecord {
-            id: id.into(),
+            id: wfhost_store::RunId::parse(id).unwrap(),
             workflow_id: "w".into(),
             workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
             manifest: "/nowhere/wf.json".into(),
@@ -188,14 +188,14 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let stores = Stores::new(home.path().to_path_buf());
         assert!(stores.if_any().unwrap().is_none(), "no store, none made");
-        add_run(home.path(), "first");
+        add_run(home.path(), "run-20260101-000000-0000f1");
         drop(stores.existing().unwrap());
         assert_eq!(
             stores.idle.lock().unwrap().len(),
             1,
             "kept for the next request"
         );
-        assert!(stores.existing().unwrap().run("first").unwrap().is_some());
+        assert!(stores.existing().unwrap().run("run-20260101-000000-0000f1").unwrap().is_some());
 
         // The store is removed and another one made in its place: the
         // kept connection (to the removed file) must not answer.
@@ -205,9 +205,9 @@ mod tests {
                 std::fs::remove_file(path).unwrap();
             }
         }
-        add_run(home.path(), "second");
+        add_run(home.path(), "run-20260101-000000-0000f2");
         let store = stores.existing().unwrap();
-        assert!(store.run("second").unwrap().is_some());
-        assert!(store.run("first").unwrap().is_none());
+        assert!(store.run("run-20260101-000000-0000f2").unwrap().is_some());
+        assert!(store.run("run-20260101-000000-0000f1").unwrap().is_none());
     }
 }

@@ -78,7 +78,7 @@ fn add_run_in(
 ) {
     let mut store = Store::open(home, Durability::Normal).unwrap();
     let record = RunRecord {
-        id: id.into(),
+        id: wfhost_store::RunId::parse(id).unwrap(),
         workflow_id: workflow.into(),
         workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         manifest: "/nowhere/wf.json".into(),
@@ -188,9 +188,9 @@ fn runs_are_listed_filtered_and_paged() {
     let server = start(home.path(), None);
     // No store yet: an empty list, not an error.
     assert_eq!(get(server.addr, "/v1/runs").1["runs"], Value::Array(vec![]));
-    add_run(home.path(), "run-a", "alpha", 3, true);
-    add_run(home.path(), "run-b", "beta", 2, false);
-    add_run(home.path(), "run-c", "alpha", 1, false);
+    add_run(home.path(), "run-20260101-000000-000a02", "alpha", 3, true);
+    add_run(home.path(), "run-20260101-000000-000a03", "beta", 2, false);
+    add_run(home.path(), "run-20260101-000000-000a04", "alpha", 1, false);
     let (status, all) = get(server.addr, "/v1/runs");
     assert_eq!(status, 200, "{all}");
     let ids: Vec<&str> = all["runs"]
@@ -199,14 +199,14 @@ fn runs_are_listed_filtered_and_paged() {
         .iter()
         .map(|r| r["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["run-c", "run-b", "run-a"]);
+    assert_eq!(ids, ["run-20260101-000000-000a04", "run-20260101-000000-000a03", "run-20260101-000000-000a02"]);
     let (_, alpha) = get(server.addr, "/v1/runs?workflow=alpha&status=succeeded");
-    assert_eq!(alpha["runs"][0]["id"], "run-a");
+    assert_eq!(alpha["runs"][0]["id"], "run-20260101-000000-000a02");
     assert_eq!(alpha["runs"].as_array().unwrap().len(), 1);
     let (_, first) = get(server.addr, "/v1/runs?limit=2");
-    assert_eq!(first["next_after"], "run-b");
-    let (_, second) = get(server.addr, "/v1/runs?limit=2&after=run-b");
-    assert_eq!(second["runs"][0]["id"], "run-a");
+    assert_eq!(first["next_after"], "run-20260101-000000-000a03");
+    let (_, second) = get(server.addr, "/v1/runs?limit=2&after=run-20260101-000000-000a03");
+    assert_eq!(second["runs"][0]["id"], "run-20260101-000000-000a02");
     assert_eq!(second["next_after"], Value::Null);
 
     // Errors are data with the right status.
@@ -227,18 +227,18 @@ fn runs_are_listed_filtered_and_paged() {
 #[test]
 fn a_run_its_branches_steps_and_events_in_pages() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-long", "w", 400, true);
+    add_run(home.path(), "run-20260101-000000-000a07", "w", 400, true);
     let server = start(home.path(), None);
-    let (status, run) = get(server.addr, "/v1/runs/run-long");
+    let (status, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a07");
     assert_eq!(status, 200, "{run}");
     assert_eq!(
         (run["status"].as_str(), run["steps"].as_u64()),
         (Some("succeeded"), Some(400))
     );
     assert!(run["server_now_ms"].as_u64().unwrap() > 0);
-    let (_, branches) = get(server.addr, "/v1/runs/run-long/branches");
+    let (_, branches) = get(server.addr, "/v1/runs/run-20260101-000000-000a07/branches");
     assert_eq!(branches["branches"][0]["events"], 1 + 400 * 3);
-    let (_, steps) = get(server.addr, "/v1/runs/run-long/steps");
+    let (_, steps) = get(server.addr, "/v1/runs/run-20260101-000000-000a07/steps");
     assert_eq!(steps["steps"].as_array().unwrap().len(), 400);
     // Paged by sequence: every event once, in order.
     let mut seen = Vec::new();
@@ -246,7 +246,7 @@ fn a_run_its_branches_steps_and_events_in_pages() {
     loop {
         let (status, page) = get(
             server.addr,
-            &format!("/v1/runs/run-long/events?after={after}&limit=250"),
+            &format!("/v1/runs/run-20260101-000000-000a07/events?after={after}&limit=250"),
         );
         assert_eq!(status, 200, "{page}");
         for e in page["events"].as_array().unwrap() {
@@ -258,7 +258,7 @@ fn a_run_its_branches_steps_and_events_in_pages() {
         }
     }
     assert_eq!(seen, (1..=1 + 400 * 3).collect::<Vec<u64>>());
-    let (status, _) = get(server.addr, "/v1/runs/run-long/events?limit=5000");
+    let (status, _) = get(server.addr, "/v1/runs/run-20260101-000000-000a07/events?limit=5000");
     assert_eq!(status, 400);
 }
 
@@ -288,25 +288,25 @@ fn sse_ids(addr: SocketAddr, path: &str, last_event_id: Option<u64>, n: usize) -
 #[test]
 fn the_event_stream_resumes_from_last_event_id_and_follows_new_events() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-live", "w", 2, false);
+    add_run(home.path(), "run-20260101-000000-000a06", "w", 2, false);
     let server = start(home.path(), None);
     // 1 + 2*3 = 7 events so far.
     assert_eq!(
-        sse_ids(server.addr, "/v1/runs/run-live/events/stream", None, 7),
+        sse_ids(server.addr, "/v1/runs/run-20260101-000000-000a06/events/stream", None, 7),
         (1..=7).collect::<Vec<_>>()
     );
     // A reconnect after event 4 gets exactly 5.. and then what is written
     // while it listens.
     let addr = server.addr;
     let reader =
-        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-live/events/stream", Some(4), 6));
+        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-20260101-000000-000a06/events/stream", Some(4), 6));
     std::thread::sleep(Duration::from_millis(300));
-    append_steps(home.path(), "run-live", 2, 1);
+    append_steps(home.path(), "run-20260101-000000-000a06", 2, 1);
     assert_eq!(reader.join().unwrap(), (5..=10).collect::<Vec<_>>());
     assert_eq!(
         sse_ids(
             server.addr,
-            "/v1/runs/run-live/events/stream?after=9",
+            "/v1/runs/run-20260101-000000-000a06/events/stream?after=9",
             None,
             1
         ),
@@ -315,7 +315,7 @@ fn the_event_stream_resumes_from_last_event_id_and_follows_new_events() {
     let (status, err) = request(
         server.addr,
         "GET",
-        "/v1/runs/run-live/events/stream",
+        "/v1/runs/run-20260101-000000-000a06/events/stream",
         &["Last-Event-ID: yesterday"],
         b"",
     );
@@ -325,7 +325,7 @@ fn the_event_stream_resumes_from_last_event_id_and_follows_new_events() {
 #[test]
 fn tokens_guard_every_endpoint_and_reveal_nothing() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-secret", "w", 1, true);
+    add_run(home.path(), "run-20260101-000000-000a0c", "w", 1, true);
     let token = "c".repeat(40);
     let tokens = Tokens {
         clients: vec![token.clone()],
@@ -334,7 +334,7 @@ fn tokens_guard_every_endpoint_and_reveal_nothing() {
     let server = start(home.path(), Some(tokens));
     for path in [
         "/v1/runs",
-        "/v1/runs/run-secret",
+        "/v1/runs/run-20260101-000000-000a0c",
         "/v1/openapi.json",
         "/v1/health",
     ] {
@@ -345,13 +345,13 @@ fn tokens_guard_every_endpoint_and_reveal_nothing() {
         ] {
             let (status, body) = request(server.addr, "GET", path, header.as_slice(), b"");
             assert_eq!(status, 401, "{path} {header:?}: {body}");
-            assert!(!body.contains("run-secret"));
+            assert!(!body.contains("run-20260101-000000-000a0c"));
         }
     }
     let auth = format!("Authorization: Bearer {token}");
     let (status, body) = request(server.addr, "GET", "/v1/runs", &[&auth], b"");
     assert_eq!(status, 200);
-    assert!(body.contains("run-secret"));
+    assert!(body.contains("run-20260101-000000-000a0c"));
 }
 
 #[test]
@@ -429,8 +429,8 @@ fn the_openapi_document_describes_every_endpoint() {
         assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
     }
     // And every documented GET answers (not the fallback's 404).
-    add_run_in(home.path(), "r", "w", 1, true, Some("s1"));
-    let job = queue_job(home.path(), "r");
+    add_run_in(home.path(), "run-20260101-000000-000a00", "w", 1, true, Some("s1"));
+    let job = queue_job(home.path(), "run-20260101-000000-000a00");
     for p in paths {
         if p.ends_with("/stream") || doc["paths"][p.as_str()].get("get").is_none() {
             continue;
@@ -440,7 +440,7 @@ fn the_openapi_document_describes_every_endpoint() {
         } else if p.starts_with("/sessions/") {
             "s1".into()
         } else {
-            "r".into()
+            "run-20260101-000000-000a00".into()
         };
         let hash = wfhost_core::manifest::pinning::hash_of("{}");
         let mut path = p.replace("{id}", &id).replace("{hash}", &hash);
@@ -481,33 +481,33 @@ fn post(addr: SocketAddr, path: &str, body: &[u8]) -> (u16, Value) {
 #[test]
 fn a_cancel_records_the_end_once_and_says_why_it_cannot() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-open", "w", 3, false);
-    add_run(home.path(), "run-done", "w", 1, true);
+    add_run(home.path(), "run-20260101-000000-000a0a", "w", 3, false);
+    add_run(home.path(), "run-20260101-000000-000a05", "w", 1, true);
     let server = start(home.path(), None);
     let (status, body) = post(
         server.addr,
-        "/v1/runs/run-open/cancel",
+        "/v1/runs/run-20260101-000000-000a0a/cancel",
         br#"{"reason": "api"}"#,
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["reason"], "cancelled: api");
-    let (_, run) = get(server.addr, "/v1/runs/run-open");
+    let (_, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a0a");
     assert_eq!(run["status"], "failed", "{run}");
     // Again, or a run that ended by itself: a conflict that says how it ended.
-    let (status, body) = post(server.addr, "/v1/runs/run-open/cancel", b"");
+    let (status, body) = post(server.addr, "/v1/runs/run-20260101-000000-000a0a/cancel", b"");
     assert_eq!(
         (status, body["code"].as_str()),
         (409, Some("finished")),
         "{body}"
     );
     assert!(body["message"].as_str().unwrap().contains("was cancelled"));
-    let (status, body) = post(server.addr, "/v1/runs/run-done/cancel", b"{}");
+    let (status, body) = post(server.addr, "/v1/runs/run-20260101-000000-000a05/cancel", b"{}");
     assert_eq!(status, 409, "{body}");
     assert!(body["message"].as_str().unwrap().contains("succeeded"));
     let (status, _) = post(server.addr, "/v1/runs/run-nope/cancel", b"{}");
     assert_eq!(status, 404);
     // Nothing else was written to the finished runs.
-    let (_, events) = get(server.addr, "/v1/runs/run-open/events?limit=1000");
+    let (_, events) = get(server.addr, "/v1/runs/run-20260101-000000-000a0a/events?limit=1000");
     let finished = events["events"]
         .as_array()
         .unwrap()
@@ -520,9 +520,9 @@ fn a_cancel_records_the_end_once_and_says_why_it_cannot() {
 #[test]
 fn bad_bodies_are_400s_naming_the_pointer_and_big_ones_413s() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-open", "w", 1, false);
+    add_run(home.path(), "run-20260101-000000-000a0a", "w", 1, false);
     let server = start(home.path(), None);
-    let url = "/v1/runs/run-open/cancel";
+    let url = "/v1/runs/run-20260101-000000-000a0a/cancel";
     for (body, pointer) in [
         (&br#"{"reason": 5}"#[..], "/reason"),
         (br#"{"wait_s": 100000}"#, "/wait_s"),
@@ -547,7 +547,7 @@ fn bad_bodies_are_400s_naming_the_pointer_and_big_ones_413s() {
     let (status, _) = post(server.addr, "/v1/runs/import", big.as_bytes());
     assert_eq!(status, 413);
     // None of it touched the run.
-    let (_, run) = get(server.addr, "/v1/runs/run-open");
+    let (_, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a0a");
     assert_ne!(run["status"], "failed", "{run}");
 }
 
@@ -558,7 +558,7 @@ fn add_real_run(home: &Path, id: &str) {
     let mut store = Store::open(home, Durability::Normal).unwrap();
     let hash = wfhost_core::manifest::pinning::hash_of(DEFINITION);
     let record = RunRecord {
-        id: id.into(),
+        id: wfhost_store::RunId::parse(id).unwrap(),
         workflow_id: "w".into(),
         workflow_hash: hash.clone(),
         manifest: "/nowhere/wf.json".into(),
@@ -576,9 +576,9 @@ fn add_real_run(home: &Path, id: &str) {
 #[test]
 fn a_run_exported_from_one_server_imports_into_another_once() {
     let here = tempfile::tempdir().unwrap();
-    add_real_run(here.path(), "run-moving");
+    add_real_run(here.path(), "run-20260101-000000-000a09");
     let source = start(here.path(), None);
-    let (status, bundle) = get(source.addr, "/v1/runs/run-moving/export");
+    let (status, bundle) = get(source.addr, "/v1/runs/run-20260101-000000-000a09/export");
     assert_eq!(status, 200, "{bundle}");
     assert_eq!(bundle["format"], "wfhost-run-bundle");
     assert_eq!(bundle["events"].as_array().unwrap().len(), 4);
@@ -603,13 +603,13 @@ fn a_run_exported_from_one_server_imports_into_another_once() {
     );
     let (status, err) = post(target.addr, "/v1/runs/import", b"{\"format\": ");
     assert_eq!(status, 400, "{err}");
-    let (status, _) = get(target.addr, "/v1/runs/run-moving");
+    let (status, _) = get(target.addr, "/v1/runs/run-20260101-000000-000a09");
     assert_eq!(status, 404);
 
     let (status, body) = post(target.addr, "/v1/runs/import", &text);
     assert_eq!(status, 201, "{body}");
-    assert_eq!(body["run_id"], "run-moving");
-    let (status, run) = get(target.addr, "/v1/runs/run-moving");
+    assert_eq!(body["run_id"], "run-20260101-000000-000a09");
+    let (status, run) = get(target.addr, "/v1/runs/run-20260101-000000-000a09");
     assert_eq!(status, 200);
     assert_eq!(run["status"], "succeeded", "{run}");
     let (status, err) = post(target.addr, "/v1/runs/import", &text);
@@ -623,7 +623,7 @@ fn a_run_exported_from_one_server_imports_into_another_once() {
 #[test]
 fn a_server_without_an_executable_says_it_starts_no_runs() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-open", "w", 1, false);
+    add_run(home.path(), "run-20260101-000000-000a0a", "w", 1, false);
     let server = start(home.path(), None);
     let (status, err) = post(
         server.addr,
@@ -635,7 +635,7 @@ fn a_server_without_an_executable_says_it_starts_no_runs() {
         (501, Some("not_available")),
         "{err}"
     );
-    let (status, _) = post(server.addr, "/v1/runs/run-open/resume", b"{}");
+    let (status, _) = post(server.addr, "/v1/runs/run-20260101-000000-000a0a/resume", b"{}");
     assert_eq!(status, 501);
 }
 
@@ -659,8 +659,8 @@ fn queue_job(home: &Path, run: &str) -> i64 {
 #[test]
 fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "r", "w", 1, false);
-    let id = queue_job(home.path(), "r");
+    add_run(home.path(), "run-20260101-000000-000a00", "w", 1, false);
+    let id = queue_job(home.path(), "run-20260101-000000-000a00");
     let client = format!("Authorization: Bearer {}", "c".repeat(40));
     let agent = format!("Authorization: Bearer {}", "a".repeat(40));
     let tokens = Tokens {
@@ -759,8 +759,8 @@ fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
 #[test]
 fn an_agent_that_stops_hands_its_lease_back_and_the_job_is_queued_again() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "r", "w", 1, false);
-    let id = queue_job(home.path(), "r");
+    add_run(home.path(), "run-20260101-000000-000a00", "w", 1, false);
+    let id = queue_job(home.path(), "run-20260101-000000-000a00");
     let agent = format!("Authorization: Bearer {}", "a".repeat(40));
     let client = format!("Authorization: Bearer {}", "c".repeat(40));
     let tokens = Tokens {
@@ -853,13 +853,13 @@ fn an_agent_that_stops_hands_its_lease_back_and_the_job_is_queued_again() {
 #[test]
 fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
     let home = tempfile::tempdir().unwrap();
-    add_run_in(home.path(), "run-long", "w", 300, false, Some("chat-7"));
-    add_run(home.path(), "run-other", "shipping", 1, true);
+    add_run_in(home.path(), "run-20260101-000000-000a07", "w", 300, false, Some("chat-7"));
+    add_run(home.path(), "run-20260101-000000-000a0b", "shipping", 1, true);
     let server = start(home.path(), None);
     // Backward from the newest: pages of the branch's chain, in write order.
     let mut seen: Vec<u64> = Vec::new();
     let mut path =
-        "/v1/runs/run-long/events?branch=1&before=18446744073709551615&limit=128".to_string();
+        "/v1/runs/run-20260101-000000-000a07/events?branch=1&before=18446744073709551615&limit=128".to_string();
     loop {
         let (status, page) = get(server.addr, &path);
         assert_eq!(status, 200, "{page}");
@@ -874,13 +874,13 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
         seen = seqs;
         match page["next_before"].as_u64() {
             Some(first) => {
-                path = format!("/v1/runs/run-long/events?branch=1&before={first}&limit=128")
+                path = format!("/v1/runs/run-20260101-000000-000a07/events?branch=1&before={first}&limit=128")
             }
             None => break,
         }
     }
     assert_eq!(seen, (1..=1 + 300 * 3).collect::<Vec<u64>>());
-    let (_, first) = get(server.addr, "/v1/runs/run-long/events?branch=1&limit=2");
+    let (_, first) = get(server.addr, "/v1/runs/run-20260101-000000-000a07/events?branch=1&limit=2");
     assert_eq!(
         (
             first["events"][1]["seq"].as_u64(),
@@ -889,9 +889,9 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
         (Some(2), Some(2))
     );
     for bad in [
-        "/v1/runs/run-long/events?before=5",
-        "/v1/runs/run-long/events?branch=1&before=5&after=1",
-        "/v1/runs/run-long/events?branch=9",
+        "/v1/runs/run-20260101-000000-000a07/events?before=5",
+        "/v1/runs/run-20260101-000000-000a07/events?branch=1&before=5&after=1",
+        "/v1/runs/run-20260101-000000-000a07/events?branch=9",
     ] {
         let (status, err) = get(server.addr, bad);
         assert_eq!(status, 400, "{bad}: {err}");
@@ -908,16 +908,16 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
             .map(|r| r["id"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(ids("/v1/runs?q=SHIPP"), ["run-other"]);
-    assert_eq!(ids("/v1/runs?q=chat-7"), ["run-long"]);
-    assert_eq!(ids("/v1/runs?session=chat-7"), ["run-long"]);
+    assert_eq!(ids("/v1/runs?q=SHIPP"), ["run-20260101-000000-000a0b"]);
+    assert_eq!(ids("/v1/runs?q=chat-7"), ["run-20260101-000000-000a07"]);
+    assert_eq!(ids("/v1/runs?session=chat-7"), ["run-20260101-000000-000a07"]);
     assert!(ids("/v1/runs?q=nothing-like-it").is_empty());
     let (_, all) = get(server.addr, "/v1/runs");
     let long = all["runs"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["id"] == "run-long")
+        .find(|r| r["id"] == "run-20260101-000000-000a07")
         .unwrap();
     assert_eq!(long["session"], "chat-7");
 
@@ -927,7 +927,7 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
     let (status, one) = get(server.addr, "/v1/sessions/chat-7");
     assert_eq!(
         (status, one["runs"][0]["id"].as_str()),
-        (200, Some("run-long")),
+        (200, Some("run-20260101-000000-000a07")),
         "{one}"
     );
     let (status, bundle) = get(server.addr, "/v1/sessions/chat-7/export");
@@ -948,11 +948,11 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
 #[test]
 fn a_run_exports_as_a_markdown_report() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-md", "report-flow", 3, true);
+    add_run(home.path(), "run-20260101-000000-000a08", "report-flow", 3, true);
     let server = start(home.path(), None);
-    let (status, text) = request(server.addr, "GET", "/v1/runs/run-md/report", &[], b"");
+    let (status, text) = request(server.addr, "GET", "/v1/runs/run-20260101-000000-000a08/report", &[], b"");
     assert_eq!(status, 200, "{text}");
-    assert!(text.starts_with("# Run `run-md`"), "{text}");
+    assert!(text.starts_with("# Run `run-20260101-000000-000a08`"), "{text}");
     assert!(text.contains("| Workflow | `report-flow` |"), "{text}");
     assert!(text.contains("## Steps (3)"), "{text}");
     assert!(text.contains("| 2 | `main.a` |"), "{text}");
@@ -960,7 +960,7 @@ fn a_run_exports_as_a_markdown_report() {
     let (status, _) = request(
         server.addr,
         "GET",
-        "/v1/runs/run-md/report?branch=4",
+        "/v1/runs/run-20260101-000000-000a08/report?branch=4",
         &[],
         b"",
     );
@@ -970,7 +970,7 @@ fn a_run_exports_as_a_markdown_report() {
 #[test]
 fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-1", "w", 1, false);
+    add_run(home.path(), "run-20260101-000000-000a01", "w", 1, false);
     let server = start(home.path(), None);
     let raw = |method: &str, path: &str, headers: &[&str], body: &[u8]| {
         raw_response(server.addr, method, path, headers, body)
@@ -1013,7 +1013,7 @@ fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
     ] {
         let out = raw(
             "POST",
-            "/v1/runs/run-1/cancel",
+            "/v1/runs/run-20260101-000000-000a01/cancel",
             &[
                 "Host: 127.0.0.1:7464",
                 "Content-Type: application/json",
@@ -1025,7 +1025,7 @@ fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
     }
     let out = raw(
         "POST",
-        "/v1/runs/run-1/cancel",
+        "/v1/runs/run-20260101-000000-000a01/cancel",
         &[
             "Host: 127.0.0.1:7464",
             "Origin: http://127.0.0.1:7464",
@@ -1035,6 +1035,6 @@ fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
         cancel,
     );
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    let (_, run) = get(server.addr, "/v1/runs/run-1");
+    let (_, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a01");
     assert_eq!(run["status"], "failed", "{run}");
 }

@@ -69,7 +69,7 @@ fn step(n: u64, keep: usize) -> [Event; 3] {
 
 fn new_run(store: &mut Store, id: &str, max_steps: u64) {
     let record = RunRecord {
-        id: id.into(),
+        id: wfhost_store::RunId::parse(id).expect("a run id"),
         workflow_id: "bench".into(),
         workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
         manifest: "/bench/workflow.json".into(),
@@ -86,8 +86,8 @@ fn new_run(store: &mut Store, id: &str, max_steps: u64) {
 fn appends_per_second(durability: Durability, events: u64) -> f64 {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), durability).unwrap();
-    new_run(&mut store, "r", u64::MAX);
-    let mut writer = store.writer("r", 1).unwrap();
+    new_run(&mut store, "run-20260101-000000-00000a", u64::MAX);
+    let mut writer = store.writer("run-20260101-000000-00000a", 1).unwrap();
     let t = Instant::now();
     let mut written = 0;
     let mut n = 0;
@@ -122,9 +122,9 @@ fn main() {
         const EVENTS: u64 = 100_000;
         let home = tempfile::tempdir().unwrap();
         let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-        new_run(&mut store, "big", u64::MAX);
+        new_run(&mut store, "run-20260101-000000-0000b1", u64::MAX);
         {
-            let mut writer = store.writer("big", 1).unwrap();
+            let mut writer = store.writer("run-20260101-000000-0000b1", 1).unwrap();
             let mut batch = Vec::new();
             let steps = (EVENTS - 1) / 3;
             for n in 0..steps {
@@ -145,7 +145,7 @@ fn main() {
         let times: Vec<Duration> = (0..5)
             .map(|_| {
                 let t = Instant::now();
-                let state = store.state("big", 1).unwrap();
+                let state = store.state("run-20260101-000000-0000b1", 1).unwrap();
                 let elapsed = t.elapsed();
                 assert_eq!(state.events, EVENTS);
                 elapsed

@@ -155,7 +155,7 @@ impl Store {
     /// resumed.
     pub fn import(&mut self, bundle: &Bundle) -> Result<(), StoreError> {
         if self.run(&bundle.run.id)?.is_some() {
-            return Err(StoreError::RunExists(bundle.run.id.clone()));
+            return Err(StoreError::RunExists(bundle.run.id.to_string()));
         }
         check(bundle)?;
         let (tx, path) = self.begin()?;
@@ -190,7 +190,7 @@ pub(crate) fn insert(tx: &rusqlite::Transaction<'_>, bundle: &Bundle) -> rusqlit
         "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         (
-            &r.id,
+            r.id.as_str(),
             &r.workflow_id,
             &r.workflow_hash,
             &r.manifest,

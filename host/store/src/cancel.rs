@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use wfhost_core::event::{Event, EventSink, Outcome};
 use wfhost_core::state::Phase;
 
-use crate::{RunLock, Store, StoreError};
+use crate::{RunId, RunLock, Store, StoreError};
 
 /// The prefix of a cancelled run's failure reason.
 pub const CANCELLED: &str = "cancelled";
@@ -87,6 +87,7 @@ impl Store {
     }
 
     fn stop_and_lock(&self, run_id: &str, wait: Duration) -> Result<RunLock, CancelError> {
+        let run_id = &RunId::parse(run_id).map_err(StoreError::from)?;
         let pid = match self.lock_run(run_id) {
             Ok(lock) => return Ok(lock),
             Err(StoreError::Busy { pid, .. }) => pid,

@@ -40,6 +40,9 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Usage(String),
+    /// An id that came from outside is not of its kind's grammar.
+    #[error(transparent)]
+    BadId(#[from] wfhost_core::ids::IdError),
     #[error("run store {path}: {message}")]
     Sqlite { path: PathBuf, message: String },
     #[error(

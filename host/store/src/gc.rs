@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::{RunLock, Store, StoreError, time};
+use crate::{RunId, RunLock, Store, StoreError, time};
 
 /// A run old enough to be removed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,7 +49,7 @@ impl Store {
             .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for (run_id, workflow_id, last_at, session) in old {
-            if self.is_running(&run_id) {
+            if self.is_running_text(&run_id) {
                 continue;
             }
             let branches = self.branches(&run_id)?;
@@ -79,11 +79,19 @@ impl Store {
     /// Remove runs (events, identity, lock file) and the definitions no run
     /// uses any more. Each run is removed under its lock, in one
     /// transaction.
-    pub fn remove_runs(&mut self, run_ids: &[String]) -> Result<usize, StoreError> {
+    pub fn remove_runs<S: AsRef<str>>(&mut self, run_ids: &[S]) -> Result<usize, StoreError> {
         let mut removed = 0;
         for run_id in run_ids {
-            let Ok(lock) = RunLock::acquire(&self.home, run_id) else {
-                continue; // started executing since it was listed
+            let run_id = run_id.as_ref();
+            // A row whose id is no run id (an older, unchecked import) has
+            // no lock file: its rows go, nothing on disk is touched.
+            let checked = RunId::parse(run_id).ok();
+            let lock = match &checked {
+                Some(id) => match RunLock::acquire(&self.home, id) {
+                    Ok(lock) => Some(lock),
+                    Err(_) => continue, // started executing since it was listed
+                },
+                None => None,
             };
             let (tx, path) = self.begin()?;
             let err = |e| StoreError::from_sqlite(&path, e);
@@ -127,7 +135,9 @@ impl Store {
             .map_err(err)?;
             tx.commit().map_err(err)?;
             drop(lock);
-            RunLock::remove(&self.home, run_id);
+            if let Some(id) = &checked {
+                RunLock::remove(&self.home, id);
+            }
         }
         Ok(removed)
     }

@@ -2,11 +2,12 @@
 //! unique across a store.
 
 use sha2::{Digest, Sha256};
+pub use wfhost_core::ids::{RunId, is_run_id};
 
 /// A new run id: `run-YYYYMMDD-HHMMSS-xxxxxx`, sortable by start time, with
 /// random hex so two runs started in the same second differ. Any unique
 /// prefix works on the command line.
-pub fn new_run_id(now_ms: i64) -> String {
+pub fn new_run_id(now_ms: i64) -> RunId {
     let mut random = [0u8; 3];
     let read = std::fs::File::open("/dev/urandom").and_then(|mut f| {
         use std::io::Read;
@@ -19,18 +20,7 @@ pub fn new_run_id(now_ms: i64) -> String {
         random.copy_from_slice(&mix.to_le_bytes()[..3]);
     }
     let (date, time) = crate::time::compact_utc(now_ms);
-    format!("run-{date}-{time}-{}", hex::encode(random))
-}
-
-/// Whether `id` has the shape [`new_run_id`] gives ids.
-pub fn is_run_id(id: &str) -> bool {
-    let Some(rest) = id.strip_prefix("run-") else {
-        return false;
-    };
-    let parts: Vec<&str> = rest.split('-').collect();
-    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
-    let hex = |s: &str| s.len() == 6 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    matches!(parts.as_slice(), [date, time, random] if digits(date, 8) && digits(time, 6) && hex(random))
+    RunId::from_parts(&date, &time, random).expect("a clock reading makes a run id")
 }
 
 /// The snapshot id of event `seq` of run `run_id`: `sn-` and 12 hex digits
@@ -48,6 +38,8 @@ mod tests {
         for _ in 0..20 {
             assert!(super::is_run_id(&super::new_run_id(1_795_410_070_021)));
         }
+        assert!(super::is_run_id(&super::new_run_id(0)));
+        assert!(super::is_run_id(&super::new_run_id(253_402_300_799_000)));
         for bad in [
             "run-1-2-3",
             "run-20261123-040112-9C2E41",

@@ -45,7 +45,7 @@ pub use cancel::{CANCELLED, CancelError};
 pub use config::{CONFIG_FILE, DEFAULT_RETENTION, HomeConfig};
 pub use error::StoreError;
 pub use gc::GcCandidate;
-pub use ids::{is_run_id, new_run_id, snapshot_id};
+pub use ids::{RunId, is_run_id, new_run_id, snapshot_id};
 pub use job_telemetry::{JobTelemetry, TelemetryCaps, TelemetryTaken};
 pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
 pub use lock::RunLock;
@@ -118,7 +118,8 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
-    pub id: String,
+    /// Checked on the way in (a bundle, a row), so it is safe in paths.
+    pub id: RunId,
     pub workflow_id: String,
     /// `sha256:<hex>` of the pinned definition.
     pub workflow_hash: String,
@@ -349,7 +350,7 @@ impl Store {
             "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             (
-                &record.id,
+                record.id.as_str(),
                 &record.workflow_id,
                 &record.workflow_hash,
                 &record.manifest,
@@ -360,7 +361,7 @@ impl Store {
         if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
             && e.code == rusqlite::ErrorCode::ConstraintViolation
         {
-            return Err(StoreError::RunExists(record.id.clone()));
+            return Err(StoreError::RunExists(record.id.to_string()));
         }
         inserted.map_err(err)?;
         let run = tx.last_insert_rowid();
@@ -420,7 +421,9 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Every run, newest first.
+    /// Every run, newest first. A row whose id is no run id (written by an
+    /// older import that did not check it) is left out: it cannot be
+    /// executed or exported, only removed by `gc`.
     pub fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         let mut stmt = self
             .conn
@@ -429,9 +432,11 @@ impl Store {
                  FROM runs ORDER BY created_at DESC, id DESC",
             )
             .map_err(|e| self.err(e))?;
-        stmt.query_map([], row_to_run)
-            .and_then(|rows| rows.collect())
-            .map_err(|e| self.err(e))
+        let rows = stmt
+            .query_map([], |r| Ok(row_to_run(r).ok()))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows.into_iter().flatten().collect())
     }
 
     /// The pinned definition `hash` as stored (canonical JSON).
@@ -455,24 +460,35 @@ impl Store {
 
     /// Take the execution lock of `run_id`, failing at once if another
     /// process holds it.
-    pub fn lock_run(&self, run_id: &str) -> Result<RunLock, StoreError> {
+    pub fn lock_run(&self, run_id: &RunId) -> Result<RunLock, StoreError> {
         RunLock::acquire(&self.home, run_id)
     }
 
     /// The pid of the process executing `run_id` right now, if any.
-    pub fn lock_holder(&self, run_id: &str) -> Option<u32> {
+    pub fn lock_holder(&self, run_id: &RunId) -> Option<u32> {
         RunLock::holder(&self.home, run_id)
     }
 
     /// Whether a process is executing `run_id` right now.
-    pub fn is_running(&self, run_id: &str) -> bool {
+    pub fn is_running(&self, run_id: &RunId) -> bool {
         RunLock::is_held(&self.home, run_id)
+    }
+
+    /// [`Store::is_running`] of an id read from the store: a row whose id
+    /// is no run id (written by an older, unchecked import) has no lock
+    /// file and is never running.
+    pub(crate) fn is_running_text(&self, run_id: &str) -> bool {
+        RunId::parse(run_id).is_ok_and(|id| self.is_running(&id))
     }
 }
 
 fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+    let id: String = r.get(0)?;
+    let id = RunId::parse(&id).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })?;
     Ok(RunRecord {
-        id: r.get(0)?,
+        id,
         workflow_id: r.get(1)?,
         workflow_hash: r.get(2)?,
         manifest: r.get(3)?,

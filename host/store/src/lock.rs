@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::StoreError;
+use crate::{RunId, StoreError};
 
 /// Held while a process executes a run; released on drop or death.
 #[derive(Debug)]
@@ -39,12 +39,12 @@ fn write_pid(file: &mut File) -> std::io::Result<()> {
 }
 
 impl RunLock {
-    fn path(home: &Path, run_id: &str) -> PathBuf {
+    fn path(home: &Path, run_id: &RunId) -> PathBuf {
         home.join("locks").join(format!("{run_id}.lock"))
     }
 
     /// Take the lock, or fail at once naming the holder.
-    pub fn acquire(home: &Path, run_id: &str) -> Result<RunLock, StoreError> {
+    pub fn acquire(home: &Path, run_id: &RunId) -> Result<RunLock, StoreError> {
         let path = Self::path(home, run_id);
         let io = |e: std::io::Error| StoreError::Io {
             path: path.clone(),
@@ -85,7 +85,7 @@ impl RunLock {
     }
 
     /// Whether some process holds the lock now.
-    pub fn is_held(home: &Path, run_id: &str) -> bool {
+    pub fn is_held(home: &Path, run_id: &RunId) -> bool {
         let path = Self::path(home, run_id);
         let Ok(file) = File::open(&path) else {
             return false;
@@ -103,7 +103,7 @@ impl RunLock {
 
     /// The pid of the process holding the lock, if one does and has
     /// written it.
-    pub fn holder(home: &Path, run_id: &str) -> Option<u32> {
+    pub fn holder(home: &Path, run_id: &RunId) -> Option<u32> {
         if !Self::is_held(home, run_id) {
             return None;
         }
@@ -113,7 +113,7 @@ impl RunLock {
     }
 
     /// Remove the lock file of a run that is gone (gc).
-    pub(crate) fn remove(home: &Path, run_id: &str) {
+    pub(crate) fn remove(home: &Path, run_id: &RunId) {
         let _ = std::fs::remove_file(Self::path(home, run_id));
     }
 }

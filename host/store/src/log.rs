@@ -647,7 +647,7 @@ impl Store {
     }
 
     fn live_status(&self, run_id: &str) -> &'static str {
-        if self.is_running(run_id) {
+        if self.is_running_text(run_id) {
             "running"
         } else {
             "interrupted"

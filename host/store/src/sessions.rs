@@ -370,7 +370,7 @@ impl Store {
                         run.run.id
                     )));
                 }
-                result.already_present.push(run.run.id.clone());
+                result.already_present.push(run.run.id.to_string());
             } else {
                 bundle::check(run)?;
                 new.push(run);
@@ -379,7 +379,7 @@ impl Store {
         let (tx, path) = self.begin()?;
         for run in new {
             bundle::insert(&tx, run).map_err(|e| StoreError::from_sqlite(&path, e))?;
-            result.imported.push(run.run.id.clone());
+            result.imported.push(run.run.id.to_string());
         }
         tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
         Ok(result)

@@ -5,6 +5,8 @@ use wfhost_core::event::Event;
 use wfhost_store::{Durability, NewAck, Store, StoreError};
 
 mod common;
+#[allow(unused_imports)]
+use common::{M, Q, R, R1, R2, R3, R4};
 use common::{record, started};
 
 fn awaited() -> Event {
@@ -36,30 +38,30 @@ fn an_ack_is_recorded_with_its_events_and_used_once() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store
-        .create_run(&record("r1"), "{}", &started("r1"))
+        .create_run(&record(R1), "{}", &started(R1))
         .unwrap();
     {
-        let mut writer = store.writer("r1", 1).unwrap();
+        let mut writer = store.writer(R1, 1).unwrap();
         wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
     }
-    assert_eq!(store.next_ack_attempt("r1", 2).unwrap(), 1);
-    assert_eq!(store.ack("r1", 2, 1).unwrap(), None);
+    assert_eq!(store.next_ack_attempt(R1, 2).unwrap(), 1);
+    assert_eq!(store.ack(R1, 2, 1).unwrap(), None);
     {
-        let mut writer = store.writer("r1", 1).unwrap();
+        let mut writer = store.writer(R1, 1).unwrap();
         writer.append_acked(&[merged(1)], &ack(1, "d1")).unwrap();
     }
-    let used = store.ack("r1", 2, 1).unwrap().unwrap();
+    let used = store.ack(R1, 2, 1).unwrap().unwrap();
     assert_eq!(
         (used.branch, used.first_seq, used.digest.as_str()),
         (1, 3, "d1")
     );
     assert_eq!(used.response, None);
-    assert_eq!(store.next_ack_attempt("r1", 2).unwrap(), 2);
+    assert_eq!(store.next_ack_attempt(R1, 2).unwrap(), 2);
 
     // The same ack again: refused, and its events are not written.
-    let before = store.chain("r1", 1).unwrap().len();
+    let before = store.chain(R1, 1).unwrap().len();
     {
-        let mut writer = store.writer("r1", 1).unwrap();
+        let mut writer = store.writer(R1, 1).unwrap();
         let again = writer.append_acked(&[merged(2)], &ack(1, "d2"));
         assert!(
             matches!(
@@ -73,18 +75,18 @@ fn an_ack_is_recorded_with_its_events_and_used_once() {
             "{again:?}"
         );
     }
-    assert_eq!(store.chain("r1", 1).unwrap().len(), before);
-    assert_eq!(store.ack("r1", 2, 1).unwrap().unwrap().digest, "d1");
+    assert_eq!(store.chain(R1, 1).unwrap().len(), before);
+    assert_eq!(store.ack(R1, 2, 1).unwrap().unwrap().digest, "d1");
 
     // The first reply is kept.
-    store.record_ack_response("r1", 2, 1, "first").unwrap();
-    store.record_ack_response("r1", 2, 1, "second").unwrap();
+    store.record_ack_response(R1, 2, 1, "first").unwrap();
+    store.record_ack_response(R1, 2, 1, "second").unwrap();
     assert_eq!(
-        store.ack("r1", 2, 1).unwrap().unwrap().response.as_deref(),
+        store.ack(R1, 2, 1).unwrap().unwrap().response.as_deref(),
         Some("first")
     );
     // Another run's snapshot 2 is another ack.
-    assert_eq!(store.ack("r2", 2, 1).unwrap(), None);
+    assert_eq!(store.ack(R2, 2, 1).unwrap(), None);
 }
 
 #[test]
@@ -92,19 +94,19 @@ fn gc_removes_a_run_s_acks() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store
-        .create_run(&record("r1"), "{}", &started("r1"))
+        .create_run(&record(R1), "{}", &started(R1))
         .unwrap();
     {
-        let mut writer = store.writer("r1", 1).unwrap();
+        let mut writer = store.writer(R1, 1).unwrap();
         wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
         writer.append_acked(&[merged(1)], &ack(1, "d1")).unwrap();
     }
-    assert_eq!(store.remove_runs(&["r1".to_string()]).unwrap(), 1);
+    assert_eq!(store.remove_runs(&[R1.to_string()]).unwrap(), 1);
     store
-        .create_run(&record("r1"), "{}", &started("r1"))
+        .create_run(&record(R1), "{}", &started(R1))
         .unwrap();
     assert_eq!(
-        store.ack("r1", 2, 1).unwrap(),
+        store.ack(R1, 2, 1).unwrap(),
         None,
         "a new run reusing the number starts clean"
     );

@@ -5,12 +5,14 @@ use wfhost_core::event::{Event, EventSink, QueuedJob};
 use wfhost_store::{Completion, Durability, JobState, NewJob, Store};
 
 mod common;
+#[allow(unused_imports)]
+use common::{M, Q, R, R1, R2, R3, R4};
 use common::record;
 
 fn store_with_run(home: &std::path::Path) -> Store {
     let mut store = Store::open(home, Durability::Normal).unwrap();
     store
-        .create_run(&record("r"), "{}", &common::started("r"))
+        .create_run(&record(R), "{}", &common::started(R))
         .unwrap();
     store
 }
@@ -21,7 +23,7 @@ fn wasm() -> Vec<String> {
 
 fn job(step: u64, requires: &[String]) -> NewJob<'_> {
     NewJob {
-        run_id: "r",
+        run_id: R,
         branch: 1,
         step,
         lane: "",
@@ -277,7 +279,7 @@ fn cancelling_a_run_cancels_its_open_jobs() {
     let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
     assert_eq!(lease.job.id, a.id);
     store.enqueue_job(&job(1, &wasm()), 0).unwrap();
-    assert_eq!(store.cancel_jobs_of_run("r", "cancelled", 5).unwrap(), 2);
+    assert_eq!(store.cancel_jobs_of_run(R, "cancelled", 5).unwrap(), 2);
     let lost = store.heartbeat_job(a.id, 1, &lease.token, 100, 6).unwrap();
     assert_eq!(lost.unwrap_err().state, JobState::Cancelled);
     assert!(store.claim_job("b", &wasm(), 100, 7).unwrap().is_none());
@@ -308,13 +310,13 @@ fn a_block_start_and_its_job_are_one_commit() {
     let mut store = store_with_run(home.path());
     let mut other = Store::open(home.path(), Durability::Normal).unwrap();
     // Opened before the branch grows: its appends are refused.
-    let mut stale = other.writer("r", 1).unwrap();
+    let mut stale = other.writer(R, 1).unwrap();
     store
-        .writer("r", 1)
+        .writer(R, 1)
         .unwrap()
         .append_with_job(&[started(0)], &queued(0))
         .unwrap();
-    let jobs = store.jobs_of_run("r", 0, 10).unwrap();
+    let jobs = store.jobs_of_run(R, 0, 10).unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!((jobs[0].step, jobs[0].state), (0, JobState::Queued));
     assert_eq!(jobs[0].requires, wasm());
@@ -328,7 +330,7 @@ fn a_block_start_and_its_job_are_one_commit() {
 
     // A start that cannot be recorded queues nothing.
     assert!(stale.append_with_job(&[started(1)], &queued(1)).is_err());
-    assert_eq!(store.jobs_of_run("r", 0, 10).unwrap().len(), 1);
+    assert_eq!(store.jobs_of_run(R, 0, 10).unwrap().len(), 1);
 
     // A job that cannot be queued records no start.
     let db = rusqlite::Connection::open(store.path()).unwrap();
@@ -336,11 +338,11 @@ fn a_block_start_and_its_job_are_one_commit() {
         "CREATE TRIGGER refuse BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'full'); END",
     )
     .unwrap();
-    let before = store.events_after("r", 0).unwrap().len();
-    let mut writer = store.writer("r", 1).unwrap();
+    let before = store.events_after(R, 0).unwrap().len();
+    let mut writer = store.writer(R, 1).unwrap();
     let refused = writer.append_with_job(&[started(1)], &queued(1));
     assert!(refused.is_err(), "{refused:?}");
-    assert_eq!(store.events_after("r", 0).unwrap().len(), before);
+    assert_eq!(store.events_after(R, 0).unwrap().len(), before);
 }
 
 #[test]
@@ -391,16 +393,16 @@ fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps() {
         .unwrap()
         .unwrap();
     assert_eq!((taken.accepted, taken.dropped), (1, 1));
-    let read = store.job_telemetry_after("r", 1, before, 100).unwrap();
+    let read = store.job_telemetry_after(R, 1, before, 100).unwrap();
     let bodies: Vec<&str> = read.iter().map(|t| t.body.as_str()).collect();
     assert_eq!(bodies, [body("a"), body("b"), body("c")]);
     assert!(read.iter().all(|t| t.job == first.id));
     // Read on from a row; other branches see none of it.
-    let rest = store.job_telemetry_after("r", 1, read[0].id, 100).unwrap();
+    let rest = store.job_telemetry_after(R, 1, read[0].id, 100).unwrap();
     assert_eq!(rest, read[1..]);
     assert!(
         store
-            .job_telemetry_after("r", 2, 0, 100)
+            .job_telemetry_after(R, 2, 0, 100)
             .unwrap()
             .is_empty()
     );
@@ -411,6 +413,6 @@ fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps() {
         .unwrap();
     drop(store);
     let mut store = Store::open_existing(home.path()).unwrap();
-    store.remove_runs(&["r".to_string()]).unwrap();
+    store.remove_runs(&[R.to_string()]).unwrap();
     assert_eq!(store.last_job_telemetry().unwrap(), 0);
 }

@@ -7,6 +7,8 @@ use wfhost_store::StoredEvent;
 use wfhost_store::report::{ReportHead, markdown};
 
 mod common;
+#[allow(unused_imports)]
+use common::{M, Q, R, R1, R2, R3, R4};
 use common::{record, started};
 
 fn stored(events: Vec<Event>) -> Vec<StoredEvent> {
@@ -41,9 +43,9 @@ fn completed(step: u64, block: &str, artifact: Option<&str>) -> Event {
 
 #[test]
 fn a_report_has_the_steps_decisions_outputs_conflicts_and_outcome() {
-    let run = record("r1");
+    let run = record(R1);
     let events = stored(vec![
-        started("r1"),
+        started(R1),
         Event::BlockStarted {
             step: 0,
             node: "main".into(),
@@ -91,7 +93,7 @@ fn a_report_has_the_steps_decisions_outputs_conflicts_and_outcome() {
         session: Some("chat-1"),
     };
     let text = markdown(&head, &events);
-    assert!(text.starts_with("# Run `r1`\n"), "{text}");
+    assert!(text.starts_with(&format!("# Run `{R1}`\n")), "{text}");
     assert!(text.contains("| Session | `chat-1` |"), "{text}");
     assert!(text.contains("## Steps (1)"), "{text}");
     assert!(
@@ -125,10 +127,10 @@ fn a_report_has_the_steps_decisions_outputs_conflicts_and_outcome() {
 
 #[test]
 fn a_long_output_is_cut_and_an_unfinished_run_says_so() {
-    let run = record("r2");
+    let run = record(R2);
     let long = "x".repeat(10_000);
     let events = stored(vec![
-        started("r2"),
+        started(R2),
         Event::BlockStarted {
             step: 0,
             node: "main".into(),

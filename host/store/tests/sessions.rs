@@ -4,6 +4,8 @@
 use wfhost_core::event::{Event, EventSink, Outcome};
 
 mod common;
+#[allow(unused_imports)]
+use common::{M, Q, R, R1, R2, R3, R4};
 use common::{record, started};
 use wfhost_store::{Durability, SessionBundle, SessionSource, SessionTag, Store, StoreError};
 
@@ -42,21 +44,21 @@ fn age(home: &std::path::Path, run: &str, days: i64) {
 fn runs_are_grouped_by_session_and_listed() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    run_in(&mut store, "r1", Some(&chat()));
-    run_in(&mut store, "r2", Some(&chat()));
+    run_in(&mut store, R1, Some(&chat()));
+    run_in(&mut store, R2, Some(&chat()));
     let git = SessionTag::git("feature", "/work/repo");
-    run_in(&mut store, "r3", Some(&git));
-    run_in(&mut store, "r4", None);
+    run_in(&mut store, R3, Some(&git));
+    run_in(&mut store, R4, None);
 
-    assert_eq!(store.session_of("r1").unwrap(), Some(chat()));
-    assert_eq!(store.session_of("r4").unwrap(), None);
+    assert_eq!(store.session_of(R1).unwrap(), Some(chat()));
+    assert_eq!(store.session_of(R4).unwrap(), None);
     let ids: Vec<String> = store
         .session_runs("chat-42")
         .unwrap()
         .into_iter()
-        .map(|r| r.id)
+        .map(|r| r.id.to_string())
         .collect();
-    assert_eq!(ids, ["r1", "r2"]);
+    assert_eq!(ids, [R1, R2]);
     let sessions = store.sessions().unwrap();
     assert_eq!(sessions.len(), 2);
     let listed = sessions.iter().find(|s| s.id == "chat-42").unwrap();
@@ -68,18 +70,18 @@ fn runs_are_grouped_by_session_and_listed() {
     assert_eq!((g.runs, g.git_branch.as_deref()), (1, Some("feature")));
     let by_run = store.run_session_ids().unwrap();
     assert_eq!(by_run.len(), 3);
-    assert_eq!(by_run["r2"], "chat-42");
-    assert_eq!(by_run["r3"], "git:feature@/work/repo");
-    assert!(!by_run.contains_key("r4"));
+    assert_eq!(by_run[R2], "chat-42");
+    assert_eq!(by_run[R3], "git:feature@/work/repo");
+    assert!(!by_run.contains_key(R4));
 }
 
 #[test]
 fn a_session_moves_to_another_home_whole_and_only_whole() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    run_in(&mut store, "r1", Some(&chat()));
-    run_in(&mut store, "r2", Some(&chat()));
-    run_in(&mut store, "r3", None);
+    run_in(&mut store, R1, Some(&chat()));
+    run_in(&mut store, R2, Some(&chat()));
+    run_in(&mut store, R3, None);
     let bundle = store.export_session("chat-42").unwrap();
     assert_eq!(bundle.runs.len(), 2);
     assert!(matches!(
@@ -90,8 +92,8 @@ fn a_session_moves_to_another_home_whole_and_only_whole() {
     let other = tempfile::tempdir().unwrap();
     let mut there = Store::open(other.path(), Durability::Normal).unwrap();
     let done = there.import_session(&bundle).unwrap();
-    assert_eq!(done.imported, ["r1", "r2"]);
-    assert_eq!(there.session_of("r2").unwrap(), Some(chat()));
+    assert_eq!(done.imported, [R1, R2]);
+    assert_eq!(there.session_of(R2).unwrap(), Some(chat()));
     assert_eq!(
         there.export_session("chat-42").unwrap(),
         bundle,
@@ -100,27 +102,27 @@ fn a_session_moves_to_another_home_whole_and_only_whole() {
     // Again: nothing new, both already present.
     let again = there.import_session(&bundle).unwrap();
     assert!(again.imported.is_empty());
-    assert_eq!(again.already_present, ["r1", "r2"]);
+    assert_eq!(again.already_present, [R1, R2]);
 
     // A third home holding a different r2: the import is refused and
     // nothing of it is written, r1 included.
     let third = tempfile::tempdir().unwrap();
     let mut held = Store::open(third.path(), Durability::Normal).unwrap();
-    held.create_run(&record("r2"), "{}", &started("r2"))
+    held.create_run(&record(R2), "{}", &started(R2))
         .unwrap();
     let err = held.import_session(&bundle).unwrap_err().to_string();
     assert!(
-        err.contains("r2") && err.contains("nothing was imported"),
+        err.contains(R2) && err.contains("nothing was imported"),
         "{err}"
     );
-    assert!(held.run("r1").unwrap().is_none());
+    assert!(held.run(R1).unwrap().is_none());
 }
 
 #[test]
 fn a_tampered_or_mixed_session_bundle_is_refused() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    run_in(&mut store, "r1", Some(&chat()));
+    run_in(&mut store, R1, Some(&chat()));
     let bundle = store.export_session("chat-42").unwrap();
     for (what, edit) in [
         (
@@ -157,15 +159,19 @@ fn a_tampered_or_mixed_session_bundle_is_refused() {
     );
 }
 
+const NEW_IN: &str = "run-20260101-000000-0000a0";
+const OLD_ALONE: &str = "run-20260101-000000-0000a1";
+const OLD_IN: &str = "run-20260101-000000-0000a2";
+
 #[test]
 fn retention_keeps_a_session_while_any_of_its_runs_is_recent() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    run_in(&mut store, "old-in-session", Some(&chat()));
-    run_in(&mut store, "new-in-session", Some(&chat()));
-    run_in(&mut store, "old-alone", None);
-    age(home.path(), "old-in-session", 90);
-    age(home.path(), "old-alone", 90);
+    run_in(&mut store, OLD_IN, Some(&chat()));
+    run_in(&mut store, NEW_IN, Some(&chat()));
+    run_in(&mut store, OLD_ALONE, None);
+    age(home.path(), OLD_IN, 90);
+    age(home.path(), OLD_ALONE, 90);
     let sixty = std::time::Duration::from_secs(60 * 86_400);
     let ids = |store: &Store| -> Vec<String> {
         store
@@ -175,12 +181,30 @@ fn retention_keeps_a_session_while_any_of_its_runs_is_recent() {
             .map(|c| c.run_id)
             .collect()
     };
-    assert_eq!(ids(&store), ["old-alone"]);
-    age(home.path(), "new-in-session", 70);
+    assert_eq!(ids(&store), [OLD_ALONE]);
+    age(home.path(), NEW_IN, 70);
     let mut both = ids(&store);
     both.sort();
-    assert_eq!(both, ["new-in-session", "old-alone", "old-in-session"]);
+    assert_eq!(both, [NEW_IN, OLD_ALONE, OLD_IN]);
     let removed = store.remove_runs(&both).unwrap();
     assert_eq!(removed, 3);
     assert!(store.sessions().unwrap().is_empty());
+}
+
+#[test]
+fn a_session_bundle_with_a_run_id_that_is_no_run_id_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    run_in(&mut store, R1, Some(&chat()));
+    let bundle = store.export_session("chat-42").unwrap();
+    let sound = common::forge_session(&bundle, R1, R1);
+    // The forgery is sound: re-sealed with the same id, the checksum holds
+    // (what fails then is the tests' stand-in definition, checked last).
+    let err = SessionBundle::parse(sound.as_bytes()).unwrap_err();
+    assert!(err.contains("pinned definition"), "{err}");
+    for hostile in common::HOSTILE_RUN_IDS {
+        let text = common::forge_session(&bundle, R1, hostile);
+        let err = SessionBundle::parse(text.as_bytes()).unwrap_err();
+        assert!(err.contains("run id"), "{hostile:?}: {err}");
+    }
 }

@@ -2,9 +2,11 @@
 
 use wfhost_core::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta};
 use wfhost_core::payload::Statistics;
-use wfhost_store::{Bundle, ChainPage, Durability, Store, StoreError};
+use wfhost_store::{Bundle, ChainPage, Durability, RunId, Store, StoreError};
 
 mod common;
+#[allow(unused_imports)]
+use common::{M, Q, R, R1, R2, R3, R4};
 use common::{record, started};
 
 /// The events of one step of block `a` jumping to itself.
@@ -60,7 +62,7 @@ fn new_store() -> (tempfile::TempDir, Store) {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store
-        .create_run(&record("r1"), "{}", &started("r1"))
+        .create_run(&record(R1), "{}", &started(R1))
         .unwrap();
     (home, store)
 }
@@ -69,12 +71,12 @@ fn new_store() -> (tempfile::TempDir, Store) {
 fn appended_events_fold_and_the_log_refuses_updates() {
     let (_home, mut store) = new_store();
     {
-        let mut w = store.writer("r1", 1).unwrap();
+        let mut w = store.writer(R1, 1).unwrap();
         for n in 0..3 {
             w.append(&step(n)).unwrap();
         }
     }
-    let state = store.state("r1", 1).unwrap();
+    let state = store.state(R1, 1).unwrap();
     assert_eq!(state.steps, 3);
     assert_eq!(state.payload.len(), 3);
     assert_eq!(state.statistics.tokens_used, 3);
@@ -91,53 +93,53 @@ fn a_writer_behind_the_branch_head_is_refused() {
     let (_home, mut store) = new_store();
     let home = store.home().to_path_buf();
     let mut other = Store::open(&home, Durability::Normal).unwrap();
-    let mut stale = other.writer("r1", 1).unwrap();
-    store.writer("r1", 1).unwrap().append(&step(0)).unwrap();
+    let mut stale = other.writer(R1, 1).unwrap();
+    store.writer(R1, 1).unwrap().append(&step(0)).unwrap();
     let err = stale.append(&step(0)).unwrap_err();
     assert!(err.0.contains("extended by another process"), "{err}");
-    assert_eq!(store.state("r1", 1).unwrap().steps, 1);
+    assert_eq!(store.state(R1, 1).unwrap().steps, 1);
 }
 
 #[test]
 fn the_run_lock_is_exclusive_and_released_on_drop() {
     let (_home, store) = new_store();
-    let lock = store.lock_run("r1").unwrap();
-    assert!(store.is_running("r1"));
+    let lock = store.lock_run(&RunId::parse(R1).unwrap()).unwrap();
+    assert!(store.is_running(&RunId::parse(R1).unwrap()));
     assert!(matches!(
-        store.lock_run("r1"),
+        store.lock_run(&RunId::parse(R1).unwrap()),
         Err(StoreError::Busy { pid: Some(_), .. })
     ));
     drop(lock);
-    assert!(!store.is_running("r1"));
-    store.lock_run("r1").unwrap();
+    assert!(!store.is_running(&RunId::parse(R1).unwrap()));
+    store.lock_run(&RunId::parse(R1).unwrap()).unwrap();
 }
 
 #[test]
 fn forks_branch_off_and_chains_follow_their_ancestry() {
     let (_home, mut store) = new_store();
     {
-        let mut w = store.writer("r1", 1).unwrap();
+        let mut w = store.writer(R1, 1).unwrap();
         for n in 0..3 {
             w.append(&step(n)).unwrap();
         }
     }
-    let chain = store.chain("r1", 1).unwrap();
+    let chain = store.chain(R1, 1).unwrap();
     let after_step_0 = chain[3].snapshot.clone().unwrap();
-    let b2 = store.fork("r1", &after_step_0).unwrap();
+    let b2 = store.fork(R1, &after_step_0).unwrap();
     assert_eq!(b2, 2);
-    store.writer("r1", 2).unwrap().append(&step(1)).unwrap();
+    store.writer(R1, 2).unwrap().append(&step(1)).unwrap();
     // A fork of the fork, at its own snapshot.
-    let snap = last_snapshot(&store, "r1", 2);
-    let b3 = store.fork("r1", &snap).unwrap();
-    let chain3 = store.chain("r1", b3).unwrap();
+    let snap = last_snapshot(&store, R1, 2);
+    let b3 = store.fork(R1, &snap).unwrap();
+    let chain3 = store.chain(R1, b3).unwrap();
     assert_eq!(chain3.len(), 1 + 3 + 1 + 3 + 1);
-    assert_eq!(store.state("r1", b3).unwrap().steps, 2);
+    assert_eq!(store.state(R1, b3).unwrap().steps, 2);
     assert_eq!(
-        store.state("r1", 1).unwrap().steps,
+        store.state(R1, 1).unwrap().steps,
         3,
         "the original is intact"
     );
-    let branches = store.branches("r1").unwrap();
+    let branches = store.branches(R1).unwrap();
     assert_eq!(branches.len(), 3);
     assert_eq!(
         branches[1].forked_from.as_deref(),
@@ -152,39 +154,39 @@ fn forks_branch_off_and_chains_follow_their_ancestry() {
         (branches[0].forked_at, branches[0].forked_from_branch),
         (None, None)
     );
-    assert_eq!(store.current_branch("r1").unwrap(), 3);
+    assert_eq!(store.current_branch(R1).unwrap(), 3);
     // Not a snapshot (a block_started event has none), or another run's.
-    assert!(store.fork("r1", "sn-nope").is_err());
+    assert!(store.fork(R1, "sn-nope").is_err());
     store
-        .create_run(&record("r2"), "{}", &started("r2"))
+        .create_run(&record(R2), "{}", &started(R2))
         .unwrap();
-    let foreign = store.chain("r2", 1).unwrap()[0].snapshot.clone().unwrap();
-    let err = store.fork("r1", &foreign).unwrap_err().to_string();
-    assert!(err.contains("belongs to run r2"), "{err}");
+    let foreign = store.chain(R2, 1).unwrap()[0].snapshot.clone().unwrap();
+    let err = store.fork(R1, &foreign).unwrap_err().to_string();
+    assert!(err.contains(&format!("belongs to run {R2}")), "{err}");
 }
 
 #[test]
 fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch() {
     let (_home, mut store) = new_store();
     {
-        let mut w = store.writer("r1", 1).unwrap();
+        let mut w = store.writer(R1, 1).unwrap();
         for n in 0..4 {
             w.append(&step(n)).unwrap();
         }
     }
-    let at = store.chain("r1", 1).unwrap()[6].snapshot.clone().unwrap();
-    let b2 = store.fork("r1", &at).unwrap();
+    let at = store.chain(R1, 1).unwrap()[6].snapshot.clone().unwrap();
+    let b2 = store.fork(R1, &at).unwrap();
     {
-        let mut w = store.writer("r1", b2).unwrap();
+        let mut w = store.writer(R1, b2).unwrap();
         for n in 2..5 {
             w.append(&step(n)).unwrap();
         }
     }
     // Branch 1 goes on after the fork: its later events are not branch 2's.
-    store.writer("r1", 1).unwrap().append(&step(4)).unwrap();
+    store.writer(R1, 1).unwrap().append(&step(4)).unwrap();
     for branch in [1, b2] {
         let chain: Vec<u64> = store
-            .chain("r1", branch)
+            .chain(R1, branch)
             .unwrap()
             .iter()
             .map(|e| e.seq)
@@ -194,7 +196,7 @@ fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch() {
             let mut after = 0;
             loop {
                 let page = store
-                    .chain_page("r1", branch, ChainPage::After(after), limit)
+                    .chain_page(R1, branch, ChainPage::After(after), limit)
                     .unwrap();
                 assert!(page.len() <= limit);
                 let Some(last) = page.last() else { break };
@@ -206,7 +208,7 @@ fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch() {
             let mut before = u64::MAX;
             loop {
                 let page = store
-                    .chain_page("r1", branch, ChainPage::Before(before), limit)
+                    .chain_page(R1, branch, ChainPage::Before(before), limit)
                     .unwrap();
                 assert!(page.len() <= limit);
                 let Some(first) = page.first() else { break };
@@ -221,21 +223,21 @@ fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch() {
             );
         }
     }
-    assert!(store.chain_page("r1", 9, ChainPage::After(0), 10).is_err());
+    assert!(store.chain_page(R1, 9, ChainPage::After(0), 10).is_err());
 }
 
 #[test]
 fn a_bundle_whose_log_does_not_fold_is_refused() {
     let (_home, mut store) = new_store();
-    store.writer("r1", 1).unwrap().append(&step(0)).unwrap();
+    store.writer(R1, 1).unwrap().append(&step(0)).unwrap();
     store
-        .writer("r1", 1)
+        .writer(R1, 1)
         .unwrap()
         .append(&[Event::RunFinished {
             outcome: Outcome::Succeeded,
         }])
         .unwrap();
-    let mut bundle = store.export("r1").unwrap();
+    let mut bundle = store.export(R1).unwrap();
     // Drop a completed block and re-seal: the checksum is right, the log is not.
     bundle.events.remove(2);
     for (i, e) in bundle.events.iter_mut().enumerate() {
@@ -268,6 +270,9 @@ fn an_existing_store_opens_with_the_durability_asked_for() {
 }
 
 /// `n` steps of `a` jumping to itself, then one that opens gate `UD-1`.
+const SHORT: &str = "run-20260101-000000-00005a";
+const LONG: &str = "run-20260101-000000-00005b";
+
 fn waiting_run(store: &mut Store, id: &str, n: u64) {
     store.create_run(&record(id), "{}", &started(id)).unwrap();
     let mut w = store.writer(id, 1).unwrap();
@@ -292,8 +297,8 @@ fn waiting_run(store: &mut Store, id: &str, n: u64) {
 fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    waiting_run(&mut store, "short", 10);
-    waiting_run(&mut store, "long", 1_000);
+    waiting_run(&mut store, SHORT, 10);
+    waiting_run(&mut store, LONG, 1_000);
     let cost = |store: &Store, f: &dyn Fn(&Store)| {
         let before = store.events_decoded();
         f(store);
@@ -317,19 +322,19 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
     });
     assert!(both <= 6, "{both} events decoded for two waiting runs");
     let short = cost(&store, &|s| {
-        s.branches("short").unwrap();
+        s.branches(SHORT).unwrap();
     });
     let long = cost(&store, &|s| {
-        s.branches("long").unwrap();
+        s.branches(LONG).unwrap();
     });
     assert_eq!(short, long);
 
     // A branch forked where the gate is open waits at it too, without a
     // fold; answering on the first branch leaves the fork waiting.
-    let snapshot = last_snapshot(&store, "long", 1);
-    let b2 = store.fork("long", &snapshot).unwrap();
+    let snapshot = last_snapshot(&store, LONG, 1);
+    let b2 = store.fork(LONG, &snapshot).unwrap();
     store
-        .writer("long", 1)
+        .writer(LONG, 1)
         .unwrap()
         .append(&[Event::GateAnswered {
             gate_id: "UD-1".into(),
@@ -340,14 +345,14 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
         let gates = s.open_gates().unwrap();
         let long: Vec<u32> = gates
             .iter()
-            .filter(|g| g.run_id == "long")
+            .filter(|g| g.run_id == LONG)
             .map(|g| g.branch)
             .collect();
         assert_eq!(long, [b2]);
     });
     assert!(forked <= 8, "{forked}");
     let statuses: Vec<String> = store
-        .branches("long")
+        .branches(LONG)
         .unwrap()
         .into_iter()
         .map(|b| b.status)
@@ -363,7 +368,7 @@ fn gates_answered_in_part_or_asked_again_are_still_open() {
     use wfhost_core::questions::GateQuestion;
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    store.create_run(&record("q"), "{}", &started("q")).unwrap();
+    store.create_run(&record(Q), "{}", &started(Q)).unwrap();
     let question = |n: usize, security: bool| GateQuestion {
         id: format!("UD-{n}"),
         text: format!("question {n}?"),
@@ -380,16 +385,16 @@ fn gates_answered_in_part_or_asked_again_are_still_open() {
         gate_id: Some("UD-1".into()),
         fallback_for: None,
     };
-    store.writer("q", 1).unwrap().append(&gate).unwrap();
+    store.writer(Q, 1).unwrap().append(&gate).unwrap();
     // A new writer reads the numbering from the store: past the questions.
-    assert_eq!(store.writer("q", 1).unwrap().new_gate_id().unwrap(), "UD-3");
+    assert_eq!(store.writer(Q, 1).unwrap().new_gate_id().unwrap(), "UD-3");
     let answer = |state: &wfhost_core::state::RunState, text: &str| Event::GateAnswered {
         gate_id: "UD-1".into(),
         decision: state.parse_answer("UD-1", text).unwrap(),
     };
-    let state = store.state("q", 1).unwrap();
+    let state = store.state(Q, 1).unwrap();
     let partial = answer(&state, r#"{"2": "yes"}"#);
-    store.writer("q", 1).unwrap().append(&[partial]).unwrap();
+    store.writer(Q, 1).unwrap().append(&[partial]).unwrap();
     let gates = store.open_gates().unwrap();
     assert_eq!(gates.len(), 1, "{gates:?}");
     assert_eq!(gates[0].gate_id, "UD-1");
@@ -404,19 +409,19 @@ fn gates_answered_in_part_or_asked_again_are_still_open() {
         gates[0].prompt
     );
     // The store's prompt is the state's.
-    let state = store.state("q", 1).unwrap();
+    let state = store.state(Q, 1).unwrap();
     let wfhost_core::state::Phase::Waiting { prompt, .. } = &state.phase else {
         panic!("{:?}", state.phase)
     };
     assert_eq!(*prompt, gates[0].prompt);
-    assert_eq!(store.branches("q").unwrap()[0].status, "waiting");
+    assert_eq!(store.branches(Q).unwrap()[0].status, "waiting");
     // A deferral settles it.
     let deferred = answer(&state, "defer: later");
-    store.writer("q", 1).unwrap().append(&[deferred]).unwrap();
+    store.writer(Q, 1).unwrap().append(&[deferred]).unwrap();
     assert!(store.open_gates().unwrap().is_empty());
 
     // A mandatory gate asked again after an invalid answer.
-    store.create_run(&record("m"), "{}", &started("m")).unwrap();
+    store.create_run(&record(M), "{}", &started(M)).unwrap();
     let mut gate = step(0);
     gate[2] = Event::ActionTaken {
         step: 0,
@@ -428,7 +433,7 @@ fn gates_answered_in_part_or_asked_again_are_still_open() {
         gate_id: Some("UD-APPROVE-DESIGN".into()),
         fallback_for: None,
     };
-    let mut w = store.writer("m", 1).unwrap();
+    let mut w = store.writer(M, 1).unwrap();
     w.append(&gate).unwrap();
     w.append(&[Event::GateReasked {
         gate_id: "UD-APPROVE-DESIGN".into(),
@@ -444,9 +449,9 @@ fn gates_answered_in_part_or_asked_again_are_still_open() {
             gates[0].gate_id.as_str(),
             gates[0].prompt.as_str()
         ),
-        ("m", "UD-APPROVE-DESIGN", "Approve?")
+        (M, "UD-APPROVE-DESIGN", "Approve?")
     );
-    assert_eq!(store.branches("m").unwrap()[0].status, "waiting");
+    assert_eq!(store.branches(M).unwrap()[0].status, "waiting");
 }
 
 /// The tables of a version 1 store, as wfhost 0.1 wrote them.
@@ -467,30 +472,33 @@ PRAGMA user_version = 1;
 
 /// A version 1 store holding run `old` (one step, then a fork of branch 1
 /// at its start) and run `new`, created later.
+const OLD_V1: &str = "run-20260101-000000-0000c1";
+const NEW_V1: &str = "run-20260101-000000-0000c2";
+
 fn version_1_store(home: &std::path::Path) {
     let conn = rusqlite::Connection::open(home.join("wfhost.db")).unwrap();
     conn.execute_batch(SCHEMA_V1).unwrap();
     let hash = wfhost_core::manifest::pinning::hash_of("{}");
     conn.execute("INSERT INTO definitions VALUES (?1, 'w', '{}')", [&hash])
         .unwrap();
-    let mut events = vec![(1, 1, None, started("old"))];
+    let mut events = vec![(1, 1, None, started(OLD_V1))];
     for (i, e) in step(0).into_iter().enumerate() {
         events.push((i as u64 + 2, 1, Some(i as u64 + 1), e));
     }
     let forked = Event::Forked {
-        from_snapshot: wfhost_store::snapshot_id("old", 1),
+        from_snapshot: wfhost_store::snapshot_id(OLD_V1, 1),
     };
     events.push((5, 2, Some(1), forked));
-    for (run, created) in [("old", 10), ("new", 20)] {
+    for (run, created) in [(OLD_V1, 10), (NEW_V1, 20)] {
         conn.execute(
             "INSERT INTO runs VALUES (?1, 'w', ?2, '/nowhere/w.json', '/tmp', ?3)",
             (run, &hash, created),
         )
         .unwrap();
-        let mine: Vec<_> = if run == "old" {
+        let mine: Vec<_> = if run == OLD_V1 {
             events.clone()
         } else {
-            vec![(1, 1, None, started("new"))]
+            vec![(1, 1, None, started(NEW_V1))]
         };
         for (seq, branch, parent, event) in mine {
             let snapshot = event
@@ -523,45 +531,54 @@ fn a_version_1_store_is_upgraded_with_every_run_event_and_snapshot() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, wfhost_store::SCHEMA_VERSION);
-    let runs: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id).collect();
-    assert_eq!(runs, ["new", "old"]);
+    let runs: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id.to_string()).collect();
+    assert_eq!(runs, [NEW_V1, OLD_V1]);
+    // A row whose id is no run id (an older import did not check) is
+    // left out of listings, not a failure of the whole listing.
+    conn.execute(
+        "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at) SELECT '/tmp/x', workflow_id, workflow_hash, manifest, workspace, 5 FROM runs LIMIT 1",
+        [],
+    )
+    .unwrap();
+    assert_eq!(store.runs().unwrap().len(), 2);
+    assert!(store.run("/tmp/x").is_err());
     // The history, its branches and its snapshot ids are what they were.
-    assert_eq!(store.state("old", 1).unwrap().steps, 1);
-    let branch_2 = store.chain("old", 2).unwrap();
+    assert_eq!(store.state(OLD_V1, 1).unwrap().steps, 1);
+    let branch_2 = store.chain(OLD_V1, 2).unwrap();
     let seqs: Vec<u64> = branch_2.iter().map(|e| e.seq).collect();
     assert_eq!(seqs, [1, 5]);
     assert_eq!(
         branch_2[0].snapshot.as_deref(),
-        Some(wfhost_store::snapshot_id("old", 1).as_str())
+        Some(wfhost_store::snapshot_id(OLD_V1, 1).as_str())
     );
-    assert_eq!(store.events_after("old", 0).unwrap().len(), 5);
-    assert_eq!(store.events_after("new", 0).unwrap().len(), 1);
+    assert_eq!(store.events_after(OLD_V1, 0).unwrap().len(), 5);
+    assert_eq!(store.events_after(NEW_V1, 0).unwrap().len(), 1);
     // And the upgraded store goes on: a run extended, a snapshot forked.
-    store.writer("old", 1).unwrap().append(&step(1)).unwrap();
-    assert_eq!(store.state("old", 1).unwrap().steps, 2);
-    let snapshot = last_snapshot(&store, "old", 1);
-    assert_eq!(store.fork("old", &snapshot).unwrap(), 3);
-    assert!(store.fork("new", &snapshot).is_err());
+    store.writer(OLD_V1, 1).unwrap().append(&step(1)).unwrap();
+    assert_eq!(store.state(OLD_V1, 1).unwrap().steps, 2);
+    let snapshot = last_snapshot(&store, OLD_V1, 1);
+    assert_eq!(store.fork(OLD_V1, &snapshot).unwrap(), 3);
+    assert!(store.fork(NEW_V1, &snapshot).is_err());
     // Opening it again finds version 2 and changes nothing.
     drop(store);
     let again = Store::open(home.path(), Durability::Normal).unwrap();
-    assert_eq!(again.events_after("old", 0).unwrap().len(), 9);
+    assert_eq!(again.events_after(OLD_V1, 0).unwrap().len(), 9);
 }
 
 #[test]
 fn runs_do_not_see_each_others_events() {
     let (_home, mut store) = new_store();
     store
-        .create_run(&record("r2"), "{}", &started("r2"))
+        .create_run(&record(R2), "{}", &started(R2))
         .unwrap();
-    store.writer("r1", 1).unwrap().append(&step(0)).unwrap();
-    store.writer("r2", 1).unwrap().append(&step(0)).unwrap();
-    store.writer("r1", 1).unwrap().append(&step(1)).unwrap();
-    assert_eq!(store.events_after("r1", 0).unwrap().len(), 7);
-    assert_eq!(store.events_after("r2", 0).unwrap().len(), 4);
-    assert_eq!(store.events_page("r2", 1, 100).unwrap()[0].seq, 2);
-    assert_eq!(store.state("r1", 1).unwrap().steps, 2);
-    assert_eq!(store.current_branch("r2").unwrap(), 1);
+    store.writer(R1, 1).unwrap().append(&step(0)).unwrap();
+    store.writer(R2, 1).unwrap().append(&step(0)).unwrap();
+    store.writer(R1, 1).unwrap().append(&step(1)).unwrap();
+    assert_eq!(store.events_after(R1, 0).unwrap().len(), 7);
+    assert_eq!(store.events_after(R2, 0).unwrap().len(), 4);
+    assert_eq!(store.events_page(R2, 1, 100).unwrap()[0].seq, 2);
+    assert_eq!(store.state(R1, 1).unwrap().steps, 2);
+    assert_eq!(store.current_branch(R2).unwrap(), 1);
     assert!(store.events_after("nope", 0).unwrap().is_empty());
     assert!(store.writer("nope", 1).is_err());
 }
@@ -579,7 +596,7 @@ fn a_store_being_created_is_either_absent_or_whole_to_others() {
             let home = home.clone();
             std::thread::spawn(move || -> Result<(), String> {
                 for k in 0..5 {
-                    let id = format!("r{k}");
+                    let id = format!("run-20260101-000000-00001{k}");
                     let mut store =
                         Store::open(&home, Durability::Full).map_err(|e| e.to_string())?;
                     store
@@ -633,11 +650,32 @@ fn a_version_3_store_gains_the_job_telemetry_ack_and_session_tables() {
     let store = Store::open_existing(home.path()).unwrap();
     assert_eq!(store.last_job_telemetry().unwrap(), 0);
     assert_eq!(store.next_ack_attempt("nope", 1).unwrap(), 1);
-    assert_eq!(store.session_of("r1").unwrap(), None);
+    assert_eq!(store.session_of(R1).unwrap(), None);
     assert!(store.sessions().unwrap().is_empty());
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, wfhost_store::SCHEMA_VERSION);
+}
+
+#[test]
+fn a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored() {
+    let (_home, store) = new_store();
+    let bundle = store.export(R1).unwrap();
+    // The forgery is sound: re-sealed with the same id, the checksum holds
+    // (what fails then is the tests' stand-in definition, checked last).
+    let err = Bundle::parse(common::forge(&bundle, R1, R1).as_bytes()).unwrap_err();
+    assert!(err.contains("pinned definition"), "{err}");
+    let empty = tempfile::tempdir().unwrap();
+    let mut nothing = Store::open(empty.path(), Durability::Normal).unwrap();
+    for hostile in common::HOSTILE_RUN_IDS {
+        let text = common::forge(&bundle, R1, hostile);
+        let err = Bundle::parse(text.as_bytes()).unwrap_err();
+        assert!(err.contains("run id") && !err.contains('\n'), "{hostile:?}: {err}");
+        assert!(nothing.runs().unwrap().is_empty());
+    }
+    // Nothing of them reached a path: no lock file was made.
+    assert!(!empty.path().join("locks").exists());
+    let _ = &mut nothing;
 }

@@ -89,7 +89,7 @@ impl<E: Executor> Service<E> {
                 &state,
             )?;
             candidates.push(Candidate {
-                run_id: m.run.id.clone(),
+                run_id: m.run.id.to_string(),
                 workflow_id: m.run.workflow_id.clone(),
                 branch: latest.branch,
                 status: reply.status.clone(),
