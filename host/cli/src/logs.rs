@@ -68,7 +68,7 @@ pub fn logs(args: LogsArgs, global: &Global) -> u8 {
     };
     let mut printer = Printer {
         workspace: PathBuf::from(&run.workspace),
-        run_id: run.id.to_string(),
+        run_id: run.id.clone(),
         filter: args.block,
         style: Style::stdout(),
         current: None,
@@ -139,7 +139,7 @@ fn matches(name: &str, filter: &str) -> bool {
 
 struct Printer {
     workspace: PathBuf,
-    run_id: String,
+    run_id: wfhost_store::RunId,
     filter: Option<String>,
     style: Style,
     /// Step and `node.block` of the block started last.

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::ids::RunId;
+
 /// The most of one captured file read.
 pub const FILE_CAP: u64 = 1 << 20;
 
@@ -23,7 +25,7 @@ pub const BUNDLE_DIRS: [&str; 2] = [".output/exec", ".output/agent"];
 
 /// The bundle directories of the execution at `step` of `name` (`node.block`):
 /// `step-STEP-NAME`, then `step-STEP-NAME-2`, … for executions run again.
-pub fn bundle_dirs(workspace: &Path, run_id: &str, step: u64, name: &str) -> Vec<PathBuf> {
+pub fn bundle_dirs(workspace: &Path, run_id: &RunId, step: u64, name: &str) -> Vec<PathBuf> {
     let base = format!("step-{step}-{name}");
     let mut found = Vec::new();
     for kind in BUNDLE_DIRS {
@@ -123,7 +125,7 @@ pub struct CommandView {
 /// `run_id` in `workspace`, each read as far as it can be.
 pub fn read_bundles(
     workspace: &Path,
-    run_id: &str,
+    run_id: &RunId,
     step: u64,
     name: &str,
 ) -> Vec<Result<BundleView, String>> {
@@ -197,10 +199,14 @@ mod tests {
         assert!(read_file(dir.path(), "../secret").is_err());
     }
 
+    fn run() -> RunId {
+        RunId::parse("run-20260101-000000-000001").unwrap()
+    }
+
     #[test]
     fn a_bundle_reads_with_its_commands_output() {
         let ws = tempfile::tempdir().unwrap();
-        let dir = ws.path().join(".output/exec/run-1/step-3-main.build");
+        let dir = ws.path().join(".output/exec/run-20260101-000000-000001/step-3-main.build");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("manifest.json"),
@@ -209,10 +215,10 @@ mod tests {
         .unwrap();
         std::fs::write(dir.join("cmd-1.stdout"), "built\n").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", dir.join("cmd-1.stderr")).unwrap();
-        let found = read_bundles(ws.path(), "run-1", 3, "main.build");
+        let found = read_bundles(ws.path(), &run(), 3, "main.build");
         assert_eq!(found.len(), 1);
         let bundle = found[0].as_ref().unwrap();
-        assert_eq!(bundle.dir, ".output/exec/run-1/step-3-main.build");
+        assert_eq!(bundle.dir, ".output/exec/run-20260101-000000-000001/step-3-main.build");
         let c = &bundle.commands[0];
         assert_eq!(
             c.stdout,
@@ -225,7 +231,7 @@ mod tests {
             matches!(c.stderr, Some(Stream::Unreadable { .. })),
             "a link is not followed"
         );
-        assert!(read_bundles(ws.path(), "run-1", 3, "main.b").is_empty());
-        assert!(read_bundles(ws.path(), "run-1", 3, "../../x").is_empty());
+        assert!(read_bundles(ws.path(), &run(), 3, "main.b").is_empty());
+        assert!(read_bundles(ws.path(), &run(), 3, "../../x").is_empty());
     }
 }

@@ -184,9 +184,11 @@ fn batch_script(request: &ExecRequest, bundle: &Path, workdir: &Path) -> String 
     let b = sh_quote(&bundle.display().to_string());
     let mut s = String::new();
     s.push_str("#!/bin/sh\n");
+    // One comment line whatever the ids hold: escaped, never a second line.
     s.push_str(&format!(
         "# Written by wfhost for {} (run {}); do not edit: the bundle is immutable.\n",
-        request.meta.stage_id, request.meta.run_id
+        wfhost_core::text::escape(&request.meta.stage_id),
+        request.meta.run_id
     ));
     s.push_str(&format!("B={b}\n"));
     s.push_str("now() { date +%s%3N; }\n");
@@ -304,7 +306,10 @@ pub(crate) fn sbatch_args(
     deadline: Option<Instant>,
 ) -> Vec<String> {
     let mut args = vec![
-        format!("--job-name=wfhost:{}", request.meta.stage_id),
+        format!(
+            "--job-name=wfhost:{}",
+            wfhost_core::text::escape(&request.meta.stage_id)
+        ),
         format!(
             "--comment={COMMENT_PREFIX}{};pid={};host={}",
             request.meta.run_id,
@@ -868,6 +873,39 @@ mod tests {
             parse_comment(&format!("{AGENT_COMMENT_PREFIX}http://h:7464")),
             None
         );
+    }
+
+    #[test]
+    fn a_batch_script_comment_is_one_line_whatever_the_ids_hold() {
+        let request = ExecRequest {
+            spec: wfhost_core::exec::ExecSpec {
+                commands: vec![wfhost_core::exec::ExecCommand {
+                    argv: vec!["true".into()],
+                    cwd: None,
+                    env: vec![],
+                }],
+                allow_shell: false,
+            },
+            workdir: "/w".into(),
+            bundle_dir: "/w/b".into(),
+            env: vec![],
+            meta: crate::BundleMeta {
+                agent_id: "h".into(),
+                run_id: "run-20260101-000000-000001".parse().unwrap(),
+                stage_id: "main.x\ntouch /tmp/wfhost-pwned".into(),
+                step: 0,
+                attempt: 1,
+            },
+            deadline: None,
+            output_cap: 1,
+            stdin: None,
+        };
+        let script = batch_script(&request, &request.bundle_dir, &request.workdir);
+        let lines: Vec<&str> = script.lines().take(3).collect();
+        assert!(lines[1].starts_with("# ") && lines[1].contains(r"main.x\ntouch"), "{script}");
+        assert!(lines[2].starts_with("B="), "{script}");
+        let args = sbatch_args(&request, &request.workdir, &SlurmOptions::default(), None);
+        assert!(args.iter().all(|a| !a.contains('\n')), "{args:?}");
     }
 
     #[test]
