@@ -892,3 +892,64 @@ fn a_killed_runs_staging_copies_are_collected_by_gc() {
         "{report}"
     );
 }
+
+/// A bundle is sealed with a plain SHA-256 anyone can recompute: its run id
+/// is checked for what it is, before anything is stored or made of it.
+#[test]
+fn a_re_sealed_bundle_whose_run_id_is_a_path_or_a_script_line_is_refused() {
+    use wfhost_store::forgery::{HOSTILE_RUN_IDS, forge, forge_session};
+    let here = tempfile::tempdir().unwrap();
+    let there = tempfile::tempdir().unwrap();
+    let out = start(
+        &example("review-gate"),
+        &workspace_in(here.path()),
+        here.path(),
+        &["--session", "chat-7"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let id = only_run(here.path()).unwrap();
+    let run_bundle = here.path().join("run.json");
+    let session_bundle = here.path().join("session.json");
+    let out = wfhost(&["export", &id, "-o", run_bundle.to_str().unwrap()], here.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = wfhost(
+        &["session", "export", "chat-7", "-o", session_bundle.to_str().unwrap()],
+        here.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let run = wfhost_store::Bundle::parse(&std::fs::read(&run_bundle).unwrap()).unwrap();
+    let session =
+        wfhost_store::SessionBundle::parse(&std::fs::read(&session_bundle).unwrap()).unwrap();
+
+    // A directory whose contents an accepted id would have removed.
+    let victim = there.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("keep.txt"), "mine").unwrap();
+    let victim = victim.to_str().unwrap().to_string();
+    let mut ids: Vec<&str> = HOSTILE_RUN_IDS.to_vec();
+    ids.push(&victim);
+    let before = store_bytes(there.path());
+    for hostile in ids {
+        let forged = there.path().join("forged.json");
+        for (what, text, args) in [
+            ("run", forge(&run, &id, hostile), vec!["import"]),
+            (
+                "session",
+                forge_session(&session, &id, hostile),
+                vec!["session", "import"],
+            ),
+        ] {
+            std::fs::write(&forged, text).unwrap();
+            let mut args = args.clone();
+            args.push(forged.to_str().unwrap());
+            let out = wfhost(&args, there.path());
+            assert_eq!(out.status.code(), Some(2), "{what} {hostile:?}: {}", stderr(&out));
+            let err = stderr(&out);
+            assert!(err.contains("run id"), "{what} {hostile:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        }
+    }
+    assert_eq!(store_bytes(there.path()), before, "nothing stored");
+    assert_eq!(std::fs::read_to_string(Path::new(&victim).join("keep.txt")).unwrap(), "mine");
+    assert!(!there.path().join("home/locks").exists());
+}

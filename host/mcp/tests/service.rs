@@ -426,6 +426,17 @@ fn sessions_group_runs_find_them_and_move_between_homes() {
     assert_eq!(imported.imported.len(), 2);
     let again = there.import_session(exported.bundle.clone()).unwrap();
     assert_eq!((again.imported.len(), again.already_present.len()), (0, 2));
+    // Runs whose ids are paths or script lines, re-sealed: refused.
+    let parsed = wfhost_store::SessionBundle::from_value(exported.bundle.clone()).unwrap();
+    let victim = parsed.runs[0].run.id.to_string();
+    for hostile in wfhost_store::forgery::HOSTILE_RUN_IDS {
+        let forged = wfhost_store::forgery::forge_session(&parsed, &victim, hostile);
+        let err = there
+            .import_session(serde_json::from_str(&forged).unwrap())
+            .unwrap_err();
+        assert_eq!(err.code, "VALIDATION_ERROR", "{hostile:?}");
+        assert!(err.message.contains("run id"), "{}", err.message);
+    }
     let mut tampered = exported.bundle.clone();
     tampered["session"]["id"] = "chat-43".into();
     assert_eq!(

@@ -21,6 +21,7 @@ mod agent_capability;
 mod bindings;
 pub mod cache;
 mod capture;
+mod guest_view;
 pub mod config;
 mod host_capabilities;
 mod host_state;

@@ -29,6 +29,7 @@ use crate::bindings::types as wit;
 use crate::bindings::{ActionHandler, ActionHandlerPre, WorkerPre};
 use crate::cache::{CacheOutcome, ComponentCache};
 use crate::capture::CappedCapture;
+use crate::guest_view::GuestView;
 use crate::host_capabilities::{ExecScope, RunResources, TelemetryTarget};
 use crate::host_state::{BlockLog, HostState, MemoryCap};
 use crate::links::GuestMounts;
@@ -373,6 +374,22 @@ impl PluginSet {
 
     /// Execute one block with its worker plugin.
     pub async fn run_worker(&self, request: BlockRequest) -> BlockResult {
+        // Everything the guest reads, and the failure that later plugins
+        // read as a WORKER_ERROR segment, passes one view: in the guest's
+        // terms, without the host's paths — whichever step failed.
+        let lane = request
+            .lane
+            .as_ref()
+            .and_then(|k| crate::lanes::lane_path(k).ok());
+        let view = GuestView::new(lane.as_deref().unwrap_or(&self.workspace), &self.workspace);
+        let mut result = self.run_worker_in(request, &view).await;
+        if let Err(failure) = &mut result.outcome {
+            failure.message = view.text(&failure.message);
+        }
+        result
+    }
+
+    async fn run_worker_in(&self, request: BlockRequest, view: &GuestView) -> BlockResult {
         let name = request.worker.clone();
         let failed = |message: String| BlockResult {
             outcome: Err(BlockFailure { message }),
@@ -476,9 +493,9 @@ impl PluginSet {
         let watch = WriteWatch::new(roots, limits);
         let mut store = self.new_store(wasi, mounts, Some(watch), timeout, Some(exec));
 
-        let context = to_wit_context(&request.context);
+        let context = view.context(&request.context);
         let payload: Vec<wit::ContextSegment> =
-            request.payload.iter().map(to_wit_segment).collect();
+            request.payload.iter().map(|s| view.segment(s)).collect();
         let (call, limit_hit) = within_deadline(
             timeout,
             Some(&mut host_watch),
@@ -502,11 +519,6 @@ impl PluginSet {
         match sandbox.finish(outcome.is_ok(), &limits) {
             Ok(_) => {}
             Err(message) => outcome = Err(BlockFailure { message }),
-        }
-        // The failure reaches later plugins as a WORKER_ERROR segment: in
-        // the guest's terms, without the host's paths.
-        if let Err(failure) = &mut outcome {
-            failure.message = guest_view(&failure.message, &workspace);
         }
         BlockResult { outcome, log }
     }
@@ -746,45 +758,6 @@ fn contract_env(ctx: &BlockContext, node_id: &str) -> Vec<(String, String)> {
     ]
 }
 
-fn to_wit_segment(s: &ContextSegment) -> wit::ContextSegment {
-    wit::ContextSegment {
-        id: s.id.clone(),
-        kind: s.kind.clone(),
-        content: s.content.clone(),
-    }
-}
-
-fn to_wit_context(ctx: &BlockContext) -> wit::BlockContext {
-    wit::BlockContext {
-        workflow_id: ctx.workflow_id.clone(),
-        execution_id: ctx.execution_id.clone(),
-        node_id: ctx.node_id.clone(),
-        block_id: ctx.block_id.clone(),
-        step_index: ctx.step_index,
-        attempt: ctx.attempt,
-        previous_block_id: ctx.previous_block_id.clone(),
-        static_memory: ctx.static_memory.to_string(),
-        inherited_memory: ctx.inherited_memory.to_string(),
-        artifacts: ctx
-            .artifacts
-            .iter()
-            .map(|(block_id, content)| wit::Artifact {
-                block_id: block_id.clone(),
-                content: content.clone(),
-            })
-            .collect(),
-        config: ctx.config.to_string(),
-        inputs: match &ctx.inputs {
-            serde_json::Value::Object(_) => ctx.inputs.to_string(),
-            _ => "{}".into(),
-        },
-        file_restrictions: ctx.file_restrictions.clone(),
-        workspace_dir: GUEST_WORKSPACE.into(),
-        system_prompt: ctx.system_prompt.clone(),
-        assembled_context: ctx.assembled_context.clone(),
-    }
-}
-
 fn from_wit_ref(r: wit::BlockRef) -> BlockRef {
     BlockRef {
         node: r.node,
@@ -937,49 +910,6 @@ fn describe_trap(
     message
 }
 
-/// `message` with host paths of the workspace (as given and canonical)
-/// and of staging copies (`…/wfhost-stage-XXXX/root|dirs`) written as the
-/// guest sees them, under `/workspace`.
-fn guest_view(message: &str, workspace: &Path) -> String {
-    let mut text = message.to_string();
-    let canonical = workspace.canonicalize().ok();
-    for path in [Some(workspace.to_path_buf()), canonical]
-        .into_iter()
-        .flatten()
-    {
-        let shown = path.display().to_string();
-        if shown.len() > 1 {
-            text = text.replace(&shown, GUEST_WORKSPACE);
-        }
-    }
-    hide_staging_paths(&text)
-}
-
-fn hide_staging_paths(text: &str) -> String {
-    const MARK: &str = "wfhost-stage-";
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(MARK) {
-        // The absolute path starts after the last separator before it.
-        let start = rest[..at]
-            .rfind(|c: char| c.is_whitespace() || "`'\"(=:".contains(c))
-            .map_or(0, |i| i + 1);
-        let after = &rest[at + MARK.len()..];
-        let name_end = after.find('/').unwrap_or(after.len());
-        let mut tail = &after[name_end..];
-        for inner in ["/root", "/dirs"] {
-            if let Some(t) = tail.strip_prefix(inner) {
-                tail = t;
-            }
-        }
-        out.push_str(&rest[..start]);
-        out.push_str(GUEST_WORKSPACE);
-        rest = tail;
-    }
-    out.push_str(rest);
-    out
-}
-
 /// What made a guest stop, in words: the kind of trap, an `exit` call, or
 /// the innermost error (a string that is not UTF-8, say), never only
 /// wasmtime's "error while executing at wasm backtrace".
@@ -1041,20 +971,6 @@ fn deadline_after(timeout: Duration) -> std::time::Instant {
 #[cfg(test)]
 mod message_tests {
     use super::*;
-
-    #[test]
-    fn failures_show_guest_paths_not_host_paths() {
-        let ws = tempfile::tempdir().unwrap();
-        let host = ws.path().join("notes/a.txt").display().to_string();
-        let message = format!(
-            "cannot write `{host}`; staged (/tmp/wfhost-stage-Ab12/dirs/notes/b.txt) and /var/tmp/wfhost-stage-x/root"
-        );
-        let shown = guest_view(&message, ws.path());
-        assert_eq!(
-            shown,
-            "cannot write `/workspace/notes/a.txt`; staged (/workspace/notes/b.txt) and /workspace"
-        );
-    }
 
     #[test]
     fn trap_causes_are_named() {

@@ -339,7 +339,7 @@ pub async fn gates(State(app): State<AppState>) -> Result<Json<Value>, ApiError>
 /// null for other runs.
 fn stage_statuses(
     home: &std::path::Path,
-    run_id: &str,
+    run_id: &wfhost_store::RunId,
     state: &wfhost_core::state::RunState,
 ) -> Value {
     use wfhost_core::manifest::stage_graph::{StageInfo, stage_statuses};

@@ -95,7 +95,7 @@ fn accepted(run_id: &str, launched: Launched, extra: Value) -> (StatusCode, Json
 fn workflow_of(
     body: &StartBody,
     given: &std::path::Path,
-    run_id: &str,
+    run_id: &RunId,
 ) -> Result<(String, String), ApiError> {
     let workspace = |fallback: Option<&String>| -> Result<String, ApiError> {
         let (pointer, ws) = match (&body.workspace, fallback) {

@@ -603,6 +603,16 @@ fn a_run_exported_from_one_server_imports_into_another_once() {
     );
     let (status, err) = post(target.addr, "/v1/runs/import", b"{\"format\": ");
     assert_eq!(status, 400, "{err}");
+    // A bundle re-sealed with a run id that is a path or a script line is
+    // refused: ids become file names.
+    let parsed = wfhost_store::Bundle::parse(&serde_json::to_vec(&bundle).unwrap()).unwrap();
+    for hostile in wfhost_store::forgery::HOSTILE_RUN_IDS {
+        let forged = wfhost_store::forgery::forge(&parsed, "run-20260101-000000-000a09", hostile);
+        let (status, err) = post(target.addr, "/v1/runs/import", forged.as_bytes());
+        assert_eq!(status, 400, "{hostile:?}: {err}");
+        assert!(err["message"].as_str().unwrap().contains("run id"), "{err}");
+    }
+    assert!(!there.path().join("locks").exists());
     let (status, _) = get(target.addr, "/v1/runs/run-20260101-000000-000a09");
     assert_eq!(status, 404);
 

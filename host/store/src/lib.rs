@@ -45,6 +45,8 @@ pub use cancel::{CANCELLED, CancelError};
 pub use config::{CONFIG_FILE, DEFAULT_RETENTION, HomeConfig};
 pub use error::StoreError;
 pub use gc::GcCandidate;
+#[doc(hidden)]
+pub mod forgery;
 pub use ids::{RunId, is_run_id, new_run_id, snapshot_id};
 pub use job_telemetry::{JobTelemetry, TelemetryCaps, TelemetryTaken};
 pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
