@@ -195,6 +195,16 @@ fn runs_started_answered_and_forked_over_the_api_are_the_clis_runs() {
             .contains("changes-requested"),
         "{err}"
     );
+    // An answer that looks like an option is an answer, never an option of
+    // the command that records it: refused as an answer, nothing recorded.
+    for answer in ["--help", "--version", "-q"] {
+        let (status, err) = gate("UD-1", answer);
+        assert_eq!(status, 400, "{answer}: {err}");
+        assert!(
+            err["message"].as_str().unwrap().contains("changes-requested"),
+            "{answer}: {err}"
+        );
+    }
     let (status, answered) = gate("UD-1", "approved");
     assert_eq!(status, 202, "{answered}");
     let run = await_status(&served.addr, &id, "succeeded");
@@ -317,7 +327,7 @@ fn a_run_killed_mid_way_is_resumed_over_the_api_to_its_end() {
     await_status(&served.addr, &id, "running");
     // SIGKILL the run's process (its command line names the run).
     let killed = Command::new("pkill")
-        .args(["-KILL", "-f", &format!("run-id {id}")])
+        .args(["-KILL", "-f", "--", &format!("--run-id={id}")])
         .status()
         .unwrap();
     assert!(killed.success(), "no process ran {id}");

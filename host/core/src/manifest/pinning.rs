@@ -50,8 +50,39 @@ impl PinnedDefinition {
                 "the pinned definition does not match its hash (expected {expected_hash}, found {actual})"
             ));
         }
-        serde_json::from_str(json).map_err(|e| format!("the pinned definition does not parse: {e}"))
+        let workflow: Workflow = serde_json::from_str(json)
+            .map_err(|e| format!("the pinned definition does not parse: {e}"))?;
+        names_are_ids(&workflow)?;
+        Ok(workflow)
     }
+}
+
+/// Node, block and lane names become directory names, environment values
+/// and script text: a pinned definition (which may come from a bundle)
+/// holds only names of the manifest's grammar, whoever wrote it.
+fn names_are_ids(workflow: &Workflow) -> Result<(), String> {
+    let bad = |what: &str, name: &str| {
+        Err(format!(
+            "the pinned definition has a {what} named `{}`, which is not a {what} name (letters, digits, `_` and `-`)",
+            crate::text::escape(name)
+        ))
+    };
+    for (node_id, node) in &workflow.nodes {
+        if !super::is_valid_id(node_id) {
+            return bad("node", node_id);
+        }
+        for (block_id, block) in &node.blocks {
+            if !super::is_valid_id(block_id) {
+                return bad("block", block_id);
+            }
+            for lane in block.parallel.iter().flat_map(|p| p.lanes.keys()) {
+                if !super::is_valid_id(lane) {
+                    return bad("lane", lane);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `sha256:<hex>` of `text`.
@@ -120,6 +151,22 @@ mod tests {
 
     const A: &str = r#"{"id": "w", "start_node": "n", "plugins": {"p": {"path": "p.wasm"}},
         "nodes": {"n": {"entry_block": "b", "blocks": {"b": {"worker": "p"}}}}}"#;
+
+    #[test]
+    fn a_pinned_definition_whose_names_are_not_ids_is_refused() {
+        let pin = PinnedDefinition::of(&loaded(A));
+        assert!(PinnedDefinition::parse(&pin.json, &pin.hash).is_ok());
+        for (from, to) in [
+            ("\"b\":{", "\"../../b\":{"),
+            ("\"n\":{", "\"n\\ntouch x\":{"),
+        ] {
+            let json = pin.json.replacen(from, to, 1);
+            assert_ne!(json, pin.json, "{from}");
+            let err = PinnedDefinition::parse(&json, &hash_of(&json)).unwrap_err();
+            assert!(err.contains("not a"), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
+    }
 
     #[test]
     fn formatting_and_key_order_do_not_change_the_hash() {
