@@ -275,3 +275,117 @@ fn every_protocol_version_from_2025_03_26_is_negotiated_in_its_own_lifecycle() {
         answers[&2]
     );
 }
+
+/// Every line a client sends is answered: a line that is not JSON, one
+/// nested too deep, one too long, JSON that is not a request each get
+/// JSON-RPC's error with a null id, and the server goes on to answer the
+/// requests after them.
+#[test]
+fn every_line_is_answered_and_the_server_goes_on() {
+    use serde_json::{Value, json};
+    use std::io::{BufRead, Write};
+    use std::sync::mpsc;
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = super::workspace_in(scratch.path());
+    let mut child = super::command(scratch.path())
+        .args(["mcp", "--workflows"])
+        .arg(repo().join("examples/mcp/workflows"))
+        .arg("--workspace")
+        .arg(&ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // Answers are awaited with a deadline: a line left unanswered fails
+    // the test instead of hanging it.
+    let (tx, answers) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| -> Value {
+        let line = answers
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no answer to {what}"));
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"))
+    };
+    let mut send = |line: &[u8]| {
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let too_long = vec![b'x'; 16 * 1024 * 1024 + 1];
+    let deep = "[".repeat(10_000);
+    for (what, line, code, says) in [
+        ("garbage", &b"this is not json {"[..], -32700, "not JSON"),
+        (
+            "10,000 nested [",
+            deep.as_bytes(),
+            -32700,
+            "deeper than 127 levels",
+        ),
+        (
+            "a 16 MiB + 1 line",
+            &too_long,
+            -32700,
+            "longer than 16777216 bytes",
+        ),
+        ("a JSON array", b"[1, 2, 3]", -32600, "not an array"),
+        ("a JSON number", b"42", -32600, "not a number"),
+        (
+            "an object that is no request",
+            br#"{"hello": "world"}"#,
+            -32600,
+            "Invalid Request",
+        ),
+    ] {
+        send(line);
+        let answer = next(what);
+        assert_eq!(answer["jsonrpc"], "2.0", "{what}: {answer}");
+        assert!(
+            answer.as_object().unwrap().get("id") == Some(&Value::Null),
+            "{what}: {answer}"
+        );
+        assert_eq!(answer["error"]["code"], code, "{what}: {answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{what}: {message}");
+    }
+    // Then a normal session.
+    let client = json!({"name": "e2e", "version": "1"});
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}})
+        .to_string()
+        .as_bytes(),
+    );
+    let init = next("initialize");
+    assert_eq!(init["id"], 1, "{init}");
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    send(br#"{"jsonrpc": "2.0", "method": "notifications/initialized"}"#);
+    // Bad lines in the middle of a session are answered too.
+    send(b"}{");
+    let bad = next("}{ in the session");
+    assert_eq!(
+        (bad["id"].clone(), bad["error"]["code"].clone()),
+        (Value::Null, json!(-32700))
+    );
+    send(br#"{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}"#);
+    let tools = next("tools/list");
+    assert_eq!(tools["id"], 2, "{tools}");
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "workflow_list")),
+        "{tools}"
+    );
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+}

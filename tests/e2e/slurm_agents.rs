@@ -387,7 +387,40 @@ fn a_refused_submission_and_bad_requests_are_errors() {
         ),
         (
             vec!["--slurm", "2", "--sbatch-arg=--array=0-9"],
-            "wfhost sets --array itself",
+            "--sbatch-arg: `--array=0-9` is sbatch's --array, which wfhost sets itself: it is --slurm N",
+        ),
+        // Every spelling sbatch reads as a reserved option.
+        (
+            vec!["--slurm", "2", "--sbatch-arg=--arr=0-2"],
+            "`--arr=0-2` is sbatch's --array",
+        ),
+        (
+            vec!["--slurm", "2", "--sbatch-arg=-a", "--sbatch-arg=0-2"],
+            "`-a 0-2` is sbatch's --array",
+        ),
+        (
+            vec!["--slurm", "2", "--sbatch-arg=-a0-2"],
+            "`-a0-2` is sbatch's --array",
+        ),
+        (
+            vec!["--slurm", "2", "--sbatch-arg=-Ha", "--sbatch-arg=0-2"],
+            "`-Ha 0-2` holds -a, sbatch's --array",
+        ),
+        (
+            vec!["--slurm", "2", "--sbatch-arg=--out=/tmp/x"],
+            "`--out=/tmp/x` is sbatch's --output, which wfhost sets itself: use --log-dir",
+        ),
+        (
+            vec!["--slurm", "2", "--sbatch-arg=--comm=x"],
+            "`--comm=x` is sbatch's --comment",
+        ),
+        (
+            vec!["--slurm", "2", "--sbatch-arg=--job-n=x"],
+            "`--job-n=x` is sbatch's --job-name",
+        ),
+        (
+            vec!["--slurm", "2", "--sbatch-arg=--co=x"],
+            "`--co=x` is ambiguous",
         ),
         (
             vec!["--slurm", "2", "--name-prefix", "a b"],

@@ -189,3 +189,88 @@ fn strict_validation_fails_on_a_signal_no_worker_emits() {
         "{err}"
     );
 }
+
+/// sbatch options wfhost sets itself are refused in a Slurm executor's
+/// `extra_args` however sbatch would read them (a prefix, the short form,
+/// a bundle), by `validate` and by `run` before the run starts, each with
+/// the word's JSON pointer; ordinary options pass.
+#[test]
+fn reserved_sbatch_options_are_refused_in_every_spelling() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wf.json");
+    let manifest = |extra_args: &[&str]| {
+        serde_json::json!({"id": "w", "start_node": "main",
+        "plugins": {"exec": {"grants": ["exec"]}},
+        "nodes": {"main": {"entry_block": "build", "blocks": {"build": {
+            "worker": "exec",
+            "config": {"commands": [{"argv": ["true"]}],
+                "executor": {"slurm": {"partition": "debug", "extra_args": extra_args}}},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                            {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]
+        }}}}})
+        .to_string()
+    };
+    let at = "/nodes/main/blocks/build/config/executor/slurm/extra_args";
+    for (args, says) in [
+        (
+            &["--arr=0-2"][..],
+            format!("{at}/0: `--arr=0-2` is sbatch's --array, which wfhost sets itself"),
+        ),
+        (
+            &["--mem=1G", "-a", "0-2"],
+            format!("{at}/1: `-a 0-2` is sbatch's --array"),
+        ),
+        (&["-a0-2"], format!("{at}/0: `-a0-2` is sbatch's --array")),
+        (
+            &["--out=x"],
+            format!("{at}/0: `--out=x` is sbatch's --output"),
+        ),
+        (
+            &["--comm=x"],
+            format!("{at}/0: `--comm=x` is sbatch's --comment"),
+        ),
+        (
+            &["--chd=/"],
+            format!("{at}/0: `--chd=/` is sbatch's --chdir"),
+        ),
+        (
+            &["--job-n=x"],
+            format!("{at}/0: `--job-n=x` is sbatch's --job-name"),
+        ),
+        (
+            &["-Ha", "0-2"],
+            format!("{at}/0: `-Ha 0-2` holds -a, sbatch's --array"),
+        ),
+        (&["--co=x"], format!("{at}/0: `--co=x` is ambiguous")),
+        (
+            &["--time", "5", "job.sh"],
+            format!("{at}/2: `job.sh` is not an option"),
+        ),
+    ] {
+        std::fs::write(&path, manifest(args)).unwrap();
+        let out = wfhost(&["validate", path.to_str().unwrap()], dir.path());
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains(&says), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    // `run` refuses it before the run starts: no run is recorded.
+    std::fs::write(&path, manifest(&["--arr=0-2"])).unwrap();
+    let ws = super::workspace_in(dir.path());
+    let out = run_workflow(&path, &ws, dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(&format!("{at}/0: `--arr=0-2` is sbatch's --array")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).trim().is_empty(), "{}", stdout(&out));
+    // Ordinary options pass.
+    std::fs::write(
+        &path,
+        manifest(&["--mem=1G", "--time", "5", "-c", "2", "--partition", "debug"]),
+    )
+    .unwrap();
+    let out = wfhost(&["validate", path.to_str().unwrap()], dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

@@ -125,7 +125,7 @@ pub fn mcp(args: McpArgs, global: &Global) -> u8 {
     };
     let served = tokio.block_on(async {
         let out = tokio::fs::File::from_std(std::fs::File::from(protocol));
-        wfhost_mcp::server::serve(service, (tokio::io::stdin(), out)).await
+        wfhost_mcp::server::serve(service, tokio::io::stdin(), out).await
     });
     tokio.shutdown_background();
     match served {

@@ -85,6 +85,10 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    if let Err(errors) = crate::validate::slurm_options(&workflow) {
+        report_error(errors);
+        return exit::BAD_INPUT;
+    }
     let inputs = match crate::inputs::read(&workflow.workflow, args.input.as_deref(), &args.set) {
         Ok(inputs) => inputs,
         Err(e) => {

@@ -28,6 +28,10 @@ pub fn validate(args: ValidateArgs) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    if let Err(errors) = slurm_options(&workflow) {
+        report_error(errors);
+        return exit::BAD_INPUT;
+    }
     // Loading the plugins checks that each is a component of the right
     // world importing only what it is granted. Nothing runs.
     let runtime = match start_runtime(args.cache_dir, false, wfhost_exec::Executor::Local) {
@@ -95,4 +99,99 @@ pub fn signal_warnings(
             .and_then(|l| l.declared_signals.clone())
     };
     wfhost_core::manifest::signals::warnings(wf, &declared)
+}
+
+/// The Slurm options of the built-in `exec` worker's blocks and lanes
+/// (`config.executor.slurm`), checked as the Slurm executor checks them
+/// before `sbatch` ([`wfhost_exec::SlurmOptions::check`]), so that
+/// `validate` refuses them and `run` does not start a run that would fail
+/// there. A list with an input placeholder (`{{inputs.…}}`) is left to
+/// the executor, which sees it expanded. A config the plugin cannot read
+/// is left to the plugin, which says why.
+pub fn slurm_options(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::ManifestErrors> {
+    let wf = &workflow.workflow;
+    let builtin_exec = wf
+        .plugins
+        .get("exec")
+        .is_none_or(|p| p.path.is_none() && p.reference.is_none());
+    if !builtin_exec {
+        return Ok(());
+    }
+    let mut errors = Vec::new();
+    for (node_id, node) in &wf.nodes {
+        for (block_id, block) in &node.blocks {
+            if block.worker != "exec" {
+                continue;
+            }
+            let mut configs = vec![(vec![], &block.config)];
+            if let Some(group) = &block.parallel {
+                for (lane, spec) in &group.lanes {
+                    configs.push((
+                        vec!["parallel", "lanes", lane.as_str(), "config"],
+                        &spec.config,
+                    ));
+                }
+            }
+            for (mut at, config) in configs {
+                let Some(slurm) = config.pointer("/executor/slurm") else {
+                    continue;
+                };
+                let Some(options) = slurm_config(slurm) else {
+                    continue;
+                };
+                if wf.inputs.is_some() && options.extra_args.iter().any(|a| a.contains("{{")) {
+                    continue;
+                }
+                if let Err(e) = options.check() {
+                    if at.is_empty() {
+                        at.push("config");
+                    }
+                    let index = e.index.map(|i| i.to_string());
+                    let mut parts = vec!["nodes", node_id.as_str(), "blocks", block_id.as_str()];
+                    parts.extend(at);
+                    parts.extend(["executor", "slurm", e.field]);
+                    parts.extend(index.as_deref());
+                    errors.push(manifest::ManifestError {
+                        file: workflow.file.clone(),
+                        location: Some(pointer(&parts)),
+                        message: e.message,
+                    });
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(manifest::ManifestErrors(errors))
+    }
+}
+
+/// The options of an `executor.slurm` object, or None when the plugin
+/// would not read them.
+fn slurm_config(value: &serde_json::Value) -> Option<wfhost_exec::SlurmOptions> {
+    #[derive(serde::Deserialize)]
+    struct Slurm {
+        #[serde(default)]
+        partition: Option<String>,
+        #[serde(default)]
+        time_limit: Option<String>,
+        #[serde(default)]
+        extra_args: Vec<String>,
+    }
+    let slurm: Slurm = serde::Deserialize::deserialize(value).ok()?;
+    Some(wfhost_exec::SlurmOptions {
+        partition: slurm.partition,
+        time_limit: slurm.time_limit,
+        extra_args: slurm.extra_args,
+        ..Default::default()
+    })
+}
+
+/// A JSON pointer of `parts`.
+fn pointer(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
+        .collect()
 }

@@ -306,16 +306,31 @@ async fn bad_input_fails_clearly_and_leaves_nothing_behind() {
         Err(ExecError::Refused(v)) => assert_eq!(v.rule, "no-shell"),
         other => panic!("{other:?}"),
     }
-    let reserved = SlurmOptions {
-        extra_args: vec!["--output=/tmp/elsewhere".into()],
-        ..debug()
-    };
-    assert!(matches!(
-        slurm
+    // Options wfhost sets itself, in every spelling sbatch reads: refused
+    // before sbatch is asked (a job array would run the block 3 times).
+    for (args, says) in [
+        (&["--output=/tmp/elsewhere"][..], "is sbatch's --output"),
+        (&["--arr=0-2"], "`--arr=0-2` is sbatch's --array"),
+        (&["-a", "0-2"], "`-a 0-2` is sbatch's --array"),
+        (&["-a0-2"], "`-a0-2` is sbatch's --array"),
+        (&["-Ha", "0-2"], "`-Ha 0-2` holds -a, sbatch's --array"),
+        (&["--out=x"], "`--out=x` is sbatch's --output"),
+        (&["--comm=x"], "`--comm=x` is sbatch's --comment"),
+        (&["--chd=/"], "`--chd=/` is sbatch's --chdir"),
+        (&["--job-n=x"], "`--job-n=x` is sbatch's --job-name"),
+    ] {
+        let reserved = SlurmOptions {
+            extra_args: args.iter().map(|a| a.to_string()).collect(),
+            ..debug()
+        };
+        match slurm
             .run(&request(dir.path(), "r", vec![cmd(&["true"])]), &reserved)
-            .await,
-        Err(ExecError::Invalid(_))
-    ));
+            .await
+        {
+            Err(ExecError::Invalid(m)) => assert!(m.contains(says), "{args:?}: {m}"),
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
     assert!(
         !dir.path().join(".output/exec").exists()
             || std::fs::read_dir(dir.path().join(".output/exec"))

@@ -7,3 +7,4 @@ pub mod server;
 pub mod service;
 pub mod session;
 pub mod token;
+pub mod transport;

@@ -646,13 +646,18 @@ impl<E: Executor> ServerHandler for McpServer<E> {
     }
 }
 
-/// Serve `service` over `transport` until the client goes.
-pub async fn serve<E, T, A>(service: Arc<Service<E>>, transport: T) -> Result<(), String>
+/// Serve `service` on `read` and `write` (stdin and stdout), one JSON-RPC
+/// message a line, until the client goes. Every line is answered, one
+/// that is not a message too ([`crate::transport`]). Call it inside a
+/// tokio runtime.
+pub async fn serve<E, R, W>(service: Arc<Service<E>>, read: R, write: W) -> Result<(), String>
 where
     E: Executor,
-    T: rmcp::transport::IntoTransport<RoleServer, std::io::Error, A> + Send + 'static,
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     use rmcp::ServiceExt;
+    let transport = crate::transport::LineTransport::new(read, write);
     let running = McpServer::new(service)
         .serve(transport)
         .await

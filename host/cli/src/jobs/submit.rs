@@ -97,23 +97,19 @@ const MAX_PREFIX: usize = 40;
 const SBATCH_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The `sbatch` options wfhost sets itself (or that would break the
-/// submission), long and short forms.
+/// submission), by sbatch's long name, each with the reason: refused in
+/// every spelling sbatch reads (a prefix, the short form, a bundle; see
+/// [`wfhost_exec::slurm::options`]).
 const RESERVED: &[(&str, &str)] = &[
-    ("--array", "it is --slurm N"),
-    ("-a", "it is --slurm N"),
-    ("--job-name", "the job is `wfhost-agent`"),
-    ("-J", "the job is `wfhost-agent`"),
-    ("--comment", "it marks the job as wfhost's agents"),
-    ("--output", "use --log-dir"),
-    ("-o", "use --log-dir"),
-    ("--partition", "use --partition"),
-    ("-p", "use --partition"),
-    ("--time", "use --time"),
-    ("-t", "use --time"),
-    ("--parsable", "wfhost reads the job id itself"),
-    ("--wrap", "the script is wfhost's"),
-    ("--wait", "the agents run until they are cancelled"),
-    ("-W", "the agents run until they are cancelled"),
+    ("array", "it is --slurm N"),
+    ("job-name", "the job is `wfhost-agent`"),
+    ("comment", "it marks the job as wfhost's agents"),
+    ("output", "use --log-dir"),
+    ("partition", "use --partition"),
+    ("time", "use --time"),
+    ("parsable", "wfhost reads the job id itself"),
+    ("wrap", "the script is wfhost's"),
+    ("wait", "the agents run until they are cancelled"),
 ];
 
 /// Everything the batch script is made of, checked.
@@ -237,9 +233,7 @@ fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
             check_value(flag, v).map_err(bad)?;
         }
     }
-    for arg in &args.sbatch_args {
-        check_sbatch_arg(arg).map_err(bad)?;
-    }
+    check_sbatch_args(&args.sbatch_args).map_err(bad)?;
     let exe = std::env::current_exe()
         .map_err(|e| bad(format!("cannot tell which wfhost executable this is: {e}")))?;
     let exe = utf8("the wfhost executable", &exe).map_err(bad)?;
@@ -312,31 +306,18 @@ fn check_value(flag: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn check_sbatch_arg(arg: &str) -> Result<(), String> {
-    if !arg.starts_with('-') {
-        return Err(format!(
-            "--sbatch-arg {}: an sbatch option, e.g. --sbatch-arg=--account=lab",
-            arg.escape_debug()
-        ));
-    }
-    if arg.chars().any(char::is_control) {
+/// The `--sbatch-arg`s, one `#SBATCH` line each: sbatch reads the words
+/// of all the lines as one list of options, as it reads a command line.
+fn check_sbatch_args(args: &[String]) -> Result<(), String> {
+    if let Some(arg) = args.iter().find(|a| a.chars().any(char::is_control)) {
         return Err(format!(
             "--sbatch-arg {}: control characters cannot go into the script",
             arg.escape_debug()
         ));
     }
-    let name = arg.split_once('=').map_or(arg, |(n, _)| n);
-    let reserved = RESERVED.iter().find(|(option, _)| {
-        *option == name
-            // `-ofile`: a short option with its value attached.
-            || (option.len() == 2 && !option.starts_with("--") && arg.starts_with(option))
-    });
-    match reserved {
-        Some((option, why)) => Err(format!(
-            "--sbatch-arg {arg}: wfhost sets {option} itself ({why})"
-        )),
-        None => Ok(()),
-    }
+    wfhost_exec::slurm::options::check(args, RESERVED)
+        .map(|_| ())
+        .map_err(|e| format!("--sbatch-arg: {e}"))
 }
 
 fn utf8(what: &str, path: &Path) -> Result<String, String> {
@@ -642,37 +623,69 @@ mod tests {
     }
 
     #[test]
-    fn options_wfhost_sets_are_refused_in_sbatch_args() {
-        for arg in [
-            "--array=0-3",
-            "-a",
-            "--job-name=x",
-            "-Jx",
-            "--comment=x",
-            "--output=/tmp/x",
-            "-o/tmp/x",
-            "--partition=x",
-            "-p",
-            "--time=5",
-            "--parsable",
-            "--wrap=true",
-            "--wait",
+    fn options_wfhost_sets_are_refused_in_sbatch_args_in_every_spelling() {
+        let check = |args: &[&str]| {
+            check_sbatch_args(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        };
+        for (args, says) in [
+            (
+                &["--array=0-3"][..],
+                "`--array=0-3` is sbatch's --array, which wfhost sets itself: it is --slurm N",
+            ),
+            (&["--arr=0-2"], "`--arr=0-2` is sbatch's --array"),
+            (&["-a", "0-2"], "`-a 0-2` is sbatch's --array"),
+            (&["-a0-2"], "`-a0-2` is sbatch's --array"),
+            (&["-Ha", "0-2"], "`-Ha 0-2` holds -a, sbatch's --array"),
+            (&["-a"], "`-a` needs a value"),
+            (&["--job-name=x"], "sbatch's --job-name"),
+            (&["--job-n=x"], "`--job-n=x` is sbatch's --job-name"),
+            (&["-Jx"], "sbatch's --job-name"),
+            (&["--comment=x"], "sbatch's --comment"),
+            (
+                &["--comm=x"],
+                "`--comm=x` is sbatch's --comment, which wfhost sets itself: it marks the job as wfhost's agents",
+            ),
+            (&["--output=/tmp/x"], "sbatch's --output"),
+            (
+                &["--out=/tmp/x"],
+                "`--out=/tmp/x` is sbatch's --output, which wfhost sets itself: use --log-dir",
+            ),
+            (&["-o/tmp/x"], "sbatch's --output"),
+            (&["--partition=x"], "use --partition"),
+            (&["--part=x"], "use --partition"),
+            (&["-p", "x"], "use --partition"),
+            (&["--time=5"], "use --time"),
+            (&["-t5"], "use --time"),
+            // --time's prefixes are --time-min's too.
+            (&["--ti=5"], "ambiguous"),
+            (&["--parsable"], "sbatch's --parsable"),
+            (&["--wrap=true"], "sbatch's --wrap"),
+            (&["--wait"], "sbatch's --wait"),
+            (&["-W"], "sbatch's --wait"),
+            (&["--co=x"], "ambiguous"),
+            (&["--no-such"], "not an option of sbatch"),
+            (&["account=lab"], "`account=lab` is not an option"),
         ] {
-            assert!(check_sbatch_arg(arg).is_err(), "{arg}");
+            match check(args) {
+                Ok(()) => panic!("{args:?} accepted"),
+                Err(e) => {
+                    assert!(e.starts_with("--sbatch-arg: "), "{args:?}: {e}");
+                    assert!(e.contains(says), "{args:?}: {e}");
+                }
+            }
         }
-        for arg in [
-            "--account=lab",
-            "--mem=4G",
-            "--hold",
-            "--export=ALL",
-            "-N1",
-            "--gres=gpu:1",
+        for args in [
+            &["--account=lab"][..],
+            &["--mem=4G", "--hold", "--export=ALL", "-N1", "--gres=gpu:1"],
+            &["--mem=1G", "-c", "2", "--account", "lab"],
+            // --chdir is the agents' to choose; --comment is the value
+            // of --account there.
+            &["--chd=/tmp"],
+            &["--account", "--comment=x"],
         ] {
-            assert!(check_sbatch_arg(arg).is_ok(), "{arg}");
+            assert!(check(args).is_ok(), "{args:?}: {:?}", check(args));
         }
-        assert!(check_sbatch_arg("account=lab").is_err());
-        assert!(check_sbatch_arg("--comment2").is_ok());
-        assert!(check_sbatch_arg("--mem=1G\n#SBATCH --x").is_err());
+        assert!(check(&["--mem=1G\n#SBATCH --x"]).is_err());
     }
 
     #[test]

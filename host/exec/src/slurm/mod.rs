@@ -33,6 +33,7 @@ use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, unix_ms};
 
 pub mod array;
 pub mod board;
+pub mod options;
 
 use board::{JobBoard, JobEnd};
 
@@ -53,8 +54,10 @@ pub struct SlurmOptions {
     pub time_limit: Option<String>,
     pub cpus_per_task: Option<u32>,
     pub mem_mb: Option<u64>,
-    /// More `sbatch` options, e.g. `--account=x`. Options that would break
-    /// the bundle layout (`--output`, `--wrap`, …) are refused.
+    /// More `sbatch` options, e.g. `--account=x`, read as sbatch reads
+    /// them ([`options`]): the options wfhost sets itself ([`RESERVED`]:
+    /// `--output`, `--array`, …) are refused in every spelling, as are
+    /// words sbatch would not take for options.
     pub extra_args: Vec<String>,
 }
 
@@ -119,57 +122,94 @@ pub struct SlurmInfo {
     pub job_log: String,
 }
 
-/// Options that `extra_args` may not set: the host owns them.
-const RESERVED: &[&str] = &[
-    "--wrap",
-    "--output",
-    "-o",
-    "--error",
-    "-e",
-    "--chdir",
-    "-D",
-    "--parsable",
-    "--job-name",
-    "-J",
-    "--comment",
-    "--wait",
-    "-W",
-    "--array",
-    "-a",
+/// The `sbatch` options `extra_args` may not set, by sbatch's long name
+/// (refused in every spelling sbatch reads: a prefix, the short form, a
+/// bundle; see [`options`]), each with why the host owns it.
+pub const RESERVED: &[(&str, &str)] = &[
+    (
+        "array",
+        "a block is one job (a parallel block's lanes go as one job array by themselves)",
+    ),
+    ("chdir", "the job runs in the block's working directory"),
+    (
+        "cluster",
+        "wfhost watches, cancels and cleans up its jobs on this cluster",
+    ),
+    (
+        "clusters",
+        "wfhost watches, cancels and cleans up its jobs on this cluster",
+    ),
+    ("comment", "it marks the job as the run's, for `wfhost gc`"),
+    (
+        "error",
+        "Slurm's own output goes to the bundle's slurm/job.log",
+    ),
+    ("job-name", "the job is named wfhost:<stage>"),
+    (
+        "output",
+        "Slurm's own output goes to the bundle's slurm/job.log",
+    ),
+    ("parsable", "wfhost reads the job id itself"),
+    ("wait", "wfhost waits for the job itself"),
+    ("wrap", "the batch script is wfhost's"),
 ];
 
+/// A Slurm option of a block that wfhost refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidOption {
+    /// The option's field: `extra_args`, `partition`, `time_limit`.
+    pub field: &'static str,
+    /// The word of `extra_args` it is about.
+    pub index: Option<usize>,
+    pub message: String,
+}
+
+impl std::fmt::Display for InvalidOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "slurm {}: {}", self.field, self.message)
+    }
+}
+
+impl SlurmOptions {
+    /// Check the options as `sbatch` will read them: `extra_args` as
+    /// sbatch's getopt_long reads them, none of them one of [`RESERVED`]
+    /// however it is written; `partition` and `time_limit` values, not
+    /// options.
+    pub fn check(&self) -> Result<(), InvalidOption> {
+        if let Some(index) = self.extra_args.iter().position(|a| a.contains('\0')) {
+            return Err(InvalidOption {
+                field: "extra_args",
+                index: Some(index),
+                message: "an argument contains a NUL byte".into(),
+            });
+        }
+        options::check(&self.extra_args, RESERVED).map_err(|e| InvalidOption {
+            field: "extra_args",
+            index: Some(e.index),
+            message: e.message,
+        })?;
+        for (field, value) in [
+            ("partition", &self.partition),
+            ("time_limit", &self.time_limit),
+        ] {
+            if let Some(v) = value
+                && (v.is_empty() || v.contains(['\0', '\n']) || v.starts_with('-'))
+            {
+                return Err(InvalidOption {
+                    field,
+                    index: None,
+                    message: format!("`{}` is not a valid value", v.escape_debug()),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 fn check_options(options: &SlurmOptions) -> Result<(), ExecError> {
-    for arg in &options.extra_args {
-        let name = arg.split_once('=').map_or(arg.as_str(), |(n, _)| n);
-        if RESERVED.contains(&name)
-            || RESERVED
-                .iter()
-                .any(|r| r.len() == 2 && arg.starts_with(r) && arg.len() > 2)
-        {
-            return Err(ExecError::Invalid(format!(
-                "slurm extra_args: `{arg}` is set by wfhost itself and cannot be overridden"
-            )));
-        }
-        if arg.contains('\0') {
-            return Err(ExecError::Invalid(
-                "slurm extra_args: an argument contains a NUL byte".into(),
-            ));
-        }
-    }
-    for (field, value) in [
-        ("partition", &options.partition),
-        ("time_limit", &options.time_limit),
-    ] {
-        if let Some(v) = value
-            && (v.is_empty() || v.contains(['\0', '\n']) || v.starts_with('-'))
-        {
-            return Err(ExecError::Invalid(format!(
-                "slurm {field}: `{}` is not a valid value",
-                v.escape_debug()
-            )));
-        }
-    }
-    Ok(())
+    options
+        .check()
+        .map_err(|e| ExecError::Invalid(e.to_string()))
 }
 
 /// `'…'` for `sh`.
@@ -916,24 +956,85 @@ mod tests {
     }
 
     #[test]
-    fn reserved_options_are_refused() {
-        for arg in [
-            "--output=x",
-            "-o",
-            "-ox",
-            "--wrap",
-            "--chdir=/",
-            "-J",
-            "--comment=x",
+    fn reserved_options_are_refused_in_every_spelling() {
+        for (arg, says) in [
+            (
+                "--output=x",
+                "`--output=x` is sbatch's --output, which wfhost sets itself",
+            ),
+            ("--out=x", "`--out=x` is sbatch's --output"),
+            ("-o", "`-o` needs a value"),
+            ("-ox", "`-ox` is sbatch's --output"),
+            ("--wrap=true", "is sbatch's --wrap"),
+            ("--wr=true", "is sbatch's --wrap"),
+            ("--chdir=/", "is sbatch's --chdir"),
+            ("--chd=/", "`--chd=/` is sbatch's --chdir"),
+            ("-D/", "is sbatch's --chdir"),
+            ("-Jx", "is sbatch's --job-name"),
+            ("--job-n=x", "`--job-n=x` is sbatch's --job-name"),
+            ("--comment=x", "is sbatch's --comment"),
+            (
+                "--comm=x",
+                "`--comm=x` is sbatch's --comment, which wfhost sets itself: it marks the job as the run's",
+            ),
+            ("--arr=0-2", "`--arr=0-2` is sbatch's --array"),
+            ("-a0-2", "`-a0-2` is sbatch's --array"),
+            ("-Ha0-2", "`-Ha0-2` holds -a, sbatch's --array"),
+            ("-W", "`-W` is sbatch's --wait"),
+            ("--pars", "is sbatch's --parsable"),
+            ("-Mother", "is sbatch's --clusters"),
+            ("--cluster=other", "is sbatch's --cluster"),
+            ("--err=x", "is sbatch's --error"),
+            ("--co=x", "ambiguous"),
+            ("--no-such-option", "not an option of sbatch"),
+            ("job.sh", "would end its options there"),
+            ("--", "ends sbatch's options"),
         ] {
             let o = SlurmOptions {
                 extra_args: vec![arg.into()],
                 ..Default::default()
             };
-            assert!(check_options(&o).is_err(), "{arg}");
+            match check_options(&o) {
+                Err(ExecError::Invalid(m)) => {
+                    assert!(m.starts_with("slurm extra_args: "), "{arg}: {m}");
+                    assert!(m.contains(says), "{arg}: {m}");
+                }
+                other => panic!("{arg}: {other:?}"),
+            }
+        }
+        for args in [
+            &["-a", "0-2"][..],
+            &["-Ha", "0-2"],
+            &["--mem=1G", "--arr", "0-2"],
+            &["--time", "5", "-o", "/tmp/x"],
+        ] {
+            let o = SlurmOptions {
+                extra_args: args.iter().map(|a| a.to_string()).collect(),
+                ..Default::default()
+            };
+            let e = o.check().unwrap_err();
+            assert_eq!(e.index, Some(args.len() - 2), "{args:?}: {e}");
+            assert!(
+                e.message.contains("which wfhost sets itself"),
+                "{args:?}: {e}"
+            );
         }
         let ok = SlurmOptions {
-            extra_args: vec!["--nice=10".into(), "--export=ALL".into()],
+            extra_args: [
+                "--nice=10",
+                "--export=ALL",
+                "--mem=1G",
+                "--time",
+                "5",
+                "-c",
+                "2",
+                "--partition",
+                "debug",
+                "--account",
+                "--comment=x",
+            ]
+            .map(String::from)
+            .to_vec(),
             partition: Some("debug".into()),
             ..Default::default()
         };
@@ -943,6 +1044,18 @@ mod tests {
             ..Default::default()
         };
         assert!(check_options(&bad).is_err());
+        let nul = SlurmOptions {
+            extra_args: vec!["--mem=1G".into(), "--account=a\0b".into()],
+            ..Default::default()
+        };
+        assert_eq!(nul.check().unwrap_err().index, Some(1));
+    }
+
+    #[test]
+    fn every_reserved_option_is_one_of_sbatch() {
+        for (name, _) in RESERVED {
+            assert!(options::long_option(name).is_some(), "{name}");
+        }
     }
 
     #[test]
