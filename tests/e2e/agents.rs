@@ -213,6 +213,21 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
         let (code, report) = run_report(&m, ws.path(), scratch.path());
         assert_eq!(code, Some(0), "{status}: {report}");
     }
+    // A valid OK answer from an agent that then exits non-zero is not a
+    // success: the block ends with the synthetic failure that says why.
+    let ws = tempfile::tempdir().unwrap();
+    let m = write_manifest(
+        scratch.path(),
+        "wf.json",
+        wf(
+            &["--status", "OK", "--exit", "3"],
+            serde_json::json!([{"on_signal": "SIGNAL:FAILED", "action": "END"}]),
+        ),
+    );
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    assert!(payload_text(&report).contains("exited with code 3"), "{report}");
+
     // Prose around the JSON is a protocol error.
     let ws = tempfile::tempdir().unwrap();
     let m = write_manifest(

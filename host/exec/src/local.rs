@@ -216,6 +216,12 @@ async fn run_command(
         .current_dir(&cwd)
         .envs(request.env.iter().map(|(k, v)| (k, v)))
         .envs(command.env.iter().map(|(k, v)| (k, v)))
+        // Tools that take `$PWD` as their project directory (Bun and Node
+        // CLIs among them) must see the command's own directory, never
+        // the one wfhost was started from: set last, so nothing overrides
+        // it, and the previous directory is nobody's business.
+        .env("PWD", std::path::absolute(&cwd).unwrap_or_else(|_| cwd.clone()))
+        .env_remove("OLDPWD")
         .stdin(if input.is_some() {
             Stdio::piped()
         } else {

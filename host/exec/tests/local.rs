@@ -375,3 +375,24 @@ async fn the_bundle_is_never_written_through_a_link_put_in_its_place() {
     assert!(moved.join("manifest.json").is_file());
     assert!(moved.join("meta/env.json").is_file());
 }
+
+/// A command's `PWD` is its own directory, whatever wfhost's was or the
+/// block says: tools that take `$PWD` as their project write where the
+/// command runs, never where wfhost was started.
+#[tokio::test]
+async fn every_command_sees_its_own_directory_as_pwd() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let mut in_sub = cmd(&["printenv", "PWD"]);
+    in_sub.cwd = Some("sub".into());
+    in_sub.env = vec![("PWD".into(), "/elsewhere".into())];
+    let mut req = request(dir.path(), vec![cmd(&["printenv", "PWD"]), in_sub, cmd(&["env"])]);
+    req.env.push(("OLDPWD".into(), "/before".into()));
+    assert!(run_local(&req).await.unwrap().succeeded);
+    let b = dir.path().join(".output/exec/bundle");
+    let out = |n: u32| std::fs::read_to_string(b.join(format!("cmd-{n}.stdout"))).unwrap();
+    let real = |p: &Path| std::path::absolute(p).unwrap().display().to_string();
+    assert_eq!(out(1).trim(), real(dir.path()));
+    assert_eq!(out(2).trim(), real(&dir.path().join("sub")));
+    assert!(!out(3).lines().any(|l| l.starts_with("OLDPWD=")), "{}", out(3));
+}

@@ -61,6 +61,12 @@ fn signal_of(outcome: &AgentOutcome) -> (String, Option<String>) {
     match &outcome.protocol {
         None => (outcome.output.status.signal().to_string(), None),
         Some(Err(_)) => ("SIGNAL:PROTOCOL_ERROR".into(), None),
+        // A well-formed answer from an agent that then exited non-zero,
+        // was killed or timed out is not its answer: the block's output is
+        // the synthetic failure that says why, and so is its signal.
+        Some(Ok(_)) if outcome.defect.is_some() => {
+            (outcome.output.status.signal().to_string(), None)
+        }
         Some(Ok(output)) => match agent_protocol::verdict(output) {
             Verdict::Signal(signal) => (signal.to_string(), None),
             Verdict::Gate(question) => (
