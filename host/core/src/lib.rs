@@ -24,6 +24,7 @@ pub mod engine;
 pub mod event;
 pub mod exec;
 pub mod inputs;
+pub mod limits;
 pub mod links;
 pub mod manifest;
 pub mod merge;
