@@ -287,18 +287,21 @@ pub fn regex(pattern: &str) -> regex::RegexBuilder {
 pub fn contained<T>(what: &str, check: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)) {
         Ok(result) => result,
-        Err(panic) => {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".into());
-            Err(format!(
-                "{what}: the host's check failed ({}), so it was not accepted",
-                crate::text::escape(&why)
-            ))
-        }
+        Err(panic) => Err(format!(
+            "{what}: the host's check failed ({}), so it was not accepted",
+            panic_message(panic.as_ref())
+        )),
     }
+}
+
+/// What a caught panic said, its control characters shown.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let why = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    crate::text::escape(&why)
 }
 
 #[cfg(test)]
