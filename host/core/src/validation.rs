@@ -36,7 +36,8 @@ impl OutputSchema {
     /// Clean, parse and validate raw output; returns the cleaned JSON value.
     pub fn check(&self, raw: &str) -> Result<Value, ValidationFailure> {
         let cleaned = clean(raw);
-        crate::limits::json(cleaned.as_bytes())
+        // Its size is the worker's output cap's to hold.
+        crate::limits::json_depth(cleaned.as_bytes())
             .map_err(|e| ValidationFailure(vec![format!("output is {e}")]))?;
         let value: Value = serde_json::from_str(cleaned).map_err(|e| {
             ValidationFailure(vec![format!("output is not JSON after cleaning: {e}")])
