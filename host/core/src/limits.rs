@@ -84,9 +84,14 @@ pub enum YamlRefused {
 /// a tree recurses), and the check stops at the first event beyond a
 /// bound, so a hostile text costs at most one pass over 1 MiB.
 pub fn yaml(text: &str) -> Result<(), YamlRefused> {
+    size(text.len())?;
+    yaml_shape(text)
+}
+
+/// [`yaml`] but for the size.
+fn yaml_shape(text: &str) -> Result<(), YamlRefused> {
     use saphyr_parser::{Event, Parser};
 
-    size(text.len())?;
     let mut scan = YamlScan::default();
     for event in Parser::new_from_str(text) {
         let (event, _) = event.map_err(|e| match e.info() {
@@ -394,11 +399,28 @@ pub(crate) mod tests {
             json(flow.as_bytes()).unwrap();
             let v: serde_json::Value = serde_json::from_str(&flow).unwrap();
             drop(v);
-            // Far beyond it: refused before anything recursed.
+            // Far beyond it: refused before anything recursed, and fast
+            // (the scan stops at the first level too many). A million
+            // levels are 2 MB, over the size bound; the depth scan alone
+            // refuses them too.
             for depth in [1_000, 1_000_000] {
                 let text = nested_block(depth);
-                assert!(yaml(&text).is_err());
+                let started = std::time::Instant::now();
+                assert_eq!(
+                    yaml_shape(&text),
+                    Err(YamlRefused::Exceeded(Exceeded::Depth))
+                );
+                let flow = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+                assert_eq!(
+                    yaml_shape(&flow),
+                    Err(YamlRefused::Exceeded(Exceeded::Depth))
+                );
+                assert!(started.elapsed() < std::time::Duration::from_secs(2));
             }
+            assert_eq!(
+                yaml(&nested_block(1_000_000)),
+                Err(YamlRefused::Exceeded(Exceeded::Size))
+            );
         });
     }
 
