@@ -19,6 +19,8 @@ in {session}/tasks.yaml (a note on stderr if there is no such task).
 
 --pause-while FILE writes the agent's pid into FILE, if it exists, and waits
 until it is removed (at most 60 s): a test kills the run there, mid-block.
+--pause-after-writes FILE does the same once the agent has changed its files
+(before it answers): a test kills the host between the edit and its check.
 
 Misbehaviours: --prose prints a sentence before the JSON, --trailing one
 after it; --exit CODE exits with CODE after answering.
@@ -173,6 +175,8 @@ def parse_args(argv):
                    help="set the status of task ID in {session}/tasks.yaml")
     p.add_argument("--pause-while", metavar="FILE",
                    help="if FILE exists, write the pid into it and wait until it is removed")
+    p.add_argument("--pause-after-writes", metavar="FILE",
+                   help="like --pause-while, once the files are changed (before answering)")
     p.add_argument("--finding", action="append", default=[], metavar="TEXT",
                    help="add TEXT to artifacts.findings (with NEEDS_DECISION: a question to ask)")
     p.add_argument("--security-concern", action="append", default=[], metavar="TEXT",
@@ -260,6 +264,8 @@ def main(argv):
             rel = os.path.normpath(path).replace(os.sep, "/")
             if rel not in changed:
                 changed.append(rel)
+    if args.pause_after_writes:
+        pause_while(args.pause_after_writes)
     summary = summary or f"{task_id}: {title} ({status})"
     answer = {
         "status": status,

@@ -895,6 +895,196 @@ fn the_task_lifecycle_is_enforced_on_the_agents_tasks_yaml() {
     assert!(tasks.contains("status: completed"), "{tasks}");
 }
 
+/// `tasks.yaml` nested `levels` deep in block style (`- - - …`), 2 bytes a
+/// level: the 2 KB file that took the host down (issue 36), as a
+/// `--write` of the JSON agent.
+pub(super) fn deep_tasks_write(levels: usize) -> String {
+    format!(
+        "{{session}}/tasks.yaml=tasks:\\n  {}x\\n",
+        "- ".repeat(levels)
+    )
+}
+
+/// A workflow of one JSON agent block, `team.plan` (a Planner), running
+/// `json_agent.py` with `args`; SIGNAL:SUCCESS ends the run, any other
+/// signal fails it.
+pub(super) fn one_planner(args: &[String]) -> serde_json::Value {
+    let mut command = vec![agents_dir().join("json_agent.py").display().to_string()];
+    command.extend(args.iter().cloned());
+    serde_json::json!({
+        "id": "deep-tasks",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "team",
+        "nodes": {"team": {"entry_block": "plan", "blocks": {"plan": {
+            "worker": "agent",
+            "config": {
+                "command": command,
+                "protocol": "json",
+                "prompt_delivery": "argument",
+                "block_type": "plan",
+                "input": {"task": {"id": "T-001", "title": "t", "goal": "g"}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    })
+}
+
+/// An agent's `tasks.yaml` nested 1,000 levels deep used to overflow the
+/// stack of the fiber its check ran on (exit 134, no error line). It is
+/// refused before it is parsed: undone, the block BLOCKED with the file
+/// and the limit, the run failed like any other, with an error line.
+#[test]
+fn a_tasks_yaml_nested_a_thousand_levels_deep_blocks_the_agent_not_the_host() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = workspace_in(scratch.path());
+    let m = write_manifest(
+        scratch.path(),
+        "wf.json",
+        one_planner(&["--write".into(), deep_tasks_write(1_000)]),
+    );
+    let out = run_workflow(&m, &ws, scratch.path());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("team.plan -> SIGNAL:BLOCKED"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).starts_with("error: block `team.plan` emitted `SIGNAL:BLOCKED`"),
+        "{}",
+        stderr(&out)
+    );
+    let run = stdout(&out).split_whitespace().nth(1).unwrap().to_string();
+    let events = serde_json::Value::from(run_events(scratch.path(), &run)).to_string();
+    assert!(
+        events.contains("/tasks.yaml: nested more than 64 levels deep (the host's limit) (undone)"),
+        "{events}"
+    );
+    // Undone: the Planner's file is gone (there was none before it).
+    let sessions: Vec<PathBuf> = std::fs::read_dir(ws.join(".agents-work"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    let tasks = std::fs::read_to_string(sessions[0].join("tasks.yaml")).unwrap_or_default();
+    assert!(!tasks.contains("- - -"), "{tasks}");
+}
+
+/// The host dies after an agent edited `tasks.yaml` and before the edit
+/// was checked; the block runs again on resume (as a requeued job does
+/// under `wfhost serve`) and makes the same edit. It is checked against
+/// the file as it was before the first attempt, not the one the
+/// unchecked attempt left: the illegal change is still refused.
+#[test]
+fn an_edit_left_unchecked_by_a_dead_host_is_checked_when_the_block_runs_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let ws = workspace_in(s);
+    let pause = s.join("pause");
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let task = |status: &str| {
+        format!(
+            "{{session}}/tasks.yaml=tasks:\\n  - id: T-001\\n    goal: add subtract\\n    status: {status}\\n    acceptance_checks: [\"cmd: make test\"]\\n"
+        )
+    };
+    let agent = |block_type: &str, args: Vec<String>, next: &str| {
+        let mut command = vec![json_agent.clone()];
+        command.extend(args);
+        serde_json::json!({
+            "worker": "agent",
+            "config": {
+                "command": command,
+                "protocol": "json",
+                "prompt_delivery": "argument",
+                "block_type": block_type,
+                "input": {"task": {"id": "T-001", "title": "t", "goal": "g"}}
+            },
+            "transitions": [
+                {"on_signal": "SIGNAL:SUCCESS", "action": next},
+                {"on_signal": "SIGNAL:BLOCKED", "action": "FAIL:the coder broke the task lifecycle"}
+            ]
+        })
+    };
+    // A Coder that completes its own task (not its to set), pausing once
+    // its edit is made.
+    let coder = vec![
+        "--write".to_string(),
+        task("completed"),
+        "--pause-after-writes".into(),
+        pause.display().to_string(),
+    ];
+    let wf = serde_json::json!({
+        "id": "unchecked",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "team",
+        "nodes": {"team": {"entry_block": "plan", "blocks": {
+            "plan": agent("plan", vec!["--write".into(), task("not-started")], "JUMP:code"),
+            "code": agent("dev", coder, "END")
+        }}}
+    });
+    let m = write_manifest(s, "wf.json", wf);
+    std::fs::write(&pause, "").unwrap();
+    let mut child = command(s)
+        .args(["run", m.to_str().unwrap(), "-w", ws.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid = loop {
+        let text = std::fs::read_to_string(&pause).unwrap();
+        if !text.trim().is_empty() {
+            break text.trim().to_string();
+        }
+        assert!(Instant::now() < deadline, "the Coder never made its edit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The host dies between the Coder's edit and its check.
+    child.kill().unwrap(); // SIGKILL, the process this test started
+    child.wait().unwrap();
+    std::fs::remove_file(&pause).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new("/proc").join(&pid).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sessions: Vec<PathBuf> = std::fs::read_dir(ws.join(".agents-work"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    let tasks = || std::fs::read_to_string(sessions[0].join("tasks.yaml")).unwrap();
+    assert!(tasks().contains("status: completed"), "{}", tasks());
+
+    let out = wfhost(&["runs", "--json"], s);
+    let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = runs[0]["id"].as_str().unwrap().to_string();
+    let out = wfhost(&["resume", &run, "--json"], s);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = payload_text(&report);
+    assert!(
+        text.contains("task `T-001`: `not-started` → `completed`") && text.contains("(undone)"),
+        "{text}"
+    );
+    assert!(tasks().contains("status: not-started"), "{}", tasks());
+    assert!(
+        !sessions[0].join(".tasks.yaml.before").exists(),
+        "the record outlived its check"
+    );
+}
+
 /// A Reviewer's input lists what the session changed, as the host
 /// detected it: added, modified, deleted, and renamed with the old path.
 #[test]

@@ -786,3 +786,48 @@ fn a_job_knows_its_runs_session_folder() {
         format!("{session}/spec.md")
     );
 }
+
+/// An agent's `tasks.yaml` nested 1,000 levels deep used to overflow the
+/// stack of the server's own local agent and take the server down with
+/// every run it served (issue 36). Now its run fails with the reason; the
+/// server keeps answering, a run it was already serving finishes, and it
+/// takes new runs.
+#[test]
+fn a_tasks_yaml_nested_a_thousand_levels_deep_fails_its_run_not_the_server() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut served = serve_with(scratch.path(), &["--local-agents", "1"]);
+    let other_ws = scratch.path().join("other");
+    std::fs::create_dir_all(&other_ws).unwrap();
+    let mut other = sleeper("1");
+    other["nodes"]["main"]["blocks"]["nap"]["transitions"][0]["action"] = json!("JUMP:b0");
+    let blocks = other["nodes"]["main"]["blocks"].as_object_mut().unwrap();
+    for (name, block) in chain(3)["nodes"]["main"]["blocks"].as_object().unwrap() {
+        blocks.insert(name.clone(), block.clone());
+    }
+    let other = start(&served, &other, &other_ws);
+
+    let ws = workspace_in(scratch.path());
+    let deep =
+        super::agents::one_planner(&["--write".into(), super::agents::deep_tasks_write(1_000)]);
+    let run = start(&served, &deep, &ws);
+    await_status(&served.addr, &run, "failed");
+    let (status, page) = http_get(&served.addr, &format!("/v1/runs/{run}/events?limit=1000"));
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.to_string()
+            .contains("tasks.yaml: nested more than 64 levels deep (the host's limit) (undone)"),
+        "{page}"
+    );
+
+    let (status, health) = http_get(&served.addr, "/v1/health");
+    assert_eq!((status, &health["status"]), (200, &json!("ok")), "{health}");
+    await_status(&served.addr, &other, "succeeded");
+    let ws2 = scratch.path().join("ws2");
+    std::fs::create_dir_all(&ws2).unwrap();
+    let next = start(&served, &chain(3), &ws2);
+    await_status(&served.addr, &next, "succeeded");
+    assert!(
+        served.child.try_wait().unwrap().is_none(),
+        "the server exited"
+    );
+}

@@ -27,6 +27,12 @@ pub struct SchemaProblem {
 /// declared `default` satisfies its property's schema.
 pub fn check_schema(schema: &Value) -> Vec<SchemaProblem> {
     let problem = |pointer: String, message: String| SchemaProblem { pointer, message };
+    if let Err(e) = crate::limits::value(schema) {
+        return vec![problem(
+            "/inputs".into(),
+            format!("invalid JSON Schema: the schema is {e}"),
+        )];
+    }
     if let Err(e) = jsonschema::meta::validate(schema) {
         return vec![problem(
             format!("/inputs{}", e.instance_path()),
@@ -55,7 +61,7 @@ pub fn check_schema(schema: &Value) -> Vec<SchemaProblem> {
             ));
         }
         if let Some(default) = property.get("default")
-            && let Ok(validator) = jsonschema::validator_for(property)
+            && let Ok(validator) = crate::limits::schema(property)
             && let Err(e) = validator.validate(default)
         {
             problems.push(problem(
@@ -212,7 +218,7 @@ fn validate(schema: &Value, inputs: &Inputs) -> Result<(), String> {
         .filter(|name| !inputs.contains_key(*name))
         .map(|name| format!("missing required input `{name}`"))
         .collect();
-    let validator = jsonschema::validator_for(schema).map_err(|e| format!("inputs schema: {e}"))?;
+    let validator = crate::limits::schema(schema).map_err(|e| format!("inputs schema: {e}"))?;
     let instance = Value::Object(inputs.clone());
     for e in validator.iter_errors(&instance) {
         let path = e.instance_path().to_string();

@@ -25,6 +25,7 @@ pub mod event;
 pub mod exec;
 pub mod ids;
 pub mod inputs;
+pub mod limits;
 pub mod links;
 pub mod manifest;
 pub mod merge;

@@ -28,7 +28,7 @@ impl std::fmt::Display for ValidationFailure {
 impl OutputSchema {
     /// Compile a schema; an invalid schema is an error that says why.
     pub fn compile(schema: &Value) -> Result<Self, String> {
-        jsonschema::validator_for(schema)
+        crate::limits::schema(schema)
             .map(|validator| OutputSchema { validator })
             .map_err(|e| format!("invalid JSON Schema: {e}"))
     }
@@ -36,6 +36,9 @@ impl OutputSchema {
     /// Clean, parse and validate raw output; returns the cleaned JSON value.
     pub fn check(&self, raw: &str) -> Result<Value, ValidationFailure> {
         let cleaned = clean(raw);
+        // Its size is the worker's output cap's to hold.
+        crate::limits::json_depth(cleaned.as_bytes())
+            .map_err(|e| ValidationFailure(vec![format!("output is {e}")]))?;
         let value: Value = serde_json::from_str(cleaned).map_err(|e| {
             ValidationFailure(vec![format!("output is not JSON after cleaning: {e}")])
         })?;
@@ -122,6 +125,25 @@ mod tests {
             .check("Plan:\n```json\n{\"title\": \"x\", \"tasks\": [\"t1\"]}\n```")
             .unwrap();
         assert_eq!(v, json!({"title": "x", "tasks": ["t1"]}));
+    }
+
+    #[test]
+    fn deep_output_and_deep_schemas_are_refused() {
+        crate::limits::tests::on_small_stack(|| {
+            let recursive = OutputSchema::compile(&json!({"items": {"$ref": "#"}})).unwrap();
+            let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+            let e = recursive.check(&deep).unwrap_err();
+            assert!(
+                e.to_string().contains("nested more than 64 levels deep"),
+                "{e}"
+            );
+            let mut schema = json!({});
+            for _ in 0..100 {
+                schema = json!({"items": schema});
+            }
+            let e = OutputSchema::compile(&schema).unwrap_err();
+            assert!(e.contains("nested more than 64 levels deep"), "{e}");
+        });
     }
 
     #[test]

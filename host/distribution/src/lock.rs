@@ -99,7 +99,7 @@ pub fn find(dir: &Path) -> Option<PathBuf> {
 
 /// Read a lock file; a missing one is empty.
 pub fn read(path: &Path) -> Result<Lock, String> {
-    match std::fs::read_to_string(path) {
+    match read_toml(path) {
         Ok(text) => Lock::parse(&text, path),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lock {
             version: VERSION,
@@ -107,6 +107,16 @@ pub fn read(path: &Path) -> Result<Lock, String> {
         }),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }
+}
+
+/// A TOML file's text, read within the host's bound on text it parses
+/// ([`wfhost_core::limits::MAX_TEXT_BYTES`]; the `toml` parser bounds its
+/// own nesting at 80 levels).
+pub(crate) fn read_toml(path: &Path) -> std::io::Result<String> {
+    let bytes =
+        wfhost_core::regular_file::read_regular(path, wfhost_core::limits::MAX_TEXT_BYTES as u64)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
 /// Change the lock at `path` under an exclusive lock on its directory:

@@ -60,7 +60,7 @@ pub const SOURCE_FILE: &str = "wfhost-plugin.toml";
 impl ManifestSource {
     /// Read and parse `path`; errors name the file and the field.
     pub fn read(path: &Path) -> Result<ManifestSource, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = crate::lock::read_toml(path).map_err(|e| format!("{}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 

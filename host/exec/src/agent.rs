@@ -473,8 +473,8 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
 }
 
 /// The most of a block output file that is read: a BlockOutput is a small
-/// JSON document.
-pub const MAX_OUTPUT_FILE_BYTES: u64 = 4 << 20;
+/// JSON document (the host's bound, [`wfhost_core::limits`]).
+pub const MAX_OUTPUT_FILE_BYTES: u64 = wfhost_core::limits::MAX_BLOCK_OUTPUT_BYTES;
 
 /// Read a file the agent wrote, as a regular file only: a symlink (never
 /// followed), a FIFO, a device or a file over [`MAX_OUTPUT_FILE_BYTES`] is

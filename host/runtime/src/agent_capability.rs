@@ -6,7 +6,7 @@ use std::path::Path;
 
 use wfhost_core::agents::agent_protocol::ChangedFile;
 use wfhost_core::agents::agent_protocol::{self, Verdict};
-use wfhost_core::agents::artifact_content::{Changer, check_task_changes};
+use wfhost_core::agents::artifact_content::{Changer, MAX_ARTIFACT_BYTES, check_task_changes};
 use wfhost_core::agents::block_output::BlockType;
 use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
 use wfhost_core::agents::session_changes;
@@ -145,15 +145,28 @@ fn record_session_changes(scope: &crate::host_capabilities::ExecScope, outcome: 
 }
 
 /// The session's `tasks.yaml` around an agent's run: an edit that breaks
-/// the task lifecycle (a Coder setting `completed`, a task removed, …) is
-/// undone and reported.
+/// the task lifecycle (a Coder setting `completed`, a task removed, …) or
+/// the host's bounds on what it parses ([`wfhost_core::limits`]) is undone
+/// and reported.
+///
+/// What the file was before the agent ran is also kept on disk, beside it
+/// ([`BEFORE_FILE`]), until the agent's edit has been checked: when the
+/// process dies in between (killed, or its machine lost), the next agent
+/// run of the workspace — the same block executed again when the run is
+/// resumed or its job requeued — starts from that record instead of the
+/// file the unchecked agent left, so its edit is checked then.
 struct TasksWatch {
     workspace: std::path::PathBuf,
     rel: String,
+    record: String,
     changer: Changer,
     /// The file before the agent ran (`None`: there was none).
     before: Option<Vec<u8>>,
 }
+
+/// The record of `tasks.yaml` as it was before an agent whose edit is not
+/// checked yet, in the session folder.
+const BEFORE_FILE: &str = ".tasks.yaml.before";
 
 impl TasksWatch {
     /// Nothing to watch when the run keeps no session folder.
@@ -161,12 +174,25 @@ impl TasksWatch {
         scope: &crate::host_capabilities::ExecScope,
         block_type: BlockType,
     ) -> Option<TasksWatch> {
-        let (_, folder) = scope.env.iter().find(|(k, _)| k == "SESSION_DIR")?;
+        let folder = session_folder(scope)?;
         let rel = format!("{folder}/tasks.yaml");
-        let before = read_tasks(&scope.workspace, &rel);
+        let record = format!("{folder}/{BEFORE_FILE}");
+        let before = match read_record(&scope.workspace, &record) {
+            // An earlier agent's edit was never checked: this run checks
+            // it, from where it started.
+            Some(unchecked) => unchecked,
+            None => {
+                let before = read_tasks(&scope.workspace, &rel).ok().flatten();
+                // Best effort: without the record, a process that dies
+                // mid-agent leaves the edit to the next check as before.
+                let _ = write_record(&scope.workspace, &record, before.as_deref());
+                before
+            }
+        };
         Some(TasksWatch {
             workspace: scope.workspace.clone(),
             rel,
+            record,
             changer: match block_type {
                 BlockType::Plan => Changer::Planner,
                 BlockType::Dev => Changer::Coder,
@@ -176,20 +202,29 @@ impl TasksWatch {
         })
     }
 
-    /// The refusal, when the agent's edit broke the lifecycle (the file
-    /// is then as it was).
+    /// The refusal, when the agent's edit broke the lifecycle or the
+    /// bounds (the file is then as it was). The record is gone after.
     fn after(self) -> Option<String> {
-        let after = read_tasks(&self.workspace, &self.rel);
-        if after == self.before {
-            return None;
-        }
-        let text =
-            |b: &Option<Vec<u8>>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
-        // The host's projection is not an agent's list of tasks.
-        let before = text(&self.before).filter(|t| !t.starts_with(HOST_TASKS_MARK));
-        let verdict = match text(&after) {
-            Some(after) => check_task_changes(self.changer, before.as_deref(), &after),
-            None => Err("tasks.yaml was removed".to_string()),
+        let refused = self.check();
+        let _ = wfhost_core::workspace::remove_file(&self.workspace, &self.record);
+        refused
+    }
+
+    fn check(&self) -> Option<String> {
+        let verdict = match read_tasks(&self.workspace, &self.rel) {
+            Ok(after) if after == self.before => return None,
+            Ok(Some(after)) => {
+                let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                // The host's projection is not an agent's list of tasks.
+                let before = self
+                    .before
+                    .as_deref()
+                    .map(text)
+                    .filter(|t| !t.starts_with(HOST_TASKS_MARK));
+                check_task_changes(self.changer, before.as_deref(), &text(&after))
+            }
+            Ok(None) => Err("tasks.yaml was removed".to_string()),
+            Err(e) => Err(format!("tasks.yaml: {e}")),
         };
         let verdict = verdict.err()?;
         let refusal = verdict.strip_prefix("tasks.yaml: ").unwrap_or(&verdict);
@@ -206,9 +241,36 @@ impl TasksWatch {
     }
 }
 
-fn read_tasks(workspace: &Path, rel: &str) -> Option<Vec<u8>> {
-    let max = wfhost_core::agents::artifact_content::MAX_ARTIFACT_BYTES as u64;
-    wfhost_core::workspace::read_file(workspace, rel, max).ok()
+/// The session's `tasks.yaml`: `None` when there is none, an error when it
+/// cannot be read (over [`MAX_ARTIFACT_BYTES`], not a regular file, …).
+fn read_tasks(workspace: &Path, rel: &str) -> Result<Option<Vec<u8>>, String> {
+    match wfhost_core::workspace::read_file(workspace, rel, MAX_ARTIFACT_BYTES as u64) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot be read: {e}")),
+    }
+}
+
+const RECORD_ABSENT: &[u8] = b"wfhost: tasks.yaml absent\n";
+const RECORD_PRESENT: &[u8] = b"wfhost: tasks.yaml follows\n";
+
+fn write_record(workspace: &Path, rel: &str, before: Option<&[u8]>) -> std::io::Result<()> {
+    let bytes = match before {
+        None => RECORD_ABSENT.to_vec(),
+        Some(b) => [RECORD_PRESENT, b].concat(),
+    };
+    wfhost_core::workspace::write_file(workspace, rel, &bytes, true)
+}
+
+/// An earlier agent's record: `Some(before)` when there is one.
+fn read_record(workspace: &Path, rel: &str) -> Option<Option<Vec<u8>>> {
+    let max = (MAX_ARTIFACT_BYTES + RECORD_PRESENT.len()) as u64;
+    let bytes = wfhost_core::workspace::read_file(workspace, rel, max).ok()?;
+    if bytes == RECORD_ABSENT {
+        Some(None)
+    } else {
+        bytes.strip_prefix(RECORD_PRESENT).map(|b| Some(b.to_vec()))
+    }
 }
 
 /// The universal input must be one before anything runs.
@@ -216,6 +278,8 @@ fn check_input(input: Option<&str>) -> Result<(), wit::ExecError> {
     let Some(text) = input else {
         return Ok(());
     };
+    wfhost_core::limits::json(text.as_bytes())
+        .map_err(|e| wit::ExecError::Invalid(format!("the universal input JSON is {e}")))?;
     let parsed: agent_protocol::AgentInput = serde_json::from_str(text)
         .map_err(|e| wit::ExecError::Invalid(format!("the universal input JSON: {e}")))?;
     parsed
@@ -319,9 +383,24 @@ impl agent::Host for HostState {
         let past = session_folder(&scope).and_then(|current| {
             crate::past_sessions::PastSessions::remember(&scope.workspace, current)
         });
-        let outcome = wfhost_exec::agent::run_agent(request)
-            .await
-            .map_err(to_wit_error)?;
+        let outcome = match wfhost_exec::agent::run_agent(request).await {
+            Ok(outcome) => outcome,
+            // The agent may have edited tasks.yaml before it failed: that
+            // edit is checked (and undone) too.
+            Err(e) => {
+                let e = to_wit_error(e);
+                let Some(refused) = tasks.and_then(TasksWatch::after) else {
+                    return Err(e);
+                };
+                let with = |m: String| format!("{m}; {refused}");
+                return Err(match e {
+                    wit::ExecError::Refused(m) => wit::ExecError::Refused(with(m)),
+                    wit::ExecError::Invalid(m) => wit::ExecError::Invalid(with(m)),
+                    wit::ExecError::Unavailable(m) => wit::ExecError::Unavailable(with(m)),
+                    wit::ExecError::Failed(m) => wit::ExecError::Failed(with(m)),
+                });
+            }
+        };
         let claim_mismatch = mismatch_text(&outcome);
         let (mut signal, decision_prompt) = signal_of(&outcome);
         let mut violations = outcome.violations.clone();

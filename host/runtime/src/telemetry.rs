@@ -199,6 +199,9 @@ impl TelemetryHub {
 
 fn parse(body: &[u8]) -> Result<Vec<serde_json::Value>, Refusal> {
     let invalid = |why: String| Refusal::Invalid(why);
+    // An event is kept in the run's log inside other JSON: its nesting
+    // stays well within what the log's readers parse.
+    wfhost_core::limits::json_depth(body).map_err(|e| invalid(format!("the body is {e}")))?;
     let value: serde_json::Value =
         serde_json::from_slice(body).map_err(|e| invalid(format!("the body is not JSON: {e}")))?;
     let events = match value {
@@ -250,6 +253,13 @@ mod tests {
                 Err(Refusal::Invalid(why)) => assert!(why.contains(refusal), "{why}"),
                 other => panic!("{other:?}"),
             }
+        }
+        // Deeper than the host parses (the log keeps the event inside more
+        // JSON): refused before it is parsed.
+        let deep = format!("{{\"x\": {}{}}}", "[".repeat(100), "]".repeat(100));
+        match hub.accept(&token, deep.as_bytes()) {
+            Err(Refusal::Invalid(why)) => assert!(why.contains("nested more than 64"), "{why}"),
+            other => panic!("{other:?}"),
         }
         let big = format!("{{\"x\": \"{}\"}}", "a".repeat(MAX_BODY_BYTES));
         assert_eq!(hub.accept(&token, big.as_bytes()), Err(Refusal::TooLarge));

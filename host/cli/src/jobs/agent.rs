@@ -347,7 +347,7 @@ async fn execute(shared: &Shared, lease: &Leased, job: &Value) -> Option<JobResu
                     shared,
                     lease,
                     Forward::new(&loaded, &request),
-                    loaded.plugins.run_block(request.block_request()),
+                    contained(loaded.plugins.run_block(request.block_request())),
                 )
                 .await;
                 // Its agents have ended (their addresses with them): what
@@ -359,6 +359,27 @@ async fn execute(shared: &Shared, lease: &Leased, job: &Value) -> Option<JobResu
         },
         Err(e) => JobResult::failed(e),
     })
+}
+
+/// A block whose host side panics is a failed job with the reason, not a
+/// dead agent slot: the server's own local agents run in its process, next
+/// to every other run it serves.
+async fn contained(
+    block: impl std::future::Future<Output = wfhost_core::engine::BlockResult>,
+) -> wfhost_core::engine::BlockResult {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(block).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => wfhost_core::engine::BlockResult {
+            outcome: Err(wfhost_core::engine::BlockFailure {
+                message: format!(
+                    "the host failed while running the block: {}",
+                    wfhost_core::limits::panic_message(panic.as_ref())
+                ),
+            }),
+            log: Vec::new(),
+        },
+    }
 }
 
 /// The telemetry the job's agents sent (its block's, in its lane) and

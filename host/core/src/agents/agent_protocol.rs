@@ -226,6 +226,8 @@ pub fn parse_output(stdout: &[u8]) -> Result<AgentOutput, ProtocolError> {
             preview(text.trim_start())
         )));
     }
+    crate::limits::json_depth(stdout)
+        .map_err(|e| ProtocolError(format!("the output JSON is {e}")))?;
     let mut de = serde_json::Deserializer::from_str(text);
     let output: AgentOutput = serde_path_to_error::deserialize(&mut de)
         .map_err(|e| ProtocolError(format!("the output JSON does not fit the contract: {e}")))?;
@@ -354,6 +356,19 @@ mod tests {
         }
         let bad_utf8 = parse_output(b"{\xff}").unwrap_err().to_string();
         assert!(bad_utf8.contains("UTF-8"), "{bad_utf8}");
+    }
+
+    #[test]
+    fn a_deeply_nested_answer_is_a_protocol_error() {
+        crate::limits::tests::on_small_stack(|| {
+            let deep = format!(
+                r#"{{"status": "OK", "x": {}{}}}"#,
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            );
+            let e = parse_output(deep.as_bytes()).unwrap_err();
+            assert!(e.0.contains("nested more than 64 levels deep"), "{e}");
+        });
     }
 
     #[test]

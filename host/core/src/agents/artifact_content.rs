@@ -19,9 +19,11 @@
 use saphyr::{LoadableYamlNode, Yaml};
 
 use crate::agents::session_artifacts::{SessionStatus, TaskStatus};
+use crate::limits;
 
-/// The largest artifact read (a hostile agent may write anything).
-pub const MAX_ARTIFACT_BYTES: usize = 1 << 20;
+/// The largest artifact read (a hostile agent may write anything): the
+/// host's bound on any text it parses ([`limits::MAX_TEXT_BYTES`]).
+pub const MAX_ARTIFACT_BYTES: usize = limits::MAX_TEXT_BYTES;
 
 /// Whether the session writes an architecture (`full`) or not (`lean`).
 #[derive(
@@ -78,10 +80,14 @@ pub fn check(artifact: Artifact, text: Option<&str>, mode: SessionMode) -> Resul
     }
     let name = artifact.file_name();
     let text = text.ok_or_else(|| format!("{name} is missing"))?;
-    if text.len() > MAX_ARTIFACT_BYTES {
-        return Err(format!("{name} is larger than {MAX_ARTIFACT_BYTES} bytes"));
-    }
-    let checked = match artifact {
+    limits::size(text.len()).map_err(|e| format!("{name}: {e}"))?;
+    limits::contained(name, || {
+        check_text(artifact, text).map_err(|e| format!("{name}: {e}"))
+    })
+}
+
+fn check_text(artifact: Artifact, text: &str) -> Result<(), String> {
+    match artifact {
         Artifact::Spec => sections(
             text,
             &[
@@ -105,8 +111,7 @@ pub fn check(artifact: Artifact, text: Option<&str>, mode: SessionMode) -> Resul
         Artifact::Acceptance => acceptance(text),
         Artifact::Tasks => tasks(text).map(|_| ()),
         Artifact::Status => status(text),
-    };
-    checked.map_err(|e| format!("{name}: {e}"))
+    }
 }
 
 /// Markdown headings (ATX, `#`…`######`) and whether the section under
@@ -165,6 +170,7 @@ fn sections(text: &str, required: &[&[&str]]) -> Result<(), String> {
 }
 
 fn acceptance(text: &str) -> Result<(), String> {
+    limits::json(text.as_bytes()).map_err(|e| e.to_string())?;
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
     let criteria = match &value {
@@ -206,11 +212,12 @@ pub struct TaskRecord {
     pub status: TaskStatus,
 }
 
-/// Parse `tasks.yaml`: every task complete; at least one.
+/// Parse `tasks.yaml`: every task complete; at least one. The text is
+/// measured against the host's bounds before it is loaded
+/// ([`limits::yaml`]: size, nesting depth, nodes with aliases expanded),
+/// so a hostile one is refused with the bound it breaks, never loaded.
 pub fn tasks(text: &str) -> Result<Vec<TaskRecord>, String> {
-    if text.len() > MAX_ARTIFACT_BYTES {
-        return Err(format!("larger than {MAX_ARTIFACT_BYTES} bytes"));
-    }
+    limits::yaml(text).map_err(|e| e.to_string())?;
     let docs = Yaml::load_from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
     let [doc] = docs.as_slice() else {
         return Err(format!("holds {} YAML documents, not one", docs.len()));
@@ -266,6 +273,7 @@ fn scalar_text(node: &Yaml) -> Option<String> {
 }
 
 fn status(text: &str) -> Result<(), String> {
+    limits::json(text.as_bytes()).map_err(|e| e.to_string())?;
     let status: SessionStatus =
         serde_json::from_str(text).map_err(|e| format!("not a valid status.json: {e}"))?;
     status.validate()
@@ -288,12 +296,17 @@ pub enum Changer {
 /// `not-started`; a Coder moves its tasks to `in-progress` and
 /// `implemented`, never `completed`; anyone may mark a task `blocked`; no
 /// agent removes a task or sets `completed`. Every illegal change is
-/// reported.
+/// reported. A hostile file (beyond [`limits`]) is refused like a
+/// malformed one, and a check that panics is an error too.
 pub fn check_task_changes(
     changer: Changer,
     before: Option<&str>,
     after: &str,
 ) -> Result<(), String> {
+    limits::contained("tasks.yaml", || task_changes(changer, before, after))
+}
+
+fn task_changes(changer: Changer, before: Option<&str>, after: &str) -> Result<(), String> {
     use TaskStatus::*;
     let old = match before {
         Some(text) => tasks(text).unwrap_or_default(),
@@ -458,26 +471,68 @@ mod tests {
 
     #[test]
     fn a_hostile_yaml_is_refused_without_blowing_up() {
-        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
-        for i in 1..30 {
-            let p = i - 1;
-            bomb.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"));
-        }
-        bomb.push_str("tasks: *a29\n");
-        let started = std::time::Instant::now();
-        assert!(tasks(&bomb).is_err());
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(5),
-            "aliases were expanded"
-        );
-        let deep = format!("tasks: {}{}", "[".repeat(100_000), "]".repeat(100_000));
-        assert!(tasks(&deep).is_err());
-        let big = "#".repeat(MAX_ARTIFACT_BYTES + 1);
-        assert!(
-            check(Artifact::Tasks, Some(&big), SessionMode::Full)
-                .unwrap_err()
-                .contains("larger than")
-        );
+        // On a stack smaller than the fiber an agent's check runs on: what
+        // is refused never recursed, what passes fits.
+        crate::limits::tests::on_small_stack(|| {
+            let refused = |text: &str, says: &str| {
+                let started = std::time::Instant::now();
+                let e = check(Artifact::Tasks, Some(text), SessionMode::Full).unwrap_err();
+                assert!(
+                    e.starts_with("tasks.yaml: ") && e.contains(says),
+                    "{}…: {e}",
+                    &text[..text.len().min(40)]
+                );
+                let e = check_task_changes(Changer::Planner, None, text).unwrap_err();
+                assert!(e.starts_with("tasks.yaml: ") && e.contains(says), "{e}");
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(5),
+                    "too slow: {:?}",
+                    started.elapsed()
+                );
+            };
+            let deep = "nested more than 64 levels deep (the host's limit)";
+            // Block nesting, 2 KB: the file that took the host down.
+            let block = |levels: usize| format!("tasks:\n  {}x\n", "- ".repeat(levels));
+            refused(&block(1_000), deep);
+            refused(&block(1_000_000), "larger than 1048576 bytes");
+            // One level a line, indented.
+            let indented: String = (0..200).map(|i| format!("{}-\n", " ".repeat(i))).collect();
+            refused(&format!("tasks:\n{indented}"), deep);
+            // Flow nesting.
+            refused(
+                &format!("tasks: {}{}", "[".repeat(1_000), "]".repeat(1_000)),
+                deep,
+            );
+            refused(
+                &format!("tasks: {}{}", "[".repeat(100_000), "]".repeat(100_000)),
+                deep,
+            );
+            refused(&format!("tasks: {}x", "{a: ".repeat(100)), deep);
+            // A billion laughs: 10^30 nodes once its aliases are expanded.
+            let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+            for i in 1..30 {
+                let p = i - 1;
+                bomb.push_str(&format!("a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"));
+            }
+            bomb.push_str("tasks: *a29\n");
+            refused(&bomb, "more than 100000 YAML nodes");
+            let big = "#".repeat(MAX_ARTIFACT_BYTES + 1);
+            refused(&big, "larger than");
+            // Within the bounds, a real task list still parses here.
+            let nested_goal = format!("{TASKS}    notes: {}x{}\n", "[".repeat(50), "]".repeat(50));
+            assert_eq!(tasks(&nested_goal).unwrap().len(), 1);
+        });
+    }
+
+    #[test]
+    fn hostile_json_artifacts_are_refused_on_a_small_stack() {
+        crate::limits::tests::on_small_stack(|| {
+            let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+            for artifact in [Artifact::Acceptance, Artifact::Status] {
+                let e = check(artifact, Some(&deep), SessionMode::Full).unwrap_err();
+                assert!(e.contains("nested more than 64 levels deep"), "{e}");
+            }
+        });
     }
 
     #[test]

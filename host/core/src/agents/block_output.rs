@@ -132,6 +132,10 @@ pub fn read(
     let Some(bytes) = bytes else {
         return Err(OutputDefect::Missing(file));
     };
+    crate::limits::json_depth(bytes).map_err(|e| OutputDefect::Invalid {
+        file: file.clone(),
+        reason: e.to_string(),
+    })?;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let output: BlockOutput =
         serde_path_to_error::deserialize(&mut de).map_err(|e| OutputDefect::Malformed {
@@ -420,6 +424,23 @@ mod tests {
         missing.as_object_mut().unwrap().remove("summary");
         let err = read_value(&missing).unwrap_err().to_string();
         assert!(err.contains("summary"), "{err}");
+    }
+
+    #[test]
+    fn a_deeply_nested_output_is_refused_before_it_is_parsed() {
+        crate::limits::tests::on_small_stack(|| {
+            let deep = format!(
+                r#"{{"blockId": "dev-1", "x": {}{}}}"#,
+                "[".repeat(100_000),
+                "]".repeat(100_000)
+            );
+            let e = read(Some(deep.as_bytes()), "dev-1", BlockType::Dev).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("block-dev-1.json: nested more than 64 levels deep"),
+                "{e}"
+            );
+        });
     }
 
     #[test]

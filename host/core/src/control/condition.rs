@@ -194,9 +194,8 @@ fn parse_test(op: &str, value: &Value, at: &str) -> Result<Test, ConditionError>
             let Some(pattern) = value.as_str() else {
                 return Err((at.into(), "`matches` takes a regular expression".into()));
             };
-            let regex = regex::RegexBuilder::new(pattern)
+            let regex = crate::limits::regex(pattern)
                 .case_insensitive(true)
-                .size_limit(1 << 20)
                 .build()
                 .map_err(|e| (at.to_string(), format!("invalid regular expression: {e}")))?;
             Test::Matches(regex)

@@ -151,11 +151,10 @@ fn parse_rule(map: &Map<String, Value>, at: &str) -> Result<Rule, Error> {
         Some("regex") => {
             let pattern = text("pattern").ok_or_else(|| need("pattern", "a regular expression"))?;
             let flags = text("flags").unwrap_or_default();
-            let mut b = regex::RegexBuilder::new(pattern);
+            let mut b = crate::limits::regex(pattern);
             b.case_insensitive(flags.contains('i'))
                 .multi_line(flags.contains('m'))
-                .dot_matches_new_line(flags.contains('s'))
-                .size_limit(1 << 20);
+                .dot_matches_new_line(flags.contains('s'));
             RuleTest::Regex(b.build().map_err(|e| {
                 (
                     format!("{at}/pattern"),
@@ -177,7 +176,7 @@ fn parse_rule(map: &Map<String, Value>, at: &str) -> Result<Rule, Error> {
             let schema = map
                 .get("schema")
                 .ok_or_else(|| need("schema", "a JSON Schema"))?;
-            let v = jsonschema::validator_for(schema)
+            let v = crate::limits::schema(schema)
                 .map_err(|e| (format!("{at}/schema"), format!("invalid JSON Schema: {e}")))?;
             RuleTest::Schema(Box::new(v))
         }
@@ -211,7 +210,8 @@ impl RuleTest {
                 min.is_none_or(|m| n >= m) && max.is_none_or(|m| n <= m)
             }
             RuleTest::Schema(v) => {
-                serde_json::from_str::<Value>(notes).is_ok_and(|json| v.is_valid(&json))
+                crate::limits::json(notes.as_bytes()).is_ok()
+                    && serde_json::from_str::<Value>(notes).is_ok_and(|json| v.is_valid(&json))
             }
         }
     }
