@@ -120,6 +120,9 @@ def parse_args(argv):
     p.add_argument("--telemetry-log", metavar="FILE",
                    help="append the HTTP status of each telemetry POST to FILE")
     p.add_argument("--no-output", action="store_true", help="exit 0 without writing the output")
+    p.add_argument("--as-prompted", action="store_true",
+                   help="know nothing of the contract: write the output the prompt's example "
+                        "shows, to the file the prompt names (what a model that follows its prompt does)")
     p.add_argument("--bad-json", action="store_true", help="write truncated JSON as the output")
     p.add_argument("--wrong-block-id", action="store_true",
                    help="write blockId `someone-else`")
@@ -346,6 +349,15 @@ def send_telemetry(body, log):
             f.write(status + "\n")
 
 
+def prompted_output(prompt):
+    """The file the prompt says to write and the example it shows."""
+    path = re.search(r"to the file `([^`]+)`", prompt)
+    example = re.search(r"```json\n(.*?)\n```", prompt, re.S)
+    if not path or not example:
+        sys.exit("scripted_agent: the prompt says nothing of where to write the result")
+    return path.group(1), example.group(1) + "\n"
+
+
 def main(argv):
     args = parse_args(argv)
     prompt, source = read_prompt(args)
@@ -433,7 +445,13 @@ def main(argv):
         "filesCreated": changes.created,
         "timestamp": now(),
     }
-    if args.no_output:
+    if args.as_prompted:
+        target, example = prompted_output(prompt)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(example)
+        wrote = f"wrote {target} as the prompt showed"
+    elif args.no_output:
         wrote = "no output (--no-output)"
     else:
         os.makedirs(out_dir, exist_ok=True)

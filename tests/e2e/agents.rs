@@ -92,11 +92,15 @@ fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
     );
     assert_eq!(env["PREVIOUS_BLOCK_ID"], "first.hello");
     assert_eq!(seen["cwd"], ws_real.display().to_string());
-    assert_eq!(
-        seen["prompt"],
-        "RULE: stay in the workspace.\n\nPREFIX: senior dev.\n\nTASK: add a file.\n\n\
-         Only modify files matching: src/**. Other files are read-only.\n\n\
-         You must produce the following outputs:\n1) first item\n2) second item"
+    let prompt = seen["prompt"].as_str().unwrap();
+    assert!(
+        prompt.starts_with(
+            "RULE: stay in the workspace.\n\nPREFIX: senior dev.\n\nTASK: add a file.\n\n\
+             Only modify files matching: src/**. Other files are read-only, except the .output/ directory, which is always writable.\n\n\
+             You must produce the following outputs:\n1) first item\n2) second item\n\n\
+             When you are done, write your result as one JSON object to the file `.output/block-dev.implement.json`"
+        ),
+        "{prompt}"
     );
     // The engine created .output/ and the agent's output is there, checked.
     let output: serde_json::Value = serde_json::from_str(
@@ -105,6 +109,34 @@ fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
     .unwrap();
     assert_eq!(output["status"], "completed");
     assert_eq!(output["filesCreated"], serde_json::json!(["src/a.rs"]));
+}
+
+/// An agent that knows nothing of wfhost's contract and does what its
+/// prompt says — writes the example the prompt shows where the prompt says
+/// — succeeds, restrictions or not, whatever its block type.
+#[test]
+fn an_agent_that_follows_its_prompt_writes_a_valid_output() {
+    let scratch = tempfile::tempdir().unwrap();
+    for (role, block_type) in [("dev", "dev"), ("plan", "plan"), ("review", "review")] {
+        let ws = tempfile::tempdir().unwrap();
+        let wf = serde_json::json!({
+            "id": "prompted",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "start_node": "docs",
+            "nodes": {"docs": {"entry_block": "write", "blocks": {"write": {
+                "worker": "agent",
+                "file_restrictions": ["docs/**"],
+                "config": {
+                    "command": scripted(&["--as-prompted", "--role", role]),
+                    "block_type": block_type
+                },
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}}
+        });
+        let m = write_manifest(scratch.path(), "wf.json", wf);
+        let (code, report) = run_report(&m, ws.path(), scratch.path());
+        assert_eq!(code, Some(0), "{block_type}: {report}");
+    }
 }
 
 #[test]

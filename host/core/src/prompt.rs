@@ -36,7 +36,7 @@ pub fn assemble(parts: PromptParts<'_>) -> String {
             "Do not modify any files. Only the .output/ directory is writable.".to_string()
         } else {
             format!(
-                "Only modify files matching: {}. Other files are read-only.",
+                "Only modify files matching: {}. Other files are read-only, except the .output/ directory, which is always writable.",
                 patterns.join(", ")
             )
         });
@@ -77,7 +77,7 @@ mod tests {
             "Never push to main.\n\n\
              You are a senior planner.\n\n\
              Plan the pool.\n\n\
-             Only modify files matching: src/workers/**, src/core/**. Other files are read-only.\n\n\
+             Only modify files matching: src/workers/**, src/core/**. Other files are read-only, except the .output/ directory, which is always writable.\n\n\
              You must produce the following outputs:\n1) a plan\n2) a task list"
         );
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use wfhost_core::agents::agent_protocol::ChangedFile;
 use wfhost_core::agents::agent_protocol::{self, Verdict};
 use wfhost_core::agents::artifact_content::{Changer, MAX_ARTIFACT_BYTES, check_task_changes};
-use wfhost_core::agents::block_output::BlockType;
+use wfhost_core::agents::block_output::{self, BlockType};
 use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
 use wfhost_core::agents::session_changes;
 use wfhost_exec::agent::{
@@ -350,9 +350,19 @@ impl agent::Host for HostState {
             (AgentExecutor::Container { .. }, TelemetryTarget::Recorded { .. }) => (None, None),
             _ => scope.telemetry_address().map_err(wit::ExecError::Failed)?,
         };
+        // An agent that must write its BlockOutput file is told where and
+        // how at the end of its prompt.
+        let prompt = match invocation.protocol {
+            agent::Protocol::BlockOutput => format!(
+                "{}\n\n{}",
+                invocation.prompt.trim_end(),
+                block_output::prompt_contract(&scope.agent_id, block_type)
+            ),
+            agent::Protocol::Json => invocation.prompt,
+        };
         let request = AgentRequest {
             argv,
-            prompt: invocation.prompt,
+            prompt,
             delivery: match invocation.prompt_delivery {
                 agent::PromptDelivery::Argument => PromptDelivery::Argument,
                 agent::PromptDelivery::Stdin => PromptDelivery::Stdin,

@@ -224,6 +224,55 @@ pub fn synthetic_failure(
     }
 }
 
+/// What an agent that must write its BlockOutput file is told at the end of
+/// its prompt: the exact path, every field, and an example that passes
+/// [`read`] — so a model that follows its prompt succeeds.
+pub fn prompt_contract(node_id: &str, block_type: BlockType) -> String {
+    let deliverables = match block_type {
+        BlockType::Plan => Deliverables::Plan {
+            markdown_document: "# Plan\n…".into(),
+            task_list: vec!["First task".into(), "Second task".into()],
+        },
+        BlockType::Dev => Deliverables::Code {
+            files_changed: Vec::new(),
+            diff_summary: "Added the subtract function.".into(),
+        },
+        BlockType::Test | BlockType::Review | BlockType::Devops => Deliverables::Generic {
+            summary: "What was checked and found.".into(),
+        },
+    };
+    let deliverables_fields = match block_type {
+        BlockType::Plan => "`blockType: \"plan\"`, `markdownDocument` (text), `taskList` (list of text)",
+        BlockType::Dev => "`blockType: \"code\"`, `filesChanged` (paths), `diffSummary` (text)",
+        _ => "`blockType: \"generic\"`, `summary` (text)",
+    };
+    let example = BlockOutput {
+        block_id: node_id.to_string(),
+        block_type,
+        status: BlockOutputStatus::Completed,
+        deliverables,
+        summary: "One or two sentences on what you did.".into(),
+        files_modified: Vec::new(),
+        files_created: Vec::new(),
+        timestamp: "2026-01-01T12:00:00Z".into(),
+    };
+    let json = serde_json::to_string_pretty(&example).expect("block outputs serialize");
+    let kind = serde_json::to_string(&block_type).expect("block types serialize");
+    format!(
+        "When you are done, write your result as one JSON object to the file `.output/{file}` \
+(the `.output/` directory is always writable, whatever else is read-only). Its fields, all required:\n\
+- `blockId`: \"{node_id}\"\n\
+- `blockType`: {kind}\n\
+- `status`: \"completed\" (all done), \"partial\" (some done) or \"failed\"\n\
+- `deliverables`: an object with {deliverables_fields}\n\
+- `summary`: what you did, in a sentence or two\n\
+- `filesModified`, `filesCreated`: the workspace-relative paths you changed and created\n\
+- `timestamp`: the time you finished, ISO-8601 UTC\n\
+For example:\n```json\n{json}\n```",
+        file = file_name(node_id),
+    )
+}
+
 /// Where what an agent claimed it changed differs from what the host saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -333,6 +382,27 @@ fn is_iso8601(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prompt_contract_names_the_file_and_its_example_passes() {
+        for block_type in [
+            BlockType::Plan,
+            BlockType::Dev,
+            BlockType::Test,
+            BlockType::Review,
+            BlockType::Devops,
+        ] {
+            let text = prompt_contract("dev.implement", block_type);
+            assert!(text.contains("`.output/block-dev.implement.json`"), "{text}");
+            let example = text
+                .split("```json\n")
+                .nth(1)
+                .and_then(|rest| rest.split("\n```").next())
+                .unwrap();
+            let read = read(Some(example.as_bytes()), "dev.implement", block_type);
+            assert!(read.is_ok(), "{block_type:?}: {read:?}\n{example}");
+        }
+    }
 
     fn valid() -> serde_json::Value {
         serde_json::json!({

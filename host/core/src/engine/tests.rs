@@ -545,7 +545,7 @@ async fn workers_get_the_assembled_system_prompt() {
     assert_eq!(
         seen[0].system_prompt,
         "Be careful.\n\nYou are a writer.\n\nWrite docs.\n\n\
-         Only modify files matching: docs/**. Other files are read-only.\n\n\
+         Only modify files matching: docs/**. Other files are read-only, except the .output/ directory, which is always writable.\n\n\
          You must produce the following outputs:\n1) docs/index.md"
     );
     assert_eq!(seen[1].system_prompt, "Be careful.");
