@@ -204,6 +204,40 @@ fn output_defects_and_restriction_violations_are_signalled_with_reasons() {
     }
 }
 
+/// A rolled-back change outside the restrictions is never quiet: the run's
+/// screen and `show` say so, though the block succeeded.
+#[test]
+fn a_rolled_back_violation_is_shown_on_the_screen_and_in_show() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = workspace_in(scratch.path());
+    std::fs::write(ws.join("README"), "readme\n").unwrap();
+    let wf = serde_json::json!({
+        "id": "quiet",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "file_restrictions": ["src/**"],
+            "config": {"command": scripted(&["--write-outside", "README=defaced"])},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let out = run_workflow(&m, &ws, scratch.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = "changes outside the file restrictions were rolled back: README";
+    assert!(stdout(&out).contains(said), "{}", stdout(&out));
+    let id = stdout(&out)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let show = wfhost(&["show", &id], scratch.path());
+    assert!(stdout(&show).contains(said), "{}", stdout(&show));
+    let json = wfhost(&["show", &id, "--json"], scratch.path());
+    assert!(stdout(&json).contains("\"warnings\""), "{}", stdout(&json));
+}
+
 #[test]
 fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     let scratch = tempfile::tempdir().unwrap();

@@ -318,6 +318,9 @@ fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
             String::new()
         }
     );
+    for warning in &l.warnings {
+        println!("  {:<15} {}", "", style.bad(&format!("warning: {}", escape(warning))));
+    }
     for lane in &l.lanes {
         println!(
             "  {:<15} [{}.{}] -> {} ({:.1} ms){}",

@@ -144,6 +144,12 @@ impl Screen {
         }
         if self.verbose {
             lines.extend(log.iter().map(|l| format!("{UNDER}{}", escape(l))));
+        } else {
+            // Warnings and errors show without -v: a rolled-back change
+            // outside the restrictions is never quiet.
+            lines.extend(wfhost_store::view::warnings_of(log).iter().map(|w| {
+                format!("{UNDER}{}", self.style.bad(&format!("warning: {}", escape(w))))
+            }));
         }
         lines
     }

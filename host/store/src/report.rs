@@ -76,6 +76,9 @@ fn steps(out: &mut String, chain: &[StoredEvent]) {
             cell(&action),
             l.duration_ms
         );
+        for warning in &l.warnings {
+            let _ = writeln!(out, "| | ⚠ {} | | | | |", cell(warning));
+        }
         for lane in &l.lanes {
             let _ = writeln!(
                 out,

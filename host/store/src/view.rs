@@ -33,6 +33,23 @@ pub struct StepLine {
     /// The lanes of a parallel block, in completion order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<LaneLine>,
+    /// What the block's plugin logged as a warning or an error (a rolled
+    /// back change outside the file restrictions, say): shown even when
+    /// the block succeeded.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The lines of a block's log that are warnings or errors, without their
+/// level mark.
+pub fn warnings_of(log: &[String]) -> Vec<String> {
+    log.iter()
+        .filter_map(|l| {
+            l.strip_prefix("[warn] ")
+                .or_else(|| l.strip_prefix("[error] "))
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// One lane of a parallel block's step.
@@ -79,6 +96,7 @@ pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                 signal,
                 duration_us,
                 failure,
+                log,
                 ..
             } => {
                 let attempt = started.filter(|(s, _)| s == step).map_or(0, |(_, a)| a);
@@ -95,6 +113,7 @@ pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                     interrupted: std::mem::take(&mut interrupted),
                     snapshot: None,
                     lanes: std::mem::take(&mut lanes),
+                    warnings: warnings_of(log),
                 });
             }
             Event::ActionTaken {

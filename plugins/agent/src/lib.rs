@@ -282,6 +282,16 @@ fn report_text(report: &agent::AgentReport, agent_id: &str) -> String {
         lines.push(format!("claims differ from the workspace: {m}"));
     }
     if !report.violations.is_empty() {
+        // On the run's screen and in `show`, even when the block succeeds.
+        log::warn(format!(
+            "changes outside the file restrictions {}: {}",
+            if report.rolled_back {
+                "were rolled back"
+            } else {
+                "were left in place; the block fails"
+            },
+            report.violations.join(", ")
+        ));
         lines.push(format!(
             "outside the file restrictions ({}): {}",
             if report.rolled_back {
