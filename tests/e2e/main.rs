@@ -12,6 +12,7 @@ mod distribution;
 mod durable;
 mod examples;
 mod exec;
+mod hostile_registry;
 mod inputs;
 mod inspect;
 mod leases;
