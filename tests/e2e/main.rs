@@ -22,6 +22,7 @@ mod parallel;
 mod plugin;
 mod run;
 mod serve;
+mod serve_abuse;
 mod session_files;
 mod slurm_agents;
 mod slurm_arrays;
