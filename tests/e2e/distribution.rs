@@ -108,13 +108,13 @@ impl Drop for Registry {
 }
 
 /// A user of wfhost (home, cache) and a project directory in `scratch`.
-struct User {
-    scratch: PathBuf,
-    project: PathBuf,
+pub(super) struct User {
+    pub(super) scratch: PathBuf,
+    pub(super) project: PathBuf,
 }
 
 impl User {
-    fn new(scratch: &Path) -> User {
+    pub(super) fn new(scratch: &Path) -> User {
         let project = scratch.join("project");
         std::fs::create_dir_all(&project).unwrap();
         User {
@@ -134,7 +134,7 @@ impl User {
         (out.status.code(), stdout(&out), stderr(&out))
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(super) fn ok(&self, args: &[&str]) -> String {
         let (code, out, err) = self.wfhost(args);
         assert_eq!(code, Some(0), "wfhost {args:?}\n{out}\n{err}");
         out
@@ -167,7 +167,7 @@ impl User {
     }
 
     /// Nothing installed: no package record, no lock, no blob.
-    fn assert_nothing_installed(&self) {
+    pub(super) fn assert_nothing_installed(&self) {
         assert!(self.installed().is_empty(), "{:?}", self.installed());
         assert_eq!(self.lock(), None);
         assert!(!self.scratch.join("home/plugins/blobs").exists());
@@ -175,7 +175,7 @@ impl User {
 }
 
 /// A publisher's plugin source: `wfhost-plugin.toml` beside `component`.
-fn plugin_source(
+pub(super) fn plugin_source(
     dir: &Path,
     name: &str,
     component: &[u8],
@@ -197,7 +197,7 @@ fn plugin_source(
 }
 
 /// Pack `source` into `out`; returns the package manifest's digest.
-fn pack(publisher: &User, source: &Path, out: &Path) -> String {
+pub(super) fn pack(publisher: &User, source: &Path, out: &Path) -> String {
     publisher.ok(&[
         "plugin",
         "pack",

@@ -37,6 +37,24 @@ pub struct ServeArgs {
     /// agents and in the processes that execute its runs.
     #[arg(long, conflicts_with = "cache_dir")]
     no_cache: bool,
+    /// Connections open at once, from all clients (lowered to fit the
+    /// open-file limit); one over it is closed at once, after closing an
+    /// idle connection that showed no token, if there is one.
+    #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    max_connections: usize,
+    /// Connections open at once from one IP address (behind a proxy,
+    /// every client has the proxy's: raise it to --max-connections).
+    #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_MAX_CONNECTIONS_PER_PEER, value_name = "N")]
+    max_connections_per_peer: usize,
+    /// How long a connection has to send a request's headers, in
+    /// milliseconds, from when it opens or its next request begins.
+    #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_HEADER_TIMEOUT.as_millis() as u64, value_name = "MS")]
+    header_timeout_ms: u64,
+    /// How long a kept-alive connection may wait for its next request, in
+    /// milliseconds (a request under way, such as the event stream, is
+    /// never cut).
+    #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_IDLE_TIMEOUT.as_millis() as u64, value_name = "MS")]
+    idle_timeout_ms: u64,
 }
 
 pub fn serve(args: ServeArgs, global: &Global) -> u8 {
@@ -81,6 +99,12 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
         tokens,
         runner,
         lease: std::time::Duration::from_millis(args.lease_ms),
+        limits: wfhost_server::ConnectionLimits {
+            max_connections: args.max_connections,
+            max_connections_per_peer: args.max_connections_per_peer,
+            header_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
+            idle_timeout: std::time::Duration::from_millis(args.idle_timeout_ms),
+        },
     };
     if let Err(e) = config.check() {
         report_error(e);

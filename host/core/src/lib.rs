@@ -16,6 +16,7 @@
 //! core is tested with in-process fakes.
 
 pub mod agents;
+pub mod bounded_read;
 pub use wfhost_actions::{command, grammar as actions};
 pub mod capabilities;
 pub mod context;

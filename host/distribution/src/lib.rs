@@ -4,7 +4,8 @@
 //! CNCF wasm layout ([`package`]), with a plugin manifest checked against
 //! the component ([`manifest`], [`component`]), Ed25519 signatures as OCI
 //! referrers ([`signing`]), on disk as an OCI image layout ([`layout`]),
-//! in registries ([`registry`]), installed into the user's home ([`home`],
+//! in registries ([`registry`], over [`oci`]: every answer read with a
+//! cap), installed into the user's home ([`home`],
 //! [`install`]), pinned per project by `wfhost.lock` ([`lock`]) and
 //! resolved when a workflow runs ([`resolve`]).
 //!
@@ -18,6 +19,7 @@ pub mod install;
 pub mod layout;
 pub mod lock;
 pub mod manifest;
+pub mod oci;
 pub mod package;
 pub mod registry;
 pub mod resolve;

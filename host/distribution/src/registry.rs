@@ -10,15 +10,12 @@
 
 use std::sync::Once;
 
-use futures_util::StreamExt;
-use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_client::errors::OciDistributionError;
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference, RegistryOperation};
+use bytes::Bytes;
 use wfhost_core::manifest::plugin_ref::PluginRef;
 
 use crate::digest::{Blob, hex_of};
-use crate::layout::LayoutContents;
+use crate::layout::{Index, LayoutContents};
+use crate::oci::{self, Access, Credentials};
 use crate::package::{
     Descriptor, INDEX_MEDIA_TYPE, ImageManifest, MANIFEST_MEDIA_TYPE, MAX_COMPONENT_BYTES,
     MAX_MANIFEST_BYTES, PackageManifest,
@@ -27,8 +24,7 @@ use crate::signing::{self, EMPTY_CONTENT, SIGNATURE_ARTIFACT_TYPE, SignatureEntr
 
 /// A connection to one registry for one repository.
 pub struct Registry {
-    client: Client,
-    auth: RegistryAuth,
+    client: oci::Client,
     target: PluginRef,
 }
 
@@ -51,50 +47,21 @@ impl Registry {
         });
         let plain_http =
             is_loopback(&target.registry) || insecure_registries().contains(&target.registry);
-        let config = ClientConfig {
-            protocol: if plain_http {
-                ClientProtocol::HttpsExcept(vec![target.registry.clone()])
-            } else {
-                ClientProtocol::Https
-            },
-            connect_timeout: Some(std::time::Duration::from_secs(10)),
-            read_timeout: Some(std::time::Duration::from_secs(60)),
-            ..ClientConfig::default()
-        };
-        let client =
-            Client::try_from(config).map_err(|e| format!("cannot start an HTTP client: {e}"))?;
+        let client = oci::Client::new(
+            &target.registry,
+            &target.repository,
+            plain_http,
+            credentials(&target.registry)?,
+        )?;
         Ok(Registry {
             client,
-            auth: credentials(&target.registry)?,
             target: target.clone(),
         })
     }
 
-    fn reference(&self, tag: Option<&str>, digest: Option<&str>) -> Reference {
-        let (registry, repository) = (self.target.registry.clone(), self.target.repository.clone());
-        match (tag, digest) {
-            (_, Some(digest)) => Reference::with_digest(registry, repository, digest.to_string()),
-            (Some(tag), None) => Reference::with_tag(registry, repository, tag.to_string()),
-            (None, None) => unreachable!("a package reference has a tag or a digest"),
-        }
-    }
-
-    fn fail(&self, doing: &str, e: OciDistributionError) -> String {
+    fn fail(&self, doing: &str, e: oci::Error) -> String {
         let mut message = format!("{doing} {}: {e}", self.target);
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            message.push_str(&format!(": {s}"));
-            source = s.source();
-        }
-        if matches!(
-            e,
-            OciDistributionError::UnauthorizedError { .. }
-                | OciDistributionError::AuthenticationFailure(_)
-                | OciDistributionError::ServerError {
-                    code: 401 | 403,
-                    ..
-                }
-        ) {
+        if matches!(e, oci::Error::Denied(_)) {
             message.push_str(&format!(
                 " (the registry refused the credentials wfhost found in the Docker config, or their absence: `docker login {}` stores them)",
                 self.target.registry
@@ -106,9 +73,8 @@ impl Registry {
     /// Push a package (and its signatures) to the target's tag or digest.
     /// Returns the package's manifest digest.
     pub async fn push(&self, contents: &LayoutContents, blobs: &[Blob]) -> Result<String, String> {
-        let tagged = self.reference(self.target.tag.as_deref(), None);
         self.client
-            .auth(&tagged, &self.auth, RegistryOperation::Push)
+            .login(Access::Push)
             .await
             .map_err(|e| self.fail("cannot log in to push", e))?;
         if let Some(digest) = &self.target.digest
@@ -122,8 +88,13 @@ impl Registry {
         for blob in blobs {
             self.push_blob(blob).await?;
         }
-        let at = self.reference(self.target.tag.as_deref(), self.target.digest.as_deref());
-        self.push_manifest(&at, &contents.manifest, MANIFEST_MEDIA_TYPE)
+        let at = self
+            .target
+            .tag
+            .as_deref()
+            .or(self.target.digest.as_deref())
+            .expect("a package reference has a tag or a digest");
+        self.push_manifest(at, &contents.manifest, MANIFEST_MEDIA_TYPE)
             .await?;
         if let Some(signatures) = &contents.signatures {
             self.push_signatures(&contents.manifest, signatures).await?;
@@ -132,33 +103,19 @@ impl Registry {
     }
 
     async fn push_blob(&self, blob: &Blob) -> Result<(), String> {
-        let at = self.reference(None, Some(&blob.digest));
-        if self
-            .client
-            .blob_exists(&at, &blob.digest)
-            .await
-            .unwrap_or(false)
-        {
+        if self.client.blob_exists(&blob.digest).await.unwrap_or(false) {
             return Ok(());
         }
         self.client
-            .push_blob(&at, blob.bytes.clone(), &blob.digest)
+            .push_blob(&blob.digest, Bytes::from(blob.bytes.clone()))
             .await
-            .map(|_| ())
             .map_err(|e| self.fail("cannot upload a blob to", e))
     }
 
-    async fn push_manifest(
-        &self,
-        at: &Reference,
-        blob: &Blob,
-        media_type: &str,
-    ) -> Result<(), String> {
-        let content_type = media_type.parse().expect("a media type is a header value");
+    async fn push_manifest(&self, at: &str, blob: &Blob, media_type: &str) -> Result<(), String> {
         self.client
-            .push_manifest_raw(at, blob.bytes.clone(), content_type)
+            .push_manifest(at, Bytes::from(blob.bytes.clone()), media_type)
             .await
-            .map(|_| ())
             .map_err(|e| self.fail("cannot upload a manifest to", e))
     }
 
@@ -181,16 +138,15 @@ impl Registry {
             );
         }
         self.push_blob(&payload).await?;
+        self.push_manifest(&signatures.digest, signatures, MANIFEST_MEDIA_TYPE)
+            .await?;
+        let hex = hex_of(&package.digest)?;
         self.push_manifest(
-            &self.reference(None, Some(&signatures.digest)),
+            &format!("sha256-{hex}.sig"),
             signatures,
             MANIFEST_MEDIA_TYPE,
         )
         .await?;
-        let hex = hex_of(&package.digest)?;
-        let sig_tag = self.reference(Some(&format!("sha256-{hex}.sig")), None);
-        self.push_manifest(&sig_tag, signatures, MANIFEST_MEDIA_TYPE)
-            .await?;
         self.update_referrers_index(hex, signatures).await
     }
 
@@ -200,15 +156,15 @@ impl Registry {
     }
 
     async fn update_referrers_index(&self, hex: &str, signatures: &Blob) -> Result<(), String> {
-        let at = self.reference(Some(&format!("sha256-{hex}")), None);
-        let mut index = match self
-            .client
-            .pull_manifest_raw(&at, &self.auth, &[INDEX_MEDIA_TYPE])
-            .await
-        {
-            Ok((bytes, _)) => serde_json::from_slice::<crate::layout::Index>(&bytes)
-                .unwrap_or_else(|_| crate::layout::Index::new(Vec::new())),
-            Err(_) => crate::layout::Index::new(Vec::new()),
+        let tag = format!("sha256-{hex}");
+        let mut index = match self.client.pull_manifest(&tag, &[INDEX_MEDIA_TYPE]).await {
+            Ok((bytes, _)) => {
+                serde_json::from_slice::<Index>(&bytes).unwrap_or_else(|_| Index::new(Vec::new()))
+            }
+            Err(e @ oci::Error::TooLarge(_)) => {
+                return Err(self.fail("cannot read the referrers index of", e));
+            }
+            Err(_) => Index::new(Vec::new()),
         };
         if index
             .manifests
@@ -220,24 +176,37 @@ impl Registry {
         let mut entry = Descriptor::of(signatures, MANIFEST_MEDIA_TYPE);
         entry.artifact_type = Some(SIGNATURE_ARTIFACT_TYPE.into());
         index.manifests.push(entry);
-        self.push_manifest(&at, &index.to_blob(), INDEX_MEDIA_TYPE)
+        self.push_manifest(&tag, &index.to_blob(), INDEX_MEDIA_TYPE)
             .await
     }
 
     /// The manifest digest the target's tag (or digest) names now.
     pub async fn resolve(&self) -> Result<String, String> {
-        let at = self.reference(self.target.tag.as_deref(), self.target.digest.as_deref());
-        let (bytes, digest) = self
+        let at = self
+            .target
+            .digest
+            .as_deref()
+            .or(self.target.tag.as_deref())
+            .expect("a package reference has a tag or a digest");
+        let (bytes, said) = self
             .client
-            .pull_manifest_raw(&at, &self.auth, &[MANIFEST_MEDIA_TYPE])
+            .pull_manifest(at, &[MANIFEST_MEDIA_TYPE])
             .await
             .map_err(|e| self.fail("cannot fetch", e))?;
         let actual = crate::digest::sha256(&bytes);
-        if actual != digest {
-            return Err(format!(
-                "{} served a manifest whose content is {actual}, not {digest}",
-                self.target
-            ));
+        // The registry's `Docker-Content-Digest`, when it is a sha256 one,
+        // and the digest the reference names must both be the content's.
+        let said = said.filter(|d| d.starts_with("sha256:"));
+        for claimed in [said.as_deref(), self.target.digest.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            if claimed != actual {
+                return Err(format!(
+                    "{} served a manifest whose content is {actual}, not {claimed}",
+                    self.target
+                ));
+            }
         }
         Ok(actual)
     }
@@ -260,20 +229,15 @@ impl Registry {
         })
     }
 
+    /// The manifest `digest`, read up to [`MAX_MANIFEST_BYTES`] and
+    /// checked against its digest.
     async fn manifest(&self, digest: &str) -> Result<Blob, String> {
-        let at = self.reference(None, Some(digest));
         let (bytes, _) = self
             .client
-            .pull_manifest_raw(&at, &self.auth, &[MANIFEST_MEDIA_TYPE])
+            .pull_manifest(digest, &[MANIFEST_MEDIA_TYPE])
             .await
             .map_err(|e| self.fail("cannot fetch", e))?;
-        if bytes.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(format!(
-                "{}: a manifest larger than {MAX_MANIFEST_BYTES} bytes",
-                self.target
-            ));
-        }
-        let blob = Blob::new(bytes.to_vec());
+        let blob = Blob::new(bytes);
         if blob.digest != digest {
             return Err(format!(
                 "{}: the registry served {} for {digest}",
@@ -283,7 +247,8 @@ impl Registry {
         Ok(blob)
     }
 
-    /// A blob, read up to its declared size and checked against its digest.
+    /// A blob, read up to its declared size (at most `max`) and checked
+    /// against its digest.
     async fn blob(&self, descriptor: &Descriptor, max: u64) -> Result<Blob, String> {
         if descriptor.size > max {
             return Err(format!(
@@ -291,28 +256,21 @@ impl Registry {
                 self.target, descriptor.digest, descriptor.size
             ));
         }
-        let at = self.reference(None, Some(&descriptor.digest));
-        let mut stream = self
+        let bytes = self
             .client
-            .pull_blob_stream(&at, descriptor.digest.as_str())
+            .pull_blob(&descriptor.digest, descriptor.size)
             .await
-            .map_err(|e| self.fail("cannot fetch a blob of", e))?;
-        let mut bytes = Vec::with_capacity(descriptor.size as usize);
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                format!(
-                    "{}: blob {} did not arrive intact ({e}): the package was altered, or the transfer broke",
+            .map_err(|e| match e {
+                oci::Error::TooLarge(message) => format!(
+                    "{}: {message}, the size its manifest declares: the package was altered",
+                    self.target
+                ),
+                oci::Error::Transport(message) => format!(
+                    "{}: blob {} did not arrive intact ({message}): the package was altered, or the transfer broke",
                     self.target, descriptor.digest
-                )
+                ),
+                e => self.fail("cannot fetch a blob of", e),
             })?;
-            if (bytes.len() + chunk.len()) as u64 > descriptor.size {
-                return Err(format!(
-                    "{}: blob {} is longer than the {} bytes its manifest declares: the package was altered",
-                    self.target, descriptor.digest, descriptor.size
-                ));
-            }
-            bytes.extend_from_slice(&chunk);
-        }
         let blob = Blob::new(bytes);
         if blob.digest != descriptor.digest || blob.bytes.len() as u64 != descriptor.size {
             return Err(format!(
@@ -328,43 +286,78 @@ impl Registry {
 
     /// Signatures of `package`: its referrers (the referrers API, or the
     /// tag schema's index at `sha256-<hex>`) and the `sha256-<hex>.sig` tag.
+    /// A registry that has none of them has no signatures for it; one
+    /// that answers any of them over its limit is refused.
     async fn signatures(&self, package: &PackageManifest) -> Result<Vec<SignatureEntry>, String> {
         let hex = hex_of(&package.digest)?;
-        let mut candidates: Vec<String> = Vec::new();
-        let subject = self.reference(None, Some(&package.digest));
-        if let Ok(index) = self
+        let over_limit = |e: oci::Error| match e {
+            oci::Error::TooLarge(_) => Err(self.fail("cannot read the signatures of", e)),
+            _ => Ok(None),
+        };
+        let referrers = match self
             .client
-            .pull_referrers(&subject, Some(SIGNATURE_ARTIFACT_TYPE))
+            .pull_referrers(&package.digest, SIGNATURE_ARTIFACT_TYPE)
             .await
         {
-            candidates.extend(
+            Ok(Some(bytes)) => Some(bytes),
+            // No referrers API: the referrers tag schema's index.
+            Ok(None) => match self
+                .client
+                .pull_manifest(&format!("sha256-{hex}"), &[INDEX_MEDIA_TYPE])
+                .await
+            {
+                Ok((bytes, _)) => Some(bytes),
+                Err(e) => over_limit(e)?,
+            },
+            Err(e) => over_limit(e)?,
+        };
+        let mut candidates: Vec<String> = referrers
+            .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok())
+            .map(|index| {
                 index
                     .manifests
                     .into_iter()
                     .filter(|e| e.artifact_type.as_deref() == Some(SIGNATURE_ARTIFACT_TYPE))
-                    .map(|e| e.digest),
-            );
-        }
-        let sig_tag = self.reference(Some(&format!("sha256-{hex}.sig")), None);
-        if let Ok((_, digest)) = self
+                    .map(|e| e.digest)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut manifests = Vec::new();
+        match self
             .client
-            .pull_manifest_raw(&sig_tag, &self.auth, &[MANIFEST_MEDIA_TYPE])
+            .pull_manifest(&format!("sha256-{hex}.sig"), &[MANIFEST_MEDIA_TYPE])
             .await
         {
-            candidates.push(digest);
+            Ok((bytes, _)) => {
+                let blob = Blob::new(bytes);
+                candidates.retain(|d| *d != blob.digest);
+                manifests.push(blob);
+            }
+            Err(e) => {
+                over_limit(e)?;
+            }
         }
         candidates.sort();
         candidates.dedup();
+        for digest in candidates.iter().take(16) {
+            match self
+                .client
+                .pull_manifest(digest, &[MANIFEST_MEDIA_TYPE])
+                .await
+            {
+                Ok((bytes, _)) => manifests.push(Blob::new(bytes)),
+                Err(e) => {
+                    over_limit(e)?;
+                }
+            }
+        }
         let expected = Blob::new(signing::payload(
             &package.digest,
             &package.plugin.name,
             &package.plugin.version,
         ));
         let mut found = Vec::new();
-        for digest in candidates.iter().take(16) {
-            let Ok(blob) = self.manifest(digest).await else {
-                continue;
-            };
+        for blob in manifests {
             let Ok(manifest) = ImageManifest::parse(&blob.bytes) else {
                 continue;
             };
@@ -397,24 +390,24 @@ fn insecure_registries() -> Vec<String> {
 
 /// Credentials for `registry` from the Docker config; anonymous when
 /// there is no config or it has none for the registry.
-fn credentials(registry: &str) -> Result<RegistryAuth, String> {
+fn credentials(registry: &str) -> Result<Credentials, String> {
     use docker_credential::{CredentialRetrievalError as E, DockerCredential};
     let dir = std::env::var_os("DOCKER_CONFIG")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".docker")));
     let Some(path) = dir.map(|d| d.join("config.json")).filter(|p| p.exists()) else {
-        return Ok(RegistryAuth::Anonymous);
+        return Ok(Credentials::Anonymous);
     };
     let file = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     match docker_credential::get_credential_from_reader(std::io::BufReader::new(file), registry) {
         Ok(DockerCredential::UsernamePassword(user, password)) => {
-            Ok(RegistryAuth::Basic(user, password))
+            Ok(Credentials::Basic { user, password })
         }
         Ok(DockerCredential::IdentityToken(_)) => Err(format!(
             "{}: holds an identity token for {registry}, which wfhost cannot use: log in with a username and password (`docker login {registry}`)",
             path.display()
         )),
-        Err(E::NoCredentialConfigured) => Ok(RegistryAuth::Anonymous),
+        Err(E::NoCredentialConfigured) => Ok(Credentials::Anonymous),
         Err(E::ConfigReadError) => Err(format!("{}: not a valid Docker config", path.display())),
         Err(e) => Err(format!(
             "{}: cannot get the credentials for {registry}: {e}",

@@ -2,11 +2,14 @@
 //! on any other address `wfhost serve` starts only with a token file, and
 //! every request must carry one of its tokens as `Authorization: Bearer`.
 //! Agents and clients have separate tokens; a request without a valid one
-//! gets 401 and learns nothing else.
+//! gets 401 and learns nothing else. That a request carries one of the
+//! tokens at all is checked first, before it is routed and before its body
+//! is read, and a 401 closes the connection (see [`crate::conn`]).
 
 use std::path::Path;
 
 use axum::extract::{Request, State};
+use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -74,6 +77,16 @@ impl Tokens {
     fn accepts_agent(&self, presented: &[u8]) -> bool {
         accepts(&self.agents, presented)
     }
+
+    /// Whether `presented` is any of the tokens, a client's or an
+    /// agent's: what the connection layer checks before a request is
+    /// routed (the routes then check which kind).
+    pub(crate) fn accepts_any(&self, presented: &[u8]) -> bool {
+        // Both compared, so the timing does not tell which kind matched.
+        let client = self.accepts_client(presented);
+        let agent = self.accepts_agent(presented);
+        client | agent
+    }
 }
 
 /// Whether `presented` is one of `tokens`. Every token is compared, in
@@ -87,8 +100,8 @@ fn accepts(tokens: &[String], presented: &[u8]) -> bool {
     found.into()
 }
 
-fn bearer(request: &Request) -> Option<&[u8]> {
-    let value = request.headers().get(AUTHORIZATION)?.as_bytes();
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
+    let value = headers.get(AUTHORIZATION)?.as_bytes();
     value.strip_prefix(b"Bearer ")
 }
 
@@ -100,7 +113,7 @@ pub async fn require_client(
     next: Next,
 ) -> Response {
     if let Some(tokens) = &tokens
-        && !bearer(&request).is_some_and(|t| tokens.accepts_client(t))
+        && !bearer(request.headers()).is_some_and(|t| tokens.accepts_client(t))
     {
         return ApiError::unauthorized().into_response();
     }
@@ -115,7 +128,7 @@ pub async fn require_agent(
     next: Next,
 ) -> Response {
     if let Some(tokens) = &tokens
-        && !bearer(&request).is_some_and(|t| tokens.accepts_agent(t))
+        && !bearer(request.headers()).is_some_and(|t| tokens.accepts_agent(t))
     {
         return ApiError::unauthorized().into_response();
     }

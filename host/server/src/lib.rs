@@ -21,6 +21,7 @@ use axum::routing::{get, post};
 pub mod auth;
 mod body;
 mod changes;
+pub mod conn;
 pub mod error;
 mod guard;
 pub mod jobs;
@@ -35,6 +36,7 @@ mod stream;
 mod ui;
 
 pub use auth::Tokens;
+pub use conn::ConnectionLimits;
 pub use error::ApiError;
 pub use runner::{NO_CACHE_ENV, RUN_BLOCKS_AS_JOBS, Runner};
 
@@ -57,6 +59,8 @@ pub struct ServerConfig {
     pub runner: Option<Runner>,
     /// How long a job's lease lasts without a heartbeat.
     pub lease: std::time::Duration,
+    /// What clients may hold: connections, and how long they may take.
+    pub limits: ConnectionLimits,
 }
 
 #[derive(Clone)]
@@ -77,6 +81,7 @@ impl ServerConfig {
                 self.listen
             ));
         }
+        self.limits.check()?;
         if self.lease < jobs::MIN_LEASE {
             return Err(format!(
                 "a lease of {} ms is too short (at least {} ms)",
@@ -173,18 +178,14 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     let every = (config.lease / 4).min(std::time::Duration::from_secs(1));
     let state = AppState::new(&config);
     let reconcile = tokio::spawn(jobs::reconcile(state.stores.clone(), every));
-    // Answers go out at once (no Nagle delay on kept-alive connections:
-    // an agent's lease, heartbeat and completion are small writes).
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let served = axum::serve(listener, routes(state, &config))
-        .with_graceful_shutdown(shutdown())
-        .await
-        .map_err(|e| format!("the server stopped: {e}"));
+    let (limits, lowered) = config.limits.fitted();
+    if let Some(note) = lowered {
+        eprintln!("note: {note}");
+    }
+    let tokens = config.tokens.clone().map(Arc::new);
+    conn::serve(listener, routes(state, &config), tokens, limits, shutdown()).await;
     reconcile.abort();
-    served
+    Ok(())
 }
 
 async fn shutdown() {

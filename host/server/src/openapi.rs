@@ -35,7 +35,7 @@ fn get(summary: &str, params: Vec<Value>, response: Value) -> Value {
         "responses": {
             "200": response,
             "400": error_response("A bad query string or parameter."),
-            "401": error_response("A bearer token is required and was missing or wrong."),
+            "401": error_response("A bearer token is required and was missing or wrong; the connection is closed."),
             "404": error_response("No such run."),
         }
     }})
@@ -56,7 +56,7 @@ fn post(
         "responses": {
             ok_status: response,
             "400": error_response("A body that is not JSON or does not fit: details.pointer is the JSON pointer of the offending value."),
-            "401": error_response("A bearer token is required and was missing or wrong."),
+            "401": error_response("A bearer token is required and was missing or wrong; the connection is closed."),
             "404": error_response("No such run."),
             "409": error_response(conflict),
             "413": error_response("A body over 1 MiB (details.limit_bytes)."),
@@ -87,7 +87,7 @@ pub fn spec() -> Value {
         "info": {
             "title": "wfhost API",
             "version": API_VERSION,
-            "description": "Runs, their branches, steps and events, over the wfhost run store. Errors are {code, message, details} with the matching status. On a non-loopback address every request needs `Authorization: Bearer <token>`."
+            "description": "Runs, their branches, steps and events, over the wfhost run store. Errors are {code, message, details} with the matching status. On a non-loopback address every request needs `Authorization: Bearer <token>`; one without a valid token is answered 401 before its body is read, and its connection is closed. Connections are capped in total and per client address (one over a cap is closed at once), must send a request's headers within the header timeout (default 10 s), and are closed after the idle timeout (default 60 s) with no request under way; a request under way, such as the event stream, is never cut."
         },
         "servers": [{"url": "/v1"}],
         "paths": both(json!({
@@ -124,7 +124,7 @@ pub fn spec() -> Value {
                 "responses": {
                     "200": {"description": "An endless event stream.", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                     "400": error_response("A bad Last-Event-ID or query string."),
-                    "401": error_response("A bearer token is required and was missing or wrong."),
+                    "401": error_response("A bearer token is required and was missing or wrong; the connection is closed."),
                     "404": error_response("No such run."),
                 }
             }},
@@ -175,7 +175,7 @@ pub fn spec() -> Value {
                 "responses": {
                     "200": {"description": "The report (served as an attachment named `<run>-branch-<n>.md`).", "content": {"text/markdown": {"schema": {"type": "string"}}}},
                     "400": error_response("A bad query string or an unknown branch."),
-                    "401": error_response("A bearer token is required and was missing or wrong."),
+                    "401": error_response("A bearer token is required and was missing or wrong; the connection is closed."),
                     "404": error_response("No such run."),
                 }
             }},

@@ -17,18 +17,25 @@ const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
 
+/// The paths served without a token (the page asks for one).
+const PUBLIC: [&str; 3] = ["/", "/ui/app.js", "/ui/app.css"];
+
+pub(crate) fn is_public(path: &str) -> bool {
+    PUBLIC.contains(&path)
+}
+
 pub fn routes() -> Router {
     Router::new()
         .route(
-            "/",
+            PUBLIC[0],
             get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
         )
         .route(
-            "/ui/app.js",
+            PUBLIC[1],
             get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }),
         )
         .route(
-            "/ui/app.css",
+            PUBLIC[2],
             get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
         )
 }

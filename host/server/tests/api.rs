@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
 use wfhost_core::payload::Statistics;
-use wfhost_server::{ServerConfig, Tokens};
+use wfhost_server::{ConnectionLimits, ServerConfig, Tokens};
 use wfhost_store::{Durability, RunRecord, Store};
 
 fn started(run_id: &str, workflow: &str) -> Event {
@@ -109,6 +109,10 @@ struct Server {
 }
 
 fn start(home: &Path, tokens: Option<Tokens>) -> Server {
+    start_with(home, tokens, ConnectionLimits::default())
+}
+
+fn start_with(home: &Path, tokens: Option<Tokens>, limits: ConnectionLimits) -> Server {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let config = ServerConfig {
@@ -117,6 +121,7 @@ fn start(home: &Path, tokens: Option<Tokens>) -> Server {
         tokens,
         runner: None,
         lease: wfhost_server::jobs::DEFAULT_LEASE,
+        limits,
     };
     rt.spawn(async move {
         wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
@@ -362,6 +367,7 @@ fn a_non_loopback_address_needs_tokens() {
         tokens: None,
         runner: None,
         lease: wfhost_server::jobs::DEFAULT_LEASE,
+        limits: Default::default(),
     };
     assert!(config.check().unwrap_err().contains("--auth-token-file"));
 }
@@ -1047,4 +1053,285 @@ fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     let (_, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a01");
     assert_eq!(run["status"], "failed", "{run}");
+}
+
+// Connections: caps, timeouts, and authentication before anything else.
+
+/// Short timeouts, so the tests wait little.
+fn quick_limits() -> ConnectionLimits {
+    ConnectionLimits {
+        header_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(300),
+        ..ConnectionLimits::default()
+    }
+}
+
+/// A connection to `addr` from the loopback address `from` (127.0.0.0/8
+/// is all loopback, so each test peer can have its own address).
+fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let stream = rt
+        .block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(format!("{from}:0").parse().unwrap())?;
+            socket.connect(addr).await
+        })
+        .unwrap()
+        .into_std()
+        .unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
+}
+
+/// Whether the server closed `s` within `wait` (EOF or reset), reading and
+/// discarding whatever it sent first.
+fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// One request on a kept-alive connection; the status, the head and the
+/// body (read to its Content-Length).
+fn exchange(s: &mut TcpStream, path: &str, headers: &[&str]) -> (u16, String, String) {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n");
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "the answer's head was cut");
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8(raw).unwrap();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    s.read_exact(&mut body).unwrap();
+    (
+        head[9..12].parse().unwrap(),
+        head,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
+}
+
+fn tokens() -> (Tokens, String) {
+    let token = "c".repeat(40);
+    let tokens = Tokens {
+        clients: vec![token.clone()],
+        agents: vec!["a".repeat(40)],
+    };
+    (tokens, format!("Authorization: Bearer {token}"))
+}
+
+#[test]
+fn half_sent_requests_and_silent_connections_are_closed_after_the_header_timeout() {
+    let home = tempfile::tempdir().unwrap();
+    let server = start_with(home.path(), None, quick_limits());
+    let started = std::time::Instant::now();
+    let mut waiting: Vec<TcpStream> = (0..30)
+        .map(|i| {
+            let mut s = TcpStream::connect(server.addr).unwrap();
+            if i % 2 == 0 {
+                // Headers begun, never finished.
+                s.write_all(b"GET /v1/runs HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+                    .unwrap();
+            }
+            s
+        })
+        .collect();
+    for s in &mut waiting {
+        assert!(
+            closed_within(s, Duration::from_secs(5)),
+            "still open after {:?}",
+            started.elapsed()
+        );
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(250) && took < Duration::from_secs(3),
+        "closed after {took:?}, with a header timeout of 300 ms"
+    );
+    // Bytes trickling in do not extend the time the headers have.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    let started = std::time::Instant::now();
+    for part in [
+        &b"GET /v1/runs HTTP/1.1\r\n"[..],
+        b"Host: localhost\r\n",
+        b"X-A: 1\r\n",
+    ] {
+        if s.write_all(part).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(120));
+    }
+    assert!(closed_within(&mut s, Duration::from_secs(5)));
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn an_idle_kept_alive_connection_is_closed_but_the_event_stream_is_not() {
+    let home = tempfile::tempdir().unwrap();
+    add_run(home.path(), "run-live", "w", 2, false);
+    let server = start_with(home.path(), None, quick_limits());
+    // Kept alive between requests, then closed once idle too long.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(exchange(&mut s, "/v1/health", &[]).0, 200);
+    }
+    let idle = std::time::Instant::now();
+    assert!(closed_within(&mut s, Duration::from_secs(5)));
+    assert!(
+        idle.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        idle.elapsed()
+    );
+    // The event stream outlives many idle timeouts: events written after
+    // two seconds of silence still arrive on it.
+    let addr = server.addr;
+    let reader =
+        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-live/events/stream", None, 10));
+    std::thread::sleep(Duration::from_secs(2));
+    append_steps(home.path(), "run-live", 2, 1);
+    assert_eq!(reader.join().unwrap(), (1..=10).collect::<Vec<_>>());
+}
+
+#[test]
+fn without_a_token_a_request_is_answered_401_at_once_unread_and_its_connection_closed() {
+    let home = tempfile::tempdir().unwrap();
+    let (tokens, auth) = tokens();
+    // The default timeouts (10 s, 60 s): a close within them is the 401's.
+    let server = start_with(home.path(), Some(tokens), ConnectionLimits::default());
+    for auth in [None, Some("Authorization: Bearer wrong")] {
+        let mut s = TcpStream::connect(server.addr).unwrap();
+        let started = std::time::Instant::now();
+        // A body of 100 MB announced, a few bytes sent, more asked for.
+        let mut head = String::from(
+            "POST /v1/runs/import HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\nExpect: 100-continue\r\n",
+        );
+        if let Some(auth) = auth {
+            head.push_str(auth);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n{\"x\":");
+        s.write_all(head.as_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut answer = Vec::new();
+        let read = s.read_to_end(&mut answer);
+        assert!(
+            read.is_ok() || read.unwrap_err().kind() == std::io::ErrorKind::ConnectionReset,
+            "the connection stays open"
+        );
+        let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+        assert!(answer.starts_with("http/1.1 401"), "{answer}");
+        assert!(!answer.contains("100 continue"), "{answer}");
+        assert!(answer.contains("connection: close"), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+    // An agent's token on a client endpoint: 401, and closed.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    let agent = format!("Authorization: Bearer {}", "a".repeat(40));
+    let (status, head, _) = exchange(&mut s, "/v1/runs", &[&agent]);
+    assert_eq!(status, 401);
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
+    assert!(closed_within(&mut s, Duration::from_secs(2)));
+    // The dashboard's page needs no token, but its connection is not kept.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    assert_eq!(exchange(&mut s, "/", &[]).0, 200);
+    assert!(closed_within(&mut s, Duration::from_secs(2)));
+    // With the token, the connection is kept for the next request.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    for _ in 0..3 {
+        let (status, head, _) = exchange(&mut s, "/v1/runs", &[&auth]);
+        assert_eq!(status, 200, "{head}");
+        assert!(!head.to_ascii_lowercase().contains("connection: close"));
+    }
+}
+
+#[test]
+fn a_peer_over_its_cap_is_closed_at_once_and_other_peers_are_served() {
+    let home = tempfile::tempdir().unwrap();
+    let (tokens, auth) = tokens();
+    let limits = ConnectionLimits {
+        max_connections_per_peer: 4,
+        ..ConnectionLimits::default()
+    };
+    let server = start_with(home.path(), Some(tokens), limits);
+    // Four authenticated, kept-alive connections: the fifth is refused.
+    let mut kept: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut s = connect_from("127.0.0.3", server.addr);
+            assert_eq!(exchange(&mut s, "/v1/health", &[&auth]).0, 200);
+            s
+        })
+        .collect();
+    for _ in 0..3 {
+        let mut over = connect_from("127.0.0.3", server.addr);
+        let started = std::time::Instant::now();
+        assert!(closed_within(&mut over, Duration::from_secs(2)));
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+    for s in &mut kept {
+        assert_eq!(exchange(s, "/v1/health", &[&auth]).0, 200);
+    }
+    let mut other = connect_from("127.0.0.4", server.addr);
+    assert_eq!(exchange(&mut other, "/v1/health", &[&auth]).0, 200);
+    // Connections that only hold a place make room for the peer's next
+    // one: the oldest is closed.
+    let mut idle: Vec<TcpStream> = (0..4)
+        .map(|_| connect_from("127.0.0.5", server.addr))
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut newest = connect_from("127.0.0.5", server.addr);
+    assert_eq!(exchange(&mut newest, "/v1/health", &[&auth]).0, 200);
+    assert!(closed_within(&mut idle[0], Duration::from_secs(2)));
+    assert!(!closed_within(&mut idle[1], Duration::from_millis(200)));
+}
+
+#[test]
+fn a_flood_of_idle_connections_from_many_peers_does_not_keep_a_token_holder_out() {
+    let home = tempfile::tempdir().unwrap();
+    let (tokens, auth) = tokens();
+    let limits = ConnectionLimits {
+        max_connections: 40,
+        max_connections_per_peer: 20,
+        ..ConnectionLimits::default()
+    };
+    let server = start_with(home.path(), Some(tokens), limits);
+    let _flood: Vec<TcpStream> = (0..120)
+        .map(|i| connect_from(&format!("127.0.1.{}", i % 8 + 1), server.addr))
+        .collect();
+    let started = std::time::Instant::now();
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    assert_eq!(exchange(&mut s, "/v1/runs", &[&auth]).0, 200);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -10,8 +10,9 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
-/// The largest response read.
-const MAX_RESPONSE_BYTES: usize = 64 << 20;
+/// The largest answer read (a run's definition is the largest the
+/// server sends); larger ones are refused as soon as they pass it.
+const MAX_RESPONSE_BYTES: u64 = 64 << 20;
 
 /// Where the server is and how to authenticate.
 #[derive(Debug, Clone)]
@@ -156,14 +157,23 @@ impl Client {
             .await
             .map_err(|e| e.to_string())?;
         let status = response.status().as_u16();
-        let limited = http_body_util::Limited::new(response.into_body(), MAX_RESPONSE_BYTES);
-        let bytes = limited
-            .collect()
-            .await
-            .map_err(|e| format!("reading the answer: {e}"))?
-            .to_bytes();
+        let declared = response
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.trim().parse().ok());
+        let bytes = wfhost_core::bounded_read::read_capped(
+            response.into_body().into_data_stream(),
+            declared,
+            MAX_RESPONSE_BYTES,
+            format!(
+                "the answer of {}{}{path}",
+                self.server.authority, self.server.base
+            ),
+        )
+        .await
+        .map_err(|e| format!("reading the answer: {e}"))?;
         self.conn = Some(conn);
-        Ok((status, bytes))
+        Ok((status, Bytes::from(bytes)))
     }
 }
 
