@@ -227,11 +227,7 @@ fn a_rolled_back_violation_is_shown_on_the_screen_and_in_show() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let said = "changes outside the file restrictions were rolled back: README";
     assert!(stdout(&out).contains(said), "{}", stdout(&out));
-    let id = stdout(&out)
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let id = stdout(&out).split_whitespace().nth(1).unwrap().to_string();
     let show = wfhost(&["show", &id], scratch.path());
     assert!(stdout(&show).contains(said), "{}", stdout(&show));
     let json = wfhost(&["show", &id, "--json"], scratch.path());
@@ -292,7 +288,10 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     );
     let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
-    assert!(payload_text(&report).contains("exited with code 3"), "{report}");
+    assert!(
+        payload_text(&report).contains("exited with code 3"),
+        "{report}"
+    );
 
     // Prose around the JSON is a protocol error.
     let ws = tempfile::tempdir().unwrap();

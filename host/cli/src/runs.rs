@@ -319,7 +319,11 @@ fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
         }
     );
     for warning in &l.warnings {
-        println!("  {:<15} {}", "", style.bad(&format!("warning: {}", escape(warning))));
+        println!(
+            "  {:<15} {}",
+            "",
+            style.bad(&format!("warning: {}", escape(warning)))
+        );
     }
     for lane in &l.lanes {
         println!(

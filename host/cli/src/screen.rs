@@ -148,7 +148,10 @@ impl Screen {
             // Warnings and errors show without -v: a rolled-back change
             // outside the restrictions is never quiet.
             lines.extend(wfhost_store::view::warnings_of(log).iter().map(|w| {
-                format!("{UNDER}{}", self.style.bad(&format!("warning: {}", escape(w))))
+                format!(
+                    "{UNDER}{}",
+                    self.style.bad(&format!("warning: {}", escape(w)))
+                )
             }));
         }
         lines

@@ -220,7 +220,10 @@ async fn run_command(
         // CLIs among them) must see the command's own directory, never
         // the one wfhost was started from: set last, so nothing overrides
         // it, and the previous directory is nobody's business.
-        .env("PWD", std::path::absolute(&cwd).unwrap_or_else(|_| cwd.clone()))
+        .env(
+            "PWD",
+            std::path::absolute(&cwd).unwrap_or_else(|_| cwd.clone()),
+        )
         .env_remove("OLDPWD")
         .stdin(if input.is_some() {
             Stdio::piped()

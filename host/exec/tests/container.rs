@@ -82,7 +82,9 @@ fn manifest(dir: &Path, name: &str) -> serde_json::Value {
 
 /// A run id of its own for each test and process.
 fn run_id(test: &str) -> String {
-    let n = test.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let n = test
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
     format!(
         "run-20260101-{:06}-{:06x}",
         n % 1_000_000,

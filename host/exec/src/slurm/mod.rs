@@ -942,7 +942,10 @@ mod tests {
         };
         let script = batch_script(&request, &request.bundle_dir, &request.workdir);
         let lines: Vec<&str> = script.lines().take(3).collect();
-        assert!(lines[1].starts_with("# ") && lines[1].contains(r"main.x\ntouch"), "{script}");
+        assert!(
+            lines[1].starts_with("# ") && lines[1].contains(r"main.x\ntouch"),
+            "{script}"
+        );
         assert!(lines[2].starts_with("B="), "{script}");
         let args = sbatch_args(&request, &request.workdir, &SlurmOptions::default(), None);
         assert!(args.iter().all(|a| !a.contains('\n')), "{args:?}");
