@@ -491,3 +491,74 @@ fn logs_show_an_agents_output() {
     assert!(logs.contains("    stderr| "), "{logs}");
     assert!(logs.contains("exit 0: added a.rs"), "{logs}");
 }
+
+/// `logs --follow` shows a running block's output as its commands write
+/// it, not only when the block ends.
+#[test]
+fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
+    use std::io::{BufRead, BufReader};
+    let s = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let gate = s.path().join("go");
+    let script = format!(
+        "echo started-work; while [ ! -e '{}' ]; do sleep 0.05; done; echo finished-work",
+        gate.display()
+    );
+    let manifest = write_manifest(
+        s.path(),
+        "live.json",
+        serde_json::json!({
+            "id": "live",
+            "plugins": {"exec": {"grants": ["exec"]}},
+            "start_node": "main",
+            "nodes": {"main": {"entry_block": "build", "blocks": {"build": {
+                "worker": "exec",
+                "config": {"commands": [{"argv": ["sh", "-c", script]}], "allow_shell": true},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}}
+        }),
+    );
+    let mut run = command(s.path())
+        .args(["run", manifest.to_str().unwrap(), "-w"])
+        .arg(ws.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = loop {
+        let out = wfhost(&["runs", "--json"], s.path());
+        let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if let Some(id) = runs[0]["id"].as_str() {
+            break id.to_string();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut follow = command(s.path())
+        .args(["logs", &id, "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    // The first line of output arrives while the command still waits.
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("stdout| started-work") {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|l| l.contains("[0] main.build running")),
+        "{seen:?}"
+    );
+    assert!(!gate.exists() && run.try_wait().unwrap().is_none());
+    std::fs::write(&gate, "").unwrap();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(follow.wait().unwrap().success());
+    assert!(run.wait().unwrap().success());
+    let rest = rest.join("\n");
+    assert!(rest.contains("stdout| finished-work"), "{rest}");
+    assert!(rest.contains("[0] main.build -> SIGNAL:SUCCESS"), "{rest}");
+    // Shown once: not again under the bundle when the block ends.
+    assert!(!rest.contains("started-work"), "{rest}");
+}

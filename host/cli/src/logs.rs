@@ -23,7 +23,9 @@ use wfhost_store::{RunRecord, Store, StoredEvent};
 use crate::style::Style;
 use crate::{Global, exit, report_error, store_error};
 
-use wfhost_core::workspace::bundles::{FILE_CAP, bundle_dirs, read_file};
+use wfhost_core::workspace::bundles::{
+    FILE_CAP, LiveLine, LiveTail, bundle_dirs, read_file,
+};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
@@ -36,7 +38,8 @@ pub struct LogsArgs {
     /// Only this block: `node.block`, or `block` for a block of that name in
     /// any node.
     block: Option<String>,
-    /// Keep printing blocks as a live run completes them, until it stops.
+    /// Keep printing blocks as a live run completes them, until it stops;
+    /// a running block's command output is shown as it is written.
     #[arg(long, short)]
     follow: bool,
     /// The branch (default: the one written last).
@@ -73,6 +76,7 @@ pub fn logs(args: LogsArgs, global: &Global) -> u8 {
         style: Style::stdout(),
         current: None,
         lanes: Vec::new(),
+        live: None,
     };
     match follow(&store, &run, branch, args.follow, &mut printer) {
         Ok(()) => exit::SUCCESS,
@@ -104,6 +108,9 @@ fn follow(
             if e.branch == branch {
                 printer.event(&e.event);
             }
+        }
+        if live {
+            printer.running();
         }
     }
     Ok(())
@@ -146,6 +153,8 @@ struct Printer {
     current: Option<(u64, String)>,
     /// The lanes of the running parallel block, in step order.
     lanes: Vec<String>,
+    /// The output of the running block's commands shown so far (follow).
+    live: Option<((u64, String), LiveTail)>,
 }
 
 impl Printer {
@@ -177,12 +186,13 @@ impl Printer {
                 if !self.wanted(&name) {
                     return;
                 }
+                let shown = self.finish_live(*step, &name);
                 self.heading(&format!("[{step}] {name}"), signal, *duration_us);
                 self.problem("error", failure.as_deref());
                 let validation = payload.push.iter().find(|s| s.kind == "VALIDATION_ERROR");
                 self.problem("validation error", validation.map(|s| s.content.as_str()));
                 print_log(log);
-                self.bundles(*step, &name);
+                self.bundles(*step, &name, shown);
             }
             Event::LaneCompleted {
                 lane,
@@ -202,7 +212,7 @@ impl Printer {
                 self.problem("error", failure.as_deref());
                 print_log(log);
                 let index = self.lanes.iter().position(|l| l == lane).unwrap_or(0);
-                self.bundles(step + index as u64, &name);
+                self.bundles(step + index as u64, &name, false);
             }
             _ => {}
         }
@@ -223,12 +233,48 @@ impl Printer {
         }
     }
 
-    /// Print the bundles of the execution at `step` of `name`.
-    fn bundles(&self, step: u64, name: &str) {
+    /// Print what the running block's commands wrote since the last call
+    /// (`--follow`): their capture files grow while they run.
+    fn running(&mut self) {
+        let Some((step, name)) = self.current.clone() else {
+            return;
+        };
+        if !self.wanted(&name) || !self.lanes.is_empty() {
+            return;
+        }
+        let key = (step, name.clone());
+        if self.live.as_ref().is_none_or(|(k, _)| *k != key) {
+            self.live = Some((key, LiveTail::default()));
+        }
+        let (_, tail) = self.live.as_mut().expect("just set");
+        let first = !tail.seen();
+        let lines = tail.poll(&self.workspace, &self.run_id, step, &name, false);
+        if first && !lines.is_empty() {
+            println!("  [{step}] {name} running …");
+        }
+        print_live(&lines);
+    }
+
+    /// The rest of a followed block's output, when it ends; whether any of
+    /// it was shown live (its bundle then lists its commands only).
+    fn finish_live(&mut self, step: u64, name: &str) -> bool {
+        match self.live.take() {
+            Some(((s, n), mut tail)) if s == step && n == name => {
+                let lines = tail.poll(&self.workspace, &self.run_id, step, name, true);
+                print_live(&lines);
+                tail.seen()
+            }
+            _ => false,
+        }
+    }
+
+    /// Print the bundles of the execution at `step` of `name` (without
+    /// their output when it was `shown` live).
+    fn bundles(&self, step: u64, name: &str, shown: bool) {
         for dir in bundle_dirs(&self.workspace, &self.run_id, step, name) {
-            let shown = dir.strip_prefix(&self.workspace).unwrap_or(&dir);
-            println!("  bundle {}", escape(&shown.display().to_string()));
-            if let Err(e) = print_bundle(&dir) {
+            let rel = dir.strip_prefix(&self.workspace).unwrap_or(&dir);
+            println!("  bundle {}", escape(&rel.display().to_string()));
+            if let Err(e) = print_bundle(&dir, shown) {
                 println!("    (cannot read it: {})", escape(&e));
             }
         }
@@ -241,8 +287,20 @@ fn print_log(log: &[String]) {
     }
 }
 
-/// Print a bundle's commands and their captured output.
-fn print_bundle(dir: &Path) -> Result<(), String> {
+fn print_live(lines: &[LiveLine]) {
+    for line in lines {
+        let sep = if line.text.is_empty() { "" } else { " " };
+        println!(
+            "    {}|{sep}{}",
+            line.stream,
+            escape_keeping_tabs(&line.text)
+        );
+    }
+}
+
+/// Print a bundle's commands and their captured output (unless it was
+/// `shown` live already).
+fn print_bundle(dir: &Path, shown: bool) -> Result<(), String> {
     let (text, _) = read_file(dir, "manifest.json")?;
     let manifest: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("manifest.json: {e}"))?;
@@ -251,6 +309,9 @@ fn print_bundle(dir: &Path) -> Result<(), String> {
         println!("  $ {}", escape(&command_line(command)));
         if let Some(error) = command["error"].as_str() {
             println!("    error: {}", escape(error));
+        }
+        if shown {
+            continue;
         }
         for stream in ["stdout", "stderr"] {
             let Some(name) = command[stream].as_str() else {

@@ -172,9 +172,159 @@ fn read_bundle(dir: &Path) -> Result<Vec<CommandView>, String> {
         .collect())
 }
 
+/// What the commands of a running execution have written so far, line by
+/// line as their capture files grow (`cmd-N.stdout`, `cmd-N.stderr`): what
+/// `wfhost logs --follow` shows while a block runs. Each poll reads at most
+/// [`LiveTail::POLL_BYTES`] of a file, never past [`FILE_CAP`] in all, and
+/// cuts lines at [`LiveTail::LINE_BYTES`]; links are not followed.
+#[derive(Debug, Default)]
+pub struct LiveTail {
+    /// Per capture file: bytes read so far and the unfinished last line.
+    files: std::collections::BTreeMap<PathBuf, (u64, Vec<u8>)>,
+}
+
+/// One line a running command wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveLine {
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    /// The command's position in its block, from 1.
+    pub command: u32,
+    pub text: String,
+}
+
+impl LiveTail {
+    /// The most read of one file in one poll.
+    pub const POLL_BYTES: u64 = 64 << 10;
+    /// Longer lines are cut.
+    pub const LINE_BYTES: usize = 4 << 10;
+
+    /// Whether any output was seen.
+    pub fn seen(&self) -> bool {
+        !self.files.is_empty()
+    }
+
+    /// The lines written since the last poll by the execution at `step` of
+    /// `name`; with `flush`, the unfinished last lines too (the block ended).
+    pub fn poll(
+        &mut self,
+        workspace: &Path,
+        run_id: &RunId,
+        step: u64,
+        name: &str,
+        flush: bool,
+    ) -> Vec<LiveLine> {
+        let mut lines = Vec::new();
+        for dir in bundle_dirs(workspace, run_id, step, name) {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut files: Vec<(u32, &'static str, PathBuf)> = entries
+                .flatten()
+                .filter_map(|e| {
+                    let file_name = e.file_name();
+                    let (command, stream) = capture_file(file_name.to_str()?)?;
+                    Some((command, stream, e.path()))
+                })
+                .collect();
+            files.sort();
+            for (command, stream, path) in files {
+                for text in self.read_new(&path, flush) {
+                    lines.push(LiveLine {
+                        stream,
+                        command,
+                        text,
+                    });
+                }
+            }
+        }
+        lines
+    }
+
+    fn read_new(&mut self, path: &Path, flush: bool) -> Vec<String> {
+        use std::io::{Seek, SeekFrom};
+        let (offset, partial) = self.files.entry(path.to_path_buf()).or_default();
+        let room = FILE_CAP.saturating_sub(*offset).min(Self::POLL_BYTES);
+        let read = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .and_then(|mut file| {
+                if !file.metadata()?.is_file() {
+                    return Ok(Vec::new());
+                }
+                file.seek(SeekFrom::Start(*offset))?;
+                let mut bytes = Vec::new();
+                file.take(room).read_to_end(&mut bytes)?;
+                Ok(bytes)
+            });
+        let bytes = read.unwrap_or_default();
+        *offset += bytes.len() as u64;
+        partial.extend_from_slice(&bytes);
+        let mut out = Vec::new();
+        while let Some(end) = partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = partial.drain(..=end).collect();
+            out.push(cut_line(&line[..line.len() - 1]));
+        }
+        if partial.len() > Self::LINE_BYTES || (flush && !partial.is_empty()) {
+            out.push(cut_line(partial));
+            partial.clear();
+        }
+        out
+    }
+}
+
+/// `cmd-N.stdout` → (N, "stdout").
+fn capture_file(file_name: &str) -> Option<(u32, &'static str)> {
+    let rest = file_name.strip_prefix("cmd-")?;
+    let (n, stream) = rest.split_once('.')?;
+    let stream = match stream {
+        "stdout" => "stdout",
+        "stderr" => "stderr",
+        _ => return None,
+    };
+    Some((n.parse().ok()?, stream))
+}
+
+fn cut_line(bytes: &[u8]) -> String {
+    let kept = &bytes[..bytes.len().min(LiveTail::LINE_BYTES)];
+    let mut text = String::from_utf8_lossy(kept).into_owned();
+    if bytes.len() > kept.len() {
+        text.push_str(" …");
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_live_tail_reads_lines_as_they_are_written_and_follows_no_link() {
+        let ws = tempfile::tempdir().unwrap();
+        let dir = ws
+            .path()
+            .join(".output/agent/run-20260101-000000-000001/step-2-main.dev");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cmd-1.stdout"), "one\ntw").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("cmd-1.stderr")).unwrap();
+        let mut tail = LiveTail::default();
+        let text = |lines: Vec<LiveLine>| lines.into_iter().map(|l| l.text).collect::<Vec<_>>();
+        assert_eq!(text(tail.poll(ws.path(), &run(), 2, "main.dev", false)), ["one"]);
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("cmd-1.stdout"))
+            .unwrap();
+        f.write_all(b"o\nthree").unwrap();
+        assert_eq!(text(tail.poll(ws.path(), &run(), 2, "main.dev", false)), ["two"]);
+        assert_eq!(text(tail.poll(ws.path(), &run(), 2, "main.dev", true)), ["three"]);
+        assert!(tail.poll(ws.path(), &run(), 2, "main.dev", true).is_empty());
+        // A flood without newlines comes in cut lines, never all at once.
+        f.write_all(&vec![b'x'; 100_000]).unwrap();
+        let lines = tail.poll(ws.path(), &run(), 2, "main.dev", false);
+        assert!(!lines.is_empty() && lines.iter().all(|l| l.text.len() <= LiveTail::LINE_BYTES + 4));
+    }
 
     #[test]
     fn repeated_executions_get_numbered_bundles() {
