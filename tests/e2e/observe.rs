@@ -538,6 +538,13 @@ fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    // Should nothing come live, the command is let go after a minute (and
+    // the test fails below) rather than waiting for ever.
+    let watchdog = gate.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = std::fs::write(watchdog, "");
+    });
     // The first line of output arrives while the command still waits.
     let mut seen = Vec::new();
     for line in lines.by_ref() {
