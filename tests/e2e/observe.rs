@@ -567,5 +567,5 @@ fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
     assert!(rest.contains("stdout| finished-work"), "{rest}");
     assert!(rest.contains("[0] main.build -> SIGNAL:SUCCESS"), "{rest}");
     // Shown once: not again under the bundle when the block ends.
-    assert!(!rest.contains("started-work"), "{rest}");
+    assert!(!rest.contains("stdout| started-work"), "{rest}");
 }
