@@ -492,20 +492,15 @@ fn logs_show_an_agents_output() {
     assert!(logs.contains("exit 0: added a.rs"), "{logs}");
 }
 
-/// `logs --follow` shows a running block's output as its commands write
-/// it, not only when the block ends.
-#[test]
-fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
-    use std::io::{BufRead, BufReader};
-    let s = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let gate = s.path().join("go");
+/// A workflow whose exec block prints `started-work`, waits for `gate`,
+/// then prints `finished-work`.
+fn waiting_manifest(dir: &Path, gate: &Path) -> PathBuf {
     let script = format!(
         "echo started-work; while [ ! -e '{}' ]; do sleep 0.05; done; echo finished-work",
         gate.display()
     );
-    let manifest = write_manifest(
-        s.path(),
+    write_manifest(
+        dir,
         "live.json",
         serde_json::json!({
             "id": "live",
@@ -517,7 +512,72 @@ fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
                 "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
             }}}}
         }),
+    )
+}
+
+/// Lines of `out` up to the one that contains `until`; the gate is
+/// created after a minute should it never come, so nothing hangs.
+fn lines_until(
+    out: std::process::ChildStdout,
+    gate: &Path,
+    until: &str,
+) -> (
+    Vec<String>,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+) {
+    use std::io::BufRead;
+    let watchdog = gate.to_path_buf();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        let _ = std::fs::write(watchdog, "");
+    });
+    let mut lines = std::io::BufReader::new(out).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains(until) {
+            break;
+        }
+    }
+    (seen, lines)
+}
+
+/// `run -v` shows a running block's output as its commands write it.
+#[test]
+fn run_verbose_shows_a_running_commands_output_as_it_is_written() {
+    let s = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let gate = s.path().join("go");
+    let manifest = waiting_manifest(s.path(), &gate);
+    let mut run = command(s.path())
+        .args(["run", manifest.to_str().unwrap(), "-v", "-w"])
+        .arg(ws.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (seen, rest) = lines_until(run.stdout.take().unwrap(), &gate, "stdout| started-work");
+    assert!(
+        seen.iter().any(|l| l.contains("[0] main.build running")),
+        "{seen:?}"
     );
+    assert!(!gate.exists() && run.try_wait().unwrap().is_none());
+    std::fs::write(&gate, "").unwrap();
+    let rest: Vec<String> = rest.map(|l| l.unwrap()).collect();
+    assert!(run.wait().unwrap().success());
+    let rest = rest.join("\n");
+    let done = rest.find("[0] main.build -> SIGNAL:SUCCESS").expect(&rest);
+    assert!(rest[..done].contains("stdout| finished-work"), "{rest}");
+}
+
+/// `logs --follow` shows a running block's output as its commands write
+/// it, not only when the block ends.
+#[test]
+fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
+    let s = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let gate = s.path().join("go");
+    let manifest = waiting_manifest(s.path(), &gate);
     let mut run = command(s.path())
         .args(["run", manifest.to_str().unwrap(), "-w"])
         .arg(ws.path())
@@ -537,30 +597,15 @@ fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
-    // Should nothing come live, the command is let go after a minute (and
-    // the test fails below) rather than waiting for ever.
-    let watchdog = gate.clone();
-    std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs(60));
-        let _ = std::fs::write(watchdog, "");
-    });
     // The first line of output arrives while the command still waits.
-    let mut seen = Vec::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push(line.clone());
-        if line.contains("stdout| started-work") {
-            break;
-        }
-    }
+    let (seen, rest) = lines_until(follow.stdout.take().unwrap(), &gate, "stdout| started-work");
     assert!(
         seen.iter().any(|l| l.contains("[0] main.build running")),
         "{seen:?}"
     );
     assert!(!gate.exists() && run.try_wait().unwrap().is_none());
     std::fs::write(&gate, "").unwrap();
-    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    let rest: Vec<String> = rest.map(|l| l.unwrap()).collect();
     assert!(follow.wait().unwrap().success());
     assert!(run.wait().unwrap().success());
     let rest = rest.join("\n");

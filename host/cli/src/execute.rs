@@ -76,15 +76,34 @@ pub struct PrintingSink<'s> {
     pub output: Output,
     screen: Screen,
     live: Option<Live>,
+    /// With `-v`: the running block's command output as it is written.
+    output_lines: Option<crate::live_output::LiveOutput>,
 }
 
 impl<'s> PrintingSink<'s> {
-    pub fn new(writer: BranchWriter<'s>, output: Output) -> Self {
+    pub fn new(writer: BranchWriter<'s>, output: Output, run: &RunRecord) -> Self {
+        let live = output.live().then(Live::start);
+        let output_lines = (output.verbose && output.events()).then(|| {
+            let print: crate::live_output::Print = match &live {
+                Some(live) => live.printer(),
+                None => std::sync::Arc::new(|lines: &[String]| {
+                    for line in lines {
+                        println!("{line}");
+                    }
+                }),
+            };
+            crate::live_output::LiveOutput::new(
+                PathBuf::from(&run.workspace),
+                run.id.clone(),
+                print,
+            )
+        });
         PrintingSink {
             writer,
             output,
             screen: Screen::new(Style::stdout(), output.verbose),
-            live: output.live().then(Live::start),
+            live,
+            output_lines,
         }
     }
 
@@ -97,7 +116,11 @@ impl<'s> PrintingSink<'s> {
 impl PrintingSink<'_> {
     fn print(&mut self, events: &[Event]) {
         for event in events {
-            let lines = self.screen.lines(event);
+            let mut lines = match &mut self.output_lines {
+                Some(follow) => follow.observe(event),
+                None => Vec::new(),
+            };
+            lines.extend(self.screen.lines(event));
             if let Some(live) = &self.live {
                 live.observe(event);
                 live.print(&lines);

@@ -23,9 +23,7 @@ use wfhost_store::{RunRecord, Store, StoredEvent};
 use crate::style::Style;
 use crate::{Global, exit, report_error, store_error};
 
-use wfhost_core::workspace::bundles::{
-    FILE_CAP, LiveLine, LiveTail, bundle_dirs, read_file,
-};
+use wfhost_core::workspace::bundles::{FILE_CAP, LiveLine, LiveTail, bundle_dirs, read_file};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \

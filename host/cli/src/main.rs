@@ -14,6 +14,7 @@ mod inputs;
 mod inspect;
 mod jobs;
 mod list;
+mod live_output;
 mod logs;
 mod man;
 mod mcp;

@@ -169,6 +169,21 @@ impl Live {
         self.bar.tick();
     }
 
+    /// A printer of lines above the status line, for another thread.
+    pub fn printer(&self) -> crate::live_output::Print {
+        let bar = self.bar.clone();
+        std::sync::Arc::new(move |lines: &[String]| {
+            if lines.is_empty() {
+                return;
+            }
+            bar.suspend(|| {
+                for line in lines {
+                    println!("{line}");
+                }
+            });
+        })
+    }
+
     /// Print `lines` on standard output above the status line.
     pub fn print(&self, lines: &[String]) {
         if lines.is_empty() {

@@ -249,7 +249,7 @@ fn continue_prepared(
         Resumption::AfterCrash => Entry::Resume(state),
         Resumption::Recorded => Entry::Continue(state),
     };
-    let sink = SessionSink::new(PrintingSink::new(writer, output), files);
+    let sink = SessionSink::new(PrintingSink::new(writer, output, run), files);
     execute(&prepared, run, sink, entry)
 }
 

@@ -239,7 +239,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     let code = execute(
         &prepared,
         &record,
-        crate::session_files::SessionSink::new(PrintingSink::new(writer, output), files),
+        crate::session_files::SessionSink::new(PrintingSink::new(writer, output, &record), files),
         Entry::Continue(state),
     );
     drop(lock);

@@ -310,20 +310,34 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", dir.join("cmd-1.stderr")).unwrap();
         let mut tail = LiveTail::default();
         let text = |lines: Vec<LiveLine>| lines.into_iter().map(|l| l.text).collect::<Vec<_>>();
-        assert_eq!(text(tail.poll(ws.path(), &run(), 2, "main.dev", false)), ["one"]);
+        assert_eq!(
+            text(tail.poll(ws.path(), &run(), 2, "main.dev", false)),
+            ["one"]
+        );
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(dir.join("cmd-1.stdout"))
             .unwrap();
         f.write_all(b"o\nthree").unwrap();
-        assert_eq!(text(tail.poll(ws.path(), &run(), 2, "main.dev", false)), ["two"]);
-        assert_eq!(text(tail.poll(ws.path(), &run(), 2, "main.dev", true)), ["three"]);
+        assert_eq!(
+            text(tail.poll(ws.path(), &run(), 2, "main.dev", false)),
+            ["two"]
+        );
+        assert_eq!(
+            text(tail.poll(ws.path(), &run(), 2, "main.dev", true)),
+            ["three"]
+        );
         assert!(tail.poll(ws.path(), &run(), 2, "main.dev", true).is_empty());
         // A flood without newlines comes in cut lines, never all at once.
         f.write_all(&vec![b'x'; 100_000]).unwrap();
         let lines = tail.poll(ws.path(), &run(), 2, "main.dev", false);
-        assert!(!lines.is_empty() && lines.iter().all(|l| l.text.len() <= LiveTail::LINE_BYTES + 4));
+        assert!(
+            !lines.is_empty()
+                && lines
+                    .iter()
+                    .all(|l| l.text.len() <= LiveTail::LINE_BYTES + 4)
+        );
     }
 
     #[test]
