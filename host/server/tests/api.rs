@@ -1276,7 +1276,7 @@ fn half_sent_requests_and_silent_connections_are_closed_after_the_header_timeout
 #[test]
 fn an_idle_kept_alive_connection_is_closed_but_the_event_stream_is_not() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-live", "w", 2, false);
+    add_run(home.path(), "run-20260101-000000-000a06", "w", 2, false);
     let server = start_with(home.path(), None, quick_limits());
     // Kept alive between requests, then closed once idle too long.
     let mut s = TcpStream::connect(server.addr).unwrap();
@@ -1295,9 +1295,9 @@ fn an_idle_kept_alive_connection_is_closed_but_the_event_stream_is_not() {
     // two seconds of silence still arrive on it.
     let addr = server.addr;
     let reader =
-        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-live/events/stream", None, 10));
+        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-20260101-000000-000a06/events/stream", None, 10));
     std::thread::sleep(Duration::from_secs(2));
-    append_steps(home.path(), "run-live", 2, 1);
+    append_steps(home.path(), "run-20260101-000000-000a06", 2, 1);
     assert_eq!(reader.join().unwrap(), (1..=10).collect::<Vec<_>>());
 }
 

@@ -168,8 +168,9 @@ fn load(
 }
 
 fn request(config: Value, payload: Vec<ContextSegment>) -> BlockRequest {
-    let token = wfhost_core::random::token().unwrap_or_default();
-    let execution_id = format!("call-{}", &token[..token.len().min(8)]);
+    // A run id like any run's: the plugin sees it, and the host names the
+    // block's bundle folders after it.
+    let execution_id = wfhost_store::new_run_id(wfhost_store::time::now_ms()).to_string();
     BlockRequest {
         worker: "plugin".into(),
         context: BlockContext {
