@@ -19,6 +19,7 @@ mod mcp;
 mod observe;
 mod parallel;
 mod plugin;
+mod presets;
 mod run;
 mod serve;
 mod session_files;
