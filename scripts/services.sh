@@ -17,11 +17,16 @@
 #   - browser: Debian's chromium (headless) and Node.js for the dashboard's
 #     browser tests, which drive it with playwright-core (installed by the
 #     test itself from tests/dashboard/package-lock.json).
+#   - agents: the agent CLIs the preset tests run (tests/e2e/presets.rs),
+#     pinned in tests/agents/package.json and package-lock.json, installed
+#     with `npm ci` into tests/agents/node_modules (Debian's nodejs and npm
+#     when node is missing); again only when the lock file changed. The
+#     tests run them offline, against tests/fixtures/model_server.py.
 #   - registry: Debian's docker-registry (the CNCF distribution registry),
 #     for the plugin package tests; each test starts its own instance on a
 #     free loopback port with its own storage, so nothing runs here.
 #
-# Usage: scripts/services.sh [docker|slurm|browser|registry|all]...
+# Usage: scripts/services.sh [docker|slurm|browser|registry|agents|all]...
 #        (default: docker; all = every service)
 #        WFHOST_SLURM_ACCOUNTING=0|1 (default 1): Slurm job accounting.
 # Idempotent: what is installed or running already is left as it is.
@@ -539,8 +544,25 @@ start_registry() {
     log "registry ready: $(docker-registry --version 2>/dev/null | head -1)"
 }
 
+# The pinned agent CLIs, from the lock file (npm ci), into the project.
+start_agents() {
+    command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+    local dir
+    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/agents"
+    local stamp=$dir/node_modules/.wfhost-lock
+    if [ -x "$dir/node_modules/.bin/claude" ] && [ -f "$stamp" ] \
+        && cmp -s "$dir/package-lock.json" "$stamp"; then
+        log "agents ready (installed): $("$dir/node_modules/.bin/claude" --version 2>/dev/null | head -1)"
+        return
+    fi
+    log "installing the agent CLIs from $dir/package-lock.json"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$dir/package-lock.json" "$stamp"
+    log "agents ready: $("$dir/node_modules/.bin/claude" --version 2>/dev/null | head -1)"
+}
+
 usage() {
-    echo "usage: $0 [docker|slurm|browser|registry|all]...   (default: docker)" >&2
+    echo "usage: $0 [docker|slurm|browser|registry|agents|all]...   (default: docker)" >&2
 }
 
 [ $# -eq 0 ] && set -- docker
@@ -552,9 +574,9 @@ case "${WFHOST_SLURM_ACCOUNTING:-1}" in
 esac
 for service in "$@"; do
     case "$service" in
-        docker|slurm|browser|registry|all) ;;
+        docker|slurm|browser|registry|agents|all) ;;
         -h|--help) usage; exit 0 ;;
-        *) log "unknown service $service (known: docker, slurm, browser, registry, all)"; usage; exit 2 ;;
+        *) log "unknown service $service (known: docker, slurm, browser, registry, agents, all)"; usage; exit 2 ;;
     esac
 done
 for service in "$@"; do
@@ -563,6 +585,7 @@ for service in "$@"; do
         slurm) start_slurm ;;
         browser) start_browser ;;
         registry) start_registry ;;
-        all) start_docker; start_slurm; start_browser; start_registry ;;
+        agents) start_agents ;;
+        all) start_docker; start_slurm; start_browser; start_registry; start_agents ;;
     esac
 done

@@ -38,10 +38,15 @@ const PROFILE: &str = "guest";
 fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir.join("../..").canonicalize().unwrap();
+    // One guest build per checkout: checkouts that share a target
+    // directory (git worktrees with one CARGO_TARGET_DIR) must not embed
+    // each other's guests, which `include_bytes!` would pick up from a
+    // shared folder whenever another checkout rebuilt them.
     let target_dir = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace.join("target"))
-        .join("guests");
+        .join("guests")
+        .join(checkout_key(&workspace));
 
     for dir in [
         "wit",
@@ -121,6 +126,16 @@ fn main() {
     .unwrap();
     let dest = PathBuf::from(env::var_os("OUT_DIR").unwrap()).join("guests.rs");
     std::fs::write(dest, code).unwrap();
+}
+
+/// A short stable name for a checkout's path (FNV-1a, 64 bits).
+fn checkout_key(workspace: &std::path::Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in workspace.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{hash:016x}")
 }
 
 /// Makes sure the standard library for `wasm32-wasip2` is installed before

@@ -20,6 +20,7 @@ mod mcp;
 mod observe;
 mod parallel;
 mod plugin;
+mod presets;
 mod run;
 mod serve;
 mod serve_abuse;

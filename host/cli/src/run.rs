@@ -89,6 +89,10 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
         report_error(errors);
         return exit::BAD_INPUT;
     }
+    if let Err(errors) = crate::validate::agent_presets(&workflow) {
+        report_error(errors);
+        return exit::BAD_INPUT;
+    }
     let inputs = match crate::inputs::read(&workflow.workflow, args.input.as_deref(), &args.set) {
         Ok(inputs) => inputs,
         Err(e) => {

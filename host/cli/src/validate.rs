@@ -32,6 +32,10 @@ pub fn validate(args: ValidateArgs) -> u8 {
         report_error(errors);
         return exit::BAD_INPUT;
     }
+    if let Err(errors) = agent_presets(&workflow) {
+        report_error(errors);
+        return exit::BAD_INPUT;
+    }
     // Loading the plugins checks that each is a component of the right
     // world importing only what it is granted. Nothing runs.
     let runtime = match start_runtime(args.cache_dir, false, wfhost_exec::Executor::Local) {
@@ -157,6 +161,62 @@ pub fn slurm_options(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest
                         message: e.message,
                     });
                 }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(manifest::ManifestErrors(errors))
+    }
+}
+
+/// The `preset` of the built-in `agent` worker's blocks and lanes
+/// (`config.preset`): a preset the host knows
+/// ([`wfhost_core::agents::presets`]), or the error lists those it does.
+pub fn agent_presets(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::ManifestErrors> {
+    let wf = &workflow.workflow;
+    let builtin_agent = wf
+        .plugins
+        .get("agent")
+        .is_none_or(|p| p.path.is_none() && p.reference.is_none());
+    if !builtin_agent {
+        return Ok(());
+    }
+    let mut errors = Vec::new();
+    for (node_id, node) in &wf.nodes {
+        for (block_id, block) in &node.blocks {
+            if block.worker != "agent" {
+                continue;
+            }
+            let mut configs = vec![(vec![], &block.config)];
+            if let Some(group) = &block.parallel {
+                for (lane, spec) in &group.lanes {
+                    configs.push((vec!["parallel", "lanes", lane.as_str()], &spec.config));
+                }
+            }
+            for (at, config) in configs {
+                let message = match config.get("preset") {
+                    None => continue,
+                    Some(serde_json::Value::String(name)) => {
+                        match wfhost_core::agents::presets::find(name) {
+                            Ok(_) => continue,
+                            Err(e) => e,
+                        }
+                    }
+                    Some(other) => format!(
+                        "`preset` is {other}, not a preset's name; the presets are {}",
+                        wfhost_core::agents::presets::names()
+                    ),
+                };
+                let mut parts = vec!["nodes", node_id.as_str(), "blocks", block_id.as_str()];
+                parts.extend(at);
+                parts.extend(["config", "preset"]);
+                errors.push(manifest::ManifestError {
+                    file: workflow.file.clone(),
+                    location: Some(pointer(&parts)),
+                    message,
+                });
             }
         }
     }

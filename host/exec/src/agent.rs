@@ -29,8 +29,9 @@ use std::time::Instant;
 
 use wfhost_core::agents::agent_protocol::{self, AgentOutput, AgentStatus};
 use wfhost_core::agents::block_output::{
-    self, BlockOutput, BlockOutputStatus, BlockType, ClaimMismatch, Deliverables,
+    self, BlockOutput, BlockOutputStatus, BlockType, ClaimMismatch, Deliverables, Usage,
 };
+use wfhost_core::agents::presets::{self, ResultFormat};
 use wfhost_core::exec::{ExecCommand, ExecSpec};
 use wfhost_core::restrictions::RestrictionPlan;
 use wfhost_core::workspace::{self, ChangeKind, EntryKind, Snapshot};
@@ -104,6 +105,10 @@ pub struct AgentRequest {
     pub meta: BundleMeta,
     pub deadline: Option<Instant>,
     pub output_cap: u64,
+    /// A preset's result adapter (block-output protocol only): the CLI's
+    /// final result on stdout is read and the BlockOutput written from it;
+    /// the agent need not write one.
+    pub result_format: Option<ResultFormat>,
 }
 
 /// What the agent did, as the host saw it.
@@ -367,8 +372,56 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     };
 
     let mut protocol = None;
-    let (own, defect) = match request.protocol {
-        Protocol::BlockOutput => {
+    // What a preset's adapter read of the CLI's usage: kept on a failure
+    // too (the tokens were spent).
+    let mut adapted_usage: Option<Usage> = None;
+    let (own, defect) = match (request.protocol, request.result_format) {
+        (Protocol::BlockOutput, Some(format)) => {
+            let read = if command.stdout_truncated {
+                Err(format!(
+                    "the agent's output exceeded {} bytes; its final result was lost",
+                    request.output_cap
+                ))
+            } else {
+                crate::bundle::BundleDir::open(&exec.bundle_dir)
+                    .and_then(|b| b.read(&command.stdout, request.output_cap))
+                    .map_err(|e| format!("cannot read the agent's output: {e}"))
+                    .and_then(|bytes| presets::parse_result(format, &bytes))
+            };
+            match read {
+                Ok(result) => {
+                    adapted_usage = Some(result.usage.clone());
+                    let why = if result.is_error {
+                        Some(format!(
+                            "the agent reported an error: {}",
+                            if result.summary.is_empty() {
+                                "(no message)"
+                            } else {
+                                &result.summary
+                            }
+                        ))
+                    } else {
+                        None
+                    };
+                    match (why, ran_badly) {
+                        (None, None) => (
+                            Some(from_result(&request, &result, &modified, &created)),
+                            None,
+                        ),
+                        (Some(why), None) | (None, Some(why)) => (None, Some(why)),
+                        (Some(error), Some(bad)) => (None, Some(format!("{bad}; {error}"))),
+                    }
+                }
+                Err(e) => (
+                    None,
+                    Some(match ran_badly {
+                        Some(bad) => format!("{bad}; {e}"),
+                        None => e,
+                    }),
+                ),
+            }
+        }
+        (Protocol::BlockOutput, None) => {
             let read = match read_output_file(&output_path) {
                 Ok(written) => Ok(Some(written).filter(|w| Some(w) != earlier.as_ref())),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -395,7 +448,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
                 }
             }
         }
-        Protocol::Json => {
+        (Protocol::Json, _) => {
             let parsed = if command.stdout_truncated {
                 Err(format!(
                     "protocol error: stdout exceeded {} bytes; the universal output must be one JSON object",
@@ -429,24 +482,26 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let (output, mismatch) = match own {
         Some(output) => {
             let mismatch = block_output::compare_claims(&output, &modified, &created);
-            if request.protocol == Protocol::Json {
+            if request.protocol == Protocol::Json || request.result_format.is_some() {
                 write_output(&output_path, &output)?;
             }
             (output, mismatch)
         }
         None => {
             let reason = defect.clone().unwrap_or_default();
-            let synthetic = block_output::synthetic_failure(
+            let mut synthetic = block_output::synthetic_failure(
                 &request.agent_id,
                 request.block_type,
                 &reason,
                 now_iso(),
             );
+            synthetic.usage = adapted_usage;
             // Keep what the agent wrote, if it wrote something, for
             // inspection.
             if let Ok(bytes) = read_output_file(&output_path)
                 && Some(&bytes) != earlier.as_ref()
                 && request.protocol == Protocol::BlockOutput
+                && request.result_format.is_none()
             {
                 let rejected = format!(".output/block-{}.rejected.json", request.agent_id);
                 // Replaces whatever is there (a planted link included).
@@ -514,19 +569,39 @@ fn from_protocol(
         AgentStatus::NeedsDecision => BlockOutputStatus::Partial,
         _ => BlockOutputStatus::Failed,
     };
+    host_output(
+        request,
+        status,
+        &answer.summary,
+        &answer.artifacts.files_to_create_or_update,
+        modified,
+        created,
+    )
+}
+
+/// A BlockOutput the host writes for the agent: the deliverables its block
+/// type needs, from a summary and the files the host detected.
+fn host_output(
+    request: &AgentRequest,
+    status: BlockOutputStatus,
+    summary: &str,
+    task_list: &[String],
+    modified: &[String],
+    created: &[String],
+) -> BlockOutput {
     let mut changed: Vec<String> = modified.iter().chain(created).cloned().collect();
     changed.sort();
     let deliverables = match request.block_type {
         BlockType::Plan => Deliverables::Plan {
-            markdown_document: answer.summary.clone(),
-            task_list: answer.artifacts.files_to_create_or_update.clone(),
+            markdown_document: summary.to_string(),
+            task_list: task_list.to_vec(),
         },
         BlockType::Dev => Deliverables::Code {
             files_changed: changed,
-            diff_summary: answer.summary.clone(),
+            diff_summary: summary.to_string(),
         },
         _ => Deliverables::Generic {
-            summary: answer.summary.clone(),
+            summary: summary.to_string(),
         },
     };
     BlockOutput {
@@ -534,11 +609,49 @@ fn from_protocol(
         block_type: request.block_type,
         status,
         deliverables,
-        summary: answer.summary.clone(),
+        summary: summary.to_string(),
         files_modified: modified.to_vec(),
         files_created: created.to_vec(),
         timestamp: now_iso(),
+        usage: None,
     }
+}
+
+/// The BlockOutput a preset's adapter writes for a CLI that finished
+/// without error: its final message as the summary (with what the CLI's
+/// own permissions refused), the files the host detected, its usage.
+fn from_result(
+    request: &AgentRequest,
+    result: &presets::CliResult,
+    modified: &[String],
+    created: &[String],
+) -> BlockOutput {
+    let mut summary = result.summary.clone();
+    if !result.denied.is_empty() {
+        let workspace = format!("{}/", request.workspace.display());
+        let denied: Vec<String> = result
+            .denied
+            .iter()
+            .map(|d| d.replacen(&workspace, "", 1))
+            .collect();
+        summary = format!(
+            "{}\n(the CLI's permissions refused: {})",
+            summary.trim_end(),
+            denied.join("; ")
+        )
+        .trim_start()
+        .to_string();
+    }
+    let mut output = host_output(
+        request,
+        BlockOutputStatus::Completed,
+        &summary,
+        &[],
+        modified,
+        created,
+    );
+    output.usage = Some(result.usage.clone());
+    output
 }
 
 /// The agent's output file, as a regular file of bounded size: a FIFO, a

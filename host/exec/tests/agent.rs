@@ -90,6 +90,7 @@ impl Fixture {
             },
             deadline: Some(Instant::now() + Duration::from_secs(30)),
             output_cap: 1 << 20,
+            result_format: None,
         }
     }
 
@@ -515,4 +516,119 @@ fn the_host_never_writes_the_block_output_through_a_link_the_agent_planted() {
         .collect();
     assert!(leaked.is_empty(), "written outside: {leaked:?}");
     assert!(f.ws.path().join("moved").is_dir(), "the agent did not run");
+}
+
+/// A stand-in for a preset's CLI: prints `stdout` (Python expression) and
+/// exits with `code`.
+fn result_printer(f: &Fixture, name: &str, stdout: &str, code: i32) -> PathBuf {
+    agent(
+        f.agents.path(),
+        name,
+        &format!(
+            "sys.stdin.read()\nsys.stdout.write({stdout})\nsys.stdout.flush()\nsys.exit({code})"
+        ),
+    )
+}
+
+#[test]
+fn a_presets_adapter_writes_the_block_output_from_the_final_result() {
+    let f = fixture();
+    let result = r#"'{"type":"result","is_error":false,"result":"Done.","session_id":"s-1","total_cost_usd":0.5,"usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":2},"modelUsage":{"m-1":{}}}'"#;
+    let program = result_printer(&f, "ok.py", result, 0);
+    let mut request = f.request(&program);
+    request.result_format = Some(wfhost_core::agents::presets::ResultFormat::ClaudeJson);
+    let outcome = f.run(request);
+    assert_eq!(outcome.defect, None);
+    assert_eq!(outcome.output.status, BlockOutputStatus::Completed);
+    let usage = outcome.output.usage.as_ref().unwrap();
+    assert_eq!((usage.tokens(), usage.model.as_deref()), (17, Some("m-1")));
+    let written = f.written_output();
+    assert_eq!(written["summary"], "Done.");
+    assert_eq!(written["usage"]["sessionId"], "s-1");
+    assert_eq!(written["usage"]["costUsd"], 0.5);
+}
+
+#[test]
+fn a_presets_adapter_fails_with_the_reason_and_keeps_the_usage() {
+    let f = fixture();
+    let error = r#"'{"type":"result","is_error":true,"result":"API Error: 529 overloaded","usage":{"input_tokens":7}}'"#;
+    for (name, stdout, code, why) in [
+        (
+            "err.py",
+            error,
+            1,
+            "the agent exited with code 1; the agent reported an error: API Error: 529 overloaded",
+        ),
+        (
+            "err0.py",
+            error,
+            0,
+            "the agent reported an error: API Error: 529 overloaded",
+        ),
+        (
+            "cut.py",
+            r#"'{"type":"result","result":"Do'"#,
+            0,
+            "not one JSON object",
+        ),
+        (
+            "bytes.py",
+            r#"'' if sys.stdout.buffer.write(b'{\xff\xfe}') else ''"#,
+            0,
+            "not UTF-8",
+        ),
+        ("none.py", "''", 0, "the CLI printed no final result"),
+        // Over the output cap (1 MiB here): the final result is lost.
+        (
+            "flood.py",
+            "'x' * (3 << 20)",
+            0,
+            "exceeded 1048576 bytes; its final result was lost",
+        ),
+    ] {
+        let program = result_printer(&f, name, stdout, code);
+        let mut request = f.request(&program);
+        request.result_format = Some(wfhost_core::agents::presets::ResultFormat::ClaudeJson);
+        request.bundle_dir = f.ws.path().join(format!(".output/agent/run-1/{name}"));
+        let outcome = f.run(request);
+        assert_eq!(outcome.output.status, BlockOutputStatus::Failed, "{name}");
+        let defect = outcome.defect.clone().unwrap_or_default();
+        assert!(defect.contains(why), "{name}: {defect}");
+        let written = f.written_output();
+        assert_eq!(written["status"], "failed", "{name}");
+        if name.starts_with("err") {
+            assert_eq!(
+                written["usage"]["inputTokens"], 7,
+                "{name}: the tokens were spent"
+            );
+        }
+    }
+}
+
+#[test]
+fn any_cli_reports_usage_in_its_own_block_output() {
+    let f = fixture();
+    let body = write_output("completed", &[], &[]).replace(
+        "'timestamp'",
+        "'usage': {'inputTokens': 3, 'outputTokens': 4, 'model': 'x'}, 'timestamp'",
+    );
+    let program = agent(f.agents.path(), "usage.py", &body);
+    let outcome = f.run(f.request(&program));
+    assert_eq!(outcome.defect, None);
+    assert_eq!(outcome.output.usage.as_ref().map(|u| u.tokens()), Some(7));
+    // A usage that is not one is a malformed output.
+    let body = write_output("completed", &[], &[])
+        .replace("'timestamp'", "'usage': {'inputTokens': -3}, 'timestamp'");
+    let program = agent(f.agents.path(), "bad_usage.py", &body);
+    let mut request = f.request(&program);
+    request.bundle_dir = f.ws.path().join(".output/agent/run-1/bad");
+    let outcome = f.run(request);
+    assert!(
+        outcome
+            .defect
+            .as_deref()
+            .is_some_and(|d| d.contains("usage.inputTokens")),
+        "{:?}",
+        outcome.defect
+    );
 }

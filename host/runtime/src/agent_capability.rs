@@ -8,6 +8,7 @@ use wfhost_core::agents::agent_protocol::ChangedFile;
 use wfhost_core::agents::agent_protocol::{self, Verdict};
 use wfhost_core::agents::artifact_content::{Changer, MAX_ARTIFACT_BYTES, check_task_changes};
 use wfhost_core::agents::block_output::{self, BlockType};
+use wfhost_core::agents::presets;
 use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
 use wfhost_core::agents::session_changes;
 use wfhost_exec::agent::{
@@ -335,7 +336,31 @@ impl agent::Host for HostState {
                 _ => AgentExecutor::Local,
             },
         };
+        // A preset supplies the argv (unless the block's `command` gives
+        // one), its environment (under the block's own `env`) and the
+        // adapter that reads the CLI's final result.
+        let preset = match scope.agent_preset.as_deref() {
+            Some(name) => Some(presets::find(name).map_err(wit::ExecError::Invalid)?),
+            None => None,
+        };
         let mut argv = invocation.argv;
+        let mut extra_env = invocation.env;
+        if let Some(preset) = preset {
+            if argv.is_empty() {
+                argv = preset.argv(scope.agent_model.as_deref(), scope.restrictions.as_deref());
+            }
+            let mut env: Vec<(String, String)> = preset
+                .env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            env.extend(extra_env);
+            extra_env = env;
+        }
+        let result_format = match invocation.protocol {
+            agent::Protocol::BlockOutput => preset.map(|p| p.result),
+            agent::Protocol::Json => None,
+        };
         if matches!(executor, AgentExecutor::Local) {
             resolve_program(&mut argv, scope.manifest_dir.as_deref());
         }
@@ -352,7 +377,9 @@ impl agent::Host for HostState {
         };
         // An agent that must write its BlockOutput file is told where and
         // how at the end of its prompt.
+        // (A preset's adapter writes it instead.)
         let prompt = match invocation.protocol {
+            agent::Protocol::BlockOutput if result_format.is_some() => invocation.prompt,
             agent::Protocol::BlockOutput => format!(
                 "{}\n\n{}",
                 invocation.prompt.trim_end(),
@@ -374,7 +401,7 @@ impl agent::Host for HostState {
             },
             input_json: with_session_changes(&scope, block_type, invocation.input_json),
             env: agent_env(&scope, telemetry_url),
-            extra_env: invocation.env,
+            extra_env,
             workspace: scope.workspace.clone(),
             agent_id: scope.agent_id.clone(),
             block_type,
@@ -388,6 +415,7 @@ impl agent::Host for HostState {
             meta: template.meta,
             deadline: template.deadline,
             output_cap: template.output_cap,
+            result_format,
         };
         let tasks = TasksWatch::before(&scope, block_type);
         let past = session_folder(&scope).and_then(|current| {
@@ -411,6 +439,9 @@ impl agent::Host for HostState {
                 });
             }
         };
+        if let Some(usage) = &outcome.output.usage {
+            self.agent_tokens = self.agent_tokens.saturating_add(usage.tokens());
+        }
         let claim_mismatch = mismatch_text(&outcome);
         let (mut signal, decision_prompt) = signal_of(&outcome);
         let mut violations = outcome.violations.clone();

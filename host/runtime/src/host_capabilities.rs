@@ -49,6 +49,10 @@ pub struct ExecScope {
     pub telemetry: TelemetryTarget,
     /// The lane of a parallel block the block runs as.
     pub lane: Option<wfhost_core::engine::LaneKey>,
+    /// The block's `config.preset` and `config.model`: the agent CLI
+    /// preset its agents run with (`wfhost_core::agents::presets`).
+    pub agent_preset: Option<String>,
+    pub agent_model: Option<String>,
 }
 
 /// Where a block's agents send telemetry (`TELEMETRY_URL`).

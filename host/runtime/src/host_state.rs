@@ -88,6 +88,9 @@ pub struct HostState {
     pub watch: Option<WriteWatch>,
     /// The write limit the guest passed, when it was stopped for it.
     pub limit_hit: Option<String>,
+    /// The model tokens the block's agents consumed, as their outputs
+    /// report them (`usage`), added to the block's statistics.
+    pub agent_tokens: u64,
     pub memory: MemoryCap,
     pub log: BlockLog,
     pub stdout: CappedCapture,

@@ -357,6 +357,7 @@ impl PluginSet {
             slice: 0,
             watch,
             limit_hit: None,
+            agent_tokens: 0,
             memory: MemoryCap {
                 limit: config.memory_limit,
                 hit: false,
@@ -472,6 +473,8 @@ impl PluginSet {
             manifest_dir: self.manifest_dir.clone(),
             telemetry: self.telemetry_target(&request),
             lane: request.lane.clone(),
+            agent_preset: config_text(&ctx.config, "preset"),
+            agent_model: config_text(&ctx.config, "model"),
         };
         let limits = self
             .limits
@@ -514,6 +517,13 @@ impl PluginSet {
                 message: describe_trap(&name, &e, store.data(), timeout),
             }),
         };
+        // What the block's agents consumed counts with what the guest
+        // reports itself.
+        let agent_tokens = store.data().agent_tokens;
+        if let Ok(output) = &mut outcome {
+            output.statistics.tokens_used =
+                output.statistics.tokens_used.saturating_add(agent_tokens);
+        }
         let log = drain_log(&mut store);
         drop(store);
         match sandbox.finish(outcome.is_ok(), &limits) {
@@ -966,6 +976,11 @@ fn deadline_after(timeout: Duration) -> std::time::Instant {
     now.checked_add(timeout)
         .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
         .unwrap_or(now)
+}
+
+/// A text field of a block's config, if it has one.
+fn config_text(config: &serde_json::Value, key: &str) -> Option<String> {
+    config.get(key).and_then(|v| v.as_str()).map(str::to_string)
 }
 
 #[cfg(test)]

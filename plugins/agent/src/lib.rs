@@ -3,9 +3,15 @@
 //! `"plugins": {"agent": {"grants": ["agent"]}}`.
 //!
 //! Config:
-//! - `command` (required): the CLI's argv, e.g. `["claude", "-p", "{prompt}"]`
-//!   or `["../agents/scripted_agent.py", "--role", "dev"]` (a relative
-//!   program path with a `/` is resolved next to the workflow manifest).
+//! - `command` (required without a `preset`): the CLI's argv, e.g.
+//!   `["claude", "-p", "{prompt}"]` or `["../agents/scripted_agent.py",
+//!   "--role", "dev"]` (a relative program path with a `/` is resolved next
+//!   to the workflow manifest). With a preset it replaces the preset's argv.
+//! - `preset`: a known agent CLI, `claude-code`; the host supplies its argv,
+//!   permission flags from the block's file restrictions, offline
+//!   environment (under `env`) and reads its final result into the
+//!   BlockOutput, usage included (`wfhost_core::agents::presets`).
+//! - `model` (with a preset): the model the CLI is asked for.
 //! - `prompt_delivery`: `stdin` (default), `argument` (`{prompt}` in the
 //!   argv, else appended) or `file` (`{prompt-file}` / `AGENT_PROMPT_FILE`).
 //! - `block_type`: `plan`, `dev` (default), `test`, `review`, `devops`.
@@ -86,7 +92,15 @@ enum OnViolation {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    #[serde(default)]
     command: Vec<String>,
+    /// A known agent CLI (`claude-code`): the host supplies its argv,
+    /// environment and result adapter (`wfhost_core::agents::presets`).
+    #[serde(default)]
+    preset: Option<String>,
+    /// The model a preset's CLI is asked for.
+    #[serde(default)]
+    model: Option<String>,
     #[serde(default)]
     prompt_delivery: Delivery,
     #[serde(default = "default_block_type")]
@@ -206,10 +220,18 @@ fn missing_context_file(input_json: &str) -> Option<String> {
 }
 
 fn invocation(config: &Config, ctx: &BlockContext) -> Result<agent::AgentInvocation, PluginError> {
-    if config.command.is_empty() || config.command[0].trim().is_empty() {
+    if config.preset.is_none() && config.model.is_some() {
         return Err(PluginError::new(
             "bad-config",
-            "`command` needs at least the program",
+            "`model` is for a `preset`; with a `command` of your own, pass the model in it",
+        ));
+    }
+    // With a preset, no command: the host's argv for it.
+    let needs_command = config.preset.is_none() || !config.command.is_empty();
+    if needs_command && config.command.first().is_none_or(|p| p.trim().is_empty()) {
+        return Err(PluginError::new(
+            "bad-config",
+            "`command` needs at least the program (or name a `preset`)",
         ));
     }
     Ok(agent::AgentInvocation {
@@ -428,6 +450,27 @@ mod tests {
         );
         assert!(decision_questions(None).is_empty());
         assert!(decision_questions(Some("not json")).is_empty());
+    }
+
+    #[test]
+    fn a_preset_needs_no_command() {
+        let c = ctx(serde_json::json!({"preset": "claude-code", "model": "m"}));
+        let config: Config = c.config().unwrap();
+        let inv = invocation(&config, &c).unwrap();
+        assert!(inv.argv.is_empty(), "the host supplies the preset's argv");
+        assert!(matches!(inv.prompt_delivery, agent::PromptDelivery::Stdin));
+        let c = ctx(serde_json::json!({"preset": "claude-code", "command": ["claude", "-p"]}));
+        let config: Config = c.config().unwrap();
+        assert_eq!(invocation(&config, &c).unwrap().argv, ["claude", "-p"]);
+        for bad in [
+            serde_json::json!({}),
+            serde_json::json!({"command": []}),
+            serde_json::json!({"command": ["x"], "model": "m"}),
+        ] {
+            let c = ctx(bad.clone());
+            let config: Config = c.config().unwrap();
+            assert!(invocation(&config, &c).is_err(), "{bad}");
+        }
     }
 
     #[test]

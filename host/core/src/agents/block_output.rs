@@ -84,8 +84,70 @@ impl Deliverables {
     }
 }
 
+/// What the model behind an agent consumed (`usage` in a BlockOutput):
+/// reported by any CLI that writes its own BlockOutput, or filled in by a
+/// preset's result adapter from the CLI's final result. Token counts are
+/// whole numbers (a count beyond `u64`, a negative or a fraction is not a
+/// valid output); their sum is the block's `tokens_used`, saturating.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input tokens read from the model's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the model's prompt cache.
+    #[serde(default)]
+    pub cache_creation_tokens: u64,
+    /// What the CLI says the work cost, in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The CLI's session, to find its transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// The most characters of a `usage` text field (model, session id).
+pub const MAX_USAGE_TEXT: usize = 256;
+
+impl Usage {
+    /// Every token the model processed: input, output and both cache
+    /// counts, saturating at `u64::MAX`.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_add(self.output_tokens)
+            .saturating_add(self.cache_read_tokens)
+            .saturating_add(self.cache_creation_tokens)
+    }
+
+    /// Why the usage is not a valid record, if it is not.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(cost) = self.cost_usd
+            && !(cost.is_finite() && cost >= 0.0)
+        {
+            return Err(format!("usage.costUsd {cost} is not a cost"));
+        }
+        for (field, text) in [("model", &self.model), ("sessionId", &self.session_id)] {
+            if text
+                .as_ref()
+                .is_some_and(|t| t.chars().count() > MAX_USAGE_TEXT)
+            {
+                return Err(format!(
+                    "usage.{field} is longer than {MAX_USAGE_TEXT} characters"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `.output/block-<nodeId>.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BlockOutput {
     pub block_id: String,
@@ -97,6 +159,9 @@ pub struct BlockOutput {
     pub files_created: Vec<String>,
     /// ISO-8601 time of the block's completion.
     pub timestamp: String,
+    /// What the model consumed, when the CLI reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// The file name a node's output is expected under, inside `.output/`.
@@ -182,6 +247,9 @@ pub fn read(
             )));
         }
     }
+    if let Some(usage) = &output.usage {
+        usage.check().map_err(invalid)?;
+    }
     if !is_iso8601(&output.timestamp) {
         return Err(invalid(format!(
             "timestamp `{}` is not an ISO-8601 date and time",
@@ -221,6 +289,7 @@ pub fn synthetic_failure(
         files_modified: Vec::new(),
         files_created: Vec::new(),
         timestamp,
+        usage: None,
     }
 }
 
@@ -257,6 +326,7 @@ pub fn prompt_contract(node_id: &str, block_type: BlockType) -> String {
         files_modified: Vec::new(),
         files_created: Vec::new(),
         timestamp: "2026-01-01T12:00:00Z".into(),
+        usage: None,
     };
     let json = serde_json::to_string_pretty(&example).expect("block outputs serialize");
     let kind = serde_json::to_string(&block_type).expect("block types serialize");

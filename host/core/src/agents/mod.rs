@@ -3,11 +3,13 @@
 //! JSON-only agent protocol (`agent_protocol`: universal input and output,
 //! status → signal or gate), and the orchestrator artifacts of a session
 //! (`session_artifacts`: `status.json` decisions and `tasks.yaml`;
-//! `session_projection`: both as a fold of a run's events).
+//! `session_projection`: both as a fold of a run's events), and the known
+//! agent CLIs (`presets`: argv, permissions, result adapter).
 
 pub mod agent_protocol;
 pub mod artifact_content;
 pub mod block_output;
+pub mod presets;
 pub mod session_artifacts;
 pub mod session_changes;
 pub mod session_projection;
