@@ -1294,8 +1294,14 @@ fn an_idle_kept_alive_connection_is_closed_but_the_event_stream_is_not() {
     // The event stream outlives many idle timeouts: events written after
     // two seconds of silence still arrive on it.
     let addr = server.addr;
-    let reader =
-        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-20260101-000000-000a06/events/stream", None, 10));
+    let reader = std::thread::spawn(move || {
+        sse_ids(
+            addr,
+            "/v1/runs/run-20260101-000000-000a06/events/stream",
+            None,
+            10,
+        )
+    });
     std::thread::sleep(Duration::from_secs(2));
     append_steps(home.path(), "run-20260101-000000-000a06", 2, 1);
     assert_eq!(reader.join().unwrap(), (1..=10).collect::<Vec<_>>());
