@@ -206,7 +206,11 @@ fn micros(d: Duration) -> f64 {
 
 fn bench_lease(rounds: u64) {
     let home = tempfile::tempdir().unwrap();
-    enqueue(&mut store_with_run(home.path(), "run-20260101-000000-0000ee"), "run-20260101-000000-0000ee", rounds + 50);
+    enqueue(
+        &mut store_with_run(home.path(), "run-20260101-000000-0000ee"),
+        "run-20260101-000000-0000ee",
+        rounds + 50,
+    );
     let server = Server::start(home.path());
     let mut client = Client::connect(&server.authority);
     for _ in 0..50 {
@@ -228,7 +232,11 @@ fn bench_lease(rounds: u64) {
 
 fn bench_drain(jobs: u64, agents: usize) {
     let home = tempfile::tempdir().unwrap();
-    enqueue(&mut store_with_run(home.path(), "run-20260101-000000-0000ee"), "run-20260101-000000-0000ee", jobs);
+    enqueue(
+        &mut store_with_run(home.path(), "run-20260101-000000-0000ee"),
+        "run-20260101-000000-0000ee",
+        jobs,
+    );
     let server = Server::start(home.path());
     let t = Instant::now();
     let done: u64 = std::thread::scope(|s| {

@@ -287,7 +287,13 @@ mod tests {
 
     #[test]
     fn names_allow_the_ids_wfhost_writes() {
-        for ok in ["lane-1", "a_b.c", "job-0001", "2026-11-22_one-101503-3c1f0a", "UD-3"] {
+        for ok in [
+            "lane-1",
+            "a_b.c",
+            "job-0001",
+            "2026-11-22_one-101503-3c1f0a",
+            "UD-3",
+        ] {
             assert!(SafeName::parse(ok).is_ok(), "{ok}");
         }
         assert!(SafeName::parse(&"x".repeat(SafeName::MAX_LEN)).is_ok());

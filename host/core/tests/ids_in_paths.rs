@@ -84,7 +84,10 @@ fn offences(file: &str, text: &str) -> Vec<String> {
             continue;
         }
         let after_params = open + params.len() + 2;
-        let Some(body_at) = text[after_params..].find(['{', ';']).map(|i| after_params + i) else {
+        let Some(body_at) = text[after_params..]
+            .find(['{', ';'])
+            .map(|i| after_params + i)
+        else {
             continue;
         };
         if text.as_bytes()[body_at] == b';' {
@@ -101,7 +104,9 @@ fn offences(file: &str, text: &str) -> Vec<String> {
                 if mentions(arg, id) {
                     let line = text[..body_at + j].lines().count();
                     let name: String = text[at + 3..open].to_string();
-                    found.push(format!("{file}:{line}: fn {name} joins raw id `{id}` into a path"));
+                    found.push(format!(
+                        "{file}:{line}: fn {name} joins raw id `{id}` into a path"
+                    ));
                 }
             }
         }
@@ -120,10 +125,18 @@ fn no_function_joins_an_id_it_took_as_plain_text_into_a_path() {
     let mut all = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
-        let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+        let shown = file
+            .strip_prefix(&root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
         all.extend(offences(&shown, &text));
     }
-    assert!(all.is_empty(), "raw ids joined into paths:\n{}", all.join("\n"));
+    assert!(
+        all.is_empty(),
+        "raw ids joined into paths:\n{}",
+        all.join("\n")
+    );
 }
 
 #[test]

@@ -104,6 +104,8 @@ pub struct AgentRequest {
     pub meta: BundleMeta,
     pub deadline: Option<Instant>,
     pub output_cap: u64,
+    /// Secret values to mask in what the CLI writes to stdout and stderr.
+    pub mask: wfhost_core::secrets::Masker,
 }
 
 /// What the agent did, as the host saw it.
@@ -311,6 +313,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         deadline: request.deadline,
         output_cap: request.output_cap,
         stdin,
+        mask: request.mask.clone(),
     };
     let exec = match &request.executor {
         AgentExecutor::Local => crate::run_local(&exec_request).await?,

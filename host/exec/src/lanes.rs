@@ -10,9 +10,9 @@
 //! what the lane's block changes is exactly `git diff` against it. Lanes
 //! are removed as directories, then forgotten by one `git worktree prune`.
 
-use wfhost_core::ids::RunId;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use wfhost_core::ids::RunId;
 
 use wfhost_core::workspace::{self, Change, ChangeKind, EntryKind};
 

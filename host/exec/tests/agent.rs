@@ -90,6 +90,7 @@ impl Fixture {
             },
             deadline: Some(Instant::now() + Duration::from_secs(30)),
             output_cap: 1 << 20,
+            mask: Default::default(),
         }
     }
 

@@ -62,6 +62,7 @@ fn request(dir: &Path, run: &str, name: &str, commands: Vec<ExecCommand>) -> Exe
         deadline: None,
         output_cap: 1 << 20,
         stdin: None,
+        mask: Default::default(),
     }
 }
 
@@ -82,7 +83,9 @@ fn manifest(dir: &Path, name: &str) -> serde_json::Value {
 
 /// A run id of its own for each test and process.
 fn run_id(test: &str) -> String {
-    let n = test.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let n = test
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
     format!(
         "run-20260101-{:06}-{:06x}",
         n % 1_000_000,

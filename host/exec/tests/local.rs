@@ -33,6 +33,7 @@ fn request(dir: &Path, commands: Vec<ExecCommand>) -> ExecRequest {
         deadline: None,
         output_cap: 1 << 20,
         stdin: None,
+        mask: Default::default(),
     }
 }
 
@@ -386,7 +387,10 @@ async fn every_command_sees_its_own_directory_as_pwd() {
     let mut in_sub = cmd(&["printenv", "PWD"]);
     in_sub.cwd = Some("sub".into());
     in_sub.env = vec![("PWD".into(), "/elsewhere".into())];
-    let mut req = request(dir.path(), vec![cmd(&["printenv", "PWD"]), in_sub, cmd(&["env"])]);
+    let mut req = request(
+        dir.path(),
+        vec![cmd(&["printenv", "PWD"]), in_sub, cmd(&["env"])],
+    );
     req.env.push(("OLDPWD".into(), "/before".into()));
     assert!(run_local(&req).await.unwrap().succeeded);
     let b = dir.path().join(".output/exec/bundle");
@@ -394,5 +398,9 @@ async fn every_command_sees_its_own_directory_as_pwd() {
     let real = |p: &Path| std::path::absolute(p).unwrap().display().to_string();
     assert_eq!(out(1).trim(), real(dir.path()));
     assert_eq!(out(2).trim(), real(&dir.path().join("sub")));
-    assert!(!out(3).lines().any(|l| l.starts_with("OLDPWD=")), "{}", out(3));
+    assert!(
+        !out(3).lines().any(|l| l.starts_with("OLDPWD=")),
+        "{}",
+        out(3)
+    );
 }

@@ -321,6 +321,8 @@ impl agent::Host for HostState {
                     ))
                 })?;
         check_input(invocation.input_json.as_deref())?;
+        let mut secrets = Vec::new();
+        let extra_env = scope.resolve_env(invocation.env, &mut secrets)?;
         let executor = match invocation.executor {
             Some(agent::AgentExecutor::Container(o)) => AgentExecutor::Container {
                 pool: scope.resources.containers().await.map_err(to_wit_error)?,
@@ -374,7 +376,7 @@ impl agent::Host for HostState {
             },
             input_json: with_session_changes(&scope, block_type, invocation.input_json),
             env: agent_env(&scope, telemetry_url),
-            extra_env: invocation.env,
+            extra_env,
             workspace: scope.workspace.clone(),
             agent_id: scope.agent_id.clone(),
             block_type,
@@ -388,6 +390,7 @@ impl agent::Host for HostState {
             meta: template.meta,
             deadline: template.deadline,
             output_cap: template.output_cap,
+            mask: wfhost_core::secrets::Masker::new(&secrets),
         };
         let tasks = TasksWatch::before(&scope, block_type);
         let past = session_folder(&scope).and_then(|current| {

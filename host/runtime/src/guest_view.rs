@@ -139,7 +139,11 @@ mod tests {
         let main = tempfile::tempdir().unwrap();
         let lane = tempfile::tempdir().unwrap();
         let view = GuestView::new(lane.path(), main.path());
-        let text = format!("{}/a and {}/b", main.path().display(), lane.path().display());
+        let text = format!(
+            "{}/a and {}/b",
+            main.path().display(),
+            lane.path().display()
+        );
         assert_eq!(view.text(&text), "/workspace/a and /workspace/b");
     }
 
@@ -153,7 +157,10 @@ mod tests {
             kind: "error".into(),
             content: format!("sandbox: cannot prepare {host}/src"),
         };
-        assert_eq!(view.segment(&segment).content, "sandbox: cannot prepare /workspace/src");
+        assert_eq!(
+            view.segment(&segment).content,
+            "sandbox: cannot prepare /workspace/src"
+        );
         let ctx = BlockContext {
             workflow_id: "w".into(),
             execution_id: "run-20260101-000000-000001".into(),

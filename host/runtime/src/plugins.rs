@@ -472,6 +472,7 @@ impl PluginSet {
             manifest_dir: self.manifest_dir.clone(),
             telemetry: self.telemetry_target(&request),
             lane: request.lane.clone(),
+            secrets: self.runtime.config.secrets.clone(),
         };
         let limits = self
             .limits

@@ -195,7 +195,14 @@ mod tests {
             1,
             "kept for the next request"
         );
-        assert!(stores.existing().unwrap().run("run-20260101-000000-0000f1").unwrap().is_some());
+        assert!(
+            stores
+                .existing()
+                .unwrap()
+                .run("run-20260101-000000-0000f1")
+                .unwrap()
+                .is_some()
+        );
 
         // The store is removed and another one made in its place: the
         // kept connection (to the removed file) must not answer.

@@ -199,13 +199,23 @@ fn runs_are_listed_filtered_and_paged() {
         .iter()
         .map(|r| r["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["run-20260101-000000-000a04", "run-20260101-000000-000a03", "run-20260101-000000-000a02"]);
+    assert_eq!(
+        ids,
+        [
+            "run-20260101-000000-000a04",
+            "run-20260101-000000-000a03",
+            "run-20260101-000000-000a02"
+        ]
+    );
     let (_, alpha) = get(server.addr, "/v1/runs?workflow=alpha&status=succeeded");
     assert_eq!(alpha["runs"][0]["id"], "run-20260101-000000-000a02");
     assert_eq!(alpha["runs"].as_array().unwrap().len(), 1);
     let (_, first) = get(server.addr, "/v1/runs?limit=2");
     assert_eq!(first["next_after"], "run-20260101-000000-000a03");
-    let (_, second) = get(server.addr, "/v1/runs?limit=2&after=run-20260101-000000-000a03");
+    let (_, second) = get(
+        server.addr,
+        "/v1/runs?limit=2&after=run-20260101-000000-000a03",
+    );
     assert_eq!(second["runs"][0]["id"], "run-20260101-000000-000a02");
     assert_eq!(second["next_after"], Value::Null);
 
@@ -258,7 +268,10 @@ fn a_run_its_branches_steps_and_events_in_pages() {
         }
     }
     assert_eq!(seen, (1..=1 + 400 * 3).collect::<Vec<u64>>());
-    let (status, _) = get(server.addr, "/v1/runs/run-20260101-000000-000a07/events?limit=5000");
+    let (status, _) = get(
+        server.addr,
+        "/v1/runs/run-20260101-000000-000a07/events?limit=5000",
+    );
     assert_eq!(status, 400);
 }
 
@@ -292,14 +305,25 @@ fn the_event_stream_resumes_from_last_event_id_and_follows_new_events() {
     let server = start(home.path(), None);
     // 1 + 2*3 = 7 events so far.
     assert_eq!(
-        sse_ids(server.addr, "/v1/runs/run-20260101-000000-000a06/events/stream", None, 7),
+        sse_ids(
+            server.addr,
+            "/v1/runs/run-20260101-000000-000a06/events/stream",
+            None,
+            7
+        ),
         (1..=7).collect::<Vec<_>>()
     );
     // A reconnect after event 4 gets exactly 5.. and then what is written
     // while it listens.
     let addr = server.addr;
-    let reader =
-        std::thread::spawn(move || sse_ids(addr, "/v1/runs/run-20260101-000000-000a06/events/stream", Some(4), 6));
+    let reader = std::thread::spawn(move || {
+        sse_ids(
+            addr,
+            "/v1/runs/run-20260101-000000-000a06/events/stream",
+            Some(4),
+            6,
+        )
+    });
     std::thread::sleep(Duration::from_millis(300));
     append_steps(home.path(), "run-20260101-000000-000a06", 2, 1);
     assert_eq!(reader.join().unwrap(), (5..=10).collect::<Vec<_>>());
@@ -429,7 +453,14 @@ fn the_openapi_document_describes_every_endpoint() {
         assert!(paths.iter().any(|k| *k == p), "{p} is not documented");
     }
     // And every documented GET answers (not the fallback's 404).
-    add_run_in(home.path(), "run-20260101-000000-000a00", "w", 1, true, Some("s1"));
+    add_run_in(
+        home.path(),
+        "run-20260101-000000-000a00",
+        "w",
+        1,
+        true,
+        Some("s1"),
+    );
     let job = queue_job(home.path(), "run-20260101-000000-000a00");
     for p in paths {
         if p.ends_with("/stream") || doc["paths"][p.as_str()].get("get").is_none() {
@@ -494,20 +525,31 @@ fn a_cancel_records_the_end_once_and_says_why_it_cannot() {
     let (_, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a0a");
     assert_eq!(run["status"], "failed", "{run}");
     // Again, or a run that ended by itself: a conflict that says how it ended.
-    let (status, body) = post(server.addr, "/v1/runs/run-20260101-000000-000a0a/cancel", b"");
+    let (status, body) = post(
+        server.addr,
+        "/v1/runs/run-20260101-000000-000a0a/cancel",
+        b"",
+    );
     assert_eq!(
         (status, body["code"].as_str()),
         (409, Some("finished")),
         "{body}"
     );
     assert!(body["message"].as_str().unwrap().contains("was cancelled"));
-    let (status, body) = post(server.addr, "/v1/runs/run-20260101-000000-000a05/cancel", b"{}");
+    let (status, body) = post(
+        server.addr,
+        "/v1/runs/run-20260101-000000-000a05/cancel",
+        b"{}",
+    );
     assert_eq!(status, 409, "{body}");
     assert!(body["message"].as_str().unwrap().contains("succeeded"));
     let (status, _) = post(server.addr, "/v1/runs/run-nope/cancel", b"{}");
     assert_eq!(status, 404);
     // Nothing else was written to the finished runs.
-    let (_, events) = get(server.addr, "/v1/runs/run-20260101-000000-000a0a/events?limit=1000");
+    let (_, events) = get(
+        server.addr,
+        "/v1/runs/run-20260101-000000-000a0a/events?limit=1000",
+    );
     let finished = events["events"]
         .as_array()
         .unwrap()
@@ -645,7 +687,11 @@ fn a_server_without_an_executable_says_it_starts_no_runs() {
         (501, Some("not_available")),
         "{err}"
     );
-    let (status, _) = post(server.addr, "/v1/runs/run-20260101-000000-000a0a/resume", b"{}");
+    let (status, _) = post(
+        server.addr,
+        "/v1/runs/run-20260101-000000-000a0a/resume",
+        b"{}",
+    );
     assert_eq!(status, 501);
 }
 
@@ -863,13 +909,27 @@ fn an_agent_that_stops_hands_its_lease_back_and_the_job_is_queued_again() {
 #[test]
 fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
     let home = tempfile::tempdir().unwrap();
-    add_run_in(home.path(), "run-20260101-000000-000a07", "w", 300, false, Some("chat-7"));
-    add_run(home.path(), "run-20260101-000000-000a0b", "shipping", 1, true);
+    add_run_in(
+        home.path(),
+        "run-20260101-000000-000a07",
+        "w",
+        300,
+        false,
+        Some("chat-7"),
+    );
+    add_run(
+        home.path(),
+        "run-20260101-000000-000a0b",
+        "shipping",
+        1,
+        true,
+    );
     let server = start(home.path(), None);
     // Backward from the newest: pages of the branch's chain, in write order.
     let mut seen: Vec<u64> = Vec::new();
     let mut path =
-        "/v1/runs/run-20260101-000000-000a07/events?branch=1&before=18446744073709551615&limit=128".to_string();
+        "/v1/runs/run-20260101-000000-000a07/events?branch=1&before=18446744073709551615&limit=128"
+            .to_string();
     loop {
         let (status, page) = get(server.addr, &path);
         assert_eq!(status, 200, "{page}");
@@ -884,13 +944,18 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
         seen = seqs;
         match page["next_before"].as_u64() {
             Some(first) => {
-                path = format!("/v1/runs/run-20260101-000000-000a07/events?branch=1&before={first}&limit=128")
+                path = format!(
+                    "/v1/runs/run-20260101-000000-000a07/events?branch=1&before={first}&limit=128"
+                )
             }
             None => break,
         }
     }
     assert_eq!(seen, (1..=1 + 300 * 3).collect::<Vec<u64>>());
-    let (_, first) = get(server.addr, "/v1/runs/run-20260101-000000-000a07/events?branch=1&limit=2");
+    let (_, first) = get(
+        server.addr,
+        "/v1/runs/run-20260101-000000-000a07/events?branch=1&limit=2",
+    );
     assert_eq!(
         (
             first["events"][1]["seq"].as_u64(),
@@ -920,7 +985,10 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
     };
     assert_eq!(ids("/v1/runs?q=SHIPP"), ["run-20260101-000000-000a0b"]);
     assert_eq!(ids("/v1/runs?q=chat-7"), ["run-20260101-000000-000a07"]);
-    assert_eq!(ids("/v1/runs?session=chat-7"), ["run-20260101-000000-000a07"]);
+    assert_eq!(
+        ids("/v1/runs?session=chat-7"),
+        ["run-20260101-000000-000a07"]
+    );
     assert!(ids("/v1/runs?q=nothing-like-it").is_empty());
     let (_, all) = get(server.addr, "/v1/runs");
     let long = all["runs"]
@@ -958,11 +1026,26 @@ fn a_branch_is_paged_from_either_end_and_the_runs_found_by_text_and_session() {
 #[test]
 fn a_run_exports_as_a_markdown_report() {
     let home = tempfile::tempdir().unwrap();
-    add_run(home.path(), "run-20260101-000000-000a08", "report-flow", 3, true);
+    add_run(
+        home.path(),
+        "run-20260101-000000-000a08",
+        "report-flow",
+        3,
+        true,
+    );
     let server = start(home.path(), None);
-    let (status, text) = request(server.addr, "GET", "/v1/runs/run-20260101-000000-000a08/report", &[], b"");
+    let (status, text) = request(
+        server.addr,
+        "GET",
+        "/v1/runs/run-20260101-000000-000a08/report",
+        &[],
+        b"",
+    );
     assert_eq!(status, 200, "{text}");
-    assert!(text.starts_with("# Run `run-20260101-000000-000a08`"), "{text}");
+    assert!(
+        text.starts_with("# Run `run-20260101-000000-000a08`"),
+        "{text}"
+    );
     assert!(text.contains("| Workflow | `report-flow` |"), "{text}");
     assert!(text.contains("## Steps (3)"), "{text}");
     assert!(text.contains("| 2 | `main.a` |"), "{text}");

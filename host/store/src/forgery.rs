@@ -21,7 +21,10 @@ pub fn reseal(text: &str) -> String {
     use sha2::{Digest, Sha256};
     let at = text.rfind(",\"checksum\":").expect("the checksum is last");
     let body = &text[..at];
-    let sum = format!("sha256:{}", hex::encode(Sha256::digest(format!("{body}}}"))));
+    let sum = format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(format!("{body}}}")))
+    );
     format!("{body},\"checksum\":\"{sum}\"}}")
 }
 

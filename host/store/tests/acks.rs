@@ -37,9 +37,7 @@ fn ack(attempt: u32, digest: &str) -> NewAck {
 fn an_ack_is_recorded_with_its_events_and_used_once() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    store
-        .create_run(&record(R1), "{}", &started(R1))
-        .unwrap();
+    store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     {
         let mut writer = store.writer(R1, 1).unwrap();
         wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
@@ -93,18 +91,14 @@ fn an_ack_is_recorded_with_its_events_and_used_once() {
 fn gc_removes_a_run_s_acks() {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    store
-        .create_run(&record(R1), "{}", &started(R1))
-        .unwrap();
+    store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     {
         let mut writer = store.writer(R1, 1).unwrap();
         wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
         writer.append_acked(&[merged(1)], &ack(1, "d1")).unwrap();
     }
     assert_eq!(store.remove_runs(&[R1.to_string()]).unwrap(), 1);
-    store
-        .create_run(&record(R1), "{}", &started(R1))
-        .unwrap();
+    store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     assert_eq!(
         store.ack(R1, 2, 1).unwrap(),
         None,

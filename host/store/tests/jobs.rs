@@ -5,9 +5,9 @@ use wfhost_core::event::{Event, EventSink, QueuedJob};
 use wfhost_store::{Completion, Durability, JobState, NewJob, Store};
 
 mod common;
+use common::record;
 #[allow(unused_imports)]
 use common::{M, Q, R, R1, R2, R3, R4};
-use common::record;
 
 fn store_with_run(home: &std::path::Path) -> Store {
     let mut store = Store::open(home, Durability::Normal).unwrap();
@@ -400,12 +400,7 @@ fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps() {
     // Read on from a row; other branches see none of it.
     let rest = store.job_telemetry_after(R, 1, read[0].id, 100).unwrap();
     assert_eq!(rest, read[1..]);
-    assert!(
-        store
-            .job_telemetry_after(R, 2, 0, 100)
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.job_telemetry_after(R, 2, 0, 100).unwrap().is_empty());
     assert_eq!(store.last_job_telemetry().unwrap(), read[2].id);
     // Removing the run removes its telemetry.
     store

@@ -108,8 +108,7 @@ fn a_session_moves_to_another_home_whole_and_only_whole() {
     // nothing of it is written, r1 included.
     let third = tempfile::tempdir().unwrap();
     let mut held = Store::open(third.path(), Durability::Normal).unwrap();
-    held.create_run(&record(R2), "{}", &started(R2))
-        .unwrap();
+    held.create_run(&record(R2), "{}", &started(R2)).unwrap();
     let err = held.import_session(&bundle).unwrap_err().to_string();
     assert!(
         err.contains(R2) && err.contains("nothing was imported"),

@@ -61,9 +61,7 @@ fn last_snapshot(store: &Store, run: &str, branch: u32) -> String {
 fn new_store() -> (tempfile::TempDir, Store) {
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
-    store
-        .create_run(&record(R1), "{}", &started(R1))
-        .unwrap();
+    store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     (home, store)
 }
 
@@ -157,9 +155,7 @@ fn forks_branch_off_and_chains_follow_their_ancestry() {
     assert_eq!(store.current_branch(R1).unwrap(), 3);
     // Not a snapshot (a block_started event has none), or another run's.
     assert!(store.fork(R1, "sn-nope").is_err());
-    store
-        .create_run(&record(R2), "{}", &started(R2))
-        .unwrap();
+    store.create_run(&record(R2), "{}", &started(R2)).unwrap();
     let foreign = store.chain(R2, 1).unwrap()[0].snapshot.clone().unwrap();
     let err = store.fork(R1, &foreign).unwrap_err().to_string();
     assert!(err.contains(&format!("belongs to run {R2}")), "{err}");
@@ -531,7 +527,12 @@ fn a_version_1_store_is_upgraded_with_every_run_event_and_snapshot() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, wfhost_store::SCHEMA_VERSION);
-    let runs: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id.to_string()).collect();
+    let runs: Vec<String> = store
+        .runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
     assert_eq!(runs, [NEW_V1, OLD_V1]);
     // A row whose id is no run id (an older import did not check) is
     // left out of listings, not a failure of the whole listing.
@@ -568,9 +569,7 @@ fn a_version_1_store_is_upgraded_with_every_run_event_and_snapshot() {
 #[test]
 fn runs_do_not_see_each_others_events() {
     let (_home, mut store) = new_store();
-    store
-        .create_run(&record(R2), "{}", &started(R2))
-        .unwrap();
+    store.create_run(&record(R2), "{}", &started(R2)).unwrap();
     store.writer(R1, 1).unwrap().append(&step(0)).unwrap();
     store.writer(R2, 1).unwrap().append(&step(0)).unwrap();
     store.writer(R1, 1).unwrap().append(&step(1)).unwrap();
@@ -672,7 +671,10 @@ fn a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored() {
     for hostile in common::HOSTILE_RUN_IDS {
         let text = common::forge(&bundle, R1, hostile);
         let err = Bundle::parse(text.as_bytes()).unwrap_err();
-        assert!(err.contains("run id") && !err.contains('\n'), "{hostile:?}: {err}");
+        assert!(
+            err.contains("run id") && !err.contains('\n'),
+            "{hostile:?}: {err}"
+        );
         assert!(nothing.runs().unwrap().is_empty());
     }
     // Nothing of them reached a path: no lock file was made.

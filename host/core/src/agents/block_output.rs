@@ -242,7 +242,9 @@ pub fn prompt_contract(node_id: &str, block_type: BlockType) -> String {
         },
     };
     let deliverables_fields = match block_type {
-        BlockType::Plan => "`blockType: \"plan\"`, `markdownDocument` (text), `taskList` (list of text)",
+        BlockType::Plan => {
+            "`blockType: \"plan\"`, `markdownDocument` (text), `taskList` (list of text)"
+        }
         BlockType::Dev => "`blockType: \"code\"`, `filesChanged` (paths), `diffSummary` (text)",
         _ => "`blockType: \"generic\"`, `summary` (text)",
     };
@@ -393,7 +395,10 @@ mod tests {
             BlockType::Devops,
         ] {
             let text = prompt_contract("dev.implement", block_type);
-            assert!(text.contains("`.output/block-dev.implement.json`"), "{text}");
+            assert!(
+                text.contains("`.output/block-dev.implement.json`"),
+                "{text}"
+            );
             let example = text
                 .split("```json\n")
                 .nth(1)

@@ -206,7 +206,9 @@ mod tests {
     #[test]
     fn a_bundle_reads_with_its_commands_output() {
         let ws = tempfile::tempdir().unwrap();
-        let dir = ws.path().join(".output/exec/run-20260101-000000-000001/step-3-main.build");
+        let dir = ws
+            .path()
+            .join(".output/exec/run-20260101-000000-000001/step-3-main.build");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("manifest.json"),
@@ -218,7 +220,10 @@ mod tests {
         let found = read_bundles(ws.path(), &run(), 3, "main.build");
         assert_eq!(found.len(), 1);
         let bundle = found[0].as_ref().unwrap();
-        assert_eq!(bundle.dir, ".output/exec/run-20260101-000000-000001/step-3-main.build");
+        assert_eq!(
+            bundle.dir,
+            ".output/exec/run-20260101-000000-000001/step-3-main.build"
+        );
         let c = &bundle.commands[0];
         assert_eq!(
             c.stdout,
