@@ -258,7 +258,10 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     );
     let (code, report) = run_report(&m, ws.path(), scratch.path());
     assert_eq!(code, Some(0), "{report}");
-    assert!(payload_text(&report).contains("exited with code 3"), "{report}");
+    assert!(
+        payload_text(&report).contains("exited with code 3"),
+        "{report}"
+    );
 
     // Prose around the JSON is a protocol error.
     let ws = tempfile::tempdir().unwrap();

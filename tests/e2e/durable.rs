@@ -910,10 +910,19 @@ fn a_re_sealed_bundle_whose_run_id_is_a_path_or_a_script_line_is_refused() {
     let id = only_run(here.path()).unwrap();
     let run_bundle = here.path().join("run.json");
     let session_bundle = here.path().join("session.json");
-    let out = wfhost(&["export", &id, "-o", run_bundle.to_str().unwrap()], here.path());
+    let out = wfhost(
+        &["export", &id, "-o", run_bundle.to_str().unwrap()],
+        here.path(),
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let out = wfhost(
-        &["session", "export", "chat-7", "-o", session_bundle.to_str().unwrap()],
+        &[
+            "session",
+            "export",
+            "chat-7",
+            "-o",
+            session_bundle.to_str().unwrap(),
+        ],
         here.path(),
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -943,13 +952,21 @@ fn a_re_sealed_bundle_whose_run_id_is_a_path_or_a_script_line_is_refused() {
             let mut args = args.clone();
             args.push(forged.to_str().unwrap());
             let out = wfhost(&args, there.path());
-            assert_eq!(out.status.code(), Some(2), "{what} {hostile:?}: {}", stderr(&out));
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{what} {hostile:?}: {}",
+                stderr(&out)
+            );
             let err = stderr(&out);
             assert!(err.contains("run id"), "{what} {hostile:?}: {err}");
             assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         }
     }
     assert_eq!(store_bytes(there.path()), before, "nothing stored");
-    assert_eq!(std::fs::read_to_string(Path::new(&victim).join("keep.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&victim).join("keep.txt")).unwrap(),
+        "mine"
+    );
     assert!(!there.path().join("home/locks").exists());
 }

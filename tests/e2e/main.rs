@@ -20,6 +20,7 @@ mod observe;
 mod parallel;
 mod plugin;
 mod run;
+mod secrets;
 mod serve;
 mod session_files;
 mod slurm_agents;

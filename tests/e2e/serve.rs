@@ -201,7 +201,10 @@ fn runs_started_answered_and_forked_over_the_api_are_the_clis_runs() {
         let (status, err) = gate("UD-1", answer);
         assert_eq!(status, 400, "{answer}: {err}");
         assert!(
-            err["message"].as_str().unwrap().contains("changes-requested"),
+            err["message"]
+                .as_str()
+                .unwrap()
+                .contains("changes-requested"),
             "{answer}: {err}"
         );
     }
