@@ -159,6 +159,64 @@ pub mod exec {
     pub use crate::bindings::worker::wfhost::plugin::exec::*;
 }
 
+/// Environment values with host references, for the `env` of `exec`,
+/// `container`, `slurm` and `agent` calls.
+///
+/// A config's `env` value may be a string or `{"secret": "NAME"}`
+/// ([`EnvValue`]). A reference is never resolved by the plugin: it travels
+/// to the host as an env value that starts with a NUL byte (no real value
+/// can), and the host puts the value in the command's environment when it
+/// starts it, from its own secrets, and masks it in the output it keeps.
+pub mod env {
+    use serde::Deserialize;
+
+    /// A string, or a reference to a secret of the host.
+    #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+    #[serde(untagged)]
+    pub enum EnvValue {
+        Plain(String),
+        Secret {
+            /// `[A-Za-z_][A-Za-z0-9_]*`.
+            secret: String,
+        },
+    }
+
+    impl EnvValue {
+        /// What goes into the WIT `env` list.
+        pub fn to_wire(&self) -> String {
+            match self {
+                EnvValue::Plain(value) => value.clone(),
+                EnvValue::Secret { secret } => secret_ref(secret),
+            }
+        }
+    }
+
+    /// The env value the host replaces by secret `name`.
+    pub fn secret_ref(name: &str) -> String {
+        format!("\0secret:{name}")
+    }
+
+    /// The env value the host replaces by its own environment variable
+    /// `name` (left out when the host has none): `env_passthrough`.
+    pub fn host_ref(name: &str) -> String {
+        format!("\0env:{name}")
+    }
+
+    /// The WIT `env` list of a command: each `passthrough` name as a host
+    /// reference, then `env` (which wins over a passthrough of the same
+    /// name).
+    pub fn to_wire<'a>(
+        passthrough: impl IntoIterator<Item = &'a String>,
+        env: impl IntoIterator<Item = (&'a String, &'a EnvValue)>,
+    ) -> Vec<(String, String)> {
+        passthrough
+            .into_iter()
+            .map(|name| (name.clone(), host_ref(name)))
+            .chain(env.into_iter().map(|(k, v)| (k.clone(), v.to_wire())))
+            .collect()
+    }
+}
+
 /// The `container` capability: run, watch, pause, unpause and remove Docker
 /// containers with the workspace at `/workspace`. Only usable by a plugin
 /// the workflow grants `container`.

@@ -22,6 +22,7 @@ mod parallel;
 mod plugin;
 mod presets;
 mod run;
+mod secrets;
 mod serve;
 mod serve_abuse;
 mod session_files;

@@ -82,6 +82,13 @@ Examples:
   wfhost gc --dry-run
   wfhost gc --older-than 7d --include-unfinished";
 
+pub const SECRET: &str = "\
+Examples:
+  printf %s \"$TOKEN\" | wfhost secret set TOKEN   # the value on stdin, never an argument
+  wfhost secret ls
+  wfhost secret rm TOKEN
+A block refers to it in an env value: \"env\": {\"TOKEN\": {\"secret\": \"TOKEN\"}}";
+
 pub const VALIDATE: &str = "\
 Examples:
   wfhost validate examples/hello/workflow.json

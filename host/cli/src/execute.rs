@@ -206,7 +206,12 @@ pub fn prepare(
             )
         })?,
     };
-    let runtime = start_runtime(cache.cache_dir.clone(), cache.cache_disabled, executor)?;
+    let runtime = start_runtime(
+        cache.cache_dir.clone(),
+        cache.cache_disabled,
+        executor,
+        Some(store.home()),
+    )?;
     let plugins = load_plugins(runtime, &loaded, workspace, Some(store.home()))?;
     check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))?;
     print_loads(&plugins, output);

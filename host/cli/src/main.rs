@@ -24,6 +24,7 @@ mod resume;
 mod run;
 mod runs;
 mod screen;
+mod secret;
 mod serve;
 mod session;
 mod session_files;
@@ -234,6 +235,10 @@ enum Command {
         #[command(flatten)]
         home: Home,
     },
+    /// Store, list and remove the home's secrets, which `{"secret": NAME}`
+    /// env values of exec and agent blocks refer to.
+    #[command(after_help = examples::SECRET)]
+    Secret(With<secret::SecretArgs, Home>),
     /// Check a workflow and its plugins without running it.
     #[command(after_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
@@ -290,6 +295,7 @@ fn main() -> ExitCode {
         Command::Agent(args) => jobs::agent(args),
         Command::Agents { command, home } => jobs::submit::agents(command, &home),
         Command::Plugin { command, home } => plugin::plugin(command, home.home),
+        Command::Secret(w) => secret::secret(w.args, &(&w.store).into()),
         Command::Validate(args) => validate::validate(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
@@ -319,15 +325,28 @@ pub fn builtin_names() -> Vec<&'static str> {
 }
 
 /// The wasm runtime with the cache and default executor the user asked
-/// for.
+/// for; commands' `{"secret": NAME}` references are resolved from
+/// `home`'s secrets (default: the resolved home), else wfhost's
+/// environment.
 pub fn start_runtime(
     cache_dir: Option<PathBuf>,
     no_cache: bool,
     default_executor: wfhost_exec::Executor,
+    home: Option<&std::path::Path>,
 ) -> Result<Arc<WasmRuntime>, String> {
+    let home = home
+        .map(std::path::Path::to_path_buf)
+        .or_else(|| wfhost_store::resolve_home(None).ok());
+    let secrets = match home {
+        Some(home) => {
+            wfhost_core::secrets::Secrets(Arc::new(wfhost_store::HomeSecrets::new(&home)))
+        }
+        None => wfhost_core::secrets::Secrets::default(),
+    };
     let mut config = RuntimeConfig {
         default_executor,
         slurm_watcher: Some(progress::slurm_watcher()),
+        secrets,
         ..RuntimeConfig::default()
     };
     if no_cache {

@@ -183,6 +183,7 @@ impl CliExecutor {
             self.runtime.cache_dir.clone(),
             self.runtime.cache_disabled,
             wfhost_exec::Executor::Local,
+            Some(&self.home),
         )?;
         let set = Arc::new(load_plugins(runtime, loaded, workspace, Some(&self.home))?);
         self.plugins

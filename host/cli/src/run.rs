@@ -138,7 +138,20 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
         wfhost_exec::Executor::Local => String::new(),
         other => other.to_string(),
     };
-    let runtime = match start_runtime(args.cache_dir, args.no_cache, args.executor) {
+    // A secret set nowhere stops the run before anything is recorded (a
+    // run for `wfhost serve` resolves them where its jobs run).
+    let as_jobs = std::env::var_os(wfhost_server::RUN_BLOCKS_AS_JOBS).is_some_and(|v| v == "1");
+    if !as_jobs
+        && let Err(code) = crate::secret::check_references(&workflow, global.home().ok().as_deref())
+    {
+        return code;
+    }
+    let runtime = match start_runtime(
+        args.cache_dir,
+        args.no_cache,
+        args.executor,
+        global.home().ok().as_deref(),
+    ) {
         Ok(rt) => rt,
         Err(e) => {
             report_error(e);

@@ -38,6 +38,7 @@ pub mod random;
 #[cfg(unix)]
 pub mod regular_file;
 pub mod restrictions;
+pub mod secrets;
 pub mod state;
 pub mod template;
 pub mod text;

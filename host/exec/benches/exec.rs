@@ -44,6 +44,7 @@ fn one_true(dir: &std::path::Path, name: &str) -> ExecRequest {
         deadline: None,
         output_cap: 1 << 20,
         stdin: None,
+        mask: Default::default(),
     }
 }
 
@@ -157,6 +158,7 @@ fn main() {
                 deadline: None,
                 output_cap: 1 << 20,
                 stdin: None,
+                mask: Default::default(),
             };
             let t = Instant::now();
             let outcome = rt.block_on(run_local(&request)).unwrap();

@@ -127,6 +127,7 @@ fn block(dir: &Path, name: &str, argv: &[&str], run_id: &str) -> ExecRequest {
         deadline: None,
         output_cap: 1 << 20,
         stdin: None,
+        mask: Default::default(),
     }
 }
 

@@ -109,6 +109,8 @@ pub struct AgentRequest {
     /// final result on stdout is read and the BlockOutput written from it;
     /// the agent need not write one.
     pub result_format: Option<ResultFormat>,
+    /// Secret values to mask in what the CLI writes to stdout and stderr.
+    pub mask: wfhost_core::secrets::Masker,
 }
 
 /// What the agent did, as the host saw it.
@@ -316,6 +318,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         deadline: request.deadline,
         output_cap: request.output_cap,
         stdin,
+        mask: request.mask.clone(),
     };
     let exec = match &request.executor {
         AgentExecutor::Local => crate::run_local(&exec_request).await?,

@@ -345,8 +345,16 @@ impl ContainerPool {
         command: &ExecCommand,
     ) -> CommandResult {
         let mut result = CommandResult::starting(index, command);
-        let mut out = CappedFile::create(bundle.create_file(&result.stdout), request.output_cap);
-        let mut err = CappedFile::create(bundle.create_file(&result.stderr), request.output_cap);
+        let mut out = CappedFile::create(
+            bundle.create_file(&result.stdout),
+            request.output_cap,
+            &request.mask,
+        );
+        let mut err = CappedFile::create(
+            bundle.create_file(&result.stderr),
+            request.output_cap,
+            &request.mask,
+        );
         if let Err(v) = exec::check_command(index, command, request.spec.allow_shell) {
             result.error = Some(v.to_string());
             result.ended_ms = unix_ms();
@@ -690,22 +698,36 @@ struct CappedFile {
     cap: u64,
     seen: u64,
     kept: u64,
+    cut: bool,
     head: Vec<u8>,
+    /// Secret values replaced by `***` before anything is kept.
+    mask: wfhost_core::secrets::MaskStream,
 }
 
 impl CappedFile {
-    fn create(file: std::io::Result<std::fs::File>, cap: u64) -> CappedFile {
+    fn create(
+        file: std::io::Result<std::fs::File>,
+        cap: u64,
+        mask: &wfhost_core::secrets::Masker,
+    ) -> CappedFile {
         CappedFile {
             file: file.ok().map(tokio::fs::File::from_std),
             cap,
             seen: 0,
             kept: 0,
+            cut: false,
             head: Vec::new(),
+            mask: mask.stream(),
         }
     }
 
     async fn write(&mut self, bytes: &[u8]) {
         self.seen += bytes.len() as u64;
+        let masked = self.mask.push(bytes);
+        self.keep(&masked).await;
+    }
+
+    async fn keep(&mut self, bytes: &[u8]) {
         let room = self.cap.saturating_sub(self.kept).min(bytes.len() as u64) as usize;
         if room > 0
             && let Some(f) = &mut self.file
@@ -713,6 +735,7 @@ impl CappedFile {
         {
             self.kept += room as u64;
         }
+        self.cut |= room < bytes.len();
         if self.head.len() < 4096 {
             let take = (4096 - self.head.len()).min(bytes.len());
             self.head.extend_from_slice(&bytes[..take]);
@@ -724,9 +747,11 @@ impl CappedFile {
     }
 
     async fn finish(&mut self) -> (u64, bool) {
+        let rest = self.mask.finish();
+        self.keep(&rest).await;
         if let Some(f) = &mut self.file {
             let _ = f.flush().await;
         }
-        (self.seen, self.seen > self.kept)
+        (self.seen, self.cut)
     }
 }

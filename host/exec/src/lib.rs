@@ -128,6 +128,32 @@ pub struct ExecRequest {
     /// agent's prompt or input JSON); `None` gives every command
     /// `/dev/null`. Local executor only.
     pub stdin: Option<Vec<u8>>,
+    /// The secret values the commands were given: replaced by `***` in
+    /// the output kept of them (the bundle's stdout and stderr files), so
+    /// every reader of the bundle gets masked text.
+    pub mask: wfhost_core::secrets::Masker,
+}
+
+/// The variables of wfhost's own environment that every local command
+/// (exec and agent) gets; `LC_*` too. Nothing else of wfhost's
+/// environment is passed unless a block names it (`env_passthrough`).
+pub const BASE_ENV: &[&str] = &[
+    "PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER", "LOGNAME", "SHELL", "TZ",
+];
+
+/// Whether `name` is one of [`BASE_ENV`] or `LC_*`.
+pub fn in_base_env(name: &str) -> bool {
+    BASE_ENV.contains(&name) || name.starts_with("LC_")
+}
+
+/// The [`BASE_ENV`] variables this process has, sorted.
+pub fn base_env() -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| in_base_env(k))
+        .collect();
+    env.sort();
+    env
 }
 
 /// What one command did.

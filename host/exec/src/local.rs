@@ -10,6 +10,7 @@ use std::process::Stdio;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use wfhost_core::exec::{self, ExecCommand};
+use wfhost_core::secrets::Masker;
 
 use crate::bundle;
 use crate::containment;
@@ -59,30 +60,41 @@ async fn watch(
     }
 }
 
-/// Copy `from` into `file`, keeping at most `cap` bytes and draining the
-/// rest. Returns (bytes seen, truncated).
+/// Copy `from` into `file` with `mask`'s values replaced by `***`,
+/// keeping at most `cap` bytes (of masked text) and draining the rest.
+/// Returns (bytes seen, truncated).
 async fn capture(
     mut from: impl AsyncRead + Unpin,
     file: std::io::Result<std::fs::File>,
     cap: u64,
+    mask: Masker,
 ) -> std::io::Result<(u64, bool)> {
     let mut file = tokio::fs::File::from_std(file?);
     let mut buf = vec![0u8; 64 * 1024];
-    let (mut seen, mut kept) = (0u64, 0u64);
+    let mut masking = mask.stream();
+    let (mut seen, mut kept, mut cut) = (0u64, 0u64, false);
+    let mut keep = async |bytes: &[u8], kept: &mut u64, cut: &mut bool| {
+        let room = cap.saturating_sub(*kept).min(bytes.len() as u64) as usize;
+        *cut |= room < bytes.len();
+        if room > 0 {
+            file.write_all(&bytes[..room]).await?;
+            *kept += room as u64;
+        }
+        std::io::Result::Ok(())
+    };
     loop {
         let n = from.read(&mut buf).await?;
         if n == 0 {
             break;
         }
         seen += n as u64;
-        let room = cap.saturating_sub(kept).min(n as u64) as usize;
-        if room > 0 {
-            file.write_all(&buf[..room]).await?;
-            kept += room as u64;
-        }
+        let masked = masking.push(&buf[..n]);
+        keep(&masked, &mut kept, &mut cut).await?;
     }
+    let rest = masking.finish();
+    keep(&rest, &mut kept, &mut cut).await?;
     file.flush().await?;
-    Ok((seen, seen > kept))
+    Ok((seen, cut))
 }
 
 /// Find the executable `program` names: a path (relative to `cwd`) or a
@@ -214,6 +226,10 @@ async fn run_command(
     cmd.arg0(&command.argv[0])
         .args(&command.argv[1..])
         .current_dir(&cwd)
+        // Nothing of wfhost's own environment but the documented base:
+        // the contract and the block's variables are added to it.
+        .env_clear()
+        .envs(crate::base_env())
         .envs(request.env.iter().map(|(k, v)| (k, v)))
         .envs(command.env.iter().map(|(k, v)| (k, v)))
         // Tools that take `$PWD` as their project directory (Bun and Node
@@ -264,11 +280,13 @@ async fn run_command(
         child.stdout.take().expect("stdout is piped"),
         bundle.create_file(&result.stdout),
         request.output_cap,
+        request.mask.clone(),
     ));
     let err = tokio::spawn(capture(
         child.stderr.take().expect("stderr is piped"),
         bundle.create_file(&result.stderr),
         request.output_cap,
+        request.mask.clone(),
     ));
     let waited = watch(&mut child, tree.as_mut());
     let status = match request.deadline {

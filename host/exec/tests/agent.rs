@@ -91,6 +91,7 @@ impl Fixture {
             deadline: Some(Instant::now() + Duration::from_secs(30)),
             output_cap: 1 << 20,
             result_format: None,
+            mask: Default::default(),
         }
     }
 

@@ -62,6 +62,7 @@ fn request(dir: &Path, run: &str, name: &str, commands: Vec<ExecCommand>) -> Exe
         deadline: None,
         output_cap: 1 << 20,
         stdin: None,
+        mask: Default::default(),
     }
 }
 

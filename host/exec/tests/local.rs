@@ -33,6 +33,7 @@ fn request(dir: &Path, commands: Vec<ExecCommand>) -> ExecRequest {
         deadline: None,
         output_cap: 1 << 20,
         stdin: None,
+        mask: Default::default(),
     }
 }
 

@@ -71,6 +71,7 @@ fn request(dir: &Path, name: &str, commands: Vec<ExecCommand>) -> ExecRequest {
         deadline: Some(Instant::now() + Duration::from_secs(120)),
         output_cap: 1 << 20,
         stdin: None,
+        mask: Default::default(),
     }
 }
 

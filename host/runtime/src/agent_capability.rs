@@ -322,6 +322,8 @@ impl agent::Host for HostState {
                     ))
                 })?;
         check_input(invocation.input_json.as_deref())?;
+        let mut secrets = Vec::new();
+        let mut extra_env = scope.resolve_env(invocation.env, &mut secrets)?;
         let executor = match invocation.executor {
             Some(agent::AgentExecutor::Container(o)) => AgentExecutor::Container {
                 pool: scope.resources.containers().await.map_err(to_wit_error)?,
@@ -344,16 +346,21 @@ impl agent::Host for HostState {
             None => None,
         };
         let mut argv = invocation.argv;
-        let mut extra_env = invocation.env;
         if let Some(preset) = preset {
             if argv.is_empty() {
                 argv = preset.argv(scope.agent_model.as_deref(), scope.restrictions.as_deref());
             }
             let mut env: Vec<(String, String)> = preset
-                .env
+                .passthrough
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
                 .collect();
+            env.extend(
+                preset
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string())),
+            );
             env.extend(extra_env);
             extra_env = env;
         }
@@ -416,6 +423,7 @@ impl agent::Host for HostState {
             deadline: template.deadline,
             output_cap: template.output_cap,
             result_format,
+            mask: wfhost_core::secrets::Masker::new(&secrets),
         };
         let tasks = TasksWatch::before(&scope, block_type);
         let past = session_folder(&scope).and_then(|current| {

@@ -35,6 +35,10 @@ pub struct RuntimeConfig {
     /// Told the state of every Slurm job of the run each time it is polled
     /// (for a status line).
     pub slurm_watcher: Option<wfhost_exec::slurm::JobWatcher>,
+    /// Where `{"secret": NAME}` env references are resolved when a
+    /// command starts (default: this process's environment only; the CLI
+    /// gives the home's secrets first).
+    pub secrets: wfhost_core::secrets::Secrets,
 }
 
 impl Default for RuntimeConfig {
@@ -57,6 +61,7 @@ impl Default for RuntimeConfig {
                 .ok()
                 .filter(|u| !u.trim().is_empty()),
             slurm_watcher: None,
+            secrets: Default::default(),
         }
     }
 }

@@ -53,6 +53,8 @@ pub struct ExecScope {
     /// preset its agents run with (`wfhost_core::agents::presets`).
     pub agent_preset: Option<String>,
     pub agent_model: Option<String>,
+    /// Where the block's `{"secret": NAME}` env references are resolved.
+    pub secrets: wfhost_core::secrets::Secrets,
 }
 
 /// Where a block's agents send telemetry (`TELEMETRY_URL`).
@@ -93,6 +95,55 @@ impl ExecScope {
 }
 
 impl ExecScope {
+    /// `env` with the references a plugin passed (see
+    /// [`wfhost_core::secrets`]) resolved on this host: a secret's value
+    /// (added to `secrets`, to be masked), or a variable of this process's
+    /// environment (left out when it has none). A secret set nowhere is an
+    /// error naming it.
+    pub(crate) fn resolve_env(
+        &self,
+        env: Vec<(String, String)>,
+        secrets: &mut Vec<String>,
+    ) -> Result<Vec<(String, String)>, wit::ExecError> {
+        use wfhost_core::secrets::{EnvRef, decode};
+        let mut out = Vec::with_capacity(env.len());
+        for (key, value) in env {
+            match decode(&value)
+                .map_err(|e| wit::ExecError::Invalid(format!("env `{key}`: {e}")))?
+            {
+                None => out.push((key, value)),
+                Some(EnvRef::Host(name)) => {
+                    if let Ok(value) = std::env::var(&name) {
+                        out.push((key, value));
+                    }
+                }
+                Some(EnvRef::Secret(name)) => {
+                    let Some(value) = self.secrets.get(&name) else {
+                        return Err(wit::ExecError::Invalid(format!(
+                            "env `{key}`: secret `{name}` is not set on this host: `wfhost secret set {name}`, or set {name} in wfhost's environment"
+                        )));
+                    };
+                    secrets.push(value.clone());
+                    out.push((key, value));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A WIT command with its env references resolved.
+    pub(crate) fn command(
+        &self,
+        c: wit::Command,
+        secrets: &mut Vec<String>,
+    ) -> Result<wfhost_core::exec::ExecCommand, wit::ExecError> {
+        Ok(wfhost_core::exec::ExecCommand {
+            argv: c.argv,
+            cwd: c.cwd,
+            env: self.resolve_env(c.env, secrets)?,
+        })
+    }
+
     /// A request for `spec` with a fresh bundle directory under
     /// `.output/exec/<run>/`.
     fn request(&self, spec: wfhost_core::exec::ExecSpec) -> ExecRequest {
@@ -125,6 +176,7 @@ impl ExecScope {
             deadline: Some(self.deadline),
             output_cap: self.output_cap,
             stdin: None,
+            mask: Default::default(),
         }
     }
 
@@ -135,7 +187,7 @@ impl ExecScope {
 
 /// A Slurm job submitted through the `slurm` capability.
 enum Job {
-    Queued(SubmittedJob),
+    Queued(Box<SubmittedJob>),
     Finished {
         state: String,
         result: wit::ExecResult,
@@ -275,14 +327,6 @@ pub(crate) fn to_wit_error(e: ExecError) -> wit::ExecError {
     }
 }
 
-fn to_core_command(c: wit::Command) -> wfhost_core::exec::ExecCommand {
-    wfhost_core::exec::ExecCommand {
-        argv: c.argv,
-        cwd: c.cwd,
-        env: c.env,
-    }
-}
-
 fn to_slurm_options(o: wit::SlurmOptions) -> wfhost_exec::SlurmOptions {
     wfhost_exec::SlurmOptions {
         partition: o.partition,
@@ -345,11 +389,17 @@ impl wit::Host for HostState {}
 impl exec::Host for HostState {
     async fn run(&mut self, block: exec::ExecBlock) -> Result<wit::ExecResult, wit::ExecError> {
         let scope = self.scope()?;
+        let mut secrets = Vec::new();
         let spec = wfhost_core::exec::ExecSpec {
-            commands: block.commands.into_iter().map(to_core_command).collect(),
+            commands: block
+                .commands
+                .into_iter()
+                .map(|c| scope.command(c, &mut secrets))
+                .collect::<Result<_, _>>()?,
             allow_shell: block.allow_shell,
         };
-        let request = scope.request(spec);
+        let mut request = scope.request(spec);
+        request.mask = wfhost_core::secrets::Masker::new(&secrets);
         let executor = match block.executor {
             None => scope.default_executor.clone(),
             Some(exec::Executor::Local) => wfhost_exec::Executor::Local,
@@ -358,6 +408,9 @@ impl exec::Host for HostState {
             }
             Some(exec::Executor::Slurm(o)) => wfhost_exec::Executor::Slurm(to_slurm_options(o)),
         };
+        if !secrets.is_empty() && matches!(executor, wfhost_exec::Executor::Slurm(_)) {
+            return Err(no_secrets_on_slurm());
+        }
         let outcome = match executor {
             wfhost_exec::Executor::Local => {
                 let _slot = scope.resources.lane_slot(&scope).await;
@@ -395,13 +448,22 @@ impl container::Host for HostState {
         allow_shell: bool,
     ) -> Result<String, wit::ExecError> {
         let scope = self.scope()?;
+        // A started container's output is read back by the plugin
+        // (`logs`), unmasked: no secrets there.
+        let mut secrets = Vec::new();
+        let command = scope.command(command, &mut secrets)?;
+        if !secrets.is_empty() {
+            return Err(wit::ExecError::Invalid(
+                "secret references are not supported by `container.run` (its logs are read back unmasked); use an exec block".into(),
+            ));
+        }
         let pool = scope.resources.containers().await.map_err(to_wit_error)?;
         pool.start(
             &scope.workspace,
             &scope.run_id,
             &scope.env,
             &to_container_options(options),
-            &to_core_command(command),
+            &command,
             allow_shell,
         )
         .await
@@ -450,10 +512,17 @@ impl slurm::Host for HostState {
         options: wit::SlurmOptions,
     ) -> Result<String, wit::ExecError> {
         let scope = self.scope()?;
+        let mut secrets = Vec::new();
         let spec = wfhost_core::exec::ExecSpec {
-            commands: commands.into_iter().map(to_core_command).collect(),
+            commands: commands
+                .into_iter()
+                .map(|c| scope.command(c, &mut secrets))
+                .collect::<Result<_, _>>()?,
             allow_shell,
         };
+        if !secrets.is_empty() {
+            return Err(no_secrets_on_slurm());
+        }
         let mut request = scope.request(spec);
         // The job outlives the block that submitted it; the run's end
         // cancels it if nobody did.
@@ -470,7 +539,7 @@ impl slurm::Host for HostState {
             .jobs
             .lock()
             .await
-            .insert(id.clone(), Job::Queued(job));
+            .insert(id.clone(), Job::Queued(Box::new(job)));
         Ok(id)
     }
 
@@ -487,7 +556,7 @@ impl slurm::Host for HostState {
                     result: Some(result.clone()),
                 });
             }
-            Some(Job::Queued(job)) => job.clone(),
+            Some(Job::Queued(job)) => (**job).clone(),
         };
         let (active, state) = resources.slurm.poll(&job_id).await.map_err(to_wit_error)?;
         if active {
@@ -531,6 +600,13 @@ impl slurm::Host for HostState {
                 .map_err(to_wit_error),
         }
     }
+}
+
+/// A Slurm job's batch script, kept in its bundle, would hold the value.
+fn no_secrets_on_slurm() -> wit::ExecError {
+    wit::ExecError::Invalid(
+        "secret references are not supported on the Slurm executor yet (the batch script in the bundle would hold the value)".into(),
+    )
 }
 
 fn not_ours(job_id: &str) -> wit::ExecError {

@@ -475,6 +475,7 @@ impl PluginSet {
             lane: request.lane.clone(),
             agent_preset: config_text(&ctx.config, "preset"),
             agent_model: config_text(&ctx.config, "model"),
+            secrets: self.runtime.config.secrets.clone(),
         };
         let limits = self
             .limits

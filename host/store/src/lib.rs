@@ -30,6 +30,7 @@ mod lock;
 mod log;
 pub mod report;
 mod schema;
+pub mod secrets;
 mod sessions;
 pub mod time;
 pub mod view;
@@ -53,6 +54,7 @@ pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, ChainPage, OpenGate, StoredEvent};
 pub use schema::SCHEMA_VERSION;
+pub use secrets::HomeSecrets;
 pub use sessions::{
     MAX_SESSION_ID, SESSION_BUNDLE_FORMAT, SESSION_BUNDLE_VERSION, SessionBundle, SessionImport,
     SessionSource, SessionSummary, SessionTag,

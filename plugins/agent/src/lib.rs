@@ -28,7 +28,11 @@
 //! - `on_violation`: `rollback` (default: changes outside the block's
 //!   file restrictions are undone) or `fail` (left in place; the block
 //!   fails).
-//! - `env`: extra environment variables.
+//! - `env`: extra environment variables; a value may be `{"secret":
+//!   "NAME"}`, resolved by the host that runs the agent when it starts it
+//!   and masked in the output it keeps.
+//! - `env_passthrough`: names of variables of wfhost's own environment the
+//!   agent gets (beyond the host's documented base).
 //! - `executor`: `"local"` or `{"container": {"image": …}}`; unset, the
 //!   run's default executor when that is a container, else local.
 //!
@@ -112,7 +116,9 @@ pub struct Config {
     #[serde(default)]
     on_violation: OnViolation,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    env: BTreeMap<String, wfhost_sdk::env::EnvValue>,
+    #[serde(default)]
+    env_passthrough: Vec<String>,
     #[serde(default)]
     executor: Option<Executor>,
 }
@@ -236,11 +242,7 @@ fn invocation(config: &Config, ctx: &BlockContext) -> Result<agent::AgentInvocat
     }
     Ok(agent::AgentInvocation {
         argv: config.command.clone(),
-        env: config
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        env: wfhost_sdk::env::to_wire(&config.env_passthrough, &config.env),
         prompt: ctx.system_prompt.clone(),
         prompt_delivery: match config.prompt_delivery {
             Delivery::Stdin => agent::PromptDelivery::Stdin,

@@ -4,7 +4,11 @@
 //!
 //! Config:
 //! - `commands` (required): `[{"argv": [...], "cwd": "sub/dir", "env": {"K": "V"}}]`,
-//!   run in order; the first failure stops the block.
+//!   run in order; the first failure stops the block. An `env` value may
+//!   be `{"secret": "NAME"}`: resolved by the host when the command
+//!   starts, masked in its output.
+//! - `env_passthrough`: names of variables of wfhost's own environment
+//!   every command gets (beyond the host's documented base).
 //! - `allow_shell` (default false): allow `sh`, `bash`, … as programs.
 //! - `executor`: `"local"`, `{"container": {"image": …}}` or
 //!   `{"slurm": {"partition": …}}`; unset, the run's default executor
@@ -20,6 +24,7 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use wfhost_sdk::env::EnvValue;
 use wfhost_sdk::exec;
 use wfhost_sdk::prelude::*;
 
@@ -30,7 +35,7 @@ struct Command {
     #[serde(default)]
     cwd: Option<String>,
     #[serde(default)]
-    env: BTreeMap<String, String>,
+    env: BTreeMap<String, EnvValue>,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +70,8 @@ pub struct Config {
     #[serde(default)]
     allow_shell: bool,
     #[serde(default)]
+    env_passthrough: Vec<String>,
+    #[serde(default)]
     executor: Option<Executor>,
 }
 
@@ -72,11 +79,11 @@ fn to_block(config: Config) -> exec::ExecBlock {
     exec::ExecBlock {
         commands: config
             .commands
-            .into_iter()
+            .iter()
             .map(|c| exec::Command {
-                argv: c.argv,
-                cwd: c.cwd,
-                env: c.env.into_iter().collect(),
+                argv: c.argv.clone(),
+                cwd: c.cwd.clone(),
+                env: wfhost_sdk::env::to_wire(&config.env_passthrough, &c.env),
             })
             .collect(),
         allow_shell: config.allow_shell,
@@ -208,6 +215,18 @@ mod tests {
         assert_eq!(
             block.commands[0].env,
             [("RUST_LOG".to_string(), "info".to_string())]
+        );
+        let refs: Config = serde_json::from_value(serde_json::json!({
+            "commands": [{"argv": ["env"], "env": {"TOKEN": {"secret": "TOKEN"}}}],
+            "env_passthrough": ["MY_VAR"]
+        }))
+        .unwrap();
+        assert_eq!(
+            to_block(refs).commands[0].env,
+            [
+                ("MY_VAR".to_string(), "\0env:MY_VAR".to_string()),
+                ("TOKEN".to_string(), "\0secret:TOKEN".to_string())
+            ]
         );
         assert!(
             matches!(block.executor, Some(exec::Executor::Slurm(ref o)) if o.partition.as_deref() == Some("debug"))

@@ -623,6 +623,7 @@ fn runtime_for(shared: &Shared, executor: &str) -> Result<Arc<WasmRuntime>, Stri
         shared.config.cache_dir.clone(),
         shared.config.cache_disabled,
         parsed,
+        None,
     )?;
     runtimes.insert(executor.to_string(), rt.clone());
     Ok(rt)

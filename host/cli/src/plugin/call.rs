@@ -94,7 +94,7 @@ fn call_plugin(args: &CallArgs) -> Result<u8, String> {
     if args.workspace.is_some() {
         check_workspace(&workspace)?;
     }
-    let runtime = crate::start_runtime(None, false, wfhost_exec::Executor::default())?;
+    let runtime = crate::start_runtime(None, false, wfhost_exec::Executor::default(), None)?;
     let set = load(runtime, args, world, &workspace)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -45,6 +45,10 @@ pub struct Preset {
     pub model_flag: &'static str,
     /// Set for the CLI, before the block's own `env` (which wins).
     pub env: &'static [(&'static str, &'static str)],
+    /// Variables of wfhost's own environment the CLI gets when set (its
+    /// endpoint, key and model): commands start from a cleared environment,
+    /// and these are what a user sets for the CLI anyway.
+    pub passthrough: &'static [&'static str],
     /// The permission flags for the block's file restrictions (`None`:
     /// unrestricted).
     pub permissions: fn(Option<&[String]>) -> Vec<String>,
@@ -61,6 +65,13 @@ pub const PRESETS: &[Preset] = &[Preset {
     args: &["-p", "--output-format", "json"],
     model_flag: "--model",
     env: &[("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")],
+    passthrough: &[
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_MODEL",
+        "CLAUDE_CONFIG_DIR",
+    ],
     permissions: claude_permissions,
     result: ResultFormat::ClaudeJson,
 }];

@@ -176,7 +176,10 @@ pub struct Block {
     /// an MCP client of `wfhost mcp` performs (the run waits for it; its
     /// output arrives with `workflow_advance`).
     pub worker: String,
-    /// Worker-specific configuration, handed to the worker as JSON.
+    /// Worker-specific configuration, handed to the worker as JSON. In an
+    /// `env` object of it (exec and agent blocks), a value may be
+    /// `{"secret": "NAME"}`: a secret of the host that runs the command,
+    /// resolved only then, never stored with the run.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub config: serde_json::Value,
     /// Ordered instructions that assemble the payload the worker receives:

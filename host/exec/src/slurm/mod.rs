@@ -217,6 +217,23 @@ fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// The batch script's first command: unset every exported variable but the
+/// documented base ([`crate::BASE_ENV`], `LC_*`) and the job's own
+/// `SLURM_*`, so that a command gets nothing else of the submitter's
+/// environment (which sbatch exports by default); the contract and the
+/// block's variables come with each command.
+fn env_cleanup() -> String {
+    let keep: Vec<String> = crate::BASE_ENV
+        .iter()
+        .map(|v| v.to_string())
+        .chain(["LC_*".into(), "SLURM_*".into()])
+        .collect();
+    format!(
+        "for v in $(env | sed -n 's/^\\([A-Za-z_][A-Za-z0-9_]*\\)=.*/\\1/p'); do case \"$v\" in {}) ;; *) (unset \"$v\") 2>/dev/null && unset \"$v\" ;; esac; done\n",
+        keep.join("|")
+    )
+}
+
 /// The batch script: each command in a subshell with its cwd and env, its
 /// output into the bundle, its start, end and exit code under `slurm/`.
 /// The first command that fails ends the script with its exit code.
@@ -235,6 +252,7 @@ fn batch_script(request: &ExecRequest, bundle: &Path, workdir: &Path) -> String 
     // How the script ended, for a host that finds the job gone from the
     // controller.
     s.push_str("trap 'echo \"$? $(now)\" > \"$B/slurm/job.end\"' EXIT\n");
+    s.push_str(&env_cleanup());
     for (i, command) in request.spec.commands.iter().enumerate() {
         let n = i + 1;
         let (stdout, stderr) = bundle::log_names(n);
@@ -916,6 +934,23 @@ mod tests {
     }
 
     #[test]
+    fn the_batch_script_drops_the_submitters_environment() {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{}env", env_cleanup()))
+            .env("MY_SECRET", "s3cr3t")
+            .env("SLURM_JOB_ID", "7")
+            .env("LC_ALL", "C")
+            .output()
+            .unwrap();
+        let env = String::from_utf8_lossy(&out.stdout);
+        assert!(!env.contains("MY_SECRET"), "{env}");
+        assert!(env.contains("SLURM_JOB_ID=7\n"), "{env}");
+        assert!(env.contains("LC_ALL=C\n"), "{env}");
+        assert!(env.lines().any(|l| l.starts_with("PATH=")), "{env}");
+    }
+
+    #[test]
     fn a_batch_script_comment_is_one_line_whatever_the_ids_hold() {
         let request = ExecRequest {
             spec: wfhost_core::exec::ExecSpec {
@@ -939,6 +974,7 @@ mod tests {
             deadline: None,
             output_cap: 1,
             stdin: None,
+            mask: Default::default(),
         };
         let script = batch_script(&request, &request.bundle_dir, &request.workdir);
         let lines: Vec<&str> = script.lines().take(3).collect();

@@ -1,0 +1,125 @@
+//! `wfhost secret`: the home's secrets (`wfhost_store::secrets`). A value
+//! is read from stdin, never from the command line.
+
+use std::io::Read;
+
+use clap::{Args, Subcommand};
+use wfhost_store::HomeSecrets;
+use wfhost_store::secrets::MAX_SECRET_BYTES;
+
+use crate::{Global, exit, report_error, store_error};
+
+#[derive(Args)]
+pub struct SecretArgs {
+    #[command(subcommand)]
+    command: SecretCommand,
+}
+
+#[derive(Subcommand)]
+enum SecretCommand {
+    /// Store a secret: its value is read from stdin (one final newline is
+    /// dropped), kept in `<home>/secrets/NAME`, mode 0600.
+    Set {
+        /// `[A-Za-z_][A-Za-z0-9_]*`.
+        name: String,
+    },
+    /// List the names of the home's secrets (never their values).
+    Ls,
+    /// Remove a secret.
+    Rm { name: String },
+}
+
+pub fn secret(args: SecretArgs, global: &Global) -> u8 {
+    let home = match global.home() {
+        Ok(home) => home,
+        Err(code) => return code,
+    };
+    let secrets = HomeSecrets::new(&home);
+    match args.command {
+        SecretCommand::Set { name } => {
+            if let Err(e) = wfhost_core::secrets::check_name(&name) {
+                report_error(e);
+                return exit::BAD_INPUT;
+            }
+            let mut value = Vec::new();
+            let read = std::io::stdin()
+                .take(MAX_SECRET_BYTES as u64 + 3)
+                .read_to_end(&mut value);
+            if let Err(e) = read {
+                report_error(format!("cannot read the value from stdin: {e}"));
+                return exit::BAD_INPUT;
+            }
+            if value.ends_with(b"\n") {
+                value.pop();
+                if value.ends_with(b"\r") {
+                    value.pop();
+                }
+            }
+            match secrets.set(&name, &value) {
+                Ok(()) => {
+                    eprintln!("secret {name} set");
+                    exit::SUCCESS
+                }
+                Err(e) => store_error(e),
+            }
+        }
+        SecretCommand::Ls => match secrets.names() {
+            Ok(names) => {
+                for name in names {
+                    println!("{name}");
+                }
+                exit::SUCCESS
+            }
+            Err(e) => store_error(e),
+        },
+        SecretCommand::Rm { name } => match secrets.remove(&name) {
+            Ok(true) => exit::SUCCESS,
+            Ok(false) => {
+                report_error(format!("no secret `{name}` in {}", home.display()));
+                exit::BAD_INPUT
+            }
+            Err(e) => store_error(e),
+        },
+    }
+}
+
+/// The `{"secret": NAME}` references of `workflow` that are set nowhere
+/// (neither in the home nor in wfhost's environment): each reported with
+/// its JSON pointer. `Err` with the exit code when one is missing or
+/// malformed.
+pub fn check_references(
+    workflow: &wfhost_core::manifest::LoadedWorkflow,
+    home: Option<&std::path::Path>,
+) -> Result<(), u8> {
+    use wfhost_core::secrets::SecretSource;
+    let refs = match wfhost_core::secrets::references(&workflow.workflow) {
+        Ok(refs) => refs,
+        Err((pointer, e)) => {
+            report_error(format!("{}: {pointer}: {e}", workflow.file.display()));
+            return Err(exit::BAD_INPUT);
+        }
+    };
+    let source: Box<dyn SecretSource> = match home {
+        Some(home) => Box::new(HomeSecrets::new(home)),
+        None => Box::new(wfhost_core::secrets::EnvSecrets),
+    };
+    let mut missing = false;
+    for r in refs {
+        if source.get(&r.name).is_none() {
+            report_error(format!(
+                "{}: {}: secret `{}` is not set: `wfhost secret set {}` (value on stdin), or set {} in wfhost's environment",
+                workflow.file.display(),
+                r.pointer,
+                r.name,
+                r.name,
+                r.name
+            ));
+            missing = true;
+        }
+    }
+    if missing {
+        Err(exit::BAD_INPUT)
+    } else {
+        Ok(())
+    }
+}
