@@ -111,7 +111,12 @@ impl Offline {
                 ],
             );
         let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("not a JSON report ({e}): {}{}", stdout(&out), stderr(&out))
+            panic!(
+                "not a JSON report ({e}; {:?}): {}{}",
+                out.status,
+                stdout(&out),
+                stderr(&out)
+            )
         });
         let charged = serde_json::from_str(&std::fs::read_to_string(&usage).unwrap()).unwrap();
         (out.status.code(), report, charged)
