@@ -1261,3 +1261,29 @@ fn earlier_sessions_are_read_only_to_agents() {
     // The run's own session folder is the agent's to write.
     assert!(!text.contains("notes.md"), "{text}");
 }
+
+/// An agent that exits without reading the prompt wfhost writes to its
+/// stdin (more than a pipe holds) fails its block; it never takes wfhost
+/// down with it (a broken pipe is the agent's, not the host's).
+#[test]
+fn an_agent_that_never_reads_its_prompt_fails_its_block_not_the_host() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let wf = serde_json::json!({
+        "id": "unread",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent",
+            "prompt": {"task": "x".repeat(256 << 10)},
+            "config": {"command": ["true"]},
+            "transitions": [{"on_signal": "SIGNAL:FAILED", "action": "END"}]
+        }}}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    for _ in 0..3 {
+        let (code, report) = run_report(&m, ws.path(), scratch.path());
+        assert_eq!(code, Some(0), "{report}");
+        assert!(payload_text(&report).contains("wrote no"), "{report}");
+    }
+}

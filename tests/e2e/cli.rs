@@ -88,3 +88,31 @@ fn completions_and_manual_pages() {
         assert!(text.contains(".TH"), "{page}");
     }
 }
+
+/// A reader that goes away (`wfhost … | head`) ends wfhost quietly with
+/// the status a shell shows for a broken pipe, not a panic.
+#[test]
+fn a_closed_stdout_ends_wfhost_quietly() {
+    use std::os::fd::FromRawFd;
+    let scratch = tempfile::tempdir().unwrap();
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills the two descriptors it is given.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors are ours; the read end is closed at once.
+    let (read, write) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    drop(read);
+    let out = command(scratch.path())
+        .args(["inspect"])
+        .arg(repo().join("examples/hello/workflow.json"))
+        .stdout(write)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+}

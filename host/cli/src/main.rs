@@ -266,13 +266,30 @@ enum Command {
     },
 }
 
+/// Like other Unix tools, end quietly when the reader of our output goes
+/// away (`wfhost run ... | head`) instead of panicking on a broken pipe —
+/// with the status a shell shows for it (128 + SIGPIPE). SIGPIPE itself
+/// stays ignored (Rust's default): restoring its default action would kill
+/// the whole process, a server with its runs included, whenever a command
+/// exits without reading the stdin wfhost writes it (an agent's prompt).
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(128 + libc::SIGPIPE);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
-    // Like other Unix tools, end quietly when the reader of our output goes
-    // away (`wfhost run ... | head`) instead of panicking on a broken pipe.
-    // SAFETY: called before any other thread exists; SIG_DFL is always valid.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(w) => run::run(w.args, &(&w.store).into()),
