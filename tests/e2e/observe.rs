@@ -93,26 +93,31 @@ fn logs_show_a_blocks_stderr_and_filter_by_block() {
     );
 }
 
+/// `wfhost run MANIFEST -w WS` in the background, and its run id once the
+/// run is in the store.
+fn start_in_background(s: &Path, manifest: &Path, ws: &Path) -> (std::process::Child, String) {
+    let run = command(s)
+        .args(["run", manifest.to_str().unwrap(), "-w"])
+        .arg(ws)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    loop {
+        let out = wfhost(&["runs", "--json"], s);
+        let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if let Some(id) = runs[0]["id"].as_str() {
+            return (run, id.to_string());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn logs_follow_a_live_run_until_it_stops() {
     let s = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let manifest = exec_manifest(s.path(), "1");
-    let mut run = command(s.path())
-        .args(["run", manifest.to_str().unwrap(), "-w"])
-        .arg(ws.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait for the run to be in the store, then follow it.
-    let id = loop {
-        let out = wfhost(&["runs", "--json"], s.path());
-        let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if let Some(id) = runs[0]["id"].as_str() {
-            break id.to_string();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let (mut run, id) = start_in_background(s.path(), &manifest, ws.path());
     let followed = wfhost(&["logs", &id, "--follow"], s.path());
     assert!(run.wait().unwrap().success());
     let text = stdout(&followed);
@@ -578,20 +583,7 @@ fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
     let ws = tempfile::tempdir().unwrap();
     let gate = s.path().join("go");
     let manifest = waiting_manifest(s.path(), &gate);
-    let mut run = command(s.path())
-        .args(["run", manifest.to_str().unwrap(), "-w"])
-        .arg(ws.path())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let id = loop {
-        let out = wfhost(&["runs", "--json"], s.path());
-        let runs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if let Some(id) = runs[0]["id"].as_str() {
-            break id.to_string();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let (mut run, id) = start_in_background(s.path(), &manifest, ws.path());
     let mut follow = command(s.path())
         .args(["logs", &id, "--follow"])
         .stdout(std::process::Stdio::piped())
