@@ -389,3 +389,41 @@ fn an_unknown_preset_is_refused_before_the_run_listing_the_presets() {
         );
     }
 }
+
+/// A preset whose CLI is not installed fails its block with one line that
+/// names the program and how to install it, before anything runs.
+#[test]
+fn a_preset_whose_cli_is_missing_says_how_to_install_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = workspace_in(scratch.path());
+    let wf = serde_json::json!({
+        "id": "preset",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "write", "blocks": {"write": {
+            "worker": "agent",
+            "config": {"preset": "claude-code"},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    });
+    let manifest = scratch.path().join("wf.json");
+    std::fs::write(&manifest, wf.to_string()).unwrap();
+    let empty = scratch.path().join("no-programs");
+    std::fs::create_dir(&empty).unwrap();
+    let out = command(scratch.path())
+        .env("PATH", &empty)
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("runs `claude`, which is not on PATH: install it with `npm install -g @anthropic-ai/claude-code@2.1.197`"),
+        "{said}"
+    );
+}

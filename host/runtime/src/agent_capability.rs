@@ -33,6 +33,31 @@ fn resolve_program(argv: &mut [String], manifest_dir: Option<&Path>) {
     }
 }
 
+/// A preset's CLI on this host, or an error that says how to install it
+/// (looked up on the `PATH` the command gets: the block's, else wfhost's).
+fn installed(preset: &presets::Preset, env: &[(String, String)]) -> Result<(), wit::ExecError> {
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    let found = std::env::split_paths(&path).any(|dir| {
+        use std::os::unix::fs::PermissionsExt;
+        dir.join(preset.program)
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    });
+    if found {
+        return Ok(());
+    }
+    Err(wit::ExecError::Unavailable(format!(
+        "the {} preset runs `{}`, which is not on PATH: install it with `npm install -g {}@{}` (the version wfhost is tested with), or give the block a `command`",
+        preset.name, preset.program, preset.package, preset.tested_version
+    )))
+}
+
 /// The seed-000 env contract for an agent CLI: the block's (its
 /// `NODE_ID` already names the block or lane the way
 /// `.output/block-<NODE_ID>.json` and the next block's `PREVIOUS_BLOCK_ID`
@@ -349,6 +374,9 @@ impl agent::Host for HostState {
         if let Some(preset) = preset {
             if argv.is_empty() {
                 argv = preset.argv(scope.agent_model.as_deref(), scope.restrictions.as_deref());
+                if matches!(executor, AgentExecutor::Local) {
+                    installed(preset, &extra_env)?;
+                }
             }
             let mut env: Vec<(String, String)> = preset
                 .passthrough
