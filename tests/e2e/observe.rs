@@ -94,7 +94,8 @@ fn logs_show_a_blocks_stderr_and_filter_by_block() {
 }
 
 /// `wfhost run MANIFEST -w WS` in the background, and its run id once the
-/// run is in the store.
+/// run is in the store. The caller waits for the child.
+#[allow(clippy::zombie_processes)]
 fn start_in_background(s: &Path, manifest: &Path, ws: &Path) -> (std::process::Child, String) {
     let run = command(s)
         .args(["run", manifest.to_str().unwrap(), "-w"])
