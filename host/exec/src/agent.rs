@@ -253,32 +253,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     };
     let earlier = read_output_file(&output_path).ok();
 
-    // The prompt file lives next to the bundle, where a container sees it
-    // too.
-    let prompt_file = match request.delivery {
-        PromptDelivery::File => {
-            let mut name = request
-                .bundle_dir
-                .file_name()
-                .unwrap_or_default()
-                .to_os_string();
-            name.push(".prompt.md");
-            let host = request.bundle_dir.with_file_name(name);
-            if let Some(parent) = host.parent() {
-                std::fs::create_dir_all(parent).map_err(failed("the prompt file"))?;
-            }
-            std::fs::write(&host, &request.prompt).map_err(failed("the prompt file"))?;
-            let seen = match &request.executor {
-                AgentExecutor::Local => host.display().to_string(),
-                AgentExecutor::Container { .. } => match host.strip_prefix(&workspace) {
-                    Ok(rel) => format!("{CONTAINER_WORKSPACE}/{}", rel.display()),
-                    Err(_) => host.display().to_string(),
-                },
-            };
-            Some(seen)
-        }
-        _ => None,
-    };
+    let prompt_file = write_prompt_file(&request, &workspace)?;
     let (argv, stdin) = place_prompt(&request, prompt_file.as_deref())?;
     let mut command_env = request.extra_env.clone();
     if let Some(file) = &prompt_file {
@@ -361,18 +336,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         .collect();
 
     let command = &exec.commands[0];
-    let ran_badly = if let Some(error) = &command.error {
-        Some(format!("the agent could not run: {error}"))
-    } else if command.timed_out {
-        Some("the agent timed out and was killed".to_string())
-    } else {
-        match (command.exit_code, command.signal) {
-            (Some(0), _) => None,
-            (Some(code), _) => Some(format!("the agent exited with code {code}")),
-            (None, Some(signal)) => Some(format!("the agent was killed by signal {signal}")),
-            (None, None) => Some("the agent did not exit normally".to_string()),
-        }
-    };
+    let ran_badly = ran_badly(command);
 
     let mut protocol = None;
     // What a preset's adapter read of the CLI's usage: kept on a failure
@@ -380,49 +344,10 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
     let mut adapted_usage: Option<Usage> = None;
     let (own, defect) = match (request.protocol, request.result_format) {
         (Protocol::BlockOutput, Some(format)) => {
-            let read = if command.stdout_truncated {
-                Err(format!(
-                    "the agent's output exceeded {} bytes; its final result was lost",
-                    request.output_cap
-                ))
-            } else {
-                crate::bundle::BundleDir::open(&exec.bundle_dir)
-                    .and_then(|b| b.read(&command.stdout, request.output_cap))
-                    .map_err(|e| format!("cannot read the agent's output: {e}"))
-                    .and_then(|bytes| presets::parse_result(format, &bytes))
-            };
-            match read {
-                Ok(result) => {
-                    adapted_usage = Some(result.usage.clone());
-                    let why = if result.is_error {
-                        Some(format!(
-                            "the agent reported an error: {}",
-                            if result.summary.is_empty() {
-                                "(no message)"
-                            } else {
-                                &result.summary
-                            }
-                        ))
-                    } else {
-                        None
-                    };
-                    match (why, ran_badly) {
-                        (None, None) => (
-                            Some(from_result(&request, &result, &modified, &created)),
-                            None,
-                        ),
-                        (Some(why), None) | (None, Some(why)) => (None, Some(why)),
-                        (Some(error), Some(bad)) => (None, Some(format!("{bad}; {error}"))),
-                    }
-                }
-                Err(e) => (
-                    None,
-                    Some(match ran_badly {
-                        Some(bad) => format!("{bad}; {e}"),
-                        None => e,
-                    }),
-                ),
-            }
+            let (answer, usage) =
+                adapted_answer(&request, format, &exec, ran_badly, &modified, &created);
+            adapted_usage = usage;
+            answer
         }
         (Protocol::BlockOutput, None) => {
             let read = match read_output_file(&output_path) {
@@ -528,6 +453,110 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         violations,
         rolled_back,
     })
+}
+
+/// The prompt file of an agent given its prompt by file: next to the
+/// bundle, where a container sees it too; the path as the agent sees it.
+fn write_prompt_file(
+    request: &AgentRequest,
+    workspace: &Path,
+) -> Result<Option<String>, ExecError> {
+    match request.delivery {
+        PromptDelivery::File => {
+            let mut name = request
+                .bundle_dir
+                .file_name()
+                .unwrap_or_default()
+                .to_os_string();
+            name.push(".prompt.md");
+            let host = request.bundle_dir.with_file_name(name);
+            if let Some(parent) = host.parent() {
+                std::fs::create_dir_all(parent).map_err(failed("the prompt file"))?;
+            }
+            std::fs::write(&host, &request.prompt).map_err(failed("the prompt file"))?;
+            let seen = match &request.executor {
+                AgentExecutor::Local => host.display().to_string(),
+                AgentExecutor::Container { .. } => match host.strip_prefix(workspace) {
+                    Ok(rel) => format!("{CONTAINER_WORKSPACE}/{}", rel.display()),
+                    Err(_) => host.display().to_string(),
+                },
+            };
+            Ok(Some(seen))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Why the agent's run does not count, whatever it printed: it could not
+/// start, timed out, was killed or exited non-zero.
+fn ran_badly(command: &crate::CommandResult) -> Option<String> {
+    if let Some(error) = &command.error {
+        Some(format!("the agent could not run: {error}"))
+    } else if command.timed_out {
+        Some("the agent timed out and was killed".to_string())
+    } else {
+        match (command.exit_code, command.signal) {
+            (Some(0), _) => None,
+            (Some(code), _) => Some(format!("the agent exited with code {code}")),
+            (None, Some(signal)) => Some(format!("the agent was killed by signal {signal}")),
+            (None, None) => Some("the agent did not exit normally".to_string()),
+        }
+    }
+}
+
+/// A preset's answer: the CLI's final result read by its adapter, as the
+/// block's output (or why there is none), and the usage it reported.
+fn adapted_answer(
+    request: &AgentRequest,
+    format: ResultFormat,
+    exec: &ExecOutcome,
+    ran_badly: Option<String>,
+    modified: &[String],
+    created: &[String],
+) -> ((Option<BlockOutput>, Option<String>), Option<Usage>) {
+    let command = &exec.commands[0];
+    let mut adapted_usage = None;
+    let read = if command.stdout_truncated {
+        Err(format!(
+            "the agent's output exceeded {} bytes; its final result was lost",
+            request.output_cap
+        ))
+    } else {
+        crate::bundle::BundleDir::open(&exec.bundle_dir)
+            .and_then(|b| b.read(&command.stdout, request.output_cap))
+            .map_err(|e| format!("cannot read the agent's output: {e}"))
+            .and_then(|bytes| presets::parse_result(format, &bytes))
+    };
+    let answer = match read {
+        Ok(result) => {
+            adapted_usage = Some(result.usage.clone());
+            let why = if result.is_error {
+                Some(format!(
+                    "the agent reported an error: {}",
+                    if result.summary.is_empty() {
+                        "(no message)"
+                    } else {
+                        &result.summary
+                    }
+                ))
+            } else {
+                None
+            };
+            match (why, ran_badly) {
+                (None, None) => (Some(from_result(request, &result, modified, created)), None),
+                (Some(why), None) | (None, Some(why)) => (None, Some(why)),
+                (Some(error), Some(bad)) => (None, Some(format!("{bad}; {error}"))),
+            }
+        }
+        Err(e) => (
+            None,
+            Some(match ran_badly {
+                Some(bad) => format!("{bad}; {e}"),
+                None => e,
+            }),
+        ),
+    };
+    (answer, adapted_usage)
 }
 
 /// The most of a block output file that is read: a BlockOutput is a small
