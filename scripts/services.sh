@@ -17,11 +17,13 @@
 #   - browser: Debian's chromium (headless) and Node.js for the dashboard's
 #     browser tests, which drive it with playwright-core (installed by the
 #     test itself from tests/dashboard/package-lock.json).
-#   - agents: the agent CLIs the preset tests run (tests/e2e/presets.rs),
-#     pinned in tests/agents/package.json and package-lock.json, installed
-#     with `npm ci` into tests/agents/node_modules (Debian's nodejs and npm
-#     when node is missing); again only when the lock file changed. The
-#     tests run them offline, against tests/fixtures/model_server.py.
+#   - agents: the agent CLIs the preset tests run (tests/e2e/presets.rs):
+#     claude, codex, gemini and opencode, pinned in tests/agents/package.json
+#     and package-lock.json, installed with `npm ci` into
+#     tests/agents/node_modules (Debian's nodejs and npm when node is
+#     missing); again only when the lock file changed. Each must then print
+#     its version (its native binary is an optional per-platform package).
+#     The tests run them offline, against tests/fixtures/model_server.py.
 #   - registry: Debian's docker-registry (the CNCF distribution registry),
 #     for the plugin package tests; each test starts its own instance on a
 #     free loopback port with its own storage, so nothing runs here.
@@ -550,15 +552,42 @@ start_agents() {
     local dir
     dir="$(cd "$(dirname "$0")/.." && pwd)/tests/agents"
     local stamp=$dir/node_modules/.wfhost-lock
-    if [ -x "$dir/node_modules/.bin/claude" ] && [ -f "$stamp" ] \
-        && cmp -s "$dir/package-lock.json" "$stamp"; then
-        log "agents ready (installed): $("$dir/node_modules/.bin/claude" --version 2>/dev/null | head -1)"
+    local programs=(claude codex gemini opencode)
+    # Every CLI with its version (or what was wrong): each starts offline,
+    # so this also checks that its native binary (an optional, per-platform
+    # npm dependency) was installed.
+    versions() {
+        local p v out=() home
+        home=$(mktemp -d)
+        for p in "${programs[@]}"; do
+            v=$(HOME=$home timeout 30 "$dir/node_modules/.bin/$p" --version 2>/dev/null | tail -1) || v=
+            out+=("$p ${v:-MISSING}")
+        done
+        rm -rf "$home"
+        local joined
+        printf -v joined '%s; ' "${out[@]}"
+        echo "${joined%; }"
+    }
+    installed() {
+        local p
+        for p in "${programs[@]}"; do
+            [ -x "$dir/node_modules/.bin/$p" ] || return 1
+        done
+        [ -f "$stamp" ] && cmp -s "$dir/package-lock.json" "$stamp"
+    }
+    if installed; then
+        log "agents ready (installed): $(versions)"
         return
     fi
     log "installing the agent CLIs from $dir/package-lock.json"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    local v
+    v=$(versions)
+    case "$v" in
+        *MISSING*) log "agents: a CLI does not start: $v"; return 1 ;;
+    esac
     cp "$dir/package-lock.json" "$stamp"
-    log "agents ready: $("$dir/node_modules/.bin/claude" --version 2>/dev/null | head -1)"
+    log "agents ready: $v"
 }
 
 usage() {
