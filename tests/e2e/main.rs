@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 mod agents;
 mod bad_input;
 mod cli;
+mod cli_presets;
 mod dashboard;
 mod deadlines;
 mod distribution;

@@ -11,12 +11,13 @@
 
 use super::*;
 
-/// The CLI's bin directory, or why the tests cannot run.
-fn claude_bin() -> Result<PathBuf, String> {
+/// The agent CLIs' bin directory with `program` in it, or why the tests
+/// cannot run.
+pub(super) fn agents_bin(program: &str) -> Result<PathBuf, String> {
     let bin = repo().join("tests/agents/node_modules/.bin");
-    if !bin.join("claude").exists() {
+    if !bin.join(program).exists() {
         return Err(format!(
-            "Claude Code is not installed in {} (install it with `scripts/services.sh agents`)",
+            "`{program}` is not installed in {} (install it with `scripts/services.sh agents`)",
             bin.display()
         ));
     }
@@ -34,12 +35,18 @@ fn claude_bin() -> Result<PathBuf, String> {
 }
 
 fn claude_or_skip() -> Option<PathBuf> {
-    match claude_bin() {
+    cli_or_skip("claude")
+}
+
+/// The bin directory with `program`, or `None` after saying why the test
+/// skips (a failure under `WFHOST_REQUIRE_SERVICES=1`).
+pub(super) fn cli_or_skip(program: &str) -> Option<PathBuf> {
+    match agents_bin(program) {
         Ok(bin) => Some(bin),
         Err(why) => {
             assert!(
                 std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "the Claude Code preset tests cannot run: {why}"
+                "the {program} preset tests cannot run: {why}"
             );
             eprintln!("skipped: {why}");
             None
@@ -47,14 +54,14 @@ fn claude_or_skip() -> Option<PathBuf> {
     }
 }
 
-struct Offline {
-    scratch: tempfile::TempDir,
-    ws: PathBuf,
-    bin: PathBuf,
+pub(super) struct Offline {
+    pub(super) scratch: tempfile::TempDir,
+    pub(super) ws: PathBuf,
+    pub(super) bin: PathBuf,
 }
 
 impl Offline {
-    fn new(bin: PathBuf) -> Offline {
+    pub(super) fn new(bin: PathBuf) -> Offline {
         let scratch = tempfile::tempdir().unwrap();
         let ws = workspace_in(scratch.path());
         std::fs::create_dir_all(ws.join("docs")).unwrap();
@@ -62,7 +69,7 @@ impl Offline {
         Offline { scratch, ws, bin }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(super) fn path(&self, name: &str) -> PathBuf {
         self.scratch.path().join(name)
     }
 
@@ -80,6 +87,16 @@ impl Offline {
             "start_node": "dev",
             "nodes": {"dev": {"entry_block": "write", "blocks": {"write": block}}}
         });
+        self.run_workflow(wf, scenario)
+    }
+
+    /// `wfhost run` of the workflow `wf` offline with `scenario`: its exit
+    /// code, its JSON report, and what the model server charged.
+    pub(super) fn run_workflow(
+        &self,
+        wf: serde_json::Value,
+        scenario: serde_json::Value,
+    ) -> (Option<i32>, serde_json::Value, serde_json::Value) {
         let manifest = self.path("wf.json");
         std::fs::write(&manifest, wf.to_string()).unwrap();
         let scenario_file = self.path("scenario.json");
@@ -92,8 +109,11 @@ impl Offline {
         );
         let out = command(self.scratch.path())
             .env("PATH", path)
-            .env("HOME", self.path("claude-home"))
+            .env("HOME", self.path("user-home"))
             .env("ANTHROPIC_API_KEY", "test-key")
+            .env("OPENAI_API_KEY", "test-key")
+            .env("GEMINI_API_KEY", "test-key")
+            .env_remove("GOOGLE_API_KEY")
             .env_remove("ANTHROPIC_BASE_URL")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
             .env_remove("ANTHROPIC_MODEL")
@@ -122,7 +142,16 @@ impl Offline {
         (out.status.code(), report, charged)
     }
 
-    fn block_output(&self) -> serde_json::Value {
+    /// The model requests of the agents' own loops (with tools), in order.
+    pub(super) fn loop_requests(&self) -> Vec<serde_json::Value> {
+        let log = std::fs::read_to_string(self.path("usage.json.requests.jsonl")).unwrap();
+        log.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["body"]["tools"].as_array().is_some_and(|t| !t.is_empty()))
+            .collect()
+    }
+
+    pub(super) fn block_output(&self) -> serde_json::Value {
         let text = std::fs::read_to_string(self.ws.join(".output/block-dev.write.json")).unwrap();
         serde_json::from_str(&text).unwrap()
     }
@@ -203,7 +232,7 @@ fn read_turn(path: &str, input: u64, output: u64) -> serde_json::Value {
     })
 }
 
-fn tokens(charged: &serde_json::Value) -> u64 {
+pub(super) fn tokens(charged: &serde_json::Value) -> u64 {
     [
         "input_tokens",
         "output_tokens",
@@ -258,6 +287,27 @@ fn claude_code_writes_inside_its_restrictions_and_its_tokens_are_counted() {
     assert!(
         !completed.is_empty(),
         "no event records the tokens: {events:#?}"
+    );
+    // Broken down as the CLI reported it, in the event.
+    let usage = &completed[0]["statistics"]["usage"];
+    assert_eq!(
+        (
+            usage["input_tokens"].as_u64(),
+            usage["output_tokens"].as_u64(),
+            usage["cache_read_tokens"].as_u64(),
+            usage["cache_creation_tokens"].as_u64()
+        ),
+        (Some(2700), Some(100), Some(700), Some(33)),
+        "{usage}"
+    );
+    assert!(usage["cost_micro_usd"].as_u64().is_some_and(|c| c > 0));
+    let show = wfhost(&["show", run], t.scratch.path());
+    assert!(
+        stdout(&show).contains(&format!(
+            "{expected} tokens (in 2700 · out 100 · cache 700 read, 33 written · $"
+        )),
+        "{}",
+        stdout(&show)
     );
     // `show` sums them per run.
     let show = wfhost(&["show", run, "--json"], t.scratch.path());
@@ -426,4 +476,137 @@ fn a_preset_whose_cli_is_missing_says_how_to_install_it() {
         said.contains("runs `claude`, which is not on PATH: install it with `npm install -g @anthropic-ai/claude-code@2.1.197`"),
         "{said}"
     );
+}
+
+/// A block executed again in a fix loop with `resume: true` continues the
+/// CLI's session: the same session id, and the model sees the first
+/// conversation in the second one's first request. The CLI's state is in
+/// the block's own directory under the run, not the user's HOME.
+#[test]
+fn claude_code_continues_its_session_in_a_fix_loop() {
+    let Some(bin) = claude_or_skip() else { return };
+    let t = Offline::new(bin);
+    let mut write = agent_block(serde_json::json!({}));
+    write["config"]["resume"] = serde_json::json!(true);
+    write["transitions"] = serde_json::json!([
+        {"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:check"},
+        {"on_signal": "SIGNAL:FAILED", "action": "FAIL:the agent failed"}
+    ]);
+    let wf = serde_json::json!({
+        "id": "preset-loop",
+        "plugins": {"agent": {"grants": ["agent"]}, "exec": {"grants": ["exec"]}},
+        "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "write", "blocks": {
+            "write": write,
+            "check": {
+                "worker": "exec",
+                "config": {"commands": [{"argv": ["test", "-f", "docs/second.md"]}]},
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:EXEC_FAILED", "action": "JUMP:write"}
+                ]
+            }
+        }}}
+    });
+    let scenario = serde_json::json!({"turns": [
+        write_turn("docs/hello.md", 100, 10),
+        {"text": "Wrote docs/hello.md.", "usage": {"input_tokens": 120, "output_tokens": 5}},
+        write_turn("docs/second.md", 300, 20),
+        {"text": "Wrote docs/second.md too.", "usage": {"input_tokens": 320, "output_tokens": 6}}
+    ]});
+    let (code, report, charged) = t.run_workflow(wf, scenario);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert!(t.ws.join("docs/second.md").is_file());
+    assert_eq!(report["statistics"]["tokens_used"], tokens(&charged));
+    let requests = t.loop_requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    let messages = |r: &serde_json::Value| r["body"]["messages"].as_array().unwrap().len();
+    // The second execution's first request carries the first one's
+    // conversation (its prompt, tool call, tool result and answer).
+    assert!(
+        messages(&requests[2]) > messages(&requests[1]),
+        "{} then {}",
+        messages(&requests[1]),
+        messages(&requests[2])
+    );
+    let run = report["run_id"].as_str().unwrap();
+    let sessions: Vec<String> = run_events(t.scratch.path(), run)
+        .iter()
+        .filter(|e| e["type"] == "block_completed" && e["block"] == "write")
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(sessions.len(), 2, "{sessions:#?}");
+    let home = t.ws.join(format!(".output/agent/{run}/home/dev.write"));
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".wfhost-session")).unwrap())
+            .unwrap();
+    let recorded = recorded["session"].as_str().unwrap().to_string();
+    assert!(
+        sessions.iter().all(|e| e.contains(&recorded)),
+        "both executions report session {recorded}: {sessions:#?}"
+    );
+    assert!(
+        home.join(".claude").is_dir(),
+        "the CLI's state is the block's"
+    );
+    assert!(!t.path("user-home/.claude").exists(), "not the user's");
+}
+
+/// Two agents in parallel lanes each get a state directory of their own.
+#[test]
+fn claude_code_lanes_keep_their_own_state() {
+    let Some(bin) = claude_or_skip() else { return };
+    let t = Offline::new(bin);
+    let mut block = agent_block(serde_json::json!({}));
+    block["parallel"] = serde_json::json!({
+        "merge_strategy": "workspace",
+        "lanes": {
+            "a": {"prompt": {"task": "Say a."}},
+            "b": {"prompt": {"task": "Say b."}}
+        }
+    });
+    block["transitions"] = serde_json::json!([
+        {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+        {"on_signal": "SIGNAL:PARTIAL", "action": "FAIL:a lane failed"},
+        {"on_signal": "SIGNAL:FAILED", "action": "FAIL:the lanes failed"}
+    ]);
+    let scenario = serde_json::json!({"turns": [
+        {"text": "Done.", "usage": {"input_tokens": 10, "output_tokens": 1}},
+        {"text": "Done.", "usage": {"input_tokens": 20, "output_tokens": 2}}
+    ]});
+    let (code, report, charged) = t.run(block, scenario);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["statistics"]["tokens_used"], tokens(&charged));
+    let run = report["run_id"].as_str().unwrap();
+    let mut sessions = Vec::new();
+    for lane in ["a", "b"] {
+        let home =
+            t.ws.join(format!(".output/agent/{run}/home/dev.write.{lane}"));
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(home.join(".wfhost-session"))
+                .unwrap_or_else(|e| panic!("lane {lane}: {e}")),
+        )
+        .unwrap();
+        let session = record["session"].as_str().unwrap().to_string();
+        let transcripts = walk(&home.join(".claude"));
+        assert!(
+            transcripts.iter().any(|p| p.contains(&session)),
+            "lane {lane}'s transcript {session} is in its own home: {transcripts:?}"
+        );
+        sessions.push(session);
+    }
+    assert_ne!(sessions[0], sessions[1]);
+}
+
+pub(super) fn walk(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path.display().to_string());
+        }
+    }
+    found
 }

@@ -171,9 +171,10 @@ pub fn slurm_options(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest
     }
 }
 
-/// The `preset` of the built-in `agent` worker's blocks and lanes
-/// (`config.preset`): a preset the host knows
-/// ([`wfhost_core::agents::presets`]), or the error lists those it does.
+/// The preset settings of the built-in `agent` worker's blocks and lanes
+/// (`config.preset`, `model`, `resume`, `home`): a preset the host knows
+/// ([`wfhost_core::agents::presets`]; the error lists those it does), and
+/// settings of the right kind.
 pub fn agent_presets(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::ManifestErrors> {
     let wf = &workflow.workflow;
     let builtin_agent = wf
@@ -196,22 +197,14 @@ pub fn agent_presets(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest
                 }
             }
             for (at, config) in configs {
-                let message = match config.get("preset") {
-                    None => continue,
-                    Some(serde_json::Value::String(name)) => {
-                        match wfhost_core::agents::presets::find(name) {
-                            Ok(_) => continue,
-                            Err(e) => e,
-                        }
-                    }
-                    Some(other) => format!(
-                        "`preset` is {other}, not a preset's name; the presets are {}",
-                        wfhost_core::agents::presets::names()
-                    ),
+                let Err((field, message)) =
+                    wfhost_core::agents::presets::Settings::from_config(config)
+                else {
+                    continue;
                 };
                 let mut parts = vec!["nodes", node_id.as_str(), "blocks", block_id.as_str()];
                 parts.extend(at);
-                parts.extend(["config", "preset"]);
+                parts.extend(["config", field]);
                 errors.push(manifest::ManifestError {
                     file: workflow.file.clone(),
                     location: Some(pointer(&parts)),

@@ -111,6 +111,12 @@ pub struct AgentRequest {
     pub result_format: Option<ResultFormat>,
     /// Secret values to mask in what the CLI writes to stdout and stderr.
     pub mask: wfhost_core::secrets::Masker,
+    /// The model the CLI was asked for: the usage's when the CLI's output
+    /// does not name one.
+    pub model: Option<String>,
+    /// What the CLI already reported for the session it continues, when
+    /// its usage is the session's total (subtracted).
+    pub usage_before: Option<Usage>,
 }
 
 /// What the agent did, as the host saw it.
@@ -515,48 +521,85 @@ fn adapted_answer(
     created: &[String],
 ) -> ((Option<BlockOutput>, Option<String>), Option<Usage>) {
     let command = &exec.commands[0];
-    let mut adapted_usage = None;
-    let read = if command.stdout_truncated {
-        Err(format!(
-            "the agent's output exceeded {} bytes; its final result was lost",
-            request.output_cap
-        ))
-    } else {
-        crate::bundle::BundleDir::open(&exec.bundle_dir)
-            .and_then(|b| b.read(&command.stdout, request.output_cap))
-            .map_err(|e| format!("cannot read the agent's output: {e}"))
-            .and_then(|bytes| presets::parse_result(format, &bytes))
+    let read = crate::bundle::BundleDir::open(&exec.bundle_dir)
+        .and_then(|b| b.read(&command.stdout, request.output_cap))
+        .map_err(|e| presets::ResultError {
+            why: format!("cannot read the agent's output: {e}"),
+            usage: None,
+        })
+        .and_then(|bytes| presets::parse_result(format, &bytes))
+        .map(|mut result| {
+            own_usage(request, &mut result.usage);
+            result
+        })
+        .map_err(|mut e| {
+            if let Some(usage) = &mut e.usage {
+                own_usage(request, usage);
+            }
+            e
+        });
+    // Over the cap, the final result is lost; what was streamed before
+    // still counts.
+    let read = match read {
+        Ok(_) | Err(_) if command.stdout_truncated => Err(presets::ResultError {
+            why: format!(
+                "the agent's output exceeded {} bytes; its final result was lost",
+                request.output_cap
+            ),
+            usage: match read {
+                Ok(result) => Some(result.usage),
+                Err(e) => e.usage,
+            },
+        }),
+        read => read,
     };
-    let answer = match read {
+    let with_bad = |why: String| match &ran_badly {
+        Some(bad) => format!("{bad}; {why}"),
+        None => why,
+    };
+    match read {
         Ok(result) => {
-            adapted_usage = Some(result.usage.clone());
-            let why = if result.is_error {
-                Some(format!(
-                    "the agent reported an error: {}",
-                    if result.summary.is_empty() {
-                        "(no message)"
-                    } else {
-                        &result.summary
-                    }
-                ))
-            } else {
-                None
-            };
-            match (why, ran_badly) {
-                (None, None) => (Some(from_result(request, &result, modified, created)), None),
-                (Some(why), None) | (None, Some(why)) => (None, Some(why)),
-                (Some(error), Some(bad)) => (None, Some(format!("{bad}; {error}"))),
+            let usage = Some(result.usage.clone());
+            if result.is_error {
+                let said = if result.summary.is_empty() {
+                    "(no message)"
+                } else {
+                    &result.summary
+                };
+                let why = with_bad(format!("the agent reported an error: {said}"));
+                return ((None, Some(why)), usage);
+            }
+            match &ran_badly {
+                None => (
+                    (Some(from_result(request, &result, modified, created)), None),
+                    usage,
+                ),
+                Some(bad) => ((None, Some(bad.clone())), usage),
             }
         }
-        Err(e) => (
-            None,
-            Some(match ran_badly {
-                Some(bad) => format!("{bad}; {e}"),
-                None => e,
-            }),
-        ),
-    };
-    (answer, adapted_usage)
+        Err(e) => ((None, Some(with_bad(e.why))), e.usage),
+    }
+}
+
+/// The usage this invocation is answerable for: without what the session
+/// had reported before it, with the model it was asked for when the CLI
+/// named none.
+fn own_usage(request: &AgentRequest, usage: &mut Usage) {
+    if let Some(before) = &request.usage_before
+        && before.session_id == usage.session_id
+    {
+        usage.input_tokens = usage.input_tokens.saturating_sub(before.input_tokens);
+        usage.output_tokens = usage.output_tokens.saturating_sub(before.output_tokens);
+        usage.cache_read_tokens = usage
+            .cache_read_tokens
+            .saturating_sub(before.cache_read_tokens);
+        usage.cache_creation_tokens = usage
+            .cache_creation_tokens
+            .saturating_sub(before.cache_creation_tokens);
+    }
+    if usage.model.is_none() {
+        usage.model.clone_from(&request.model);
+    }
 }
 
 /// The most of a block output file that is read: a BlockOutput is a small

@@ -92,6 +92,8 @@ impl Fixture {
             output_cap: 1 << 20,
             result_format: None,
             mask: Default::default(),
+            model: None,
+            usage_before: None,
         }
     }
 
@@ -537,7 +539,7 @@ fn a_presets_adapter_writes_the_block_output_from_the_final_result() {
     let result = r#"'{"type":"result","is_error":false,"result":"Done.","session_id":"s-1","total_cost_usd":0.5,"usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":2},"modelUsage":{"m-1":{}}}'"#;
     let program = result_printer(&f, "ok.py", result, 0);
     let mut request = f.request(&program);
-    request.result_format = Some(wfhost_core::agents::presets::ResultFormat::ClaudeJson);
+    request.result_format = Some(wfhost_core::agents::presets::ResultFormat::Claude);
     let outcome = f.run(request);
     assert_eq!(outcome.defect, None);
     assert_eq!(outcome.output.status, BlockOutputStatus::Completed);
@@ -579,6 +581,13 @@ fn a_presets_adapter_fails_with_the_reason_and_keeps_the_usage() {
             "not UTF-8",
         ),
         ("none.py", "''", 0, "the CLI printed no final result"),
+        // Killed mid-stream: no result, the usage it streamed is kept.
+        (
+            "streamed.py",
+            r#"'{"type":"assistant","message":{"id":"m1","usage":{"input_tokens":7}}}\n'"#,
+            1,
+            "the agent exited with code 1; the CLI printed no final result",
+        ),
         // Over the output cap (1 MiB here): the final result is lost.
         (
             "flood.py",
@@ -589,7 +598,7 @@ fn a_presets_adapter_fails_with_the_reason_and_keeps_the_usage() {
     ] {
         let program = result_printer(&f, name, stdout, code);
         let mut request = f.request(&program);
-        request.result_format = Some(wfhost_core::agents::presets::ResultFormat::ClaudeJson);
+        request.result_format = Some(wfhost_core::agents::presets::ResultFormat::Claude);
         request.bundle_dir = f.ws.path().join(format!(".output/agent/run-1/{name}"));
         let outcome = f.run(request);
         assert_eq!(outcome.output.status, BlockOutputStatus::Failed, "{name}");
@@ -597,7 +606,7 @@ fn a_presets_adapter_fails_with_the_reason_and_keeps_the_usage() {
         assert!(defect.contains(why), "{name}: {defect}");
         let written = f.written_output();
         assert_eq!(written["status"], "failed", "{name}");
-        if name.starts_with("err") {
+        if name.starts_with("err") || name == "streamed.py" {
             assert_eq!(
                 written["usage"]["inputTokens"], 7,
                 "{name}: the tokens were spent"

@@ -8,7 +8,6 @@ use wfhost_core::agents::agent_protocol::ChangedFile;
 use wfhost_core::agents::agent_protocol::{self, Verdict};
 use wfhost_core::agents::artifact_content::{Changer, MAX_ARTIFACT_BYTES, check_task_changes};
 use wfhost_core::agents::block_output::{self, BlockType};
-use wfhost_core::agents::presets;
 use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
 use wfhost_core::agents::session_changes;
 use wfhost_exec::agent::{
@@ -31,31 +30,6 @@ fn resolve_program(argv: &mut [String], manifest_dir: Option<&Path>) {
     if program.contains('/') && Path::new(program.as_str()).is_relative() {
         *program = dir.join(program.as_str()).display().to_string();
     }
-}
-
-/// A preset's CLI on this host, or an error that says how to install it
-/// (looked up on the `PATH` the command gets: the block's, else wfhost's).
-fn installed(preset: &presets::Preset, env: &[(String, String)]) -> Result<(), wit::ExecError> {
-    let path = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var("PATH").ok())
-        .unwrap_or_default();
-    let found = std::env::split_paths(&path).any(|dir| {
-        use std::os::unix::fs::PermissionsExt;
-        dir.join(preset.program)
-            .metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    });
-    if found {
-        return Ok(());
-    }
-    Err(wit::ExecError::Unavailable(format!(
-        "the {} preset runs `{}`, which is not on PATH: install it with `npm install -g {}@{}` (the version wfhost is tested with), or give the block a `command`",
-        preset.name, preset.program, preset.package, preset.tested_version
-    )))
 }
 
 /// The seed-000 env contract for an agent CLI: the block's (its
@@ -348,7 +322,7 @@ impl agent::Host for HostState {
                 })?;
         check_input(invocation.input_json.as_deref())?;
         let mut secrets = Vec::new();
-        let mut extra_env = scope.resolve_env(invocation.env, &mut secrets)?;
+        let extra_env = scope.resolve_env(invocation.env, &mut secrets)?;
         let executor = match invocation.executor {
             Some(agent::AgentExecutor::Container(o)) => AgentExecutor::Container {
                 pool: scope.resources.containers().await.map_err(to_wit_error)?,
@@ -366,36 +340,16 @@ impl agent::Host for HostState {
         // A preset supplies the argv (unless the block's `command` gives
         // one), its environment (under the block's own `env`) and the
         // adapter that reads the CLI's final result.
-        let preset = match scope.agent_preset.as_deref() {
-            Some(name) => Some(presets::find(name).map_err(wit::ExecError::Invalid)?),
-            None => None,
-        };
-        let mut argv = invocation.argv;
-        if let Some(preset) = preset {
-            if argv.is_empty() {
-                argv = preset.argv(scope.agent_model.as_deref(), scope.restrictions.as_deref());
-                if matches!(executor, AgentExecutor::Local) {
-                    installed(preset, &extra_env)?;
-                }
-            }
-            let mut env: Vec<(String, String)> = preset
-                .passthrough
-                .iter()
-                .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
-                .collect();
-            env.extend(
-                preset
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string())),
-            );
-            env.extend(extra_env);
-            extra_env = env;
-        }
-        let result_format = match invocation.protocol {
-            agent::Protocol::BlockOutput => preset.map(|p| p.result),
-            agent::Protocol::Json => None,
-        };
+        let json_protocol = matches!(invocation.protocol, agent::Protocol::Json);
+        let mut prepared = crate::agent_preset::prepare(
+            &scope,
+            invocation.argv,
+            extra_env,
+            &executor,
+            json_protocol,
+        )?;
+        let result_format = prepared.result_format;
+        let mut argv = std::mem::take(&mut prepared.argv);
         if matches!(executor, AgentExecutor::Local) {
             resolve_program(&mut argv, scope.manifest_dir.as_deref());
         }
@@ -425,18 +379,20 @@ impl agent::Host for HostState {
         let request = AgentRequest {
             argv,
             prompt,
-            delivery: match invocation.prompt_delivery {
-                agent::PromptDelivery::Argument => PromptDelivery::Argument,
-                agent::PromptDelivery::Stdin => PromptDelivery::Stdin,
-                agent::PromptDelivery::File => PromptDelivery::File,
-            },
+            delivery: prepared
+                .delivery
+                .unwrap_or(match invocation.prompt_delivery {
+                    agent::PromptDelivery::Argument => PromptDelivery::Argument,
+                    agent::PromptDelivery::Stdin => PromptDelivery::Stdin,
+                    agent::PromptDelivery::File => PromptDelivery::File,
+                }),
             protocol: match invocation.protocol {
                 agent::Protocol::BlockOutput => Protocol::BlockOutput,
                 agent::Protocol::Json => Protocol::Json,
             },
             input_json: with_session_changes(&scope, block_type, invocation.input_json),
             env: agent_env(&scope, telemetry_url),
-            extra_env,
+            extra_env: std::mem::take(&mut prepared.env),
             workspace: scope.workspace.clone(),
             agent_id: scope.agent_id.clone(),
             block_type,
@@ -452,6 +408,8 @@ impl agent::Host for HostState {
             output_cap: template.output_cap,
             result_format,
             mask: wfhost_core::secrets::Masker::new(&secrets),
+            model: prepared.model.clone(),
+            usage_before: prepared.usage_before.clone(),
         };
         let tasks = TasksWatch::before(&scope, block_type);
         let past = session_folder(&scope).and_then(|current| {
@@ -477,7 +435,18 @@ impl agent::Host for HostState {
         };
         if let Some(usage) = &outcome.output.usage {
             self.agent_tokens = self.agent_tokens.saturating_add(usage.tokens());
+            self.agent_usage.add(wfhost_core::payload::ModelUsage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cache_read_tokens: usage.cache_read_tokens,
+                cache_creation_tokens: usage.cache_creation_tokens,
+                cost_micro_usd: usage
+                    .cost_usd
+                    .map(wfhost_core::payload::ModelUsage::micro_usd)
+                    .unwrap_or(0),
+            });
         }
+        crate::agent_preset::remember_session(&scope, &prepared, outcome.output.usage.as_ref());
         let claim_mismatch = mismatch_text(&outcome);
         let (mut signal, decision_prompt) = signal_of(&outcome);
         let mut violations = outcome.violations.clone();

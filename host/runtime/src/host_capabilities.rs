@@ -49,10 +49,9 @@ pub struct ExecScope {
     pub telemetry: TelemetryTarget,
     /// The lane of a parallel block the block runs as.
     pub lane: Option<wfhost_core::engine::LaneKey>,
-    /// The block's `config.preset` and `config.model`: the agent CLI
-    /// preset its agents run with (`wfhost_core::agents::presets`).
-    pub agent_preset: Option<String>,
-    pub agent_model: Option<String>,
+    /// The block's preset settings (`config.preset`, `model`, `resume`,
+    /// `home`: `wfhost_core::agents::presets`), or why they are not.
+    pub agent: Result<wfhost_core::agents::presets::Settings, String>,
     /// Where the block's `{"secret": NAME}` env references are resolved.
     pub secrets: wfhost_core::secrets::Secrets,
 }

@@ -18,6 +18,7 @@
 
 pub mod admission;
 mod agent_capability;
+mod agent_preset;
 mod bindings;
 pub mod cache;
 mod capture;

@@ -7,11 +7,16 @@
 //!   `["claude", "-p", "{prompt}"]` or `["../agents/scripted_agent.py",
 //!   "--role", "dev"]` (a relative program path with a `/` is resolved next
 //!   to the workflow manifest). With a preset it replaces the preset's argv.
-//! - `preset`: a known agent CLI, `claude-code`; the host supplies its argv,
-//!   permission flags from the block's file restrictions, offline
-//!   environment (under `env`) and reads its final result into the
-//!   BlockOutput, usage included (`wfhost_core::agents::presets`).
+//! - `preset`: a known agent CLI (`claude-code`, `codex`, `gemini`,
+//!   `opencode`); the host supplies its argv, permission flags from the
+//!   block's file restrictions, offline environment (under `env`), its own
+//!   state directory, and reads its output into the BlockOutput, usage
+//!   included (`wfhost_core::agents::presets`).
 //! - `model` (with a preset): the model the CLI is asked for.
+//! - `resume` (with a preset): `true` continues the CLI's session of the
+//!   block's previous execution in the run (a fix loop, a retry).
+//! - `home` (with a preset): `isolated` (default: a state directory per
+//!   run and block or lane) or `user` (the user's own `HOME`).
 //! - `prompt_delivery`: `stdin` (default), `argument` (`{prompt}` in the
 //!   argv, else appended) or `file` (`{prompt-file}` / `AGENT_PROMPT_FILE`).
 //! - `block_type`: `plan`, `dev` (default), `test`, `review`, `devops`.
@@ -105,6 +110,16 @@ pub struct Config {
     /// The model a preset's CLI is asked for.
     #[serde(default)]
     model: Option<String>,
+    /// Continue the preset CLI's session of the block's previous
+    /// execution (read and checked by the host).
+    #[serde(default)]
+    #[allow(dead_code)]
+    resume: Option<serde_json::Value>,
+    /// Where the preset's CLI keeps its state: `isolated` or `user` (read
+    /// and checked by the host).
+    #[serde(default)]
+    #[allow(dead_code)]
+    home: Option<serde_json::Value>,
     #[serde(default)]
     prompt_delivery: Delivery,
     #[serde(default = "default_block_type")]
