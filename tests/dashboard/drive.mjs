@@ -43,6 +43,31 @@ try {
   check(listed >= 4, `the sidebar lists the runs (${listed})`);
   await shot('01-runs');
 
+  // A running block's output, live under its row, with its clock.
+  if (scenario.live) {
+    await page.goto(`${base}#/runs/${scenario.live}`, { waitUntil: 'domcontentloaded' });
+    await page.waitForFunction(() => /tick \d+/.test(document.querySelector('pre.live-output')?.textContent || ''), null, { timeout: 30000 });
+    const first = await page.locator('pre.live-output').textContent();
+    await page.waitForFunction((before) => (document.querySelector('pre.live-output')?.textContent || '') !== before, first, { timeout: 10000 });
+    const clock = await page.locator('tr.output-row .muted').first().textContent();
+    check(/running for/.test(clock), `the running row shows its time (${clock})`);
+    const shown = await page.locator('pre.live-output > div').count();
+    check(shown >= 1 && shown <= 8, `the running row keeps a tail (${shown} lines)`);
+    await shot('00-live-output');
+    await page.goto(base, { waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('#run-list li[data-run]');
+  }
+
+  // A rolled-back violation is on the step's row, though it succeeded.
+  if (scenario.quiet) {
+    await page.goto(`${base}#/runs/${scenario.quiet}`, { waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('tr.warnings-row .warning');
+    const warned = await page.locator('tr.warnings-row').first().textContent();
+    check(/rolled back: README/.test(warned), `the step shows its rolled-back change (${warned})`);
+    await page.goto(base, { waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('#run-list li[data-run]');
+  }
+
   // Every control has an accessible name.
   const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea')]
     .filter((el) => !el.hidden && !(el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.length))

@@ -100,6 +100,7 @@ fn long_run(home: &Path, steps: u64) -> String {
                 statistics: Statistics {
                     tokens_used: 10,
                     lines_written: 1,
+                    ..Default::default()
                 },
                 duration_us: 250,
                 failure: None,
@@ -204,10 +205,42 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let exec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let exec = exec["run_id"].as_str().unwrap().to_string();
 
+    // An agent whose write outside its restrictions was rolled back: the
+    // block succeeds with a warning.
+    let quiet_ws = scratch.path().join("quiet-ws");
+    std::fs::create_dir_all(&quiet_ws).unwrap();
+    std::fs::write(quiet_ws.join("README"), "readme\n").unwrap();
+    std::fs::create_dir_all(scratch.path().join("quiet")).unwrap();
+    let quiet_flow = super::run::write_manifest(
+        &scratch.path().join("quiet"),
+        serde_json::json!({
+            "id": "quiet",
+            "plugins": {"agent": {"grants": ["agent"]}},
+            "start_node": "dev",
+            "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+                "worker": "agent",
+                "file_restrictions": ["src/**"],
+                "config": {"command": super::agents::scripted(&["--write-outside", "README=defaced"])},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}}
+        }),
+    );
+    let out = command(scratch.path())
+        .args(["run", quiet_flow.to_str().unwrap(), "-w"])
+        .arg(&quiet_ws)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let quiet: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let quiet = quiet["run_id"].as_str().unwrap().to_string();
+
     let big_steps = 33_333; // 1 + 3 × 33,333 = 100,000 events
     let big = long_run(&home, big_steps);
 
-    let mut served = serve_with(scratch.path(), &[]);
+    // Two local agents: the ticking run's block holds one while the
+    // others' blocks run.
+    let mut served = serve_with(scratch.path(), &["--local-agents", "2"]);
     let ws = workspace_in(scratch.path());
     let gate_flow = repo().join("examples/review-gate/workflow.json");
     let start = || {
@@ -265,6 +298,30 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let cancel = start();
     // The run the page follows across a restart of the server.
     let across = start();
+    // A run whose block prints a line every tenth of a second while the
+    // page looks at it (cancelled at the end).
+    let ticking = super::run::write_manifest(
+        scratch.path(),
+        serde_json::json!({
+            "id": "ticks",
+            "plugins": {"exec": {"grants": ["exec"]}},
+            "start_node": "main",
+            "nodes": {"main": {"entry_block": "tick", "blocks": {"tick": {
+                "worker": "exec",
+                "config": {"commands": [{"argv": ["sh", "-c", "for i in $(seq 1 600); do echo tick $i; sleep 0.1; done"]}], "allow_shell": true},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}}
+        }),
+    );
+    let ticks_ws = scratch.path().join("ticks-ws");
+    std::fs::create_dir_all(&ticks_ws).unwrap();
+    let (status, live) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"workflow": ticking, "workspace": ticks_ws}),
+    );
+    assert_eq!(status, 202, "{live}");
+    let live = live["run_id"].as_str().unwrap().to_string();
     let handshake = scratch.path().join("handshake");
     std::fs::create_dir_all(&handshake).unwrap();
 
@@ -276,7 +333,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
         &scenario,
         serde_json::json!({
             "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec, "choose": choose,
-            "across": across, "handshake": handshake, "cancel": cancel,
+            "across": across, "handshake": handshake, "cancel": cancel, "live": live, "quiet": quiet,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
         })
         .to_string(),
@@ -312,7 +369,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
             .output()
             .unwrap();
         assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
-        served = serve_with(scratch.path(), &["--listen", &addr]);
+        served = serve_with(scratch.path(), &["--listen", &addr, "--local-agents", "2"]);
         assert_eq!(served.addr, addr);
         std::fs::write(handshake.join("resumed"), "").unwrap();
     }
@@ -325,6 +382,12 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
         String::from_utf8_lossy(&out.stderr)
     );
     eprintln!("dashboard: {stdout}");
+    let (_, stopped) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{live}/cancel"),
+        &serde_json::json!({"reason": "seen live"}),
+    );
+    assert_eq!(stopped["status"], "failed", "{stopped}");
     // The gates were answered through the page: the runs finished, the
     // fan-in with the lane the page chose for the conflicting file.
     await_status(&served.addr, &waiting, "succeeded");

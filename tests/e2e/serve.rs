@@ -345,3 +345,120 @@ fn a_run_killed_mid_way_is_resumed_over_the_api_to_its_end() {
     let run = await_status(&served.addr, &id, "succeeded");
     assert_eq!(run["steps"], n, "{run}");
 }
+
+/// Reads an SSE stream for up to `wait`, until `done` says so; the
+/// messages as (event type, data) pairs.
+fn read_sse(
+    addr: &str,
+    path: &str,
+    wait: std::time::Duration,
+    done: impl Fn(&[(String, String)]) -> bool,
+) -> Vec<(String, String)> {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + wait;
+    let mut raw = Vec::new();
+    let mut messages = Vec::new();
+    while std::time::Instant::now() < deadline {
+        let mut buf = [0u8; 8192];
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+        // Chunked framing aside, each message is `event:`/`data:` lines.
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        messages = text
+            .split("\n\n")
+            .filter_map(|block| {
+                let mut kind = String::new();
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(k) = line.strip_prefix("event: ") {
+                        kind = k.trim().to_string();
+                    } else if let Some(d) = line.strip_prefix("data: ") {
+                        data.push_str(d);
+                    }
+                }
+                (!data.is_empty()).then_some((kind, data))
+            })
+            .collect();
+        if done(&messages) {
+            break;
+        }
+    }
+    messages
+}
+
+/// `?output=true` adds the running block's output to the event stream, as
+/// `output` events without an id; it never reaches the durable log, and a
+/// stream without it has none.
+#[test]
+fn the_event_stream_carries_a_running_blocks_output_when_asked() {
+    let scratch = tempfile::tempdir().unwrap();
+    let served = serve(scratch.path());
+    let ws = workspace_in(scratch.path());
+    let script = "for i in $(seq 1 60); do echo tick $i; sleep 0.1; done";
+    let manifest = super::run::write_manifest(
+        scratch.path(),
+        serde_json::json!({
+            "id": "ticks",
+            "plugins": {"exec": {"grants": ["exec"]}},
+            "start_node": "main",
+            "nodes": {"main": {"entry_block": "tick", "blocks": {"tick": {
+                "worker": "exec",
+                "config": {"commands": [{"argv": ["sh", "-c", script]}], "allow_shell": true},
+                "transitions": [
+                    {"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL:no ticks"}
+                ]
+            }}}}
+        }),
+    );
+    let (status, started) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"workflow": manifest, "workspace": ws}),
+    );
+    assert_eq!(status, 202, "{started}");
+    let run = started["run_id"].as_str().unwrap().to_string();
+    let saw_tick = |m: &[(String, String)]| {
+        m.iter()
+            .any(|(k, d)| k == "output" && d.contains("\"text\":\"tick "))
+    };
+    let with = read_sse(
+        &served.addr,
+        &format!("/v1/runs/{run}/events/stream?output=true"),
+        std::time::Duration::from_secs(30),
+        saw_tick,
+    );
+    assert!(saw_tick(&with), "{with:#?}");
+    let line: serde_json::Value = with
+        .iter()
+        .find(|(k, _)| k == "output")
+        .map(|(_, d)| serde_json::from_str(d).unwrap())
+        .unwrap();
+    assert_eq!(line["block"], "main.tick", "{line}");
+    assert_eq!(line["stream"], "stdout", "{line}");
+    assert_eq!(line["progress"], false, "{line}");
+    let without = read_sse(
+        &served.addr,
+        &format!("/v1/runs/{run}/events/stream"),
+        std::time::Duration::from_secs(2),
+        |_| false,
+    );
+    assert!(
+        !without.is_empty() && without.iter().all(|(k, _)| k != "output"),
+        "{without:#?}"
+    );
+    await_status(&served.addr, &run, "succeeded");
+    // Sixty lines, and the log has the run's few events, none a line.
+    let events = run_events(scratch.path(), &run);
+    assert!(events.len() < 10, "{events:#?}");
+}

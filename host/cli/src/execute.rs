@@ -503,10 +503,11 @@ pub fn report_run(
     let style = Style::stdout();
     let stats = report.statistics;
     let summary = format!(
-        "{}, {} written, {}, {}",
+        "{}, {} written, {}{}, {}",
         count(report.steps, "step"),
         count(stats.lines_written, "line"),
         count(stats.tokens_used, "token"),
+        usage_note(&stats.usage),
         ms(report.duration)
     );
     match &report.status {
@@ -566,13 +567,24 @@ pub fn report_run(
     code
 }
 
+/// ` (in 1200 · out 80 · cache 700 read · $0.0123)`: what agent CLIs
+/// reported of the tokens, or nothing when they reported none.
+pub fn usage_note(usage: &wfhost_core::payload::ModelUsage) -> String {
+    if usage.is_zero() {
+        String::new()
+    } else {
+        format!(" ({})", usage.describe())
+    }
+}
+
 /// One line per block, in the order the run first reached them.
 pub fn print_block_statistics(state: &RunState) {
     for (name, b) in state.blocks_in_run_order() {
         println!(
-            "  {name}: {}, {}, {}, {}{}",
+            "  {name}: {}, {}{}, {}, {}{}",
             count(b.attempts, "run"),
             count(b.tokens_used, "token"),
+            usage_note(&b.usage),
             count(b.lines_written, "line"),
             ms(b.duration),
             if b.failures > 0 {

@@ -130,6 +130,9 @@ impl Drop for LiveOutput {
 }
 
 fn line(l: &LiveLine) -> String {
+    if l.progress {
+        return format!("    » {}", escape(&l.text));
+    }
     let sep = if l.text.is_empty() { "" } else { " " };
     let text: Vec<String> = l.text.split('\t').map(escape).collect();
     format!("    {}|{sep}{}", l.stream, text.join("\t"))

@@ -287,6 +287,10 @@ fn print_log(log: &[String]) {
 
 fn print_live(lines: &[LiveLine]) {
     for line in lines {
+        if line.progress {
+            println!("    » {}", escape(&line.text));
+            continue;
+        }
         let sep = if line.text.is_empty() { "" } else { " " };
         println!(
             "    {}|{sep}{}",

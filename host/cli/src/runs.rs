@@ -279,9 +279,10 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     }
     println!();
     println!(
-        "statistics: {}, {}, {} written",
+        "statistics: {}, {}{}, {} written",
         count(state.steps, "step"),
         count(state.statistics.tokens_used, "token"),
+        crate::execute::usage_note(&state.statistics.usage),
         count(state.statistics.lines_written, "line")
     );
     crate::execute::print_block_statistics(&state);

@@ -35,12 +35,82 @@ pub type ExecutionPayload = Vec<ContextSegment>;
 pub struct Statistics {
     pub tokens_used: u64,
     pub lines_written: u64,
+    /// What the block's agent CLIs reported of the model's work (absent
+    /// when they reported nothing): part of `tokens_used`, broken down.
+    #[serde(default, skip_serializing_if = "ModelUsage::is_zero")]
+    pub usage: ModelUsage,
 }
 
 impl Statistics {
     pub fn add(&mut self, other: Statistics) {
         self.tokens_used = self.tokens_used.saturating_add(other.tokens_used);
         self.lines_written = self.lines_written.saturating_add(other.lines_written);
+        self.usage.add(other.usage);
+    }
+}
+
+/// The model's work as agent CLIs report it, summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Input read from the model's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input written to the model's prompt cache.
+    #[serde(default)]
+    pub cache_creation_tokens: u64,
+    /// What the CLIs said it cost, in millionths of a US dollar (0: they
+    /// did not say).
+    #[serde(default)]
+    pub cost_micro_usd: u64,
+}
+
+impl ModelUsage {
+    pub fn is_zero(&self) -> bool {
+        *self == ModelUsage::default()
+    }
+
+    pub fn add(&mut self, other: ModelUsage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_creation_tokens = self
+            .cache_creation_tokens
+            .saturating_add(other.cache_creation_tokens);
+        self.cost_micro_usd = self.cost_micro_usd.saturating_add(other.cost_micro_usd);
+    }
+
+    /// A cost in US dollars as millionths (rounded; a cost that is not a
+    /// finite, non-negative number counts as none).
+    pub fn micro_usd(cost: f64) -> u64 {
+        if cost.is_finite() && cost >= 0.0 {
+            (cost * 1e6).round().min(u64::MAX as f64) as u64
+        } else {
+            0
+        }
+    }
+
+    /// `in 1,200 · out 80 · cache 700 read, 33 written · $0.0123`, the
+    /// parts that are not zero.
+    pub fn describe(&self) -> String {
+        let mut parts = vec![
+            format!("in {}", self.input_tokens),
+            format!("out {}", self.output_tokens),
+        ];
+        match (self.cache_read_tokens, self.cache_creation_tokens) {
+            (0, 0) => {}
+            (read, 0) => parts.push(format!("cache {read} read")),
+            (read, written) => parts.push(format!("cache {read} read, {written} written")),
+        }
+        if self.cost_micro_usd > 0 {
+            parts.push(format!("${:.4}", self.cost_micro_usd as f64 / 1e6));
+        }
+        parts.join(" · ")
     }
 }
 

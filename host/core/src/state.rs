@@ -76,6 +76,9 @@ pub struct BlockStatistics {
     pub attempts: u32,
     pub tokens_used: u64,
     pub lines_written: u64,
+    /// The agent CLIs' usage, broken down (absent when none).
+    #[serde(skip_serializing_if = "crate::payload::ModelUsage::is_zero")]
+    pub usage: crate::payload::ModelUsage,
     /// Total wall-clock time of its executions, in milliseconds when
     /// serialized.
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
@@ -396,6 +399,7 @@ impl RunState {
                 per_block.attempts += 1;
                 per_block.tokens_used += statistics.tokens_used;
                 per_block.lines_written += statistics.lines_written;
+                per_block.usage.add(statistics.usage);
                 per_block.duration += Duration::from_micros(*duration_us);
                 per_block.failures += u32::from(failure.is_some());
                 // Each lane of a parallel block had its own step index.

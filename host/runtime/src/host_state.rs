@@ -91,6 +91,8 @@ pub struct HostState {
     /// The model tokens the block's agents consumed, as their outputs
     /// report them (`usage`), added to the block's statistics.
     pub agent_tokens: u64,
+    /// The same, broken down as the CLIs reported it.
+    pub agent_usage: wfhost_core::payload::ModelUsage,
     pub memory: MemoryCap,
     pub log: BlockLog,
     pub stdout: CappedCapture,

@@ -358,6 +358,7 @@ impl PluginSet {
             watch,
             limit_hit: None,
             agent_tokens: 0,
+            agent_usage: Default::default(),
             memory: MemoryCap {
                 limit: config.memory_limit,
                 hit: false,
@@ -473,8 +474,8 @@ impl PluginSet {
             manifest_dir: self.manifest_dir.clone(),
             telemetry: self.telemetry_target(&request),
             lane: request.lane.clone(),
-            agent_preset: config_text(&ctx.config, "preset"),
-            agent_model: config_text(&ctx.config, "model"),
+            agent: wfhost_core::agents::presets::Settings::from_config(&ctx.config)
+                .map_err(|(field, e)| format!("config.{field}: {e}")),
             secrets: self.runtime.config.secrets.clone(),
         };
         let limits = self
@@ -520,10 +521,11 @@ impl PluginSet {
         };
         // What the block's agents consumed counts with what the guest
         // reports itself.
-        let agent_tokens = store.data().agent_tokens;
+        let (agent_tokens, agent_usage) = (store.data().agent_tokens, store.data().agent_usage);
         if let Ok(output) = &mut outcome {
             output.statistics.tokens_used =
                 output.statistics.tokens_used.saturating_add(agent_tokens);
+            output.statistics.usage.add(agent_usage);
         }
         let log = drain_log(&mut store);
         drop(store);
@@ -599,6 +601,7 @@ impl PluginSet {
             statistics: Statistics {
                 tokens_used: output.statistics.tokens_used,
                 lines_written: output.statistics.lines_written,
+                ..Default::default()
             },
         })
     }
@@ -977,11 +980,6 @@ fn deadline_after(timeout: Duration) -> std::time::Instant {
     now.checked_add(timeout)
         .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
         .unwrap_or(now)
-}
-
-/// A text field of a block's config, if it has one.
-fn config_text(config: &serde_json::Value, key: &str) -> Option<String> {
-    config.get(key).and_then(|v| v.as_str()).map(str::to_string)
 }
 
 #[cfg(test)]

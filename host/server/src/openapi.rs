@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.7.1";
+pub const API_VERSION: &str = "0.8.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -120,7 +120,7 @@ pub fn spec() -> Value {
             ], ok("A page of events.", "EventPage")),
             "/runs/{id}/events/stream": {"get": {
                 "summary": "The run's events as Server-Sent Events: each SSE id is the event's sequence number and its type the event kind; reconnect with Last-Event-ID (or ?after=) to get exactly what was missed.",
-                "parameters": [run_id(), param("after", "integer", "Start after this sequence number (Last-Event-ID wins).")],
+                "parameters": [run_id(), param("after", "integer", "Start after this sequence number (Last-Event-ID wins)."), param("output", "boolean", "Also send the running block's command output, once caught up, as `output` events without an id: `{step, block, stream, command, text, progress}` a line, or `{step, block, skipped}` (at most 20 lines a quarter second; a client starting mid-block gets the last 20 lines). Never recorded.")],
                 "responses": {
                     "200": {"description": "An endless event stream.", "content": {"text/event-stream": {"schema": {"type": "string"}}}},
                     "400": error_response("A bad Last-Event-ID or query string."),

@@ -448,6 +448,7 @@ function renderRun() {
   const rows = rowsOf(view.events);
   const branchInfo = view.branches.find((b) => b.branch === view.branch) || {};
   const status = branchInfo.status || r.status;
+  view.liveStatus = status;
   const openGate = status === 'waiting' ? [...rows].reverse().find((row) => row.gate && !row.gate.answer) : null;
   const scroller = main.querySelector('.timeline-scroll');
   const keepBottom = scroller ? scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40 : true;
@@ -466,6 +467,9 @@ function renderRun() {
           timelineTable(rows))),
       detailPanel(rows)));
   main.dataset.lastSeq = String(view.lastSeq);
+  // The running row's clock moves while the run runs.
+  clearTimeout(view.clockTimer);
+  if (isLive() && main.querySelector('tr.output-row')) view.clockTimer = setTimeout(scheduleRender, 1000);
   main.dataset.branch = String(view.branch);
   main.dataset.events = String(view.events.length);
   const s = main.querySelector('.timeline-scroll');
@@ -560,11 +564,19 @@ function timelineTable(rows) {
     h('td', {}, row.signal ? h('span', { class: `signal ${/FAIL/.test(row.signal) ? 'bad' : ''}` }, row.signal.replace('SIGNAL:', '')) : ''),
     h('td', {}, row.action ? `${row.action.action}` : '', row.gate ? h('span', { class: 'tag gate' }, row.gate.answer ? `${row.gate.id}: ${decisionText(row.gate.answer)}` : `${row.gate.id} open`) : null),
     h('td', { class: 'num' }, c ? duration(c.duration_us) : ''),
-    h('td', { class: 'num', title: 'tokens' }, c ? c.statistics.tokens_used : ''),
+    h('td', { class: 'num', title: c && c.statistics.usage ? `tokens: ${usageText(c.statistics.usage)}` : 'tokens' }, c ? c.statistics.tokens_used : ''),
     h('td', { class: 'num', title: 'lines written' }, c ? c.statistics.lines_written : ''),
     h('td', {}, row.snapshot ? h('button', { type: 'button', class: 'small', 'aria-label': `Fork a new branch after step ${row.step}`, title: `Fork from ${row.snapshot}`, onclick: (ev) => { ev.stopPropagation(); forkAt(row.snapshot, row.step); } }, 'fork') : null));
     const out = [tr];
+    // Warnings and errors the block's plugin logged (a rolled-back change
+    // outside the file restrictions among them), shown even on success.
+    const warnings = c ? warningsOf(c.log) : [];
+    if (warnings.length) {
+      out.push(h('tr', { class: 'warnings-row' }, h('td', {}), h('td', { colspan: 8 },
+        warnings.map((w) => h('div', { class: 'warning', role: 'note' }, `⚠ ${w}`)))));
+    }
     if (row.lanes.length || row.laneNames) out.push(lanesRow(row));
+    else if (!c && !row.external && row.kind === 'block' && isLive()) out.push(outputRow(row));
     return out;
   });
   return h('table', { class: 'steps' },
@@ -808,6 +820,7 @@ function stopFollowing() {
   view.follow = null;
   view.lastSeq = 0;
   view.shown = '';
+  view.output = null;
   setLive('');
 }
 
@@ -821,7 +834,7 @@ function startFollowing(runId) {
     let delay = 500;
     while (!ctl.signal.aborted) {
       try {
-        const res = await fetch(`/v1/runs/${enc(runId)}/events/stream`, {
+        const res = await fetch(`/v1/runs/${enc(runId)}/events/stream?output=true`, {
           headers: { ...authHeaders(), Accept: 'text/event-stream', 'Last-Event-ID': String(view.lastSeq) },
           signal: ctl.signal,
         });
@@ -854,15 +867,64 @@ function startFollowing(runId) {
 
 let refreshTimer = null;
 
+// The running block's output (`output` events: shown, never recorded):
+// the last lines of its step, kept until the step completes.
+const OUTPUT_TAIL = 8;
+function onOutput(o) {
+  if (typeof o.step !== 'number') return;
+  if (!view.output || view.output.step !== o.step) view.output = { step: o.step, lines: [] };
+  const lines = view.output.lines;
+  if (o.skipped) lines.push({ text: `… ${o.skipped} lines skipped`, progress: true });
+  else lines.push({ text: String(o.text ?? ''), stream: o.stream, progress: !!o.progress });
+  lines.splice(0, Math.max(0, lines.length - OUTPUT_TAIL));
+  scheduleRender();
+}
+
+// The lines of a block's log that are warnings or errors, without their
+// level mark (as the API's `warnings`).
+function warningsOf(log) {
+  return (log || []).flatMap((l) => {
+    const m = /^\[(warn|error)\] (.*)$/s.exec(String(l));
+    return m ? [m[2]] : [];
+  });
+}
+
+// What agent CLIs reported of a block's tokens, broken down.
+function usageText(u) {
+  const parts = [`in ${u.input_tokens || 0}`, `out ${u.output_tokens || 0}`];
+  if (u.cache_read_tokens || u.cache_creation_tokens) parts.push(`cache ${u.cache_read_tokens || 0} read, ${u.cache_creation_tokens || 0} written`);
+  if (u.cost_micro_usd) parts.push(`$${(u.cost_micro_usd / 1e6).toFixed(4)}`);
+  return parts.join(' · ');
+}
+
+function isLive() {
+  return view.liveStatus === 'running';
+}
+
+// Under the running block's row: how long it has run and its last lines.
+function outputRow(row) {
+  const o = view.output;
+  const since = row.at ? Date.now() - row.at : 0;
+  return h('tr', { class: 'output-row' }, h('td', {}), h('td', { colspan: 8 },
+    h('div', { class: 'muted' }, `running for ${duration(since * 1000)}`),
+    o && o.step === row.step && o.lines.length
+      ? h('pre', { class: 'live-output', 'aria-label': `output of step ${row.step}` },
+        o.lines.map((l) => h('div', { class: l.progress ? 'progress' : `stream-${l.stream}` }, l.progress ? `» ${l.text}` : l.text)))
+      : null));
+}
+
 function onMessage(runId, block) {
   let data = '';
+  let kind = '';
   for (const line of block.split('\n')) {
     if (line.startsWith('data:')) data += line.slice(5).replace(/^ /, '');
+    else if (line.startsWith('event:')) kind = line.slice(6).trim();
   }
   if (!data || !view.run || view.run.id !== runId) return;
   let e;
   try { e = JSON.parse(data); } catch { return; }
-  if (e.seq <= view.lastSeq) return;
+  if (kind === 'output') { onOutput(e); return; }
+  if (typeof e.seq !== 'number' || e.seq <= view.lastSeq) return;
   view.lastSeq = e.seq;
   if (e.branch === view.branch) {
     view.events.push(e);

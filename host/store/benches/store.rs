@@ -50,6 +50,7 @@ fn step(n: u64, keep: usize) -> [Event; 3] {
             statistics: Statistics {
                 tokens_used: 120,
                 lines_written: 2,
+                ..Default::default()
             },
             duration_us: 1500,
             failure: None,

@@ -49,7 +49,17 @@ fn heading(out: &mut String, head: &ReportHead, chain: &[StoredEvent]) {
     if let Some(last) = chain.last() {
         let _ = writeln!(out, "| Last event | {} |", time(last.at));
     }
-    out.push('\n');
+    let mut total = wfhost_core::payload::Statistics::default();
+    for e in chain {
+        if let Event::BlockCompleted { statistics, .. } = &e.event {
+            total.add(*statistics);
+        }
+    }
+    let _ = write!(out, "| Tokens | {}", total.tokens_used);
+    if !total.usage.is_zero() {
+        let _ = write!(out, " ({})", total.usage.describe());
+    }
+    out.push_str(" |\n\n");
 }
 
 fn steps(out: &mut String, chain: &[StoredEvent]) {

@@ -151,3 +151,45 @@ fn a_long_output_is_cut_and_an_unfinished_run_says_so() {
     assert!(text.ends_with("Not finished (interrupted).\n"), "{text}");
     assert!(!text.contains("| Session |"), "{text}");
 }
+
+#[test]
+fn the_tokens_are_summed_with_what_agent_clis_reported() {
+    let run = record(R3);
+    let with_usage = |step: u64, tokens: u64, usage: wfhost_core::payload::ModelUsage| {
+        let mut e = completed(step, "a", None);
+        if let Event::BlockCompleted { statistics, .. } = &mut e {
+            *statistics = Statistics {
+                tokens_used: tokens,
+                lines_written: 0,
+                usage,
+            };
+        }
+        e
+    };
+    let usage = wfhost_core::payload::ModelUsage {
+        input_tokens: 100,
+        output_tokens: 20,
+        cache_read_tokens: 5,
+        cache_creation_tokens: 0,
+        cost_micro_usd: 1_250,
+    };
+    let events = stored(vec![
+        started(R3),
+        with_usage(0, 125, usage),
+        with_usage(1, 125, usage),
+        with_usage(2, 7, Default::default()),
+    ]);
+    let head = ReportHead {
+        run: &run,
+        branch: 1,
+        status: "succeeded",
+        session: None,
+    };
+    let text = markdown(&head, &events);
+    assert!(
+        text.contains("| Tokens | 257 (in 200 · out 40 · cache 10 read · $0.0025) |"),
+        "{text}"
+    );
+    let plain = markdown(&head, &stored(vec![started(R3)]));
+    assert!(plain.contains("| Tokens | 0 |"), "{plain}");
+}

@@ -35,6 +35,7 @@ fn step(n: u64) -> Vec<Event> {
             statistics: Statistics {
                 tokens_used: 1,
                 lines_written: 0,
+                ..Default::default()
             },
             duration_us: 10,
             failure: None,

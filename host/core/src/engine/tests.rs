@@ -103,6 +103,7 @@ fn tagger(ctx: &BlockContext, payload: &ExecutionPayload) -> Result<WorkerOutput
         statistics: Statistics {
             tokens_used: 10,
             lines_written: 1,
+            ..Default::default()
         },
     })
 }
@@ -170,7 +171,8 @@ async fn linear_run_succeeds_and_aggregates_statistics() {
         report.statistics,
         Statistics {
             tokens_used: 20,
-            lines_written: 2
+            lines_written: 2,
+            ..Default::default()
         }
     );
     assert_eq!(report.blocks()["main.a"].attempts, 1);
@@ -832,6 +834,7 @@ fn planner_workers() -> FakeWorkers {
                 statistics: Statistics {
                     tokens_used: 100,
                     lines_written: 0,
+                    ..Default::default()
                 },
                 ..Default::default()
             })

@@ -175,8 +175,12 @@ fn read_bundle(dir: &Path) -> Result<Vec<CommandView>, String> {
 /// What the commands of a running execution have written so far, line by
 /// line as their capture files grow (`cmd-N.stdout`, `cmd-N.stderr`): what
 /// `wfhost logs --follow` shows while a block runs. Each poll reads at most
-/// [`LiveTail::POLL_BYTES`] of a file, never past [`FILE_CAP`] in all, and
-/// cuts lines at [`LiveTail::LINE_BYTES`]; links are not followed.
+/// [`LiveTail::POLL_BYTES`] of a file, never past [`LiveTail::FILE_BYTES`]
+/// in all, and cuts lines at [`LiveTail::LINE_BYTES`]; links are not
+/// followed. A known agent CLI's JSON events (read whole up to
+/// [`LiveTail::EVENT_BYTES`]) become its steps in words ("Write
+/// docs/hello.md"), or nothing when they are its bookkeeping
+/// ([`crate::agents::presets::progress`]).
 #[derive(Debug, Default)]
 pub struct LiveTail {
     /// Per capture file: bytes read so far and the unfinished last line.
@@ -191,6 +195,8 @@ pub struct LiveLine {
     /// The command's position in its block, from 1.
     pub command: u32,
     pub text: String,
+    /// `text` is an agent CLI's step in words, not a line it printed.
+    pub progress: bool,
 }
 
 impl LiveTail {
@@ -198,6 +204,12 @@ impl LiveTail {
     pub const POLL_BYTES: u64 = 64 << 10;
     /// Longer lines are cut.
     pub const LINE_BYTES: usize = 4 << 10;
+    /// A line that starts as a JSON object is read whole up to this size
+    /// (an agent CLI's event), then cut like any other.
+    pub const EVENT_BYTES: usize = 1 << 20;
+    /// The most read of one file in all (past the executor's output cap:
+    /// all of it).
+    pub const FILE_BYTES: u64 = 64 << 20;
 
     /// Whether any output was seen.
     pub fn seen(&self) -> bool {
@@ -229,22 +241,22 @@ impl LiveTail {
                 .collect();
             files.sort();
             for (command, stream, path) in files {
-                for text in self.read_new(&path, flush) {
-                    lines.push(LiveLine {
-                        stream,
-                        command,
-                        text,
-                    });
+                for bytes in self.read_new(&path, flush) {
+                    lines.extend(live_line(stream, command, &bytes));
                 }
             }
         }
         lines
     }
 
-    fn read_new(&mut self, path: &Path, flush: bool) -> Vec<String> {
+    /// The whole lines written since the last poll (and the unfinished
+    /// one, when flushing or too long).
+    fn read_new(&mut self, path: &Path, flush: bool) -> Vec<Vec<u8>> {
         use std::io::{Seek, SeekFrom};
         let (offset, partial) = self.files.entry(path.to_path_buf()).or_default();
-        let room = FILE_CAP.saturating_sub(*offset).min(Self::POLL_BYTES);
+        let room = Self::FILE_BYTES
+            .saturating_sub(*offset)
+            .min(Self::POLL_BYTES);
         let read = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -263,12 +275,16 @@ impl LiveTail {
         partial.extend_from_slice(&bytes);
         let mut out = Vec::new();
         while let Some(end) = partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = partial.drain(..=end).collect();
-            out.push(cut_line(&line[..line.len() - 1]));
+            let mut line: Vec<u8> = partial.drain(..=end).collect();
+            line.pop();
+            out.push(line);
         }
-        if partial.len() > Self::LINE_BYTES || (flush && !partial.is_empty()) {
-            out.push(cut_line(partial));
-            partial.clear();
+        let longest = match partial.first() {
+            Some(b'{') => Self::EVENT_BYTES,
+            _ => Self::LINE_BYTES,
+        };
+        if partial.len() > longest || (flush && !partial.is_empty()) {
+            out.push(std::mem::take(partial));
         }
         out
     }
@@ -284,6 +300,24 @@ fn capture_file(file_name: &str) -> Option<(u32, &'static str)> {
         _ => return None,
     };
     Some((n.parse().ok()?, stream))
+}
+
+/// One line as shown: an agent CLI's step, nothing for its bookkeeping,
+/// else the line (cut).
+fn live_line(stream: &'static str, command: u32, bytes: &[u8]) -> Option<LiveLine> {
+    use crate::agents::presets::{Progress, progress};
+    let shown = match std::str::from_utf8(bytes).map(progress) {
+        Ok(Progress::Show(text)) => Some((text, true)),
+        Ok(Progress::Hide) => None,
+        Ok(Progress::Raw) | Err(_) => Some((cut_line(bytes), false)),
+    };
+    let (text, progress) = shown?;
+    Some(LiveLine {
+        stream,
+        command,
+        text,
+        progress,
+    })
 }
 
 fn cut_line(bytes: &[u8]) -> String {
@@ -338,6 +372,39 @@ mod tests {
                     .iter()
                     .all(|l| l.text.len() <= LiveTail::LINE_BYTES + 4)
         );
+    }
+
+    #[test]
+    fn an_agent_clis_events_are_shown_as_its_steps() {
+        let ws = tempfile::tempdir().unwrap();
+        let dir = ws
+            .path()
+            .join(".output/agent/run-20260101-000000-000001/step-2-main.dev");
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = "x".repeat(200_000);
+        let stream = format!(
+            concat!(
+                r#"{{"type":"system","subtype":"init","session_id":"s","tools":["{}"]}}"#,
+                "\n",
+                r#"{{"type":"assistant","session_id":"s","message":{{"content":[{{"type":"tool_use","name":"Write","input":{{"file_path":"docs/a.md","content":"{}"}}}}]}}}}"#,
+                "\n",
+                "plain text\n",
+                r#"{{"type":"user","session_id":"s","message":{{"content":[]}}}}"#,
+                "\n"
+            ),
+            big, big
+        );
+        std::fs::write(dir.join("cmd-1.stdout"), stream).unwrap();
+        let mut tail = LiveTail::default();
+        let mut lines = Vec::new();
+        for _ in 0..20 {
+            lines.extend(tail.poll(ws.path(), &run(), 2, "main.dev", false));
+        }
+        let shown: Vec<(&str, bool)> = lines
+            .iter()
+            .map(|l| (l.text.as_str(), l.progress))
+            .collect();
+        assert_eq!(shown, [("Write docs/a.md", true), ("plain text", false)]);
     }
 
     #[test]

@@ -120,6 +120,7 @@ impl WorkerHost for MemoryLanes {
                     statistics: Statistics {
                         tokens_used: 5,
                         lines_written: 2,
+                        ..Default::default()
                     },
                 }),
                 log: Vec::new(),
