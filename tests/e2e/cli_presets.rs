@@ -461,3 +461,84 @@ macro_rules! cases {
 cases!(CODEX, codex);
 cases!(GEMINI, gemini);
 cases!(OPENCODE, opencode);
+
+/// A key given by reference (`{"secret": NAME}`) or passed through from
+/// wfhost's environment reaches the CLI, and never what the host keeps or
+/// shows: the store, the bundle (where the CLI echoed it), an export, the
+/// logs, the events.
+#[test]
+fn a_key_reaches_the_cli_and_nothing_the_host_keeps() {
+    let Some(bin) = cli_or_skip(CODEX.program) else {
+        return;
+    };
+    const SECRET: &str = "sk-s3cr3t-v4lue-42";
+    const PASSED: &str = "sk-p4ssed-v4lue-77";
+    for (by_reference, value) in [(true, SECRET), (false, PASSED)] {
+        let t = Offline::new(bin.clone());
+        let mut extra = serde_json::json!({});
+        if by_reference {
+            let mut child = command(t.scratch.path())
+                .args(["secret", "set", "OPENAI_KEY"])
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(SECRET.as_bytes())
+                .unwrap();
+            assert!(child.wait().unwrap().success());
+            extra = serde_json::json!({"config": {"env": {"OPENAI_API_KEY": {"secret": "OPENAI_KEY"}}}});
+        }
+        let scenario = serde_json::json!({"turns": [
+            CODEX.turn((CODEX.shell)("echo key=$OPENAI_API_KEY"), 10, 1),
+            {"text": "Done.", "usage": {"input_tokens": 10, "output_tokens": 1}}
+        ]});
+        let (code, report, _) = if by_reference {
+            t.run_workflow(one_block(CODEX.block(extra)), scenario)
+        } else {
+            t.run_workflow_with(
+                one_block(CODEX.block(extra)),
+                scenario,
+                &[("OPENAI_API_KEY", PASSED)],
+            )
+        };
+        assert_eq!(code, Some(0), "{report:#}");
+        let run = report["run_id"].as_str().unwrap().to_string();
+        // The CLI had it: its shell printed it, masked where kept.
+        let bundle_stdout: String = walk(&t.ws.join(".output/agent"))
+            .iter()
+            .filter(|p| p.ends_with("cmd-1.stdout"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        assert!(bundle_stdout.contains("key=***"), "{bundle_stdout}");
+        for file in walk(t.scratch.path()) {
+            // The secret itself; the CLI's own state (its transcript holds
+            // what its shell printed, as the model saw it); the model
+            // server's log of what it was sent.
+            let own = file.ends_with("secrets/OPENAI_KEY")
+                || file.contains("/.output/agent/") && file.contains("/home/")
+                || file.contains("usage.json");
+            if own {
+                continue;
+            }
+            let bytes = std::fs::read(&file).unwrap_or_default();
+            assert!(
+                !bytes.windows(value.len()).any(|w| w == value.as_bytes()),
+                "{file} holds the key"
+            );
+        }
+        for args in [
+            vec!["export", run.as_str(), "-o", "-"],
+            vec!["logs", run.as_str()],
+            vec!["events", run.as_str(), "--json"],
+            vec!["show", run.as_str(), "--json"],
+        ] {
+            let out = wfhost(&args, t.scratch.path());
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+            assert!(!stdout(&out).contains(value), "{args:?} shows the key");
+        }
+    }
+}

@@ -97,6 +97,16 @@ impl Offline {
         wf: serde_json::Value,
         scenario: serde_json::Value,
     ) -> (Option<i32>, serde_json::Value, serde_json::Value) {
+        self.run_workflow_with(wf, scenario, &[])
+    }
+
+    /// The same, with `env` in wfhost's environment.
+    pub(super) fn run_workflow_with(
+        &self,
+        wf: serde_json::Value,
+        scenario: serde_json::Value,
+        env: &[(&str, &str)],
+    ) -> (Option<i32>, serde_json::Value, serde_json::Value) {
         let manifest = self.path("wf.json");
         std::fs::write(&manifest, wf.to_string()).unwrap();
         let scenario_file = self.path("scenario.json");
@@ -117,6 +127,7 @@ impl Offline {
             .env_remove("ANTHROPIC_BASE_URL")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
             .env_remove("ANTHROPIC_MODEL")
+            .envs(env.iter().copied())
             .output_of_offline(
                 &repo().join("tests/fixtures/offline.sh"),
                 &scenario_file,

@@ -407,7 +407,7 @@ impl agent::Host for HostState {
             deadline: template.deadline,
             output_cap: template.output_cap,
             result_format,
-            mask: wfhost_core::secrets::Masker::new(&secrets),
+            mask: wfhost_core::secrets::Masker::new(secrets.iter().chain(&prepared.mask)),
             model: prepared.model.clone(),
             usage_before: prepared.usage_before.clone(),
         };

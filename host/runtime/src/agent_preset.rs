@@ -41,6 +41,9 @@ pub(crate) struct Prepared {
     pub usage_before: Option<Usage>,
     /// That CLI reports the session's total.
     pub cumulative: bool,
+    /// Values of keys and tokens passed through from wfhost's
+    /// environment: masked in what the CLI prints, like secrets.
+    pub mask: Vec<String>,
 }
 
 /// Without a preset: the block's argv and env as they are.
@@ -62,6 +65,7 @@ pub(crate) fn prepare(
             model: None,
             usage_before: None,
             cumulative: false,
+            mask: Vec::new(),
         });
     };
     let home_rel = state_dir(scope)?;
@@ -87,6 +91,11 @@ pub(crate) fn prepare(
         .passthrough
         .iter()
         .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+        .collect();
+    let mask = passed
+        .iter()
+        .filter(|(k, _)| k.ends_with("_KEY") || k.ends_with("_TOKEN"))
+        .map(|(_, v)| v.clone())
         .collect();
     let var = |name: &str| {
         block_env
@@ -137,6 +146,7 @@ pub(crate) fn prepare(
         model: settings.model.clone(),
         usage_before,
         cumulative: preset.cumulative_usage,
+        mask,
     })
 }
 
