@@ -542,3 +542,110 @@ fn a_key_reaches_the_cli_and_nothing_the_host_keeps() {
         }
     }
 }
+
+/// The image the container test runs Codex in: the test image with the
+/// pinned Codex (a static binary) added, built here once (nothing is
+/// pulled); `None` after saying why the test skips.
+fn codex_image(bin: &Path) -> Option<String> {
+    const IMAGE: &str = "wfhost-test/codex:0.169.0";
+    let docker = |args: &[&str]| Command::new("docker").args(args).output();
+    let skip = |why: String| {
+        assert!(
+            std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
+            "the container agent test cannot run: {why}"
+        );
+        eprintln!("skipped: {why}");
+        None
+    };
+    match docker(&["image", "inspect", IMAGE]) {
+        Ok(out) if out.status.success() => return Some(IMAGE.into()),
+        Ok(_) => {}
+        Err(e) => return skip(format!("docker: {e}")),
+    }
+    match docker(&["image", "inspect", "wfhost-test/busybox:1"]) {
+        Ok(out) if out.status.success() => {}
+        _ => return skip("no wfhost-test/busybox:1: run scripts/services.sh docker".into()),
+    }
+    let binary = bin
+        .join("../@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex")
+        .canonicalize()
+        .ok()?;
+    let context = tempfile::tempdir().unwrap();
+    if std::fs::hard_link(&binary, context.path().join("codex")).is_err() {
+        std::fs::copy(&binary, context.path().join("codex")).unwrap();
+    }
+    std::fs::write(
+        context.path().join("Dockerfile"),
+        "FROM wfhost-test/busybox:1\nCOPY codex /bin/codex\n",
+    )
+    .unwrap();
+    let built = Command::new("docker")
+        .args(["build", "-q", "-t", IMAGE])
+        .arg(context.path())
+        .env("DOCKER_BUILDKIT", "0")
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "building {IMAGE}: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    Some(IMAGE.into())
+}
+
+/// Codex in a container, which has no network: the endpoint its
+/// environment names is relayed into it, and the run is the same as on the
+/// host — the file, the answer, the tokens exactly as charged.
+#[test]
+fn codex_in_a_container_reaches_its_model_through_the_forward() {
+    let Some(bin) = cli_or_skip(CODEX.program) else {
+        return;
+    };
+    let Some(image) = codex_image(&bin) else {
+        return;
+    };
+    let t = Offline::new(bin);
+    let block = CODEX.block(serde_json::json!({
+        "config": {"executor": {"container": {"image": image}}}
+    }));
+    let scenario = serde_json::json!({"turns": [
+        CODEX.turn((CODEX.write)("docs/hello.md"), 500, 20),
+        {"text": "Wrote docs/hello.md in the container.",
+         "usage": {"input_tokens": 600, "output_tokens": 8}}
+    ]});
+    let (code, report, charged) = t.run_workflow(one_block(block), scenario);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(
+        std::fs::read_to_string(t.ws.join("docs/hello.md")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(charged["turns"], 2, "{charged}");
+    assert_eq!(report["statistics"]["tokens_used"], tokens(&charged));
+    let output = t.block_output();
+    assert_eq!(output["summary"], "Wrote docs/hello.md in the container.");
+    // It ran in the container.
+    let bundle = walk(&t.ws.join(".output/agent"))
+        .into_iter()
+        .find(|p| p.ends_with("manifest.json"))
+        .expect("a bundle");
+    let result = std::fs::read_to_string(bundle).unwrap();
+    assert!(result.contains(&image), "{result}");
+}
+
+/// A forward that is not one is refused before the run, naming the field.
+#[test]
+fn a_bad_forward_is_refused_before_the_run() {
+    let scratch = tempfile::tempdir().unwrap();
+    let wf = one_block(CODEX.block(serde_json::json!({
+        "config": {"executor": {"container": {"image": "x", "forward": ["10.1.2.3:80"]}}}
+    })));
+    let manifest = scratch.path().join("wf.json");
+    std::fs::write(&manifest, wf.to_string()).unwrap();
+    let out = wfhost(&["validate", manifest.to_str().unwrap()], scratch.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("/config/executor/container/forward") && err.contains("loopback"),
+        "{err}"
+    );
+}

@@ -197,14 +197,20 @@ pub fn agent_presets(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest
                 }
             }
             for (at, config) in configs {
-                let Err((field, message)) =
-                    wfhost_core::agents::presets::Settings::from_config(config)
-                else {
+                let refused = wfhost_core::agents::presets::Settings::from_config(config)
+                    .err()
+                    .map(|(field, message)| (vec![field], message))
+                    .or_else(|| {
+                        let forward = wfhost_exec::forward::from_config(config).err()?;
+                        Some((vec!["executor", "container", "forward"], forward))
+                    });
+                let Some((field, message)) = refused else {
                     continue;
                 };
                 let mut parts = vec!["nodes", node_id.as_str(), "blocks", block_id.as_str()];
                 parts.extend(at);
-                parts.extend(["config", field]);
+                parts.push("config");
+                parts.extend(field);
                 errors.push(manifest::ManifestError {
                     file: workflow.file.clone(),
                     location: Some(pointer(&parts)),

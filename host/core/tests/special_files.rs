@@ -39,7 +39,7 @@ fn snapshot_and_diff_skip_fifos_without_waiting() {
     let dir = tree_with_fifo();
     let ws = dir.path().join("ws");
     let start = Instant::now();
-    let snapshot = Snapshot::take(&ws, |_| false, &|_| true, &dir.path().join("snap")).unwrap();
+    let snapshot = Snapshot::take(&ws, |_| false, &|_| true, &|_| dir.path().join("snap")).unwrap();
     mkfifo(&ws.join("new-pipe"));
     assert_eq!(snapshot.changes().unwrap(), Vec::new());
     let other = dir.path().join("other");

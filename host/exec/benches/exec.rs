@@ -63,6 +63,7 @@ fn containers(rt: &tokio::runtime::Runtime) {
         image: "wfhost-test/busybox:1".into(),
         cpus: None,
         memory_mb: None,
+        ..Default::default()
     };
     let mut n = 0;
     let mut block = |pool: &ContainerPool| {

@@ -168,12 +168,15 @@ fn now_iso() -> String {
     wfhost_core::time::iso_utc_millis(wfhost_core::time::now_ms())
 }
 
-/// A scratch directory for the snapshot's copies, outside the workspace:
-/// on disk (the workspace may be of any size), or in `WFHOST_SCRATCH_DIR`.
-fn snapshot_dir() -> PathBuf {
+/// A scratch directory for the snapshot's copies of `bytes`, outside the
+/// workspace: in memory when there is room (removing a directory of many
+/// files from a disk mounted with `discard` costs more than the copies),
+/// else on disk, or in `WFHOST_SCRATCH_DIR`.
+fn snapshot_dir(bytes: u64) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    crate::scratch::dir_for(u64::MAX).join(format!(
+    // In memory up to 1 GiB: it lives only while the agent runs.
+    crate::scratch::dir_within(bytes, 1 << 30).join(format!(
         "{}{}",
         crate::scratch::prefix("wfhost-agent-snapshot-"),
         NEXT.fetch_add(1, Ordering::Relaxed)
@@ -266,22 +269,27 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         command_env.push(("AGENT_PROMPT_FILE".into(), file.clone()));
     }
 
-    let scratch = Scratch(snapshot_dir());
     let snapshot = {
-        let (root, store) = (workspace.clone(), scratch.0.clone());
-        let restricted = request.restrictions.clone();
+        let root = workspace.clone();
+        // Copies are for undoing: a block that fails on a violation
+        // leaves it in place, and needs none.
+        let restricted = request
+            .restrictions
+            .clone()
+            .filter(|_| request.on_violation == ViolationPolicy::Rollback);
         tokio::task::spawn_blocking(move || {
             let plan = RestrictionPlan::new(restricted.as_deref()).ok();
             let keep = |p: &str| match (&restricted, &plan) {
                 (Some(_), Some(plan)) => !plan.permits(p),
                 _ => false,
             };
-            Snapshot::take(&root, not_watched, &keep, &store)
+            Snapshot::take(&root, not_watched, &keep, &snapshot_dir)
         })
         .await
         .map_err(|e| ExecError::Failed(format!("snapshot task: {e}")))?
         .map_err(failed("snapshotting the workspace"))?
     };
+    let scratch = Scratch(snapshot.store().to_path_buf());
 
     let exec_request = ExecRequest {
         spec: ExecSpec {

@@ -43,12 +43,16 @@ pub const LABEL_HOST: &str = "dev.wfhost.host";
 pub const CONTAINER_WORKSPACE: &str = "/workspace";
 
 /// Image and limits of a container block.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ContainerOptions {
     /// A local image; wfhost never pulls.
     pub image: String,
     pub cpus: Option<f64>,
     pub memory_mb: Option<u64>,
+    /// Endpoints relayed into the container, which has no network
+    /// otherwise ([`crate::forward`]). A container with forwards is used
+    /// for one execution, never kept for the next.
+    pub forward: Vec<crate::forward::Forward>,
 }
 
 /// The containers of one run in one host process.
@@ -163,6 +167,14 @@ impl ContainerPool {
         exec::check(&request.spec)?;
         let (container, warm) = self.acquire(request, options).await?;
         self.in_use.lock().await.insert(container.clone());
+        let relays = match self.relays(&container, options).await {
+            Ok(relays) => relays,
+            Err(e) => {
+                self.in_use.lock().await.remove(&container);
+                self.remove(&container).await;
+                return Err(e);
+            }
+        };
         let bundle = match bundle::BundleDir::create(&request.bundle_dir) {
             Ok(bundle) => bundle,
             Err(e) => {
@@ -191,7 +203,9 @@ impl ContainerPool {
             }
         }
         self.in_use.lock().await.remove(&container);
-        if container_alive && self.docker.pause_container(&container).await.is_ok() {
+        drop(relays);
+        let keep = container_alive && options.forward.is_empty();
+        if keep && self.docker.pause_container(&container).await.is_ok() {
             self.dormant.lock().await.insert(
                 (options.image.clone(), request.workdir.clone()),
                 container.clone(),
@@ -225,11 +239,14 @@ impl ContainerPool {
         request: &ExecRequest,
         options: &ContainerOptions,
     ) -> Result<(String, bool), ExecError> {
-        let dormant = self
-            .dormant
-            .lock()
-            .await
-            .remove(&(options.image.clone(), request.workdir.clone()));
+        let dormant = match options.forward.is_empty() {
+            true => self
+                .dormant
+                .lock()
+                .await
+                .remove(&(options.image.clone(), request.workdir.clone())),
+            false => None,
+        };
         if let Some(id) = dormant {
             if self.docker.unpause_container(&id).await.is_ok() && self.thawed(&id).await {
                 return Ok((id, true));
@@ -251,6 +268,32 @@ impl ContainerPool {
             )
             .await?;
         Ok((id, false))
+    }
+
+    /// The relays of `options.forward` into the container `id`.
+    async fn relays(
+        &self,
+        id: &str,
+        options: &ContainerOptions,
+    ) -> Result<Option<crate::forward::Relays>, ExecError> {
+        if options.forward.is_empty() {
+            return Ok(None);
+        }
+        let pid = self
+            .docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|c| c.state?.pid)
+            .filter(|pid| *pid > 0)
+            .ok_or_else(|| {
+                ExecError::Unavailable(
+                    "cannot forward into the container: the engine does not say its process (a remote or rootless Docker?)".into(),
+                )
+            })?;
+        crate::forward::start(pid, &options.forward)
+            .map(Some)
+            .map_err(|e| ExecError::Unavailable(format!("forwarding into the container: {e}")))
     }
 
     /// Whether the container `id` shows as no longer paused. Under load the
@@ -299,6 +342,14 @@ impl ContainerPool {
                 nano_cpus: options.cpus.map(|c| (c * 1e9) as i64),
                 memory: options.memory_mb.map(|m| (m as i64) << 20),
                 init: Some(true),
+                extra_hosts: Some(
+                    options
+                        .forward
+                        .iter()
+                        .filter_map(crate::forward::Forward::hosts_entry)
+                        .collect(),
+                )
+                .filter(|h: &Vec<String>| !h.is_empty()),
                 ..Default::default()
             }),
             ..Default::default()

@@ -127,7 +127,17 @@ pub const MEMORY_LANE_MAX_BYTES: u64 = 64 << 20;
 /// fit, and a big fan-out falls back to the disk instead of filling the
 /// machine's memory); else the last base.
 pub fn choose_base(bases: &[(LaneBase, u64)], size: u64) -> Option<&LaneBase> {
-    let fits = |room: u64| size < MEMORY_LANE_MAX_BYTES && size.saturating_mul(8) <= room;
+    choose_base_within(bases, size, MEMORY_LANE_MAX_BYTES)
+}
+
+/// [`choose_base`] with another bound than [`MEMORY_LANE_MAX_BYTES`] on
+/// what goes in memory.
+pub fn choose_base_within(
+    bases: &[(LaneBase, u64)],
+    size: u64,
+    max_in_memory: u64,
+) -> Option<&LaneBase> {
+    let fits = |room: u64| size < max_in_memory && size.saturating_mul(8) <= room;
     bases
         .iter()
         .find(|(b, room)| b.in_memory && fits(*room))

@@ -22,6 +22,7 @@ pub mod agent;
 mod bundle;
 pub mod container;
 pub mod containment;
+pub mod forward;
 pub mod lanes;
 mod local;
 mod repo;
@@ -80,6 +81,7 @@ impl std::str::FromStr for Executor {
                     image: image.to_string(),
                     cpus: None,
                     memory_mb: None,
+                    ..Default::default()
                 }))
             }
             ("container", _) => {

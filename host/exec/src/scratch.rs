@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::lanes::{LaneBase, available, choose_base, is_tmpfs};
+use crate::lanes::{LaneBase, available, choose_base_within, is_tmpfs};
 
 /// The directories scratch directories may live in: `WFHOST_SCRATCH_DIR`
 /// alone when it is set; else memory (`/dev/shm`, when it is a tmpfs)
@@ -46,6 +46,12 @@ pub fn bases() -> Vec<LaneBase> {
 /// the first of [`bases`] in memory with room for it (see
 /// [`choose_base`]), else the last.
 pub fn dir_for(size: u64) -> PathBuf {
+    dir_within(size, crate::lanes::MEMORY_LANE_MAX_BYTES)
+}
+
+/// The same, for a directory that lives only while one block runs: in
+/// memory up to `max_in_memory` bytes (and an eighth of the room there).
+pub fn dir_within(size: u64, max_in_memory: u64) -> PathBuf {
     let bases: Vec<(LaneBase, u64)> = bases()
         .into_iter()
         .map(|b| {
@@ -53,7 +59,7 @@ pub fn dir_for(size: u64) -> PathBuf {
             (b, room)
         })
         .collect();
-    choose_base(&bases, size)
+    choose_base_within(&bases, size, max_in_memory)
         .expect("there is always a base")
         .path
         .clone()

@@ -71,6 +71,7 @@ fn busybox() -> ContainerOptions {
         image: IMAGE.into(),
         cpus: Some(1.0),
         memory_mb: Some(128),
+        ..Default::default()
     }
 }
 
@@ -258,6 +259,7 @@ async fn failures_are_clear_and_leave_nothing_behind() {
         image: "wfhost-test/no-such-image:9".into(),
         cpus: None,
         memory_mb: None,
+        ..Default::default()
     };
     match pool
         .run(

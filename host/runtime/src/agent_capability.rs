@@ -323,7 +323,7 @@ impl agent::Host for HostState {
         check_input(invocation.input_json.as_deref())?;
         let mut secrets = Vec::new();
         let extra_env = scope.resolve_env(invocation.env, &mut secrets)?;
-        let executor = match invocation.executor {
+        let mut executor = match invocation.executor {
             Some(agent::AgentExecutor::Container(o)) => AgentExecutor::Container {
                 pool: scope.resources.containers().await.map_err(to_wit_error)?,
                 options: to_container_options(o),
@@ -348,6 +348,20 @@ impl agent::Host for HostState {
             &executor,
             json_protocol,
         )?;
+        // A container has no network: it reaches the endpoints the block
+        // lists and those its preset's environment names, relayed.
+        if let AgentExecutor::Container { options, .. } = &mut executor {
+            let listed = scope
+                .container_forward
+                .clone()
+                .map_err(wit::ExecError::Invalid)?;
+            for forward in listed.into_iter().chain(prepared.endpoints.clone()) {
+                if !options.forward.contains(&forward) {
+                    options.forward.push(forward);
+                }
+            }
+            wfhost_exec::forward::check_ports(&options.forward).map_err(wit::ExecError::Invalid)?;
+        }
         let result_format = prepared.result_format;
         let mut argv = std::mem::take(&mut prepared.argv);
         if matches!(executor, AgentExecutor::Local) {

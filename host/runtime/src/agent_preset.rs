@@ -41,6 +41,9 @@ pub(crate) struct Prepared {
     pub usage_before: Option<Usage>,
     /// That CLI reports the session's total.
     pub cumulative: bool,
+    /// The endpoints its environment names (`*_BASE_URL`), relayed into
+    /// a container.
+    pub endpoints: Vec<wfhost_exec::forward::Forward>,
     /// Values of keys and tokens passed through from wfhost's
     /// environment: masked in what the CLI prints, like secrets.
     pub mask: Vec<String>,
@@ -65,6 +68,7 @@ pub(crate) fn prepare(
             model: None,
             usage_before: None,
             cumulative: false,
+            endpoints: Vec::new(),
             mask: Vec::new(),
         });
     };
@@ -137,6 +141,11 @@ pub(crate) fn prepare(
     let mut env = passed;
     env.extend(invocation.env);
     env.extend(block_env);
+    let endpoints = env
+        .iter()
+        .filter(|(k, _)| k.ends_with("_BASE_URL"))
+        .filter_map(|(_, url)| wfhost_exec::forward::Forward::of_url(url))
+        .collect();
     Ok(Prepared {
         argv,
         delivery,
@@ -146,6 +155,7 @@ pub(crate) fn prepare(
         model: settings.model.clone(),
         usage_before,
         cumulative: preset.cumulative_usage,
+        endpoints,
         mask,
     })
 }
@@ -203,8 +213,9 @@ pub(crate) fn remember_session(scope: &ExecScope, prepared: &Prepared, usage: Op
     let record_json =
         serde_json::to_vec(&serde_json::json!({"session": session, "reported": reported}))
             .unwrap_or_default();
-    // Best effort: without the record, a resumed block starts afresh.
-    let _ = wfhost_core::workspace::write_file(&scope.workspace, record, &record_json, true);
+    // Best effort, not synced: without the record (lost with the
+    // machine), a resumed block starts afresh.
+    let _ = wfhost_core::workspace::write_file(&scope.workspace, record, &record_json, false);
 }
 
 /// A preset's CLI on this host, or an error that says how to install it

@@ -49,6 +49,9 @@ pub struct ExecScope {
     pub telemetry: TelemetryTarget,
     /// The lane of a parallel block the block runs as.
     pub lane: Option<wfhost_core::engine::LaneKey>,
+    /// The endpoints relayed into the block's agent container
+    /// (`config.executor.container.forward`), or why they are not ones.
+    pub container_forward: Result<Vec<wfhost_exec::forward::Forward>, String>,
     /// The block's preset settings (`config.preset`, `model`, `resume`,
     /// `home`: `wfhost_core::agents::presets`), or why they are not.
     pub agent: Result<wfhost_core::agents::presets::Settings, String>,
@@ -341,6 +344,7 @@ pub(crate) fn to_container_options(o: wit::ContainerOptions) -> wfhost_exec::Con
         image: o.image,
         cpus: o.cpus,
         memory_mb: o.memory_mb,
+        ..Default::default()
     }
 }
 

@@ -474,6 +474,8 @@ impl PluginSet {
             manifest_dir: self.manifest_dir.clone(),
             telemetry: self.telemetry_target(&request),
             lane: request.lane.clone(),
+            container_forward: wfhost_exec::forward::from_config(&ctx.config)
+                .map_err(|e| format!("config.executor.container.forward: {e}")),
             agent: wfhost_core::agents::presets::Settings::from_config(&ctx.config)
                 .map_err(|(field, e)| format!("config.{field}: {e}")),
             secrets: self.runtime.config.secrets.clone(),

@@ -144,12 +144,9 @@ impl Sandbox {
                 workspace::ensure_real_dir(&root, rel, true)
                     .map_err(|e| fs_err("staging copy", e))?;
             }
-            let snapshot = workspace::Snapshot::take(
-                &root,
-                nothing_skipped,
-                &|_| false,
-                &tx.dir.path().join("snapshot-root"),
-            )
+            let snapshot = workspace::Snapshot::take(&root, nothing_skipped, &|_| false, &|_| {
+                tx.dir.path().join("snapshot-root")
+            })
             .map_err(|e| fs_err("staging copy", e))?;
             tx.snapshots.push((None, snapshot));
             mounts.push(Mount {
@@ -177,12 +174,9 @@ impl Sandbox {
                 }
                 Err(e) => return Err(fs_err(&format!("writable directory `{rel}`"), e)),
             }
-            let snapshot = workspace::Snapshot::take(
-                &staged,
-                nothing_skipped,
-                &|_| false,
-                &tx.dir.path().join("snapshot-dirs").join(rel),
-            )
+            let snapshot = workspace::Snapshot::take(&staged, nothing_skipped, &|_| false, &|_| {
+                tx.dir.path().join("snapshot-dirs").join(rel)
+            })
             .map_err(|e| fs_err(&format!("writable directory `{rel}`"), e))?;
             tx.snapshots.push((Some(rel.clone()), snapshot));
             mounts.push(Mount {

@@ -70,6 +70,11 @@ enum Executor {
         cpus: Option<f64>,
         #[serde(default)]
         memory_mb: Option<u64>,
+        /// Endpoints relayed into the container (`host:port`; read and
+        /// checked by the host).
+        #[serde(default)]
+        #[allow(dead_code)]
+        forward: Vec<String>,
     },
 }
 
@@ -280,6 +285,7 @@ fn invocation(config: &Config, ctx: &BlockContext) -> Result<agent::AgentInvocat
                 image,
                 cpus,
                 memory_mb,
+                ..
             } => agent::AgentExecutor::Container(ContainerOptions {
                 image: image.clone(),
                 cpus: *cpus,

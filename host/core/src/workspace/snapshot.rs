@@ -40,6 +40,36 @@ fn meta_of(dir: &Dir, name: &str, kind: &EntryKind) -> io::Result<Meta> {
     })
 }
 
+/// Copy `pending` (workspace-relative, in walk order) from `tree` into a
+/// new directory `store`, made when there is something to copy.
+fn copy_all(
+    tree: &Dir,
+    pending: &[(String, EntryKind)],
+    store: &Path,
+) -> io::Result<BTreeSet<String>> {
+    let mut copied = BTreeSet::new();
+    if pending.is_empty() {
+        return Ok(copied);
+    }
+    std::fs::create_dir_all(store)?;
+    let copies = handles::open_root(store)?;
+    let mut from = Parents::new(tree);
+    let mut made = BTreeSet::new();
+    let mut to_dirs = Parents::new(&copies);
+    for (rel, kind) in pending {
+        let (parent, copy_name) = handles::split(rel);
+        if !made.contains(parent) {
+            copies.create_dir_all(parent)?;
+            made.insert(parent.to_string());
+        }
+        let (source, name) = from.of(rel)?;
+        let (to, _) = to_dirs.of(rel)?;
+        handles::copy_entry(source, name, to, copy_name, kind)?;
+        copied.insert(rel.clone());
+    }
+    Ok(copied)
+}
+
 /// A workspace as it was before a non-sandboxed block ran: every entry's
 /// kind, size, permissions, modification and change times, plus copies of
 /// the entries a rollback may have to restore. Cheap for large trees: only
@@ -56,41 +86,45 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Record the tree under `root` (`skip` prunes paths, e.g. `.git`),
-    /// copying into `store` — a fresh directory outside the workspace —
-    /// every file and symlink for which `keep_copy` holds.
+    /// copying into `store(bytes)` — a fresh directory outside the
+    /// workspace, chosen for the size of what is copied — every file and
+    /// symlink for which `keep_copy` holds.
     pub fn take(
         root: &Path,
         skip: fn(&str) -> bool,
         keep_copy: &dyn Fn(&str) -> bool,
-        store: &Path,
+        store: &dyn Fn(u64) -> PathBuf,
     ) -> io::Result<Snapshot> {
         let tree = handles::open_root(root)?;
-        // The store is made only when something is copied into it.
-        let mut copies: Option<cap_std::fs::Dir> = None;
         let mut entries = BTreeMap::new();
-        let mut copied = BTreeSet::new();
+        // What to copy, and how much: the store is chosen for its size
+        // (in memory when there is room) and made only when something is
+        // copied into it.
+        let mut pending: Vec<(String, EntryKind)> = Vec::new();
+        let mut bytes = 0u64;
         walk(&tree, &skip, &mut |rel, dir, name, kind| {
             let meta = meta_of(dir, name, kind)?;
             if *kind != EntryKind::Dir && keep_copy(rel) {
-                if copies.is_none() {
-                    std::fs::create_dir_all(store)?;
-                    copies = Some(handles::open_root(store)?);
-                }
-                let copies = copies.as_ref().expect("opened above");
-                let (parent, copy_name) = handles::split(rel);
-                copies.create_dir_all(parent)?;
-                let to = handles::open_dir(copies, parent)?;
-                handles::copy_entry(dir, name, &to, copy_name, kind)?;
-                copied.insert(rel.to_string());
+                pending.push((rel.to_string(), kind.clone()));
+                // What the copy takes: a page at least (on a tmpfs).
+                bytes = bytes.saturating_add(meta.len.max(4096));
             }
             entries.insert(rel.to_string(), meta);
             Ok(())
         })?;
+        let store = store(bytes);
+        let copied = match copy_all(&tree, &pending, &store) {
+            Ok(copied) => copied,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&store);
+                return Err(e);
+            }
+        };
         Ok(Snapshot {
             root: root.to_path_buf(),
             skip,
             entries,
-            store: store.to_path_buf(),
+            store,
             copied,
         })
     }
