@@ -1,9 +1,9 @@
-//! The `codex`, `gemini` and `opencode` presets with the real CLIs (the
+//! The four presets with the real CLIs (the
 //! versions pinned in `tests/agents/package.json`), offline: the whole
 //! `wfhost run` in a network namespace with loopback only, against the
 //! scripted model server (`tests/fixtures/model_server.py`), which speaks
 //! each CLI's dialect and counts what it charges. The same cases for each
-//! CLI, with its own tool names (`presets.rs` has Claude Code's).
+//! CLI, with its own tool names (`presets.rs` has more of Claude Code's).
 //!
 //! Needs the CLIs (`scripts/services.sh agents`) and `unshare -n` (root);
 //! without them the tests skip saying why, or fail under
@@ -23,6 +23,17 @@ pub(super) struct Cli {
     /// A turn that runs `command` with its shell tool.
     shell: fn(&str) -> serde_json::Value,
 }
+
+const CLAUDE: Cli = Cli {
+    preset: "claude-code",
+    program: "claude",
+    model: "claude-test-1",
+    write: |path| {
+        serde_json::json!({"name": "Write",
+            "input": {"file_path": format!("{{cwd}}/{path}"), "content": "hello\n"}})
+    },
+    shell: |command| serde_json::json!({"name": "Bash", "input": {"command": command}}),
+};
 
 const CODEX: Cli = Cli {
     preset: "codex",
@@ -458,6 +469,7 @@ macro_rules! cases {
     };
 }
 
+cases!(CLAUDE, claude);
 cases!(CODEX, codex);
 cases!(GEMINI, gemini);
 cases!(OPENCODE, opencode);
@@ -647,5 +659,89 @@ fn a_bad_forward_is_refused_before_the_run() {
     assert!(
         err.contains("/config/executor/container/forward") && err.contains("loopback"),
         "{err}"
+    );
+}
+
+/// Under `wfhost serve` a run's blocks are jobs leased by agents: a preset
+/// block runs there as it does in `wfhost run` (the server, its local
+/// agent and the CLI all offline in the same network namespace).
+#[test]
+fn a_preset_block_runs_as_a_leased_job_under_the_server() {
+    let Some(bin) = cli_or_skip(CODEX.program) else {
+        return;
+    };
+    let t = Offline::new(bin.clone());
+    let manifest = t.path("wf.json");
+    std::fs::write(
+        &manifest,
+        one_block(CODEX.block(serde_json::json!({}))).to_string(),
+    )
+    .unwrap();
+    let scenario = serde_json::json!({"turns": [
+        CODEX.turn((CODEX.write)("docs/hello.md"), 300, 9),
+        {"text": "Wrote it as a job.", "usage": {"input_tokens": 310, "output_tokens": 4}}
+    ]});
+    std::fs::write(t.path("scenario.json"), scenario.to_string()).unwrap();
+    // Start the server, start the run over the API, wait for its end,
+    // print the run.
+    let script = r#"
+set -eu
+"$WFHOST" serve --listen 127.0.0.1:0 > serve.out 2> serve.err &
+server=$!
+trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do grep -q http serve.out 2>/dev/null && break; sleep 0.05; done
+base=$(grep -o 'http://[0-9.:]*' serve.out | head -1)
+id=$(curl -sf -X POST "$base/v1/runs" -H 'content-type: application/json' \
+  -d "{\"workflow\": \"$MANIFEST\", \"workspace\": \"$WS\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["run_id"])')
+for _ in $(seq 1 600); do
+  status=$(curl -sf "$base/v1/runs/$id/summary" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
+  case $status in succeeded|failed) break;; esac
+  sleep 0.1
+done
+curl -sf "$base/v1/runs/$id"
+"#;
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("unshare")
+        .arg("-n")
+        .arg(repo().join("tests/fixtures/offline.sh"))
+        .arg(t.path("scenario.json"))
+        .arg(t.path("usage.json"))
+        .args(["bash", "-c", script])
+        .current_dir(t.scratch.path())
+        .env("WFHOST", env!("CARGO_BIN_EXE_wfhost"))
+        .env("WFHOST_HOME", t.scratch.path().join("home"))
+        .env("WFHOST_CACHE_DIR", t.scratch.path().join("cache"))
+        .env("MANIFEST", &manifest)
+        .env("WS", &t.ws)
+        .env("PATH", path)
+        .env("HOME", t.path("user-home"))
+        .env("OPENAI_API_KEY", "test-key")
+        .output()
+        .unwrap();
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no run ({e}): {}{}\nserver: {}",
+            stdout(&out),
+            stderr(&out),
+            std::fs::read_to_string(t.path("serve.err")).unwrap_or_default()
+        )
+    });
+    assert_eq!(run["status"], "succeeded", "{run:#}");
+    assert_eq!(
+        std::fs::read_to_string(t.ws.join("docs/hello.md")).unwrap(),
+        "hello\n"
+    );
+    let charged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(t.path("usage.json")).unwrap()).unwrap();
+    assert_eq!(
+        run["state"]["statistics"]["tokens_used"]
+            .as_u64()
+            .or(run["statistics"]["tokens_used"].as_u64()),
+        Some(tokens(&charged)),
+        "{run:#}"
     );
 }
