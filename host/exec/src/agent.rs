@@ -261,37 +261,88 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         rel: format!(".output/{}", block_output::file_name(&request.agent_id)),
     };
     let earlier = read_output_file(&output_path).ok();
+    let exec_request = exec_request(&request)?;
+    let snapshot = take_snapshot(&request).await?;
+    let scratch = Scratch(snapshot.store().to_path_buf());
+    let exec = match &request.executor {
+        AgentExecutor::Local => crate::run_local(&exec_request).await?,
+        AgentExecutor::Container { pool, options } => pool.run(&exec_request, options).await?,
+    };
+    let detected = detect(&request, &plan, &snapshot)?;
+    let ran_badly = ran_badly(&exec.commands[0]);
+    let mut protocol = None;
+    // What a preset's adapter read of the CLI's usage: kept on a failure
+    // too (the tokens were spent).
+    let mut adapted_usage: Option<Usage> = None;
+    let (own, defect) = match (request.protocol, request.result_format) {
+        (Protocol::BlockOutput, Some(format)) => {
+            let (answer, usage) = adapted_answer(
+                &request,
+                format,
+                &exec,
+                ran_badly,
+                &detected.modified,
+                &detected.created,
+            );
+            adapted_usage = usage;
+            answer
+        }
+        (Protocol::BlockOutput, None) => {
+            written_answer(&request, &output_path, earlier.as_ref(), ran_badly)
+        }
+        (Protocol::Json, _) => {
+            let parsed = protocol_output(&request, &exec);
+            let answer = protocol_answer(&request, &parsed, ran_badly, &detected);
+            protocol = Some(parsed);
+            answer
+        }
+    };
+    let (output, mismatch) = match own {
+        Some(output) => {
+            let mismatch =
+                block_output::compare_claims(&output, &detected.modified, &detected.created);
+            if request.protocol == Protocol::Json || request.result_format.is_some() {
+                write_output(&output_path, &output)?;
+            }
+            (output, mismatch)
+        }
+        None => {
+            let reason = defect.clone().unwrap_or_default();
+            let failure = synthetic(
+                &request,
+                &output_path,
+                earlier.as_ref(),
+                &reason,
+                adapted_usage,
+            )?;
+            (failure, ClaimMismatch::default())
+        }
+    };
+    drop(scratch);
+    Ok(AgentOutcome {
+        exec,
+        output,
+        defect,
+        protocol,
+        modified: detected.modified,
+        created: detected.created,
+        removed: detected.removed,
+        renamed: detected.renamed,
+        mismatch,
+        violations: detected.violations,
+        rolled_back: detected.rolled_back,
+    })
+}
 
-    let prompt_file = write_prompt_file(&request, &workspace)?;
-    let (argv, stdin) = place_prompt(&request, prompt_file.as_deref())?;
+/// The CLI's one command, its prompt placed (a prompt file written).
+fn exec_request(request: &AgentRequest) -> Result<ExecRequest, ExecError> {
+    let prompt_file = write_prompt_file(request, &request.workspace)?;
+    let (argv, stdin) = place_prompt(request, prompt_file.as_deref())?;
     let mut command_env = request.extra_env.clone();
     if let Some(file) = &prompt_file {
         command_env.push(("AGENT_PROMPT_FILE".into(), file.clone()));
     }
-
-    let snapshot = {
-        let root = workspace.clone();
-        // Copies are for undoing: a block that fails on a violation
-        // leaves it in place, and needs none.
-        let restricted = request
-            .restrictions
-            .clone()
-            .filter(|_| request.on_violation == ViolationPolicy::Rollback);
-        tokio::task::spawn_blocking(move || {
-            let plan = RestrictionPlan::new(restricted.as_deref()).ok();
-            let keep = |p: &str| match (&restricted, &plan) {
-                (Some(_), Some(plan)) => !plan.permits(p),
-                _ => false,
-            };
-            Snapshot::take(&root, not_watched, &keep, &snapshot_dir)
-        })
-        .await
-        .map_err(|e| ExecError::Failed(format!("snapshot task: {e}")))?
-        .map_err(failed("snapshotting the workspace"))?
-    };
-    let scratch = Scratch(snapshot.store().to_path_buf());
-
-    let exec_request = ExecRequest {
+    Ok(ExecRequest {
         spec: ExecSpec {
             commands: vec![ExecCommand {
                 argv,
@@ -300,7 +351,7 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
             }],
             allow_shell: false,
         },
-        workdir: workspace.clone(),
+        workdir: request.workspace.clone(),
         bundle_dir: request.bundle_dir.clone(),
         env: request.env.clone(),
         meta: request.meta.clone(),
@@ -308,23 +359,57 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         output_cap: request.output_cap,
         stdin,
         mask: request.mask.clone(),
-    };
-    let exec = match &request.executor {
-        AgentExecutor::Local => crate::run_local(&exec_request).await?,
-        AgentExecutor::Container { pool, options } => pool.run(&exec_request, options).await?,
-    };
+    })
+}
 
-    // What changed, and what may not have.
+/// The workspace before the CLI runs, with copies of what a rollback
+/// may restore.
+async fn take_snapshot(request: &AgentRequest) -> Result<Snapshot, ExecError> {
+    let root = request.workspace.clone();
+    // Copies are for undoing: a block that fails on a violation leaves it
+    // in place, and needs none.
+    let restricted = request
+        .restrictions
+        .clone()
+        .filter(|_| request.on_violation == ViolationPolicy::Rollback);
+    tokio::task::spawn_blocking(move || {
+        let plan = RestrictionPlan::new(restricted.as_deref()).ok();
+        let keep = |p: &str| match (&restricted, &plan) {
+            (Some(_), Some(plan)) => !plan.permits(p),
+            _ => false,
+        };
+        Snapshot::take(&root, not_watched, &keep, &snapshot_dir)
+    })
+    .await
+    .map_err(|e| ExecError::Failed(format!("snapshot task: {e}")))?
+    .map_err(failed("snapshotting the workspace"))
+}
+
+/// What the CLI changed, after any rollback of what it may not have.
+struct Detected {
+    modified: Vec<String>,
+    created: Vec<String>,
+    removed: Vec<String>,
+    renamed: Vec<(String, String)>,
+    violations: Vec<String>,
+    rolled_back: bool,
+}
+
+fn detect(
+    request: &AgentRequest,
+    plan: &RestrictionPlan,
+    snapshot: &Snapshot,
+) -> Result<Detected, ExecError> {
     let changes = snapshot
         .changes()
         .map_err(failed("comparing the workspace with its snapshot"))?;
-    let violations: Vec<String> = workspace::violations(&changes, &plan)
+    let violations: Vec<String> = workspace::violations(&changes, plan)
         .into_iter()
         .map(|c| c.path.clone())
         .collect();
     let mut rolled_back = false;
     if !violations.is_empty() && request.on_violation == ViolationPolicy::Rollback {
-        workspace::revert(&changes, &plan, snapshot.store(), &workspace)
+        workspace::revert(&changes, plan, snapshot.store(), &request.workspace)
             .map_err(failed("rolling back changes outside the file restrictions"))?;
         rolled_back = true;
     }
@@ -348,125 +433,110 @@ pub async fn run_agent(request: AgentRequest) -> Result<AgentOutcome, ExecError>
         .into_iter()
         .filter(|(old, new)| removed.contains(old) && created.contains(new))
         .collect();
-
-    let command = &exec.commands[0];
-    let ran_badly = ran_badly(command);
-
-    let mut protocol = None;
-    // What a preset's adapter read of the CLI's usage: kept on a failure
-    // too (the tokens were spent).
-    let mut adapted_usage: Option<Usage> = None;
-    let (own, defect) = match (request.protocol, request.result_format) {
-        (Protocol::BlockOutput, Some(format)) => {
-            let (answer, usage) =
-                adapted_answer(&request, format, &exec, ran_badly, &modified, &created);
-            adapted_usage = usage;
-            answer
-        }
-        (Protocol::BlockOutput, None) => {
-            let read = match read_output_file(&output_path) {
-                Ok(written) => Ok(Some(written).filter(|w| Some(w) != earlier.as_ref())),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(format!(
-                    ".output/{}: {e}",
-                    block_output::file_name(&request.agent_id)
-                )),
-            };
-            let checked = read.and_then(|fresh| {
-                block_output::read(fresh.as_deref(), &request.agent_id, request.block_type)
-                    .map_err(|defect| defect.to_string())
-            });
-            match checked {
-                Ok(output) => match ran_badly {
-                    None => (Some(output), None),
-                    Some(why) => (None, Some(why)),
-                },
-                Err(defect) => {
-                    let mut why = defect;
-                    if let Some(bad) = ran_badly {
-                        why = format!("{bad}; {why}");
-                    }
-                    (None, Some(why))
-                }
-            }
-        }
-        (Protocol::Json, _) => {
-            let parsed = if command.stdout_truncated {
-                Err(format!(
-                    "protocol error: stdout exceeded {} bytes; the universal output must be one JSON object",
-                    request.output_cap
-                ))
-            } else {
-                // Never through a link put in the bundle's place.
-                let read = crate::bundle::BundleDir::open(&exec.bundle_dir)
-                    .and_then(|b| b.read(&command.stdout, request.output_cap));
-                match read {
-                    Ok(bytes) => agent_protocol::parse_output(&bytes).map_err(|e| e.to_string()),
-                    Err(e) => Err(format!(
-                        "protocol error: cannot read the agent's stdout: {e}"
-                    )),
-                }
-            };
-            let result = match (&parsed, &ran_badly) {
-                (Ok(answer), None) => (
-                    Some(from_protocol(&request, answer, &modified, &created)),
-                    None,
-                ),
-                (Ok(_), Some(why)) => (None, Some(why.clone())),
-                (Err(e), None) => (None, Some(e.clone())),
-                (Err(e), Some(why)) => (None, Some(format!("{why}; {e}"))),
-            };
-            protocol = Some(parsed);
-            result
-        }
-    };
-
-    let (output, mismatch) = match own {
-        Some(output) => {
-            let mismatch = block_output::compare_claims(&output, &modified, &created);
-            if request.protocol == Protocol::Json || request.result_format.is_some() {
-                write_output(&output_path, &output)?;
-            }
-            (output, mismatch)
-        }
-        None => {
-            let reason = defect.clone().unwrap_or_default();
-            let mut synthetic = block_output::synthetic_failure(
-                &request.agent_id,
-                request.block_type,
-                &reason,
-                now_iso(),
-            );
-            synthetic.usage = adapted_usage;
-            // Keep what the agent wrote, if it wrote something, for
-            // inspection.
-            if let Ok(bytes) = read_output_file(&output_path)
-                && Some(&bytes) != earlier.as_ref()
-                && request.protocol == Protocol::BlockOutput
-                && request.result_format.is_none()
-            {
-                let rejected = format!(".output/block-{}.rejected.json", request.agent_id);
-                // Replaces whatever is there (a planted link included).
-                let _ = workspace::write_file(&workspace, &rejected, &bytes, false);
-            }
-            write_output(&output_path, &synthetic)?;
-            (synthetic, ClaimMismatch::default())
-        }
-    };
-    drop(scratch);
-    Ok(AgentOutcome {
-        exec,
-        output,
-        defect,
-        protocol,
+    Ok(Detected {
         modified,
         created,
         removed,
         renamed,
-        mismatch,
         violations,
         rolled_back,
     })
+}
+
+/// The BlockOutput the agent wrote itself, or why it does not count.
+fn written_answer(
+    request: &AgentRequest,
+    output_path: &OutputFile,
+    earlier: Option<&Vec<u8>>,
+    ran_badly: Option<String>,
+) -> (Option<BlockOutput>, Option<String>) {
+    let read = match read_output_file(output_path) {
+        Ok(written) => Ok(Some(written).filter(|w| Some(w) != earlier)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!(
+            ".output/{}: {e}",
+            block_output::file_name(&request.agent_id)
+        )),
+    };
+    let checked = read.and_then(|fresh| {
+        block_output::read(fresh.as_deref(), &request.agent_id, request.block_type)
+            .map_err(|defect| defect.to_string())
+    });
+    match (checked, ran_badly) {
+        (Ok(output), None) => (Some(output), None),
+        (Ok(_), Some(why)) => (None, Some(why)),
+        (Err(defect), None) => (None, Some(defect)),
+        (Err(defect), Some(bad)) => (None, Some(format!("{bad}; {defect}"))),
+    }
+}
+
+/// A JSON-protocol agent's stdout as the universal output, or why not.
+fn protocol_output(request: &AgentRequest, exec: &ExecOutcome) -> Result<AgentOutput, String> {
+    let command = &exec.commands[0];
+    if command.stdout_truncated {
+        return Err(format!(
+            "protocol error: stdout exceeded {} bytes; the universal output must be one JSON object",
+            request.output_cap
+        ));
+    }
+    // Never through a link put in the bundle's place.
+    let read = crate::bundle::BundleDir::open(&exec.bundle_dir)
+        .and_then(|b| b.read(&command.stdout, request.output_cap));
+    match read {
+        Ok(bytes) => agent_protocol::parse_output(&bytes).map_err(|e| e.to_string()),
+        Err(e) => Err(format!(
+            "protocol error: cannot read the agent's stdout: {e}"
+        )),
+    }
+}
+
+/// A JSON-protocol agent's answer as its BlockOutput, or why it does not
+/// count.
+fn protocol_answer(
+    request: &AgentRequest,
+    parsed: &Result<AgentOutput, String>,
+    ran_badly: Option<String>,
+    detected: &Detected,
+) -> (Option<BlockOutput>, Option<String>) {
+    match (parsed, ran_badly) {
+        (Ok(answer), None) => (
+            Some(from_protocol(
+                request,
+                answer,
+                &detected.modified,
+                &detected.created,
+            )),
+            None,
+        ),
+        (Ok(_), Some(why)) => (None, Some(why)),
+        (Err(e), None) => (None, Some(e.clone())),
+        (Err(e), Some(why)) => (None, Some(format!("{why}; {e}"))),
+    }
+}
+
+/// Write the synthetic failure in place of the agent's output (what the
+/// agent wrote, if anything, is kept beside it for inspection).
+fn synthetic(
+    request: &AgentRequest,
+    output_path: &OutputFile,
+    earlier: Option<&Vec<u8>>,
+    reason: &str,
+    usage: Option<Usage>,
+) -> Result<BlockOutput, ExecError> {
+    let mut failure =
+        block_output::synthetic_failure(&request.agent_id, request.block_type, reason, now_iso());
+    failure.usage = usage;
+    if let Ok(bytes) = read_output_file(output_path)
+        && Some(&bytes) != earlier
+        && request.protocol == Protocol::BlockOutput
+        && request.result_format.is_none()
+    {
+        let rejected = format!(".output/block-{}.rejected.json", request.agent_id);
+        // Replaces whatever is there (a planted link included).
+        let _ = workspace::write_file(&request.workspace, &rejected, &bytes, false);
+    }
+    write_output(output_path, &failure)?;
+    Ok(failure)
 }
 
 /// The prompt file of an agent given its prompt by file: next to the

@@ -312,119 +312,33 @@ impl agent::Host for HostState {
         invocation: agent::AgentInvocation,
     ) -> Result<agent::AgentReport, wit::ExecError> {
         let scope = self.scope()?;
-        let block_type: BlockType =
-            serde_json::from_value(serde_json::Value::String(invocation.block_type.clone()))
-                .map_err(|_| {
-                    wit::ExecError::Invalid(format!(
-                        "`{}` is not a block type (plan, dev, test, review, devops)",
-                        invocation.block_type
-                    ))
-                })?;
+        let block_type = block_type_of(&invocation.block_type)?;
         check_input(invocation.input_json.as_deref())?;
         let mut secrets = Vec::new();
-        let extra_env = scope.resolve_env(invocation.env, &mut secrets)?;
-        let mut executor = match invocation.executor {
-            Some(agent::AgentExecutor::Container(o)) => AgentExecutor::Container {
-                pool: scope.resources.containers().await.map_err(to_wit_error)?,
-                options: to_container_options(o),
-            },
-            Some(agent::AgentExecutor::Local) => AgentExecutor::Local,
-            None => match &scope.default_executor {
-                wfhost_exec::Executor::Container(o) => AgentExecutor::Container {
-                    pool: scope.resources.containers().await.map_err(to_wit_error)?,
-                    options: o.clone(),
-                },
-                _ => AgentExecutor::Local,
-            },
-        };
+        let extra_env = scope.resolve_env(invocation.env.clone(), &mut secrets)?;
+        let mut executor = executor_of(&scope, invocation.executor.clone()).await?;
         // A preset supplies the argv (unless the block's `command` gives
         // one), its environment (under the block's own `env`) and the
         // adapter that reads the CLI's final result.
         let json_protocol = matches!(invocation.protocol, agent::Protocol::Json);
         let mut prepared = crate::agent_preset::prepare(
             &scope,
-            invocation.argv,
+            invocation.argv.clone(),
             extra_env,
             &executor,
             json_protocol,
         )?;
-        // A container has no network: it reaches the endpoints the block
-        // lists and those its preset's environment names, relayed.
-        if let AgentExecutor::Container { options, .. } = &mut executor {
-            let listed = scope
-                .container_forward
-                .clone()
-                .map_err(wit::ExecError::Invalid)?;
-            for forward in listed.into_iter().chain(prepared.endpoints.clone()) {
-                if !options.forward.contains(&forward) {
-                    options.forward.push(forward);
-                }
-            }
-            wfhost_exec::forward::check_ports(&options.forward).map_err(wit::ExecError::Invalid)?;
-        }
-        let result_format = prepared.result_format;
-        let mut argv = std::mem::take(&mut prepared.argv);
-        if matches!(executor, AgentExecutor::Local) {
-            resolve_program(&mut argv, scope.manifest_dir.as_deref());
-        }
-        let spec = wfhost_core::exec::ExecSpec {
-            commands: Vec::new(),
-            allow_shell: false,
-        };
-        let template = scope.request_under(spec, ".output/agent");
-        // The host's endpoint listens on this machine's loopback, which a
-        // container does not share.
-        let (telemetry_url, _telemetry) = match (&executor, &scope.telemetry) {
-            (AgentExecutor::Container { .. }, TelemetryTarget::Recorded { .. }) => (None, None),
-            _ => scope.telemetry_address().map_err(wit::ExecError::Failed)?,
-        };
-        // An agent that must write its BlockOutput file is told where and
-        // how at the end of its prompt.
-        // (A preset's adapter writes it instead.)
-        let prompt = match invocation.protocol {
-            agent::Protocol::BlockOutput if result_format.is_some() => invocation.prompt,
-            agent::Protocol::BlockOutput => format!(
-                "{}\n\n{}",
-                invocation.prompt.trim_end(),
-                block_output::prompt_contract(&scope.agent_id, block_type)
-            ),
-            agent::Protocol::Json => invocation.prompt,
-        };
-        let request = AgentRequest {
-            argv,
-            prompt,
-            delivery: prepared
-                .delivery
-                .unwrap_or(match invocation.prompt_delivery {
-                    agent::PromptDelivery::Argument => PromptDelivery::Argument,
-                    agent::PromptDelivery::Stdin => PromptDelivery::Stdin,
-                    agent::PromptDelivery::File => PromptDelivery::File,
-                }),
-            protocol: match invocation.protocol {
-                agent::Protocol::BlockOutput => Protocol::BlockOutput,
-                agent::Protocol::Json => Protocol::Json,
-            },
-            input_json: with_session_changes(&scope, block_type, invocation.input_json),
-            env: agent_env(&scope, telemetry_url),
-            extra_env: std::mem::take(&mut prepared.env),
-            workspace: scope.workspace.clone(),
-            agent_id: scope.agent_id.clone(),
+        forward_endpoints(&scope, &prepared, &mut executor)?;
+        // The telemetry ticket keeps the agent's address valid while it
+        // runs.
+        let (request, _telemetry) = agent_request(
+            &scope,
+            invocation,
             block_type,
-            restrictions: scope.restrictions.clone(),
-            on_violation: match invocation.on_violation {
-                agent::OnViolation::Rollback => ViolationPolicy::Rollback,
-                agent::OnViolation::Fail => ViolationPolicy::Fail,
-            },
             executor,
-            bundle_dir: template.bundle_dir,
-            meta: template.meta,
-            deadline: template.deadline,
-            output_cap: template.output_cap,
-            result_format,
-            mask: wfhost_core::secrets::Masker::new(secrets.iter().chain(&prepared.mask)),
-            model: prepared.model.clone(),
-            usage_before: prepared.usage_before.clone(),
-        };
+            &mut prepared,
+            &secrets,
+        )?;
         let tasks = TasksWatch::before(&scope, block_type);
         let past = session_folder(&scope).and_then(|current| {
             crate::past_sessions::PastSessions::remember(&scope.workspace, current)
@@ -433,33 +347,9 @@ impl agent::Host for HostState {
             Ok(outcome) => outcome,
             // The agent may have edited tasks.yaml before it failed: that
             // edit is checked (and undone) too.
-            Err(e) => {
-                let e = to_wit_error(e);
-                let Some(refused) = tasks.and_then(TasksWatch::after) else {
-                    return Err(e);
-                };
-                let with = |m: String| format!("{m}; {refused}");
-                return Err(match e {
-                    wit::ExecError::Refused(m) => wit::ExecError::Refused(with(m)),
-                    wit::ExecError::Invalid(m) => wit::ExecError::Invalid(with(m)),
-                    wit::ExecError::Unavailable(m) => wit::ExecError::Unavailable(with(m)),
-                    wit::ExecError::Failed(m) => wit::ExecError::Failed(with(m)),
-                });
-            }
+            Err(e) => return Err(with_tasks_refusal(to_wit_error(e), tasks)),
         };
-        if let Some(usage) = &outcome.output.usage {
-            self.agent_tokens = self.agent_tokens.saturating_add(usage.tokens());
-            self.agent_usage.add(wfhost_core::payload::ModelUsage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
-                cache_read_tokens: usage.cache_read_tokens,
-                cache_creation_tokens: usage.cache_creation_tokens,
-                cost_micro_usd: usage
-                    .cost_usd
-                    .map(wfhost_core::payload::ModelUsage::micro_usd)
-                    .unwrap_or(0),
-            });
-        }
+        self.count_usage(outcome.output.usage.as_ref());
         crate::agent_preset::remember_session(&scope, &prepared, outcome.output.usage.as_ref());
         let claim_mismatch = mismatch_text(&outcome);
         let (mut signal, decision_prompt) = signal_of(&outcome);
@@ -467,12 +357,11 @@ impl agent::Host for HostState {
         let mut rolled_back = outcome.rolled_back;
         record_session_changes(&scope, &outcome);
         let current = session_folder(&scope).unwrap_or_default().to_string();
-        if let Some(refused) = past.and_then(|p| p.restore(&current)) {
-            violations.push(refused);
-            rolled_back = true;
-            signal = wfhost_core::transitions::BLOCKED.to_string();
-        }
-        if let Some(refused) = tasks.and_then(TasksWatch::after) {
+        let refusals = [
+            past.and_then(|p| p.restore(&current)),
+            tasks.and_then(TasksWatch::after),
+        ];
+        for refused in refusals.into_iter().flatten() {
             violations.push(refused);
             rolled_back = true;
             signal = wfhost_core::transitions::BLOCKED.to_string();
@@ -498,6 +387,168 @@ impl agent::Host for HostState {
             rolled_back,
             result: to_wit_result(&scope.workspace, outcome.exec),
         })
+    }
+}
+
+impl HostState {
+    /// Add an agent's usage to the block's statistics.
+    fn count_usage(&mut self, usage: Option<&block_output::Usage>) {
+        let Some(usage) = usage else {
+            return;
+        };
+        self.agent_tokens = self.agent_tokens.saturating_add(usage.tokens());
+        self.agent_usage.add(wfhost_core::payload::ModelUsage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_creation_tokens: usage.cache_creation_tokens,
+            cost_micro_usd: usage
+                .cost_usd
+                .map(wfhost_core::payload::ModelUsage::micro_usd)
+                .unwrap_or(0),
+        });
+    }
+}
+
+fn block_type_of(name: &str) -> Result<BlockType, wit::ExecError> {
+    serde_json::from_value(serde_json::Value::String(name.to_string())).map_err(|_| {
+        wit::ExecError::Invalid(format!(
+            "`{name}` is not a block type (plan, dev, test, review, devops)"
+        ))
+    })
+}
+
+/// Where the CLI runs: the invocation's executor, else the run's default
+/// when that is a container, else here.
+async fn executor_of(
+    scope: &ExecScope,
+    executor: Option<agent::AgentExecutor>,
+) -> Result<AgentExecutor, wit::ExecError> {
+    Ok(match executor {
+        Some(agent::AgentExecutor::Container(o)) => AgentExecutor::Container {
+            pool: scope.resources.containers().await.map_err(to_wit_error)?,
+            options: to_container_options(o),
+        },
+        Some(agent::AgentExecutor::Local) => AgentExecutor::Local,
+        None => match &scope.default_executor {
+            wfhost_exec::Executor::Container(o) => AgentExecutor::Container {
+                pool: scope.resources.containers().await.map_err(to_wit_error)?,
+                options: o.clone(),
+            },
+            _ => AgentExecutor::Local,
+        },
+    })
+}
+
+/// A container has no network: it reaches the endpoints the block lists
+/// and those its preset's environment names, relayed.
+fn forward_endpoints(
+    scope: &ExecScope,
+    prepared: &crate::agent_preset::Prepared,
+    executor: &mut AgentExecutor,
+) -> Result<(), wit::ExecError> {
+    let AgentExecutor::Container { options, .. } = executor else {
+        return Ok(());
+    };
+    let listed = scope
+        .container_forward
+        .clone()
+        .map_err(wit::ExecError::Invalid)?;
+    for forward in listed.into_iter().chain(prepared.endpoints.clone()) {
+        if !options.forward.contains(&forward) {
+            options.forward.push(forward);
+        }
+    }
+    wfhost_exec::forward::check_ports(&options.forward).map_err(wit::ExecError::Invalid)
+}
+
+/// The executor's request for the invocation, its preset applied, and the
+/// ticket of its telemetry address (valid while it is held).
+fn agent_request(
+    scope: &ExecScope,
+    invocation: agent::AgentInvocation,
+    block_type: BlockType,
+    executor: AgentExecutor,
+    prepared: &mut crate::agent_preset::Prepared,
+    secrets: &[String],
+) -> Result<(AgentRequest, Option<crate::telemetry::Ticket>), wit::ExecError> {
+    let result_format = prepared.result_format;
+    let mut argv = std::mem::take(&mut prepared.argv);
+    if matches!(executor, AgentExecutor::Local) {
+        resolve_program(&mut argv, scope.manifest_dir.as_deref());
+    }
+    let spec = wfhost_core::exec::ExecSpec {
+        commands: Vec::new(),
+        allow_shell: false,
+    };
+    let template = scope.request_under(spec, ".output/agent");
+    // The host's endpoint listens on this machine's loopback, which a
+    // container does not share.
+    let (telemetry_url, ticket) = match (&executor, &scope.telemetry) {
+        (AgentExecutor::Container { .. }, TelemetryTarget::Recorded { .. }) => (None, None),
+        _ => scope.telemetry_address().map_err(wit::ExecError::Failed)?,
+    };
+    // An agent that must write its BlockOutput file is told where and how
+    // at the end of its prompt. (A preset's adapter writes it instead.)
+    let prompt = match invocation.protocol {
+        agent::Protocol::BlockOutput if result_format.is_some() => invocation.prompt,
+        agent::Protocol::BlockOutput => format!(
+            "{}\n\n{}",
+            invocation.prompt.trim_end(),
+            block_output::prompt_contract(&scope.agent_id, block_type)
+        ),
+        agent::Protocol::Json => invocation.prompt,
+    };
+    let request = AgentRequest {
+        argv,
+        prompt,
+        delivery: prepared
+            .delivery
+            .unwrap_or(match invocation.prompt_delivery {
+                agent::PromptDelivery::Argument => PromptDelivery::Argument,
+                agent::PromptDelivery::Stdin => PromptDelivery::Stdin,
+                agent::PromptDelivery::File => PromptDelivery::File,
+            }),
+        protocol: match invocation.protocol {
+            agent::Protocol::BlockOutput => Protocol::BlockOutput,
+            agent::Protocol::Json => Protocol::Json,
+        },
+        input_json: with_session_changes(scope, block_type, invocation.input_json),
+        env: agent_env(scope, telemetry_url),
+        extra_env: std::mem::take(&mut prepared.env),
+        workspace: scope.workspace.clone(),
+        agent_id: scope.agent_id.clone(),
+        block_type,
+        restrictions: scope.restrictions.clone(),
+        on_violation: match invocation.on_violation {
+            agent::OnViolation::Rollback => ViolationPolicy::Rollback,
+            agent::OnViolation::Fail => ViolationPolicy::Fail,
+        },
+        executor,
+        bundle_dir: template.bundle_dir,
+        meta: template.meta,
+        deadline: template.deadline,
+        output_cap: template.output_cap,
+        result_format,
+        mask: wfhost_core::secrets::Masker::new(secrets.iter().chain(&prepared.mask)),
+        model: prepared.model.clone(),
+        usage_before: prepared.usage_before.clone(),
+    };
+    Ok((request, ticket))
+}
+
+/// An error of an agent that could not run, with the refusal of the
+/// `tasks.yaml` edit it made first, if it made one.
+fn with_tasks_refusal(e: wit::ExecError, tasks: Option<TasksWatch>) -> wit::ExecError {
+    let Some(refused) = tasks.and_then(TasksWatch::after) else {
+        return e;
+    };
+    let with = |m: String| format!("{m}; {refused}");
+    match e {
+        wit::ExecError::Refused(m) => wit::ExecError::Refused(with(m)),
+        wit::ExecError::Invalid(m) => wit::ExecError::Invalid(with(m)),
+        wit::ExecError::Unavailable(m) => wit::ExecError::Unavailable(with(m)),
+        wit::ExecError::Failed(m) => wit::ExecError::Failed(with(m)),
     }
 }
 
