@@ -76,17 +76,14 @@ impl Forward {
                 _ => return None,
             },
         };
-        let forward = Forward::parse(&with_port).ok()?;
-        // `localhost` is the container's own.
-        (forward.host != "localhost").then_some(forward)
+        Forward::parse(&with_port).ok()
     }
 
-    /// The `/etc/hosts` line the container gets for a name.
+    /// The `/etc/hosts` line the container gets for a name (`localhost`
+    /// is there already).
     pub fn hosts_entry(&self) -> Option<String> {
-        self.host
-            .parse::<std::net::Ipv4Addr>()
-            .is_err()
-            .then(|| format!("{}:127.0.0.1", self.host))
+        let name = self.host.parse::<std::net::Ipv4Addr>().is_err() && self.host != "localhost";
+        name.then(|| format!("{}:127.0.0.1", self.host))
     }
 }
 
@@ -248,7 +245,15 @@ mod tests {
             f("http://u:p@models.internal/v1").as_deref(),
             Some("models.internal:80")
         );
-        assert_eq!(f("http://localhost:4010"), None);
+        // The host's localhost, where the container's is.
+        assert_eq!(
+            f("http://localhost:4010").as_deref(),
+            Some("localhost:4010")
+        );
+        assert_eq!(
+            Forward::of_url("http://localhost:1").unwrap().hosts_entry(),
+            None
+        );
         assert_eq!(f("ftp://x"), None);
         assert_eq!(f("not a url"), None);
     }
