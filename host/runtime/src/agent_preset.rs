@@ -49,7 +49,9 @@ pub(crate) struct Prepared {
     pub mask: Vec<String>,
 }
 
-/// Without a preset: the block's argv and env as they are.
+/// The invocation with the block's preset applied (its state directory
+/// made, its configuration files written); without a preset, the block's
+/// argv and env as they are.
 pub(crate) fn prepare(
     scope: &ExecScope,
     argv: Vec<String>,
