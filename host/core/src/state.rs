@@ -312,549 +312,667 @@ impl RunState {
 
     /// Apply one event.
     pub fn apply(&mut self, event: &Event) -> Result<(), ReplayError> {
-        let index = self.events;
-        let err = |message: String| ReplayError {
-            index,
+        let applied = match event {
+            Event::RunStarted { .. } => Err("the run has already started".to_string()),
+            Event::BlockStarted { .. } => self.block_started(event),
+            Event::BlockCompleted { .. } => self.block_completed(event),
+            Event::ActionTaken { .. } => self.action_taken(event),
+            Event::GateAnswered { .. } => self.gate_answered(event),
+            Event::GateReasked { .. } => self.gate_reasked(event),
+            Event::RunFinished { .. } => self.run_finished(event),
+            Event::Resumed { .. } => self.resumed(event),
+            Event::ExternalAwaited { .. } => self.external_awaited(event),
+            Event::InputsMerged { .. } => self.inputs_merged(event),
+            Event::Checkpointed { .. } => self.checkpointed(event),
+            Event::Forked { .. } => self.forked(event),
+            Event::LanesStarted { .. } => self.lanes_started(event),
+            Event::LaneRetried { .. } => self.lane_retried(event),
+            Event::LaneCompleted { .. } => self.lane_completed(event),
+            Event::LaneConflictDetected { .. } => self.lane_conflict_detected(event),
+            Event::FanInWaiting { .. } => self.fan_in_waiting(event),
+            Event::FanInCompleted { .. } => self.fan_in_completed(event),
+            Event::Telemetry { .. } => self.telemetry(event),
+        };
+        applied.map_err(|message| ReplayError {
+            index: self.events,
             kind: event.kind(),
             message,
+        })?;
+        self.events += 1;
+        Ok(())
+    }
+
+    /// The cursor's block begins (an awaited external block's output arrived): its step and attempt must be the next.
+    fn block_started(&mut self, event: &Event) -> Result<(), String> {
+        let Event::BlockStarted {
+            step,
+            node,
+            block,
+            attempt,
+        } = event
+        else {
+            return Err("not a block_started event".into());
         };
-        match event {
-            Event::RunStarted { .. } => {
-                return Err(err("the run has already started".into()));
+        if let Phase::Awaiting {
+            node: n, block: b, ..
+        } = &self.phase
+            && n == node
+            && b == block
+        {
+            // The client's output arrived: the block runs now.
+            self.phase = Phase::Ready {
+                node: node.clone(),
+                block: block.clone(),
+            };
+        }
+        self.expect_ready(node, block)?;
+        self.expect_step(*step)?;
+        let due = self.attempts(node, block) + 1;
+        if *attempt != due {
+            return Err(format!(
+                "attempt {attempt} of {node}.{block}, expected {due}"
+            ));
+        }
+        if self
+            .fan_out
+            .as_ref()
+            .is_some_and(|f| f.node != *node || f.block != *block || f.step != *step)
+        {
+            return Err(format!(
+                "{node}.{block} starts while the fan-out of another block is unfinished"
+            ));
+        }
+        self.in_flight = Some(InterruptedBlock {
+            step: *step,
+            node: node.clone(),
+            block: block.clone(),
+        });
+        Ok(())
+    }
+
+    /// A block ended: its payload delta, artifact and statistics apply, and the run decides its transition.
+    fn block_completed(&mut self, event: &Event) -> Result<(), String> {
+        let Event::BlockCompleted {
+            step,
+            node,
+            block,
+            signal,
+            payload,
+            artifact,
+            statistics,
+            duration_us,
+            failure,
+            log: _,
+        } = event
+        else {
+            return Err("not a block_completed event".into());
+        };
+        self.expect_ready(node, block)?;
+        self.expect_step(*step)?;
+        payload.apply(&mut self.payload).ok_or_else(|| {
+            format!(
+                "keeps {} payload segments of {}",
+                payload.keep,
+                self.payload.len()
+            )
+        })?;
+        let key = format!("{node}.{block}");
+        if let Some(artifact) = artifact {
+            self.artifacts.insert(key.clone(), artifact.clone());
+        }
+        self.statistics.add(*statistics);
+        let per_block = self
+            .blocks
+            .entry(key.clone())
+            .or_insert_with(|| BlockStatistics {
+                first_step: *step,
+                ..BlockStatistics::default()
+            });
+        per_block.attempts += 1;
+        per_block.tokens_used += statistics.tokens_used;
+        per_block.lines_written += statistics.lines_written;
+        per_block.usage.add(statistics.usage);
+        per_block.duration += Duration::from_micros(*duration_us);
+        per_block.failures += u32::from(failure.is_some());
+        // Each lane of a parallel block had its own step index.
+        let lanes = match self.fan_out.take() {
+            Some(f) if f.node == *node && f.block == *block => {
+                if !f.fanned_in {
+                    return Err(format!(
+                        "{node}.{block} completes before its lanes were fanned in"
+                    ));
+                }
+                f.lanes.len() as u64
             }
-            Event::BlockStarted {
-                step,
-                node,
-                block,
-                attempt,
+            Some(f) => {
+                return Err(format!(
+                    "{node}.{block} completes during the fan-out of {}.{}",
+                    f.node, f.block
+                ));
+            }
+            None => 1,
+        };
+        self.steps += lanes.max(1);
+        self.last_step = *step;
+        self.previous = Some(key);
+        self.in_flight = None;
+        self.phase = Phase::Deciding {
+            node: node.clone(),
+            block: block.clone(),
+            signal: signal.clone(),
+            failure: failure.clone(),
+        };
+        Ok(())
+    }
+
+    /// The transition a completed block took: a jump, a call or return (the return stack), an end, a failure or a gate.
+    fn action_taken(&mut self, event: &Event) -> Result<(), String> {
+        let Event::ActionTaken {
+            step,
+            action: _,
+            command,
+            gate_id,
+            fallback_for: _,
+        } = event
+        else {
+            return Err("not a action_taken event".into());
+        };
+        let Phase::Deciding { node, block, .. } = &self.phase else {
+            return Err(format!(
+                "no block is awaiting its transition ({:?})",
+                self.phase
+            ));
+        };
+        if *step != self.last_step {
+            return Err(format!(
+                "transition of step {step}, but the last completed step is {}",
+                self.last_step
+            ));
+        }
+        let (node, block) = (node.clone(), block.clone());
+        self.phase = match command {
+            CommandRecord::Jump { to } => ready(to)?,
+            CommandRecord::Call {
+                node: callee,
+                entry,
+                return_to,
+                isolated,
             } => {
-                if let Phase::Awaiting {
-                    node: n, block: b, ..
-                } = &self.phase
-                    && n == node
-                    && b == block
-                {
-                    // The client's output arrived: the block runs now.
-                    self.phase = Phase::Ready {
-                        node: node.clone(),
-                        block: block.clone(),
-                    };
-                }
-                self.expect_ready(node, block).map_err(err)?;
-                self.expect_step(*step).map_err(err)?;
-                let due = self.attempts(node, block) + 1;
-                if *attempt != due {
-                    return Err(err(format!(
-                        "attempt {attempt} of {node}.{block}, expected {due}"
-                    )));
-                }
-                if self
-                    .fan_out
-                    .as_ref()
-                    .is_some_and(|f| f.node != *node || f.block != *block || f.step != *step)
-                {
-                    return Err(err(format!(
-                        "{node}.{block} starts while the fan-out of another block is unfinished"
-                    )));
-                }
-                self.in_flight = Some(InterruptedBlock {
-                    step: *step,
-                    node: node.clone(),
-                    block: block.clone(),
-                });
-            }
-            Event::BlockCompleted {
-                step,
-                node,
-                block,
-                signal,
-                payload,
-                artifact,
-                statistics,
-                duration_us,
-                failure,
-                log: _,
-            } => {
-                self.expect_ready(node, block).map_err(err)?;
-                self.expect_step(*step).map_err(err)?;
-                payload.apply(&mut self.payload).ok_or_else(|| {
-                    err(format!(
-                        "keeps {} payload segments of {}",
-                        payload.keep,
-                        self.payload.len()
-                    ))
-                })?;
-                let key = format!("{node}.{block}");
-                if let Some(artifact) = artifact {
-                    self.artifacts.insert(key.clone(), artifact.clone());
-                }
-                self.statistics.add(*statistics);
-                let per_block = self
-                    .blocks
-                    .entry(key.clone())
-                    .or_insert_with(|| BlockStatistics {
-                        first_step: *step,
-                        ..BlockStatistics::default()
-                    });
-                per_block.attempts += 1;
-                per_block.tokens_used += statistics.tokens_used;
-                per_block.lines_written += statistics.lines_written;
-                per_block.usage.add(statistics.usage);
-                per_block.duration += Duration::from_micros(*duration_us);
-                per_block.failures += u32::from(failure.is_some());
-                // Each lane of a parallel block had its own step index.
-                let lanes = match self.fan_out.take() {
-                    Some(f) if f.node == *node && f.block == *block => {
-                        if !f.fanned_in {
-                            return Err(err(format!(
-                                "{node}.{block} completes before its lanes were fanned in"
-                            )));
-                        }
-                        f.lanes.len() as u64
-                    }
-                    Some(f) => {
-                        return Err(err(format!(
-                            "{node}.{block} completes during the fan-out of {}.{}",
-                            f.node, f.block
-                        )));
-                    }
-                    None => 1,
+                let back = ready(return_to)?;
+                let Phase::Ready { node, block } = back else {
+                    unreachable!("ready() returns Ready")
                 };
-                self.steps += lanes.max(1);
-                self.last_step = *step;
-                self.previous = Some(key);
-                self.in_flight = None;
-                self.phase = Phase::Deciding {
-                    node: node.clone(),
-                    block: block.clone(),
-                    signal: signal.clone(),
-                    failure: failure.clone(),
+                let (saved_payload, saved_artifacts) = if *isolated {
+                    (
+                        Some(std::mem::take(&mut self.payload)),
+                        Some(std::mem::take(&mut self.artifacts)),
+                    )
+                } else {
+                    (None, None)
                 };
-            }
-            Event::ActionTaken {
-                step,
-                action: _,
-                command,
-                gate_id,
-                fallback_for: _,
-            } => {
-                let Phase::Deciding { node, block, .. } = &self.phase else {
-                    return Err(err(format!(
-                        "no block is awaiting its transition ({:?})",
-                        self.phase
-                    )));
-                };
-                if *step != self.last_step {
-                    return Err(err(format!(
-                        "transition of step {step}, but the last completed step is {}",
-                        self.last_step
-                    )));
-                }
-                let (node, block) = (node.clone(), block.clone());
-                self.phase = match command {
-                    CommandRecord::Jump { to } => ready(to).map_err(err)?,
-                    CommandRecord::Call {
-                        node: callee,
-                        entry,
-                        return_to,
-                        isolated,
-                    } => {
-                        let back = ready(return_to).map_err(err)?;
-                        let Phase::Ready { node, block } = back else {
-                            unreachable!("ready() returns Ready")
-                        };
-                        let (saved_payload, saved_artifacts) = if *isolated {
-                            (
-                                Some(std::mem::take(&mut self.payload)),
-                                Some(std::mem::take(&mut self.artifacts)),
-                            )
-                        } else {
-                            (None, None)
-                        };
-                        self.stack.push(Frame {
-                            node,
-                            block,
-                            saved_payload,
-                            saved_artifacts,
-                        });
-                        Phase::Ready {
-                            node: callee.clone(),
-                            block: entry.clone(),
-                        }
-                    }
-                    CommandRecord::Return => {
-                        let Some(frame) = self.stack.pop() else {
-                            return Err(err("RETURN with an empty return stack".into()));
-                        };
-                        if let Some(mut saved) = frame.saved_payload {
-                            // An isolated subroutine hands back only what it produced.
-                            saved.append(&mut self.payload);
-                            self.payload = saved;
-                        }
-                        if let Some(saved) = frame.saved_artifacts {
-                            self.artifacts = saved;
-                        }
-                        Phase::Ready {
-                            node: frame.node,
-                            block: frame.block,
-                        }
-                    }
-                    CommandRecord::End => Phase::Finished(Outcome::Succeeded),
-                    CommandRecord::Fail { reason } => Phase::Finished(Outcome::Failed {
-                        reason: format!("block `{node}.{block}`: {reason}"),
-                    }),
-                    CommandRecord::Gate { prompt, questions } => {
-                        let Some(gate_id) = gate_id else {
-                            return Err(err("a gate without a gate id".into()));
-                        };
-                        self.open_gate(gate_id, node, block, *step, prompt, questions)
-                            .map_err(err)?
-                    }
-                };
-            }
-            Event::GateAnswered { gate_id, decision } => {
-                let Phase::Waiting {
-                    gate_id: open,
+                self.stack.push(Frame {
                     node,
                     block,
-                    ..
-                } = &self.phase
-                else {
-                    return Err(err(format!("gate {gate_id} is not open")));
-                };
-                if open != gate_id {
-                    return Err(err(format!(
-                        "gate {gate_id} answered while gate {open} is open"
-                    )));
+                    saved_payload,
+                    saved_artifacts,
+                });
+                Phase::Ready {
+                    node: callee.clone(),
+                    block: entry.clone(),
                 }
-                let (node, block) = (node.clone(), block.clone());
-                let fan_in_gate = self
-                    .fan_out
-                    .as_ref()
-                    .is_some_and(|f| f.gate.as_deref() == Some(gate_id.as_str()));
-                if fan_in_gate {
-                    let fan_out = self.fan_out.as_ref().expect("checked above");
-                    check_lane_choice(gate_id, decision, fan_out).map_err(err)?;
-                } else if matches!(decision, Decision::UseLane { .. } | Decision::Resolved) {
-                    return Err(err(format!(
-                        "gate {gate_id} is not a fan-in gate: answer `approved` or `changes-requested:<text>`"
-                    )));
-                }
-                check_well_known_answer(gate_id, decision).map_err(err)?;
-                let gate = self.gates.get_mut(gate_id);
-                if let Some(gate) = gate.filter(|g| !g.questions.is_empty()) {
-                    let settled =
-                        questions::apply(gate_id, &mut gate.questions, decision).map_err(err)?;
-                    gate.decision = Some(decision.clone());
-                    if !settled {
-                        // Security questions are asked again.
-                        gate.reasks += 1;
-                        self.phase = Phase::Waiting {
-                            gate_id: gate_id.clone(),
-                            node,
-                            block,
-                            prompt: questions::prompt(&gate.prompt, &gate.questions),
-                        };
-                        return Ok(());
-                    }
-                    self.payload.push(ContextSegment::new(
-                        format!("gate-{gate_id}"),
-                        "GATE_DECISION",
-                        questions::outcome(&gate.questions),
-                    ));
-                    self.phase = Phase::Deciding {
-                        node,
-                        block,
-                        signal: decision.signal().to_string(),
-                        failure: None,
-                    };
-                    return Ok(());
-                }
-                if matches!(decision, Decision::Answers { .. }) {
-                    return Err(err(format!(
-                        "gate {gate_id} asks no questions: `{decision}` is not an answer to it"
-                    )));
-                }
-                // A well-known gate may be answered more than once a run.
-                let segment_id = match self.gates.get(gate_id) {
-                    Some(g) if WellKnownGate::from_decision_id(gate_id).is_some() => {
-                        format!("gate-{gate_id}-{}", g.step)
-                    }
-                    _ => format!("gate-{gate_id}"),
-                };
-                self.payload.push(ContextSegment::new(
-                    segment_id,
-                    "GATE_DECISION",
-                    decision.to_string(),
-                ));
-                if let Some(gate) = self.gates.get_mut(gate_id) {
-                    gate.decision = Some(decision.clone());
-                }
-                self.phase = if fan_in_gate {
-                    let fan_out = self.fan_out.as_mut().expect("checked above");
-                    fan_out.gate = None;
-                    fan_out.choice = Some(decision.clone());
-                    // The parallel block resumes its fan-in.
-                    Phase::Ready { node, block }
-                } else {
-                    Phase::Deciding {
-                        node,
-                        block,
-                        signal: decision.signal().to_string(),
-                        failure: None,
-                    }
-                };
             }
-            Event::GateReasked { gate_id, .. } => {
-                if !matches!(&self.phase, Phase::Waiting { gate_id: open, .. } if open == gate_id) {
-                    return Err(err(format!("gate {gate_id} is not open")));
+            CommandRecord::Return => {
+                let Some(frame) = self.stack.pop() else {
+                    return Err("RETURN with an empty return stack".into());
+                };
+                if let Some(mut saved) = frame.saved_payload {
+                    // An isolated subroutine hands back only what it produced.
+                    saved.append(&mut self.payload);
+                    self.payload = saved;
                 }
-                if WellKnownGate::from_decision_id(gate_id).is_none() {
-                    return Err(err(format!(
-                        "gate {gate_id} is not a mandatory gate: an invalid answer to it is refused, not recorded"
-                    )));
+                if let Some(saved) = frame.saved_artifacts {
+                    self.artifacts = saved;
                 }
-                let gate = self
-                    .gates
-                    .get_mut(gate_id)
-                    .ok_or_else(|| err(format!("gate {gate_id} was never opened")))?;
-                if gate.reasks >= MAX_REASKS {
-                    return Err(err(format!(
-                        "gate {gate_id} was asked again {MAX_REASKS} times: the next invalid answer cancels it"
-                    )));
+                Phase::Ready {
+                    node: frame.node,
+                    block: frame.block,
                 }
+            }
+            CommandRecord::End => Phase::Finished(Outcome::Succeeded),
+            CommandRecord::Fail { reason } => Phase::Finished(Outcome::Failed {
+                reason: format!("block `{node}.{block}`: {reason}"),
+            }),
+            CommandRecord::Gate { prompt, questions } => {
+                let Some(gate_id) = gate_id else {
+                    return Err("a gate without a gate id".into());
+                };
+                self.open_gate(gate_id, node, block, *step, prompt, questions)?
+            }
+        };
+        Ok(())
+    }
+
+    /// An open gate's answer: its questions settled (or asked again), a fan-in gate's lane choice, or a plain decision.
+    fn gate_answered(&mut self, event: &Event) -> Result<(), String> {
+        let Event::GateAnswered { gate_id, decision } = event else {
+            return Err("not a gate_answered event".into());
+        };
+        let Phase::Waiting {
+            gate_id: open,
+            node,
+            block,
+            ..
+        } = &self.phase
+        else {
+            return Err(format!("gate {gate_id} is not open"));
+        };
+        if open != gate_id {
+            return Err(format!("gate {gate_id} answered while gate {open} is open"));
+        }
+        let (node, block) = (node.clone(), block.clone());
+        let fan_in_gate = self
+            .fan_out
+            .as_ref()
+            .is_some_and(|f| f.gate.as_deref() == Some(gate_id.as_str()));
+        if fan_in_gate {
+            let fan_out = self.fan_out.as_ref().expect("checked above");
+            check_lane_choice(gate_id, decision, fan_out)?;
+        } else if matches!(decision, Decision::UseLane { .. } | Decision::Resolved) {
+            return Err(format!(
+                "gate {gate_id} is not a fan-in gate: answer `approved` or `changes-requested:<text>`"
+            ));
+        }
+        check_well_known_answer(gate_id, decision)?;
+        let gate = self.gates.get_mut(gate_id);
+        if let Some(gate) = gate.filter(|g| !g.questions.is_empty()) {
+            let settled = questions::apply(gate_id, &mut gate.questions, decision)?;
+            gate.decision = Some(decision.clone());
+            if !settled {
+                // Security questions are asked again.
                 gate.reasks += 1;
+                self.phase = Phase::Waiting {
+                    gate_id: gate_id.clone(),
+                    node,
+                    block,
+                    prompt: questions::prompt(&gate.prompt, &gate.questions),
+                };
+                return Ok(());
             }
-            Event::RunFinished { outcome } => {
-                if matches!(self.phase, Phase::Finished(_)) {
-                    return Err(err("the run has already finished".into()));
-                }
-                self.in_flight = None;
-                self.phase = Phase::Finished(outcome.clone());
-            }
-            Event::Resumed { interrupted } => {
-                if matches!(self.phase, Phase::Finished(_)) {
-                    return Err(err("a finished run cannot resume".into()));
-                }
-                if *interrupted != self.in_flight {
-                    return Err(err(format!(
-                        "names {interrupted:?} as interrupted, the log says {:?}",
-                        self.in_flight
-                    )));
-                }
-                self.in_flight = None;
-            }
-            Event::ExternalAwaited {
-                step,
+            self.payload.push(ContextSegment::new(
+                format!("gate-{gate_id}"),
+                "GATE_DECISION",
+                questions::outcome(&gate.questions),
+            ));
+            self.phase = Phase::Deciding {
                 node,
                 block,
-                attempt,
-                prompt,
-            } => {
-                self.expect_ready(node, block).map_err(err)?;
-                self.expect_step(*step).map_err(err)?;
-                let due = self.attempts(node, block) + 1;
-                if *attempt != due {
-                    return Err(err(format!(
-                        "attempt {attempt} of {node}.{block}, expected {due}"
-                    )));
-                }
-                self.phase = Phase::Awaiting {
-                    step: *step,
-                    node: node.clone(),
-                    block: block.clone(),
-                    attempt: *attempt,
-                    prompt: prompt.clone(),
-                };
-            }
-            Event::InputsMerged { inputs } => {
-                // The client of an awaited external block, or a running
-                // (control) block, merges inputs.
-                if !matches!(self.phase, Phase::Awaiting { .. }) && self.in_flight.is_none() {
-                    return Err(err(
-                        "inputs are merged only while an external block is awaited or a block runs"
-                            .into(),
-                    ));
-                }
-                for (key, value) in inputs {
-                    self.inputs.insert(key.clone(), value.clone());
-                }
-            }
-            Event::Checkpointed { .. } => {
-                if !matches!(self.phase, Phase::Awaiting { .. }) {
-                    return Err(err(
-                        "a checkpoint is recorded only while an external block is awaited".into(),
-                    ));
-                }
-            }
-            Event::Forked { .. } => {
-                if !matches!(
-                    self.phase,
-                    Phase::Ready { .. } | Phase::Waiting { .. } | Phase::Awaiting { .. }
-                ) {
-                    return Err(err(
-                        "a branch can only start where the run was at rest".into()
-                    ));
-                }
-                self.in_flight = None;
-            }
-            Event::LanesStarted {
-                step,
-                lanes,
-                merge_strategy,
-            } => {
-                let Some(running) = &self.in_flight else {
-                    return Err(err("no block is running".into()));
-                };
-                if running.step != *step {
-                    return Err(err(format!(
-                        "lanes of step {step}, but step {} is running",
-                        running.step
-                    )));
-                }
-                if self.fan_out.is_some() {
-                    return Err(err("the block's lanes have already started".into()));
-                }
-                if lanes.is_empty() {
-                    return Err(err("a fan-out without lanes".into()));
-                }
-                self.fan_out = Some(FanOut {
-                    node: running.node.clone(),
-                    block: running.block.clone(),
-                    step: *step,
-                    lanes: lanes.clone(),
-                    merge_strategy: *merge_strategy,
-                    completed: Vec::new(),
-                    unresolved: Vec::new(),
-                    gate: None,
-                    choice: None,
-                    fanned_in: false,
-                    retries: BTreeMap::new(),
-                });
-            }
-            Event::LaneRetried {
-                step,
-                lane,
-                attempt,
-                ..
-            } => {
-                let fan_out = self.running_fan_out(*step).map_err(err)?;
-                if !fan_out.lanes.contains(lane) || fan_out.finished(lane) {
-                    return Err(err(format!("lane `{lane}` is not running")));
-                }
-                let retries = fan_out.retries.entry(lane.clone()).or_default();
-                if *attempt != *retries + 1 {
-                    return Err(err(format!(
-                        "attempt {attempt} of lane `{lane}`, expected {}",
-                        *retries + 1
-                    )));
-                }
-                *retries += 1;
-            }
-            Event::LaneCompleted {
-                step,
-                lane,
-                signal,
-                changed,
-                failure,
-                summary,
-                statistics,
-                duration_us,
-                log: _,
-                payload,
-            } => {
-                let fan_out = self.running_fan_out(*step).map_err(err)?;
-                if !fan_out.lanes.contains(lane) {
-                    return Err(err(format!(
-                        "lane `{lane}` is not one of the block's lanes"
-                    )));
-                }
-                if fan_out.finished(lane) {
-                    return Err(err(format!("lane `{lane}` has already completed")));
-                }
-                fan_out.completed.push(LaneResult {
-                    lane: lane.clone(),
-                    signal: signal.clone(),
-                    changed: changed.clone(),
-                    failure: failure.clone(),
-                    summary: summary.clone(),
-                    payload: payload.clone(),
-                    statistics: *statistics,
-                    duration_us: *duration_us,
-                });
-            }
-            Event::LaneConflictDetected {
-                step,
-                conflicting_file,
-                lanes,
-                applied_from,
-                ..
-            } => {
-                let fan_out = self.running_fan_out(*step).map_err(err)?;
-                if !fan_out.is_complete() {
-                    return Err(err("a conflict before every lane finished".into()));
-                }
-                if applied_from.is_none()
-                    && !fan_out
-                        .unresolved
-                        .iter()
-                        .any(|(f, _)| f == conflicting_file)
-                {
-                    fan_out
-                        .unresolved
-                        .push((conflicting_file.clone(), lanes.clone()));
-                }
-            }
-            Event::FanInWaiting {
-                step,
-                gate_id,
-                prompt,
-            } => {
-                if self.gates.contains_key(gate_id) {
-                    // Checked before the fan-out changes, so a refused event
-                    // changes nothing.
-                    return Err(err(format!("gate {gate_id} was opened before")));
-                }
-                let fan_out = self.running_fan_out(*step).map_err(err)?;
-                if !fan_out.is_complete() || fan_out.unresolved.is_empty() {
-                    return Err(err(
-                        "a fan-in gate needs finished lanes and unresolved conflicts".into(),
-                    ));
-                }
-                fan_out.gate = Some(gate_id.clone());
-                let (node, block) = (fan_out.node.clone(), fan_out.block.clone());
-                // The block is paused, not interrupted.
-                self.in_flight = None;
-                self.phase = self
-                    .open_gate(gate_id, node, block, *step, prompt, &[])
-                    .map_err(err)?;
-            }
-            Event::FanInCompleted { step, .. } => {
-                let fan_out = self.running_fan_out(*step).map_err(err)?;
-                if !fan_out.is_complete() {
-                    return Err(err("fan-in before every lane finished".into()));
-                }
-                if fan_out.gate.is_some() {
-                    return Err(err("fan-in while its gate is open".into()));
-                }
-                fan_out.fanned_in = true;
-            }
-            Event::Telemetry {
-                step, node, block, ..
-            } => {
-                // Only the block running now can have sent it.
-                let running = self
-                    .in_flight
-                    .as_ref()
-                    .filter(|b| b.step == *step && &b.node == node && &b.block == block);
-                if running.is_none() {
-                    return Err(err(format!(
-                        "telemetry from {node}.{block} at step {step}, which is not running"
-                    )));
-                }
-            }
+                signal: decision.signal().to_string(),
+                failure: None,
+            };
+            return Ok(());
         }
-        self.events += 1;
+        if matches!(decision, Decision::Answers { .. }) {
+            return Err(format!(
+                "gate {gate_id} asks no questions: `{decision}` is not an answer to it"
+            ));
+        }
+        // A well-known gate may be answered more than once a run.
+        let segment_id = match self.gates.get(gate_id) {
+            Some(g) if WellKnownGate::from_decision_id(gate_id).is_some() => {
+                format!("gate-{gate_id}-{}", g.step)
+            }
+            _ => format!("gate-{gate_id}"),
+        };
+        self.payload.push(ContextSegment::new(
+            segment_id,
+            "GATE_DECISION",
+            decision.to_string(),
+        ));
+        if let Some(gate) = self.gates.get_mut(gate_id) {
+            gate.decision = Some(decision.clone());
+        }
+        self.phase = if fan_in_gate {
+            let fan_out = self.fan_out.as_mut().expect("checked above");
+            fan_out.gate = None;
+            fan_out.choice = Some(decision.clone());
+            // The parallel block resumes its fan-in.
+            Phase::Ready { node, block }
+        } else {
+            Phase::Deciding {
+                node,
+                block,
+                signal: decision.signal().to_string(),
+                failure: None,
+            }
+        };
+        Ok(())
+    }
+
+    /// An invalid answer to a mandatory gate, recorded: it stays open, within its budget.
+    fn gate_reasked(&mut self, event: &Event) -> Result<(), String> {
+        let Event::GateReasked { gate_id, .. } = event else {
+            return Err("not a gate_reasked event".into());
+        };
+        if !matches!(&self.phase, Phase::Waiting { gate_id: open, .. } if open == gate_id) {
+            return Err(format!("gate {gate_id} is not open"));
+        }
+        if WellKnownGate::from_decision_id(gate_id).is_none() {
+            return Err(format!(
+                "gate {gate_id} is not a mandatory gate: an invalid answer to it is refused, not recorded"
+            ));
+        }
+        let gate = self
+            .gates
+            .get_mut(gate_id)
+            .ok_or_else(|| format!("gate {gate_id} was never opened"))?;
+        if gate.reasks >= MAX_REASKS {
+            return Err(format!(
+                "gate {gate_id} was asked again {MAX_REASKS} times: the next invalid answer cancels it"
+            ));
+        }
+        gate.reasks += 1;
+        Ok(())
+    }
+
+    /// The run's end.
+    fn run_finished(&mut self, event: &Event) -> Result<(), String> {
+        let Event::RunFinished { outcome } = event else {
+            return Err("not a run_finished event".into());
+        };
+        if matches!(self.phase, Phase::Finished(_)) {
+            return Err("the run has already finished".into());
+        }
+        self.in_flight = None;
+        self.phase = Phase::Finished(outcome.clone());
+        Ok(())
+    }
+
+    /// A run taken up again: the block it names as interrupted must be the one the log says was running.
+    fn resumed(&mut self, event: &Event) -> Result<(), String> {
+        let Event::Resumed { interrupted } = event else {
+            return Err("not a resumed event".into());
+        };
+        if matches!(self.phase, Phase::Finished(_)) {
+            return Err("a finished run cannot resume".into());
+        }
+        if *interrupted != self.in_flight {
+            return Err(format!(
+                "names {interrupted:?} as interrupted, the log says {:?}",
+                self.in_flight
+            ));
+        }
+        self.in_flight = None;
+        Ok(())
+    }
+
+    /// The run rests until a client performs the cursor's block.
+    fn external_awaited(&mut self, event: &Event) -> Result<(), String> {
+        let Event::ExternalAwaited {
+            step,
+            node,
+            block,
+            attempt,
+            prompt,
+        } = event
+        else {
+            return Err("not a external_awaited event".into());
+        };
+        self.expect_ready(node, block)?;
+        self.expect_step(*step)?;
+        let due = self.attempts(node, block) + 1;
+        if *attempt != due {
+            return Err(format!(
+                "attempt {attempt} of {node}.{block}, expected {due}"
+            ));
+        }
+        self.phase = Phase::Awaiting {
+            step: *step,
+            node: node.clone(),
+            block: block.clone(),
+            attempt: *attempt,
+            prompt: prompt.clone(),
+        };
+        Ok(())
+    }
+
+    /// Inputs merged by an awaited external block's client or a running block.
+    fn inputs_merged(&mut self, event: &Event) -> Result<(), String> {
+        let Event::InputsMerged { inputs } = event else {
+            return Err("not a inputs_merged event".into());
+        };
+        // The client of an awaited external block, or a running
+        // (control) block, merges inputs.
+        if !matches!(self.phase, Phase::Awaiting { .. }) && self.in_flight.is_none() {
+            return Err(
+                "inputs are merged only while an external block is awaited or a block runs".into(),
+            );
+        }
+        for (key, value) in inputs {
+            self.inputs.insert(key.clone(), value.clone());
+        }
+        Ok(())
+    }
+
+    /// A checkpoint while an external block is awaited.
+    fn checkpointed(&mut self, event: &Event) -> Result<(), String> {
+        let Event::Checkpointed { .. } = event else {
+            return Err("not a checkpointed event".into());
+        };
+        if !matches!(self.phase, Phase::Awaiting { .. }) {
+            return Err("a checkpoint is recorded only while an external block is awaited".into());
+        }
+        Ok(())
+    }
+
+    /// A branch starts here, where the run was at rest.
+    fn forked(&mut self, event: &Event) -> Result<(), String> {
+        let Event::Forked { .. } = event else {
+            return Err("not a forked event".into());
+        };
+        if !matches!(
+            self.phase,
+            Phase::Ready { .. } | Phase::Waiting { .. } | Phase::Awaiting { .. }
+        ) {
+            return Err("a branch can only start where the run was at rest".into());
+        }
+        self.in_flight = None;
+        Ok(())
+    }
+
+    /// The running block fans out into lanes.
+    fn lanes_started(&mut self, event: &Event) -> Result<(), String> {
+        let Event::LanesStarted {
+            step,
+            lanes,
+            merge_strategy,
+        } = event
+        else {
+            return Err("not a lanes_started event".into());
+        };
+        let Some(running) = &self.in_flight else {
+            return Err("no block is running".into());
+        };
+        if running.step != *step {
+            return Err(format!(
+                "lanes of step {step}, but step {} is running",
+                running.step
+            ));
+        }
+        if self.fan_out.is_some() {
+            return Err("the block's lanes have already started".into());
+        }
+        if lanes.is_empty() {
+            return Err("a fan-out without lanes".into());
+        }
+        self.fan_out = Some(FanOut {
+            node: running.node.clone(),
+            block: running.block.clone(),
+            step: *step,
+            lanes: lanes.clone(),
+            merge_strategy: *merge_strategy,
+            completed: Vec::new(),
+            unresolved: Vec::new(),
+            gate: None,
+            choice: None,
+            fanned_in: false,
+            retries: BTreeMap::new(),
+        });
+        Ok(())
+    }
+
+    /// A lane's failed attempt, run again alone.
+    fn lane_retried(&mut self, event: &Event) -> Result<(), String> {
+        let Event::LaneRetried {
+            step,
+            lane,
+            attempt,
+            ..
+        } = event
+        else {
+            return Err("not a lane_retried event".into());
+        };
+        let fan_out = self.running_fan_out(*step)?;
+        if !fan_out.lanes.contains(lane) || fan_out.finished(lane) {
+            return Err(format!("lane `{lane}` is not running"));
+        }
+        let retries = fan_out.retries.entry(lane.clone()).or_default();
+        if *attempt != *retries + 1 {
+            return Err(format!(
+                "attempt {attempt} of lane `{lane}`, expected {}",
+                *retries + 1
+            ));
+        }
+        *retries += 1;
+        Ok(())
+    }
+
+    /// A lane's result.
+    fn lane_completed(&mut self, event: &Event) -> Result<(), String> {
+        let Event::LaneCompleted {
+            step,
+            lane,
+            signal,
+            changed,
+            failure,
+            summary,
+            statistics,
+            duration_us,
+            log: _,
+            payload,
+        } = event
+        else {
+            return Err("not a lane_completed event".into());
+        };
+        let fan_out = self.running_fan_out(*step)?;
+        if !fan_out.lanes.contains(lane) {
+            return Err(format!("lane `{lane}` is not one of the block's lanes"));
+        }
+        if fan_out.finished(lane) {
+            return Err(format!("lane `{lane}` has already completed"));
+        }
+        fan_out.completed.push(LaneResult {
+            lane: lane.clone(),
+            signal: signal.clone(),
+            changed: changed.clone(),
+            failure: failure.clone(),
+            summary: summary.clone(),
+            payload: payload.clone(),
+            statistics: *statistics,
+            duration_us: *duration_us,
+        });
+        Ok(())
+    }
+
+    /// Lanes changed the same file: unresolved until a fan-in gate chooses, when nothing was applied.
+    fn lane_conflict_detected(&mut self, event: &Event) -> Result<(), String> {
+        let Event::LaneConflictDetected {
+            step,
+            conflicting_file,
+            lanes,
+            applied_from,
+            ..
+        } = event
+        else {
+            return Err("not a lane_conflict_detected event".into());
+        };
+        let fan_out = self.running_fan_out(*step)?;
+        if !fan_out.is_complete() {
+            return Err("a conflict before every lane finished".into());
+        }
+        if applied_from.is_none()
+            && !fan_out
+                .unresolved
+                .iter()
+                .any(|(f, _)| f == conflicting_file)
+        {
+            fan_out
+                .unresolved
+                .push((conflicting_file.clone(), lanes.clone()));
+        }
+        Ok(())
+    }
+
+    /// The fan-in waits at a gate for the lanes' conflicts.
+    fn fan_in_waiting(&mut self, event: &Event) -> Result<(), String> {
+        let Event::FanInWaiting {
+            step,
+            gate_id,
+            prompt,
+        } = event
+        else {
+            return Err("not a fan_in_waiting event".into());
+        };
+        if self.gates.contains_key(gate_id) {
+            // Checked before the fan-out changes, so a refused event
+            // changes nothing.
+            return Err(format!("gate {gate_id} was opened before"));
+        }
+        let fan_out = self.running_fan_out(*step)?;
+        if !fan_out.is_complete() || fan_out.unresolved.is_empty() {
+            return Err("a fan-in gate needs finished lanes and unresolved conflicts".into());
+        }
+        fan_out.gate = Some(gate_id.clone());
+        let (node, block) = (fan_out.node.clone(), fan_out.block.clone());
+        // The block is paused, not interrupted.
+        self.in_flight = None;
+        self.phase = self.open_gate(gate_id, node, block, *step, prompt, &[])?;
+        Ok(())
+    }
+
+    /// The lanes were merged.
+    fn fan_in_completed(&mut self, event: &Event) -> Result<(), String> {
+        let Event::FanInCompleted { step, .. } = event else {
+            return Err("not a fan_in_completed event".into());
+        };
+        let fan_out = self.running_fan_out(*step)?;
+        if !fan_out.is_complete() {
+            return Err("fan-in before every lane finished".into());
+        }
+        if fan_out.gate.is_some() {
+            return Err("fan-in while its gate is open".into());
+        }
+        fan_out.fanned_in = true;
+        Ok(())
+    }
+
+    /// What the running block's agent sent.
+    fn telemetry(&mut self, event: &Event) -> Result<(), String> {
+        let Event::Telemetry {
+            step, node, block, ..
+        } = event
+        else {
+            return Err("not a telemetry event".into());
+        };
+        // Only the block running now can have sent it.
+        let running = self
+            .in_flight
+            .as_ref()
+            .filter(|b| b.step == *step && &b.node == node && &b.block == block);
+        if running.is_none() {
+            return Err(format!(
+                "telemetry from {node}.{block} at step {step}, which is not running"
+            ));
+        }
         Ok(())
     }
 
