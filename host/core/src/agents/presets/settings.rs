@@ -73,9 +73,21 @@ impl Settings {
                 ));
             }
         };
+        let model = text("model")?;
+        if let Some(model) = &model
+            && !model_name(model)
+        {
+            return Err((
+                "model",
+                format!(
+                    "`model` is `{}`: a model name is 1 to 200 letters, digits and `._:/@+-`, not starting with `-`",
+                    model.escape_debug()
+                ),
+            ));
+        }
         let settings = Settings {
             preset,
-            model: text("model")?,
+            model,
             resume,
             home,
         };
@@ -98,6 +110,17 @@ impl Settings {
     }
 }
 
+/// Whether `text` may be given to a CLI as a model name: it is one
+/// argument, never an option.
+fn model_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 200
+        && !text.starts_with('-')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/@+-".contains(&b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +130,17 @@ mod tests {
     fn settings_are_read_and_checked() {
         let s = Settings::from_config(&json!({"preset": "codex", "model": "m", "resume": true}))
             .unwrap();
+        for model in [
+            "gpt-5.5",
+            "anthropic/claude-sonnet-4-5",
+            "gemini-2.5-pro",
+            "m@v1:x+y",
+        ] {
+            assert!(
+                Settings::from_config(&json!({"preset": "opencode", "model": model})).is_ok(),
+                "{model}"
+            );
+        }
         assert_eq!(s.preset.as_deref(), Some("codex"));
         assert_eq!(s.model.as_deref(), Some("m"));
         assert!(s.resume);
@@ -139,6 +173,21 @@ mod tests {
                 "`isolated` (the default) or `user`",
             ),
             (json!({"preset": "codex", "model": 4}), "model", "not text"),
+            (
+                json!({"preset": "codex", "model": "--help"}),
+                "model",
+                "not starting with `-`",
+            ),
+            (
+                json!({"preset": "codex", "model": "a b"}),
+                "model",
+                "a model name is",
+            ),
+            (
+                json!({"preset": "codex", "model": ""}),
+                "model",
+                "a model name is",
+            ),
             (json!({"resume": true}), "resume", "is for a `preset`"),
             (json!({"home": "user"}), "home", "is for a `preset`"),
         ] {
