@@ -864,54 +864,22 @@ async fn execute_block<W: WorkerHost>(
     }
 
     // Step A: assemble the block's context (the five layers).
-    let block_payload = crate::merge::apply(
-        &strategy,
-        &state.payload,
-        &node.static_memory,
-        &block.config,
+    let at = At {
+        node_id: &node_id,
+        block_id: &block_id,
         step,
-    );
-    let assembled = AssembledContext {
-        payload: block_payload,
-        system_prompt: system_prompt(rules.as_deref(), block),
-        config: block.config.clone(),
-        inputs: state.inputs.clone(),
-        inherited: inherited_memory(workflow, &node_id, &state.stack),
-        artifacts: state.artifacts.clone(),
-        metadata: Metadata {
-            workflow_id: workflow.id.clone(),
-            execution_id: state.run_id.clone(),
-            node_id: node_id.clone(),
-            block_id: block_id.clone(),
-            step_index: step,
-            attempt,
-            previous_block_id: state.previous.clone(),
-        },
-    };
-    // An answered external block's context went to the client as its
-    // prompt; only its payload is used here.
-    let assembled_context = if external {
-        String::new()
-    } else {
-        assembled.render()
-    };
-    let context = BlockContext {
-        workflow_id: workflow.id.clone(),
-        execution_id: state.run_id.clone(),
-        node_id: node_id.clone(),
-        block_id: block_id.clone(),
-        step_index: step,
         attempt,
-        previous_block_id: state.previous.clone(),
-        static_memory: serde_json::Value::Object(node.static_memory.clone()),
-        inherited_memory: serde_json::Value::Object(assembled.inherited),
-        artifacts: assembled.artifacts,
-        config: assembled.config,
-        inputs: serde_json::Value::Object(assembled.inputs),
-        file_restrictions: block.file_restrictions.clone(),
-        system_prompt: assembled.system_prompt,
-        assembled_context,
+        external,
     };
+    let (context, block_payload) = block_context(
+        workflow,
+        node,
+        block,
+        rules.as_deref(),
+        &strategy,
+        state,
+        &at,
+    );
 
     // Step B: execute the block. A block run as a job is queued in the
     // commit that records its start. A parallel group's lanes are not:
@@ -919,7 +887,7 @@ async fn execute_block<W: WorkerHost>(
     let request = BlockRequest {
         worker: block.worker.clone(),
         context,
-        payload: assembled.payload,
+        payload: block_payload,
         timeout: block.timeout,
         lane: None,
     };
@@ -973,7 +941,123 @@ async fn execute_block<W: WorkerHost>(
     .checked();
     let duration = block_started.elapsed();
 
-    let (signal, payload, artifact, failure, statistics) = match result.outcome {
+    let Settled {
+        signal,
+        payload,
+        artifact,
+        failure,
+        statistics,
+    } = settle_output(
+        result.outcome,
+        schemas.get(&key),
+        &state.payload,
+        step,
+        &format!("{node_id}.{block_id}"),
+    );
+    let completed = Event::BlockCompleted {
+        step,
+        node: node_id,
+        block: block_id,
+        signal,
+        payload: PayloadDelta::between(&state.payload, &payload),
+        artifact,
+        statistics,
+        duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
+        failure,
+        log: result.log,
+    };
+    let events = match merged {
+        Some(inputs) => vec![Event::InputsMerged { inputs }, completed],
+        None => vec![completed],
+    };
+    emit(state, sink, events)
+}
+
+/// Where a block executes: its names, step and attempt, and whether a
+/// client performs it.
+struct At<'a> {
+    node_id: &'a str,
+    block_id: &'a str,
+    step: u64,
+    attempt: u32,
+    external: bool,
+}
+
+/// Step A: the block's context, its five layers assembled (the payload by
+/// its merge strategy, the system prompt, config, inputs, inherited memory
+/// and artifacts), and the payload it is given.
+fn block_context(
+    workflow: &Workflow,
+    node: &Node,
+    block: &Block,
+    rules: Option<&str>,
+    strategy: &[crate::merge::MergeInstruction],
+    state: &RunState,
+    at: &At,
+) -> (BlockContext, ExecutionPayload) {
+    let block_payload = crate::merge::apply(
+        strategy,
+        &state.payload,
+        &node.static_memory,
+        &block.config,
+        at.step,
+    );
+    let assembled = AssembledContext {
+        payload: block_payload,
+        system_prompt: system_prompt(rules, block),
+        config: block.config.clone(),
+        inputs: state.inputs.clone(),
+        inherited: inherited_memory(workflow, at.node_id, &state.stack),
+        artifacts: state.artifacts.clone(),
+        metadata: Metadata {
+            workflow_id: workflow.id.clone(),
+            execution_id: state.run_id.clone(),
+            node_id: at.node_id.to_string(),
+            block_id: at.block_id.to_string(),
+            step_index: at.step,
+            attempt: at.attempt,
+            previous_block_id: state.previous.clone(),
+        },
+    };
+    // An answered external block's context went to the client as its
+    // prompt; only its payload is used here.
+    let assembled_context = if at.external {
+        String::new()
+    } else {
+        assembled.render()
+    };
+    let context = BlockContext {
+        workflow_id: workflow.id.clone(),
+        execution_id: state.run_id.clone(),
+        node_id: at.node_id.to_string(),
+        block_id: at.block_id.to_string(),
+        step_index: at.step,
+        attempt: at.attempt,
+        previous_block_id: state.previous.clone(),
+        static_memory: serde_json::Value::Object(node.static_memory.clone()),
+        inherited_memory: serde_json::Value::Object(assembled.inherited),
+        artifacts: assembled.artifacts,
+        config: assembled.config,
+        inputs: serde_json::Value::Object(assembled.inputs),
+        file_restrictions: block.file_restrictions.clone(),
+        system_prompt: assembled.system_prompt,
+        assembled_context,
+    };
+    (context, assembled.payload)
+}
+
+/// What a block's outcome records (Step C): its signal, payload,
+/// artifact, failure and statistics — a worker's output validated and
+/// cleaned against the block's schema, or its failure as a
+/// `WORKER_ERROR` segment over the payload as it was (`before`).
+fn settle_output(
+    outcome: Result<WorkerOutput, BlockFailure>,
+    schema: Option<&OutputSchema>,
+    before: &ExecutionPayload,
+    step: u64,
+    name: &str,
+) -> Settled {
+    let (signal, payload, artifact, failure, statistics) = match outcome {
         Ok(output) => {
             let mut signal = output.signal;
             let mut payload = output.payload;
@@ -983,7 +1067,7 @@ async fn execute_block<W: WorkerHost>(
                 .clone()
                 .or_else(|| payload.last().map(|s| s.content.clone()));
             // Step C: validate and clean the output.
-            if let Some(schema) = schemas.get(&key) {
+            if let Some(schema) = schema {
                 let checked = match raw.as_deref() {
                     None => Err("the worker returned no output to validate".to_string()),
                     Some(text) => schema.check(text).map_err(|e| e.to_string()),
@@ -1002,7 +1086,7 @@ async fn execute_block<W: WorkerHost>(
                         payload.push(ContextSegment::new(
                             format!("validation-error-{step}"),
                             "VALIDATION_ERROR",
-                            format!("output of `{node_id}.{block_id}` failed validation: {reason}"),
+                            format!("output of `{name}` failed validation: {reason}"),
                         ));
                     }
                 }
@@ -1012,7 +1096,7 @@ async fn execute_block<W: WorkerHost>(
             (signal, payload, artifact, None, output.statistics)
         }
         Err(failure) => {
-            let mut payload = state.payload.clone();
+            let mut payload = before.clone();
             payload.push(ContextSegment::new(
                 format!("worker-error-{step}"),
                 "WORKER_ERROR",
@@ -1027,23 +1111,22 @@ async fn execute_block<W: WorkerHost>(
             )
         }
     };
-    let completed = Event::BlockCompleted {
-        step,
-        node: node_id,
-        block: block_id,
+    Settled {
         signal,
-        payload: PayloadDelta::between(&state.payload, &payload),
+        payload,
         artifact,
-        statistics,
-        duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
         failure,
-        log: result.log,
-    };
-    let events = match merged {
-        Some(inputs) => vec![Event::InputsMerged { inputs }, completed],
-        None => vec![completed],
-    };
-    emit(state, sink, events)
+        statistics,
+    }
+}
+
+/// What a block's completion records.
+struct Settled {
+    signal: String,
+    payload: ExecutionPayload,
+    artifact: Option<String>,
+    failure: Option<String>,
+    statistics: Statistics,
 }
 
 /// The result of a control block: its input payload and its signal; what
