@@ -1218,34 +1218,7 @@ async fn take_transition<A: ActionInterpreter>(
     if signal == transitions::NEEDS_DECISION
         && !block.transitions.iter().any(|t| t.on_signal == signal)
     {
-        let (prompt, asked) =
-            crate::questions::decision_request(&state.payload).unwrap_or_else(|| {
-                (
-                    format!("the agent of `{here}` needs a decision"),
-                    Vec::new(),
-                )
-            });
-        let ids = sink.new_gate_ids(asked.len().max(1))?;
-        let questions = asked
-            .into_iter()
-            .zip(&ids)
-            .map(|((text, security), id)| crate::questions::GateQuestion {
-                id: id.clone(),
-                text,
-                security,
-            })
-            .collect();
-        return emit(
-            state,
-            sink,
-            vec![Event::ActionTaken {
-                step: state.last_step,
-                action: format!("GATE:{prompt}"),
-                command: CommandRecord::Gate { prompt, questions },
-                gate_id: ids.into_iter().next(),
-                fallback_for: None,
-            }],
-        );
+        return open_decision_gate(state, sink, &here);
     }
     let Some(resolution) = transitions::resolve(&block.transitions, &signal) else {
         let mut reason = format!(
@@ -1289,18 +1262,81 @@ async fn take_transition<A: ActionInterpreter>(
             );
         }
     };
+    let (record, gate_id) =
+        match command_record(workflow, state, sink, command, &action, &node_id, &block_id)? {
+            Ok(recorded) => recorded,
+            Err(reason) => return finish(state, sink, reason),
+        };
+    emit(
+        state,
+        sink,
+        vec![Event::ActionTaken {
+            step,
+            action,
+            command: record,
+            gate_id,
+            fallback_for,
+        }],
+    )
+}
+
+/// The gate an agent that needs a decision opens: its questions (from
+/// the payload's decision request) each with an id of its own.
+fn open_decision_gate(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    here: &str,
+) -> Result<(), EngineError> {
+    let (prompt, asked) = crate::questions::decision_request(&state.payload).unwrap_or_else(|| {
+        (
+            format!("the agent of `{here}` needs a decision"),
+            Vec::new(),
+        )
+    });
+    let ids = sink.new_gate_ids(asked.len().max(1))?;
+    let questions = asked
+        .into_iter()
+        .zip(&ids)
+        .map(|((text, security), id)| crate::questions::GateQuestion {
+            id: id.clone(),
+            text,
+            security,
+        })
+        .collect();
+    emit(
+        state,
+        sink,
+        vec![Event::ActionTaken {
+            step: state.last_step,
+            action: format!("GATE:{prompt}"),
+            command: CommandRecord::Gate { prompt, questions },
+            gate_id: ids.into_iter().next(),
+            fallback_for: None,
+        }],
+    )
+}
+
+/// What the engine records of an action handler's command, and the id
+/// of the gate it opens; `Err` inside: why the run ends instead (a target
+/// that does not exist, the call depth, an empty return stack).
+fn command_record(
+    workflow: &Workflow,
+    state: &RunState,
+    sink: &mut dyn EventSink,
+    command: EngineCommand,
+    action: &str,
+    node_id: &str,
+    block_id: &str,
+) -> Result<Result<(CommandRecord, Option<String>), String>, EngineError> {
+    let here = format!("{node_id}.{block_id}");
     let mut gate_id = None;
     let record = match command {
         EngineCommand::Jump(target) => {
-            let (node, block) = resolve_ref(&target, &node_id);
+            let (node, block) = resolve_ref(&target, node_id);
             if lookup(workflow, &node, &block).is_none() {
-                return finish(
-                    state,
-                    sink,
-                    format!(
-                        "action `{action}` of block `{here}` jumps to `{node}.{block}`, which does not exist"
-                    ),
-                );
+                return Ok(Err(format!(
+                    "action `{action}` of block `{here}` jumps to `{node}.{block}`, which does not exist"
+                )));
             }
             CommandRecord::Jump {
                 to: format!("{node}.{block}"),
@@ -1311,34 +1347,24 @@ async fn take_transition<A: ActionInterpreter>(
             return_to,
         } => {
             let Some(callee_node) = workflow.nodes.get(&callee) else {
-                return finish(
-                    state,
-                    sink,
-                    format!("block `{here}` calls node `{callee}`, which does not exist"),
-                );
+                return Ok(Err(format!(
+                    "block `{here}` calls node `{callee}`, which does not exist"
+                )));
             };
             if state.stack.len() >= state.max_call_depth {
-                return finish(
-                    state,
-                    sink,
-                    format!(
-                        "call depth limit of {} exceeded calling `{callee}` from `{here}`",
-                        state.max_call_depth
-                    ),
-                );
+                return Ok(Err(format!(
+                    "call depth limit of {} exceeded calling `{callee}` from `{here}`",
+                    state.max_call_depth
+                )));
             }
             let (back_node, back_block) = match &return_to {
-                Some(r) => resolve_ref(r, &node_id),
-                None => (node_id.clone(), block_id.clone()),
+                Some(r) => resolve_ref(r, node_id),
+                None => (node_id.to_string(), block_id.to_string()),
             };
             if lookup(workflow, &back_node, &back_block).is_none() {
-                return finish(
-                    state,
-                    sink,
-                    format!(
-                        "action `{action}` of block `{here}` returns to `{back_node}.{back_block}`, which does not exist"
-                    ),
-                );
+                return Ok(Err(format!(
+                    "action `{action}` of block `{here}` returns to `{back_node}.{back_block}`, which does not exist"
+                )));
             }
             CommandRecord::Call {
                 entry: callee_node.entry_block.clone(),
@@ -1349,11 +1375,9 @@ async fn take_transition<A: ActionInterpreter>(
         }
         EngineCommand::Return => {
             if state.stack.is_empty() {
-                return finish(
-                    state,
-                    sink,
-                    format!("block `{here}` returned with an empty return stack"),
-                );
+                return Ok(Err(format!(
+                    "block `{here}` returned with an empty return stack"
+                )));
             }
             CommandRecord::Return
         }
@@ -1377,17 +1401,7 @@ async fn take_transition<A: ActionInterpreter>(
             }
         },
     };
-    emit(
-        state,
-        sink,
-        vec![Event::ActionTaken {
-            step,
-            action,
-            command: record,
-            gate_id,
-            fallback_for,
-        }],
-    )
+    Ok(Ok((record, gate_id)))
 }
 
 /// Layer 3: the node's static memory over its callers', up to the nearest
