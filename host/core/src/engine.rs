@@ -809,44 +809,11 @@ async fn execute_block<W: WorkerHost>(
     // a block after one that merged inputs sees the new values).
     let block = &*crate::template::instantiate_block(workflow, raw_block, &state.inputs);
     let rules = crate::template::instantiate_rules(workflow, &state.inputs);
-    if state.steps >= state.max_steps {
-        return finish(
-            state,
-            sink,
-            format!(
-                "step limit of {} reached at block `{node_id}.{block_id}`: the workflow probably loops",
-                state.max_steps
-            ),
-        );
-    }
-    let attempt = state.attempts(&node_id, &block_id) + 1;
-    if let Some(max) = block.max_attempts
-        && attempt > max
-    {
-        return finish(
-            state,
-            sink,
-            format!(
-                "block `{node_id}.{block_id}` would run a {} time, over its max_attempts of {max}",
-                ordinal(attempt)
-            ),
-        );
-    }
-    let strategy = match crate::merge::parse_all(&block.payload_merge_strategy) {
-        Ok(s) => s,
-        Err((_, e)) => return finish(state, sink, format!("block `{node_id}.{block_id}`: {e}")),
-    };
     let key = (node_id.clone(), block_id.clone());
-    if let Some(schema) = &block.validation_schema
-        && !schemas.contains_key(&key)
-    {
-        match OutputSchema::compile(schema) {
-            Ok(compiled) => {
-                schemas.insert(key.clone(), compiled);
-            }
-            Err(e) => return finish(state, sink, format!("block `{node_id}.{block_id}`: {e}")),
-        }
-    }
+    let (attempt, strategy) = match admit(state, block, schemas, &key) {
+        Ok(admitted) => admitted,
+        Err(reason) => return finish(state, sink, reason),
+    };
     let step = state.steps;
     let external = block.worker == crate::manifest::EXTERNAL_WORKER;
     if external && answer.is_none() {
@@ -971,6 +938,49 @@ async fn execute_block<W: WorkerHost>(
         None => vec![completed],
     };
     emit(state, sink, events)
+}
+
+/// Whether the block may run now, and how: its attempt and its payload
+/// merge strategy (its output schema compiled once into `schemas`); or why
+/// the run ends instead (the step limit, `max_attempts`, a bad strategy or
+/// schema).
+fn admit(
+    state: &RunState,
+    block: &Block,
+    schemas: &mut HashMap<(String, String), OutputSchema>,
+    key: &(String, String),
+) -> Result<(u32, Vec<crate::merge::MergeInstruction>), String> {
+    let (node_id, block_id) = key;
+    if state.steps >= state.max_steps {
+        return Err(format!(
+            "step limit of {} reached at block `{node_id}.{block_id}`: the workflow probably loops",
+            state.max_steps
+        ));
+    }
+    let attempt = state.attempts(node_id, block_id) + 1;
+    if let Some(max) = block.max_attempts
+        && attempt > max
+    {
+        return Err(format!(
+            "block `{node_id}.{block_id}` would run a {} time, over its max_attempts of {max}",
+            ordinal(attempt)
+        ));
+    }
+    let strategy = match crate::merge::parse_all(&block.payload_merge_strategy) {
+        Ok(s) => s,
+        Err((_, e)) => return Err(format!("block `{node_id}.{block_id}`: {e}")),
+    };
+    if let Some(schema) = &block.validation_schema
+        && !schemas.contains_key(key)
+    {
+        match OutputSchema::compile(schema) {
+            Ok(compiled) => {
+                schemas.insert(key.clone(), compiled);
+            }
+            Err(e) => return Err(format!("block `{node_id}.{block_id}`: {e}")),
+        }
+    }
+    Ok((attempt, strategy))
 }
 
 /// Where a block executes: its names, step and attempt, and whether a
