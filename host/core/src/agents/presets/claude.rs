@@ -427,15 +427,7 @@ mod tests {
 
     #[test]
     fn progress_names_the_tool_calls() {
-        use super::super::{Progress, progress};
-        let lines: Vec<Progress> = STREAM.lines().map(progress).collect();
-        let shown: Vec<&str> = lines
-            .iter()
-            .filter_map(|p| match p {
-                Progress::Show(s) => Some(s.as_str()),
-                _ => None,
-            })
-            .collect();
+        let shown = super::super::tests::shown_steps(STREAM);
         assert_eq!(
             shown,
             ["Write ./docs/hello.md", "Bash: echo hi > docs/sh.txt"]

@@ -179,7 +179,7 @@ pub(super) fn progress(event: &Value) -> Option<super::Progress> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{CliResult, Progress, ResultFormat, find, parse_result, progress};
+    use super::super::{CliResult, ResultFormat, find, parse_result};
     use super::*;
 
     fn parse(text: &str) -> Result<CliResult, super::super::ResultError> {
@@ -312,14 +312,7 @@ mod tests {
 
     #[test]
     fn progress_names_the_commands_and_files() {
-        let shown: Vec<String> = SUCCESS
-            .lines()
-            .filter_map(|l| match progress(l) {
-                Progress::Show(s) => Some(s),
-                Progress::Hide => None,
-                Progress::Raw => panic!("not read as Codex's: {l}"),
-            })
-            .collect();
+        let shown = super::super::tests::shown_steps(SUCCESS);
         assert_eq!(
             shown,
             [

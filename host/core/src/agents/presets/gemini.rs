@@ -187,7 +187,7 @@ pub(super) fn progress(event: &Value) -> Option<super::Progress> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{CliResult, Progress, ResultFormat, find, parse_result, progress};
+    use super::super::{CliResult, ResultFormat, find, parse_result};
     use super::*;
 
     fn parse(text: &str) -> Result<CliResult, super::super::ResultError> {
@@ -310,14 +310,7 @@ mod tests {
 
     #[test]
     fn progress_names_the_tool_calls() {
-        let shown: Vec<String> = STREAM
-            .lines()
-            .filter_map(|l| match progress(l) {
-                Progress::Show(s) => Some(s),
-                Progress::Hide => None,
-                Progress::Raw => panic!("not read as Gemini's: {l}"),
-            })
-            .collect();
+        let shown = super::super::tests::shown_steps(STREAM);
         assert_eq!(
             shown,
             [

@@ -258,6 +258,19 @@ mod tests {
         None
     }
 
+    /// The steps a recorded stream shows; every line must be a known
+    /// CLI's event.
+    pub(crate) fn shown_steps(stream: &str) -> Vec<String> {
+        stream
+            .lines()
+            .filter_map(|l| match progress(l) {
+                Progress::Show(s) => Some(s),
+                Progress::Hide => None,
+                Progress::Raw => panic!("not read as a known CLI's event: {l}"),
+            })
+            .collect()
+    }
+
     #[test]
     fn unknown_presets_name_the_known_ones() {
         let e = find("claude").unwrap_err();

@@ -155,7 +155,7 @@ pub(super) fn progress(event: &Value) -> Option<super::Progress> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{CliResult, Progress, ResultFormat, find, parse_result, progress};
+    use super::super::{CliResult, ResultFormat, find, parse_result};
     use super::*;
 
     fn parse(text: &str) -> Result<CliResult, super::super::ResultError> {
@@ -264,14 +264,7 @@ mod tests {
 
     #[test]
     fn progress_names_the_tool_calls() {
-        let shown: Vec<String> = SUCCESS
-            .lines()
-            .filter_map(|l| match progress(l) {
-                Progress::Show(s) => Some(s),
-                Progress::Hide => None,
-                Progress::Raw => panic!("not read as opencode's: {l}"),
-            })
-            .collect();
+        let shown = super::super::tests::shown_steps(SUCCESS);
         assert_eq!(
             shown,
             [
