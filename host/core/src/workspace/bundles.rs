@@ -185,6 +185,8 @@ fn read_bundle(dir: &Path) -> Result<Vec<CommandView>, String> {
 pub struct LiveTail {
     /// Per capture file: bytes read so far and the unfinished last line.
     files: std::collections::BTreeMap<PathBuf, (u64, Vec<u8>)>,
+    /// Whether a poll has returned a line yet.
+    shown: bool,
 }
 
 /// One line a running command wrote.
@@ -211,9 +213,10 @@ impl LiveTail {
     /// all of it).
     pub const FILE_BYTES: u64 = 64 << 20;
 
-    /// Whether any output was seen.
+    /// Whether a poll has returned a line yet (a capture file that exists
+    /// but holds no whole line does not count).
     pub fn seen(&self) -> bool {
-        !self.files.is_empty()
+        self.shown
     }
 
     /// The lines written since the last poll by the execution at `step` of
@@ -246,6 +249,7 @@ impl LiveTail {
                 }
             }
         }
+        self.shown |= !lines.is_empty();
         lines
     }
 
@@ -340,14 +344,22 @@ mod tests {
             .path()
             .join(".output/agent/run-20260101-000000-000001/step-2-main.dev");
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("cmd-1.stdout"), "one\ntw").unwrap();
+        std::fs::write(dir.join("cmd-1.stdout"), "").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", dir.join("cmd-1.stderr")).unwrap();
         let mut tail = LiveTail::default();
         let text = |lines: Vec<LiveLine>| lines.into_iter().map(|l| l.text).collect::<Vec<_>>();
+        // A capture file with no whole line yet is nothing seen.
+        assert!(
+            tail.poll(ws.path(), &run(), 2, "main.dev", false)
+                .is_empty()
+        );
+        assert!(!tail.seen());
+        std::fs::write(dir.join("cmd-1.stdout"), "one\ntw").unwrap();
         assert_eq!(
             text(tail.poll(ws.path(), &run(), 2, "main.dev", false)),
             ["one"]
         );
+        assert!(tail.seen());
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new()
             .append(true)
