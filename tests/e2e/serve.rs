@@ -328,12 +328,16 @@ fn a_run_killed_mid_way_is_resumed_over_the_api_to_its_end() {
     assert_eq!(status, 202, "{started}");
     let id = started["run_id"].as_str().unwrap().to_string();
     await_status(&served.addr, &id, "running");
-    // SIGKILL the run's process (its command line names the run).
-    let killed = Command::new("pkill")
-        .args(["-KILL", "-f", "--", &format!("--run-id={id}")])
-        .status()
-        .unwrap();
-    assert!(killed.success(), "no process ran {id}");
+    // SIGKILL the run's process: the one holding the run's lock.
+    let store = wfhost_store::Store::open_existing(&scratch.path().join("home")).unwrap();
+    let run_id = wfhost_store::RunId::parse(&id).unwrap();
+    let pid = store.lock_holder(&run_id).expect("a process runs it");
+    // SAFETY: kill(2) on the run process this server started.
+    assert_eq!(
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) },
+        0,
+        "pid {pid}"
+    );
     let run = await_status(&served.addr, &id, "interrupted");
     assert!(run["steps"].as_u64().unwrap() < n as u64, "{run}");
     let (status, resumed) = http_post(

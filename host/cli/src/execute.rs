@@ -5,14 +5,12 @@
 //! with the store as its event log, print progress, and exit with the code
 //! of where the run came to rest.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wfhost_core::engine::{self, RunReport, RunStatus};
 use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
-use wfhost_core::manifest::pinning::PinnedDefinition;
-use wfhost_core::manifest::{self, LoadedWorkflow};
+use wfhost_core::manifest::LoadedWorkflow;
 use wfhost_core::state::RunState;
 use wfhost_core::text::{count, escape};
 use wfhost_runtime::PluginSet;
@@ -22,7 +20,11 @@ use wfhost_store::{BranchWriter, RunRecord, Store};
 use crate::progress::Live;
 use crate::screen::Screen;
 use crate::style::Style;
-use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
+use crate::{RuntimeChoice, exit, load_plugins, report_error, start_runtime};
+use wfhost_app::AppError;
+use wfhost_app::plugins::{check_pinned_plugins, pinned_workflow, plugin_digests};
+use wfhost_app::session_files::{Recorded, SessionSink};
+use wfhost_app::workspace::{Workspace, WorkspaceLock};
 
 /// How a run's progress is printed.
 #[derive(Debug, Clone, Copy)]
@@ -44,28 +46,6 @@ impl Output {
     fn live(self) -> bool {
         use std::io::IsTerminal;
         self.events() && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()
-    }
-}
-
-/// How the runtime is set up: where compiled plugins are cached, and where
-/// exec blocks that name no executor run.
-#[derive(Debug, Clone, Default)]
-pub struct RuntimeChoice {
-    pub cache_dir: Option<PathBuf>,
-    pub cache_disabled: bool,
-    /// None: the one the run was started with.
-    pub executor: Option<wfhost_exec::Executor>,
-}
-
-impl RuntimeChoice {
-    /// The compiled-plugin cache directory in use, if any.
-    pub fn cache_dir(&self) -> Option<PathBuf> {
-        if self.cache_disabled {
-            return None;
-        }
-        self.cache_dir
-            .clone()
-            .or_else(wfhost_runtime::config::default_cache_dir)
     }
 }
 
@@ -133,6 +113,12 @@ impl PrintingSink<'_> {
     }
 }
 
+impl Recorded for PrintingSink<'_> {
+    fn recorded_at(&self) -> Vec<i64> {
+        self.writer.recorded_at()
+    }
+}
+
 impl EventSink for PrintingSink<'_> {
     fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
         self.writer.append(events)?;
@@ -159,8 +145,9 @@ fn ms(d: Duration) -> String {
 pub struct Prepared {
     pub loaded: LoadedWorkflow,
     pub plugins: PluginSet,
+    pub workspace: Workspace,
     /// The run's hold on its workspace while it executes.
-    pub workspace_lock: Option<crate::workspace_lock::WorkspaceLock>,
+    pub workspace_lock: Option<WorkspaceLock>,
 }
 
 /// Load the run's pinned definition (never the file on disk, which may
@@ -172,84 +159,36 @@ pub fn prepare(
     state: &RunState,
     cache: &RuntimeChoice,
     output: Output,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, AppError> {
     let json = store
         .definition(&run.workflow_hash)
-        .map_err(|e| e.to_string())?;
-    let workflow = PinnedDefinition::parse(&json, &run.workflow_hash)
-        .map_err(|e| format!("run {}: {e}", run.id))?;
-    let file = PathBuf::from(&run.manifest);
-    let errors = manifest::check(&file, &workflow, &builtin_names());
-    if !errors.is_empty() {
-        return Err(format!(
-            "run {}: its pinned definition no longer checks: {}",
-            run.id,
-            manifest::ManifestErrors(errors)
-        ));
-    }
-    let loaded = LoadedWorkflow { workflow, file };
-    let workspace = Path::new(&run.workspace);
-    if !workspace.is_dir() {
-        return Err(format!(
-            "run {}: its workspace {} is not a directory any more",
-            run.id, run.workspace
-        ));
-    }
-    crate::guard::check_workspace(workspace, store.home(), cache)?;
+        .map_err(|e| AppError::bad_input(e).at(run.id.to_string()))?;
+    let loaded = pinned_workflow(&run.id, &json, &run.workflow_hash, Path::new(&run.manifest))?;
+    let workspace =
+        Workspace::open(Path::new(&run.workspace), store.home(), cache).map_err(|e| AppError {
+            message: format!("run {}: {}", run.id, e.message),
+            ..e
+        })?;
     let executor = match &cache.executor {
         Some(executor) => executor.clone(),
         None if state.default_executor.is_empty() => wfhost_exec::Executor::Local,
         None => state.default_executor.parse().map_err(|e| {
-            format!(
+            AppError::bad_input(format!(
                 "run {}: its recorded executor `{}`: {e}",
                 run.id, state.default_executor
-            )
+            ))
         })?,
     };
-    let runtime = start_runtime(
-        cache.cache_dir.clone(),
-        cache.cache_disabled,
-        executor,
-        Some(store.home()),
-    )?;
-    let plugins = load_plugins(runtime, &loaded, workspace, Some(store.home()))?;
+    let runtime = start_runtime(cache, executor, Some(store.home()))?;
+    let plugins = load_plugins(runtime, &loaded, workspace.path(), Some(store.home()))?;
     check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))?;
     print_loads(&plugins, output);
     Ok(Prepared {
         loaded,
         plugins,
+        workspace,
         workspace_lock: None,
     })
-}
-
-/// A run continues only with the plugins it started with: each plugin it
-/// pinned (name → digest) must be loaded now with the same digest.
-pub fn check_pinned_plugins(
-    run_id: &str,
-    pinned: &BTreeMap<String, String>,
-    now: &BTreeMap<String, String>,
-) -> Result<(), String> {
-    for (name, pinned) in pinned {
-        match now.get(name) {
-            Some(digest) if digest == pinned => {}
-            Some(digest) => {
-                return Err(format!(
-                    "run {run_id}: plugin `{name}` changed since the run started (it was {pinned}, it is now {digest}); a run continues only with the plugins it started with"
-                ));
-            }
-            None => return Err(format!("run {run_id}: plugin `{name}` is missing")),
-        }
-    }
-    Ok(())
-}
-
-/// Plugin name → `sha256:<hex>`.
-pub fn plugin_digests(plugins: &PluginSet) -> BTreeMap<String, String> {
-    plugins
-        .loads()
-        .iter()
-        .map(|l| (l.name.clone(), format!("sha256:{}", l.digest)))
-        .collect()
 }
 
 pub fn print_loads(plugins: &PluginSet, output: Output) {
@@ -286,7 +225,7 @@ pub enum Entry {
 pub fn execute(
     prepared: &Prepared,
     run: &RunRecord,
-    mut sink: crate::session_files::SessionSink<PrintingSink<'_>>,
+    mut sink: SessionSink<PrintingSink<'_>>,
     entry: Entry,
 ) -> u8 {
     let tokio = match tokio::runtime::Builder::new_current_thread()
@@ -326,7 +265,7 @@ pub fn execute(
         // Agents run here: their telemetry is served and recorded.
         if jobs.is_none()
             && plugins.runs_agents()
-            && let Err(e) = crate::telemetry::serve(plugins).await
+            && let Err(e) = wfhost_app::telemetry::serve(plugins).await
         {
             eprintln!("warning: {e}; agents of run {} get TELEMETRY_ENABLED=0", run.id);
         }
@@ -411,7 +350,7 @@ async fn enter<W: engine::WorkerHost + Sync>(
     workers: &W,
     actions: &PluginSet,
     entry: Entry,
-    sink: &mut crate::session_files::SessionSink<PrintingSink<'_>>,
+    sink: &mut SessionSink<PrintingSink<'_>>,
 ) -> Result<RunReport, wfhost_core::engine::EngineError> {
     match entry {
         Entry::Resume(state) => engine::resume(wf, workers, actions, state, sink).await,
@@ -593,34 +532,5 @@ pub fn print_block_statistics(state: &RunState) {
                 String::new()
             }
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_goes_on_only_with_the_plugins_it_pinned() {
-        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        };
-        let pinned = map(&[("count", "sha256:aa")]);
-        assert!(
-            check_pinned_plugins(
-                "r",
-                &pinned,
-                &map(&[("count", "sha256:aa"), ("x", "sha256:cc")])
-            )
-            .is_ok()
-        );
-        let changed =
-            check_pinned_plugins("r", &pinned, &map(&[("count", "sha256:bb")])).unwrap_err();
-        assert!(changed.contains("plugin `count` changed since the run started (it was sha256:aa, it is now sha256:bb)"), "{changed}");
-        let missing = check_pinned_plugins("r", &pinned, &map(&[])).unwrap_err();
-        assert_eq!(missing, "run r: plugin `count` is missing");
     }
 }

@@ -9,7 +9,6 @@ mod cancel;
 mod examples;
 mod execute;
 mod gc;
-mod guard;
 mod inputs;
 mod inspect;
 mod jobs;
@@ -26,17 +25,15 @@ mod runs;
 mod screen;
 mod secret;
 mod serve;
+mod served;
 mod session;
-mod session_files;
 mod style;
-mod telemetry;
 mod validate;
-mod workspace_lock;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use wfhost_runtime::{RuntimeConfig, WasmRuntime};
+use wfhost_runtime::WasmRuntime;
 
 /// Exit codes, documented in the README.
 pub mod exit {
@@ -128,6 +125,23 @@ pub struct Global {
 }
 
 impl Global {
+    /// The home, or why there is none.
+    pub fn app_home(&self) -> Result<PathBuf, AppError> {
+        wfhost_store::resolve_home(self.home.as_deref()).map_err(wfhost_app::store_error)
+    }
+
+    /// The store, which must exist.
+    pub fn app_existing_store(&self) -> Result<wfhost_store::Store, AppError> {
+        wfhost_store::Store::open_existing_with(&self.app_home()?, self.durability)
+            .map_err(wfhost_app::store_error)
+    }
+
+    /// The store, created if need be.
+    pub fn app_store(&self) -> Result<wfhost_store::Store, AppError> {
+        wfhost_store::Store::open(&self.app_home()?, self.durability)
+            .map_err(wfhost_app::store_error)
+    }
+
     pub fn home(&self) -> Result<PathBuf, u8> {
         wfhost_store::resolve_home(self.home.as_deref()).map_err(store_error)
     }
@@ -258,6 +272,11 @@ enum Command {
         shell: clap_complete::Shell,
     },
     /// Print the manual page (roff), or write one per command into a directory.
+    /// A run process of `wfhost serve`: one request on standard input,
+    /// its answer on standard output (the server's protocol, not for
+    /// people).
+    #[command(name = "serve-run", hide = true)]
+    ServeRun(Durable),
     #[command(after_help = examples::MAN)]
     Man {
         /// Write `wfhost.1` and `wfhost-<command>.1` into this directory.
@@ -290,6 +309,7 @@ fn quiet_on_closed_stdout() {
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    wfhost_app::warnings::set_sink(|message| eprintln!("warning: {message}"));
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(w) => run::run(w.args, &(&w.store).into()),
@@ -308,6 +328,7 @@ fn main() -> ExitCode {
         Command::Session(w) => session::session(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
+        Command::ServeRun(durable) => served::serve_run(&(&durable).into()),
         Command::Mcp(w) => mcp::mcp(w.args, &(&w.store).into()),
         Command::Agent(args) => jobs::agent(args),
         Command::Agents { command, home } => jobs::submit::agents(command, &home),
@@ -333,74 +354,39 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Names of the plugins embedded in the binary.
-pub fn builtin_names() -> Vec<&'static str> {
-    wfhost_guest_artifacts::BUILTIN_PLUGINS
-        .iter()
-        .map(|(name, _)| *name)
-        .collect()
-}
+pub use wfhost_app::plugins::{RuntimeChoice, builtin_names, load_plugins};
+use wfhost_app::{AppError, ErrorKind};
 
-/// The wasm runtime with the cache and default executor the user asked
-/// for; commands' `{"secret": NAME}` references are resolved from
-/// `home`'s secrets (default: the resolved home), else wfhost's
-/// environment.
+/// A runtime for this process: the application layer's, with the Slurm job
+/// watcher that feeds the status line.
 pub fn start_runtime(
-    cache_dir: Option<PathBuf>,
-    no_cache: bool,
+    choice: &RuntimeChoice,
     default_executor: wfhost_exec::Executor,
     home: Option<&std::path::Path>,
-) -> Result<Arc<WasmRuntime>, String> {
-    let home = home
-        .map(std::path::Path::to_path_buf)
-        .or_else(|| wfhost_store::resolve_home(None).ok());
-    let secrets = match home {
-        Some(home) => {
-            wfhost_core::secrets::Secrets(Arc::new(wfhost_store::HomeSecrets::new(&home)))
-        }
-        None => wfhost_core::secrets::Secrets::default(),
-    };
-    let mut config = RuntimeConfig {
+) -> Result<Arc<WasmRuntime>, AppError> {
+    wfhost_app::plugins::start_runtime(
+        choice,
         default_executor,
-        slurm_watcher: Some(progress::slurm_watcher()),
-        secrets,
-        ..RuntimeConfig::default()
-    };
-    if no_cache {
-        config.cache_dir = None;
-    } else if let Some(dir) = cache_dir {
-        config.cache_dir = Some(dir);
-    }
-    WasmRuntime::new(config)
-        .map(Arc::new)
-        .map_err(|e| format!("cannot start the wasm runtime: {e:#}"))
+        home,
+        Some(progress::slurm_watcher()),
+    )
 }
 
-/// Load and admit every plugin a workflow uses; the error names the
-/// manifest, the plugin and what is wrong.
-///
-/// Plugins a workflow names by package `ref` are the components the
-/// project's `wfhost.lock` pins, installed in `home` (default: the
-/// resolved wfhost home), granted only what the user allowed.
-pub fn load_plugins(
-    runtime: Arc<WasmRuntime>,
-    workflow: &wfhost_core::manifest::LoadedWorkflow,
-    workspace: &std::path::Path,
-    home: Option<&std::path::Path>,
-) -> Result<wfhost_runtime::PluginSet, String> {
-    let refs = plugin::refs::resolve_refs(workflow, home)?;
-    let to_load = refs.as_ref().map_or(workflow, |(resolved, _)| resolved);
-    let set = wfhost_runtime::PluginSet::for_workflow(
-        runtime,
-        to_load,
-        wfhost_guest_artifacts::BUILTIN_PLUGINS,
-        workspace,
-    )
-    .map_err(|e| format!("{}: {e}", workflow.file.display()))?;
-    if let Some((_, resolved)) = &refs {
-        plugin::refs::check_loaded(&set, resolved, &workflow.file)?;
+/// The exit code of an error of `kind`.
+pub fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::BadInput | ErrorKind::NotFound | ErrorKind::Internal => exit::BAD_INPUT,
+        ErrorKind::Busy => exit::BUSY,
+        ErrorKind::Waiting => exit::WAITING_AT_GATE,
+        ErrorKind::Interrupted => exit::INTERRUPTED,
+        ErrorKind::Failed => exit::RUN_FAILED,
     }
-    Ok(set)
+}
+
+/// Report `e` and return its exit code.
+pub fn fail(e: AppError) -> u8 {
+    report_error(&e.message);
+    exit_code(e.kind)
 }
 
 /// Print an error the way every wfhost error looks (`error:` in red on a

@@ -14,8 +14,12 @@ use wfhost_mcp::service::{Executing, Executor, Service, Settings};
 use wfhost_runtime::PluginSet;
 use wfhost_store::RunRecord;
 
-use crate::execute::{RuntimeChoice, plugin_digests};
-use crate::{Global, builtin_names, exit, load_plugins, report_error, start_runtime};
+use wfhost_app::plugins::{check_pinned_plugins, plugin_digests};
+use wfhost_app::workspace::Workspace;
+
+use crate::{
+    Global, RuntimeChoice, builtin_names, exit, load_plugins, report_error, start_runtime,
+};
 
 #[derive(clap::Args)]
 pub struct McpArgs {
@@ -139,7 +143,7 @@ pub fn mcp(args: McpArgs, global: &Global) -> u8 {
 
 /// A copy of standard output for the protocol; standard output itself
 /// then points at standard error.
-fn protocol_stdout() -> std::io::Result<OwnedFd> {
+pub fn protocol_stdout() -> std::io::Result<OwnedFd> {
     // SAFETY: dup and dup2 on the process's own standard descriptors; the
     // duplicate is owned by the returned OwnedFd alone.
     unsafe {
@@ -178,14 +182,18 @@ impl CliExecutor {
         if let Some(found) = self.plugins.lock().expect("not poisoned").get(&key) {
             return Ok(found.clone());
         }
-        crate::guard::check_workspace(workspace, &self.home, &self.runtime)?;
+        let workspace =
+            Workspace::open(workspace, &self.home, &self.runtime).map_err(|e| e.message)?;
         let runtime = start_runtime(
-            self.runtime.cache_dir.clone(),
-            self.runtime.cache_disabled,
+            &self.runtime,
             wfhost_exec::Executor::Local,
             Some(&self.home),
-        )?;
-        let set = Arc::new(load_plugins(runtime, loaded, workspace, Some(&self.home))?);
+        )
+        .map_err(|e| e.message)?;
+        let set = Arc::new(
+            load_plugins(runtime, loaded, workspace.path(), Some(&self.home))
+                .map_err(|e| e.message)?,
+        );
         self.plugins
             .lock()
             .expect("not poisoned")
@@ -217,11 +225,8 @@ impl Executor for CliExecutor {
             let plugins = self.plugin_set(loaded, &run.workflow_hash, workspace)?;
             // Loaded by this process, perhaps after the run started in
             // another: the components must be the ones the run pinned.
-            crate::execute::check_pinned_plugins(
-                &run.id,
-                &state.plugins,
-                &plugin_digests(&plugins),
-            )?;
+            check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))
+                .map_err(|e| e.message)?;
             let wf = &loaded.workflow;
             let report = match answer {
                 Some(answer) => {

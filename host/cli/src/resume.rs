@@ -10,9 +10,13 @@ use wfhost_core::event::{Decision, Event, MAX_REASKS};
 use wfhost_core::state::{Phase, RunState};
 use wfhost_store::{RunLock, RunRecord, Store};
 
-use crate::execute::{Entry, Output, Prepared, PrintingSink, RuntimeChoice, execute, prepare};
-use crate::session_files::{SessionFiles, SessionSink};
-use crate::{Global, exit, report_error, store_error};
+use wfhost_app::AppError;
+use wfhost_app::session_files::{SessionFiles, SessionSink};
+use wfhost_app::workspace::Workspace;
+use wfhost_protocol::Accepted;
+
+use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, prepare};
+use crate::{Global, RuntimeChoice, exit, fail};
 
 /// Options shared by every command that executes blocks.
 #[derive(Args)]
@@ -44,6 +48,20 @@ pub struct ExecOptions {
 }
 
 impl ExecOptions {
+    /// For a run process of `wfhost serve`: only where the run came to
+    /// rest is printed (to its log); cache and executor as the run's.
+    pub fn quiet() -> Self {
+        ExecOptions {
+            cache_dir: None,
+            no_cache: false,
+            verbose: false,
+            quiet: true,
+            json: false,
+            executor: None,
+            shared_workspace: false,
+        }
+    }
+
     fn output(&self) -> Output {
         Output {
             verbose: self.verbose,
@@ -98,11 +116,11 @@ pub struct GateArgs {
     exec: ExecOptions,
 }
 
-/// The store, the run and its lock, or the exit code of why not.
-fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), u8> {
-    let store = global.existing_store()?;
-    let run = store.resolve_run(id).map_err(store_error)?;
-    let lock = store.lock_run(&run.id).map_err(store_error)?;
+/// The store, the run and its lock, or why not.
+fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), AppError> {
+    let store = global.app_existing_store()?;
+    let run = store.resolve_run(id).map_err(wfhost_app::store_error)?;
+    let lock = store.lock_run(&run.id).map_err(wfhost_app::store_error)?;
     Ok((store, run, lock))
 }
 
@@ -126,53 +144,65 @@ fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
 }
 
 pub fn resume(args: ResumeArgs, global: &Global) -> u8 {
-    let (mut store, run, _lock) = match open_run(global, &args.run) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    let branch = match args.branch {
+    let (run, branch) = (args.run.clone(), args.branch);
+    resume_run(&run, branch, &args.exec, global, &mut |_| {}).unwrap_or_else(fail)
+}
+
+/// Continue run `id` after a crash (branch `branch`, else the one written
+/// last); `accepted` is told once it is held and ready to go on.
+pub fn resume_run(
+    id: &str,
+    branch: Option<u32>,
+    exec: &ExecOptions,
+    global: &Global,
+    accepted: &mut dyn FnMut(&Accepted),
+) -> Result<u8, AppError> {
+    let (mut store, run, _lock) = open_run(global, id)?;
+    let branch = match branch {
         Some(b) => b,
-        None => match store.current_branch(&run.id) {
-            Ok(b) => b,
-            Err(e) => return store_error(e),
-        },
+        None => store
+            .current_branch(&run.id)
+            .map_err(wfhost_app::store_error)?,
     };
-    let state = match store.state(&run.id, branch) {
-        Ok(s) => s,
-        Err(e) => return store_error(e),
-    };
+    let state = store
+        .state(&run.id, branch)
+        .map_err(wfhost_app::store_error)?;
     match &state.phase {
         Phase::Finished(_) => {
-            report_error(format!(
+            return Err(AppError::bad_input(format!(
                 "run {} (branch {branch}) already {}; there is nothing to resume. `wfhost fork {} --at <snapshot>` continues it from an older point",
                 run.id,
                 state.phase.status(),
                 run.id
-            ));
-            return exit::BAD_INPUT;
+            )));
         }
         Phase::Waiting {
             gate_id, prompt, ..
         } => {
             eprintln!("{}", waiting_message(&run, gate_id, prompt));
-            return exit::WAITING_AT_GATE;
+            return Ok(exit::WAITING_AT_GATE);
         }
         Phase::Awaiting { node, block, .. } => {
             eprintln!(
                 "run {} waits at {node}.{block}, an external block: an MCP client performs it (`wfhost mcp`)",
                 run.id
             );
-            return exit::WAITING_AT_GATE;
+            return Ok(exit::WAITING_AT_GATE);
         }
         Phase::Ready { .. } | Phase::Deciding { .. } => {}
     }
-    continue_run(
+    let prepared = prepared(&store, &run, &state, exec)?;
+    accepted(&Accepted {
+        branch: Some(branch),
+    });
+    continue_prepared(
         &mut store,
         &run,
         branch,
         state,
         Resumption::AfterCrash,
-        &args.exec,
+        exec,
+        prepared,
     )
 }
 
@@ -186,33 +216,13 @@ fn prepared(
     run: &RunRecord,
     state: &RunState,
     exec: &ExecOptions,
-) -> Result<Prepared, u8> {
-    let mut prepared = prepare(store, run, state, &exec.cache(), exec.output()).map_err(|e| {
-        report_error(e);
-        exit::BAD_INPUT
-    })?;
-    prepared.workspace_lock = crate::workspace_lock::lock(
-        std::path::Path::new(&run.workspace),
-        &run.id,
-        store.home(),
-        exec.shared_workspace,
-    )?;
+) -> Result<Prepared, AppError> {
+    let mut prepared = prepare(store, run, state, &exec.cache(), exec.output())?;
+    prepared.workspace_lock =
+        prepared
+            .workspace
+            .lock(&run.id, store.home(), exec.shared_workspace)?;
     Ok(prepared)
-}
-
-fn continue_run(
-    store: &mut Store,
-    run: &RunRecord,
-    branch: u32,
-    state: RunState,
-    how: Resumption,
-    exec: &ExecOptions,
-) -> u8 {
-    let prepared = match prepared(store, run, &state, exec) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    continue_prepared(store, run, branch, state, how, exec, prepared)
 }
 
 fn continue_prepared(
@@ -223,21 +233,19 @@ fn continue_prepared(
     how: Resumption,
     exec: &ExecOptions,
     prepared: Prepared,
-) -> u8 {
+) -> Result<u8, AppError> {
     let output = exec.output();
     let files = SessionFiles::load(store, run, branch, &prepared.loaded.workflow);
-    let mut writer = match store.writer(&run.id, branch) {
-        Ok(w) => w,
-        Err(e) => return store_error(e),
-    };
+    let mut writer = store
+        .writer(&run.id, branch)
+        .map_err(wfhost_app::store_error)?;
     // Decisions that cannot be persisted in status.json: the run ends
     // BLOCKED rather than going on.
     if let Some(end) = files.as_ref().and_then(SessionFiles::blocked_end) {
-        if let Err(e) = writer.append_verified(std::slice::from_ref(&end)) {
-            return store_error(e);
-        }
-        report_error(end.describe());
-        return exit::RUN_FAILED;
+        writer
+            .append_verified(std::slice::from_ref(&end))
+            .map_err(wfhost_app::store_error)?;
+        return Err(AppError::failed(end.describe()));
     }
     if !output.json {
         println!(
@@ -250,29 +258,37 @@ fn continue_prepared(
         Resumption::Recorded => Entry::Continue(state),
     };
     let sink = SessionSink::new(PrintingSink::new(writer, output, run), files);
-    execute(&prepared, run, sink, entry)
+    Ok(execute(&prepared, run, sink, entry))
 }
 
 pub fn fork(args: ForkArgs, global: &Global) -> u8 {
-    let (mut store, run, _lock) = match open_run(global, &args.run) {
-        Ok(x) => x,
-        Err(code) => return code,
-    };
-    let workspace = std::path::Path::new(&run.workspace);
-    if let Err(e) = crate::guard::check_workspace(workspace, store.home(), &args.exec.cache()) {
-        report_error(e);
-        return exit::BAD_INPUT;
-    }
-    let branch = match store.fork(&run.id, &args.at) {
-        Ok(b) => b,
-        Err(e) => return store_error(e),
-    };
-    let state = match store.state(&run.id, branch) {
-        Ok(s) => s,
-        Err(e) => return store_error(e),
-    };
-    if !args.exec.json {
-        println!("run {} branch {branch} forked from {}", run.id, args.at);
+    fork_run(&args.run, &args.at, &args.exec, global, &mut |_| {}).unwrap_or_else(fail)
+}
+
+/// A new branch of run `id` from snapshot `at`, continued; `accepted` is
+/// told once the branch exists.
+pub fn fork_run(
+    id: &str,
+    at: &str,
+    exec: &ExecOptions,
+    global: &Global,
+    accepted: &mut dyn FnMut(&Accepted),
+) -> Result<u8, AppError> {
+    let (mut store, run, _lock) = open_run(global, id)?;
+    Workspace::open(
+        std::path::Path::new(&run.workspace),
+        store.home(),
+        &exec.cache(),
+    )?;
+    let branch = store.fork(&run.id, at).map_err(wfhost_app::store_error)?;
+    accepted(&Accepted {
+        branch: Some(branch),
+    });
+    let state = store
+        .state(&run.id, branch)
+        .map_err(wfhost_app::store_error)?;
+    if !exec.json {
+        println!("run {} branch {branch} forked from {at}", run.id);
     }
     if let Phase::Waiting {
         gate_id, prompt, ..
@@ -281,122 +297,139 @@ pub fn fork(args: ForkArgs, global: &Global) -> u8 {
         // The new branch's session folder shows the gate it waits at.
         SessionFiles::load_pinned(&store, &run, branch);
         eprintln!("{}", waiting_message(&run, gate_id, prompt));
-        return exit::WAITING_AT_GATE;
+        return Ok(exit::WAITING_AT_GATE);
     }
-    continue_run(
+    let prepared = prepared(&store, &run, &state, exec)?;
+    continue_prepared(
         &mut store,
         &run,
         branch,
         state,
         Resumption::Recorded,
-        &args.exec,
+        exec,
+        prepared,
     )
 }
 
-pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
-    // Gate ids are `UD-<n>`: `ud-1` names the same gate.
-    args.gate = args.gate.trim().to_ascii_uppercase();
-    // An invalid answer to a mandatory (well-known) gate is recorded
-    // below: the gate is asked again, at most `MAX_REASKS` times. An
-    // invalid answer to any other gate records nothing.
-    let mandatory = WellKnownGate::from_decision_id(&args.gate).is_some();
-    let (mut store, run, _lock) = match open_run(global, &args.run) {
-        Ok(x) => x,
-        Err(code) => return code,
+pub fn gate(args: GateArgs, global: &Global) -> u8 {
+    let answer = GateAnswer {
+        run: args.run.clone(),
+        gate: args.gate.clone(),
+        answer: args.answer.clone(),
     };
-    let branches = match store.branches(&run.id) {
-        Ok(b) => b,
-        Err(e) => return store_error(e),
-    };
+    answer_gate(answer, &args.exec, global, &mut |_| {}).unwrap_or_else(fail)
+}
+
+/// An answer to a run's gate, as given.
+pub struct GateAnswer {
+    /// The run: its id, or a unique part of it.
+    pub run: String,
+    pub gate: String,
+    pub answer: String,
+}
+
+/// The open gate `gate` of `run`: its branch and the state there, or why
+/// the gate cannot be answered.
+fn open_gate(store: &Store, run: &RunRecord, gate: &str) -> Result<(u32, RunState), AppError> {
+    let branches = store.branches(&run.id).map_err(wfhost_app::store_error)?;
     // Find the branch where this gate is open; remember an earlier answer.
-    let mut open = None;
     let mut answered = None;
     let mut asking = None;
     for info in &branches {
-        let state = match store.state(&run.id, info.branch) {
-            Ok(s) => s,
-            Err(e) => return store_error(e),
-        };
-        if matches!(&state.phase, Phase::Waiting { gate_id, .. } if *gate_id == args.gate) {
-            open = Some((info.branch, state));
-            break;
+        let state = store
+            .state(&run.id, info.branch)
+            .map_err(wfhost_app::store_error)?;
+        if matches!(&state.phase, Phase::Waiting { gate_id, .. } if *gate_id == gate) {
+            return Ok((info.branch, state));
         }
-        if let Some(d) = state.gates.get(&args.gate).and_then(|g| g.decision.clone()) {
+        if let Some(d) = state.gates.get(gate).and_then(|g| g.decision.clone()) {
             answered = Some(d);
         }
         if let Phase::Waiting { gate_id, .. } = &state.phase
             && state
-                .gate_asking(&args.gate)
+                .gate_asking(gate)
                 .is_some_and(|g| g.gate_id == *gate_id)
         {
             asking = Some(gate_id.clone());
         }
     }
-    let Some((branch, state)) = open else {
-        let message = match (answered, asking) {
-            (_, Some(gate)) => format!(
-                "{} is a question of gate {gate} of run {}: answer the gate, all its questions at once, e.g. `wfhost gate {} {gate} '{{\"{}\": \"<answer>\"}}'`",
-                args.gate, run.id, run.id, args.gate
-            ),
-            (Some(first), None) => format!(
-                "gate {} of run {} is closed: it was already answered `{first}`; a decision is recorded once",
-                args.gate, run.id
-            ),
-            (None, None) => format!(
-                "run {} has no open gate `{}`; `wfhost gates` lists the open ones",
-                run.id, args.gate
-            ),
-        };
-        report_error(message);
-        return exit::BAD_INPUT;
+    let message = match (answered, asking) {
+        (_, Some(asked)) => format!(
+            "{gate} is a question of gate {asked} of run {}: answer the gate, all its questions at once, e.g. `wfhost gate {} {asked} '{{\"{gate}\": \"<answer>\"}}'`",
+            run.id, run.id
+        ),
+        (Some(first), None) => format!(
+            "gate {gate} of run {} is closed: it was already answered `{first}`; a decision is recorded once",
+            run.id
+        ),
+        (None, None) => format!(
+            "run {} has no open gate `{gate}`; `wfhost gates` lists the open ones",
+            run.id
+        ),
     };
-    let output = args.exec.output();
-    let reasks = state.gates.get(&args.gate).map_or(0, |g| g.reasks);
-    let decision = match state.parse_answer(&args.gate, &args.answer) {
+    Err(AppError::bad_input(message).at(gate))
+}
+
+/// Answer a gate: the answer is checked, recorded and read back
+/// (`accepted` is told then), and the run goes on. An invalid answer to a
+/// mandatory (well-known) gate is recorded as a re-ask, at most
+/// `MAX_REASKS` times; to any other gate it records nothing.
+pub fn answer_gate(
+    mut given: GateAnswer,
+    exec: &ExecOptions,
+    global: &Global,
+    accepted: &mut dyn FnMut(&Accepted),
+) -> Result<u8, AppError> {
+    // Gate ids are `UD-<n>`: `ud-1` names the same gate.
+    given.gate = given.gate.trim().to_ascii_uppercase();
+    let mandatory = WellKnownGate::from_decision_id(&given.gate).is_some();
+    let (mut store, run, _lock) = open_run(global, &given.run)?;
+    let (branch, state) = open_gate(&store, &run, &given.gate)?;
+    let output = exec.output();
+    let reasks = state.gates.get(&given.gate).map_or(0, |g| g.reasks);
+    let decision = match state.parse_answer(&given.gate, &given.answer) {
         Ok(d) => d,
-        Err(why) if !mandatory => {
-            report_error(why);
-            return exit::BAD_INPUT;
-        }
+        Err(why) if !mandatory => return Err(AppError::bad_input(why).at(given.gate.clone())),
         Err(why) if reasks < MAX_REASKS => {
-            return reask(&mut store, &run, branch, &state, &args, why, reasks + 1);
+            return Err(reask(
+                &mut store,
+                &run,
+                branch,
+                &state,
+                &given,
+                why,
+                reasks + 1,
+            ));
         }
         // The re-ask budget is spent: the decision is cancelled and the
         // run ends BLOCKED.
         Err(why) => Decision::Cancelled {
             reason: format!(
                 "no valid answer after {MAX_REASKS} re-asks; the last, `{}`, was invalid: {why}",
-                args.answer
+                given.answer
             ),
         },
     };
     let event = Event::GateAnswered {
-        gate_id: args.gate.clone(),
+        gate_id: given.gate.clone(),
         decision: decision.clone(),
     };
     let mut next = state.clone();
-    if let Err(e) = next.apply(&event) {
-        report_error(e);
-        return exit::BAD_INPUT;
-    }
+    next.apply(&event).map_err(AppError::bad_input)?;
     // Check that the run can be continued before recording anything.
-    let prepared = match prepared(&store, &run, &state, &args.exec) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    {
-        let mut writer = match store.writer(&run.id, branch) {
-            Ok(w) => w,
-            Err(e) => return store_error(e),
-        };
-        // Read-after-write: the decision is read back from the store
-        // before the run goes on.
-        if let Err(e) = writer.append_verified(std::slice::from_ref(&event)) {
-            return store_error(e);
-        }
-    }
+    let prepared = prepared(&store, &run, &state, exec)?;
+    // Read-after-write: the decision is read back from the store before
+    // the run goes on.
+    store
+        .writer(&run.id, branch)
+        .map_err(wfhost_app::store_error)?
+        .append_verified(std::slice::from_ref(&event))
+        .map_err(wfhost_app::store_error)?;
+    accepted(&Accepted {
+        branch: Some(branch),
+    });
     if !output.json {
-        println!("gate {} of run {} answered: {decision}", args.gate, run.id);
+        println!("gate {} of run {} answered: {decision}", given.gate, run.id);
     }
     if let Phase::Waiting {
         gate_id, prompt, ..
@@ -409,7 +442,7 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
             "security questions are never cancelled for want of an answer: answer them or defer them explicitly (`defer: <reason>`)\n{}",
             waiting_message(&run, gate_id, prompt)
         );
-        return exit::WAITING_AT_GATE;
+        return Ok(exit::WAITING_AT_GATE);
     }
     continue_prepared(
         &mut store,
@@ -417,40 +450,36 @@ pub fn gate(mut args: GateArgs, global: &Global) -> u8 {
         branch,
         next,
         Resumption::Recorded,
-        &args.exec,
+        exec,
         prepared,
     )
 }
 
-/// Record an invalid answer to mandatory gate `args.gate` (the gate stays
-/// open and is asked again) and say why it was refused.
+/// Record an invalid answer to mandatory gate `given.gate` (the gate stays
+/// open and is asked again); the error says why it was refused.
 fn reask(
     store: &mut Store,
     run: &RunRecord,
     branch: u32,
     state: &RunState,
-    args: &GateArgs,
+    given: &GateAnswer,
     why: String,
     nth: u32,
-) -> u8 {
+) -> AppError {
     let event = Event::GateReasked {
-        gate_id: args.gate.clone(),
-        answer: args.answer.clone(),
+        gate_id: given.gate.clone(),
+        answer: given.answer.clone(),
         reason: why.clone(),
     };
     let mut next = state.clone();
     if let Err(e) = next.apply(&event) {
-        report_error(e);
-        return exit::BAD_INPUT;
+        return AppError::bad_input(e);
     }
-    {
-        let mut writer = match store.writer(&run.id, branch) {
-            Ok(w) => w,
-            Err(e) => return store_error(e),
-        };
-        if let Err(e) = writer.append_verified(std::slice::from_ref(&event)) {
-            return store_error(e);
-        }
+    let recorded = store
+        .writer(&run.id, branch)
+        .and_then(|mut writer| writer.append_verified(std::slice::from_ref(&event)));
+    if let Err(e) = recorded {
+        return wfhost_app::store_error(e);
     }
     // The session folder shows the gate still pending.
     SessionFiles::load_pinned(store, run, branch);
@@ -460,9 +489,9 @@ fn reask(
     } else {
         format!("{left} more invalid answers are asked again, then the decision is cancelled")
     };
-    report_error(format!(
+    AppError::bad_input(format!(
         "{why}\ngate {} of run {} stays open and is asked again ({nth} of {MAX_REASKS}); {then}",
-        args.gate, run.id
-    ));
-    exit::BAD_INPUT
+        given.gate, run.id
+    ))
+    .at(given.gate.clone())
 }

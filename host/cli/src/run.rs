@@ -14,8 +14,14 @@ use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::state::RunState;
 use wfhost_store::RunRecord;
 
-use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, plugin_digests, print_loads};
-use crate::{Global, builtin_names, exit, load_plugins, report_error, start_runtime, store_error};
+use wfhost_app::AppError;
+use wfhost_app::plugins::plugin_digests;
+use wfhost_app::session_files::{SessionFiles, SessionSink};
+use wfhost_app::workspace::Workspace;
+use wfhost_protocol::Accepted;
+
+use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, print_loads};
+use crate::{Global, RuntimeChoice, builtin_names, fail, load_plugins, start_runtime};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -36,7 +42,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "cache_dir")]
     no_cache: bool,
     /// Stop a run after this many blocks (loop protection).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = DEFAULT_MAX_STEPS)]
     max_steps: u64,
     /// Also print plugin loads and every block's log.
     #[arg(long, short, conflicts_with = "json")]
@@ -77,99 +83,149 @@ fn session_tag(id: &str) -> Result<wfhost_store::SessionTag, String> {
     wfhost_store::SessionTag::client(id, None)
 }
 
+/// Where a new run's inputs come from.
+pub enum InputSource {
+    /// `--input FILE` and `--set NAME=VALUE`.
+    Args {
+        file: Option<PathBuf>,
+        set: Vec<String>,
+    },
+    /// Given whole (a request to `wfhost serve`).
+    Given(Option<serde_json::Map<String, serde_json::Value>>),
+}
+
+/// Everything a new run is started with.
+pub struct RunSpec {
+    pub manifest: PathBuf,
+    pub workspace: Option<PathBuf>,
+    pub shared_workspace: bool,
+    pub runtime: RuntimeChoice,
+    pub max_steps: u64,
+    pub output: Output,
+    pub inputs: InputSource,
+    pub executor: wfhost_exec::Executor,
+    pub session: Option<wfhost_store::SessionTag>,
+    pub run_id: Option<wfhost_store::RunId>,
+}
+
+impl From<RunArgs> for RunSpec {
+    fn from(args: RunArgs) -> Self {
+        RunSpec {
+            manifest: args.manifest,
+            workspace: args.workspace,
+            shared_workspace: args.shared_workspace,
+            runtime: RuntimeChoice {
+                cache_dir: args.cache_dir,
+                cache_disabled: args.no_cache,
+                executor: None,
+            },
+            max_steps: args.max_steps,
+            output: Output {
+                verbose: args.verbose,
+                json: args.json,
+                quiet: args.quiet,
+            },
+            inputs: InputSource::Args {
+                file: args.input,
+                set: args.set,
+            },
+            executor: args.executor,
+            session: args.session,
+            run_id: args.run_id,
+        }
+    }
+}
+
+impl RunSpec {
+    /// A run for `wfhost serve`: quiet, its id chosen by the server.
+    pub fn served(manifest: PathBuf, workspace: PathBuf, run_id: wfhost_store::RunId) -> Self {
+        RunSpec {
+            manifest,
+            workspace: Some(workspace),
+            shared_workspace: false,
+            runtime: RuntimeChoice::default(),
+            max_steps: DEFAULT_MAX_STEPS,
+            output: Output {
+                verbose: false,
+                json: false,
+                quiet: true,
+            },
+            inputs: InputSource::Given(None),
+            executor: wfhost_exec::Executor::Local,
+            session: None,
+            run_id: Some(run_id),
+        }
+    }
+}
+
+/// Blocks a run may execute unless told otherwise.
+const DEFAULT_MAX_STEPS: u64 = 10_000;
+
 pub fn run(args: RunArgs, global: &Global) -> u8 {
-    let workflow = match manifest::load(&args.manifest, &builtin_names()) {
-        Ok(wf) => wf,
-        Err(errors) => {
-            report_error(errors);
-            return exit::BAD_INPUT;
+    start(args.into(), global, &mut |_| {}).unwrap_or_else(fail)
+}
+
+/// A workflow checked for a new run: nothing is recorded yet.
+struct Checked {
+    workflow: manifest::LoadedWorkflow,
+    inputs: wfhost_core::inputs::Inputs,
+    workspace: Workspace,
+    plugins: wfhost_runtime::PluginSet,
+}
+
+/// Check everything a new run needs — the workflow, its inputs, the
+/// workspace, the secrets, the plugins — touching nothing.
+fn check(spec: &RunSpec, home: &std::path::Path) -> Result<Checked, AppError> {
+    let place = || spec.manifest.display().to_string();
+    let workflow = manifest::load(&spec.manifest, &builtin_names())
+        .map_err(|errors| AppError::bad_input(errors).at(place()))?;
+    crate::validate::slurm_options(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
+    crate::validate::agent_presets(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
+    let inputs = match &spec.inputs {
+        InputSource::Args { file, set } => {
+            crate::inputs::read(&workflow.workflow, file.as_deref(), set)
         }
-    };
-    if let Err(errors) = crate::validate::slurm_options(&workflow) {
-        report_error(errors);
-        return exit::BAD_INPUT;
+        InputSource::Given(given) => wfhost_core::inputs::resolve(
+            workflow.workflow.inputs.as_ref(),
+            given.clone().map(serde_json::Value::Object),
+            Vec::new(),
+        ),
     }
-    if let Err(errors) = crate::validate::agent_presets(&workflow) {
-        report_error(errors);
-        return exit::BAD_INPUT;
-    }
-    let inputs = match crate::inputs::read(&workflow.workflow, args.input.as_deref(), &args.set) {
-        Ok(inputs) => inputs,
-        Err(e) => {
-            report_error(e);
-            return exit::BAD_INPUT;
-        }
-    };
-    let workspace = match chosen_workspace(args.workspace.as_deref(), &workflow) {
-        Ok(w) => w,
-        Err(message) => {
-            report_error(message);
-            return exit::BAD_INPUT;
-        }
-    };
-    match std::fs::metadata(&workspace) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            report_error(format!(
-                "workspace {} is not a directory",
-                workspace.display()
-            ));
-            return exit::BAD_INPUT;
-        }
-        Err(e) => {
-            report_error(format!("workspace {}: {e}", workspace.display()));
-            return exit::BAD_INPUT;
-        }
-    }
-    if let Err(code) = crate::guard::check_run_workspace(
-        &workspace,
-        global,
-        args.cache_dir.as_deref(),
-        args.no_cache,
-    ) {
-        return code;
-    }
-    let output = Output {
-        verbose: args.verbose,
-        json: args.json,
-        quiet: args.quiet,
-    };
-    let default_executor = match &args.executor {
-        wfhost_exec::Executor::Local => String::new(),
-        other => other.to_string(),
-    };
+    .map_err(|e| AppError::bad_input(e).at("inputs"))?;
+    let given = chosen_workspace(spec.workspace.as_deref(), &workflow)?;
+    let workspace = Workspace::open(&given, home, &spec.runtime)?;
     // A secret set nowhere stops the run before anything is recorded (a
     // run for `wfhost serve` resolves them where its jobs run).
     let as_jobs = std::env::var_os(wfhost_server::RUN_BLOCKS_AS_JOBS).is_some_and(|v| v == "1");
-    if !as_jobs
-        && let Err(code) = crate::secret::check_references(&workflow, global.home().ok().as_deref())
-    {
-        return code;
+    if !as_jobs {
+        crate::secret::check_references(&workflow, Some(home))?;
     }
-    let runtime = match start_runtime(
-        args.cache_dir,
-        args.no_cache,
-        args.executor,
-        global.home().ok().as_deref(),
-    ) {
-        Ok(rt) => rt,
-        Err(e) => {
-            report_error(e);
-            return exit::BAD_INPUT;
-        }
-    };
-    let plugins = match load_plugins(
-        runtime,
-        &workflow,
-        &workspace,
-        global.home().ok().as_deref(),
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            report_error(e);
-            return exit::BAD_INPUT;
-        }
-    };
+    let runtime = start_runtime(&spec.runtime, spec.executor.clone(), Some(home))?;
+    let plugins = load_plugins(runtime, &workflow, workspace.path(), Some(home))?;
+    Ok(Checked {
+        workflow,
+        inputs,
+        workspace,
+        plugins,
+    })
+}
+
+/// Start a run of `spec`: checked first (bad input leaves no trace), then
+/// recorded — `accepted` is told once the run is durable — then driven to
+/// where it comes to rest; returns the exit code of that.
+pub fn start(
+    spec: RunSpec,
+    global: &Global,
+    accepted: &mut dyn FnMut(&Accepted),
+) -> Result<u8, AppError> {
+    let home = global.app_home()?;
+    let Checked {
+        workflow,
+        inputs,
+        workspace,
+        plugins,
+    } = check(&spec, &home)?;
+    let output = spec.output;
     print_loads(&plugins, output);
     for w in crate::validate::signal_warnings(&workflow.workflow, &plugins) {
         eprintln!(
@@ -181,14 +237,11 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     }
 
     // Everything is checked: only now does the run touch the store.
-    let mut store = match global.open_store() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let mut store = global.app_store()?;
     let pin = PinnedDefinition::of(&workflow);
     let now = wfhost_store::time::now_ms();
     let record = RunRecord {
-        id: args
+        id: spec
             .run_id
             .clone()
             .unwrap_or_else(|| wfhost_store::new_run_id(now)),
@@ -198,36 +251,28 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             .unwrap_or_else(|_| workflow.file.clone())
             .display()
             .to_string(),
-        workspace: std::path::absolute(&workspace)
-            .unwrap_or_else(|_| workspace.clone())
-            .display()
-            .to_string(),
+        workspace: workspace.absolute().display().to_string(),
         created_at: now,
     };
     let mut options = RunOptions::new(record.id.clone());
-    options.max_steps = args.max_steps;
+    options.max_steps = spec.max_steps;
     options.workflow_hash = pin.hash.clone();
     options.plugins = plugin_digests(&plugins);
-    options.default_executor = default_executor;
+    options.default_executor = match &spec.executor {
+        wfhost_exec::Executor::Local => String::new(),
+        other => other.to_string(),
+    };
     options.inputs = inputs;
     let started = engine::started_event(&workflow.workflow, &options);
-    let lock = match store.lock_run(&record.id) {
-        Ok(lock) => lock,
-        Err(e) => return store_error(e),
-    };
-    let workspace_lock = match crate::workspace_lock::lock(
-        &workspace,
-        &record.id,
-        store.home(),
-        args.shared_workspace,
-    ) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    if let Err(e) = store.create_run_in(&record, &pin.json, &started, args.session.as_ref()) {
-        return store_error(e);
-    }
-    if !args.json {
+    let lock = store
+        .lock_run(&record.id)
+        .map_err(wfhost_app::store_error)?;
+    let workspace_lock = workspace.lock(&record.id, store.home(), spec.shared_workspace)?;
+    store
+        .create_run_in(&record, &pin.json, &started, spec.session.as_ref())
+        .map_err(wfhost_app::store_error)?;
+    accepted(&Accepted { branch: Some(1) });
+    if !output.json {
         println!(
             "run {} of {} ({}) in {}",
             record.id,
@@ -236,31 +281,25 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
             plugins.workspace().display()
         );
     }
-    let state = match RunState::start(&started) {
-        Ok(s) => s,
-        Err(e) => {
-            report_error(e);
-            return exit::RUN_FAILED;
-        }
-    };
-    let files = crate::session_files::SessionFiles::load(&store, &record, 1, &workflow.workflow);
-    let writer = match store.writer(&record.id, 1) {
-        Ok(w) => w,
-        Err(e) => return store_error(e),
-    };
+    let state = RunState::start(&started).map_err(AppError::failed)?;
+    let files = SessionFiles::load(&store, &record, 1, &workflow.workflow);
+    let writer = store
+        .writer(&record.id, 1)
+        .map_err(wfhost_app::store_error)?;
     let prepared = Prepared {
         loaded: workflow,
         plugins,
+        workspace,
         workspace_lock,
     };
     let code = execute(
         &prepared,
         &record,
-        crate::session_files::SessionSink::new(PrintingSink::new(writer, output, &record), files),
+        SessionSink::new(PrintingSink::new(writer, output, &record), files),
         Entry::Continue(state),
     );
     drop(lock);
-    code
+    Ok(code)
 }
 
 /// The workspace a run uses: `--workspace`, else the manifest's
@@ -268,16 +307,16 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
 fn chosen_workspace(
     flag: Option<&std::path::Path>,
     workflow: &manifest::LoadedWorkflow,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, AppError> {
     if let Some(dir) = flag {
         return Ok(dir.to_path_buf());
     }
     match &workflow.workflow.workspace {
         Some(dir) => Ok(workflow.base_dir().join(dir)),
-        None => Err(format!(
+        None => Err(AppError::bad_input(format!(
             "no workspace: pass --workspace DIR (the directory the blocks work in), or name one in {} (\"workspace\": \"DIR\", relative to the manifest)",
             workflow.file.display()
-        )),
+        ))),
     }
 }
 

@@ -90,36 +90,28 @@ pub fn secret(args: SecretArgs, global: &Global) -> u8 {
 pub fn check_references(
     workflow: &wfhost_core::manifest::LoadedWorkflow,
     home: Option<&std::path::Path>,
-) -> Result<(), u8> {
+) -> Result<(), wfhost_app::AppError> {
     use wfhost_core::secrets::SecretSource;
-    let refs = match wfhost_core::secrets::references(&workflow.workflow) {
-        Ok(refs) => refs,
-        Err((pointer, e)) => {
-            report_error(format!("{}: {pointer}: {e}", workflow.file.display()));
-            return Err(exit::BAD_INPUT);
-        }
-    };
+    let file = workflow.file.display();
+    let refs = wfhost_core::secrets::references(&workflow.workflow).map_err(|(pointer, e)| {
+        wfhost_app::AppError::bad_input(format!("{file}: {pointer}: {e}")).at(pointer)
+    })?;
     let source: Box<dyn SecretSource> = match home {
         Some(home) => Box::new(HomeSecrets::new(home)),
         None => Box::new(wfhost_core::secrets::EnvSecrets),
     };
-    let mut missing = false;
-    for r in refs {
-        if source.get(&r.name).is_none() {
-            report_error(format!(
-                "{}: {}: secret `{}` is not set: `wfhost secret set {}` (value on stdin), or set {} in wfhost's environment",
-                workflow.file.display(),
-                r.pointer,
-                r.name,
-                r.name,
-                r.name
-            ));
-            missing = true;
-        }
-    }
-    if missing {
-        Err(exit::BAD_INPUT)
-    } else {
-        Ok(())
+    let missing: Vec<String> = refs
+        .iter()
+        .filter(|r| source.get(&r.name).is_none())
+        .map(|r| {
+            format!(
+                "{file}: {}: secret `{}` is not set: `wfhost secret set {}` (value on stdin), or set {} in wfhost's environment",
+                r.pointer, r.name, r.name, r.name
+            )
+        })
+        .collect();
+    match missing.is_empty() {
+        true => Ok(()),
+        false => Err(wfhost_app::AppError::bad_input(missing.join("\n"))),
     }
 }

@@ -75,13 +75,13 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
         }
     };
     // Runs started over the API execute in this same executable.
-    let runner = std::env::current_exe()
-        .ok()
-        .map(|exe| wfhost_server::Runner {
+    let runner = std::env::current_exe().ok().map(|exe| {
+        std::sync::Arc::new(wfhost_server::ProcessRunner {
             exe,
             cache_dir: args.cache_dir.clone(),
             no_cache: args.no_cache,
-        });
+        }) as std::sync::Arc<dyn wfhost_server::RunService>
+    });
     if args.local_agents > 64 {
         report_error("--local-agents: at most 64");
         return exit::BAD_INPUT;

@@ -38,7 +38,11 @@ pub fn validate(args: ValidateArgs) -> u8 {
     }
     // Loading the plugins checks that each is a component of the right
     // world importing only what it is granted. Nothing runs.
-    let runtime = match start_runtime(args.cache_dir, false, wfhost_exec::Executor::Local, None) {
+    let choice = crate::RuntimeChoice {
+        cache_dir: args.cache_dir,
+        ..Default::default()
+    };
+    let runtime = match start_runtime(&choice, wfhost_exec::Executor::Local, None) {
         Ok(rt) => rt,
         Err(e) => {
             report_error(e);

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use wfhost_protocol::{AppError, ErrorKind};
 use wfhost_store::StoreError;
 
 /// An API error as it goes over the wire.
@@ -73,6 +74,27 @@ impl From<StoreError> for ApiError {
                 e.to_string(),
             ),
             _ => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+/// An application-layer error as an API answer: its kind says the status
+/// (bad input 400, not found 404, busy 409, the rest 500); where it lies
+/// goes into `details.place`.
+impl From<AppError> for ApiError {
+    fn from(e: AppError) -> Self {
+        let api = match e.kind {
+            ErrorKind::BadInput => ApiError::bad_request(e.message),
+            ErrorKind::NotFound => ApiError::not_found(e.message),
+            ErrorKind::Busy => ApiError::new(StatusCode::CONFLICT, "busy", e.message),
+            ErrorKind::Waiting => ApiError::new(StatusCode::CONFLICT, "waiting", e.message),
+            ErrorKind::Interrupted | ErrorKind::Failed | ErrorKind::Internal => {
+                ApiError::internal(e.message)
+            }
+        };
+        match e.place {
+            Some(place) => api.with_details(serde_json::json!({"place": place})),
+            None => api,
         }
     }
 }

@@ -38,7 +38,9 @@ mod ui;
 pub use auth::Tokens;
 pub use conn::ConnectionLimits;
 pub use error::ApiError;
-pub use runner::{NO_CACHE_ENV, RUN_BLOCKS_AS_JOBS, Runner};
+pub use runner::{
+    NO_CACHE_ENV, ProcessRunner, RUN_BLOCKS_AS_JOBS, RunService, SERVE_RUN, Submitted,
+};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7464";
@@ -54,9 +56,9 @@ pub struct ServerConfig {
     pub home: PathBuf,
     /// Required unless `listen` is a loopback address.
     pub tokens: Option<Tokens>,
-    /// The `wfhost` executable runs are started with; without one the
-    /// endpoints that start or continue runs answer 501.
-    pub runner: Option<Runner>,
+    /// What starts and continues runs; without one the endpoints that
+    /// start or continue runs answer 501.
+    pub runner: Option<Arc<dyn RunService>>,
     /// How long a job's lease lasts without a heartbeat.
     pub lease: std::time::Duration,
     /// What clients may hold: connections, and how long they may take.
@@ -68,7 +70,7 @@ pub(crate) struct AppState {
     pub stores: Arc<store::Stores>,
     /// Changes after each commit to the store by another connection.
     pub changes: tokio::sync::watch::Receiver<u64>,
-    pub runner: Option<Runner>,
+    pub runner: Option<Arc<dyn RunService>>,
     pub lease: std::time::Duration,
 }
 

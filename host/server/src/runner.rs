@@ -1,20 +1,19 @@
-//! Starting and continuing runs over the API. Each run executes in its own
-//! `wfhost` process (the executable the server was started from), exactly
-//! as `wfhost run`, `gate`, `resume` and `fork` do on the command line: the
-//! same store, the same run lock, the same checks. The request is answered
-//! once the process has done what was asked (the run recorded, the answer
-//! recorded, the branch made) or has refused it, whose message becomes the
-//! error. The process's messages go to `<home>/serve-logs/<run>.log`.
+//! Starting and continuing runs over the API, through one port:
+//! [`RunService`]. The server hands it a typed [`RunRequest`] and gets back
+//! what was made durable or a typed [`AppError`] — never a command line,
+//! never a child's stderr. The real service ([`ProcessRunner`]) executes
+//! each run in its own `wfhost` process (crash isolation: a run that brings
+//! its process down leaves the server up), speaking the line protocol of
+//! `wfhost_protocol`: the request as one JSON line on the child's standard
+//! input, the reply as one JSON line on its standard output. The process's
+//! messages go to `<home>/serve-logs/<run>.log`.
 
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::http::StatusCode;
-use serde_json::json;
-use wfhost_store::Store;
-
-use crate::error::ApiError;
+use wfhost_protocol::{Accepted, AppError, Reply, RunRequest};
 
 /// How long a request waits for its process to get going.
 pub const START_WAIT: Duration = Duration::from_secs(30);
@@ -28,9 +27,30 @@ pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";
 /// they compile plugins without a cache (the runtime's `NO_CACHE_ENV`).
 pub const NO_CACHE_ENV: &str = "WFHOST_NO_CACHE";
 
-/// The `wfhost` executable runs are executed with.
+/// The longest reply line read from a run process.
+const MAX_REPLY_BYTES: u64 = 1 << 20;
+
+/// What became of a submitted request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// Recorded; the run goes on (or has finished meanwhile).
+    Accepted(Accepted),
+    /// Still starting after [`START_WAIT`]: not refused so far.
+    Starting,
+}
+
+/// The application layer as the server sees it: start, answer, resume and
+/// fork runs. Blocking; called off the async threads.
+pub trait RunService: Send + Sync + std::fmt::Debug {
+    /// Carry out `request` against the store in `home`; answered once the
+    /// request is durable, or refused with nothing recorded.
+    fn submit(&self, home: &Path, request: &RunRequest) -> Result<Submitted, AppError>;
+}
+
+/// Runs executed each in its own process of the `wfhost` executable
+/// (`wfhost serve-run`).
 #[derive(Debug, Clone)]
-pub struct Runner {
+pub struct ProcessRunner {
     pub exe: PathBuf,
     /// Where the run processes cache compiled plugins (their
     /// `WFHOST_CACHE_DIR`); None leaves them the server's environment.
@@ -40,40 +60,17 @@ pub struct Runner {
     pub no_cache: bool,
 }
 
-/// What became of a launched process.
-pub(crate) enum Launched {
-    /// It did what was asked and goes on (or has finished meanwhile).
-    Going,
-    /// Still starting after [`START_WAIT`].
-    Slow,
-}
+/// The hidden subcommand a run process is started with.
+pub const SERVE_RUN: &str = "serve-run";
 
-impl Runner {
-    /// Run `wfhost <args>` against the store in `home`; wait until `done`
-    /// (given the store and the process's pid) says the store shows what
-    /// was asked, or the process exits. An exit
-    /// with a refusal (bad input, busy) is the error; any other exit means
-    /// the run went on and ended by itself.
-    pub(crate) fn launch(
-        &self,
-        home: &Path,
-        log_name: &str,
-        args: &[String],
-        done: impl Fn(&Store, u32) -> bool,
-    ) -> Result<Launched, ApiError> {
-        let logs = home.join("serve-logs");
-        std::fs::create_dir_all(&logs)
-            .map_err(|e| ApiError::internal(format!("cannot make {}: {e}", logs.display())))?;
-        let log_path = logs.join(format!("{log_name}.log"));
+impl RunService for ProcessRunner {
+    fn submit(&self, home: &Path, request: &RunRequest) -> Result<Submitted, AppError> {
+        let log_path = log_path(home, request.run_id())?;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log_path)
-            .map_err(|e| ApiError::internal(format!("cannot open {}: {e}", log_path.display())))?;
-        let start = std::fs::metadata(&log_path).map_or(0, |m| m.len());
-        let err_log = log
-            .try_clone()
-            .map_err(|e| ApiError::internal(format!("cannot open {}: {e}", log_path.display())))?;
+            .map_err(|e| AppError::internal(format!("cannot open {}: {e}", log_path.display())))?;
         let mut command = Command::new(&self.exe);
         if let Some(dir) = &self.cache_dir {
             command.env("WFHOST_CACHE_DIR", dir);
@@ -82,65 +79,91 @@ impl Runner {
             command.env(NO_CACHE_ENV, "1");
         }
         let mut child = command
-            .args(args)
+            .arg(SERVE_RUN)
             .env("WFHOST_HOME", home)
             // Its blocks become jobs, run by agents.
             .env(RUN_BLOCKS_AS_JOBS, "1")
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err_log)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
             .spawn()
-            .map_err(|e| ApiError::internal(format!("cannot start {}: {e}", self.exe.display())))?;
-        let deadline = Instant::now() + START_WAIT;
-        loop {
-            if let Some(status) = child.try_wait().ok().flatten() {
-                return match status.code() {
-                    Some(0 | 1 | 3) => Ok(Launched::Going),
-                    code => Err(refused(code, &said(&log_path, start))),
-                };
-            }
-            if Store::open_existing(home).is_ok_and(|s| done(&s, child.id())) {
-                // Reaped when it ends, so it never lingers as a zombie.
-                std::thread::spawn(move || child.wait());
-                return Ok(Launched::Going);
-            }
-            if Instant::now() >= deadline {
-                std::thread::spawn(move || child.wait());
-                return Ok(Launched::Slow);
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            .map_err(|e| AppError::internal(format!("cannot start {}: {e}", self.exe.display())))?;
+        let line = serde_json::to_string(request)
+            .map_err(|e| AppError::internal(format!("cannot encode the request: {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A process that died at once shows in its reply (none).
+            let _ = writeln!(stdin, "{line}");
+        }
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_reply(stdout));
+            // Reaped when it ends, so it never lingers as a zombie.
+            let status = child.wait();
+            drop(status);
+        });
+        match rx.recv_timeout(START_WAIT) {
+            Ok(Some(Reply::Accepted(accepted))) => Ok(Submitted::Accepted(accepted)),
+            Ok(Some(Reply::Refused(e))) => Err(e),
+            Ok(None) => Err(AppError::internal(format!(
+                "the run's process ended without an answer; its log is {}",
+                log_path.display()
+            ))),
+            Err(_) => Ok(Submitted::Starting),
         }
     }
 }
 
-/// What the process wrote to its log since `from`, its last lines.
-fn said(log: &Path, from: u64) -> String {
-    let text = std::fs::read(log).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text[(from as usize).min(text.len())..]).into_owned();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = &lines[lines.len().saturating_sub(5)..];
-    tail.join("\n")
+/// `<home>/serve-logs/<run>.log`, its folder made.
+fn log_path(home: &Path, run_id: &str) -> Result<PathBuf, AppError> {
+    // The id was chosen or checked by the server; the name stays one
+    // file name all the same.
+    if run_id.is_empty() || run_id.contains(['/', '\0']) || run_id.starts_with('.') {
+        return Err(AppError::bad_input(format!("`{run_id}` is not a run id")));
+    }
+    let logs = home.join("serve-logs");
+    std::fs::create_dir_all(&logs)
+        .map_err(|e| AppError::internal(format!("cannot make {}: {e}", logs.display())))?;
+    Ok(logs.join(format!("{run_id}.log")))
 }
 
-fn refused(code: Option<i32>, said: &str) -> ApiError {
-    // The CLI's own errors are its `error:` lines; else the log's tail.
-    let errors: Vec<&str> = said
-        .lines()
-        .filter_map(|l| l.strip_prefix("error: "))
-        .collect();
-    let message = if errors.is_empty() {
-        said.to_string()
-    } else {
-        errors.join("\n")
-    };
-    match code {
-        Some(2) => ApiError::bad_request(message),
-        Some(4) => ApiError::new(StatusCode::CONFLICT, "busy", message),
-        _ => ApiError::internal(if message.is_empty() {
-            format!("the run's process ended with {code:?} and said nothing")
-        } else {
-            message
-        })
-        .with_details(json!({"exit_code": code})),
+/// The one reply line of a run process, or None when it closed its
+/// output (or wrote something else) without one.
+fn read_reply(out: impl std::io::Read) -> Option<Reply> {
+    let mut line = String::new();
+    std::io::BufReader::new(out.take(MAX_REPLY_BYTES))
+        .read_line(&mut line)
+        .ok()?;
+    serde_json::from_str(line.trim_end()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_is_one_line_and_anything_else_is_none() {
+        let accepted = b"{\"accepted\":{\"branch\":1}}\nrest\n";
+        assert_eq!(
+            read_reply(&accepted[..]),
+            Some(Reply::Accepted(Accepted { branch: Some(1) }))
+        );
+        let refused = b"{\"refused\":{\"kind\":\"busy\",\"message\":\"m\"}}\n";
+        assert_eq!(
+            read_reply(&refused[..]),
+            Some(Reply::Refused(AppError::busy("m")))
+        );
+        assert_eq!(read_reply(&b""[..]), None);
+        assert_eq!(read_reply(&b"error: --help\n"[..]), None);
+        assert_eq!(read_reply(&vec![b'{'; 2 << 20][..]), None);
+    }
+
+    #[test]
+    fn a_log_is_named_by_a_run_id_and_nothing_else() {
+        let home = tempfile::tempdir().unwrap();
+        assert!(log_path(home.path(), "run-20260101-000000-abcdef").is_ok());
+        for bad in ["", "../x", "a/b", ".hidden"] {
+            assert!(log_path(home.path(), bad).is_err(), "{bad}");
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Starting a run, answering a gate, resuming, forking: each launched as
-//! the matching `wfhost` command in its own process (see `runner`).
+//! Starting a run, answering a gate, resuming, forking: each checked here
+//! against the store, then handed to the [`RunService`] as a typed request
+//! (see `runner`).
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -11,8 +12,9 @@ use wfhost_store::{RunId, Store};
 use crate::AppState;
 use crate::body::JsonBody;
 use crate::error::ApiError;
-use crate::runner::Launched;
+use crate::runner::{RunService, Submitted};
 use crate::store::{blocking, exact_run, with_store};
+use wfhost_protocol::RunRequest;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,7 +59,7 @@ fn write_json(path: &std::path::Path, value: &Value) -> Result<(), ApiError> {
         .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", path.display())))
 }
 
-fn runner(state: &AppState) -> Result<crate::runner::Runner, ApiError> {
+fn runner(state: &AppState) -> Result<std::sync::Arc<dyn RunService>, ApiError> {
     state.runner.clone().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
@@ -67,21 +69,17 @@ fn runner(state: &AppState) -> Result<crate::runner::Runner, ApiError> {
     })
 }
 
-/// [`Runner::launch`](crate::runner::Runner::launch) on the blocking pool.
-async fn launch(
-    runner: crate::runner::Runner,
-    home: std::path::PathBuf,
-    run: RunId,
-    args: Vec<String>,
-    done: impl Fn(&Store, u32) -> bool + Send + 'static,
-) -> Result<Launched, ApiError> {
-    blocking(move || runner.launch(&home, &run, &args, done)).await
+/// [`RunService::submit`] on the blocking pool; its refusal is the answer.
+async fn submit(state: &AppState, request: RunRequest) -> Result<Submitted, ApiError> {
+    let runner = runner(state)?;
+    let home = state.stores.home().to_path_buf();
+    blocking(move || runner.submit(&home, &request).map_err(ApiError::from)).await
 }
 
-fn accepted(run_id: &str, launched: Launched, extra: Value) -> (StatusCode, Json<Value>) {
+fn accepted(run_id: &str, submitted: &Submitted, extra: Value) -> (StatusCode, Json<Value>) {
     let mut body = json!({
         "run_id": run_id,
-        "starting": matches!(launched, Launched::Slow),
+        "starting": matches!(submitted, Submitted::Starting),
     });
     if let (Some(body), Value::Object(extra)) = (body.as_object_mut(), extra) {
         body.extend(extra);
@@ -144,43 +142,26 @@ fn workflow_of(
     }
 }
 
-/// `POST /v1/runs`: check the request, then `wfhost run` it under a run id
+/// `POST /v1/runs`: check the request, then start the run under an id
 /// chosen here; answered once the run is recorded (or refused).
 pub async fn start(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<StartBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let runner = runner(&state)?;
+    runner(&state)?;
     let run_id = wfhost_store::new_run_id(wfhost_store::time::now_ms());
-    let home = state.stores.home().to_path_buf();
-    let given = home.join("serve-manifests");
+    let given = state.stores.home().join("serve-manifests");
     let (manifest, workspace) = workflow_of(&body, &given, &run_id)?;
-    // Request data is only ever an option's `=value` or a word after `--`,
-    // so no value can be read as an option of the child's command line.
-    let mut args = vec![
-        "run".to_string(),
-        format!("--workspace={workspace}"),
-        format!("--run-id={run_id}"),
-        "--quiet".into(),
-    ];
-    if let Some(inputs) = body.inputs {
-        let path = given.join(format!("{run_id}.inputs.json"));
-        write_json(&path, &Value::Object(inputs))?;
-        args.push(format!("--input={}", path.display()));
-    }
-    if let Some(n) = body.max_steps {
-        args.push(format!("--max-steps={n}"));
-    }
-    if let Some(executor) = body.executor {
-        args.push(format!("--executor={executor}"));
-    }
-    args.extend(["--".into(), manifest]);
-    let id = run_id.clone();
-    let launched = launch(runner, home, id.clone(), args, move |store, _| {
-        store.run(&id).ok().flatten().is_some()
-    })
-    .await?;
-    Ok(accepted(&run_id, launched, json!({})))
+    let request = RunRequest::Start {
+        manifest,
+        workspace,
+        run_id: run_id.to_string(),
+        inputs: body.inputs,
+        max_steps: body.max_steps,
+        executor: body.executor,
+    };
+    let submitted = submit(&state, request).await?;
+    Ok(accepted(&run_id, &submitted, json!({})))
 }
 
 #[derive(Debug, Deserialize)]
@@ -225,7 +206,7 @@ pub async fn answer_gate(
     Path((id, gate)): Path<(String, String)>,
     JsonBody(body): JsonBody<GateBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let runner = runner(&state)?;
+    runner(&state)?;
     let (run, g) = (id.clone(), gate.clone());
     let record = with_store(&state.stores, None, move |store| {
         let record = exact_run(store, &run)?;
@@ -242,25 +223,15 @@ pub async fn answer_gate(
         }
     })
     .await?;
-    let home = state.stores.home().to_path_buf();
-    // The answer is text anyone sent (`--help` included): after `--` it
-    // is the answer and nothing else.
-    let args = vec![
-        "gate".to_string(),
-        "--quiet".into(),
-        "--".into(),
-        record.id.to_string(),
-        gate.clone(),
-        body.answer.text(),
-    ];
-    let (run, g) = (record.id.clone(), gate.clone());
-    let launched = launch(runner, home, record.id, args, move |store, _| {
-        gate_open(store, &run, &g).is_ok_and(|open| !open)
-    })
-    .await?;
+    let request = RunRequest::Answer {
+        run_id: record.id.to_string(),
+        gate: gate.clone(),
+        answer: body.answer.text(),
+    };
+    let submitted = submit(&state, request).await?;
     Ok(accepted(
         &id,
-        launched,
+        &submitted,
         json!({"gate": gate, "answer": body.answer.text()}),
     ))
 }
@@ -279,7 +250,7 @@ pub async fn resume(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let runner = runner(&state)?;
+    runner(&state)?;
     let run = id.clone();
     let run = with_store(&state.stores, None, move |store| {
         let record = exact_run(store, &run)?;
@@ -293,18 +264,12 @@ pub async fn resume(
         }
     })
     .await?;
-    let home = state.stores.home().to_path_buf();
-    let mut args = vec!["resume".to_string(), "--quiet".into()];
-    if let Some(b) = body.branch {
-        args.push(format!("--branch={b}"));
-    }
-    args.extend(["--".into(), run.to_string()]);
-    // Held by this process, not by one that was finishing the run.
-    let launched = launch(runner, home, run.clone(), args, move |store, pid| {
-        store.lock_holder(&run) == Some(pid)
-    })
-    .await?;
-    Ok(accepted(&id, launched, json!({})))
+    let request = RunRequest::Resume {
+        run_id: run.to_string(),
+        branch: body.branch,
+    };
+    let submitted = submit(&state, request).await?;
+    Ok(accepted(&id, &submitted, json!({})))
 }
 
 #[derive(Debug, Deserialize)]
@@ -322,32 +287,22 @@ pub async fn fork(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<ForkBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let runner = runner(&state)?;
+    runner(&state)?;
     let run = id.clone();
-    let (run, before) = with_store(&state.stores, None, move |store| {
-        let record = exact_run(store, &run)?;
-        let before = store.branches(&run)?.len();
-        Ok((record.id, before))
+    let run = with_store(&state.stores, None, move |store| {
+        Ok(exact_run(store, &run)?.id)
     })
     .await?;
-    let home = state.stores.home().to_path_buf();
-    let args = vec![
-        "fork".to_string(),
-        format!("--at={}", body.at),
-        "--quiet".into(),
-        "--".into(),
-        run.to_string(),
-    ];
-    let launched = launch(runner, home, run.clone(), args, move |store, _| {
-        store.branches(&run).is_ok_and(|b| b.len() > before)
-    })
-    .await?;
-    let run = id.clone();
-    let branch = with_store(&state.stores, None, move |store| {
-        Ok(store.branches(&run)?.iter().map(|b| b.branch).max())
-    })
-    .await?;
-    Ok(accepted(&id, launched, json!({"branch": branch})))
+    let request = RunRequest::Fork {
+        run_id: run.to_string(),
+        at: body.at,
+    };
+    let submitted = submit(&state, request).await?;
+    let branch = match &submitted {
+        Submitted::Accepted(accepted) => accepted.branch,
+        Submitted::Starting => None,
+    };
+    Ok(accepted(&id, &submitted, json!({"branch": branch})))
 }
 
 #[cfg(test)]

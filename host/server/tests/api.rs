@@ -113,13 +113,22 @@ fn start(home: &Path, tokens: Option<Tokens>) -> Server {
 }
 
 fn start_with(home: &Path, tokens: Option<Tokens>, limits: ConnectionLimits) -> Server {
+    start_running(home, tokens, limits, None)
+}
+
+fn start_running(
+    home: &Path,
+    tokens: Option<Tokens>,
+    limits: ConnectionLimits,
+    runner: Option<std::sync::Arc<dyn wfhost_server::RunService>>,
+) -> Server {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let config = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         home: home.to_path_buf(),
         tokens,
-        runner: None,
+        runner,
         lease: wfhost_server::jobs::DEFAULT_LEASE,
         limits,
     };
@@ -699,6 +708,135 @@ fn a_server_without_an_executable_says_it_starts_no_runs() {
         b"{}",
     );
     assert_eq!(status, 501);
+}
+
+/// The application layer in process: records each request it is given
+/// and answers with the next of its scripted answers.
+#[derive(Debug, Default)]
+struct FakeRuns {
+    seen: std::sync::Mutex<Vec<wfhost_protocol::RunRequest>>,
+    answers: std::sync::Mutex<
+        std::collections::VecDeque<Result<wfhost_server::Submitted, wfhost_protocol::AppError>>,
+    >,
+}
+
+impl wfhost_server::RunService for FakeRuns {
+    fn submit(
+        &self,
+        _home: &Path,
+        request: &wfhost_protocol::RunRequest,
+    ) -> Result<wfhost_server::Submitted, wfhost_protocol::AppError> {
+        self.seen.lock().unwrap().push(request.clone());
+        self.answers.lock().unwrap().pop_front().expect("an answer")
+    }
+}
+
+#[test]
+fn the_application_layers_errors_become_statuses_by_their_kind() {
+    use wfhost_protocol::{Accepted, AppError, RunRequest};
+    use wfhost_server::Submitted;
+    let home = tempfile::tempdir().unwrap();
+    let id = "run-20260101-000000-000b0b";
+    add_run(home.path(), id, "w", 1, false);
+    let fake = std::sync::Arc::new(FakeRuns::default());
+    fake.answers.lock().unwrap().extend([
+        Err(AppError::bad_input("no such file /--help").at("/--help")),
+        Err(AppError::busy("workspace /ws is in use by run r (pid 7)")),
+        Err(AppError::not_found("unknown run")),
+        Err(AppError::internal("cannot start")),
+        Ok(Submitted::Starting),
+        Ok(Submitted::Accepted(Accepted { branch: Some(3) })),
+    ]);
+    let server = start_running(
+        home.path(),
+        None,
+        ConnectionLimits::default(),
+        Some(fake.clone()),
+    );
+    // Text that looks like options is a path like any other.
+    let start = br#"{"workflow": "/--help", "workspace": "/-x", "executor": "--", "max_steps": 3}"#;
+    let (status, err) = post(server.addr, "/v1/runs", start);
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (400, Some("bad_request")),
+        "{err}"
+    );
+    assert_eq!(err["message"], "no such file /--help");
+    assert_eq!(err["details"]["place"], "/--help");
+    let (status, err) = post(server.addr, &format!("/v1/runs/{id}/resume"), b"{}");
+    assert_eq!((status, err["code"].as_str()), (409, Some("busy")), "{err}");
+    let (status, err) = post(server.addr, &format!("/v1/runs/{id}/resume"), b"{}");
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (404, Some("not_found")),
+        "{err}"
+    );
+    let (status, err) = post(server.addr, &format!("/v1/runs/{id}/resume"), b"{}");
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (500, Some("internal")),
+        "{err}"
+    );
+    let (status, body) = post(
+        server.addr,
+        &format!("/v1/runs/{id}/resume"),
+        b"{\"branch\": 2}",
+    );
+    assert_eq!(
+        (status, body["starting"].as_bool()),
+        (202, Some(true)),
+        "{body}"
+    );
+    let (status, body) = post(
+        server.addr,
+        &format!("/v1/runs/{id}/fork"),
+        br#"{"at": "-h"}"#,
+    );
+    assert_eq!((status, body["branch"].as_u64()), (202, Some(3)), "{body}");
+    let seen = fake.seen.lock().unwrap().clone();
+    let RunRequest::Start {
+        manifest,
+        workspace,
+        executor,
+        max_steps,
+        run_id,
+        ..
+    } = &seen[0]
+    else {
+        panic!("{seen:?}")
+    };
+    assert_eq!(
+        (
+            manifest.as_str(),
+            workspace.as_str(),
+            executor.as_deref(),
+            *max_steps
+        ),
+        ("/--help", "/-x", Some("--"), Some(3))
+    );
+    assert!(wfhost_store::RunId::parse(run_id).is_ok());
+    assert_eq!(
+        seen[4],
+        RunRequest::Resume {
+            run_id: id.into(),
+            branch: Some(2)
+        }
+    );
+    assert_eq!(
+        seen[5],
+        RunRequest::Fork {
+            run_id: id.into(),
+            at: "-h".into()
+        }
+    );
+    // A run that is not known is refused before the service is asked.
+    let (status, _) = post(
+        server.addr,
+        "/v1/runs/run-20260101-000000-00ffff/resume",
+        b"{}",
+    );
+    assert_eq!(status, 404);
+    assert_eq!(fake.seen.lock().unwrap().len(), 6);
 }
 
 /// A queued job of run `run`; its id.

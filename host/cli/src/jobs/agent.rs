@@ -23,8 +23,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use wfhost_core::engine::WorkerHost;
-use wfhost_core::manifest::pinning::PinnedDefinition;
-use wfhost_core::manifest::{self, LoadedWorkflow};
 use wfhost_runtime::telemetry::TelemetryHub;
 use wfhost_runtime::{PluginSet, WasmRuntime};
 
@@ -69,7 +67,7 @@ struct Shared {
     loaded: tokio::sync::Mutex<HashMap<(String, String, String), Loaded>>,
     /// The telemetry listener, started for the first workflow that runs
     /// agents (None when it could not listen: telemetry is then off).
-    telemetry: tokio::sync::OnceCell<Option<Arc<crate::telemetry::Hubs>>>,
+    telemetry: tokio::sync::OnceCell<Option<Arc<wfhost_app::telemetry::Hubs>>>,
     /// How many leases were handed back on stopping.
     handed_back: AtomicUsize,
 }
@@ -578,7 +576,7 @@ async fn telemetry_hub(shared: &Shared) -> Option<Arc<TelemetryHub>> {
     let hubs = shared
         .telemetry
         .get_or_init(|| async {
-            crate::telemetry::listen()
+            wfhost_app::telemetry::listen()
                 .await
                 .map_err(|e| eprintln!("agent {name}: {e}; its agents' telemetry is off"))
                 .ok()
@@ -619,12 +617,12 @@ fn runtime_for(shared: &Shared, executor: &str) -> Result<Arc<WasmRuntime>, Stri
             .parse()
             .map_err(|e| format!("the job's executor `{executor}`: {e}"))?
     };
-    let rt = crate::start_runtime(
-        shared.config.cache_dir.clone(),
-        shared.config.cache_disabled,
-        parsed,
-        None,
-    )?;
+    let choice = crate::RuntimeChoice {
+        cache_dir: shared.config.cache_dir.clone(),
+        cache_disabled: shared.config.cache_disabled,
+        executor: None,
+    };
+    let rt = crate::start_runtime(&choice, parsed, None).map_err(|e| e.message)?;
     runtimes.insert(executor.to_string(), rt.clone());
     Ok(rt)
 }
@@ -652,19 +650,17 @@ fn load(
     request: &JobRequest,
     definition: &str,
 ) -> Result<PluginSet, String> {
-    let workflow = PinnedDefinition::parse(definition, &request.workflow_hash)
-        .map_err(|e| format!("run {}: {e}", request.run_id))?;
-    let file = PathBuf::from(&request.manifest);
-    let errors = manifest::check(&file, &workflow, &crate::builtin_names());
-    if !errors.is_empty() {
-        return Err(format!(
-            "run {}: its definition does not check on this agent: {}",
-            request.run_id,
-            manifest::ManifestErrors(errors)
-        ));
-    }
-    let loaded = LoadedWorkflow { workflow, file };
-    let plugins = crate::load_plugins(runtime, &loaded, Path::new(&request.workspace), None)?;
+    // The same checks as a run that goes on in its own process: the
+    // pinned definition, then exactly the plugins the run started with.
+    let loaded = wfhost_app::plugins::pinned_workflow(
+        &request.run_id,
+        definition,
+        &request.workflow_hash,
+        Path::new(&request.manifest),
+    )
+    .map_err(|e| e.message)?;
+    let plugins = crate::load_plugins(runtime, &loaded, Path::new(&request.workspace), None)
+        .map_err(|e| e.message)?;
     if let Some(folder) = &request.session_folder {
         // Only a session folder of the workspace, never a path out of it.
         let name = folder.strip_prefix(".agents-work/").unwrap_or_default();
@@ -676,17 +672,11 @@ fn load(
         }
         plugins.set_session_folder(folder);
     }
-    let here = crate::execute::plugin_digests(&plugins);
-    for (name, pinned) in &request.plugins {
-        match here.get(name) {
-            Some(digest) if digest == pinned => {}
-            Some(digest) => {
-                return Err(format!(
-                    "plugin `{name}` on this agent is {digest}, the run started with {pinned}"
-                ));
-            }
-            None => return Err(format!("plugin `{name}` is missing on this agent")),
-        }
-    }
+    wfhost_app::plugins::check_pinned_plugins(
+        &request.run_id,
+        &request.plugins,
+        &wfhost_app::plugins::plugin_digests(&plugins),
+    )
+    .map_err(|e| e.message)?;
     Ok(plugins)
 }

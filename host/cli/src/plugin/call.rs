@@ -94,7 +94,8 @@ fn call_plugin(args: &CallArgs) -> Result<u8, String> {
     if args.workspace.is_some() {
         check_workspace(&workspace)?;
     }
-    let runtime = crate::start_runtime(None, false, wfhost_exec::Executor::default(), None)?;
+    let runtime = crate::start_runtime(&Default::default(), wfhost_exec::Executor::default(), None)
+        .map_err(|e| e.message)?;
     let set = load(runtime, args, world, &workspace)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -127,18 +128,10 @@ fn parse_payload(text: &str) -> Result<Vec<ContextSegment>, String> {
 /// The workspace must be a directory that holds neither the home nor the
 /// compiled cache (like `wfhost run`'s).
 fn check_workspace(workspace: &Path) -> Result<(), String> {
-    if !workspace.is_dir() {
-        return Err(format!(
-            "workspace {} is not a directory",
-            workspace.display()
-        ));
-    }
-    let global = crate::Global {
-        home: None,
-        durability: Default::default(),
-    };
-    crate::guard::check_run_workspace(workspace, &global, None, false)
-        .map_err(|_| "the workspace was refused (see above)".to_string())
+    let home = wfhost_store::resolve_home(None).map_err(|e| e.to_string())?;
+    wfhost_app::workspace::Workspace::open(workspace, &home, &Default::default())
+        .map(drop)
+        .map_err(|e| e.message)
 }
 
 fn load(

@@ -7,7 +7,6 @@ mod call;
 mod install;
 mod new;
 mod publish;
-pub mod refs;
 
 use std::path::PathBuf;
 

@@ -14,6 +14,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use wfhost_protocol::AppError;
 use wfhost_runtime::telemetry::{MAX_BODY_BYTES, Refusal, TelemetryHub};
 
 /// The hubs one listener serves, by id.
@@ -24,9 +25,9 @@ pub struct Hubs {
 
 impl Hubs {
     /// A new hub behind this listener; it is served as long as it is held.
-    pub fn hub(&self) -> Result<Arc<TelemetryHub>, String> {
+    pub fn hub(&self) -> Result<Arc<TelemetryHub>, AppError> {
         let id = wfhost_core::random::token()
-            .map_err(|e| format!("cannot make a telemetry address: {e}"))?;
+            .map_err(|e| AppError::internal(format!("cannot make a telemetry address: {e}")))?;
         let hub = TelemetryHub::new(format!("{}/{id}", self.base));
         let mut hubs = self.hubs.lock().unwrap_or_else(|e| e.into_inner());
         hubs.retain(|_, h| h.strong_count() > 0);
@@ -42,13 +43,15 @@ impl Hubs {
 
 /// Listen on an ephemeral loopback port; the listener stops with the
 /// runtime it was started on.
-pub async fn listen() -> Result<Arc<Hubs>, String> {
+pub async fn listen() -> Result<Arc<Hubs>, AppError> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
-        .map_err(|e| format!("cannot listen for telemetry on 127.0.0.1: {e}"))?;
+        .map_err(|e| {
+            AppError::internal(format!("cannot listen for telemetry on 127.0.0.1: {e}"))
+        })?;
     let port = listener
         .local_addr()
-        .map_err(|e| format!("cannot listen for telemetry: {e}"))?
+        .map_err(|e| AppError::internal(format!("cannot listen for telemetry: {e}")))?
         .port();
     let hubs = Arc::new(Hubs {
         base: format!("http://127.0.0.1:{port}/telemetry"),
@@ -66,7 +69,7 @@ pub async fn listen() -> Result<Arc<Hubs>, String> {
 }
 
 /// Serve telemetry for a run process: one hub, handed to `plugins`.
-pub async fn serve(plugins: &wfhost_runtime::PluginSet) -> Result<(), String> {
+pub async fn serve(plugins: &wfhost_runtime::PluginSet) -> Result<(), AppError> {
     let hubs = listen().await?;
     plugins.record_telemetry(hubs.hub()?);
     Ok(())

@@ -38,7 +38,7 @@ use wfhost_core::manifest::Workflow;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::{RunRecord, Store, StoredEvent};
 
-use crate::execute::PrintingSink;
+use crate::warnings::warn;
 
 /// The folder, under the workspace, that holds the session folders.
 pub const AGENTS_WORK: &str = ".agents-work";
@@ -53,9 +53,9 @@ pub trait Recorded {
     fn recorded_at(&self) -> Vec<i64>;
 }
 
-impl Recorded for PrintingSink<'_> {
+impl Recorded for wfhost_store::BranchWriter<'_> {
     fn recorded_at(&self) -> Vec<i64> {
-        self.writer.last_written().iter().map(|e| e.at).collect()
+        self.last_written().iter().map(|e| e.at).collect()
     }
 }
 
@@ -316,10 +316,6 @@ fn promote_implemented(tasks: &str) -> Option<String> {
         })
         .collect();
     changed.then(|| lines.join("\n") + "\n")
-}
-
-fn warn(message: &str) {
-    eprintln!("warning: {message}");
 }
 
 /// The engine's sink with the session files kept current: every `append`

@@ -1,0 +1,136 @@
+//! `wfhost serve-run` (hidden): a run process of `wfhost serve`. It reads
+//! one [`RunRequest`] as a JSON line on standard input, carries it out with
+//! the same functions as `wfhost run`, `gate`, `resume` and `fork`, and
+//! answers with one [`Reply`] line on standard output as soon as the
+//! request is durable (or refused). Standard output then points at
+//! standard error (the serve log), so nothing else reaches the protocol.
+//! Request data is only ever data here: it never passes through a command
+//! line.
+
+use std::io::{BufRead, Read, Write};
+
+use wfhost_app::{AppError, ErrorKind};
+use wfhost_protocol::{Accepted, Reply, RunRequest};
+
+use crate::resume::{ExecOptions, GateAnswer};
+use crate::run::{InputSource, RunSpec};
+use crate::{Global, exit_code, report_error};
+
+/// The longest request line read.
+const MAX_REQUEST_BYTES: u64 = 16 << 20;
+
+/// The reply, sent at most once.
+struct Replier(Option<std::fs::File>);
+
+impl Replier {
+    fn send(&mut self, reply: &Reply) {
+        if let Some(mut out) = self.0.take() {
+            let line = serde_json::to_string(reply).unwrap_or_default();
+            // The server may have gone: the run goes on regardless.
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        }
+    }
+}
+
+pub fn serve_run(global: &Global) -> u8 {
+    let protocol = match crate::mcp::protocol_stdout() {
+        Ok(fd) => fd,
+        Err(e) => {
+            report_error(format!("cannot set up the reply channel: {e}"));
+            return exit_code(ErrorKind::Internal);
+        }
+    };
+    let mut replier = Replier(Some(std::fs::File::from(protocol)));
+    let request = match read_request() {
+        Ok(r) => r,
+        Err(e) => {
+            replier.send(&Reply::Refused(e.clone()));
+            report_error(&e.message);
+            return exit_code(e.kind);
+        }
+    };
+    let mut accept = |accepted: &Accepted| replier.send(&Reply::Accepted(accepted.clone()));
+    let result = carry_out(request, global, &mut accept);
+    match result {
+        Ok(code) => {
+            replier.send(&Reply::Accepted(Accepted::default()));
+            code
+        }
+        Err(e) => {
+            // The run went on and came to rest, or nothing was recorded.
+            let went_on = matches!(
+                e.kind,
+                ErrorKind::Waiting | ErrorKind::Failed | ErrorKind::Interrupted
+            );
+            replier.send(&match went_on {
+                true => Reply::Accepted(Accepted::default()),
+                false => Reply::Refused(e.clone()),
+            });
+            report_error(&e.message);
+            exit_code(e.kind)
+        }
+    }
+}
+
+fn read_request() -> Result<RunRequest, AppError> {
+    let mut line = String::new();
+    std::io::BufReader::new(std::io::stdin().take(MAX_REQUEST_BYTES))
+        .read_line(&mut line)
+        .map_err(|e| AppError::bad_input(format!("reading the request: {e}")))?;
+    serde_json::from_str(line.trim_end())
+        .map_err(|e| AppError::bad_input(format!("the request is not a run request: {e}")))
+}
+
+fn carry_out(
+    request: RunRequest,
+    global: &Global,
+    accepted: &mut dyn FnMut(&Accepted),
+) -> Result<u8, AppError> {
+    let exec = ExecOptions::quiet();
+    match request {
+        RunRequest::Start {
+            manifest,
+            workspace,
+            run_id,
+            inputs,
+            max_steps,
+            executor,
+        } => {
+            let run_id = wfhost_store::RunId::parse(&run_id)
+                .map_err(|e| AppError::bad_input(e).at("/run_id"))?;
+            let executor = match executor {
+                Some(text) => text.parse().map_err(|e| {
+                    AppError::bad_input(format!("executor `{text}`: {e}")).at("/executor")
+                })?,
+                None => wfhost_exec::Executor::Local,
+            };
+            let mut spec = RunSpec::served(manifest.into(), workspace.into(), run_id);
+            spec.inputs = InputSource::Given(inputs);
+            spec.executor = executor;
+            if let Some(n) = max_steps {
+                spec.max_steps = n;
+            }
+            crate::run::start(spec, global, accepted)
+        }
+        RunRequest::Answer {
+            run_id,
+            gate,
+            answer,
+        } => crate::resume::answer_gate(
+            GateAnswer {
+                run: run_id,
+                gate,
+                answer,
+            },
+            &exec,
+            global,
+            accepted,
+        ),
+        RunRequest::Resume { run_id, branch } => {
+            crate::resume::resume_run(&run_id, branch, &exec, global, accepted)
+        }
+        RunRequest::Fork { run_id, at } => {
+            crate::resume::fork_run(&run_id, &at, &exec, global, accepted)
+        }
+    }
+}

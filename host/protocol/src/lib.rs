@@ -1,0 +1,14 @@
+//! The typed contract between wfhost's surfaces (CLI, HTTP server, MCP) and
+//! its application layer (`wfhost-app`).
+//!
+//! **API Boundary:** everything here is plain data (serde), free of
+//! wasmtime, Docker, SQLite and HTTP, so a surface that must stay light
+//! (the server) depends on it alone. Errors are [`AppError`]s whose
+//! [`ErrorKind`] a surface maps to its own answer (an exit code, an HTTP
+//! status, a JSON-RPC error); nothing parses an error's text.
+
+mod error;
+mod request;
+
+pub use error::{AppError, ErrorKind};
+pub use request::{Accepted, Reply, RunRequest};
