@@ -26,6 +26,7 @@ pub mod event;
 pub mod exec;
 pub mod ids;
 pub mod inputs;
+pub mod json_pointer;
 pub mod limits;
 pub mod links;
 pub mod manifest;

@@ -6,11 +6,11 @@ use std::path::Path;
 
 use crate::command::EngineCommand;
 
-use super::load::pointer;
 use super::{
     Block, CORE_VERBS, DEFAULT_ACTION_HANDLER, MAX_LANES, ManifestError, ParallelGroup, Transition,
     Workflow, is_valid_id,
 };
+use crate::json_pointer::pointer;
 
 /// Every static error of `wf`, in manifest order.
 pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<ManifestError> {

@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{Workflow, check};
+use crate::json_pointer::pointer;
 
 /// A manifest error: the file, the place in it, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,13 +214,4 @@ fn resolve_schemas(file: &Path, base_dir: &Path, wf: &mut Workflow) -> Vec<Manif
         }
     }
     errors
-}
-
-pub(super) fn pointer(parts: &[&str]) -> String {
-    let mut out = String::new();
-    for p in parts {
-        out.push('/');
-        out.push_str(&p.replace('~', "~0").replace('/', "~1"));
-    }
-    out
 }

@@ -106,7 +106,7 @@ pub fn is_workrail(value: &Value) -> bool {
 /// construct that is refused.
 pub fn compile(value: &Value) -> Result<Value, Vec<WorkRailError>> {
     let doc: Document = serde_path_to_error::deserialize(value).map_err(|e| {
-        let at = super::stage_graph::path_pointer(e.path());
+        let at = crate::json_pointer::of_path(e.path());
         vec![(at, e.into_inner().to_string())]
     })?;
     let mut errors = Vec::new();
