@@ -8,10 +8,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use wfhost_core::engine::{self, RunOptions};
+use wfhost_core::formats;
 use wfhost_core::manifest;
 use wfhost_core::manifest::pinning::PinnedDefinition;
-use wfhost_core::state::RunState;
+use wfhost_core::run::engine::{self, RunOptions};
+use wfhost_core::run::state::RunState;
 use wfhost_store::RunRecord;
 
 use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, plugin_digests, print_loads};
@@ -78,7 +79,7 @@ fn session_tag(id: &str) -> Result<wfhost_store::SessionTag, String> {
 }
 
 pub fn run(args: RunArgs, global: &Global) -> u8 {
-    let workflow = match manifest::load(&args.manifest, &builtin_names()) {
+    let workflow = match formats::load(&args.manifest, &builtin_names()) {
         Ok(wf) => wf,
         Err(errors) => {
             report_error(errors);

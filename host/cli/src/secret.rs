@@ -37,7 +37,7 @@ pub fn secret(args: SecretArgs, global: &Global) -> u8 {
     let secrets = HomeSecrets::new(&home);
     match args.command {
         SecretCommand::Set { name } => {
-            if let Err(e) = wfhost_core::secrets::check_name(&name) {
+            if let Err(e) = wfhost_core::policy::secrets::check_name(&name) {
                 report_error(e);
                 return exit::BAD_INPUT;
             }
@@ -91,8 +91,8 @@ pub fn check_references(
     workflow: &wfhost_core::manifest::LoadedWorkflow,
     home: Option<&std::path::Path>,
 ) -> Result<(), u8> {
-    use wfhost_core::secrets::SecretSource;
-    let refs = match wfhost_core::secrets::references(&workflow.workflow) {
+    use wfhost_core::policy::secrets::SecretSource;
+    let refs = match wfhost_core::policy::secrets::references(&workflow.workflow) {
         Ok(refs) => refs,
         Err((pointer, e)) => {
             report_error(format!("{}: {pointer}: {e}", workflow.file.display()));
@@ -101,7 +101,7 @@ pub fn check_references(
     };
     let source: Box<dyn SecretSource> = match home {
         Some(home) => Box::new(HomeSecrets::new(home)),
-        None => Box::new(wfhost_core::secrets::EnvSecrets),
+        None => Box::new(wfhost_core::policy::secrets::EnvSecrets),
     };
     let mut missing = false;
     for r in refs {

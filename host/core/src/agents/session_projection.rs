@@ -1,7 +1,7 @@
 //! Seed 001's `.agents-work/<session>/status.json` and `tasks.yaml` as a
 //! projection of a run's event log.
 //!
-//! [`SessionProjection`] is a pure fold, like [`crate::state::RunState`]:
+//! [`SessionProjection`] is a pure fold, like [`crate::run::state::RunState`]:
 //! built from the workflow and the session name, it takes the run's events
 //! one by one ([`SessionProjection::apply`], with the time each was
 //! recorded) and can say at any point what the two files contain
@@ -75,20 +75,20 @@ use crate::agents::session_artifacts::{
     ApproveDesignHistoryEntry, CorrectionDispatch, CorrectionStatus, DecisionStatus, GateTracking,
     STATES, SessionStatus, TaskEntry, TaskStatus, UserDecision, render_tasks_yaml, session_name,
 };
-use crate::event::gate_number;
-use crate::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
 use crate::manifest::Workflow;
-use crate::questions::{self, AskedQuestion, GateQuestion, QuestionState};
+use crate::run::event::gate_number;
+use crate::run::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
+use crate::run::questions::{self, AskedQuestion, GateQuestion, QuestionState};
 
 /// Signals after which a block's task is `blocked` rather than
 /// `implemented`.
 pub const FAILURE_SIGNALS: &[&str] = &[
-    crate::transitions::WORKER_ERROR,
+    crate::run::transitions::WORKER_ERROR,
     "SIGNAL:FAILED",
     "SIGNAL:BLOCKED",
     "SIGNAL:NEEDS_INFO",
     "SIGNAL:FAIL",
-    crate::transitions::VALIDATION_FAIL,
+    crate::run::transitions::VALIDATION_FAIL,
 ];
 
 /// The `static_memory` key of a node that names the session state
@@ -102,7 +102,7 @@ pub const DEFAULT_STATE: &str = "IMPLEMENT_LOOP";
 /// on) is a retry: after a failure-like signal or requested changes.
 fn is_retry_cause(cause: &str) -> bool {
     cause == "RERUN"
-        || cause == crate::transitions::GATE_CHANGES_REQUESTED
+        || cause == crate::run::transitions::GATE_CHANGES_REQUESTED
         || FAILURE_SIGNALS.contains(&cause)
 }
 
@@ -774,8 +774,8 @@ pub use crate::time::iso_utc;
 mod tests {
     use super::*;
     use crate::agents::session_artifacts::is_session_name;
-    use crate::event::PayloadDelta;
-    use crate::payload::Statistics;
+    use crate::run::event::PayloadDelta;
+    use crate::run::payload::Statistics;
 
     fn workflow(json: serde_json::Value) -> Workflow {
         serde_json::from_value(json).unwrap()
@@ -1252,7 +1252,7 @@ mod tests {
                 // The host died here; the interrupted block runs again with
                 // the same attempt.
                 Event::Resumed {
-                    interrupted: Some(crate::event::InterruptedBlock {
+                    interrupted: Some(crate::run::event::InterruptedBlock {
                         step: 2,
                         node: "main".into(),
                         block: "draft".into(),
@@ -1382,7 +1382,7 @@ mod tests {
     fn answered(id: &str, answer: &str) -> Event {
         Event::GateAnswered {
             gate_id: id.into(),
-            decision: crate::event::parse_answer(id, answer).unwrap(),
+            decision: crate::run::event::parse_answer(id, answer).unwrap(),
         }
     }
 
@@ -1437,7 +1437,7 @@ mod tests {
         check_dispatched(&fold(&wf, &events));
         events.extend([
             Event::Resumed {
-                interrupted: Some(crate::event::InterruptedBlock {
+                interrupted: Some(crate::run::event::InterruptedBlock {
                     step: 1,
                     node: "main".into(),
                     block: "draft".into(),
@@ -1515,8 +1515,8 @@ mod tests {
         events.push(answered(approve, "defer: next sprint"));
         events.push(Event::RunFinished {
             outcome: Outcome::Failed {
-                reason: crate::event::blocked_reason(
-                    crate::event::MANDATORY_DECISION_MISSING,
+                reason: crate::run::event::blocked_reason(
+                    crate::run::event::MANDATORY_DECISION_MISSING,
                     "decision UD-APPROVE-DESIGN cancelled: user deferred: next sprint",
                 ),
             },

@@ -21,13 +21,13 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use crate::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
-use crate::event::{Decision, Event, PayloadDelta};
 use crate::manifest::{Block, ParallelGroup};
 use crate::parallel::fan_in::{self, LaneChanges};
-use crate::payload::{ContextSegment, Statistics};
-use crate::state::{FanOut, LaneResult, RunState};
-use crate::transitions;
+use crate::run::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
+use crate::run::event::{Decision, Event, PayloadDelta};
+use crate::run::payload::{ContextSegment, Statistics};
+use crate::run::state::{FanOut, LaneResult, RunState};
+use crate::run::transitions;
 
 pub const LANES_SUCCEEDED: &str = "SIGNAL:SUCCESS";
 pub const LANES_PARTIAL: &str = "SIGNAL:PARTIAL";
@@ -136,7 +136,7 @@ pub(crate) async fn execute<W: WorkerHost>(
     rules: Option<&str>,
     workers: &W,
     state: &mut RunState,
-    sink: &mut dyn crate::event::EventSink,
+    sink: &mut dyn crate::run::event::EventSink,
     block: &Block,
     group: &ParallelGroup,
     base: BlockRequest,
@@ -175,7 +175,7 @@ pub(crate) async fn execute<W: WorkerHost>(
         context.step_index = step + index as u64;
         context.config = lane_block.config.clone();
         context.file_restrictions = lane_block.file_restrictions.clone();
-        context.system_prompt = crate::engine::system_prompt(rules, &lane_block);
+        context.system_prompt = crate::run::engine::system_prompt(rules, &lane_block);
         BlockRequest {
             worker: base.worker.clone(),
             context,
@@ -196,7 +196,7 @@ pub(crate) async fn execute<W: WorkerHost>(
     }
     loop {
         let next = running.next();
-        let Some(run) = crate::engine::recording_telemetry(workers, state, sink, next).await?
+        let Some(run) = crate::run::engine::recording_telemetry(workers, state, sink, next).await?
         else {
             break;
         };

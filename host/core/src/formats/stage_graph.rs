@@ -37,7 +37,7 @@
 //! block id or used twice, an edge naming no stage, a cycle, an exec stage
 //! without commands, a command with `allow_failure: true` (the exec worker
 //! stops a block at its first failing command and has no way to go on), and
-//! for everything the exec safety policy ([`crate::exec::check`]) refuses:
+//! for everything the exec safety policy ([`crate::policy::exec::check`]) refuses:
 //! a shell without `allow_shell`, a `workdir` outside the project, ….
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,11 +46,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::event::Outcome;
-use crate::exec::{ExecCommand, ExecSpec, PolicyViolation};
 use crate::json_pointer::{self, pointer};
 use crate::manifest::is_valid_id;
-use crate::state::{Phase, RunState};
+use crate::policy::exec::{ExecCommand, ExecSpec, PolicyViolation};
+use crate::run::event::Outcome;
+use crate::run::state::{Phase, RunState};
 
 /// The node of the translated manifest that holds every stage's block.
 pub const NODE: &str = "main";
@@ -611,7 +611,7 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
             .collect(),
         allow_shell: exec.allow_shell,
     };
-    crate::exec::check(&spec).map_err(|v| policy_error(id, position, &v))?;
+    crate::policy::exec::check(&spec).map_err(|v| policy_error(id, position, &v))?;
     let commands: Vec<Value> = spec
         .commands
         .iter()
@@ -813,9 +813,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::event::{CommandRecord, Decision, Event, PayloadDelta};
     use crate::manifest::{Workflow, check};
-    use crate::payload::Statistics;
+    use crate::run::event::{CommandRecord, Decision, Event, PayloadDelta};
+    use crate::run::payload::Statistics;
 
     const BUILTINS: &[&str] = &["exec", "actions-core", "echo", "agent", "scripted"];
 
