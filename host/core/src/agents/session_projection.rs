@@ -278,52 +278,7 @@ impl SessionProjection {
                 block,
                 attempt,
                 ..
-            } => {
-                let key = format!("{node}.{block}");
-                let wanted = attempt.saturating_sub(1);
-                let counted = self.retries.get(&key).copied().unwrap_or(0);
-                if wanted > counted {
-                    let cause = self
-                        .last_signal
-                        .clone()
-                        .unwrap_or_else(|| "RERUN".to_string());
-                    // A fix loop is a retry; a block that runs again because
-                    // the work flowed back to it after a success is not.
-                    if is_retry_cause(&cause) {
-                        *self
-                            .retry_counts
-                            .entry(key.clone())
-                            .or_default()
-                            .entry(cause)
-                            .or_default() += wanted - counted;
-                    }
-                    self.retries.insert(key.clone(), wanted);
-                }
-                self.set_status(&key, TaskStatus::InProgress);
-                // The first block after a queued correction does it. A block
-                // re-run after a crash is the same dispatch.
-                if let Some(t) = &mut self.gate_tracking {
-                    let t = &mut t.approve_design;
-                    if t.correction_status == CorrectionStatus::Queued {
-                        t.correction_status = CorrectionStatus::Dispatched;
-                        t.last_correction_dispatch = CorrectionDispatch {
-                            agent: Some(
-                                self.agent_names
-                                    .get(&key)
-                                    .cloned()
-                                    .unwrap_or_else(|| key.clone()),
-                            ),
-                            task_id: Some(key.clone()),
-                            at: Some(at.to_string()),
-                        };
-                        self.correcting = Some(key.clone());
-                    }
-                }
-                self.current_node = Some(node.clone());
-                self.running = Some(key);
-                self.deciding = None;
-                self.phase = RunPhase::Running;
-            }
+            } => self.block_started(node, block, *attempt, at),
             Event::BlockCompleted {
                 step,
                 node,
@@ -331,114 +286,17 @@ impl SessionProjection {
                 signal,
                 failure,
                 ..
-            } => {
-                let key = format!("{node}.{block}");
-                let failed = is_failure(signal, failure.as_deref());
-                self.set_status(
-                    &key,
-                    if failed {
-                        TaskStatus::Blocked
-                    } else {
-                        TaskStatus::Implemented
-                    },
-                );
-                self.block_issues.retain(|(b, _)| *b != key);
-                if let Some(why) = failure {
-                    self.block_issues
-                        .push((key.clone(), format!("{key} (step {step}): {why}")));
-                }
-                if self.correcting.as_ref() == Some(&key) {
-                    self.correcting = None;
-                    if let Some(t) = &mut self.gate_tracking {
-                        t.approve_design.correction_status = CorrectionStatus::Completed;
-                    }
-                }
-                self.last_signal = Some(signal.clone());
-                self.running = None;
-                self.lanes_pending.clear();
-                self.deciding = Some(key);
-            }
+            } => self.block_completed(*step, node, block, signal, failure.as_deref()),
             Event::ActionTaken {
                 command, gate_id, ..
-            } => match command {
-                CommandRecord::Gate { prompt, questions } => {
-                    let block = self.deciding.clone().unwrap_or_default();
-                    match gate_id.as_deref() {
-                        Some(id) if !questions.is_empty() => {
-                            self.open_questions(id, questions, block, at)
-                        }
-                        id => self.open_gate(id, prompt, block, at),
-                    }
-                }
-                CommandRecord::End => self.finish(&Outcome::Succeeded),
-                CommandRecord::Fail { reason } => {
-                    let reason = match &self.deciding {
-                        Some(block) => format!("block `{block}`: {reason}"),
-                        None => reason.clone(),
-                    };
-                    self.finish(&Outcome::Failed { reason });
-                }
-                CommandRecord::Jump { .. } | CommandRecord::Call { .. } | CommandRecord::Return => {
-                    self.deciding = None;
-                }
-            },
+            } => self.action_taken(command, gate_id.as_deref(), at),
             Event::FanInWaiting {
                 gate_id, prompt, ..
             } => {
                 let block = self.running.clone().unwrap_or_default();
                 self.open_gate(Some(gate_id), prompt, block, at);
             }
-            Event::GateAnswered { gate_id, decision } => {
-                let Some(slot) = self.gates.get(gate_id).cloned() else {
-                    return;
-                };
-                if !slot.questions.is_empty() {
-                    self.answer_questions(gate_id, slot, decision, at);
-                    return;
-                }
-                let d = &mut self.decisions[slot.decision];
-                d.resolved_at = Some(at.to_string());
-                if let Decision::Cancelled { reason } = decision {
-                    d.status = DecisionStatus::Cancelled;
-                    d.answer = None;
-                    d.resolution_reason = Some(reason.clone());
-                } else {
-                    d.status = DecisionStatus::Answered;
-                    d.answer = Some(decision.to_string());
-                    d.resolution_reason = Some(match decision {
-                        Decision::UseLane { .. } => {
-                            "lane choice recorded; the parallel block resumes its fan-in"
-                                .to_string()
-                        }
-                        _ => format!("the run continues with {}", decision.signal()),
-                    });
-                }
-                if gate_id == WellKnownGate::ApproveDesign.decision_id()
-                    && let Decision::ChangesRequested { .. } = decision
-                {
-                    self.history.push(ApproveDesignHistoryEntry {
-                        at: at.to_string(),
-                        decision_id: gate_id.clone(),
-                        answer: decision.to_string(),
-                        state_context: d.state_context.clone(),
-                    });
-                    let t = &mut self
-                        .gate_tracking
-                        .get_or_insert_with(GateTracking::default)
-                        .approve_design;
-                    t.correction_status = CorrectionStatus::Queued;
-                    self.correcting = None;
-                }
-                self.waiting_well_known = None;
-                self.phase = RunPhase::Running;
-                if matches!(decision, Decision::UseLane { .. }) {
-                    // The parallel block itself goes on.
-                    self.running = Some(slot.block);
-                } else {
-                    self.last_signal = Some(decision.signal().to_string());
-                    self.deciding = Some(slot.block);
-                }
-            }
+            Event::GateAnswered { gate_id, decision } => self.gate_answered(gate_id, decision, at),
             Event::RunFinished { outcome } => {
                 self.lanes_pending.clear();
                 self.finish(outcome);
@@ -450,6 +308,173 @@ impl SessionProjection {
                 self.lanes_pending.remove(lane);
             }
             _ => {}
+        }
+    }
+
+    /// A block starts (or starts again): its task is in progress, a rerun
+    /// counted as a retry by its cause, a queued design correction
+    /// dispatched.
+    fn block_started(&mut self, node: &str, block: &str, attempt: u32, at: &str) {
+        let key = format!("{node}.{block}");
+        let wanted = attempt.saturating_sub(1);
+        let counted = self.retries.get(&key).copied().unwrap_or(0);
+        if wanted > counted {
+            let cause = self
+                .last_signal
+                .clone()
+                .unwrap_or_else(|| "RERUN".to_string());
+            // A fix loop is a retry; a block that runs again because
+            // the work flowed back to it after a success is not.
+            if is_retry_cause(&cause) {
+                *self
+                    .retry_counts
+                    .entry(key.clone())
+                    .or_default()
+                    .entry(cause)
+                    .or_default() += wanted - counted;
+            }
+            self.retries.insert(key.clone(), wanted);
+        }
+        self.set_status(&key, TaskStatus::InProgress);
+        // The first block after a queued correction does it. A block
+        // re-run after a crash is the same dispatch.
+        if let Some(t) = &mut self.gate_tracking {
+            let t = &mut t.approve_design;
+            if t.correction_status == CorrectionStatus::Queued {
+                t.correction_status = CorrectionStatus::Dispatched;
+                t.last_correction_dispatch = CorrectionDispatch {
+                    agent: Some(
+                        self.agent_names
+                            .get(&key)
+                            .cloned()
+                            .unwrap_or_else(|| key.clone()),
+                    ),
+                    task_id: Some(key.clone()),
+                    at: Some(at.to_string()),
+                };
+                self.correcting = Some(key.clone());
+            }
+        }
+        self.current_node = Some(node.to_string());
+        self.running = Some(key);
+        self.deciding = None;
+        self.phase = RunPhase::Running;
+    }
+
+    /// A block completed: its task implemented or blocked, its failure
+    /// kept as an issue, a design correction it carried completed.
+    fn block_completed(
+        &mut self,
+        step: u64,
+        node: &str,
+        block: &str,
+        signal: &str,
+        failure: Option<&str>,
+    ) {
+        let key = format!("{node}.{block}");
+        let failed = is_failure(signal, failure);
+        self.set_status(
+            &key,
+            if failed {
+                TaskStatus::Blocked
+            } else {
+                TaskStatus::Implemented
+            },
+        );
+        self.block_issues.retain(|(b, _)| *b != key);
+        if let Some(why) = failure {
+            self.block_issues
+                .push((key.clone(), format!("{key} (step {step}): {why}")));
+        }
+        if self.correcting.as_ref() == Some(&key) {
+            self.correcting = None;
+            if let Some(t) = &mut self.gate_tracking {
+                t.approve_design.correction_status = CorrectionStatus::Completed;
+            }
+        }
+        self.last_signal = Some(signal.to_string());
+        self.running = None;
+        self.lanes_pending.clear();
+        self.deciding = Some(key);
+    }
+
+    /// The command a block's signal led to: a gate opened, the run ended
+    /// or failed, or the work moves on.
+    fn action_taken(&mut self, command: &CommandRecord, gate_id: Option<&str>, at: &str) {
+        match command {
+            CommandRecord::Gate { prompt, questions } => {
+                let block = self.deciding.clone().unwrap_or_default();
+                match gate_id {
+                    Some(id) if !questions.is_empty() => {
+                        self.open_questions(id, questions, block, at)
+                    }
+                    id => self.open_gate(id, prompt, block, at),
+                }
+            }
+            CommandRecord::End => self.finish(&Outcome::Succeeded),
+            CommandRecord::Fail { reason } => {
+                let reason = match &self.deciding {
+                    Some(block) => format!("block `{block}`: {reason}"),
+                    None => reason.clone(),
+                };
+                self.finish(&Outcome::Failed { reason });
+            }
+            CommandRecord::Jump { .. } | CommandRecord::Call { .. } | CommandRecord::Return => {
+                self.deciding = None;
+            }
+        }
+    }
+
+    /// A gate was answered: its decision resolved (or its questions
+    /// answered), a requested design change queued, the run going on.
+    fn gate_answered(&mut self, gate_id: &str, decision: &Decision, at: &str) {
+        let Some(slot) = self.gates.get(gate_id).cloned() else {
+            return;
+        };
+        if !slot.questions.is_empty() {
+            self.answer_questions(gate_id, slot, decision, at);
+            return;
+        }
+        let d = &mut self.decisions[slot.decision];
+        d.resolved_at = Some(at.to_string());
+        if let Decision::Cancelled { reason } = decision {
+            d.status = DecisionStatus::Cancelled;
+            d.answer = None;
+            d.resolution_reason = Some(reason.clone());
+        } else {
+            d.status = DecisionStatus::Answered;
+            d.answer = Some(decision.to_string());
+            d.resolution_reason = Some(match decision {
+                Decision::UseLane { .. } => {
+                    "lane choice recorded; the parallel block resumes its fan-in".to_string()
+                }
+                _ => format!("the run continues with {}", decision.signal()),
+            });
+        }
+        if gate_id == WellKnownGate::ApproveDesign.decision_id()
+            && let Decision::ChangesRequested { .. } = decision
+        {
+            self.history.push(ApproveDesignHistoryEntry {
+                at: at.to_string(),
+                decision_id: gate_id.to_string(),
+                answer: decision.to_string(),
+                state_context: d.state_context.clone(),
+            });
+            let t = &mut self
+                .gate_tracking
+                .get_or_insert_with(GateTracking::default)
+                .approve_design;
+            t.correction_status = CorrectionStatus::Queued;
+            self.correcting = None;
+        }
+        self.waiting_well_known = None;
+        self.phase = RunPhase::Running;
+        if matches!(decision, Decision::UseLane { .. }) {
+            // The parallel block itself goes on.
+            self.running = Some(slot.block);
+        } else {
+            self.last_signal = Some(decision.signal().to_string());
+            self.deciding = Some(slot.block);
         }
     }
 
