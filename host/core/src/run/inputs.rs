@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 use crate::json_pointer;
-use crate::manifest::is_valid_id;
+use wfhost_actions::is_valid_id;
 
 /// The inputs of one run: name → value.
 pub type Inputs = Map<String, Value>;
