@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
-use wfhost_core::payload::{ContextSegment, Statistics};
+use wfhost_core::run::event::{CommandRecord, Event, EventSink, PayloadDelta};
+use wfhost_core::run::payload::{ContextSegment, Statistics};
 use wfhost_store::{Durability, RunRecord, Store};
 
 use super::serve::{await_status, http_get, http_post, serve_with};

@@ -58,9 +58,9 @@ pub fn start_runtime(
         .or_else(|| wfhost_store::resolve_home(None).ok());
     let secrets = match home {
         Some(home) => {
-            wfhost_core::secrets::Secrets(Arc::new(wfhost_store::HomeSecrets::new(&home)))
+            wfhost_core::policy::secrets::Secrets(Arc::new(wfhost_store::HomeSecrets::new(&home)))
         }
-        None => wfhost_core::secrets::Secrets::default(),
+        None => wfhost_core::policy::secrets::Secrets::default(),
     };
     let mut config = RuntimeConfig {
         default_executor,

@@ -33,9 +33,9 @@ use wfhost_core::agents::session_artifacts::{
     APPROVE_DESIGN_HISTORY, PERSISTENCE_BLOCKER, SessionStatus, UserDecision, render_history,
 };
 use wfhost_core::agents::session_projection::{SessionProjection, iso_utc, run_session_name};
-use wfhost_core::event::{Event, EventSink, Outcome, QueuedJob, SinkError, blocked_reason};
 use wfhost_core::manifest::Workflow;
 use wfhost_core::manifest::pinning::PinnedDefinition;
+use wfhost_core::run::event::{Event, EventSink, Outcome, QueuedJob, SinkError, blocked_reason};
 use wfhost_store::{RunRecord, Store, StoredEvent};
 
 use crate::warnings::warn;
@@ -398,8 +398,8 @@ impl<S: EventSink + Recorded> EventSink for SessionSink<S> {
 mod tests {
     use super::*;
     use wfhost_core::agents::session_artifacts::SessionStatus;
-    use wfhost_core::event::{CommandRecord, MemoryLog, PayloadDelta};
-    use wfhost_core::payload::Statistics;
+    use wfhost_core::run::event::{CommandRecord, MemoryLog, PayloadDelta};
+    use wfhost_core::run::payload::Statistics;
 
     impl Recorded for MemoryLog {
         fn recorded_at(&self) -> Vec<i64> {
@@ -653,7 +653,7 @@ mod tests {
         });
         events.push(Event::GateAnswered {
             gate_id: "UD-APPROVE-DESIGN".into(),
-            decision: wfhost_core::event::parse_answer("UD-APPROVE-DESIGN", answer).unwrap(),
+            decision: wfhost_core::run::event::parse_answer("UD-APPROVE-DESIGN", answer).unwrap(),
         });
         events
     }
@@ -683,7 +683,7 @@ mod tests {
             panic!("the run's end is recorded: {:?}", sink.events.last())
         };
         assert_eq!(
-            wfhost_core::event::blocker_of(reason),
+            wfhost_core::run::event::blocker_of(reason),
             Some(PERSISTENCE_BLOCKER),
             "{reason}"
         );

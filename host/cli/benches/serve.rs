@@ -28,8 +28,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wfhost_core::event::{CommandRecord, Event, PayloadDelta};
-use wfhost_core::payload::Statistics;
+use wfhost_core::run::event::{CommandRecord, Event, PayloadDelta};
+use wfhost_core::run::payload::Statistics;
 use wfhost_store::{Durability, NewJob, RunRecord, Store};
 
 /// A `wfhost serve` process over `home`, killed when dropped.
@@ -307,11 +307,11 @@ fn big_run(store: &mut Store, events: u64) {
     for n in 0..(events - 1) / 3 {
         batch.extend(step(n));
         if batch.len() >= 3000 {
-            wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
+            wfhost_core::run::event::EventSink::append(&mut writer, &batch).unwrap();
             batch.clear();
         }
     }
-    wfhost_core::event::EventSink::append(&mut writer, &batch).unwrap();
+    wfhost_core::run::event::EventSink::append(&mut writer, &batch).unwrap();
 }
 
 fn bench_page(events: u64, pages: usize) {
@@ -364,7 +364,7 @@ fn dashboard_store(home: &Path, runs: u64, events: u64) {
         };
         store.create_run(&record, "{}", &started(&id)).unwrap();
         let mut writer = store.writer(&id, 1).unwrap();
-        wfhost_core::event::EventSink::append(&mut writer, &step(0)).unwrap();
+        wfhost_core::run::event::EventSink::append(&mut writer, &step(0)).unwrap();
     }
 }
 
@@ -444,7 +444,7 @@ fn bench_sse(rounds: usize) {
         x ^= x << 17;
         std::thread::sleep(Duration::from_micros(10_000 + x % 20_000));
         let t = Instant::now();
-        wfhost_core::event::EventSink::append(&mut writer, &step(n)[..1]).unwrap();
+        wfhost_core::run::event::EventSink::append(&mut writer, &step(n)[..1]).unwrap();
         let id = next_id(&mut reader);
         times.push(t.elapsed());
         assert_eq!(id, n + 2);

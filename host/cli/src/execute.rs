@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use wfhost_core::engine::{self, RunReport, RunStatus};
-use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
 use wfhost_core::manifest::LoadedWorkflow;
-use wfhost_core::state::RunState;
+use wfhost_core::run::engine::{self, RunReport, RunStatus};
+use wfhost_core::run::event::{Event, EventSink, QueuedJob, SinkError};
+use wfhost_core::run::state::RunState;
 use wfhost_core::text::{count, escape};
 use wfhost_runtime::PluginSet;
 use wfhost_runtime::cache::CacheOutcome;
@@ -351,7 +351,7 @@ async fn enter<W: engine::WorkerHost + Sync>(
     actions: &PluginSet,
     entry: Entry,
     sink: &mut SessionSink<PrintingSink<'_>>,
-) -> Result<RunReport, wfhost_core::engine::EngineError> {
+) -> Result<RunReport, wfhost_core::run::engine::EngineError> {
     match entry {
         Entry::Resume(state) => engine::resume(wf, workers, actions, state, sink).await,
         Entry::Continue(state) => engine::drive(wf, workers, actions, state, sink).await,
@@ -360,7 +360,7 @@ async fn enter<W: engine::WorkerHost + Sync>(
 
 /// How the engine's drive ended.
 enum Ended {
-    Rested(Box<Result<RunReport, wfhost_core::engine::EngineError>>),
+    Rested(Box<Result<RunReport, wfhost_core::run::engine::EngineError>>),
     /// A signal asked the run to stop: its name.
     Interrupted(&'static str),
 }
@@ -508,7 +508,7 @@ pub fn report_run(
 
 /// ` (in 1200 · out 80 · cache 700 read · $0.0123)`: what agent CLIs
 /// reported of the tokens, or nothing when they reported none.
-pub fn usage_note(usage: &wfhost_core::payload::ModelUsage) -> String {
+pub fn usage_note(usage: &wfhost_core::run::payload::ModelUsage) -> String {
     if usage.is_zero() {
         String::new()
     } else {

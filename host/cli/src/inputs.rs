@@ -5,8 +5,8 @@
 use std::io::Read;
 use std::path::Path;
 
-use wfhost_core::inputs::{self, Inputs};
 use wfhost_core::manifest::Workflow;
+use wfhost_core::run::inputs::{self, Inputs};
 
 /// The largest input file read (or standard input with `--input -`).
 const MAX_INPUT_FILE: u64 = 16 << 20;

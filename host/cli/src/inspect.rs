@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use wfhost_core::manifest::{self, graph};
+use wfhost_core::formats;
+use wfhost_core::manifest::graph;
 
 use crate::{builtin_names, exit, report_error};
 
@@ -24,7 +25,7 @@ pub struct InspectArgs {
 }
 
 pub fn inspect(args: InspectArgs) -> u8 {
-    let workflow = match manifest::load(&args.manifest, &builtin_names()) {
+    let workflow = match formats::load(&args.manifest, &builtin_names()) {
         Ok(wf) => wf,
         Err(errors) => {
             report_error(errors);

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use wfhost_core::manifest;
+use wfhost_core::formats::{self, workrail};
 
 use crate::{exit, report_error};
 
@@ -62,10 +62,10 @@ pub fn list(args: ListArgs) -> u8 {
             continue;
         };
         let manifest = value.get("nodes").is_some() && value.get("start_node").is_some();
-        if !manifest && !manifest::workrail::is_workrail(&value) {
+        if !manifest && !workrail::is_workrail(&value) {
             continue;
         }
-        match manifest::parse_any(&file, &text) {
+        match formats::parse_any(&file, &text) {
             Ok(wf) => rows.push(serde_json::json!({
                 "id": wf.id,
                 "version": wf.version,

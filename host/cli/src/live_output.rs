@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wfhost_core::event::Event;
+use wfhost_core::run::event::Event;
 use wfhost_core::text::escape;
 use wfhost_core::workspace::bundles::{LiveLine, LiveTail};
 use wfhost_store::RunId;

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use wfhost_core::event::Event;
 use wfhost_core::manifest::pinning::PinnedDefinition;
+use wfhost_core::run::event::Event;
 use wfhost_core::text::escape;
 use wfhost_store::{RunRecord, Store, StoredEvent};
 

@@ -6,10 +6,10 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use wfhost_core::engine::{self, ExternalAnswer};
-use wfhost_core::event::EventSink;
 use wfhost_core::manifest::LoadedWorkflow;
-use wfhost_core::state::RunState;
+use wfhost_core::run::engine::{self, ExternalAnswer};
+use wfhost_core::run::event::EventSink;
+use wfhost_core::run::state::RunState;
 use wfhost_mcp::service::{Executing, Executor, Service, Settings};
 use wfhost_runtime::PluginSet;
 use wfhost_store::RunRecord;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use wfhost_core::event::Event;
+use wfhost_core::run::event::Event;
 use wfhost_core::text::escape;
 
 /// What the status line knows.

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use wfhost_core::actions::WellKnownGate;
-use wfhost_core::event::{Decision, Event, MAX_REASKS};
-use wfhost_core::state::{Phase, RunState};
+use wfhost_core::run::event::{Decision, Event, MAX_REASKS};
+use wfhost_core::run::state::{Phase, RunState};
 use wfhost_store::{RunLock, RunRecord, Store};
 
 use wfhost_app::AppError;
@@ -130,7 +130,7 @@ fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
         "`per-batch` or `single-final` (or `defer:<reason>`)"
     } else if gate_id == WellKnownGate::ApproveDesign.decision_id() {
         "`approved` or `changes-requested:<text>` (or `defer:<reason>`)"
-    } else if prompt.contains(wfhost_core::questions::ANSWER_FORMS) {
+    } else if prompt.contains(wfhost_core::run::questions::ANSWER_FORMS) {
         "a JSON object of answers by question id or number (see the questions)"
     } else if prompt.contains("use-lane:") {
         "`use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`"

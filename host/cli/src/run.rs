@@ -8,10 +8,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use wfhost_core::engine::{self, RunOptions};
+use wfhost_core::formats;
 use wfhost_core::manifest;
 use wfhost_core::manifest::pinning::PinnedDefinition;
-use wfhost_core::state::RunState;
+use wfhost_core::run::engine::{self, RunOptions};
+use wfhost_core::run::state::RunState;
 use wfhost_store::RunRecord;
 
 use wfhost_app::AppError;
@@ -168,7 +169,7 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
 /// A workflow checked for a new run: nothing is recorded yet.
 struct Checked {
     workflow: manifest::LoadedWorkflow,
-    inputs: wfhost_core::inputs::Inputs,
+    inputs: wfhost_core::run::inputs::Inputs,
     workspace: Workspace,
     plugins: wfhost_runtime::PluginSet,
 }
@@ -177,7 +178,7 @@ struct Checked {
 /// workspace, the secrets, the plugins — touching nothing.
 fn check(spec: &RunSpec, home: &std::path::Path) -> Result<Checked, AppError> {
     let place = || spec.manifest.display().to_string();
-    let workflow = manifest::load(&spec.manifest, &builtin_names())
+    let workflow = formats::load(&spec.manifest, &builtin_names())
         .map_err(|errors| AppError::bad_input(errors).at(place()))?;
     crate::validate::slurm_options(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
     crate::validate::agent_presets(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
@@ -185,7 +186,7 @@ fn check(spec: &RunSpec, home: &std::path::Path) -> Result<Checked, AppError> {
         InputSource::Args { file, set } => {
             crate::inputs::read(&workflow.workflow, file.as_deref(), set)
         }
-        InputSource::Given(given) => wfhost_core::inputs::resolve(
+        InputSource::Given(given) => wfhost_core::run::inputs::resolve(
             workflow.workflow.inputs.as_ref(),
             given.clone().map(serde_json::Value::Object),
             Vec::new(),

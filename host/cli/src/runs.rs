@@ -5,13 +5,13 @@ use std::path::Path;
 
 use clap::Args;
 use serde::Serialize;
-use wfhost_core::manifest;
+use wfhost_core::formats;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::time::format_utc;
 use wfhost_store::{Store, StoredEvent};
 
+use wfhost_core::run::transitions::FAIL_DEFAULT;
 use wfhost_core::text::{count, escape};
-use wfhost_core::transitions::FAIL_DEFAULT;
 
 use crate::style::Style;
 use crate::{Global, builtin_names, exit, store_error};
@@ -139,7 +139,7 @@ pub fn runs(args: RunsArgs, global: &Global) -> u8 {
 /// Whether the manifest on disk still pins to the run's hash: `None` when
 /// it cannot be read any more.
 fn manifest_changed(manifest_path: &str, pinned: &str) -> Option<bool> {
-    let loaded = manifest::load(Path::new(manifest_path), &builtin_names()).ok()?;
+    let loaded = formats::load(Path::new(manifest_path), &builtin_names()).ok()?;
     Some(PinnedDefinition::of(&loaded).hash != pinned)
 }
 
@@ -187,9 +187,9 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     let steps = wfhost_store::view::steps_of(&chain);
     let gates: Vec<_> = state.gates.values().cloned().collect();
     let failure = match &state.phase {
-        wfhost_core::state::Phase::Finished(wfhost_core::event::Outcome::Failed { reason }) => {
-            Some(reason.clone())
-        }
+        wfhost_core::run::state::Phase::Finished(wfhost_core::run::event::Outcome::Failed {
+            reason,
+        }) => Some(reason.clone()),
         _ => None,
     };
     let start_snapshot = chain.first().and_then(|e| e.snapshot.clone());

@@ -11,9 +11,9 @@
 //! Everything a plugin or agent wrote (signals, reasons, log lines) is
 //! escaped: a worker cannot clear the screen or forge a line.
 
-use wfhost_core::event::Event;
+use wfhost_core::run::event::Event;
+use wfhost_core::run::transitions::FAIL_DEFAULT;
 use wfhost_core::text::{count, escape};
-use wfhost_core::transitions::FAIL_DEFAULT;
 
 use crate::style::Style;
 
@@ -219,9 +219,9 @@ impl Screen {
 
 #[cfg(test)]
 mod tests {
-    use wfhost_core::event::{CommandRecord, PayloadDelta};
     use wfhost_core::parallel::fan_in::MergeStrategy;
-    use wfhost_core::payload::{ContextSegment, Statistics};
+    use wfhost_core::run::event::{CommandRecord, PayloadDelta};
+    use wfhost_core::run::payload::{ContextSegment, Statistics};
 
     use super::*;
 

@@ -37,7 +37,7 @@ pub fn secret(args: SecretArgs, global: &Global) -> u8 {
     let secrets = HomeSecrets::new(&home);
     match args.command {
         SecretCommand::Set { name } => {
-            if let Err(e) = wfhost_core::secrets::check_name(&name) {
+            if let Err(e) = wfhost_core::policy::secrets::check_name(&name) {
                 report_error(e);
                 return exit::BAD_INPUT;
             }
@@ -91,14 +91,15 @@ pub fn check_references(
     workflow: &wfhost_core::manifest::LoadedWorkflow,
     home: Option<&std::path::Path>,
 ) -> Result<(), wfhost_app::AppError> {
-    use wfhost_core::secrets::SecretSource;
+    use wfhost_core::policy::secrets::SecretSource;
     let file = workflow.file.display();
-    let refs = wfhost_core::secrets::references(&workflow.workflow).map_err(|(pointer, e)| {
-        wfhost_app::AppError::bad_input(format!("{file}: {pointer}: {e}")).at(pointer)
-    })?;
+    let refs =
+        wfhost_core::policy::secrets::references(&workflow.workflow).map_err(|(pointer, e)| {
+            wfhost_app::AppError::bad_input(format!("{file}: {pointer}: {e}")).at(pointer)
+        })?;
     let source: Box<dyn SecretSource> = match home {
         Some(home) => Box::new(HomeSecrets::new(home)),
-        None => Box::new(wfhost_core::secrets::EnvSecrets),
+        None => Box::new(wfhost_core::policy::secrets::EnvSecrets),
     };
     let missing: Vec<String> = refs
         .iter()

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use wfhost_core::formats;
 use wfhost_core::manifest::{self, analysis};
 
 use crate::{builtin_names, exit, load_plugins, report_error, start_runtime};
@@ -21,7 +22,7 @@ pub struct ValidateArgs {
 }
 
 pub fn validate(args: ValidateArgs) -> u8 {
-    let workflow = match manifest::load(&args.manifest, &builtin_names()) {
+    let workflow = match formats::load(&args.manifest, &builtin_names()) {
         Ok(wf) => wf,
         Err(errors) => {
             report_error(errors);

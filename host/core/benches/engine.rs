@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wfhost_core::command::EngineCommand;
-use wfhost_core::engine::{
+use wfhost_core::manifest;
+use wfhost_core::run::engine::{
     self, ActionInterpreter, BlockRequest, BlockResult, RunOptions, RunStatus, RunView, WorkerHost,
 };
-use wfhost_core::manifest;
-use wfhost_core::payload::WorkerOutput;
+use wfhost_core::run::payload::WorkerOutput;
 
 /// Returns the payload unchanged; `SIGNAL:AGAIN` until the last step.
 struct Noop {
@@ -100,7 +100,7 @@ fn run(tokio: &tokio::runtime::Runtime, wf: &manifest::Workflow, steps: u64) -> 
             &Noop { steps },
             &Core,
             &options,
-            &mut wfhost_core::event::DiscardLog::default(),
+            &mut wfhost_core::run::event::DiscardLog::default(),
         ))
         .expect("the discarding log never fails");
     let elapsed = t.elapsed();

@@ -1,49 +1,48 @@
 //! The wfhost engine core.
 //!
 //! This crate owns the concepts of a workflow run and nothing about how
-//! blocks are executed: manifests ([`manifest`]), the Node/Block execution
-//! loop ([`engine`]), the durable events of a run ([`event`]) and the state
-//! they fold into ([`state`]), transition resolution ([`transitions`]), the engine
+//! blocks are executed. One folder per concept:
+//!
+//! - [`manifest`]: the workflow manifest, its loading and static checks;
+//! - [`formats`]: foreign workflow formats translated to a manifest
+//!   (stage graphs, WorkRail);
+//! - [`run`]: a run — the Node/Block execution loop ([`run::engine`]), the
+//!   durable events of a run ([`run::event`]) and the state they fold into
+//!   ([`run::state`]), transitions, context, prompt, payload, inputs;
+//! - [`control`]: the control blocks the engine decides itself;
+//! - [`parallel`]: parallel blocks (fan-out and fan-in);
+//! - [`agents`]: the agent contracts (the block output file, the JSON
+//!   agent protocol, the orchestrator artifacts, the agent CLI presets);
+//! - [`policy`]: what a workflow may do on the host (the exec policy,
+//!   capabilities, secrets);
+//! - [`workspace`]: workspace trees on disk, file restrictions, links and
+//!   the host's reads of regular files;
+//!
+//! and a few small modules every part uses: [`ids`], [`json_pointer`],
+//! [`text`], [`time`], [`limits`], [`random`], [`bounded_read`]. The engine
 //! commands that action handlers return ([`command`]) and the grammar of the
-//! default action handler ([`actions`]), file restrictions ([`restrictions`])
-//! and workspace snapshots used to enforce them ([`workspace`]), parallel
-//! blocks ([`parallel`]: fan-out and fan-in), and the agent contracts
-//! ([`agents`]: the block output file, the JSON agent protocol and the
-//! orchestrator artifacts).
+//! default action handler ([`actions`]) come from `wfhost-actions`.
 //!
 //! It must not depend on wasmtime, Docker or Slurm: those are adapters that
-//! implement [`engine::WorkerHost`] and [`engine::ActionInterpreter`], so the
-//! core is tested with in-process fakes.
+//! implement [`run::engine::WorkerHost`] and [`run::engine::ActionInterpreter`],
+//! so the core is tested with in-process fakes.
 
 pub mod agents;
-pub mod bounded_read;
-pub use wfhost_actions::{command, grammar as actions};
-pub mod capabilities;
-pub mod context;
 pub mod control;
-pub mod engine;
-pub mod event;
-pub mod exec;
-pub mod ids;
-pub mod inputs;
-pub mod limits;
-pub mod links;
+pub mod formats;
 pub mod manifest;
-pub mod merge;
 pub mod parallel;
-pub mod payload;
-pub mod prompt;
-pub mod questions;
-pub mod random;
-#[cfg(unix)]
-pub mod regular_file;
-pub mod restrictions;
-pub mod secrets;
-pub mod state;
-pub mod template;
-pub mod text;
-pub mod time;
-pub mod transitions;
-pub mod validation;
+pub mod policy;
+pub mod run;
 #[cfg(unix)]
 pub mod workspace;
+
+pub mod bounded_read;
+pub mod ids;
+pub mod json_pointer;
+pub mod limits;
+pub mod random;
+pub mod text;
+pub mod time;
+
+pub use wfhost_actions::{command, grammar as actions};

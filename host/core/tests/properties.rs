@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use wfhost_core::context::{AssembledContext, Metadata};
 use wfhost_core::manifest::Transition;
-use wfhost_core::merge::{self, MergeInstruction};
-use wfhost_core::payload::ContextSegment;
-use wfhost_core::prompt::{self, PromptParts};
-use wfhost_core::transitions::{self, FAIL_DEFAULT, Resolution};
+use wfhost_core::run::context::{AssembledContext, Metadata};
+use wfhost_core::run::merge::{self, MergeInstruction};
+use wfhost_core::run::payload::ContextSegment;
+use wfhost_core::run::prompt::{self, PromptParts};
+use wfhost_core::run::transitions::{self, FAIL_DEFAULT, Resolution};
 
 fn signal() -> impl Strategy<Value = String> {
     prop_oneof![

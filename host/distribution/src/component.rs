@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use wasmparser::{Parser, Payload};
-use wfhost_core::capabilities::{self, Refusal};
+use wfhost_core::policy::capabilities::{self, Refusal};
 
 /// The WIT package every plugin world belongs to.
 pub const WIT_PACKAGE: &str = "wfhost:plugin";

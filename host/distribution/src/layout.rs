@@ -114,7 +114,7 @@ impl Layout {
     /// A blob, checked against its digest.
     pub fn blob(&self, digest: &str, max: u64) -> Result<Blob, String> {
         let path = self.dir.join("blobs/sha256").join(hex_of(digest)?);
-        let bytes = wfhost_core::regular_file::read_regular(&path, max)
+        let bytes = wfhost_core::workspace::regular_file::read_regular(&path, max)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let blob = Blob::new(bytes);
         if blob.digest != digest {

@@ -113,8 +113,10 @@ pub fn read(path: &Path) -> Result<Lock, String> {
 /// ([`wfhost_core::limits::MAX_TEXT_BYTES`]; the `toml` parser bounds its
 /// own nesting at 80 levels).
 pub(crate) fn read_toml(path: &Path) -> std::io::Result<String> {
-    let bytes =
-        wfhost_core::regular_file::read_regular(path, wfhost_core::limits::MAX_TEXT_BYTES as u64)?;
+    let bytes = wfhost_core::workspace::regular_file::read_regular(
+        path,
+        wfhost_core::limits::MAX_TEXT_BYTES as u64,
+    )?;
     String::from_utf8(bytes)
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }

@@ -122,7 +122,7 @@ impl PluginManifest {
         semver::Version::parse(&self.wit)
             .map_err(|e| format!("`wit` \"{}\" is not a version: {e}", self.wit))?;
         for cap in &self.capabilities {
-            if wfhost_core::capabilities::find(cap).is_none() {
+            if wfhost_core::policy::capabilities::find(cap).is_none() {
                 return Err(format!(
                     "`capabilities` names `{cap}`, which this host does not offer"
                 ));

@@ -22,7 +22,7 @@ pub const WASM_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const WASM_LAYER_MEDIA_TYPE: &str = "application/wasm";
 
 /// Largest component a package may hold (the host's plugin limit).
-pub const MAX_COMPONENT_BYTES: u64 = wfhost_core::regular_file::MAX_PLUGIN_BYTES;
+pub const MAX_COMPONENT_BYTES: u64 = wfhost_core::workspace::regular_file::MAX_PLUGIN_BYTES;
 /// Largest manifest or config read from a registry.
 pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 

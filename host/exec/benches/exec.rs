@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_core::policy::exec::{ExecCommand, ExecSpec};
 use wfhost_exec::{BundleMeta, ExecRequest, run_local};
 
 const COMMANDS: usize = 1000;

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_core::policy::exec::{ExecCommand, ExecSpec};
 use wfhost_exec::slurm::board::PollConfig;
 use wfhost_exec::{BundleMeta, ExecRequest, SlurmExecutor, SlurmOptions};
 

@@ -32,8 +32,8 @@ use wfhost_core::agents::block_output::{
     self, BlockOutput, BlockOutputStatus, BlockType, ClaimMismatch, Deliverables, Usage,
 };
 use wfhost_core::agents::presets::{self, ResultFormat};
-use wfhost_core::exec::{ExecCommand, ExecSpec};
-use wfhost_core::restrictions::RestrictionPlan;
+use wfhost_core::policy::exec::{ExecCommand, ExecSpec};
+use wfhost_core::workspace::restrictions::RestrictionPlan;
 use wfhost_core::workspace::{self, ChangeKind, EntryKind, Snapshot};
 
 use crate::container::CONTAINER_WORKSPACE;
@@ -110,7 +110,7 @@ pub struct AgentRequest {
     /// the agent need not write one.
     pub result_format: Option<ResultFormat>,
     /// Secret values to mask in what the CLI writes to stdout and stderr.
-    pub mask: wfhost_core::secrets::Masker,
+    pub mask: wfhost_core::policy::secrets::Masker,
     /// The model the CLI was asked for: the usage's when the CLI's output
     /// does not name one.
     pub model: Option<String>,

@@ -25,7 +25,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Mutex;
-use wfhost_core::exec::{self, ExecCommand};
+use wfhost_core::policy::exec::{self, ExecCommand};
 
 use crate::bundle::{self, ContainerInfo};
 use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, unix_ms};
@@ -752,14 +752,14 @@ struct CappedFile {
     cut: bool,
     head: Vec<u8>,
     /// Secret values replaced by `***` before anything is kept.
-    mask: wfhost_core::secrets::MaskStream,
+    mask: wfhost_core::policy::secrets::MaskStream,
 }
 
 impl CappedFile {
     fn create(
         file: std::io::Result<std::fs::File>,
         cap: u64,
-        mask: &wfhost_core::secrets::Masker,
+        mask: &wfhost_core::policy::secrets::Masker,
     ) -> CappedFile {
         CappedFile {
             file: file.ok().map(tokio::fs::File::from_std),

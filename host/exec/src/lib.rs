@@ -2,7 +2,7 @@
 //! `wfhost:plugin/exec` capability.
 //!
 //! An exec block is checked against the safety policy
-//! ([`wfhost_core::exec`]) before anything runs and again right before each
+//! ([`wfhost_core::policy::exec`]) before anything runs and again right before each
 //! command, with the executable resolved (so a symlink to a shell is still a
 //! shell). Each execution writes an immutable **result bundle**:
 //!
@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
-use wfhost_core::exec::{ExecCommand, ExecSpec, PolicyViolation};
+use wfhost_core::policy::exec::{ExecCommand, ExecSpec, PolicyViolation};
 
 pub use bundle::{BUNDLE_VERSION, BundleManifest, ContainerInfo, unique_bundle_dir};
 pub use container::{ContainerOptions, ContainerPool};
@@ -133,7 +133,7 @@ pub struct ExecRequest {
     /// The secret values the commands were given: replaced by `***` in
     /// the output kept of them (the bundle's stdout and stderr files), so
     /// every reader of the bundle gets masked text.
-    pub mask: wfhost_core::secrets::Masker,
+    pub mask: wfhost_core::policy::secrets::Masker,
 }
 
 /// The variables of wfhost's own environment that every local command
@@ -188,7 +188,7 @@ pub struct CommandResult {
 impl CommandResult {
     /// The result of command `index` before it ran: logs named, nothing
     /// recorded yet, started now.
-    pub(crate) fn starting(index: usize, command: &wfhost_core::exec::ExecCommand) -> Self {
+    pub(crate) fn starting(index: usize, command: &wfhost_core::policy::exec::ExecCommand) -> Self {
         let (stdout, stderr) = bundle::log_names(index);
         CommandResult {
             argv: command.argv.clone(),
@@ -273,7 +273,7 @@ pub(crate) fn working_dir(
     index: usize,
     command: &ExecCommand,
 ) -> Result<PathBuf, String> {
-    let cwd = wfhost_core::exec::resolve_cwd(workdir, command.cwd.as_deref());
+    let cwd = wfhost_core::policy::exec::resolve_cwd(workdir, command.cwd.as_deref());
     match std::fs::metadata(&cwd) {
         Ok(m) if m.is_dir() => Ok(cwd),
         Ok(_) => Err(format!(

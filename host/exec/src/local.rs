@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use wfhost_core::exec::{self, ExecCommand};
-use wfhost_core::secrets::Masker;
+use wfhost_core::policy::exec::{self, ExecCommand};
+use wfhost_core::policy::secrets::Masker;
 
 use crate::bundle;
 use crate::containment;

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_core::policy::exec::{ExecCommand, ExecSpec};
 use wfhost_exec::{BundleMeta, ContainerOptions, ContainerPool, ExecError, ExecRequest};
 
 const IMAGE: &str = "wfhost-test/busybox:1";

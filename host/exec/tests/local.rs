@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_core::policy::exec::{ExecCommand, ExecSpec};
 use wfhost_exec::{BundleMeta, ExecError, ExecRequest, run_local};
 
 fn cmd(argv: &[&str]) -> ExecCommand {

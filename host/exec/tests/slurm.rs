@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use wfhost_core::exec::{ExecCommand, ExecSpec};
+use wfhost_core::policy::exec::{ExecCommand, ExecSpec};
 use wfhost_exec::slurm::board::{PollConfig, StatusSource};
 use wfhost_exec::{BundleMeta, ExecError, ExecRequest, SlurmExecutor, SlurmOptions};
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use wfhost_core::formats;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::manifest::{self, LoadedWorkflow};
 
@@ -73,7 +74,7 @@ impl Catalog {
         let mut entries: Vec<Entry> = Vec::new();
         let mut problems = Vec::new();
         for file in self.files(&mut problems) {
-            match manifest::load(&file, &self.builtins) {
+            match formats::load(&file, &self.builtins) {
                 Ok(loaded) => {
                     if let Some(first) = entries
                         .iter()
@@ -180,7 +181,7 @@ impl Catalog {
         {
             return hash.clone();
         }
-        let hash = manifest::load(file, &self.builtins)
+        let hash = formats::load(file, &self.builtins)
             .ok()
             .map(|loaded| PinnedDefinition::of(&loaded).hash);
         hashes.insert(file.to_path_buf(), (stamp.0, stamp.1, hash.clone()));

@@ -98,8 +98,8 @@ impl From<wfhost_store::StoreError> for ToolError {
     }
 }
 
-impl From<wfhost_core::event::SinkError> for ToolError {
-    fn from(e: wfhost_core::event::SinkError) -> ToolError {
+impl From<wfhost_core::run::event::SinkError> for ToolError {
+    fn from(e: wfhost_core::run::event::SinkError) -> ToolError {
         ToolError::internal(format!("cannot record the run's events: {}", e.0))
     }
 }

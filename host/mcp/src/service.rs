@@ -16,12 +16,12 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 use wfhost_core::control::condition::Condition;
 use wfhost_core::control::criteria::Criteria;
-use wfhost_core::engine::{ExternalAnswer, RunOptions, RunReport};
-use wfhost_core::event::{Event, EventSink, QueuedJob, SinkError};
 use wfhost_core::manifest::pinning::{self, PinnedDefinition};
 use wfhost_core::manifest::{Block, LoadedWorkflow, Workflow};
-use wfhost_core::state::{Phase, RunState};
-use wfhost_core::validation::OutputSchema;
+use wfhost_core::run::engine::{ExternalAnswer, RunOptions, RunReport};
+use wfhost_core::run::event::{Event, EventSink, QueuedJob, SinkError};
+use wfhost_core::run::state::{Phase, RunState};
+use wfhost_core::run::validation::OutputSchema;
 use wfhost_store::{
     BranchWriter, Durability, NewAck, RunLock, RunRecord, SessionTag, Store, StoreError,
 };
@@ -517,7 +517,7 @@ impl<E: Executor> Service<E> {
         let workspace = self.workspace_for(start.workspace.as_deref())?;
         let session = crate::session::session_for(start.session_id.as_deref(), &workspace)
             .map_err(|e| ToolError::invalid("/sessionId", e))?;
-        let inputs = wfhost_core::inputs::resolve(
+        let inputs = wfhost_core::run::inputs::resolve(
             entry.loaded.workflow.inputs.as_ref(),
             start.context.map(Value::Object),
             Vec::new(),
@@ -544,7 +544,7 @@ impl<E: Executor> Service<E> {
         options.workflow_hash = entry.pin.hash.clone();
         options.plugins = plugins;
         options.inputs = inputs;
-        let started = wfhost_core::engine::started_event(&entry.loaded.workflow, &options);
+        let started = wfhost_core::run::engine::started_event(&entry.loaded.workflow, &options);
         let _claim = self.claim(&store, &record.id)?;
         store.create_run_in(&record, &entry.pin.json, &started, session.as_ref())?;
         self.keep_session(&record.id, session.clone());
@@ -825,7 +825,7 @@ impl<E: Executor> Service<E> {
         if !inputs.is_empty()
             && let Some(schema) = &workflow.inputs
         {
-            wfhost_core::inputs::resolve(
+            wfhost_core::run::inputs::resolve(
                 Some(schema),
                 Some(Value::Object(merged.clone())),
                 Vec::new(),
@@ -1039,7 +1039,7 @@ impl<E: Executor> Service<E> {
             }
             Phase::Finished(outcome) => {
                 reply.is_complete = true;
-                if let wfhost_core::event::Outcome::Failed { reason } = outcome {
+                if let wfhost_core::run::event::Outcome::Failed { reason } = outcome {
                     reply.failure = Some(reason.clone());
                 }
             }
@@ -1117,7 +1117,8 @@ fn awaited_block<'w>(workflow: &'w Workflow, state: &RunState) -> Result<&'w Blo
 fn signals(block: &Block) -> Vec<String> {
     let mut out = vec!["SIGNAL:SUCCESS".to_string()];
     for t in &block.transitions {
-        if !out.contains(&t.on_signal) && t.on_signal != wfhost_core::transitions::FAIL_DEFAULT {
+        if !out.contains(&t.on_signal) && t.on_signal != wfhost_core::run::transitions::FAIL_DEFAULT
+        {
             out.push(t.on_signal.clone());
         }
     }

@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
-use wfhost_core::engine::{
+use wfhost_core::manifest::LoadedWorkflow;
+use wfhost_core::run::engine::{
     self, ActionInterpreter, BlockFailure, BlockRequest, BlockResult, ExternalAnswer, WorkerHost,
 };
-use wfhost_core::event::{Event, EventSink};
-use wfhost_core::manifest::LoadedWorkflow;
-use wfhost_core::state::RunState;
+use wfhost_core::run::event::{Event, EventSink};
+use wfhost_core::run::state::RunState;
 use wfhost_mcp::service::{Advance, Executing, Executor, Resume, Service, Settings, Start};
 use wfhost_store::{Durability, RunRecord, Store};
 

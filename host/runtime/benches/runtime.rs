@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sha2::Digest;
-use wfhost_core::engine::{self, BlockRequest, RunOptions, RunStatus};
 use wfhost_core::manifest;
-use wfhost_core::payload::BlockContext;
-use wfhost_core::restrictions::RestrictionPlan;
+use wfhost_core::run::engine::{self, BlockRequest, RunOptions, RunStatus};
+use wfhost_core::run::payload::BlockContext;
+use wfhost_core::workspace::restrictions::RestrictionPlan;
 use wfhost_guest_artifacts as guests;
 use wfhost_runtime::admission::World;
 use wfhost_runtime::cache::ComponentCache;
@@ -298,7 +298,7 @@ fn bench_linear_workflow(tokio: &tokio::runtime::Runtime) {
                 &set,
                 &set,
                 &RunOptions::new("bench"),
-                &mut wfhost_core::event::DiscardLog::default(),
+                &mut wfhost_core::run::event::DiscardLog::default(),
             ))
             .expect("the discarding log never fails");
         totals.push(t.elapsed());

@@ -7,7 +7,7 @@
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
-use wfhost_core::capabilities::{self, Refusal};
+use wfhost_core::policy::capabilities::{self, Refusal};
 
 use crate::bindings::{ACTION_HANDLER_INTERFACE, SERVED_VERSIONS, WORKER_INTERFACE};
 

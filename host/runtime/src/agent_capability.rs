@@ -70,7 +70,7 @@ fn signal_of(outcome: &AgentOutcome) -> (String, Option<String>) {
         Some(Ok(output)) => match agent_protocol::verdict(output) {
             Verdict::Signal(signal) => (signal.to_string(), None),
             Verdict::Gate(question) => (
-                wfhost_core::transitions::NEEDS_DECISION.to_string(),
+                wfhost_core::run::transitions::NEEDS_DECISION.to_string(),
                 Some(question),
             ),
         },
@@ -364,7 +364,7 @@ impl agent::Host for HostState {
         for refused in refusals.into_iter().flatten() {
             violations.push(refused);
             rolled_back = true;
-            signal = wfhost_core::transitions::BLOCKED.to_string();
+            signal = wfhost_core::run::transitions::BLOCKED.to_string();
         }
         let (protocol_output, protocol_error) = match &outcome.protocol {
             None => (None, None),
@@ -397,14 +397,14 @@ impl HostState {
             return;
         };
         self.agent_tokens = self.agent_tokens.saturating_add(usage.tokens());
-        self.agent_usage.add(wfhost_core::payload::ModelUsage {
+        self.agent_usage.add(wfhost_core::run::payload::ModelUsage {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             cache_read_tokens: usage.cache_read_tokens,
             cache_creation_tokens: usage.cache_creation_tokens,
             cost_micro_usd: usage
                 .cost_usd
-                .map(wfhost_core::payload::ModelUsage::micro_usd)
+                .map(wfhost_core::run::payload::ModelUsage::micro_usd)
                 .unwrap_or(0),
         });
     }
@@ -477,7 +477,7 @@ fn agent_request(
     if matches!(executor, AgentExecutor::Local) {
         resolve_program(&mut argv, scope.manifest_dir.as_deref());
     }
-    let spec = wfhost_core::exec::ExecSpec {
+    let spec = wfhost_core::policy::exec::ExecSpec {
         commands: Vec::new(),
         allow_shell: false,
     };
@@ -530,7 +530,7 @@ fn agent_request(
         deadline: template.deadline,
         output_cap: template.output_cap,
         result_format,
-        mask: wfhost_core::secrets::Masker::new(secrets.iter().chain(&prepared.mask)),
+        mask: wfhost_core::policy::secrets::Masker::new(secrets.iter().chain(&prepared.mask)),
         model: prepared.model.clone(),
         usage_before: prepared.usage_before.clone(),
     };

@@ -170,7 +170,7 @@ impl ComponentCache {
     /// Read an entry and check its integrity record. The bytes returned are
     /// the ones checked: the file is read once.
     fn read_verified(&self, path: &Path, key: &[u8; 32], digest: &str) -> Lookup {
-        let bytes = match wfhost_core::regular_file::read_all(path) {
+        let bytes = match wfhost_core::workspace::regular_file::read_all(path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Missing,
             Err(_) => return Lookup::Rejected,

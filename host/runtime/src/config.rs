@@ -38,7 +38,7 @@ pub struct RuntimeConfig {
     /// Where `{"secret": NAME}` env references are resolved when a
     /// command starts (default: this process's environment only; the CLI
     /// gives the home's secrets first).
-    pub secrets: wfhost_core::secrets::Secrets,
+    pub secrets: wfhost_core::policy::secrets::Secrets,
 }
 
 impl Default for RuntimeConfig {

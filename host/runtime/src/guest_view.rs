@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use wfhost_core::payload::{BlockContext, ContextSegment};
+use wfhost_core::run::payload::{BlockContext, ContextSegment};
 
 use crate::bindings::types as wit;
 use crate::sandbox::GUEST_WORKSPACE;

@@ -48,7 +48,7 @@ pub struct ExecScope {
     /// Where the block's agents send telemetry.
     pub telemetry: TelemetryTarget,
     /// The lane of a parallel block the block runs as.
-    pub lane: Option<wfhost_core::engine::LaneKey>,
+    pub lane: Option<wfhost_core::run::engine::LaneKey>,
     /// The endpoints relayed into the block's agent container
     /// (`config.executor.container.forward`), or why they are not ones.
     pub container_forward: Result<Vec<wfhost_exec::forward::Forward>, String>,
@@ -56,7 +56,7 @@ pub struct ExecScope {
     /// `home`: `wfhost_core::agents::presets`), or why they are not.
     pub agent: Result<wfhost_core::agents::presets::Settings, String>,
     /// Where the block's `{"secret": NAME}` env references are resolved.
-    pub secrets: wfhost_core::secrets::Secrets,
+    pub secrets: wfhost_core::policy::secrets::Secrets,
 }
 
 /// Where a block's agents send telemetry (`TELEMETRY_URL`).
@@ -98,7 +98,7 @@ impl ExecScope {
 
 impl ExecScope {
     /// `env` with the references a plugin passed (see
-    /// [`wfhost_core::secrets`]) resolved on this host: a secret's value
+    /// [`wfhost_core::policy::secrets`]) resolved on this host: a secret's value
     /// (added to `secrets`, to be masked), or a variable of this process's
     /// environment (left out when it has none). A secret set nowhere is an
     /// error naming it.
@@ -107,7 +107,7 @@ impl ExecScope {
         env: Vec<(String, String)>,
         secrets: &mut Vec<String>,
     ) -> Result<Vec<(String, String)>, wit::ExecError> {
-        use wfhost_core::secrets::{EnvRef, decode};
+        use wfhost_core::policy::secrets::{EnvRef, decode};
         let mut out = Vec::with_capacity(env.len());
         for (key, value) in env {
             match decode(&value)
@@ -138,8 +138,8 @@ impl ExecScope {
         &self,
         c: wit::Command,
         secrets: &mut Vec<String>,
-    ) -> Result<wfhost_core::exec::ExecCommand, wit::ExecError> {
-        Ok(wfhost_core::exec::ExecCommand {
+    ) -> Result<wfhost_core::policy::exec::ExecCommand, wit::ExecError> {
+        Ok(wfhost_core::policy::exec::ExecCommand {
             argv: c.argv,
             cwd: c.cwd,
             env: self.resolve_env(c.env, secrets)?,
@@ -148,14 +148,14 @@ impl ExecScope {
 
     /// A request for `spec` with a fresh bundle directory under
     /// `.output/exec/<run>/`.
-    fn request(&self, spec: wfhost_core::exec::ExecSpec) -> ExecRequest {
+    fn request(&self, spec: wfhost_core::policy::exec::ExecSpec) -> ExecRequest {
         self.request_under(spec, ".output/exec")
     }
 
     /// Like [`Self::request`], with the bundle under `dir/<run>/`.
     pub(crate) fn request_under(
         &self,
-        spec: wfhost_core::exec::ExecSpec,
+        spec: wfhost_core::policy::exec::ExecSpec,
         dir: &str,
     ) -> ExecRequest {
         let parent = self.workspace.join(dir).join(&self.run_id);
@@ -227,7 +227,7 @@ impl RunResources {
     /// The lanes of the parallel block at `lane`'s group are about to run:
     /// their Slurm work goes in one job array (`limit`: at most that many
     /// tasks at once).
-    pub fn lanes_starting(&self, lanes: &[wfhost_core::engine::LaneKey], limit: Option<u32>) {
+    pub fn lanes_starting(&self, lanes: &[wfhost_core::run::engine::LaneKey], limit: Option<u32>) {
         let Some(first) = lanes.first() else {
             return;
         };
@@ -255,7 +255,7 @@ impl RunResources {
     }
 
     /// `lane` finished: the rest of its array no longer waits for it.
-    pub async fn lane_finished(&self, lane: &wfhost_core::engine::LaneKey) {
+    pub async fn lane_finished(&self, lane: &wfhost_core::run::engine::LaneKey) {
         self.slurm
             .arrays
             .lane_done(&self.slurm, &group_of(lane), &lane.lane)
@@ -316,7 +316,7 @@ impl RunResources {
 }
 
 /// The array group of `lane`'s parallel block.
-fn group_of(lane: &wfhost_core::engine::LaneKey) -> String {
+fn group_of(lane: &wfhost_core::run::engine::LaneKey) -> String {
     wfhost_exec::slurm::array::group_key(&lane.run_id, lane.step, &lane.node, &lane.block)
 }
 
@@ -393,7 +393,7 @@ impl exec::Host for HostState {
     async fn run(&mut self, block: exec::ExecBlock) -> Result<wit::ExecResult, wit::ExecError> {
         let scope = self.scope()?;
         let mut secrets = Vec::new();
-        let spec = wfhost_core::exec::ExecSpec {
+        let spec = wfhost_core::policy::exec::ExecSpec {
             commands: block
                 .commands
                 .into_iter()
@@ -402,7 +402,7 @@ impl exec::Host for HostState {
             allow_shell: block.allow_shell,
         };
         let mut request = scope.request(spec);
-        request.mask = wfhost_core::secrets::Masker::new(&secrets);
+        request.mask = wfhost_core::policy::secrets::Masker::new(&secrets);
         let executor = match block.executor {
             None => scope.default_executor.clone(),
             Some(exec::Executor::Local) => wfhost_exec::Executor::Local,
@@ -516,7 +516,7 @@ impl slurm::Host for HostState {
     ) -> Result<String, wit::ExecError> {
         let scope = self.scope()?;
         let mut secrets = Vec::new();
-        let spec = wfhost_core::exec::ExecSpec {
+        let spec = wfhost_core::policy::exec::ExecSpec {
             commands: commands
                 .into_iter()
                 .map(|c| scope.command(c, &mut secrets))

@@ -92,7 +92,7 @@ pub struct HostState {
     /// report them (`usage`), added to the block's statistics.
     pub agent_tokens: u64,
     /// The same, broken down as the CLIs reported it.
-    pub agent_usage: wfhost_core::payload::ModelUsage,
+    pub agent_usage: wfhost_core::run::payload::ModelUsage,
     pub memory: MemoryCap,
     pub log: BlockLog,
     pub stdout: CappedCapture,

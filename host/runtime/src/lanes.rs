@@ -1,5 +1,5 @@
 //! Lane workspaces for parallel blocks, on disk: the engine core's lane
-//! operations ([`WorkerHost::create_lane`](wfhost_core::engine::WorkerHost)
+//! operations ([`WorkerHost::create_lane`](wfhost_core::run::engine::WorkerHost)
 //! and the rest) mapped onto [`wfhost_exec::lanes`]. Git and file copying
 //! block, so they run on tokio's blocking pool, never on the threads that
 //! drive the other lanes. (Lanes of one repository are made and removed
@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
-use wfhost_core::engine::LaneKey;
 use wfhost_core::ids::RunId;
+use wfhost_core::run::engine::LaneKey;
 use wfhost_exec::lanes::{self, Lane, Source};
 
 /// The run's lane directory holding `key`'s lane, if it exists (lanes are

@@ -2,8 +2,8 @@
 //!
 //! It executes block workers and action handlers as sandboxed WebAssembly
 //! components and plugs into the engine core by implementing
-//! [`wfhost_core::engine::WorkerHost`] and
-//! [`wfhost_core::engine::ActionInterpreter`] (see [`PluginSet`]).
+//! [`wfhost_core::run::engine::WorkerHost`] and
+//! [`wfhost_core::run::engine::ActionInterpreter`] (see [`PluginSet`]).
 //!
 //! - [`runtime`]: one wasmtime engine (pooling allocator, epoch ticker for
 //!   timeouts) shared by every plugin of the process;

@@ -7,7 +7,7 @@
 //! follow it, but the link outlives the block, and exec commands, agent CLIs
 //! and the user's tools follow it later with the host's authority. So the
 //! three calls that put a link somewhere are checked against
-//! [`wfhost_core::links`] before wasmtime-wasi carries them out:
+//! [`wfhost_core::workspace::links`] before wasmtime-wasi carries them out:
 //!
 //! - `symlink-at`: the new link's target, from the directory it is made in;
 //! - `rename-at` of a link, or of a directory holding links, to a shallower
@@ -30,7 +30,7 @@ use wasmtime::component::{Linker, Resource};
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::FsResult;
 use wasmtime_wasi::p2::bindings::filesystem::types::{self, ErrorCode, HostDescriptor, PathFlags};
-use wfhost_core::links;
+use wfhost_core::workspace::links;
 
 use crate::host_state::HostState;
 use crate::sandbox::{GUEST_WORKSPACE, Mount};

@@ -16,13 +16,13 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{Store, Trap};
 use wasmtime_wasi::WasiCtxBuilder;
 use wfhost_core::command::{BlockRef, EngineCommand};
-use wfhost_core::engine::{
+use wfhost_core::manifest::LoadedWorkflow;
+use wfhost_core::run::engine::{
     ActionInterpreter, BlockFailure, BlockRequest, BlockResult, LaneKey, RunView, Telemetry,
     WorkerHost,
 };
-use wfhost_core::manifest::LoadedWorkflow;
-use wfhost_core::payload::{BlockContext, ContextSegment, Statistics, WorkerOutput};
-use wfhost_core::restrictions::RestrictionPlan;
+use wfhost_core::run::payload::{BlockContext, ContextSegment, Statistics, WorkerOutput};
+use wfhost_core::workspace::restrictions::RestrictionPlan;
 
 use crate::admission::{self, World};
 use crate::bindings::types as wit;
@@ -249,9 +249,9 @@ impl PluginSet {
             }
             PluginSource::Builtin(bytes) => bytes,
             PluginSource::File(path) => {
-                file_bytes = wfhost_core::regular_file::read_regular(
+                file_bytes = wfhost_core::workspace::regular_file::read_regular(
                     path,
-                    wfhost_core::regular_file::MAX_PLUGIN_BYTES,
+                    wfhost_core::workspace::regular_file::MAX_PLUGIN_BYTES,
                 )
                 .map_err(|e| fail(format!("cannot read: {e}")))?;
                 &file_bytes

@@ -27,8 +27,8 @@
 use std::path::{Path, PathBuf};
 
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
-use wfhost_core::restrictions::{OUTPUT_DIR, RestrictionPlan};
 use wfhost_core::workspace;
+use wfhost_core::workspace::restrictions::{OUTPUT_DIR, RestrictionPlan};
 
 /// Where the workspace appears inside the guest.
 pub const GUEST_WORKSPACE: &str = "/workspace";

@@ -7,14 +7,14 @@
 //! An event is attributed from the address it was sent to, never from what
 //! it says. What is accepted is validated and capped here, then queued for
 //! the engine, which records it in the run's log
-//! ([`wfhost_core::engine::WorkerHost::telemetry`]). The HTTP side (a
+//! ([`wfhost_core::run::engine::WorkerHost::telemetry`]). The HTTP side (a
 //! listener on loopback) is the host's: this module has no network.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
-use wfhost_core::engine::Telemetry;
+use wfhost_core::run::engine::Telemetry;
 
 /// The largest body one POST may carry.
 pub const MAX_BODY_BYTES: usize = 64 << 10;

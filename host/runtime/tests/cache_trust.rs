@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
-use wfhost_core::engine::BlockRequest;
-use wfhost_core::payload::BlockContext;
+use wfhost_core::run::engine::BlockRequest;
+use wfhost_core::run::payload::BlockContext;
 use wfhost_guest_artifacts as guests;
 use wfhost_runtime::admission::World;
 use wfhost_runtime::cache::{CacheOutcome, ComponentCache};

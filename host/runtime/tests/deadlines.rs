@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wfhost_core::engine::{BlockRequest, BlockResult};
-use wfhost_core::payload::BlockContext;
+use wfhost_core::run::engine::{BlockRequest, BlockResult};
+use wfhost_core::run::payload::BlockContext;
 use wfhost_guest_artifacts as guests;
 use wfhost_runtime::admission::World;
 use wfhost_runtime::plugins::{PluginRequest, PluginSource};

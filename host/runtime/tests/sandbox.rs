@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wfhost_core::engine::{BlockRequest, BlockResult};
-use wfhost_core::payload::BlockContext;
+use wfhost_core::run::engine::{BlockRequest, BlockResult};
+use wfhost_core::run::payload::BlockContext;
 use wfhost_guest_artifacts as guests;
 use wfhost_runtime::admission::World;
 use wfhost_runtime::cache::CacheOutcome;
@@ -320,7 +320,8 @@ fn small_staged_copies_are_made_in_memory() {
     std::fs::create_dir(fx.ws().join("out")).unwrap();
     std::fs::write(fx.ws().join("out/a.txt"), "a").unwrap();
     let plan =
-        wfhost_core::restrictions::RestrictionPlan::new(Some(&["out/**".to_string()])).unwrap();
+        wfhost_core::workspace::restrictions::RestrictionPlan::new(Some(&["out/**".to_string()]))
+            .unwrap();
     let sandbox = wfhost_runtime::sandbox::Sandbox::prepare(&fx.ws(), &plan).unwrap();
     let staged = &sandbox
         .mounts()
@@ -580,7 +581,7 @@ async fn the_environment_is_the_contract_and_nothing_else() {
 /// the block runs gets.
 #[tokio::test]
 async fn a_guest_sees_the_node_id_an_agent_would() {
-    use wfhost_core::engine::{LaneKey, WorkerHost};
+    use wfhost_core::run::engine::{LaneKey, WorkerHost};
     let fx = Fixture::new();
     let set = fx.probe();
     let key = LaneKey {

@@ -37,7 +37,7 @@ impl Tokens {
     /// owner can read, with at least one token, each long enough.
     pub fn read(path: &Path) -> Result<Tokens, String> {
         use std::os::unix::fs::PermissionsExt;
-        let bytes = wfhost_core::regular_file::read_regular(path, 64 << 10)
+        let bytes = wfhost_core::workspace::regular_file::read_regular(path, 64 << 10)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         if meta.permissions().mode() & 0o077 != 0 {

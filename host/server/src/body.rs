@@ -68,12 +68,8 @@ pub fn parse<T: DeserializeOwned>(text: &[u8]) -> Result<T, ApiError> {
         )
     };
     let mut de = serde_json::Deserializer::from_slice(text);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        invalid(
-            wfhost_core::manifest::stage_graph::path_pointer(e.path()),
-            e.inner(),
-        )
-    })?;
+    let value: T = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| invalid(wfhost_core::json_pointer::of_path(e.path()), e.inner()))?;
     de.end().map_err(|e| invalid(String::new(), &e))?;
     Ok(value)
 }

@@ -197,9 +197,9 @@ pub async fn show(
             .map(|b| b.status.clone())
             .unwrap_or_default();
         let failure = match &state.phase {
-            wfhost_core::state::Phase::Finished(wfhost_core::event::Outcome::Failed { reason }) => {
-                Some(reason.clone())
-            }
+            wfhost_core::run::state::Phase::Finished(
+                wfhost_core::run::event::Outcome::Failed { reason },
+            ) => Some(reason.clone()),
             _ => None,
         };
         let stages = stage_statuses(store.home(), &run.id, &state);
@@ -340,13 +340,13 @@ pub async fn gates(State(app): State<AppState>) -> Result<Json<Value>, ApiError>
 fn stage_statuses(
     home: &std::path::Path,
     run_id: &wfhost_store::RunId,
-    state: &wfhost_core::state::RunState,
+    state: &wfhost_core::run::state::RunState,
 ) -> Value {
-    use wfhost_core::manifest::stage_graph::{StageInfo, stage_statuses};
+    use wfhost_core::formats::stage_graph::{StageInfo, stage_statuses};
     let file = home
         .join("serve-manifests")
         .join(format!("{run_id}.stages.json"));
-    let Ok(bytes) = wfhost_core::regular_file::read_regular(&file, 1 << 20) else {
+    let Ok(bytes) = wfhost_core::workspace::regular_file::read_regular(&file, 1 << 20) else {
         return Value::Null;
     };
     let Ok(stages) = serde_json::from_slice::<Vec<StageInfo>>(&bytes) else {

@@ -115,11 +115,10 @@ fn workflow_of(
                 "project_path": body.project_path,
                 "intent": body.intent,
             });
-            let translated =
-                wfhost_core::manifest::stage_graph::translate(&graph).map_err(|e| {
-                    at(&e.pointer, e.to_string())
-                        .with_details(json!({"pointer": e.pointer, "node": e.node}))
-                })?;
+            let translated = wfhost_core::formats::stage_graph::translate(&graph).map_err(|e| {
+                at(&e.pointer, e.to_string())
+                    .with_details(json!({"pointer": e.pointer, "node": e.node}))
+            })?;
             let path = given.join(format!("{run_id}.json"));
             write_json(&path, &translated.manifest)?;
             let stages = serde_json::to_value(&translated.stages)

@@ -155,7 +155,7 @@ pub(crate) fn exact_run(store: &Store, id: &str) -> Result<wfhost_store::RunReco
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wfhost_core::event::Event;
+    use wfhost_core::run::event::Event;
     use wfhost_store::RunRecord;
 
     fn add_run(home: &Path, id: &str) {

@@ -19,7 +19,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Deserialize;
-use wfhost_core::event::Event;
+use wfhost_core::run::event::Event;
 use wfhost_core::workspace::bundles::{LiveLine, LiveTail};
 use wfhost_store::RunId;
 

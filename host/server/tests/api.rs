@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
-use wfhost_core::payload::Statistics;
+use wfhost_core::run::event::{CommandRecord, Event, EventSink, PayloadDelta};
+use wfhost_core::run::payload::Statistics;
 use wfhost_server::{ConnectionLimits, ServerConfig, Tokens};
 use wfhost_store::{Durability, RunRecord, Store};
 

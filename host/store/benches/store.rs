@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use wfhost_core::event::{CommandRecord, Event, EventSink, PayloadDelta};
-use wfhost_core::payload::{ContextSegment, Statistics};
+use wfhost_core::run::event::{CommandRecord, Event, EventSink, PayloadDelta};
+use wfhost_core::run::payload::{ContextSegment, Statistics};
 use wfhost_store::{Durability, RunRecord, Store};
 
 fn started(run_id: &str, max_steps: u64) -> Event {

@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use wfhost_core::event::Event;
 use wfhost_core::manifest::pinning;
-use wfhost_core::state::RunState;
+use wfhost_core::run::event::Event;
+use wfhost_core::run::state::RunState;
 
 use crate::{RunRecord, SessionTag, Store, StoreError, StoredEvent};
 
@@ -32,7 +32,7 @@ pub struct BundledEvent {
 pub struct Bundle {
     pub format: String,
     pub version: u32,
-    /// The event format of `events` ([`wfhost_core::event::EVENT_FORMAT`]).
+    /// The event format of `events` ([`wfhost_core::run::event::EVENT_FORMAT`]).
     pub event_format: u32,
     pub run: RunRecord,
     /// The pinned definition, canonical JSON (its hash is
@@ -95,7 +95,8 @@ impl Bundle {
         }
         let bundle: Bundle =
             serde_json::from_value(value).map_err(|e| format!("the bundle is malformed: {e}"))?;
-        let readable = wfhost_core::event::OLDEST_EVENT_FORMAT..=wfhost_core::event::EVENT_FORMAT;
+        let readable =
+            wfhost_core::run::event::OLDEST_EVENT_FORMAT..=wfhost_core::run::event::EVENT_FORMAT;
         if !readable.contains(&bundle.event_format) {
             return Err(format!(
                 "the bundle's events are in format {}, this wfhost reads formats {} to {}",
@@ -139,7 +140,7 @@ impl Store {
         let mut bundle = Bundle {
             format: BUNDLE_FORMAT.into(),
             version: BUNDLE_VERSION,
-            event_format: wfhost_core::event::EVENT_FORMAT,
+            event_format: wfhost_core::run::event::EVENT_FORMAT,
             run,
             definition,
             events,

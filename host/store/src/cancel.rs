@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use wfhost_core::event::{Event, EventSink, Outcome};
-use wfhost_core::state::Phase;
+use wfhost_core::run::event::{Event, EventSink, Outcome};
+use wfhost_core::run::state::Phase;
 
 use crate::{RunId, RunLock, Store, StoreError};
 

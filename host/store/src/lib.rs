@@ -3,7 +3,7 @@
 //! The `events` table is the single source of truth. It is append-only (a
 //! trigger refuses updates), and every view of a run — its status, steps,
 //! statistics, gates — is computed by folding events
-//! ([`wfhost_core::state::RunState`]). The other tables hold immutable
+//! ([`wfhost_core::run::state::RunState`]). The other tables hold immutable
 //! facts recorded once: a run's identity (`runs`) and the pinned workflow
 //! definitions it executes against (`definitions`).
 //!
@@ -311,7 +311,7 @@ impl Store {
         &mut self,
         record: &RunRecord,
         definition_json: &str,
-        started: &wfhost_core::event::Event,
+        started: &wfhost_core::run::event::Event,
     ) -> Result<(), StoreError> {
         self.create_run_in(record, definition_json, started, None)
     }
@@ -321,7 +321,7 @@ impl Store {
         &mut self,
         record: &RunRecord,
         definition_json: &str,
-        started: &wfhost_core::event::Event,
+        started: &wfhost_core::run::event::Event,
         session: Option<&SessionTag>,
     ) -> Result<(), StoreError> {
         let (tx, path) = self.begin()?;

@@ -4,10 +4,10 @@
 use crate::acks::NewAck;
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
-use wfhost_core::event::{
+use wfhost_core::run::event::{
     CommandRecord, Decision, Event, EventSink, QueuedJob, SinkError, gate_id,
 };
-use wfhost_core::state::RunState;
+use wfhost_core::run::state::RunState;
 
 use crate::{NewJob, Store, StoreError, snapshot_id, time};
 
@@ -86,10 +86,10 @@ const MAX_GATE_ROUNDS: usize = 1000;
 fn still_open(
     gate_id: &str,
     prompt: &str,
-    asked: &[wfhost_core::questions::GateQuestion],
+    asked: &[wfhost_core::run::questions::GateQuestion],
     answers: &[Decision],
 ) -> Option<String> {
-    use wfhost_core::questions::{self, AskedQuestion};
+    use wfhost_core::run::questions::{self, AskedQuestion};
     if asked.is_empty() {
         return answers.is_empty().then(|| prompt.to_string());
     }
@@ -599,8 +599,8 @@ impl Store {
         )?;
         let status = match last.first().map(|e| &e.event) {
             Some(Event::RunFinished { outcome }) => match outcome {
-                wfhost_core::event::Outcome::Succeeded => "succeeded",
-                wfhost_core::event::Outcome::Failed { .. } => "failed",
+                wfhost_core::run::event::Outcome::Succeeded => "succeeded",
+                wfhost_core::run::event::Outcome::Failed { .. } => "failed",
             },
             Some(Event::ActionTaken {
                 gate_id: Some(_), ..

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use wfhost_core::event::{Event, Outcome};
+use wfhost_core::run::event::{Event, Outcome};
 
 use crate::view::steps_of;
 use crate::{RunRecord, StoredEvent};
@@ -49,7 +49,7 @@ fn heading(out: &mut String, head: &ReportHead, chain: &[StoredEvent]) {
     if let Some(last) = chain.last() {
         let _ = writeln!(out, "| Last event | {} |", time(last.at));
     }
-    let mut total = wfhost_core::payload::Statistics::default();
+    let mut total = wfhost_core::run::payload::Statistics::default();
     for e in chain {
         if let Event::BlockCompleted { statistics, .. } = &e.event {
             total.add(*statistics);

@@ -1,7 +1,7 @@
 //! The home's secrets: `<home>/secrets/NAME`, one file per secret holding
 //! its value, mode 0600 in a 0700 directory, each written through a new
 //! file and a rename. Names are checked
-//! ([`wfhost_core::secrets::check_name`]) before they reach a path.
+//! ([`wfhost_core::policy::secrets::check_name`]) before they reach a path.
 //!
 //! [`HomeSecrets`] is the [`SecretSource`] commands resolve `{"secret":
 //! NAME}` references from: the home's file, else the environment variable
@@ -11,7 +11,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use wfhost_core::secrets::{SecretSource, check_name};
+use wfhost_core::policy::secrets::{SecretSource, check_name};
 
 use crate::StoreError;
 
@@ -114,7 +114,7 @@ impl HomeSecrets {
         for entry in entries {
             let entry = entry.map_err(io(&self.dir))?;
             if let Some(name) = entry.file_name().to_str()
-                && wfhost_core::secrets::valid_name(name)
+                && wfhost_core::policy::secrets::valid_name(name)
                 && entry.file_type().is_ok_and(|t| t.is_file())
             {
                 names.push(name.to_string());

@@ -3,7 +3,7 @@
 //! branch's events.
 
 use serde::Serialize;
-use wfhost_core::event::Event;
+use wfhost_core::run::event::Event;
 
 use crate::StoredEvent;
 

@@ -1,7 +1,7 @@
 //! MCP acks against a real SQLite file: recorded in the commit of the
 //! events they advanced the run by, used once.
 
-use wfhost_core::event::Event;
+use wfhost_core::run::event::Event;
 use wfhost_store::{Durability, NewAck, Store, StoreError};
 
 mod common;
@@ -40,7 +40,7 @@ fn an_ack_is_recorded_with_its_events_and_used_once() {
     store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     {
         let mut writer = store.writer(R1, 1).unwrap();
-        wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
+        wfhost_core::run::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
     }
     assert_eq!(store.next_ack_attempt(R1, 2).unwrap(), 1);
     assert_eq!(store.ack(R1, 2, 1).unwrap(), None);
@@ -94,7 +94,7 @@ fn gc_removes_a_run_s_acks() {
     store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     {
         let mut writer = store.writer(R1, 1).unwrap();
-        wfhost_core::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
+        wfhost_core::run::event::EventSink::append(&mut writer, &[awaited()]).unwrap();
         writer.append_acked(&[merged(1)], &ack(1, "d1")).unwrap();
     }
     assert_eq!(store.remove_runs(&[R1.to_string()]).unwrap(), 1);

@@ -1,7 +1,7 @@
 //! The job queue against a real SQLite file: claims that race, fenced and
 //! idempotent completions, expired leases.
 
-use wfhost_core::event::{Event, EventSink, QueuedJob};
+use wfhost_core::run::event::{Event, EventSink, QueuedJob};
 use wfhost_store::{Completion, Durability, JobState, NewJob, Store};
 
 mod common;

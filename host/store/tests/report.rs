@@ -1,8 +1,8 @@
 //! A branch as a Markdown report, rendered from its events alone.
 
-use wfhost_core::event::{CommandRecord, Decision, Event, Outcome, PayloadDelta};
 use wfhost_core::parallel::fan_in::Resolution;
-use wfhost_core::payload::Statistics;
+use wfhost_core::run::event::{CommandRecord, Decision, Event, Outcome, PayloadDelta};
+use wfhost_core::run::payload::Statistics;
 use wfhost_store::StoredEvent;
 use wfhost_store::report::{ReportHead, markdown};
 
@@ -155,7 +155,7 @@ fn a_long_output_is_cut_and_an_unfinished_run_says_so() {
 #[test]
 fn the_tokens_are_summed_with_what_agent_clis_reported() {
     let run = record(R3);
-    let with_usage = |step: u64, tokens: u64, usage: wfhost_core::payload::ModelUsage| {
+    let with_usage = |step: u64, tokens: u64, usage: wfhost_core::run::payload::ModelUsage| {
         let mut e = completed(step, "a", None);
         if let Event::BlockCompleted { statistics, .. } = &mut e {
             *statistics = Statistics {
@@ -166,7 +166,7 @@ fn the_tokens_are_summed_with_what_agent_clis_reported() {
         }
         e
     };
-    let usage = wfhost_core::payload::ModelUsage {
+    let usage = wfhost_core::run::payload::ModelUsage {
         input_tokens: 100,
         output_tokens: 20,
         cache_read_tokens: 5,

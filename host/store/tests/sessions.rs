@@ -1,7 +1,7 @@
 //! Sessions against a real SQLite file: runs grouped, exported and
 //! imported together, and kept or removed together by retention.
 
-use wfhost_core::event::{Event, EventSink, Outcome};
+use wfhost_core::run::event::{Event, EventSink, Outcome};
 
 mod common;
 #[allow(unused_imports)]

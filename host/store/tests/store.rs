@@ -1,7 +1,7 @@
 //! The store against a real SQLite file.
 
-use wfhost_core::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta};
-use wfhost_core::payload::Statistics;
+use wfhost_core::run::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta};
+use wfhost_core::run::payload::Statistics;
 use wfhost_store::{Bundle, ChainPage, Durability, RunId, Store, StoreError};
 
 mod common;
@@ -25,7 +25,7 @@ fn step(n: u64) -> Vec<Event> {
             signal: "SIGNAL:SUCCESS".into(),
             payload: PayloadDelta {
                 keep: n as usize,
-                push: vec![wfhost_core::payload::ContextSegment::new(
+                push: vec![wfhost_core::run::payload::ContextSegment::new(
                     format!("s{n}"),
                     "T",
                     "x",
@@ -335,7 +335,7 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
         .unwrap()
         .append(&[Event::GateAnswered {
             gate_id: "UD-1".into(),
-            decision: wfhost_core::event::Decision::Approved,
+            decision: wfhost_core::run::event::Decision::Approved,
         }])
         .unwrap();
     let forked = cost(&store, &|s| {
@@ -362,7 +362,7 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
 /// mandatory gate asked again stays listed too.
 #[test]
 fn gates_answered_in_part_or_asked_again_are_still_open() {
-    use wfhost_core::questions::GateQuestion;
+    use wfhost_core::run::questions::GateQuestion;
     let home = tempfile::tempdir().unwrap();
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store.create_run(&record(Q), "{}", &started(Q)).unwrap();
@@ -385,7 +385,7 @@ fn gates_answered_in_part_or_asked_again_are_still_open() {
     store.writer(Q, 1).unwrap().append(&gate).unwrap();
     // A new writer reads the numbering from the store: past the questions.
     assert_eq!(store.writer(Q, 1).unwrap().new_gate_id().unwrap(), "UD-3");
-    let answer = |state: &wfhost_core::state::RunState, text: &str| Event::GateAnswered {
+    let answer = |state: &wfhost_core::run::state::RunState, text: &str| Event::GateAnswered {
         gate_id: "UD-1".into(),
         decision: state.parse_answer("UD-1", text).unwrap(),
     };
@@ -407,7 +407,7 @@ fn gates_answered_in_part_or_asked_again_are_still_open() {
     );
     // The store's prompt is the state's.
     let state = store.state(Q, 1).unwrap();
-    let wfhost_core::state::Phase::Waiting { prompt, .. } = &state.phase else {
+    let wfhost_core::run::state::Phase::Waiting { prompt, .. } = &state.phase else {
         panic!("{:?}", state.phase)
     };
     assert_eq!(*prompt, gates[0].prompt);

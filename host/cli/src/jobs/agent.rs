@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wfhost_core::engine::WorkerHost;
+use wfhost_core::run::engine::WorkerHost;
 use wfhost_runtime::telemetry::TelemetryHub;
 use wfhost_runtime::{PluginSet, WasmRuntime};
 
@@ -363,13 +363,13 @@ async fn execute(shared: &Shared, lease: &Leased, job: &Value) -> Option<JobResu
 /// dead agent slot: the server's own local agents run in its process, next
 /// to every other run it serves.
 async fn contained(
-    block: impl std::future::Future<Output = wfhost_core::engine::BlockResult>,
-) -> wfhost_core::engine::BlockResult {
+    block: impl std::future::Future<Output = wfhost_core::run::engine::BlockResult>,
+) -> wfhost_core::run::engine::BlockResult {
     use futures_util::FutureExt;
     match std::panic::AssertUnwindSafe(block).catch_unwind().await {
         Ok(result) => result,
-        Err(panic) => wfhost_core::engine::BlockResult {
-            outcome: Err(wfhost_core::engine::BlockFailure {
+        Err(panic) => wfhost_core::run::engine::BlockResult {
+            outcome: Err(wfhost_core::run::engine::BlockFailure {
                 message: format!(
                     "the host failed while running the block: {}",
                     wfhost_core::limits::panic_message(panic.as_ref())
@@ -393,7 +393,7 @@ fn job_telemetry(loaded: &Loaded, request: &JobRequest) -> Vec<Value> {
 }
 
 /// Whether `t` was sent by an agent of the block `request` runs.
-fn is_jobs(request: &JobRequest, t: &wfhost_core::engine::Telemetry) -> bool {
+fn is_jobs(request: &JobRequest, t: &wfhost_core::run::engine::Telemetry) -> bool {
     let (step, lane) = request.telemetry_step_and_lane();
     t.step == step
         && t.node == request.context.node_id

@@ -157,7 +157,7 @@ fn agent_config(args: AgentArgs) -> Result<agent::AgentConfig, String> {
 
 fn read_token(file: &std::path::Path) -> Result<String, String> {
     use std::os::unix::fs::PermissionsExt;
-    let bytes = wfhost_core::regular_file::read_regular(file, 4096)
+    let bytes = wfhost_core::workspace::regular_file::read_regular(file, 4096)
         .map_err(|e| format!("cannot read the token file {}: {e}", file.display()))?;
     let mode = std::fs::metadata(file)
         .map_err(|e| format!("{}: {e}", file.display()))?

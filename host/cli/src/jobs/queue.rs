@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use wfhost_core::engine::{
+use wfhost_core::run::engine::{
     BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry, WorkerHost,
 };
-use wfhost_core::event::QueuedJob;
+use wfhost_core::run::event::QueuedJob;
 use wfhost_runtime::PluginSet;
 use wfhost_store::{Durability, JobState, NewJob, Store};
 

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use wfhost_core::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry};
-use wfhost_core::payload::{BlockContext, ExecutionPayload, WorkerOutput};
+use wfhost_core::run::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry};
+use wfhost_core::run::payload::{BlockContext, ExecutionPayload, WorkerOutput};
 
 /// The version of [`JobRequest`] this wfhost writes and reads (2: the
 /// run's definition is no longer in every job; agents fetch it by hash).
@@ -228,10 +228,10 @@ pub fn exec_policy(worker: &str, config: &serde_json::Value) -> Result<(), Strin
     let Some(commands) = commands else {
         return Ok(());
     };
-    let spec = wfhost_core::exec::ExecSpec {
+    let spec = wfhost_core::policy::exec::ExecSpec {
         commands: commands
             .into_iter()
-            .map(|c| wfhost_core::exec::ExecCommand {
+            .map(|c| wfhost_core::policy::exec::ExecCommand {
                 argv: c.argv,
                 cwd: c.cwd,
                 env: c.env.into_iter().collect(),
@@ -242,7 +242,7 @@ pub fn exec_policy(worker: &str, config: &serde_json::Value) -> Result<(), Strin
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(false),
     };
-    wfhost_core::exec::check(&spec).map_err(|v| {
+    wfhost_core::policy::exec::check(&spec).map_err(|v| {
         format!("the exec safety policy refused the block before a job was created: {v}")
     })
 }

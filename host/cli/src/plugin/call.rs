@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use wfhost_core::engine::{BlockRequest, BlockResult, RunView};
-use wfhost_core::payload::{BlockContext, ContextSegment, WorkerOutput};
+use wfhost_core::run::engine::{BlockRequest, BlockResult, RunView};
+use wfhost_core::run::payload::{BlockContext, ContextSegment, WorkerOutput};
 use wfhost_core::text::escape;
 use wfhost_runtime::admission::World;
 use wfhost_runtime::plugins::{PluginRequest, PluginSource};

@@ -307,7 +307,7 @@ fn describe(verified: &Verified) {
         println!("  requests no capabilities");
     }
     for name in &plugin.capabilities {
-        let summary = wfhost_core::capabilities::find(name).map_or("", |c| c.summary);
+        let summary = wfhost_core::policy::capabilities::find(name).map_or("", |c| c.summary);
         println!("  requests `{name}`: {summary}");
     }
 }

@@ -131,9 +131,9 @@ pub fn pack(args: PackArgs) -> Result<(), String> {
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let component_path = base.join(&source.component);
-    let bytes = wfhost_core::regular_file::read_regular(
+    let bytes = wfhost_core::workspace::regular_file::read_regular(
         &component_path,
-        wfhost_core::regular_file::MAX_PLUGIN_BYTES,
+        wfhost_core::workspace::regular_file::MAX_PLUGIN_BYTES,
     )
     .map_err(|e| {
         format!(

@@ -241,7 +241,7 @@ pub fn read(
         ("filesModified", &output.files_modified),
         ("filesCreated", &output.files_created),
     ] {
-        if let Some(bad) = paths.iter().find(|p| !crate::exec::stays_inside(p)) {
+        if let Some(bad) = paths.iter().find(|p| !crate::policy::exec::stays_inside(p)) {
             return Err(invalid(format!(
                 "{field} lists `{bad}`, which is not a relative path inside the workspace"
             )));

@@ -1,7 +1,7 @@
 //! Seed 001's `.agents-work/<session>/status.json` and `tasks.yaml` as a
 //! projection of a run's event log.
 //!
-//! [`SessionProjection`] is a pure fold, like [`crate::state::RunState`]:
+//! [`SessionProjection`] is a pure fold, like [`crate::run::state::RunState`]:
 //! built from the workflow and the session name, it takes the run's events
 //! one by one ([`SessionProjection::apply`], with the time each was
 //! recorded) and can say at any point what the two files contain
@@ -75,20 +75,20 @@ use crate::agents::session_artifacts::{
     ApproveDesignHistoryEntry, CorrectionDispatch, CorrectionStatus, DecisionStatus, GateTracking,
     STATES, SessionStatus, TaskEntry, TaskStatus, UserDecision, render_tasks_yaml, session_name,
 };
-use crate::event::gate_number;
-use crate::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
 use crate::manifest::Workflow;
-use crate::questions::{self, AskedQuestion, GateQuestion, QuestionState};
+use crate::run::event::gate_number;
+use crate::run::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
+use crate::run::questions::{self, AskedQuestion, GateQuestion, QuestionState};
 
 /// Signals after which a block's task is `blocked` rather than
 /// `implemented`.
 pub const FAILURE_SIGNALS: &[&str] = &[
-    crate::transitions::WORKER_ERROR,
+    crate::run::transitions::WORKER_ERROR,
     "SIGNAL:FAILED",
     "SIGNAL:BLOCKED",
     "SIGNAL:NEEDS_INFO",
     "SIGNAL:FAIL",
-    crate::transitions::VALIDATION_FAIL,
+    crate::run::transitions::VALIDATION_FAIL,
 ];
 
 /// The `static_memory` key of a node that names the session state
@@ -102,7 +102,7 @@ pub const DEFAULT_STATE: &str = "IMPLEMENT_LOOP";
 /// on) is a retry: after a failure-like signal or requested changes.
 fn is_retry_cause(cause: &str) -> bool {
     cause == "RERUN"
-        || cause == crate::transitions::GATE_CHANGES_REQUESTED
+        || cause == crate::run::transitions::GATE_CHANGES_REQUESTED
         || FAILURE_SIGNALS.contains(&cause)
 }
 
@@ -278,52 +278,7 @@ impl SessionProjection {
                 block,
                 attempt,
                 ..
-            } => {
-                let key = format!("{node}.{block}");
-                let wanted = attempt.saturating_sub(1);
-                let counted = self.retries.get(&key).copied().unwrap_or(0);
-                if wanted > counted {
-                    let cause = self
-                        .last_signal
-                        .clone()
-                        .unwrap_or_else(|| "RERUN".to_string());
-                    // A fix loop is a retry; a block that runs again because
-                    // the work flowed back to it after a success is not.
-                    if is_retry_cause(&cause) {
-                        *self
-                            .retry_counts
-                            .entry(key.clone())
-                            .or_default()
-                            .entry(cause)
-                            .or_default() += wanted - counted;
-                    }
-                    self.retries.insert(key.clone(), wanted);
-                }
-                self.set_status(&key, TaskStatus::InProgress);
-                // The first block after a queued correction does it. A block
-                // re-run after a crash is the same dispatch.
-                if let Some(t) = &mut self.gate_tracking {
-                    let t = &mut t.approve_design;
-                    if t.correction_status == CorrectionStatus::Queued {
-                        t.correction_status = CorrectionStatus::Dispatched;
-                        t.last_correction_dispatch = CorrectionDispatch {
-                            agent: Some(
-                                self.agent_names
-                                    .get(&key)
-                                    .cloned()
-                                    .unwrap_or_else(|| key.clone()),
-                            ),
-                            task_id: Some(key.clone()),
-                            at: Some(at.to_string()),
-                        };
-                        self.correcting = Some(key.clone());
-                    }
-                }
-                self.current_node = Some(node.clone());
-                self.running = Some(key);
-                self.deciding = None;
-                self.phase = RunPhase::Running;
-            }
+            } => self.block_started(node, block, *attempt, at),
             Event::BlockCompleted {
                 step,
                 node,
@@ -331,114 +286,17 @@ impl SessionProjection {
                 signal,
                 failure,
                 ..
-            } => {
-                let key = format!("{node}.{block}");
-                let failed = is_failure(signal, failure.as_deref());
-                self.set_status(
-                    &key,
-                    if failed {
-                        TaskStatus::Blocked
-                    } else {
-                        TaskStatus::Implemented
-                    },
-                );
-                self.block_issues.retain(|(b, _)| *b != key);
-                if let Some(why) = failure {
-                    self.block_issues
-                        .push((key.clone(), format!("{key} (step {step}): {why}")));
-                }
-                if self.correcting.as_ref() == Some(&key) {
-                    self.correcting = None;
-                    if let Some(t) = &mut self.gate_tracking {
-                        t.approve_design.correction_status = CorrectionStatus::Completed;
-                    }
-                }
-                self.last_signal = Some(signal.clone());
-                self.running = None;
-                self.lanes_pending.clear();
-                self.deciding = Some(key);
-            }
+            } => self.block_completed(*step, node, block, signal, failure.as_deref()),
             Event::ActionTaken {
                 command, gate_id, ..
-            } => match command {
-                CommandRecord::Gate { prompt, questions } => {
-                    let block = self.deciding.clone().unwrap_or_default();
-                    match gate_id.as_deref() {
-                        Some(id) if !questions.is_empty() => {
-                            self.open_questions(id, questions, block, at)
-                        }
-                        id => self.open_gate(id, prompt, block, at),
-                    }
-                }
-                CommandRecord::End => self.finish(&Outcome::Succeeded),
-                CommandRecord::Fail { reason } => {
-                    let reason = match &self.deciding {
-                        Some(block) => format!("block `{block}`: {reason}"),
-                        None => reason.clone(),
-                    };
-                    self.finish(&Outcome::Failed { reason });
-                }
-                CommandRecord::Jump { .. } | CommandRecord::Call { .. } | CommandRecord::Return => {
-                    self.deciding = None;
-                }
-            },
+            } => self.action_taken(command, gate_id.as_deref(), at),
             Event::FanInWaiting {
                 gate_id, prompt, ..
             } => {
                 let block = self.running.clone().unwrap_or_default();
                 self.open_gate(Some(gate_id), prompt, block, at);
             }
-            Event::GateAnswered { gate_id, decision } => {
-                let Some(slot) = self.gates.get(gate_id).cloned() else {
-                    return;
-                };
-                if !slot.questions.is_empty() {
-                    self.answer_questions(gate_id, slot, decision, at);
-                    return;
-                }
-                let d = &mut self.decisions[slot.decision];
-                d.resolved_at = Some(at.to_string());
-                if let Decision::Cancelled { reason } = decision {
-                    d.status = DecisionStatus::Cancelled;
-                    d.answer = None;
-                    d.resolution_reason = Some(reason.clone());
-                } else {
-                    d.status = DecisionStatus::Answered;
-                    d.answer = Some(decision.to_string());
-                    d.resolution_reason = Some(match decision {
-                        Decision::UseLane { .. } => {
-                            "lane choice recorded; the parallel block resumes its fan-in"
-                                .to_string()
-                        }
-                        _ => format!("the run continues with {}", decision.signal()),
-                    });
-                }
-                if gate_id == WellKnownGate::ApproveDesign.decision_id()
-                    && let Decision::ChangesRequested { .. } = decision
-                {
-                    self.history.push(ApproveDesignHistoryEntry {
-                        at: at.to_string(),
-                        decision_id: gate_id.clone(),
-                        answer: decision.to_string(),
-                        state_context: d.state_context.clone(),
-                    });
-                    let t = &mut self
-                        .gate_tracking
-                        .get_or_insert_with(GateTracking::default)
-                        .approve_design;
-                    t.correction_status = CorrectionStatus::Queued;
-                    self.correcting = None;
-                }
-                self.waiting_well_known = None;
-                self.phase = RunPhase::Running;
-                if matches!(decision, Decision::UseLane { .. }) {
-                    // The parallel block itself goes on.
-                    self.running = Some(slot.block);
-                } else {
-                    self.last_signal = Some(decision.signal().to_string());
-                    self.deciding = Some(slot.block);
-                }
-            }
+            Event::GateAnswered { gate_id, decision } => self.gate_answered(gate_id, decision, at),
             Event::RunFinished { outcome } => {
                 self.lanes_pending.clear();
                 self.finish(outcome);
@@ -450,6 +308,173 @@ impl SessionProjection {
                 self.lanes_pending.remove(lane);
             }
             _ => {}
+        }
+    }
+
+    /// A block starts (or starts again): its task is in progress, a rerun
+    /// counted as a retry by its cause, a queued design correction
+    /// dispatched.
+    fn block_started(&mut self, node: &str, block: &str, attempt: u32, at: &str) {
+        let key = format!("{node}.{block}");
+        let wanted = attempt.saturating_sub(1);
+        let counted = self.retries.get(&key).copied().unwrap_or(0);
+        if wanted > counted {
+            let cause = self
+                .last_signal
+                .clone()
+                .unwrap_or_else(|| "RERUN".to_string());
+            // A fix loop is a retry; a block that runs again because
+            // the work flowed back to it after a success is not.
+            if is_retry_cause(&cause) {
+                *self
+                    .retry_counts
+                    .entry(key.clone())
+                    .or_default()
+                    .entry(cause)
+                    .or_default() += wanted - counted;
+            }
+            self.retries.insert(key.clone(), wanted);
+        }
+        self.set_status(&key, TaskStatus::InProgress);
+        // The first block after a queued correction does it. A block
+        // re-run after a crash is the same dispatch.
+        if let Some(t) = &mut self.gate_tracking {
+            let t = &mut t.approve_design;
+            if t.correction_status == CorrectionStatus::Queued {
+                t.correction_status = CorrectionStatus::Dispatched;
+                t.last_correction_dispatch = CorrectionDispatch {
+                    agent: Some(
+                        self.agent_names
+                            .get(&key)
+                            .cloned()
+                            .unwrap_or_else(|| key.clone()),
+                    ),
+                    task_id: Some(key.clone()),
+                    at: Some(at.to_string()),
+                };
+                self.correcting = Some(key.clone());
+            }
+        }
+        self.current_node = Some(node.to_string());
+        self.running = Some(key);
+        self.deciding = None;
+        self.phase = RunPhase::Running;
+    }
+
+    /// A block completed: its task implemented or blocked, its failure
+    /// kept as an issue, a design correction it carried completed.
+    fn block_completed(
+        &mut self,
+        step: u64,
+        node: &str,
+        block: &str,
+        signal: &str,
+        failure: Option<&str>,
+    ) {
+        let key = format!("{node}.{block}");
+        let failed = is_failure(signal, failure);
+        self.set_status(
+            &key,
+            if failed {
+                TaskStatus::Blocked
+            } else {
+                TaskStatus::Implemented
+            },
+        );
+        self.block_issues.retain(|(b, _)| *b != key);
+        if let Some(why) = failure {
+            self.block_issues
+                .push((key.clone(), format!("{key} (step {step}): {why}")));
+        }
+        if self.correcting.as_ref() == Some(&key) {
+            self.correcting = None;
+            if let Some(t) = &mut self.gate_tracking {
+                t.approve_design.correction_status = CorrectionStatus::Completed;
+            }
+        }
+        self.last_signal = Some(signal.to_string());
+        self.running = None;
+        self.lanes_pending.clear();
+        self.deciding = Some(key);
+    }
+
+    /// The command a block's signal led to: a gate opened, the run ended
+    /// or failed, or the work moves on.
+    fn action_taken(&mut self, command: &CommandRecord, gate_id: Option<&str>, at: &str) {
+        match command {
+            CommandRecord::Gate { prompt, questions } => {
+                let block = self.deciding.clone().unwrap_or_default();
+                match gate_id {
+                    Some(id) if !questions.is_empty() => {
+                        self.open_questions(id, questions, block, at)
+                    }
+                    id => self.open_gate(id, prompt, block, at),
+                }
+            }
+            CommandRecord::End => self.finish(&Outcome::Succeeded),
+            CommandRecord::Fail { reason } => {
+                let reason = match &self.deciding {
+                    Some(block) => format!("block `{block}`: {reason}"),
+                    None => reason.clone(),
+                };
+                self.finish(&Outcome::Failed { reason });
+            }
+            CommandRecord::Jump { .. } | CommandRecord::Call { .. } | CommandRecord::Return => {
+                self.deciding = None;
+            }
+        }
+    }
+
+    /// A gate was answered: its decision resolved (or its questions
+    /// answered), a requested design change queued, the run going on.
+    fn gate_answered(&mut self, gate_id: &str, decision: &Decision, at: &str) {
+        let Some(slot) = self.gates.get(gate_id).cloned() else {
+            return;
+        };
+        if !slot.questions.is_empty() {
+            self.answer_questions(gate_id, slot, decision, at);
+            return;
+        }
+        let d = &mut self.decisions[slot.decision];
+        d.resolved_at = Some(at.to_string());
+        if let Decision::Cancelled { reason } = decision {
+            d.status = DecisionStatus::Cancelled;
+            d.answer = None;
+            d.resolution_reason = Some(reason.clone());
+        } else {
+            d.status = DecisionStatus::Answered;
+            d.answer = Some(decision.to_string());
+            d.resolution_reason = Some(match decision {
+                Decision::UseLane { .. } => {
+                    "lane choice recorded; the parallel block resumes its fan-in".to_string()
+                }
+                _ => format!("the run continues with {}", decision.signal()),
+            });
+        }
+        if gate_id == WellKnownGate::ApproveDesign.decision_id()
+            && let Decision::ChangesRequested { .. } = decision
+        {
+            self.history.push(ApproveDesignHistoryEntry {
+                at: at.to_string(),
+                decision_id: gate_id.to_string(),
+                answer: decision.to_string(),
+                state_context: d.state_context.clone(),
+            });
+            let t = &mut self
+                .gate_tracking
+                .get_or_insert_with(GateTracking::default)
+                .approve_design;
+            t.correction_status = CorrectionStatus::Queued;
+            self.correcting = None;
+        }
+        self.waiting_well_known = None;
+        self.phase = RunPhase::Running;
+        if matches!(decision, Decision::UseLane { .. }) {
+            // The parallel block itself goes on.
+            self.running = Some(slot.block);
+        } else {
+            self.last_signal = Some(decision.signal().to_string());
+            self.deciding = Some(slot.block);
         }
     }
 
@@ -774,8 +799,8 @@ pub use crate::time::iso_utc;
 mod tests {
     use super::*;
     use crate::agents::session_artifacts::is_session_name;
-    use crate::event::PayloadDelta;
-    use crate::payload::Statistics;
+    use crate::run::event::PayloadDelta;
+    use crate::run::payload::Statistics;
 
     fn workflow(json: serde_json::Value) -> Workflow {
         serde_json::from_value(json).unwrap()
@@ -1252,7 +1277,7 @@ mod tests {
                 // The host died here; the interrupted block runs again with
                 // the same attempt.
                 Event::Resumed {
-                    interrupted: Some(crate::event::InterruptedBlock {
+                    interrupted: Some(crate::run::event::InterruptedBlock {
                         step: 2,
                         node: "main".into(),
                         block: "draft".into(),
@@ -1382,7 +1407,7 @@ mod tests {
     fn answered(id: &str, answer: &str) -> Event {
         Event::GateAnswered {
             gate_id: id.into(),
-            decision: crate::event::parse_answer(id, answer).unwrap(),
+            decision: crate::run::event::parse_answer(id, answer).unwrap(),
         }
     }
 
@@ -1437,7 +1462,7 @@ mod tests {
         check_dispatched(&fold(&wf, &events));
         events.extend([
             Event::Resumed {
-                interrupted: Some(crate::event::InterruptedBlock {
+                interrupted: Some(crate::run::event::InterruptedBlock {
                     step: 1,
                     node: "main".into(),
                     block: "draft".into(),
@@ -1515,8 +1540,8 @@ mod tests {
         events.push(answered(approve, "defer: next sprint"));
         events.push(Event::RunFinished {
             outcome: Outcome::Failed {
-                reason: crate::event::blocked_reason(
-                    crate::event::MANDATORY_DECISION_MISSING,
+                reason: crate::run::event::blocked_reason(
+                    crate::run::event::MANDATORY_DECISION_MISSING,
                     "decision UD-APPROVE-DESIGN cancelled: user deferred: next sprint",
                 ),
             },

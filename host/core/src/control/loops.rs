@@ -74,7 +74,7 @@ impl LoopSpec {
     /// The config read strictly, with the reason it is malformed.
     pub fn parse(config: &Value) -> Result<LoopSpec, (String, String)> {
         let spec: LoopSpec = serde_path_to_error::deserialize(config).map_err(|e| {
-            let at = crate::manifest::stage_graph::path_pointer(e.path());
+            let at = crate::json_pointer::of_path(e.path());
             (at, e.into_inner().to_string())
         })?;
         let need = |ok: bool, key: &str, what: &str| {

@@ -8,7 +8,7 @@
 //!   run the loop's body once more or `SIGNAL:EXIT` to leave it, and
 //!   records the loop variables in the run's inputs.
 //!
-//! WorkRail workflows (`manifest::workrail`) are translated into chains
+//! WorkRail workflows (`formats::workrail`) are translated into chains
 //! of external blocks joined by these; any manifest may use them too.
 //! What a control block merges into the inputs is recorded with its
 //! completion in one append (`inputs_merged`), so a resumed run never

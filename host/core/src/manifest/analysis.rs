@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::command::EngineCommand;
 use crate::manifest::{DEFAULT_ACTION_HANDLER, Workflow};
-use crate::transitions::{FAIL_DEFAULT, GATE_APPROVED, GATE_CHANGES_REQUESTED};
+use crate::run::transitions::{FAIL_DEFAULT, GATE_APPROVED, GATE_CHANGES_REQUESTED};
 
 /// A warning with the JSON pointer of the place it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,11 +6,11 @@ use std::path::Path;
 
 use crate::command::EngineCommand;
 
-use super::load::pointer;
 use super::{
     Block, CORE_VERBS, DEFAULT_ACTION_HANDLER, MAX_LANES, ManifestError, ParallelGroup, Transition,
     Workflow, is_valid_id,
 };
+use crate::json_pointer::pointer;
 
 /// Every static error of `wf`, in manifest order.
 pub fn check(file: &Path, wf: &Workflow, builtin_plugins: &[&str]) -> Vec<ManifestError> {
@@ -107,11 +107,11 @@ impl Checker<'_> {
             );
         }
         if let Some(schema) = &wf.inputs {
-            for p in crate::inputs::check_schema(schema) {
+            for p in crate::run::inputs::check_schema(schema) {
                 self.err(p.pointer, p.message);
             }
         }
-        for (at, message) in crate::template::check(wf) {
+        for (at, message) in crate::run::template::check(wf) {
             let parts: Vec<&str> = at.iter().map(String::as_str).collect();
             self.err(pointer(&parts), message);
         }
@@ -131,7 +131,7 @@ impl Checker<'_> {
             }
             self.plugin_source(name, spec);
             for (i, grant) in spec.grants.iter().enumerate() {
-                if crate::capabilities::find(grant).is_none() {
+                if crate::policy::capabilities::find(grant).is_none() {
                     self.err(
                         pointer(&["plugins", name, "grants", &i.to_string()]),
                         format!(
@@ -298,7 +298,7 @@ impl Checker<'_> {
     fn block_settings(&mut self, place: &BlockPlace<'_>, block: &Block) {
         if let Some(schema) = &block.validation_schema
             && !schema.is_string()
-            && let Err(e) = crate::validation::OutputSchema::compile(schema)
+            && let Err(e) = crate::run::validation::OutputSchema::compile(schema)
         {
             self.err(place.at(&["validation_schema"]), e);
         }
@@ -308,14 +308,14 @@ impl Checker<'_> {
                 "max_attempts must be at least 1".into(),
             );
         }
-        if let Err((i, e)) = crate::merge::parse_all(&block.payload_merge_strategy) {
+        if let Err((i, e)) = crate::run::merge::parse_all(&block.payload_merge_strategy) {
             self.err(
                 place.at(&["payload_merge_strategy", &i.to_string()]),
                 e.to_string(),
             );
         }
         if let Some(patterns) = &block.file_restrictions
-            && let Err(e) = crate::restrictions::RestrictionPlan::new(Some(patterns))
+            && let Err(e) = crate::workspace::restrictions::RestrictionPlan::new(Some(patterns))
         {
             self.err(place.at(&["file_restrictions"]), e.to_string());
         }
@@ -365,7 +365,7 @@ impl Checker<'_> {
                 );
             }
             if let Some(patterns) = &spec.file_restrictions
-                && let Err(e) = crate::restrictions::RestrictionPlan::new(Some(patterns))
+                && let Err(e) = crate::workspace::restrictions::RestrictionPlan::new(Some(patterns))
             {
                 self.err(at("file_restrictions"), e.to_string());
             }
@@ -445,7 +445,7 @@ impl Checker<'_> {
 }
 
 fn offered_capabilities() -> String {
-    let offered: Vec<&str> = crate::capabilities::CAPABILITIES
+    let offered: Vec<&str> = crate::policy::capabilities::CAPABILITIES
         .iter()
         .map(|c| c.name)
         .collect();

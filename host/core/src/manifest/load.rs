@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use super::{Workflow, check};
+use crate::json_pointer::pointer;
 
 /// A manifest error: the file, the place in it, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,9 +69,8 @@ pub fn manifest_dir(file: &Path) -> &Path {
     }
 }
 
-/// Read, parse and check a manifest. `builtin_plugins` are the plugin names
-/// available without a `plugins` entry.
-pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, ManifestErrors> {
+/// Read a manifest file: a bounded regular file, UTF-8.
+pub fn read(file: &Path) -> Result<String, ManifestErrors> {
     let one = |location: Option<String>, message: String| {
         ManifestErrors(vec![ManifestError {
             file: file.to_path_buf(),
@@ -78,9 +78,12 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
             message,
         }])
     };
-    let text = crate::regular_file::read_regular(file, crate::regular_file::MAX_MANIFEST_BYTES)
-        .map_err(|e| one(None, format!("cannot read manifest: {e}")))?;
-    let text = String::from_utf8(text).map_err(|e| {
+    let text = crate::workspace::regular_file::read_regular(
+        file,
+        crate::workspace::regular_file::MAX_MANIFEST_BYTES,
+    )
+    .map_err(|e| one(None, format!("cannot read manifest: {e}")))?;
+    String::from_utf8(text).map_err(|e| {
         one(
             None,
             format!(
@@ -88,8 +91,17 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
                 e.utf8_error().valid_up_to()
             ),
         )
-    })?;
-    let mut workflow = parse_any(file, &text)?;
+    })
+}
+
+/// Finish loading a parsed workflow read from `file`: the schema files it
+/// names are read, then the static checks run. `builtin_plugins` are the
+/// plugin names available without a `plugins` entry.
+pub fn finish(
+    file: &Path,
+    mut workflow: Workflow,
+    builtin_plugins: &[&str],
+) -> Result<LoadedWorkflow, ManifestErrors> {
     let base_dir = manifest_dir(file);
     let mut errors = resolve_schemas(file, base_dir, &mut workflow);
     errors.extend(check(file, &workflow, builtin_plugins));
@@ -99,50 +111,6 @@ pub fn load(file: &Path, builtin_plugins: &[&str]) -> Result<LoadedWorkflow, Man
     Ok(LoadedWorkflow {
         workflow,
         file: file.to_path_buf(),
-    })
-}
-
-/// Parse a manifest, or translate a WorkRail workflow file.
-pub fn parse_any(file: &Path, text: &str) -> Result<Workflow, ManifestErrors> {
-    match workrail_text(file, text)? {
-        Some(workflow) => Ok(workflow),
-        None => parse(file, text),
-    }
-}
-
-/// The workflow of a WorkRail workflow file (see [`super::workrail`]),
-/// None for any other text. Errors name the JSON pointer in the file.
-pub fn workrail_text(file: &Path, text: &str) -> Result<Option<Workflow>, ManifestErrors> {
-    // Cheap test first: only text with a `steps` key can be one.
-    if !text.contains("\"steps\"") {
-        return Ok(None);
-    }
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
-        return Ok(None);
-    };
-    if !super::workrail::is_workrail(&value) {
-        return Ok(None);
-    }
-    let errors = |list: Vec<(String, String)>| {
-        ManifestErrors(
-            list.into_iter()
-                .map(|(at, message)| ManifestError {
-                    file: file.to_path_buf(),
-                    location: Some(if at.is_empty() { "/".into() } else { at }),
-                    message: format!("WorkRail workflow: {message}"),
-                })
-                .collect(),
-        )
-    };
-    if let Err(e) = crate::manifest::strict_json::check_no_duplicate_keys(text) {
-        return Err(errors(vec![(String::new(), e.to_string())]));
-    }
-    let compiled = super::workrail::compile(&value).map_err(errors)?;
-    serde_json::from_value(compiled).map(Some).map_err(|e| {
-        errors(vec![(
-            String::new(),
-            format!("compiles to an invalid manifest: {e}"),
-        )])
     })
 }
 
@@ -189,19 +157,21 @@ fn resolve_schemas(file: &Path, base_dir: &Path, wf: &mut Workflow) -> Vec<Manif
             };
             let path = base_dir.join(rel);
             let at = pointer(&["nodes", node_id, "blocks", block_id, "validation_schema"]);
-            let loaded =
-                crate::regular_file::read_regular(&path, crate::regular_file::MAX_SCHEMA_BYTES)
-                    .and_then(|bytes| {
-                        String::from_utf8(bytes).map_err(|_| {
-                            std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8")
-                        })
-                    })
-                    .map_err(|e| format!("cannot read schema file {}: {e}", path.display()))
-                    .and_then(|text| {
-                        crate::manifest::strict_json::check_no_duplicate_keys(&text)
-                            .and_then(|()| serde_json::from_str(&text))
-                            .map_err(|e| format!("schema file {} is not JSON: {e}", path.display()))
-                    });
+            let loaded = crate::workspace::regular_file::read_regular(
+                &path,
+                crate::workspace::regular_file::MAX_SCHEMA_BYTES,
+            )
+            .and_then(|bytes| {
+                String::from_utf8(bytes).map_err(|_| {
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, "is not UTF-8")
+                })
+            })
+            .map_err(|e| format!("cannot read schema file {}: {e}", path.display()))
+            .and_then(|text| {
+                crate::manifest::strict_json::check_no_duplicate_keys(&text)
+                    .and_then(|()| serde_json::from_str(&text))
+                    .map_err(|e| format!("schema file {} is not JSON: {e}", path.display()))
+            });
             match loaded {
                 Ok(schema) => block.validation_schema = Some(schema),
                 Err(message) => errors.push(ManifestError {
@@ -213,13 +183,4 @@ fn resolve_schemas(file: &Path, base_dir: &Path, wf: &mut Workflow) -> Vec<Manif
         }
     }
     errors
-}
-
-pub(super) fn pointer(parts: &[&str]) -> String {
-    let mut out = String::new();
-    for p in parts {
-        out.push('/');
-        out.push_str(&p.replace('~', "~0").replace('/', "~1"));
-    }
-    out
 }

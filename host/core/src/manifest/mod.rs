@@ -1,9 +1,11 @@
 //! The workflow manifest: nodes of blocks, their workers and transitions.
 //!
 //! Manifests are JSON. Unknown fields are refused so that a typo never
-//! silently changes behaviour. [`load`] reads, parses and statically checks a
-//! manifest; every error names the file and the place (line and column for
-//! syntax, a JSON pointer for meaning).
+//! silently changes behaviour. [`read`], [`parse`] and [`finish`] read,
+//! parse and statically check a manifest (`crate::formats::load` does all
+//! three for a file in any workflow format); every error names the file
+//! and the place (line and column for syntax, a JSON pointer for
+//! meaning).
 
 use std::collections::BTreeMap;
 
@@ -21,16 +23,12 @@ mod load;
 pub mod pinning;
 pub mod plugin_ref;
 pub mod signals;
-pub mod stage_graph;
 pub mod strict_json;
-pub mod workrail;
 
 pub use check::check;
 pub use duration::{MAX_DURATION, parse_duration};
 use duration::{deserialize_duration, serialize_duration};
-pub use load::{
-    LoadedWorkflow, ManifestError, ManifestErrors, load, manifest_dir, parse, parse_any,
-};
+pub use load::{LoadedWorkflow, ManifestError, ManifestErrors, finish, manifest_dir, parse, read};
 
 /// The name of the default action handler, always available.
 pub const DEFAULT_ACTION_HANDLER: &str = "actions-core";

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use crate::manifest::analysis::Warning;
 use crate::manifest::{Block, Workflow};
 use crate::parallel::fan_out;
-use crate::transitions::{
+use crate::run::transitions::{
     FAIL_DEFAULT, GATE_APPROVED, GATE_CHANGES_REQUESTED, NEEDS_DECISION, VALIDATION_FAIL,
     WORKER_ERROR,
 };

@@ -122,7 +122,7 @@ fn schema_files_are_loaded_relative_to_the_manifest() {
         1,
     );
     std::fs::write(dir.join("wf.json"), &text).unwrap();
-    let wf = load(&dir.join("wf.json"), BUILTINS).unwrap();
+    let wf = crate::formats::load(&dir.join("wf.json"), BUILTINS).unwrap();
     let schema = wf.workflow.nodes["main"].blocks["a"]
         .validation_schema
         .clone();
@@ -133,7 +133,7 @@ fn schema_files_are_loaded_relative_to_the_manifest() {
         text.replace("plan.json", "missing.json"),
     )
     .unwrap();
-    let err = load(&dir.join("wf.json"), BUILTINS)
+    let err = crate::formats::load(&dir.join("wf.json"), BUILTINS)
         .unwrap_err()
         .to_string();
     assert!(

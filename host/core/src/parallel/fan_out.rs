@@ -21,13 +21,13 @@ use std::time::Instant;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 
-use crate::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
-use crate::event::{Decision, Event, PayloadDelta};
 use crate::manifest::{Block, ParallelGroup};
-use crate::parallel::fan_in::{self, LaneChanges};
-use crate::payload::{ContextSegment, Statistics};
-use crate::state::{FanOut, LaneResult, RunState};
-use crate::transitions;
+use crate::parallel::fan_in::{self, FanInPlan, LaneChanges};
+use crate::run::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
+use crate::run::event::{Decision, Event, PayloadDelta};
+use crate::run::payload::{ContextSegment, Statistics};
+use crate::run::state::{FanOut, LaneResult, RunState};
+use crate::run::transitions;
 
 pub const LANES_SUCCEEDED: &str = "SIGNAL:SUCCESS";
 pub const LANES_PARTIAL: &str = "SIGNAL:PARTIAL";
@@ -136,101 +136,218 @@ pub(crate) async fn execute<W: WorkerHost>(
     rules: Option<&str>,
     workers: &W,
     state: &mut RunState,
-    sink: &mut dyn crate::event::EventSink,
+    sink: &mut dyn crate::run::event::EventSink,
     block: &Block,
     group: &ParallelGroup,
     base: BlockRequest,
 ) -> Result<(), EngineError> {
-    let started = Instant::now();
-    let ctx = base.context.clone();
-    let step = ctx.step_index;
-    let (node_id, block_id) = (ctx.node_id.clone(), ctx.block_id.clone());
-    let lanes: Vec<String> = group.lanes.keys().cloned().collect();
-    let ours = |f: &FanOut| f.node == node_id && f.block == block_id && f.step == step;
-    if !state.fan_out.as_ref().is_some_and(ours) {
-        emit(
-            state,
-            sink,
-            vec![Event::LanesStarted {
-                step,
-                lanes: lanes.clone(),
-                merge_strategy: group.merge_strategy,
-            }],
-        )?;
-    }
-    let key = |lane: &str| LaneKey {
-        run_id: ctx.execution_id.clone(),
-        step,
-        node: node_id.clone(),
-        block: block_id.clone(),
-        lane: lane.to_string(),
+    let fan = Fan {
+        started: Instant::now(),
+        rules,
+        workers,
+        block,
+        group,
+        step: base.context.step_index,
+        lanes: group.lanes.keys().cloned().collect(),
+        base,
     };
+    fan.record_start(state, sink)?;
+    fan.run_lanes(state, sink).await?;
 
-    // Fan-out: the lanes not finished yet, all at once.
-    let fan_out = state.fan_out.clone().expect("recorded above");
-    let request_for = |lane: &str| {
-        let index = lanes.iter().position(|l| l == lane).unwrap_or(0);
-        let lane_block = block.for_lane(&group.lanes[lane]);
-        let mut context = ctx.clone();
-        context.step_index = step + index as u64;
+    // Fan-in.
+    let fan_out = state.fan_out.clone().expect("still running");
+    let mut sorted = fan.sort(&fan_out);
+    let settled = fan.settle_by_hand(&fan_out, &mut sorted.changes);
+    let choices = chosen_lanes(&fan_out, &sorted.changes);
+    let plan = fan_in::plan(fan_out.merge_strategy, &sorted.changes, &choices);
+    if fan.record_conflicts(state, sink, settled, &plan)? {
+        return Ok(());
+    }
+    let discarded = discarded(&fan_out, &plan, &sorted.missing);
+    let (outputs, merge_failure) = fan.merge(&fan_out, &plan, &sorted.present).await;
+    emit(
+        state,
+        sink,
+        vec![Event::FanInCompleted {
+            step: fan.step,
+            applied: plan.apply.clone(),
+            discarded: discarded.clone(),
+            outputs: outputs.clone(),
+        }],
+    )?;
+    let completed = fan.completion(
+        state,
+        &fan_out,
+        &plan,
+        &sorted.missing,
+        outputs,
+        merge_failure,
+    );
+    emit(state, sink, vec![completed])?;
+    workers
+        .remove_lanes(&fan.base.context.execution_id, fan.step)
+        .await;
+    Ok(())
+}
+
+/// One execution of a parallel block: what its steps share.
+struct Fan<'a, W> {
+    /// When the block's lanes began (this time, if the run was resumed).
+    started: Instant,
+    rules: Option<&'a str>,
+    workers: &'a W,
+    block: &'a Block,
+    group: &'a ParallelGroup,
+    /// The block's own request, which each lane's is made from.
+    base: BlockRequest,
+    step: u64,
+    /// The lanes, in the manifest's order.
+    lanes: Vec<String>,
+}
+
+/// The finished lanes, sorted for the fan-in.
+struct Sorted<'f> {
+    /// Lanes whose workspace still exists.
+    present: Vec<&'f str>,
+    /// Lanes whose work was to be merged but whose workspace is gone.
+    missing: Vec<&'f str>,
+    /// What the lanes to merge changed.
+    changes: Vec<LaneChanges>,
+}
+
+impl<W: WorkerHost> Fan<'_, W> {
+    fn key(&self, lane: &str) -> LaneKey {
+        let ctx = &self.base.context;
+        LaneKey {
+            run_id: ctx.execution_id.clone(),
+            step: self.step,
+            node: ctx.node_id.clone(),
+            block: ctx.block_id.clone(),
+            lane: lane.to_string(),
+        }
+    }
+
+    /// The request of one lane: the block as the lane configures it, at
+    /// its own step index.
+    fn request_for(&self, lane: &str) -> BlockRequest {
+        let index = self.lanes.iter().position(|l| l == lane).unwrap_or(0);
+        let lane_block = self.block.for_lane(&self.group.lanes[lane]);
+        let mut context = self.base.context.clone();
+        context.step_index = self.step + index as u64;
         context.config = lane_block.config.clone();
         context.file_restrictions = lane_block.file_restrictions.clone();
-        context.system_prompt = crate::engine::system_prompt(rules, &lane_block);
+        context.system_prompt = crate::run::engine::system_prompt(self.rules, &lane_block);
         BlockRequest {
-            worker: base.worker.clone(),
+            worker: self.base.worker.clone(),
             context,
-            payload: base.payload.clone(),
-            timeout: base.timeout,
-            lane: Some(key(lane)),
+            payload: self.base.payload.clone(),
+            timeout: self.base.timeout,
+            lane: Some(self.key(lane)),
         }
-    };
-    let starting: Vec<LaneKey> = lanes
-        .iter()
-        .filter(|l| !fan_out.finished(l))
-        .map(|l| key(l))
-        .collect();
-    workers.lanes_starting(&starting, group.max_concurrent);
-    let mut running = FuturesUnordered::new();
-    for lane in &starting {
-        running.push(run_lane(workers, lane.clone(), request_for(&lane.lane)));
     }
-    loop {
-        let next = running.next();
-        let Some(run) = crate::engine::recording_telemetry(workers, state, sink, next).await?
-        else {
-            break;
-        };
-        // A failed attempt runs again, alone, while the lane has attempts.
+
+    /// `lanes_started`, unless this fan-out is being resumed.
+    fn record_start(
+        &self,
+        state: &mut RunState,
+        sink: &mut dyn crate::run::event::EventSink,
+    ) -> Result<(), EngineError> {
+        let ctx = &self.base.context;
+        let ours =
+            |f: &FanOut| f.node == ctx.node_id && f.block == ctx.block_id && f.step == self.step;
+        if !state.fan_out.as_ref().is_some_and(ours) {
+            emit(
+                state,
+                sink,
+                vec![Event::LanesStarted {
+                    step: self.step,
+                    lanes: self.lanes.clone(),
+                    merge_strategy: self.group.merge_strategy,
+                }],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Fan-out: the lanes not finished yet, all at once, each run again
+    /// alone after a failed attempt while it has attempts.
+    async fn run_lanes(
+        &self,
+        state: &mut RunState,
+        sink: &mut dyn crate::run::event::EventSink,
+    ) -> Result<(), EngineError> {
+        let fan_out = state.fan_out.clone().expect("recorded above");
+        let starting: Vec<LaneKey> = self
+            .lanes
+            .iter()
+            .filter(|l| !fan_out.finished(l))
+            .map(|l| self.key(l))
+            .collect();
+        self.workers
+            .lanes_starting(&starting, self.group.max_concurrent);
+        let mut running = FuturesUnordered::new();
+        for lane in &starting {
+            running.push(run_lane(
+                self.workers,
+                lane.clone(),
+                self.request_for(&lane.lane),
+            ));
+        }
+        loop {
+            let next = running.next();
+            let Some(run) =
+                crate::run::engine::recording_telemetry(self.workers, state, sink, next).await?
+            else {
+                break;
+            };
+            if let Some(lane) = self.lane_finished(state, sink, run)? {
+                running.push(run_lane(
+                    self.workers,
+                    self.key(&lane),
+                    self.request_for(&lane),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Record a lane's attempt: `lane_retried` (and the lane to run again)
+    /// when it failed and has attempts left, else `lane_completed`.
+    fn lane_finished(
+        &self,
+        state: &mut RunState,
+        sink: &mut dyn crate::run::event::EventSink,
+        run: LaneRun,
+    ) -> Result<Option<String>, EngineError> {
         let failed_attempts = state
             .fan_out
             .as_ref()
             .and_then(|f| f.retries.get(&run.lane).copied())
             .unwrap_or(0);
-        let allowed = group.lanes[&run.lane]
+        let allowed = self.group.lanes[&run.lane]
             .max_attempts
-            .or(group.max_attempts)
+            .or(self.group.max_attempts)
             .unwrap_or(1);
         if !mergeable(&run.result.signal) && failed_attempts + 1 < allowed {
             emit(
                 state,
                 sink,
                 vec![Event::LaneRetried {
-                    step,
+                    step: self.step,
                     lane: run.lane.clone(),
                     attempt: failed_attempts + 1,
                     signal: run.result.signal.clone(),
                     failure: run.result.failure.clone(),
                 }],
             )?;
-            running.push(run_lane(workers, key(&run.lane), request_for(&run.lane)));
-            continue;
+            return Ok(Some(run.lane));
         }
         let r = run.result;
         emit(
             state,
             sink,
             vec![Event::LaneCompleted {
-                step,
+                step: self.step,
                 lane: run.lane,
                 signal: r.signal,
                 changed: r.changed,
@@ -242,85 +359,96 @@ pub(crate) async fn execute<W: WorkerHost>(
                 log: run.log,
             }],
         )?;
+        Ok(None)
     }
-    drop(running);
 
-    // Fan-in.
-    let fan_out = state.fan_out.clone().expect("still running");
-    // Lanes whose work is to be merged must still have their workspaces
-    // (a crash keeps them; something else may not have). A lane that
-    // failed before its workspace existed has nothing to bring home.
-    let present: Vec<&str> = fan_out
-        .completed
-        .iter()
-        .filter(|r| workers.lane_exists(&key(&r.lane)))
-        .map(|r| r.lane.as_str())
-        .collect();
-    let missing: Vec<&str> = fan_out
-        .completed
-        .iter()
-        .filter(|r| mergeable(&r.signal) && !present.contains(&r.lane.as_str()))
-        .map(|r| r.lane.as_str())
-        .collect();
-    let merging: Vec<&LaneResult> = fan_out
-        .completed
-        .iter()
-        .filter(|r| mergeable(&r.signal) && !missing.contains(&r.lane.as_str()))
-        .collect();
-    let mut changes: Vec<LaneChanges> = merging
-        .iter()
-        .map(|r| LaneChanges {
-            lane: r.lane.clone(),
-            changed: r.changed.clone(),
-        })
-        .collect();
-    // Conflicts the user settled by hand: no lane's version of those files
-    // is applied; the workspace keeps what the user made of them.
-    let mut settled = Vec::new();
-    if fan_out.choice == Some(Decision::Resolved) {
-        for (file, lanes) in &fan_out.unresolved {
-            for lane in changes.iter_mut() {
-                lane.changed.retain(|f| f != file);
-            }
-            settled.push(Event::LaneConflictDetected {
-                step,
-                conflicting_file: file.clone(),
-                lanes: lanes.clone(),
-                resolution: crate::parallel::fan_in::Resolution::UserResolved,
-                applied_from: Some(RESOLVED_BY_HAND.to_string()),
-            });
+    /// Which finished lanes still have their workspaces, and what the ones
+    /// to merge changed. Lanes whose work is to be merged must still have
+    /// their workspaces (a crash keeps them; something else may not have).
+    /// A lane that failed before its workspace existed has nothing to bring
+    /// home.
+    fn sort<'f>(&self, fan_out: &'f FanOut) -> Sorted<'f> {
+        let present: Vec<&str> = fan_out
+            .completed
+            .iter()
+            .filter(|r| self.workers.lane_exists(&self.key(&r.lane)))
+            .map(|r| r.lane.as_str())
+            .collect();
+        let missing: Vec<&str> = fan_out
+            .completed
+            .iter()
+            .filter(|r| mergeable(&r.signal) && !present.contains(&r.lane.as_str()))
+            .map(|r| r.lane.as_str())
+            .collect();
+        let changes: Vec<LaneChanges> = fan_out
+            .completed
+            .iter()
+            .filter(|r| mergeable(&r.signal) && !missing.contains(&r.lane.as_str()))
+            .map(|r| LaneChanges {
+                lane: r.lane.clone(),
+                changed: r.changed.clone(),
+            })
+            .collect();
+        Sorted {
+            present,
+            missing,
+            changes,
         }
     }
-    let mut choices = BTreeMap::new();
-    if let Some(choice) = &fan_out.choice {
-        for lane in &changes {
-            for file in &lane.changed {
-                if let Some(chosen) = choice.lane_for(file) {
-                    choices.insert(file.clone(), chosen.to_string());
+
+    /// Conflicts the user settled by hand: no lane's version of those files
+    /// is applied; the workspace keeps what the user made of them. Their
+    /// conflict events.
+    fn settle_by_hand(&self, fan_out: &FanOut, changes: &mut [LaneChanges]) -> Vec<Event> {
+        let mut settled = Vec::new();
+        if fan_out.choice == Some(Decision::Resolved) {
+            for (file, lanes) in &fan_out.unresolved {
+                for lane in changes.iter_mut() {
+                    lane.changed.retain(|f| f != file);
                 }
+                settled.push(Event::LaneConflictDetected {
+                    step: self.step,
+                    conflicting_file: file.clone(),
+                    lanes: lanes.clone(),
+                    resolution: crate::parallel::fan_in::Resolution::UserResolved,
+                    applied_from: Some(RESOLVED_BY_HAND.to_string()),
+                });
             }
         }
+        settled
     }
-    let plan = fan_in::plan(fan_out.merge_strategy, &changes, &choices);
-    let conflict_events: Vec<Event> = settled
-        .into_iter()
-        .chain(plan.conflicts.iter().map(|c| Event::LaneConflictDetected {
-            step,
-            conflicting_file: c.conflicting_file.clone(),
-            lanes: c.lanes.clone(),
-            resolution: c.resolution,
-            applied_from: c.applied_from.clone(),
-        }))
-        .collect();
-    if !conflict_events.is_empty() {
-        emit(state, sink, conflict_events)?;
-    }
-    if let Some(prompt) = plan.gate {
+
+    /// Record the conflicts (those settled by hand, then the plan's); true
+    /// when the plan asks the user and the run now waits at the fan-in gate.
+    fn record_conflicts(
+        &self,
+        state: &mut RunState,
+        sink: &mut dyn crate::run::event::EventSink,
+        settled: Vec<Event>,
+        plan: &FanInPlan,
+    ) -> Result<bool, EngineError> {
+        let step = self.step;
+        let conflict_events: Vec<Event> = settled
+            .into_iter()
+            .chain(plan.conflicts.iter().map(|c| Event::LaneConflictDetected {
+                step,
+                conflicting_file: c.conflicting_file.clone(),
+                lanes: c.lanes.clone(),
+                resolution: c.resolution,
+                applied_from: c.applied_from.clone(),
+            }))
+            .collect();
+        if !conflict_events.is_empty() {
+            emit(state, sink, conflict_events)?;
+        }
+        let Some(prompt) = &plan.gate else {
+            return Ok(false);
+        };
         let gate_id = sink.new_gate_id()?;
         let prompt = format!(
             "{prompt} Answer `use-lane:<lane>` for all of them, `use-lane:<file>=<lane>,...`, or `resolved` once you have settled them in the workspace yourself."
         );
-        return emit(
+        emit(
             state,
             sink,
             vec![Event::FanInWaiting {
@@ -328,9 +456,126 @@ pub(crate) async fn execute<W: WorkerHost>(
                 gate_id,
                 prompt,
             }],
-        );
+        )?;
+        Ok(true)
     }
 
+    /// Bring each present lane's planned files (and its block outputs) into
+    /// the main workspace, in completion order; stops at the first failure.
+    async fn merge(
+        &self,
+        fan_out: &FanOut,
+        plan: &FanInPlan,
+        present: &[&str],
+    ) -> (Vec<String>, Option<String>) {
+        let mut outputs = Vec::new();
+        let mut merge_failure = None;
+        for r in &fan_out.completed {
+            if !present.contains(&r.lane.as_str()) {
+                continue;
+            }
+            let files = plan
+                .apply
+                .iter()
+                .find(|(lane, _)| *lane == r.lane)
+                .map(|(_, files)| files.clone())
+                .unwrap_or_default();
+            match self.workers.merge_lane(&self.key(&r.lane), &files).await {
+                Ok(copied) => outputs.extend(copied),
+                Err(e) => {
+                    merge_failure = Some(format!("fan-in of lane `{}` failed: {e}", r.lane));
+                    break;
+                }
+            }
+        }
+        (outputs, merge_failure)
+    }
+
+    /// The block's completion: every lane's segments in completion order,
+    /// then a summary of the fan-in.
+    fn completion(
+        &self,
+        state: &RunState,
+        fan_out: &FanOut,
+        plan: &FanInPlan,
+        missing: &[&str],
+        outputs: Vec<String>,
+        merge_failure: Option<String>,
+    ) -> Event {
+        let step = self.step;
+        let mut payload = self.base.payload.clone();
+        let mut statistics = Statistics::default();
+        for r in &fan_out.completed {
+            payload.extend(r.payload.iter().cloned());
+            statistics.add(r.statistics);
+        }
+        payload.push(ContextSegment::new(
+            format!("fan-in-{step}"),
+            "FAN_IN",
+            format!(
+                "{} lane(s), merge strategy {}:\n{}",
+                fan_out.lanes.len(),
+                fan_out.merge_strategy.as_str(),
+                summary_lines(fan_out, plan, missing).join("\n")
+            ),
+        ));
+        let mut signal = aggregate_signal(fan_out.completed.iter().map(|r| r.signal.as_str()));
+        let mut failure = merge_failure;
+        if failure.is_none() && !missing.is_empty() {
+            failure = Some(format!(
+                "the workspaces of finished lanes {} were gone after a restart",
+                missing.join(", ")
+            ));
+        }
+        if failure.is_some() {
+            signal = transitions::WORKER_ERROR;
+        }
+        let artifact = serde_json::json!({
+            "mergeStrategy": fan_out.merge_strategy,
+            "lanes": fan_out.completed.iter().map(|r| serde_json::json!({
+                "lane": r.lane,
+                "signal": r.signal,
+                "summary": r.summary,
+                "changed": r.changed,
+            })).collect::<Vec<_>>(),
+            "conflicts": plan.conflicts,
+            "outputs": outputs,
+        })
+        .to_string();
+        Event::BlockCompleted {
+            step,
+            node: self.base.context.node_id.clone(),
+            block: self.base.context.block_id.clone(),
+            signal: signal.to_string(),
+            payload: PayloadDelta::between(&state.payload, &payload),
+            artifact: Some(artifact),
+            statistics,
+            duration_us: micros(self.started),
+            failure,
+            log: Vec::new(),
+        }
+    }
+}
+
+/// The lane the user chose for each changed file, once the fan-in gate is
+/// answered.
+fn chosen_lanes(fan_out: &FanOut, changes: &[LaneChanges]) -> BTreeMap<String, String> {
+    let mut choices = BTreeMap::new();
+    if let Some(choice) = &fan_out.choice {
+        for lane in changes {
+            for file in &lane.changed {
+                if let Some(chosen) = choice.lane_for(file) {
+                    choices.insert(file.clone(), chosen.to_string());
+                }
+            }
+        }
+    }
+    choices
+}
+
+/// The changes not merged: the plan's, then those of every lane that
+/// failed or whose workspace is gone.
+fn discarded(fan_out: &FanOut, plan: &FanInPlan, missing: &[&str]) -> Vec<(String, Vec<String>)> {
     let mut discarded = plan.discarded.clone();
     for r in &fan_out.completed {
         let dropped = !mergeable(&r.signal) || missing.contains(&r.lane.as_str());
@@ -338,45 +583,15 @@ pub(crate) async fn execute<W: WorkerHost>(
             discarded.push((r.lane.clone(), r.changed.clone()));
         }
     }
-    let mut outputs = Vec::new();
-    let mut merge_failure = None;
-    for r in &fan_out.completed {
-        if !present.contains(&r.lane.as_str()) {
-            continue;
-        }
-        let files = plan
-            .apply
-            .iter()
-            .find(|(lane, _)| *lane == r.lane)
-            .map(|(_, files)| files.clone())
-            .unwrap_or_default();
-        match workers.merge_lane(&key(&r.lane), &files).await {
-            Ok(copied) => outputs.extend(copied),
-            Err(e) => {
-                merge_failure = Some(format!("fan-in of lane `{}` failed: {e}", r.lane));
-                break;
-            }
-        }
-    }
-    emit(
-        state,
-        sink,
-        vec![Event::FanInCompleted {
-            step,
-            applied: plan.apply.clone(),
-            discarded: discarded.clone(),
-            outputs: outputs.clone(),
-        }],
-    )?;
+    discarded
+}
 
-    // The block's completion: every lane's segments in completion order,
-    // then a summary of the fan-in.
-    let mut payload = base.payload.clone();
-    let mut statistics = Statistics::default();
+/// The fan-in summary's lines: each lane's signal (with its summary or
+/// failure), each conflict and how it was settled, each lane whose
+/// workspace was gone.
+fn summary_lines(fan_out: &FanOut, plan: &FanInPlan, missing: &[&str]) -> Vec<String> {
     let mut lines = Vec::new();
     for r in &fan_out.completed {
-        payload.extend(r.payload.iter().cloned());
-        statistics.add(r.statistics);
         let mut line = format!("lane {} -> {}", r.lane, r.signal);
         if let Some(summary) = &r.summary {
             line.push_str(&format!(": {summary}"));
@@ -402,59 +617,12 @@ pub(crate) async fn execute<W: WorkerHost>(
             ));
         }
     }
-    for lane in &missing {
+    for lane in missing {
         lines.push(format!(
             "lane {lane}: its workspace was gone after a restart; its changes were not merged"
         ));
     }
-    payload.push(ContextSegment::new(
-        format!("fan-in-{step}"),
-        "FAN_IN",
-        format!(
-            "{} lane(s), merge strategy {}:\n{}",
-            fan_out.lanes.len(),
-            fan_out.merge_strategy.as_str(),
-            lines.join("\n")
-        ),
-    ));
-    let mut signal = aggregate_signal(fan_out.completed.iter().map(|r| r.signal.as_str()));
-    let mut failure = merge_failure;
-    if failure.is_none() && !missing.is_empty() {
-        failure = Some(format!(
-            "the workspaces of finished lanes {} were gone after a restart",
-            missing.join(", ")
-        ));
-    }
-    if failure.is_some() {
-        signal = transitions::WORKER_ERROR;
-    }
-    let artifact = serde_json::json!({
-        "mergeStrategy": fan_out.merge_strategy,
-        "lanes": fan_out.completed.iter().map(|r| serde_json::json!({
-            "lane": r.lane,
-            "signal": r.signal,
-            "summary": r.summary,
-            "changed": r.changed,
-        })).collect::<Vec<_>>(),
-        "conflicts": plan.conflicts,
-        "outputs": outputs,
-    })
-    .to_string();
-    let completed = Event::BlockCompleted {
-        step,
-        node: node_id,
-        block: block_id,
-        signal: signal.to_string(),
-        payload: PayloadDelta::between(&state.payload, &payload),
-        artifact: Some(artifact),
-        statistics,
-        duration_us: micros(started),
-        failure,
-        log: Vec::new(),
-    };
-    emit(state, sink, vec![completed])?;
-    workers.remove_lanes(&ctx.execution_id, step).await;
-    Ok(())
+    lines
 }
 
 #[cfg(test)]

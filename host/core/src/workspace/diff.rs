@@ -8,7 +8,7 @@ use cap_std::fs::Dir;
 use super::handles::{self, Parents};
 use super::scan::scan_dir;
 use super::{Change, ChangeKind, EntryKind};
-use crate::restrictions::RestrictionPlan;
+use crate::workspace::restrictions::RestrictionPlan;
 
 /// Whether the regular files `a` and `b` hold the same bytes.
 pub(super) fn same_content(a: (&Dir, &str), b: (&Dir, &str)) -> io::Result<bool> {
@@ -79,7 +79,7 @@ pub(super) fn not_permitted<'a>(
             c.entry != EntryKind::Dir
                 || !changes.iter().any(|other| {
                     other.path.len() > c.path.len()
-                        && crate::restrictions::is_under(&other.path, &c.path)
+                        && crate::workspace::restrictions::is_under(&other.path, &c.path)
                         && keeps(other)
                 })
         })

@@ -21,7 +21,7 @@ use super::handles;
 pub fn read_file(root: &Path, rel: &str, max: u64) -> io::Result<Vec<u8>> {
     let (parent, name) = handles::split(rel);
     let dir = open_real_dir(root, parent, false)?;
-    crate::regular_file::read_bounded(handles::open_file(&dir, name)?, max)
+    crate::workspace::regular_file::read_bounded(handles::open_file(&dir, name)?, max)
 }
 
 /// Remove the file `rel` under `root`, reached without passing a link.

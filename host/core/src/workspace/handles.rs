@@ -126,7 +126,7 @@ pub(super) fn open_file(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
             _ => e,
         })?
         .into_std();
-    crate::regular_file::check_regular(file)
+    crate::workspace::regular_file::check_regular(file)
 }
 
 /// Copy the regular file `from_name` in `from` to `to_name` in `to`, with

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::diff::not_permitted;
 use super::handles;
 use super::{Change, ChangeKind, EntryKind, apply};
-use crate::restrictions::RestrictionPlan;
+use crate::workspace::restrictions::RestrictionPlan;
 
 /// Undo, in `live`, the changes (found by [`diff`](super::diff) from
 /// `snapshot` to `live`) that `plan` does not permit, restoring what

@@ -1,7 +1,7 @@
 //! Tests of the workspace operations.
 
 use super::*;
-use crate::restrictions::RestrictionPlan;
+use crate::workspace::restrictions::RestrictionPlan;
 use std::fs;
 use std::io;
 use std::os::unix::fs::symlink;

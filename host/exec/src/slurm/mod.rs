@@ -26,7 +26,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use wfhost_core::exec;
+use wfhost_core::policy::exec;
 
 use crate::bundle;
 use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, Owner, unix_ms};
@@ -953,8 +953,8 @@ mod tests {
     #[test]
     fn a_batch_script_comment_is_one_line_whatever_the_ids_hold() {
         let request = ExecRequest {
-            spec: wfhost_core::exec::ExecSpec {
-                commands: vec![wfhost_core::exec::ExecCommand {
+            spec: wfhost_core::policy::exec::ExecSpec {
+                commands: vec![wfhost_core::policy::exec::ExecCommand {
                     argv: vec!["true".into()],
                     cwd: None,
                     env: vec![],

@@ -39,7 +39,7 @@ pub fn load_or_create(dir: &Path) -> io::Result<[u8; 32]> {
 
 /// The key in `path`, or `None` when the file is not one to trust.
 fn read_trusted(path: &Path) -> io::Result<Option<[u8; 32]>> {
-    let mut file = wfhost_core::regular_file::open_regular(path)?;
+    let mut file = wfhost_core::workspace::regular_file::open_regular(path)?;
     let meta = file.metadata()?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };

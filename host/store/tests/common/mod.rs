@@ -1,7 +1,7 @@
 //! What the store's tests share: a run's identity and its first event.
 #![allow(dead_code)]
 
-use wfhost_core::event::Event;
+use wfhost_core::run::event::Event;
 use wfhost_store::RunRecord;
 
 pub fn started(run_id: &str) -> Event {

@@ -7,14 +7,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::command::EngineCommand;
-use crate::engine::{
+use crate::manifest::{self, Workflow};
+use crate::run::engine::{
     ActionInterpreter, BlockFailure, BlockRequest, BlockResult, LaneKey, RunOptions, RunStatus,
     RunView, WorkerHost, drive, resume, run,
 };
-use crate::event::{Event, EventSink, MemoryLog, SinkError};
-use crate::manifest::{self, Workflow};
-use crate::payload::{ContextSegment, Statistics, WorkerOutput};
-use crate::state::RunState;
+use crate::run::event::{Event, EventSink, MemoryLog, SinkError};
+use crate::run::payload::{ContextSegment, Statistics, WorkerOutput};
+use crate::run::state::RunState;
 
 type Files = BTreeMap<String, String>;
 /// (lane, step index, file restrictions) of one worker call.
@@ -242,7 +242,11 @@ fn two_lanes_sharing_a_file() -> serde_json::Value {
     })
 }
 
-async fn start(wf: &Workflow, host: &MemoryLanes, log: &mut MemoryLog) -> crate::engine::RunReport {
+async fn start(
+    wf: &Workflow,
+    host: &MemoryLanes,
+    log: &mut MemoryLog,
+) -> crate::run::engine::RunReport {
     let report = run(wf, host, &CoreActions, &RunOptions::new("r1"), log)
         .await
         .unwrap();
@@ -466,7 +470,7 @@ async fn a_fan_in_gate_answered_resolved_keeps_the_workspace_version() {
     assert_eq!(c.last().unwrap()["appliedFrom"], super::RESOLVED_BY_HAND);
     assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
     // `resolved` is no answer to an ordinary gate.
-    assert!("resolved".parse::<crate::event::Decision>().is_ok());
+    assert!("resolved".parse::<crate::run::event::Decision>().is_ok());
 }
 
 #[tokio::test]

@@ -16,16 +16,18 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::command::{BlockRef, EngineCommand};
-use crate::context::{AssembledContext, Metadata};
-use crate::event::{
+use crate::manifest::{Block, Node, Workflow};
+use crate::run::context::{AssembledContext, Metadata};
+use crate::run::event::{
     CommandRecord, Decision, Event, EventSink, Outcome, PayloadDelta, QueuedJob, SinkError,
 };
-use crate::manifest::{Block, Node, Workflow};
-use crate::payload::{BlockContext, ContextSegment, ExecutionPayload, Statistics, WorkerOutput};
-pub use crate::state::BlockStatistics;
-use crate::state::{Frame, Phase, ReplayError, RunState};
-use crate::transitions;
-use crate::validation::OutputSchema;
+use crate::run::payload::{
+    BlockContext, ContextSegment, ExecutionPayload, Statistics, WorkerOutput,
+};
+pub use crate::run::state::BlockStatistics;
+use crate::run::state::{Frame, Phase, ReplayError, RunState};
+use crate::run::transitions;
+use crate::run::validation::OutputSchema;
 
 /// A request to execute one block.
 #[derive(Debug, Clone)]
@@ -343,8 +345,8 @@ pub struct RunOptions {
     /// it (`wfhost run --executor`); empty means local. Recorded so that a
     /// resumed run keeps it.
     pub default_executor: String,
-    /// The run's validated inputs (see [`crate::inputs::resolve`]).
-    pub inputs: crate::inputs::Inputs,
+    /// The run's validated inputs (see [`crate::run::inputs::resolve`]).
+    pub inputs: crate::run::inputs::Inputs,
 }
 
 impl RunOptions {
@@ -356,7 +358,7 @@ impl RunOptions {
             max_steps: 10_000,
             max_call_depth: 64,
             default_executor: String::new(),
-            inputs: crate::inputs::Inputs::new(),
+            inputs: crate::run::inputs::Inputs::new(),
         }
     }
 }
@@ -776,7 +778,7 @@ async fn artifact_gates<W: WorkerHost>(
         message.clone(),
     ));
     Some(BlockResult {
-        outcome: Ok(crate::payload::WorkerOutput {
+        outcome: Ok(crate::run::payload::WorkerOutput {
             payload,
             signal: transitions::BLOCKED.to_string(),
             structured_output: None,
@@ -807,8 +809,8 @@ async fn execute_block<W: WorkerHost>(
     // The block runs with the run's inputs, as they are now, written into
     // its prompt and config (a resumed or forked run has the same inputs;
     // a block after one that merged inputs sees the new values).
-    let block = &*crate::template::instantiate_block(workflow, raw_block, &state.inputs);
-    let rules = crate::template::instantiate_rules(workflow, &state.inputs);
+    let block = &*crate::run::template::instantiate_block(workflow, raw_block, &state.inputs);
+    let rules = crate::run::template::instantiate_rules(workflow, &state.inputs);
     let key = (node_id.clone(), block_id.clone());
     let (attempt, strategy) = match admit(state, block, schemas, &key) {
         Ok(admitted) => admitted,
@@ -949,7 +951,7 @@ fn admit(
     block: &Block,
     schemas: &mut HashMap<(String, String), OutputSchema>,
     key: &(String, String),
-) -> Result<(u32, Vec<crate::merge::MergeInstruction>), String> {
+) -> Result<(u32, Vec<crate::run::merge::MergeInstruction>), String> {
     let (node_id, block_id) = key;
     if state.steps >= state.max_steps {
         return Err(format!(
@@ -966,7 +968,7 @@ fn admit(
             ordinal(attempt)
         ));
     }
-    let strategy = match crate::merge::parse_all(&block.payload_merge_strategy) {
+    let strategy = match crate::run::merge::parse_all(&block.payload_merge_strategy) {
         Ok(s) => s,
         Err((_, e)) => return Err(format!("block `{node_id}.{block_id}`: {e}")),
     };
@@ -1001,11 +1003,11 @@ fn block_context(
     node: &Node,
     block: &Block,
     rules: Option<&str>,
-    strategy: &[crate::merge::MergeInstruction],
+    strategy: &[crate::run::merge::MergeInstruction],
     state: &RunState,
     at: &At,
 ) -> (BlockContext, ExecutionPayload) {
-    let block_payload = crate::merge::apply(
+    let block_payload = crate::run::merge::apply(
         strategy,
         &state.payload,
         &node.static_memory,
@@ -1217,7 +1219,10 @@ async fn take_transition<A: ActionInterpreter>(
         return finish(
             state,
             sink,
-            crate::event::blocked_reason(crate::event::MANDATORY_DECISION_MISSING, &detail),
+            crate::run::event::blocked_reason(
+                crate::run::event::MANDATORY_DECISION_MISSING,
+                &detail,
+            ),
         );
     }
     let Some((_, block)) = lookup(workflow, &node_id, &block_id) else {
@@ -1297,21 +1302,24 @@ fn open_decision_gate(
     sink: &mut dyn EventSink,
     here: &str,
 ) -> Result<(), EngineError> {
-    let (prompt, asked) = crate::questions::decision_request(&state.payload).unwrap_or_else(|| {
-        (
-            format!("the agent of `{here}` needs a decision"),
-            Vec::new(),
-        )
-    });
+    let (prompt, asked) =
+        crate::run::questions::decision_request(&state.payload).unwrap_or_else(|| {
+            (
+                format!("the agent of `{here}` needs a decision"),
+                Vec::new(),
+            )
+        });
     let ids = sink.new_gate_ids(asked.len().max(1))?;
     let questions = asked
         .into_iter()
         .zip(&ids)
-        .map(|((text, security), id)| crate::questions::GateQuestion {
-            id: id.clone(),
-            text,
-            security,
-        })
+        .map(
+            |((text, security), id)| crate::run::questions::GateQuestion {
+                id: id.clone(),
+                text,
+                security,
+            },
+        )
         .collect();
     emit(
         state,
@@ -1435,7 +1443,7 @@ fn inherited_memory(
             chain.push(&frame.node);
         }
     }
-    crate::context::inherit(
+    crate::run::context::inherit(
         chain
             .iter()
             .rev()
@@ -1456,7 +1464,7 @@ fn ordinal(n: u32) -> String {
 
 pub(crate) fn system_prompt(rules: Option<&str>, block: &Block) -> String {
     let prompt = block.prompt.clone().unwrap_or_default();
-    crate::prompt::assemble(crate::prompt::PromptParts {
+    crate::run::prompt::assemble(crate::run::prompt::PromptParts {
         rules,
         prefix: prompt.prefix.as_deref(),
         task: prompt.task.as_deref(),

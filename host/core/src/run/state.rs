@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::actions::WellKnownGate;
-use crate::event::{CommandRecord, Decision, Event, InterruptedBlock, MAX_REASKS, Outcome};
 use crate::parallel::fan_in::MergeStrategy;
-use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
-use crate::questions::{self, AskedQuestion, GateQuestion};
+use crate::run::event::{CommandRecord, Decision, Event, InterruptedBlock, MAX_REASKS, Outcome};
+use crate::run::payload::{ContextSegment, ExecutionPayload, Statistics};
+use crate::run::questions::{self, AskedQuestion, GateQuestion};
 
 /// Where a run is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,8 +77,8 @@ pub struct BlockStatistics {
     pub tokens_used: u64,
     pub lines_written: u64,
     /// The agent CLIs' usage, broken down (absent when none).
-    #[serde(skip_serializing_if = "crate::payload::ModelUsage::is_zero")]
-    pub usage: crate::payload::ModelUsage,
+    #[serde(skip_serializing_if = "crate::run::payload::ModelUsage::is_zero")]
+    pub usage: crate::run::payload::ModelUsage,
     /// Total wall-clock time of its executions, in milliseconds when
     /// serialized.
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
@@ -193,10 +193,10 @@ pub struct RunState {
     pub workflow_id: String,
     pub workflow_hash: String,
     pub plugins: BTreeMap<String, String>,
-    /// The run's default executor (see [`crate::engine::RunOptions`]).
+    /// The run's default executor (see [`crate::run::engine::RunOptions`]).
     pub default_executor: String,
     /// The run's inputs, as recorded in its `run_started` event.
-    pub inputs: crate::inputs::Inputs,
+    pub inputs: crate::run::inputs::Inputs,
     pub max_steps: u64,
     pub max_call_depth: usize,
     pub phase: Phase,
@@ -993,13 +993,13 @@ impl RunState {
 
     /// Parse `answer` to gate `gate_id` as this run's gate takes it: a gate
     /// that asks questions by [`questions::parse`] (against its pending
-    /// questions), any other by [`crate::event::parse_answer`].
+    /// questions), any other by [`crate::run::event::parse_answer`].
     pub fn parse_answer(&self, gate_id: &str, answer: &str) -> Result<Decision, String> {
         match self.gates.get(gate_id) {
             Some(gate) if !gate.questions.is_empty() => {
                 questions::parse(gate_id, &gate.pending_questions(), answer)
             }
-            _ => crate::event::parse_answer(gate_id, answer),
+            _ => crate::run::event::parse_answer(gate_id, answer),
         }
     }
 

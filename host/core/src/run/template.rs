@@ -23,8 +23,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::inputs::Inputs;
 use crate::manifest::{Block, BlockPrompt, Workflow, is_valid_id};
+use crate::run::inputs::Inputs;
 
 /// One piece of template text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,14 +273,14 @@ pub fn check(wf: &Workflow) -> Vec<(Vec<String>, String)> {
         .inputs
         .as_ref()
         .map(|s| {
-            crate::inputs::properties(s)
+            crate::run::inputs::properties(s)
                 .map(|(n, _)| n.as_str())
                 .collect()
         })
         .unwrap_or_default();
     // A schema that admits any other input (`additionalProperties: true`)
     // lets placeholders name undeclared inputs.
-    let open = wf.inputs.as_ref().is_some_and(crate::inputs::is_open);
+    let open = wf.inputs.as_ref().is_some_and(crate::run::inputs::is_open);
     let mut problems = Vec::new();
     for (at, text) in strings(wf) {
         match names(text) {

@@ -247,7 +247,7 @@ impl<'d> Builder<'d> {
         match serde_path_to_error::deserialize(value) {
             Ok(v) => Some(v),
             Err(e) => {
-                let inner = crate::manifest::stage_graph::path_pointer(e.path());
+                let inner = crate::json_pointer::of_path(e.path());
                 self.error(format!("{at}{inner}"), e.into_inner().to_string());
                 None
             }

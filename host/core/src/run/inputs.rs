@@ -9,7 +9,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::manifest::is_valid_id;
+use crate::json_pointer;
+use wfhost_actions::is_valid_id;
 
 /// The inputs of one run: name → value.
 pub type Inputs = Map<String, Value>;
@@ -53,7 +54,7 @@ pub fn check_schema(schema: &Value) -> Vec<SchemaProblem> {
         ));
     }
     for (name, property) in properties(schema) {
-        let at = format!("/inputs/properties/{}", escape(name));
+        let at = format!("/inputs/properties/{}", json_pointer::escape(name));
         if !is_valid_id(name) {
             problems.push(problem(
                 at.clone(),
@@ -98,10 +99,6 @@ fn required(schema: &Value) -> Vec<&str> {
         .flatten()
         .filter_map(Value::as_str)
         .collect()
-}
-
-fn escape(part: &str) -> String {
-    part.replace('~', "~0").replace('/', "~1")
 }
 
 /// Parse the text of `--set key=value` for input `key`: a string input

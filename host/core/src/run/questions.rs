@@ -1,7 +1,7 @@
 //! Gates that ask several questions at once.
 //!
 //! An agent that returns `NEEDS_DECISION` with findings asks one question
-//! per finding (see [`crate::transitions::DECISION_QUESTION`]). The run then
+//! per finding (see [`crate::run::transitions::DECISION_QUESTION`]). The run then
 //! waits at one gate whose questions each have their own sequential
 //! decision id (`UD-<N>`, `UD-<N+1>`, …; the gate is named by the first).
 //!
@@ -23,9 +23,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::Decision;
-use crate::payload::ContextSegment;
-use crate::transitions;
+use crate::run::event::Decision;
+use crate::run::payload::ContextSegment;
+use crate::run::transitions;
 
 /// The resolution reason of a question the answer left out.
 pub const NO_RESPONSE: &str = "no response provided";

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::*;
-use crate::event::{Decision, MemoryLog};
 use crate::manifest;
+use crate::run::event::{Decision, MemoryLog};
 
 type Script = Box<
     dyn Fn(&BlockContext, &ExecutionPayload) -> Result<WorkerOutput, BlockFailure> + Send + Sync,
@@ -1025,12 +1025,12 @@ async fn needs_decision_opens_a_gate_with_the_agents_question_unless_routed() {
         let mut payload = payload.clone();
         payload.push(ContextSegment::new(
             "q",
-            crate::transitions::DECISION_REQUEST,
+            crate::run::transitions::DECISION_REQUEST,
             "Use Postgres or SQLite?",
         ));
         Ok(WorkerOutput {
             payload,
-            signal: crate::transitions::NEEDS_DECISION.into(),
+            signal: crate::run::transitions::NEEDS_DECISION.into(),
             structured_output: None,
             statistics: Statistics::default(),
         })
@@ -1095,7 +1095,7 @@ async fn needs_decision_opens_a_gate_with_the_agents_question_unless_routed() {
 async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
     use crate::agents::session_artifacts::DecisionStatus;
     use crate::agents::session_projection::SessionProjection;
-    use crate::transitions::{DECISION_QUESTION, DECISION_REQUEST, SECURITY_QUESTION};
+    use crate::run::transitions::{DECISION_QUESTION, DECISION_REQUEST, SECURITY_QUESTION};
     let ask = |_: &BlockContext, payload: &ExecutionPayload| {
         let mut payload = payload.clone();
         payload.push(ContextSegment::new(
@@ -1116,7 +1116,7 @@ async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
         payload.push(ContextSegment::new("q3", DECISION_QUESTION, "Drop IE11?"));
         Ok(WorkerOutput {
             payload,
-            signal: crate::transitions::NEEDS_DECISION.into(),
+            signal: crate::run::transitions::NEEDS_DECISION.into(),
             structured_output: None,
             statistics: Statistics::default(),
         })
@@ -1226,7 +1226,7 @@ async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
         panic!("{:?}", report.status)
     };
     assert_eq!(gate_id, "UD-4");
-    assert_eq!(crate::event::count_gates(&log.events), 4);
+    assert_eq!(crate::run::event::count_gates(&log.events), 4);
     // status.json: a record per question, each valid.
     let mut projection = SessionProjection::new(&wf, "2026-11-24_ask");
     for (i, e) in log.events.iter().enumerate() {
@@ -1276,12 +1276,12 @@ struct CountingLog {
 }
 
 impl EventSink for CountingLog {
-    fn append(&mut self, events: &[Event]) -> Result<(), crate::event::SinkError> {
+    fn append(&mut self, events: &[Event]) -> Result<(), crate::run::event::SinkError> {
         self.appends += 1;
         self.log.append(events)
     }
 
-    fn new_gate_id(&mut self) -> Result<String, crate::event::SinkError> {
+    fn new_gate_id(&mut self) -> Result<String, crate::run::event::SinkError> {
         self.log.new_gate_id()
     }
 }
@@ -1353,7 +1353,7 @@ struct JobLog {
 }
 
 impl EventSink for JobLog {
-    fn append(&mut self, events: &[Event]) -> Result<(), crate::event::SinkError> {
+    fn append(&mut self, events: &[Event]) -> Result<(), crate::run::event::SinkError> {
         self.appends.push((events.to_vec(), None));
         self.log.append(events)
     }
@@ -1362,12 +1362,12 @@ impl EventSink for JobLog {
         &mut self,
         events: &[Event],
         job: &QueuedJob,
-    ) -> Result<(), crate::event::SinkError> {
+    ) -> Result<(), crate::run::event::SinkError> {
         self.appends.push((events.to_vec(), Some(job.clone())));
         self.log.append(events)
     }
 
-    fn new_gate_id(&mut self) -> Result<String, crate::event::SinkError> {
+    fn new_gate_id(&mut self) -> Result<String, crate::run::event::SinkError> {
         self.log.new_gate_id()
     }
 }
@@ -2078,7 +2078,7 @@ async fn answer_gate(
     let Phase::Waiting { gate_id, .. } = &state.phase else {
         panic!("not waiting: {:?}", state.phase)
     };
-    let decision = crate::event::parse_answer(gate_id, answer).unwrap();
+    let decision = crate::run::event::parse_answer(gate_id, answer).unwrap();
     log.events.push(Event::GateAnswered {
         gate_id: gate_id.clone(),
         decision,
@@ -2128,7 +2128,7 @@ async fn well_known_gates_keep_their_id_and_ad_hoc_ones_are_numbered() {
         e,
         Event::GateAnswered {
             decision: Decision::Strategy {
-                strategy: crate::event::ReviewStrategy::PerBatch
+                strategy: crate::run::event::ReviewStrategy::PerBatch
             },
             ..
         }
@@ -2141,7 +2141,7 @@ async fn well_known_gates_keep_their_id_and_ad_hoc_ones_are_numbered() {
     let mut state = RunState::replay(&log.events[..3]).unwrap();
     for wrong in [
         Decision::Strategy {
-            strategy: crate::event::ReviewStrategy::SingleFinal,
+            strategy: crate::run::event::ReviewStrategy::SingleFinal,
         },
         Decision::Resolved,
     ] {
@@ -2167,7 +2167,7 @@ async fn invalid_answers_are_reasked_three_times_then_the_run_ends_blocked() {
     let reask = |answer: &str| Event::GateReasked {
         gate_id: "UD-APPROVE-DESIGN".into(),
         answer: answer.into(),
-        reason: crate::event::parse_answer("UD-APPROVE-DESIGN", answer).unwrap_err(),
+        reason: crate::run::event::parse_answer("UD-APPROVE-DESIGN", answer).unwrap_err(),
     };
     let mut state = RunState::replay(&log.events).unwrap();
     for (i, bad) in ["yes", "ok", "lgtm"].into_iter().enumerate() {
@@ -2212,8 +2212,8 @@ async fn invalid_answers_are_reasked_three_times_then_the_run_ends_blocked() {
         panic!("{:?}", report.status)
     };
     assert_eq!(
-        crate::event::blocker_of(reason),
-        Some(crate::event::MANDATORY_DECISION_MISSING),
+        crate::run::event::blocker_of(reason),
+        Some(crate::run::event::MANDATORY_DECISION_MISSING),
         "{reason}"
     );
     assert!(reason.contains("UD-APPROVE-DESIGN"), "{reason}");

@@ -16,7 +16,7 @@ pub const GATE_APPROVED: &str = "SIGNAL:GATE_APPROVED";
 pub const GATE_CHANGES_REQUESTED: &str = "SIGNAL:GATE_CHANGES_REQUESTED";
 /// What a mandatory gate's cancelled decision leads to. Never looked up in
 /// a block's transitions: the run ends BLOCKED
-/// ([`crate::event::MANDATORY_DECISION_MISSING`]).
+/// ([`crate::run::event::MANDATORY_DECISION_MISSING`]).
 pub const GATE_CANCELLED: &str = "SIGNAL:GATE_CANCELLED";
 
 /// The signal of an agent that needs a human decision (seed 001's
@@ -31,7 +31,7 @@ pub const BLOCKED: &str = "SIGNAL:BLOCKED";
 pub const DECISION_REQUEST: &str = "DECISION_REQUEST";
 /// The payload segment kind of one question of a `NEEDS_DECISION`, pushed
 /// after its `DECISION_REQUEST`: the gate then asks each question under its
-/// own decision id ([`crate::questions`]).
+/// own decision id ([`crate::run::questions`]).
 pub const DECISION_QUESTION: &str = "DECISION_QUESTION";
 /// Like [`DECISION_QUESTION`], for a question raised as a security concern:
 /// it is never cancelled for want of an answer, only answered or

@@ -37,7 +37,7 @@
 //! block id or used twice, an edge naming no stage, a cycle, an exec stage
 //! without commands, a command with `allow_failure: true` (the exec worker
 //! stops a block at its first failing command and has no way to go on), and
-//! for everything the exec safety policy ([`crate::exec::check`]) refuses:
+//! for everything the exec safety policy ([`crate::policy::exec::check`]) refuses:
 //! a shell without `allow_shell`, a `workdir` outside the project, ….
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -46,10 +46,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::event::Outcome;
-use crate::exec::{ExecCommand, ExecSpec, PolicyViolation};
+use crate::json_pointer::{self, pointer};
 use crate::manifest::is_valid_id;
-use crate::state::{Phase, RunState};
+use crate::policy::exec::{ExecCommand, ExecSpec, PolicyViolation};
+use crate::run::event::Outcome;
+use crate::run::state::{Phase, RunState};
 
 /// The node of the translated manifest that holds every stage's block.
 pub const NODE: &str = "main";
@@ -256,14 +257,6 @@ impl StageGraphError {
     }
 }
 
-/// The JSON pointer of `parts`.
-fn pointer(parts: &[&str]) -> String {
-    parts
-        .iter()
-        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
-        .collect()
-}
-
 /// The pointer of a stage's part, e.g. `stage_at(2, &["exec", "workdir"])`.
 fn stage_at(index: usize, rest: &[&str]) -> String {
     let index = index.to_string();
@@ -311,27 +304,10 @@ pub fn translate(graph: &Value) -> Result<Translated, StageGraphError> {
 /// inside a stage, that stage.
 fn parse(graph: &Value) -> Result<StageGraphRequest, StageGraphError> {
     serde_path_to_error::deserialize(graph).map_err(|e| {
-        let at = path_pointer(e.path());
+        let at = json_pointer::of_path(e.path());
         let node = stage_of_pointer(graph, &at);
         StageGraphError::new(node.as_deref(), at, e.into_inner().to_string())
     })
-}
-
-/// The JSON pointer (RFC 6901) of a serde path (also the pointer the HTTP
-/// API names in a 400 for a body that does not fit).
-pub fn path_pointer(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut out = String::new();
-    for segment in path.iter() {
-        out.push('/');
-        match segment {
-            Segment::Seq { index } => out.push_str(&index.to_string()),
-            Segment::Map { key } => out.push_str(&key.replace('~', "~0").replace('/', "~1")),
-            Segment::Enum { variant } => out.push_str(variant),
-            Segment::Unknown => out.push('?'),
-        }
-    }
-    out
 }
 
 /// The id of the stage a pointer `/workflow/nodes/N/…` is inside of.
@@ -635,7 +611,7 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
             .collect(),
         allow_shell: exec.allow_shell,
     };
-    crate::exec::check(&spec).map_err(|v| policy_error(id, position, &v))?;
+    crate::policy::exec::check(&spec).map_err(|v| policy_error(id, position, &v))?;
     let commands: Vec<Value> = spec
         .commands
         .iter()
@@ -837,9 +813,9 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::event::{CommandRecord, Decision, Event, PayloadDelta};
     use crate::manifest::{Workflow, check};
-    use crate::payload::Statistics;
+    use crate::run::event::{CommandRecord, Decision, Event, PayloadDelta};
+    use crate::run::payload::Statistics;
 
     const BUILTINS: &[&str] = &["exec", "actions-core", "echo", "agent", "scripted"];
 

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::payload::ExecutionPayload;
+use crate::run::payload::ExecutionPayload;
 
 /// Identifiers and counters of the block execution (layer 5).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub struct AssembledContext {
     pub system_prompt: String,
     pub config: serde_json::Value,
     /// The run's inputs; rendered only when not empty.
-    pub inputs: crate::inputs::Inputs,
+    pub inputs: crate::run::inputs::Inputs,
     pub inherited: serde_json::Map<String, serde_json::Value>,
     /// `node.block` → its latest structured output.
     pub artifacts: BTreeMap<String, String>,
@@ -118,7 +118,7 @@ impl AssembledContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::ContextSegment;
+    use crate::run::payload::ContextSegment;
     use serde_json::json;
 
     fn metadata() -> Metadata {

@@ -147,7 +147,7 @@ fn an_artifact_loop_is_decided_by_its_body_and_the_contract_becomes_a_schema() {
         .validation_schema
         .clone()
         .unwrap();
-    let check = crate::validation::OutputSchema::compile(&schema).unwrap();
+    let check = crate::run::validation::OutputSchema::compile(&schema).unwrap();
     assert!(
         check
             .check(r#"{"artifacts":[{"kind":"wr.loop_control","decision":"stop"}]}"#)
@@ -277,12 +277,12 @@ fn a_workrail_file_loads_as_a_manifest_and_errors_name_the_file_and_pointer() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("polling.json");
     std::fs::write(&file, serde_json::to_string_pretty(&polling()).unwrap()).unwrap();
-    let loaded = manifest::load(&file, &["actions-core"]).unwrap();
+    let loaded = crate::formats::load(&file, &["actions-core"]).unwrap();
     assert_eq!(loaded.workflow.id, "polling-demo");
     let mut bad = polling();
     bad["steps"][0]["verification"] = json!({"command": "make"});
     std::fs::write(&file, bad.to_string()).unwrap();
-    let err = manifest::load(&file, &["actions-core"])
+    let err = crate::formats::load(&file, &["actions-core"])
         .unwrap_err()
         .to_string();
     assert!(

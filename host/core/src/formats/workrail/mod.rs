@@ -20,8 +20,12 @@
 mod flow;
 mod prompt;
 
+use std::path::Path;
+
 use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use crate::manifest::{ManifestError, ManifestErrors, Workflow};
 
 /// A WorkRail workflow's top level.
 #[derive(Debug, Deserialize)]
@@ -97,6 +101,42 @@ struct FunctionParameter {
 /// A compile error: the JSON pointer in the WorkRail file and why.
 pub type WorkRailError = (String, String);
 
+/// The workflow of a WorkRail workflow file ,
+/// None for any other text. Errors name the JSON pointer in the file.
+pub fn from_text(file: &Path, text: &str) -> Result<Option<Workflow>, ManifestErrors> {
+    // Cheap test first: only text with a `steps` key can be one.
+    if !text.contains("\"steps\"") {
+        return Ok(None);
+    }
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Ok(None);
+    };
+    if !is_workrail(&value) {
+        return Ok(None);
+    }
+    let errors = |list: Vec<(String, String)>| {
+        ManifestErrors(
+            list.into_iter()
+                .map(|(at, message)| ManifestError {
+                    file: file.to_path_buf(),
+                    location: Some(if at.is_empty() { "/".into() } else { at }),
+                    message: format!("WorkRail workflow: {message}"),
+                })
+                .collect(),
+        )
+    };
+    if let Err(e) = crate::manifest::strict_json::check_no_duplicate_keys(text) {
+        return Err(errors(vec![(String::new(), e.to_string())]));
+    }
+    let compiled = compile(&value).map_err(errors)?;
+    serde_json::from_value(compiled).map(Some).map_err(|e| {
+        errors(vec![(
+            String::new(),
+            format!("compiles to an invalid manifest: {e}"),
+        )])
+    })
+}
+
 /// Whether `value` is a WorkRail workflow (steps, no nodes).
 pub fn is_workrail(value: &Value) -> bool {
     value.get("steps").is_some() && value.get("nodes").is_none()
@@ -106,7 +146,7 @@ pub fn is_workrail(value: &Value) -> bool {
 /// construct that is refused.
 pub fn compile(value: &Value) -> Result<Value, Vec<WorkRailError>> {
     let doc: Document = serde_path_to_error::deserialize(value).map_err(|e| {
-        let at = super::stage_graph::path_pointer(e.path());
+        let at = crate::json_pointer::of_path(e.path());
         vec![(at, e.into_inner().to_string())]
     })?;
     let mut errors = Vec::new();

@@ -22,7 +22,7 @@
 
 use std::fmt;
 
-use crate::payload::{ContextSegment, ExecutionPayload};
+use crate::run::payload::{ContextSegment, ExecutionPayload};
 
 /// One parsed instruction.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::json_pointer::pointer;
+
 /// What a masked value is replaced by.
 pub const MASK: &[u8] = b"***";
 
@@ -169,13 +171,6 @@ pub fn references(
         }
     }
     Ok(out)
-}
-
-fn pointer(parts: &[String]) -> String {
-    parts
-        .iter()
-        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
-        .collect()
 }
 
 fn walk(

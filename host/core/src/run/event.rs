@@ -3,7 +3,7 @@
 //! A run is an append-only sequence of [`Event`]s. Everything else — the
 //! cursor, the payload, the ReturnStack, attempts, statistics, open gates,
 //! the run's status — is a projection computed by folding the events with
-//! [`crate::state::RunState::apply`]. The engine writes an event *before* it
+//! [`crate::run::state::RunState::apply`]. The engine writes an event *before* it
 //! acts on it, so rebuilding the state from the log after a crash gives
 //! exactly the state the run had when it died.
 //!
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::payload::{ContextSegment, ExecutionPayload, Statistics};
+use crate::run::payload::{ContextSegment, ExecutionPayload, Statistics};
 use crate::text::count;
 
 /// The version of the event format, recorded in every exported bundle.
@@ -360,7 +360,9 @@ impl Event {
             } => {
                 let fallback = fallback_for
                     .as_ref()
-                    .map(|signal| format!("{signal} -> {}: ", crate::transitions::FAIL_DEFAULT))
+                    .map(|signal| {
+                        format!("{signal} -> {}: ", crate::run::transitions::FAIL_DEFAULT)
+                    })
                     .unwrap_or_default();
                 match gate_id {
                     Some(id) => format!("[{step}] {fallback}{action}: gate {id} opened"),
@@ -597,7 +599,7 @@ pub enum Decision {
         reason: String,
     },
     /// The answer to a gate that asks several questions
-    /// ([`crate::questions`]): answers and explicit deferrals (their
+    /// ([`crate::run::questions`]): answers and explicit deferrals (their
     /// resolution reasons) by question id. Questions left out are no
     /// response.
     Answers {
@@ -695,7 +697,7 @@ pub fn parse_answer(gate_id: &str, answer: &str) -> Result<Decision, String> {
         return answer.parse();
     };
     let trimmed = answer.trim();
-    if let Some(reason) = crate::questions::deferral(trimmed, "the decision") {
+    if let Some(reason) = crate::run::questions::deferral(trimmed, "the decision") {
         return Ok(Decision::Cancelled { reason });
     }
     match gate {
@@ -730,15 +732,15 @@ impl Decision {
     /// The signal the gating block's transitions see after the answer.
     pub fn signal(&self) -> &'static str {
         match self {
-            Decision::Approved => crate::transitions::GATE_APPROVED,
-            Decision::ChangesRequested { .. } => crate::transitions::GATE_CHANGES_REQUESTED,
+            Decision::Approved => crate::run::transitions::GATE_APPROVED,
+            Decision::ChangesRequested { .. } => crate::run::transitions::GATE_CHANGES_REQUESTED,
             // A fan-in gate resumes its block, not a transition.
-            Decision::UseLane { .. } | Decision::Resolved => crate::transitions::GATE_APPROVED,
+            Decision::UseLane { .. } | Decision::Resolved => crate::run::transitions::GATE_APPROVED,
             // The strategy itself is in the payload (`GATE_DECISION`).
-            Decision::Strategy { .. } => crate::transitions::GATE_APPROVED,
-            Decision::Cancelled { .. } => crate::transitions::GATE_CANCELLED,
+            Decision::Strategy { .. } => crate::run::transitions::GATE_APPROVED,
+            Decision::Cancelled { .. } => crate::run::transitions::GATE_CANCELLED,
             // The answers themselves are in the payload (`GATE_DECISION`).
-            Decision::Answers { .. } => crate::transitions::GATE_APPROVED,
+            Decision::Answers { .. } => crate::run::transitions::GATE_APPROVED,
         }
     }
 
@@ -872,7 +874,7 @@ pub enum CommandRecord {
         /// A gate that asks several questions: each with its own decision
         /// id, the first being the gate's.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        questions: Vec<crate::questions::GateQuestion>,
+        questions: Vec<crate::run::questions::GateQuestion>,
     },
 }
 
@@ -926,7 +928,7 @@ pub trait EventSink: Send {
 
 /// A block execution that the host hands to someone else (`wfhost
 /// serve`'s agents) as a job. The engine asks the host for it
-/// ([`crate::engine::WorkerHost::job_for`]) before recording the block's
+/// ([`crate::run::engine::WorkerHost::job_for`]) before recording the block's
 /// start, and the sink queues it in the same commit as that start — which
 /// is also the commit of the previous block's completion and the action
 /// taken on it. So a recorded start always has its job, and a result and
