@@ -30,6 +30,7 @@ mod session_files;
 mod slurm_agents;
 mod slurm_arrays;
 mod team;
+mod tracing_logs;
 mod trust;
 mod validate;
 
@@ -48,6 +49,7 @@ fn command(scratch: &Path) -> Command {
     cmd.env("WFHOST_CACHE_DIR", scratch.join("cache"))
         .env("WFHOST_HOME", scratch.join("home"))
         .env_remove("WFHOST_DURABILITY")
+        .env_remove("WFHOST_LOG")
         .env_remove("RUST_BACKTRACE");
     cmd
 }

@@ -307,8 +307,74 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
+/// The environment variable that turns on the library crates' spans and
+/// events, in `EnvFilter` syntax (`debug`, `wfhost_core=trace,info`, ...).
+const LOG_ENV: &str = "WFHOST_LOG";
+
+/// Install the subscriber of the `tracing` spans and events: always on
+/// stderr, never stdout (which carries reports, JSON and MCP). Without
+/// `WFHOST_LOG`, only warnings, each printed as its bare message, as the
+/// `eprintln!` it replaced printed it: a command's stderr is the same as
+/// before tracing. With it, the filter it gives, every span's opening and
+/// closing (with its fields and timings) and every event under it.
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::fmt::format::FmtSpan;
+
+    let spec = std::env::var(LOG_ENV).unwrap_or_default();
+    let filter = match spec.trim() {
+        "" => None,
+        spec => match EnvFilter::builder().parse(spec) {
+            Ok(filter) => Some(filter),
+            Err(e) => {
+                eprintln!("warning: {LOG_ENV}: {e}; logging warnings only");
+                None
+            }
+        },
+    };
+    let installed = match filter {
+        Some(filter) => tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_env_filter(filter)
+            .with_span_events(FmtSpan::NEW | FmtSpan::CLOSE)
+            .try_init(),
+        None => tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_max_level(LevelFilter::WARN)
+            .event_format(BareMessage)
+            .try_init(),
+    };
+    // Only fails when a subscriber is already set: keep that one.
+    let _ = installed;
+}
+
+/// An event printed as its fields alone (the message first): no time,
+/// level, target or spans.
+struct BareMessage;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for BareMessage
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        use tracing_subscriber::fmt::FormatFields as _;
+        ctx.format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
+}
+
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    init_tracing();
     wfhost_app::warnings::set_sink(|message| eprintln!("warning: {message}"));
     let cli = Cli::parse();
     let code = match cli.command {

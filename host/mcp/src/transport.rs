@@ -371,7 +371,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                 }
                 Read::Ended => self.ended = true,
                 Read::Failed(e) => {
-                    eprintln!("wfhost mcp: cannot read the input: {e}");
+                    tracing::warn!("wfhost mcp: cannot read the input: {e}");
                     self.ended = true;
                 }
             }

@@ -307,6 +307,12 @@ fn mismatch_text(outcome: &AgentOutcome) -> Option<String> {
 }
 
 impl agent::Host for HostState {
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/agent", function = "run")
+    )]
     async fn run(
         &mut self,
         invocation: agent::AgentInvocation,

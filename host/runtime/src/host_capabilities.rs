@@ -212,7 +212,7 @@ impl RunResources {
     /// The resources of a run whose Slurm jobs are watched by `watcher`.
     pub fn new(watcher: Option<wfhost_exec::slurm::JobWatcher>) -> Self {
         let poll = wfhost_exec::slurm::board::PollConfig::from_env().unwrap_or_else(|e| {
-            eprintln!("warning: {e}; using the default Slurm polling");
+            tracing::warn!("warning: {e}; using the default Slurm polling");
             wfhost_exec::slurm::board::PollConfig::default()
         });
         RunResources {
@@ -390,6 +390,12 @@ impl HostState {
 impl wit::Host for HostState {}
 
 impl exec::Host for HostState {
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/exec", function = "run")
+    )]
     async fn run(&mut self, block: exec::ExecBlock) -> Result<wit::ExecResult, wit::ExecError> {
         let scope = self.scope()?;
         let mut secrets = Vec::new();
@@ -444,6 +450,12 @@ fn to_wit_state(state: ContainerState) -> container::ContainerState {
 }
 
 impl container::Host for HostState {
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/container", function = "run")
+    )]
     async fn run(
         &mut self,
         options: wit::ContainerOptions,
@@ -473,6 +485,12 @@ impl container::Host for HostState {
         .map_err(to_wit_error)
     }
 
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/container", function = "status")
+    )]
     async fn status(&mut self, id: String) -> Result<container::ContainerState, wit::ExecError> {
         let scope = self.scope()?;
         let pool = scope.resources.containers().await.map_err(to_wit_error)?;
@@ -482,24 +500,48 @@ impl container::Host for HostState {
             .map_err(to_wit_error)
     }
 
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/container", function = "logs")
+    )]
     async fn logs(&mut self, id: String) -> Result<(String, String), wit::ExecError> {
         let scope = self.scope()?;
         let pool = scope.resources.containers().await.map_err(to_wit_error)?;
         pool.logs(&id, scope.output_cap).await.map_err(to_wit_error)
     }
 
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/container", function = "pause")
+    )]
     async fn pause(&mut self, id: String) -> Result<(), wit::ExecError> {
         let scope = self.scope()?;
         let pool = scope.resources.containers().await.map_err(to_wit_error)?;
         pool.pause(&id).await.map_err(to_wit_error)
     }
 
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/container", function = "unpause")
+    )]
     async fn unpause(&mut self, id: String) -> Result<(), wit::ExecError> {
         let scope = self.scope()?;
         let pool = scope.resources.containers().await.map_err(to_wit_error)?;
         pool.unpause(&id).await.map_err(to_wit_error)
     }
 
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/container", function = "remove")
+    )]
     async fn remove(&mut self, id: String) -> Result<(), wit::ExecError> {
         let scope = self.scope()?;
         let pool = scope.resources.containers().await.map_err(to_wit_error)?;
@@ -508,6 +550,12 @@ impl container::Host for HostState {
 }
 
 impl slurm::Host for HostState {
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/slurm", function = "submit")
+    )]
     async fn submit(
         &mut self,
         commands: Vec<wit::Command>,
@@ -546,6 +594,12 @@ impl slurm::Host for HostState {
         Ok(id)
     }
 
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/slurm", function = "status")
+    )]
     async fn status(&mut self, job_id: String) -> Result<slurm::JobStatus, wit::ExecError> {
         let scope = self.scope()?;
         let resources = &scope.resources;
@@ -589,6 +643,12 @@ impl slurm::Host for HostState {
         })
     }
 
+    #[tracing::instrument(
+        name = "host_call",
+        level = "debug",
+        skip_all,
+        fields(interface = "wfhost:plugin/slurm", function = "cancel")
+    )]
     async fn cancel(&mut self, job_id: String) -> Result<(), wit::ExecError> {
         let scope = self.scope()?;
         let jobs = scope.resources.jobs.lock().await;

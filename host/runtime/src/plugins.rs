@@ -375,6 +375,7 @@ impl PluginSet {
     }
 
     /// Execute one block with its worker plugin.
+    #[tracing::instrument(name = "plugin", level = "debug", skip_all, fields(plugin = %request.worker, lane = request.lane.as_ref().map(|k| k.lane.as_str())))]
     pub async fn run_worker(&self, request: BlockRequest) -> BlockResult {
         // Everything the guest reads, and the failure that later plugins
         // read as a WORKER_ERROR segment, passes one view: in the guest's
@@ -609,6 +610,7 @@ impl PluginSet {
     }
 
     /// Interpret one action with the named action-handler plugin.
+    #[tracing::instrument(name = "plugin", level = "debug", skip_all, fields(plugin = %handler))]
     pub async fn interpret_action(
         &self,
         handler: &str,

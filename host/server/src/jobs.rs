@@ -96,11 +96,13 @@ fn check_lease_body(body: &LeaseBody) -> Result<(), ApiError> {
 
 /// `POST /v1/agent/lease`: the oldest queued job this agent can run,
 /// leased to it; `job: null` when none came within `wait_ms`.
+#[tracing::instrument(name = "job.lease", skip_all, fields(agent = tracing::field::Empty, wait_ms = body.wait_ms))]
 pub(crate) async fn lease(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<LeaseBody>,
 ) -> Result<Json<Value>, ApiError> {
     check_lease_body(&body)?;
+    tracing::Span::current().record("agent", body.agent.as_str());
     let lease_ms = state.lease.as_millis() as i64;
     let stores = state.stores.clone();
     // The wait is a loop of cheap reads on one connection (a millisecond
@@ -180,6 +182,7 @@ fn lease_lost(lost: LeaseLost) -> ApiError {
 }
 
 /// `POST /v1/jobs/{id}/heartbeat`: extend the lease `(attempt, token)`.
+#[tracing::instrument(name = "job.heartbeat", level = "debug", skip_all, fields(job_id = id, attempt = body.attempt))]
 pub(crate) async fn heartbeat(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -265,6 +268,7 @@ pub(crate) struct CompleteBody {
 
 /// `POST /v1/jobs/{id}/complete`: record the result of the lease
 /// `(attempt, token)`; the same completion again gets the same answer.
+#[tracing::instrument(name = "job.complete", skip_all, fields(job_id = id, attempt = body.attempt, succeeded = body.succeeded))]
 pub(crate) async fn complete(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -317,6 +321,7 @@ const MAX_RELEASE_REASON: usize = 500;
 /// `(attempt, token)` gives the job up without a result (it is stopping):
 /// the job is queued again at once with its attempt raised, instead of
 /// when the lease runs out. Fenced like a heartbeat.
+#[tracing::instrument(name = "job.release", skip_all, fields(job_id = id, attempt = body.attempt))]
 pub(crate) async fn release(
     State(state): State<AppState>,
     Path(id): Path<i64>,
@@ -335,7 +340,9 @@ pub(crate) async fn release(
         let why = wfhost_core::text::escape(&body.reason);
         match store.release_job((id, body.attempt, &body.token), &why, now)? {
             Ok(attempt) => {
-                eprintln!("job {id}: its lease was handed back; queued again as attempt {attempt}");
+                tracing::warn!(
+                    "job {id}: its lease was handed back; queued again as attempt {attempt}"
+                );
                 Ok(Json(json!({
                     "job": id,
                     "state": "queued",
@@ -434,10 +441,12 @@ pub(crate) async fn reconcile(stores: Arc<Stores>, every: Duration) {
         match done {
             Ok(requeued) => {
                 for (job, attempt) in requeued {
-                    eprintln!("job {job}: its lease expired; queued again as attempt {attempt}");
+                    tracing::warn!(
+                        "job {job}: its lease expired; queued again as attempt {attempt}"
+                    );
                 }
             }
-            Err(e) => eprintln!("reconcile: {}", e.message),
+            Err(e) => tracing::warn!("reconcile: {}", e.message),
         }
     }
 }

@@ -33,6 +33,7 @@ mod sessions;
 mod start;
 mod store;
 mod stream;
+mod trace;
 mod ui;
 
 pub use auth::Tokens;
@@ -164,6 +165,8 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
             guard::Tokenless(config.tokens.is_none()),
             guard::browser_guard,
         ))
+        // Outermost: the span covers the guards and authentication too.
+        .layer(axum::middleware::from_fn(trace::request_span))
 }
 
 /// Serve until the process is stopped; `ready` learns the bound address

@@ -140,7 +140,9 @@ pub(crate) async fn with_store<T: Send + 'static>(
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
+    // The request's span (and a job endpoint's) goes along to the thread.
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
         .await
         .map_err(|e| ApiError::internal(format!("the request's task failed: {e}")))?
 }

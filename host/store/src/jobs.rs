@@ -227,6 +227,7 @@ pub(crate) fn queue(
 impl Store {
     /// Queue a block execution, or find the job that already stands for
     /// it (a run process that restarted asks again): returns the job.
+    #[tracing::instrument(name = "store.enqueue_job", skip_all, fields(run_id = %new.run_id, branch = new.branch, step = new.step, lane = %new.lane, job_id = tracing::field::Empty, attempt = tracing::field::Empty))]
     pub fn enqueue_job(&mut self, new: &NewJob<'_>, now_ms: i64) -> Result<Job, StoreError> {
         let num = self.run_num(new.run_id)?;
         if num < 0 {
@@ -249,6 +250,9 @@ impl Store {
             )
             .map_err(err)?;
         tx.commit().map_err(err)?;
+        tracing::Span::current()
+            .record("job_id", job.id)
+            .record("attempt", job.attempt);
         Ok(job)
     }
 
@@ -262,6 +266,7 @@ impl Store {
 
     /// Lease the oldest queued job whose needs are among `capabilities`,
     /// for `lease_ms`. None when there is none.
+    #[tracing::instrument(name = "store.claim_job", level = "debug", skip_all, fields(agent = %agent, job_id = tracing::field::Empty, run_id = tracing::field::Empty, attempt = tracing::field::Empty))]
     pub fn claim_job(
         &mut self,
         agent: &str,
@@ -315,6 +320,11 @@ impl Store {
             .map_err(err)?;
         record(&tx, id, now_ms, "leased", job.attempt, Some(agent), "").map_err(err)?;
         tx.commit().map_err(err)?;
+        tracing::Span::current()
+            .record("job_id", id)
+            .record("run_id", job.run_id.as_str())
+            .record("attempt", job.attempt);
+        tracing::info!(step = job.step, node = %job.node, block = %job.block, lane = %job.lane, expires_at_ms = expires, "job leased");
         Ok(Some(Lease {
             job,
             token,
@@ -371,6 +381,7 @@ impl Store {
 
     /// Extend the lease `(job, attempt, token)` to `now + lease_ms`;
     /// returns the new expiry, or why the lease is not held any more.
+    #[tracing::instrument(name = "store.heartbeat_job", level = "debug", skip_all, fields(job_id = job, attempt = attempt))]
     pub fn heartbeat_job(
         &mut self,
         job: i64,
@@ -396,6 +407,7 @@ impl Store {
     /// `succeeded` says which final state. `respond` makes the response
     /// body from the job as completed; it is stored and replayed to the
     /// same completion sent again.
+    #[tracing::instrument(name = "store.complete_job", skip_all, fields(job_id = lease.0, attempt = lease.1, succeeded = succeeded, run_id = tracing::field::Empty))]
     pub fn complete_job(
         &mut self,
         lease: (i64, u32, &str),
@@ -429,6 +441,7 @@ impl Store {
                 .map_err(err)?;
                 tx.commit().map_err(err)?;
             }
+            tracing::info!(reason = %lost.reason, "completion fenced off");
             return Ok(Completion::Refused(lost));
         }
         let state = if succeeded { "succeeded" } else { "failed" };
@@ -452,6 +465,8 @@ impl Store {
             .map_err(err)?;
         record(&tx, job, now_ms, state, attempt, done.agent.as_deref(), "").map_err(err)?;
         tx.commit().map_err(err)?;
+        tracing::Span::current().record("run_id", done.run_id.as_str());
+        tracing::info!(state, "job completed");
         Ok(Completion::Accepted { response })
     }
 
@@ -480,6 +495,7 @@ impl Store {
 
     /// Put every job whose lease expired before `now_ms` back in the
     /// queue with its attempt raised; returns `(job, new attempt)` of each.
+    #[tracing::instrument(name = "store.requeue_expired", level = "trace", skip_all)]
     pub fn requeue_expired(&mut self, now_ms: i64) -> Result<Vec<(i64, u32)>, StoreError> {
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
@@ -514,6 +530,11 @@ impl Store {
                 &detail,
             )
             .map_err(err)?;
+            tracing::info!(
+                job_id = job,
+                attempt = attempt + 1,
+                "lease expired; job requeued"
+            );
             requeued.push((job, attempt + 1));
         }
         tx.commit().map_err(err)?;
@@ -524,6 +545,7 @@ impl Store {
     /// at once with its attempt raised, as if the lease had expired
     /// (recorded as `requeued`, `why` in the detail). Returns the new
     /// attempt, or why the lease is not held any more.
+    #[tracing::instrument(name = "store.release_job", skip_all, fields(job_id = lease.0, attempt = lease.1))]
     pub fn release_job(
         &mut self,
         lease: (i64, u32, &str),

@@ -885,6 +885,7 @@ impl BranchWriter<'_> {
 
     /// Append `events` in one immediate transaction, with what `extra`
     /// records in it too.
+    #[tracing::instrument(name = "store.append", level = "debug", skip_all, fields(run_id = %self.run_id, branch = self.branch, events = events.len()))]
     fn append_events(&mut self, events: &[Event], extra: Extra<'_>) -> Result<(), StoreError> {
         let path = self.store.path.clone();
         let conn = &self.store.conn;

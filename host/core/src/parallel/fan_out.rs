@@ -74,6 +74,7 @@ fn summary_of(structured: Option<&str>) -> Option<String> {
     Some(summary.chars().take(500).collect())
 }
 
+#[tracing::instrument(name = "lane", skip_all, fields(step = key.step, lane = %key.lane))]
 async fn run_lane<W: WorkerHost>(workers: &W, key: LaneKey, request: BlockRequest) -> LaneRun {
     let started = Instant::now();
     let failed = |message: String, log: Vec<String>| LaneRun {

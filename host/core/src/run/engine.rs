@@ -490,6 +490,7 @@ pub async fn drive<W: WorkerHost, A: ActionInterpreter>(
 
 /// [`drive`], with `pending` (events already folded into `state`) written
 /// in the first append of the drive: before anything acts on them.
+#[tracing::instrument(name = "run", skip_all, fields(run_id = %state.run_id, workflow = %state.workflow_id))]
 async fn drive_after<W: WorkerHost, A: ActionInterpreter>(
     workflow: &Workflow,
     workers: &W,
@@ -789,6 +790,7 @@ async fn artifact_gates<W: WorkerHost>(
 }
 
 #[allow(clippy::too_many_arguments)] // the run loop's state, passed apart for borrowing
+#[tracing::instrument(name = "block", skip_all, fields(node = %node_id, block = %block_id, step = tracing::field::Empty, attempt = tracing::field::Empty))]
 async fn execute_block<W: WorkerHost>(
     workflow: &Workflow,
     workers: &W,
@@ -817,6 +819,9 @@ async fn execute_block<W: WorkerHost>(
         Err(reason) => return finish(state, sink, reason),
     };
     let step = state.steps;
+    tracing::Span::current()
+        .record("step", step)
+        .record("attempt", attempt);
     let external = block.worker == crate::manifest::EXTERNAL_WORKER;
     if external && answer.is_none() {
         // The client performs it: the run rests with the block's prompt.
@@ -923,6 +928,7 @@ async fn execute_block<W: WorkerHost>(
         step,
         &format!("{node_id}.{block_id}"),
     );
+    tracing::debug!(%signal, failed = failure.is_some(), "block settled");
     let completed = Event::BlockCompleted {
         step,
         node: node_id,
@@ -1190,6 +1196,7 @@ fn answered(request: BlockRequest, answer: ExternalAnswer, step: u64) -> BlockRe
 /// Steps D to F: find the transition for the signal, have the action
 /// handler decide, and record what the engine does with its command.
 #[allow(clippy::too_many_arguments)]
+#[tracing::instrument(name = "transition", level = "debug", skip_all, fields(node = %node_id, block = %block_id, signal = %signal))]
 async fn take_transition<A: ActionInterpreter>(
     workflow: &Workflow,
     actions: &A,

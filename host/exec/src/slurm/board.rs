@@ -233,7 +233,7 @@ impl JobBoard {
                     _ => ClusterConfig::default(),
                 };
                 if let Some(warning) = config.min_job_age_warning(&self.config) {
-                    eprintln!("warning: {warning}");
+                    tracing::warn!("warning: {warning}");
                 }
                 config
             })
