@@ -15,8 +15,11 @@
 //!   current as its events are recorded.
 //! - [`telemetry`]: the run process's endpoint for its agents' telemetry.
 
+pub mod gates;
+pub mod jobs;
 pub mod plugin_refs;
 pub mod plugins;
+pub mod run;
 pub mod session_files;
 pub mod telemetry;
 pub mod warnings;

@@ -1,15 +1,12 @@
-//! Executing a durable run: shared by `run`, `resume`, `fork` and `gate`.
-//!
-//! Every command that makes a run go on does the same things: take the
-//! run's lock, load the pinned definition and its plugins, drive the engine
-//! with the store as its event log, print progress, and exit with the code
-//! of where the run came to rest.
+//! How a run that goes on is shown: the sink that prints a line per event
+//! (and the live status line) beside the store, and the report of where
+//! the run came to rest. Preparing and driving the run is the application
+//! layer's (`wfhost_app::run`); this module prints around it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use wfhost_core::manifest::LoadedWorkflow;
-use wfhost_core::run::engine::{self, RunReport, RunStatus};
+use wfhost_core::run::engine::{RunReport, RunStatus};
 use wfhost_core::run::event::{Event, EventSink, QueuedJob, SinkError};
 use wfhost_core::run::state::RunState;
 use wfhost_core::text::{count, escape};
@@ -20,11 +17,10 @@ use wfhost_store::{BranchWriter, RunRecord, Store};
 use crate::progress::Live;
 use crate::screen::Screen;
 use crate::style::Style;
-use crate::{RuntimeChoice, exit, load_plugins, report_error, start_runtime};
+use crate::{RuntimeChoice, exit, fail, report_error};
 use wfhost_app::AppError;
-use wfhost_app::plugins::{check_pinned_plugins, pinned_workflow, plugin_digests};
+pub use wfhost_app::run::{Entry, Prepared};
 use wfhost_app::session_files::{Recorded, SessionSink};
-use wfhost_app::workspace::{Workspace, WorkspaceLock};
 
 /// How a run's progress is printed.
 #[derive(Debug, Clone, Copy)]
@@ -141,54 +137,24 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// The pinned workflow of a run, ready to execute, with its plugins.
-pub struct Prepared {
-    pub loaded: LoadedWorkflow,
-    pub plugins: PluginSet,
-    pub workspace: Workspace,
-    /// The run's hold on its workspace while it executes.
-    pub workspace_lock: Option<WorkspaceLock>,
-}
-
-/// Load the run's pinned definition (never the file on disk, which may
-/// have changed) and its plugins, checking they are the ones the run
-/// started with.
+/// [`wfhost_app::run::prepare`] with the status line's Slurm watcher; the
+/// plugins loaded are printed with `-v`.
 pub fn prepare(
     store: &Store,
     run: &RunRecord,
     state: &RunState,
-    cache: &RuntimeChoice,
+    choice: &RuntimeChoice,
     output: Output,
 ) -> Result<Prepared, AppError> {
-    let json = store
-        .definition(&run.workflow_hash)
-        .map_err(|e| AppError::bad_input(e).at(run.id.to_string()))?;
-    let loaded = pinned_workflow(&run.id, &json, &run.workflow_hash, Path::new(&run.manifest))?;
-    let workspace =
-        Workspace::open(Path::new(&run.workspace), store.home(), cache).map_err(|e| AppError {
-            message: format!("run {}: {}", run.id, e.message),
-            ..e
-        })?;
-    let executor = match &cache.executor {
-        Some(executor) => executor.clone(),
-        None if state.default_executor.is_empty() => wfhost_exec::Executor::Local,
-        None => state.default_executor.parse().map_err(|e| {
-            AppError::bad_input(format!(
-                "run {}: its recorded executor `{}`: {e}",
-                run.id, state.default_executor
-            ))
-        })?,
-    };
-    let runtime = start_runtime(cache, executor, Some(store.home()))?;
-    let plugins = load_plugins(runtime, &loaded, workspace.path(), Some(store.home()))?;
-    check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))?;
-    print_loads(&plugins, output);
-    Ok(Prepared {
-        loaded,
-        plugins,
-        workspace,
-        workspace_lock: None,
-    })
+    let prepared = wfhost_app::run::prepare(
+        store,
+        run,
+        state,
+        choice,
+        Some(crate::progress::slurm_watcher()),
+    )?;
+    print_loads(&prepared.plugins, output);
+    Ok(prepared)
 }
 
 pub fn print_loads(plugins: &PluginSet, output: Output) {
@@ -213,170 +179,21 @@ pub fn print_loads(plugins: &PluginSet, output: Output) {
     }
 }
 
-/// How the engine is to be entered.
-pub enum Entry {
-    /// After a crash: record the resumption, re-run what was in flight.
-    Resume(RunState),
-    /// After a fork or a gate's answer, already recorded.
-    Continue(RunState),
-}
-
-/// Drive the engine and report; returns the exit code.
+/// Drive the engine ([`wfhost_app::run::drive`]) and report where the
+/// run came to rest; returns the exit code.
 pub fn execute(
     prepared: &Prepared,
     run: &RunRecord,
     mut sink: SessionSink<PrintingSink<'_>>,
     entry: Entry,
 ) -> u8 {
-    let tokio = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            report_error(format!("cannot start the async runtime: {e}"));
-            return exit::BAD_INPUT;
-        }
-    };
-    let wf = &prepared.loaded.workflow;
-    let plugins = &prepared.plugins;
-    if let Some(folder) = sink.session_folder() {
-        plugins.set_session_folder(&folder);
-    }
     let branch = sink.writer.branch();
     let output = sink.output;
-    // Lane workspaces a crash left behind, except those of a fan-out the
-    // run is still in (its finished lanes are not run again).
-    let state = match &entry {
-        Entry::Resume(state) | Entry::Continue(state) => state,
-    };
-    let active = state.fan_out.as_ref().map(|f| f.step);
-    wfhost_runtime::lanes::remove_stale(plugins.workspace(), &run.id, active);
-    // Staging copies and agent snapshots a killed wfhost left behind.
-    wfhost_exec::scratch::remove_stale(None);
-    let jobs = match run_jobs(plugins, run, branch, state) {
-        Ok(jobs) => jobs,
-        Err(e) => {
-            report_error(format!("run {}: {e}", run.id));
-            return exit::BAD_INPUT;
-        }
-    };
-    let ended = tokio.block_on(async {
-        // Agents run here: their telemetry is served and recorded.
-        if jobs.is_none()
-            && plugins.runs_agents()
-            && let Err(e) = wfhost_app::telemetry::serve(plugins).await
-        {
-            eprintln!("warning: {e}; agents of run {} get TELEMETRY_ENABLED=0", run.id);
-        }
-        let engine = async {
-            match &jobs {
-                Some(jobs) => enter(wf, jobs, plugins, entry, &mut sink).await,
-                None => enter(wf, plugins, plugins, entry, &mut sink).await,
-            }
-        };
-        // Ctrl-C or SIGTERM: the engine future is dropped, which kills the
-        // running block's processes (their groups and every descendant) and
-        // cancels its Slurm job; the decided events are recorded on the way.
-        let ended = tokio::select! {
-            result = engine => Ended::Rested(Box::new(result)),
-            signal = interrupted() => Ended::Interrupted(signal),
-        };
-        // The run is at rest or stopped: its containers go. A second
-        // Ctrl-C does not wait for that.
-        tokio::select! {
-            () = plugins.shutdown() => {}
-            _ = interrupted() => {
-                eprintln!("interrupted again: exiting now (containers of run {} may be left; `wfhost gc` removes them)", run.id);
-                std::process::exit(i32::from(exit::INTERRUPTED));
-            }
-        }
-        ended
-    });
+    let result = wfhost_app::run::drive(prepared, run, branch, &mut sink, entry);
     sink.stop_live();
-    // A guest call abandoned at its deadline may have left a thread of the
-    // blocking pool waiting in a file read (a FIFO): do not wait for it.
-    tokio.shutdown_background();
-    let result = match ended {
-        Ended::Rested(result) => *result,
-        Ended::Interrupted(signal) => {
-            report_error(format!(
-                "run {} interrupted ({signal}): the running block's processes, containers and jobs were stopped; `wfhost resume {}` continues it",
-                run.id, run.id
-            ));
-            return exit::INTERRUPTED;
-        }
-    };
     match result {
         Ok(report) => report_run(run, branch, &report, output, sink.screen.cause()),
-        Err(e) => {
-            report_error(format!(
-                "run {} stopped: {e}\nits log is intact up to the last recorded event; `wfhost resume {}` continues it",
-                run.id, run.id
-            ));
-            exit::RUN_FAILED
-        }
-    }
-}
-
-/// For a run executed for `wfhost serve`: its blocks as jobs for agents.
-fn run_jobs<'p>(
-    plugins: &'p PluginSet,
-    run: &RunRecord,
-    branch: u32,
-    state: &RunState,
-) -> Result<Option<crate::jobs::queue::RunJobs<'p>>, String> {
-    if std::env::var_os(wfhost_server::RUN_BLOCKS_AS_JOBS).is_none_or(|v| v != "1") {
-        return Ok(None);
-    }
-    let home = wfhost_store::resolve_home(None).map_err(|e| e.to_string())?;
-    crate::jobs::queue::RunJobs::new(
-        plugins,
-        crate::jobs::queue::RunInfo {
-            home,
-            run_id: run.id.to_string(),
-            branch,
-            workflow_hash: run.workflow_hash.clone(),
-            manifest: run.manifest.clone(),
-            executor: state.default_executor.clone(),
-        },
-    )
-    .map(Some)
-}
-
-/// Enter the engine with `workers` executing the blocks.
-async fn enter<W: engine::WorkerHost + Sync>(
-    wf: &wfhost_core::manifest::Workflow,
-    workers: &W,
-    actions: &PluginSet,
-    entry: Entry,
-    sink: &mut SessionSink<PrintingSink<'_>>,
-) -> Result<RunReport, wfhost_core::run::engine::EngineError> {
-    match entry {
-        Entry::Resume(state) => engine::resume(wf, workers, actions, state, sink).await,
-        Entry::Continue(state) => engine::drive(wf, workers, actions, state, sink).await,
-    }
-}
-
-/// How the engine's drive ended.
-enum Ended {
-    Rested(Box<Result<RunReport, wfhost_core::run::engine::EngineError>>),
-    /// A signal asked the run to stop: its name.
-    Interrupted(&'static str),
-}
-
-/// The first SIGINT or SIGTERM (never, if they cannot be watched).
-async fn interrupted() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
+        Err(e) => fail(e),
     }
 }
 

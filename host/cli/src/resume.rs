@@ -6,13 +6,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 use wfhost_core::actions::WellKnownGate;
-use wfhost_core::run::event::{Decision, Event, MAX_REASKS};
 use wfhost_core::run::state::{Phase, RunState};
 use wfhost_store::{RunLock, RunRecord, Store};
 
-use wfhost_app::AppError;
 use wfhost_app::session_files::{SessionFiles, SessionSink};
 use wfhost_app::workspace::Workspace;
+use wfhost_app::{AppError, gates};
 use wfhost_protocol::Accepted;
 
 use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, prepare};
@@ -328,116 +327,37 @@ pub struct GateAnswer {
     pub answer: String,
 }
 
-/// The open gate `gate` of `run`: its branch and the state there, or why
-/// the gate cannot be answered.
-fn open_gate(store: &Store, run: &RunRecord, gate: &str) -> Result<(u32, RunState), AppError> {
-    let branches = store.branches(&run.id).map_err(wfhost_app::store_error)?;
-    // Find the branch where this gate is open; remember an earlier answer.
-    let mut answered = None;
-    let mut asking = None;
-    for info in &branches {
-        let state = store
-            .state(&run.id, info.branch)
-            .map_err(wfhost_app::store_error)?;
-        if matches!(&state.phase, Phase::Waiting { gate_id, .. } if *gate_id == gate) {
-            return Ok((info.branch, state));
-        }
-        if let Some(d) = state.gates.get(gate).and_then(|g| g.decision.clone()) {
-            answered = Some(d);
-        }
-        if let Phase::Waiting { gate_id, .. } = &state.phase
-            && state
-                .gate_asking(gate)
-                .is_some_and(|g| g.gate_id == *gate_id)
-        {
-            asking = Some(gate_id.clone());
-        }
-    }
-    let message = match (answered, asking) {
-        (_, Some(asked)) => format!(
-            "{gate} is a question of gate {asked} of run {}: answer the gate, all its questions at once, e.g. `wfhost gate {} {asked} '{{\"{gate}\": \"<answer>\"}}'`",
-            run.id, run.id
-        ),
-        (Some(first), None) => format!(
-            "gate {gate} of run {} is closed: it was already answered `{first}`; a decision is recorded once",
-            run.id
-        ),
-        (None, None) => format!(
-            "run {} has no open gate `{gate}`; `wfhost gates` lists the open ones",
-            run.id
-        ),
-    };
-    Err(AppError::bad_input(message).at(gate))
-}
-
 /// Answer a gate: the answer is checked, recorded and read back
 /// (`accepted` is told then), and the run goes on. An invalid answer to a
 /// mandatory (well-known) gate is recorded as a re-ask, at most
 /// `MAX_REASKS` times; to any other gate it records nothing.
 pub fn answer_gate(
-    mut given: GateAnswer,
+    given: GateAnswer,
     exec: &ExecOptions,
     global: &Global,
     accepted: &mut dyn FnMut(&Accepted),
 ) -> Result<u8, AppError> {
-    // Gate ids are `UD-<n>`: `ud-1` names the same gate.
-    given.gate = given.gate.trim().to_ascii_uppercase();
-    let mandatory = WellKnownGate::from_decision_id(&given.gate).is_some();
     let (mut store, run, _lock) = open_run(global, &given.run)?;
-    let (branch, state) = open_gate(&store, &run, &given.gate)?;
-    let output = exec.output();
-    let reasks = state.gates.get(&given.gate).map_or(0, |g| g.reasks);
-    let decision = match state.parse_answer(&given.gate, &given.answer) {
-        Ok(d) => d,
-        Err(why) if !mandatory => return Err(AppError::bad_input(why).at(given.gate.clone())),
-        Err(why) if reasks < MAX_REASKS => {
-            return Err(reask(
-                &mut store,
-                &run,
-                branch,
-                &state,
-                &given,
-                why,
-                reasks + 1,
-            ));
-        }
-        // The re-ask budget is spent: the decision is cancelled and the
-        // run ends BLOCKED.
-        Err(why) => Decision::Cancelled {
-            reason: format!(
-                "no valid answer after {MAX_REASKS} re-asks; the last, `{}`, was invalid: {why}",
-                given.answer
-            ),
-        },
-    };
-    let event = Event::GateAnswered {
-        gate_id: given.gate.clone(),
-        decision: decision.clone(),
-    };
-    let mut next = state.clone();
-    next.apply(&event).map_err(AppError::bad_input)?;
+    let answer = gates::decide(&mut store, &run, &given.gate, &given.answer)?;
     // Check that the run can be continued before recording anything.
-    let prepared = prepared(&store, &run, &state, exec)?;
-    // Read-after-write: the decision is read back from the store before
-    // the run goes on.
-    store
-        .writer(&run.id, branch)
-        .map_err(wfhost_app::store_error)?
-        .append_verified(std::slice::from_ref(&event))
-        .map_err(wfhost_app::store_error)?;
+    let prepared = prepared(&store, &run, &answer.state, exec)?;
+    gates::record(&mut store, &run, &answer)?;
     accepted(&Accepted {
-        branch: Some(branch),
+        branch: Some(answer.branch),
     });
-    if !output.json {
-        println!("gate {} of run {} answered: {decision}", given.gate, run.id);
+    if !exec.output().json {
+        println!(
+            "gate {} of run {} answered: {}",
+            answer.gate, run.id, answer.decision
+        );
     }
     if let Phase::Waiting {
         gate_id, prompt, ..
-    } = &next.phase
+    } = &answer.next.phase
     {
         // Security questions were left without an answer: the gate asks
         // them again; the session folder shows the answered ones.
-        SessionFiles::load_pinned(&store, &run, branch);
+        SessionFiles::load_pinned(&store, &run, answer.branch);
         eprintln!(
             "security questions are never cancelled for want of an answer: answer them or defer them explicitly (`defer: <reason>`)\n{}",
             waiting_message(&run, gate_id, prompt)
@@ -447,51 +367,10 @@ pub fn answer_gate(
     continue_prepared(
         &mut store,
         &run,
-        branch,
-        next,
+        answer.branch,
+        answer.next,
         Resumption::Recorded,
         exec,
         prepared,
     )
-}
-
-/// Record an invalid answer to mandatory gate `given.gate` (the gate stays
-/// open and is asked again); the error says why it was refused.
-fn reask(
-    store: &mut Store,
-    run: &RunRecord,
-    branch: u32,
-    state: &RunState,
-    given: &GateAnswer,
-    why: String,
-    nth: u32,
-) -> AppError {
-    let event = Event::GateReasked {
-        gate_id: given.gate.clone(),
-        answer: given.answer.clone(),
-        reason: why.clone(),
-    };
-    let mut next = state.clone();
-    if let Err(e) = next.apply(&event) {
-        return AppError::bad_input(e);
-    }
-    let recorded = store
-        .writer(&run.id, branch)
-        .and_then(|mut writer| writer.append_verified(std::slice::from_ref(&event)));
-    if let Err(e) = recorded {
-        return wfhost_app::store_error(e);
-    }
-    // The session folder shows the gate still pending.
-    SessionFiles::load_pinned(store, run, branch);
-    let left = MAX_REASKS - nth;
-    let then = if left == 0 {
-        "the next invalid answer cancels the decision and the run ends BLOCKED (mandatory_user_decision_missing)".to_string()
-    } else {
-        format!("{left} more invalid answers are asked again, then the decision is cancelled")
-    };
-    AppError::bad_input(format!(
-        "{why}\ngate {} of run {} stays open and is asked again ({nth} of {MAX_REASKS}); {then}",
-        given.gate, run.id
-    ))
-    .at(given.gate.clone())
 }

@@ -197,8 +197,7 @@ fn check(spec: &RunSpec, home: &std::path::Path) -> Result<Checked, AppError> {
     let workspace = Workspace::open(&given, home, &spec.runtime)?;
     // A secret set nowhere stops the run before anything is recorded (a
     // run for `wfhost serve` resolves them where its jobs run).
-    let as_jobs = std::env::var_os(wfhost_server::RUN_BLOCKS_AS_JOBS).is_some_and(|v| v == "1");
-    if !as_jobs {
+    if !wfhost_app::run::blocks_as_jobs() {
         crate::secret::check_references(&workflow, Some(home))?;
     }
     let runtime = start_runtime(&spec.runtime, spec.executor.clone(), Some(home))?;

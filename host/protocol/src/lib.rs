@@ -12,3 +12,8 @@ mod request;
 
 pub use error::{AppError, ErrorKind};
 pub use request::{Accepted, Reply, RunRequest};
+
+/// Set (to `1`) in the environment of the processes that execute runs for
+/// `wfhost serve`: their blocks are queued as jobs for agents instead of
+/// run in the process.
+pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";

@@ -18,10 +18,7 @@ use wfhost_protocol::{Accepted, AppError, Reply, RunRequest};
 /// How long a request waits for its process to get going.
 pub const START_WAIT: Duration = Duration::from_secs(30);
 
-/// Set (to `1`) in the environment of the processes that execute runs for
-/// the server: their blocks are queued as jobs for agents instead of run
-/// in the process.
-pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";
+pub use wfhost_protocol::RUN_BLOCKS_AS_JOBS;
 
 /// Set (to `1`) for run processes of a server started with `--no-cache`:
 /// they compile plugins without a cache (the runtime's `NO_CACHE_ENV`).

@@ -27,7 +27,9 @@ use wfhost_runtime::telemetry::TelemetryHub;
 use wfhost_runtime::{PluginSet, WasmRuntime};
 
 use super::http::{Client, Server};
-use super::request::{JOB_FORMAT, JobRequest, JobResult, exec_policy, read_workspace_id};
+use wfhost_app::jobs::request::{
+    JOB_FORMAT, JobRequest, JobResult, exec_policy, read_workspace_id,
+};
 
 /// How an agent is set up.
 #[derive(Debug, Clone)]
@@ -291,7 +293,7 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value, stop: &mut St
             "agent {name}: job {}: {} telemetry events left out (over {} KiB)",
             lease.id,
             result.telemetry_dropped,
-            super::request::MAX_JOB_TELEMETRY_BYTES >> 10
+            wfhost_app::jobs::request::MAX_JOB_TELEMETRY_BYTES >> 10
         );
     }
     complete(shared, client, &lease, result).await;

@@ -1,13 +1,10 @@
-//! Blocks as leased jobs: the run side (`queue`: a run started by `wfhost
-//! serve` queues each block execution and waits for its result), the agent
-//! side (`agent`: `wfhost agent` and `wfhost serve --local-agents`), what a
-//! job carries (`request`), the agent's HTTP client (`http`) and agents
-//! submitted as a Slurm job array (`submit`: `wfhost agents submit`).
+//! Blocks as leased jobs, the job runner's side: `agent` (`wfhost agent`
+//! and `wfhost serve --local-agents`), its HTTP client (`http`) and agents
+//! submitted as a Slurm job array (`submit`: `wfhost agents submit`). The
+//! run's side and what a job carries are `wfhost_app::jobs`.
 
 pub mod agent;
 mod http;
-pub mod queue;
-pub mod request;
 pub mod submit;
 
 use std::path::PathBuf;

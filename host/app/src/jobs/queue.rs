@@ -87,7 +87,7 @@ impl<'p> RunJobs<'p> {
             workspace: plugins.workspace().display().to_string(),
             workspace_id,
             executor: run.executor,
-            digests: wfhost_app::plugins::plugin_digests(plugins),
+            digests: crate::plugins::plugin_digests(plugins),
             telemetry: Mutex::new(Vec::new()),
             waiting: Mutex::new(HashMap::new()),
             telemetry_read: Mutex::new(telemetry_read),

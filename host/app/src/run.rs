@@ -1,0 +1,244 @@
+//! Driving a run that is recorded: its pinned definition and plugins
+//! prepared ([`prepare`]), then the engine driven with the store as its log
+//! ([`drive`]) until the run comes to rest, a signal stops it, or the
+//! engine does. Shared by every command that makes a run go on (`run`,
+//! `resume`, `fork`, `gate`, a run process of `wfhost serve`).
+
+use std::path::Path;
+
+use wfhost_core::manifest::LoadedWorkflow;
+use wfhost_core::run::engine::{self, RunReport};
+use wfhost_core::run::event::EventSink;
+use wfhost_core::run::state::RunState;
+use wfhost_protocol::{AppError, ErrorKind};
+use wfhost_runtime::PluginSet;
+use wfhost_store::{RunRecord, Store};
+
+use crate::jobs::queue::{RunInfo, RunJobs};
+use crate::plugins::{
+    RuntimeChoice, check_pinned_plugins, load_plugins, pinned_workflow, plugin_digests,
+    start_runtime,
+};
+use crate::session_files::{Recorded, SessionSink};
+use crate::workspace::{Workspace, WorkspaceLock};
+
+use wfhost_protocol::RUN_BLOCKS_AS_JOBS;
+
+/// Whether this process executes runs for `wfhost serve`.
+pub fn blocks_as_jobs() -> bool {
+    std::env::var_os(RUN_BLOCKS_AS_JOBS).is_some_and(|v| v == "1")
+}
+
+/// The pinned workflow of a run, ready to execute, with its plugins.
+pub struct Prepared {
+    pub loaded: LoadedWorkflow,
+    pub plugins: PluginSet,
+    pub workspace: Workspace,
+    /// The run's hold on its workspace while it executes.
+    pub workspace_lock: Option<WorkspaceLock>,
+}
+
+/// Load the run's pinned definition (never the file on disk, which may
+/// have changed) and its plugins, checking they are the ones the run
+/// started with. `slurm_watcher` is told of each Slurm job's state.
+pub fn prepare(
+    store: &Store,
+    run: &RunRecord,
+    state: &RunState,
+    choice: &RuntimeChoice,
+    slurm_watcher: Option<wfhost_exec::slurm::JobWatcher>,
+) -> Result<Prepared, AppError> {
+    let json = store
+        .definition(&run.workflow_hash)
+        .map_err(|e| AppError::bad_input(e).at(run.id.to_string()))?;
+    let loaded = pinned_workflow(&run.id, &json, &run.workflow_hash, Path::new(&run.manifest))?;
+    let workspace =
+        Workspace::open(Path::new(&run.workspace), store.home(), choice).map_err(|e| AppError {
+            message: format!("run {}: {}", run.id, e.message),
+            ..e
+        })?;
+    let executor = match &choice.executor {
+        Some(executor) => executor.clone(),
+        None if state.default_executor.is_empty() => wfhost_exec::Executor::Local,
+        None => state.default_executor.parse().map_err(|e| {
+            AppError::bad_input(format!(
+                "run {}: its recorded executor `{}`: {e}",
+                run.id, state.default_executor
+            ))
+        })?,
+    };
+    let runtime = start_runtime(choice, executor, Some(store.home()), slurm_watcher)?;
+    let plugins = load_plugins(runtime, &loaded, workspace.path(), Some(store.home()))?;
+    check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))?;
+    Ok(Prepared {
+        loaded,
+        plugins,
+        workspace,
+        workspace_lock: None,
+    })
+}
+
+/// How the engine is to be entered.
+pub enum Entry {
+    /// After a crash: record the resumption, re-run what was in flight.
+    Resume(RunState),
+    /// After a fork or a gate's answer, already recorded.
+    Continue(RunState),
+}
+
+impl Entry {
+    fn state(&self) -> &RunState {
+        match self {
+            Entry::Resume(state) | Entry::Continue(state) => state,
+        }
+    }
+}
+
+/// Drive the engine until the run comes to rest: its report. A SIGINT or
+/// SIGTERM stops it (the running block's processes, containers and jobs
+/// with it): an `Interrupted` error; an engine that stops (its log intact
+/// up to the last recorded event): a `Failed` one.
+pub fn drive<S: EventSink + Recorded>(
+    prepared: &Prepared,
+    run: &RunRecord,
+    branch: u32,
+    sink: &mut SessionSink<S>,
+    entry: Entry,
+) -> Result<RunReport, AppError> {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| AppError::internal(format!("cannot start the async runtime: {e}")))?;
+    let wf = &prepared.loaded.workflow;
+    let plugins = &prepared.plugins;
+    if let Some(folder) = sink.session_folder() {
+        plugins.set_session_folder(&folder);
+    }
+    // Lane workspaces a crash left behind, except those of a fan-out the
+    // run is still in (its finished lanes are not run again).
+    let active = entry.state().fan_out.as_ref().map(|f| f.step);
+    wfhost_runtime::lanes::remove_stale(plugins.workspace(), &run.id, active);
+    // Staging copies and agent snapshots a killed wfhost left behind.
+    wfhost_exec::scratch::remove_stale(None);
+    let jobs = run_jobs(plugins, run, branch, entry.state())
+        .map_err(|e| AppError::bad_input(format!("run {}: {e}", run.id)))?;
+    let ended = tokio.block_on(async {
+        // Agents run here: their telemetry is served and recorded.
+        if jobs.is_none()
+            && plugins.runs_agents()
+            && let Err(e) = crate::telemetry::serve(plugins).await
+        {
+            crate::warnings::warn(&format!(
+                "{e}; agents of run {} get TELEMETRY_ENABLED=0",
+                run.id
+            ));
+        }
+        let engine = async {
+            match &jobs {
+                Some(jobs) => enter(wf, jobs, plugins, entry, sink).await,
+                None => enter(wf, plugins, plugins, entry, sink).await,
+            }
+        };
+        // Ctrl-C or SIGTERM: the engine future is dropped, which kills the
+        // running block's processes (their groups and every descendant) and
+        // cancels its Slurm job; the decided events are recorded on the way.
+        let ended = tokio::select! {
+            result = engine => Ended::Rested(Box::new(result)),
+            signal = interrupted() => Ended::Interrupted(signal),
+        };
+        // The run is at rest or stopped: its containers go. A second
+        // Ctrl-C does not wait for that.
+        tokio::select! {
+            () = plugins.shutdown() => ended,
+            _ = interrupted() => Ended::InterruptedTwice,
+        }
+    });
+    // A guest call abandoned at its deadline may have left a thread of the
+    // blocking pool waiting in a file read (a FIFO): do not wait for it.
+    tokio.shutdown_background();
+    match ended {
+        Ended::Rested(result) => (*result).map_err(|e| {
+            AppError::failed(format!(
+                "run {} stopped: {e}\nits log is intact up to the last recorded event; `wfhost resume {}` continues it",
+                run.id, run.id
+            ))
+        }),
+        Ended::Interrupted(signal) => Err(AppError::new(
+            ErrorKind::Interrupted,
+            format!(
+                "run {} interrupted ({signal}): the running block's processes, containers and jobs were stopped; `wfhost resume {}` continues it",
+                run.id, run.id
+            ),
+        )),
+        Ended::InterruptedTwice => Err(AppError::new(
+            ErrorKind::Interrupted,
+            format!(
+                "interrupted again: exiting now (containers of run {} may be left; `wfhost gc` removes them)",
+                run.id
+            ),
+        )),
+    }
+}
+
+/// For a run executed for `wfhost serve`: its blocks as jobs for agents.
+fn run_jobs<'p>(
+    plugins: &'p PluginSet,
+    run: &RunRecord,
+    branch: u32,
+    state: &RunState,
+) -> Result<Option<RunJobs<'p>>, String> {
+    if !blocks_as_jobs() {
+        return Ok(None);
+    }
+    let home = wfhost_store::resolve_home(None).map_err(|e| e.to_string())?;
+    RunJobs::new(
+        plugins,
+        RunInfo {
+            home,
+            run_id: run.id.to_string(),
+            branch,
+            workflow_hash: run.workflow_hash.clone(),
+            manifest: run.manifest.clone(),
+            executor: state.default_executor.clone(),
+        },
+    )
+    .map(Some)
+}
+
+/// Enter the engine with `workers` executing the blocks.
+async fn enter<W: engine::WorkerHost + Sync, S: EventSink + Recorded>(
+    wf: &wfhost_core::manifest::Workflow,
+    workers: &W,
+    actions: &PluginSet,
+    entry: Entry,
+    sink: &mut SessionSink<S>,
+) -> Result<RunReport, engine::EngineError> {
+    match entry {
+        Entry::Resume(state) => engine::resume(wf, workers, actions, state, sink).await,
+        Entry::Continue(state) => engine::drive(wf, workers, actions, state, sink).await,
+    }
+}
+
+/// How the engine's drive ended.
+enum Ended {
+    Rested(Box<Result<RunReport, engine::EngineError>>),
+    /// A signal asked the run to stop: its name.
+    Interrupted(&'static str),
+    /// A second signal came while the run's containers were being removed.
+    InterruptedTwice,
+}
+
+/// The first SIGINT or SIGTERM (never, if they cannot be watched).
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
