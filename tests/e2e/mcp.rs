@@ -389,3 +389,166 @@ fn every_line_is_answered_and_the_server_goes_on() {
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
 }
+
+/// A workflow whose exec block waits for `gate` to exist, then ends.
+fn waiting_workflow(gate: &Path) -> serde_json::Value {
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo done",
+        gate.display()
+    );
+    serde_json::json!({
+        "id": "wait",
+        "plugins": {"exec": {"grants": ["exec"]}},
+        "start_node": "main",
+        "nodes": {"main": {"entry_block": "build", "blocks": {"build": {
+            "worker": "exec",
+            "config": {"commands": [{"argv": ["sh", "-c", script]}], "allow_shell": true},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+        }}}}
+    })
+}
+
+/// Whether some run holds a workspace lock under `home`.
+fn a_workspace_is_locked(home: &Path) -> bool {
+    std::fs::read_dir(home.join("locks")).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("workspace-"))
+    })
+}
+
+fn wait_until(what: &str, ok: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ok() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A run advanced over MCP and a run of `wfhost run` on the same workspace
+/// exclude each other while they execute, both ways.
+#[test]
+fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
+    use serde_json::json;
+    use std::io::{BufRead, Write};
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = super::workspace_in(scratch.path());
+    let home = scratch.path().join("home");
+    let workflows = scratch.path().join("workflows");
+    std::fs::create_dir_all(&workflows).unwrap();
+    let mcp_gate = scratch.path().join("mcp-go");
+    std::fs::write(
+        workflows.join("wait.json"),
+        waiting_workflow(&mcp_gate).to_string(),
+    )
+    .unwrap();
+    let cli_gate = scratch.path().join("cli-go");
+    let cli_manifest = scratch.path().join("cli.json");
+    std::fs::write(&cli_manifest, waiting_workflow(&cli_gate).to_string()).unwrap();
+    let mut mcp = super::command(scratch.path())
+        .args(["mcp", "--workflows"])
+        .arg(&workflows)
+        .arg("--workspace")
+        .arg(&ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = mcp.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(mcp.stdout.take().unwrap());
+    let mut call = |id: u64, request: serde_json::Value, answer: bool| {
+        writeln!(stdin, "{request}").unwrap();
+        stdin.flush().unwrap();
+        if !answer {
+            return json!(null);
+        }
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let answer: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], id, "{line}");
+        answer
+    };
+    let client = json!({"name": "e2e", "version": "1"});
+    call(
+        1,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}}),
+        true,
+    );
+    call(
+        0,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+    );
+    let start = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params":
+        {"name": "workflow_start", "arguments": {"workflowId": "wait"}}});
+
+    // The MCP run executes: a CLI run on its workspace is refused, busy.
+    call(2, start.clone(), false);
+    wait_until("the MCP run holds the workspace", || {
+        a_workspace_is_locked(&home)
+    });
+    let refused = super::command(scratch.path())
+        .args([
+            "run",
+            cli_manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        refused.status.code(),
+        Some(4),
+        "{}",
+        super::stderr(&refused)
+    );
+    assert!(
+        super::stderr(&refused).contains("is in use by run"),
+        "{}",
+        super::stderr(&refused)
+    );
+    std::fs::write(&mcp_gate, "").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    let done: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(done["id"], 2, "{done}");
+    assert!(
+        done["error"].is_null() && done["result"]["isError"] != true,
+        "{done}"
+    );
+    assert!(
+        !a_workspace_is_locked(&home),
+        "the MCP run let go of the workspace"
+    );
+
+    // A CLI run executes: an MCP run on its workspace is refused.
+    std::fs::remove_file(&mcp_gate).unwrap();
+    let mut cli = super::command(scratch.path())
+        .args([
+            "run",
+            cli_manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+            "--quiet",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the CLI run holds the workspace", || {
+        a_workspace_is_locked(&home)
+    });
+    let start = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params":
+        {"name": "workflow_start", "arguments": {"workflowId": "wait"}}});
+    writeln!(stdin, "{start}").unwrap();
+    stdin.flush().unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("is in use by run"), "{line}");
+    std::fs::write(&cli_gate, "").unwrap();
+    assert!(cli.wait().unwrap().success());
+    drop(stdin);
+    let _ = mcp.wait();
+}

@@ -17,6 +17,7 @@
 
 pub mod gates;
 pub mod jobs;
+pub mod mcp;
 pub mod plugin_refs;
 pub mod plugins;
 pub mod run;

@@ -17,6 +17,7 @@ mod live_output;
 mod logs;
 mod man;
 mod mcp;
+mod options;
 mod plugin;
 mod progress;
 mod resume;
@@ -375,7 +376,10 @@ where
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
     init_tracing();
-    wfhost_app::warnings::set_sink(|message| eprintln!("warning: {message}"));
+    wfhost_app::warnings::set_sink(|level, message| match level {
+        wfhost_app::warnings::Level::Warning => eprintln!("warning: {message}"),
+        wfhost_app::warnings::Level::Note => eprintln!("{message}"),
+    });
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(w) => run::run(w.args, &(&w.store).into()),

@@ -33,13 +33,8 @@ pub struct McpArgs {
     /// (`workspacePath`). Default: the current directory.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// Where compiled plugins are cached (default: $WFHOST_CACHE_DIR, else
-    /// ~/.cache/wfhost/components).
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
-    /// Compile plugins without reading or writing a cache.
-    #[arg(long, conflicts_with = "cache_dir")]
-    no_cache: bool,
+    #[command(flatten)]
+    cache: crate::options::CacheOptions,
 }
 
 #[derive(clap::Subcommand)]
@@ -93,15 +88,7 @@ pub fn mcp(args: McpArgs, global: &Global) -> u8 {
         .clone()
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."));
-    let executor = CliExecutor {
-        home: home.clone(),
-        runtime: RuntimeChoice {
-            cache_dir: args.cache_dir.clone(),
-            cache_disabled: args.no_cache,
-            executor: None,
-        },
-        plugins: Mutex::new(HashMap::new()),
-    };
+    let executor = wfhost_app::mcp::McpExecutor::new(home.clone(), args.cache.choice(None));
     let settings = Settings {
         home,
         durability: global.durability,
@@ -157,84 +144,5 @@ pub fn protocol_stdout() -> std::io::Result<OwnedFd> {
             return Err(e);
         }
         Ok(OwnedFd::from_raw_fd(fd))
-    }
-}
-
-/// Loads plugins once per (definition, workspace) and drives runs with
-/// them.
-struct CliExecutor {
-    home: PathBuf,
-    runtime: RuntimeChoice,
-    plugins: Mutex<HashMap<(String, PathBuf), Arc<PluginSet>>>,
-}
-
-impl CliExecutor {
-    /// The plugins of `loaded`, whose pinned hash is `hash`, for runs in
-    /// `workspace`: loaded once, then found by the hash (a run's record
-    /// carries it, so an advance does not hash the definition again).
-    fn plugin_set(
-        &self,
-        loaded: &LoadedWorkflow,
-        hash: &str,
-        workspace: &Path,
-    ) -> Result<Arc<PluginSet>, String> {
-        let key = (hash.to_string(), workspace.to_path_buf());
-        if let Some(found) = self.plugins.lock().expect("not poisoned").get(&key) {
-            return Ok(found.clone());
-        }
-        let workspace =
-            Workspace::open(workspace, &self.home, &self.runtime).map_err(|e| e.message)?;
-        let runtime = start_runtime(
-            &self.runtime,
-            wfhost_exec::Executor::Local,
-            Some(&self.home),
-        )
-        .map_err(|e| e.message)?;
-        let set = Arc::new(
-            load_plugins(runtime, loaded, workspace.path(), Some(&self.home))
-                .map_err(|e| e.message)?,
-        );
-        self.plugins
-            .lock()
-            .expect("not poisoned")
-            .insert(key, set.clone());
-        Ok(set)
-    }
-}
-
-impl Executor for CliExecutor {
-    fn prepare(
-        &self,
-        loaded: &LoadedWorkflow,
-        workspace: &Path,
-    ) -> Result<BTreeMap<String, String>, String> {
-        let hash = wfhost_core::manifest::pinning::PinnedDefinition::of(loaded).hash;
-        Ok(plugin_digests(&*self.plugin_set(loaded, &hash, workspace)?))
-    }
-
-    fn execute<'a>(
-        &'a self,
-        run: &'a RunRecord,
-        loaded: &'a LoadedWorkflow,
-        state: RunState,
-        answer: Option<ExternalAnswer>,
-        sink: &'a mut dyn EventSink,
-    ) -> Executing<'a> {
-        Box::pin(async move {
-            let workspace = Path::new(&run.workspace);
-            let plugins = self.plugin_set(loaded, &run.workflow_hash, workspace)?;
-            // Loaded by this process, perhaps after the run started in
-            // another: the components must be the ones the run pinned.
-            check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))
-                .map_err(|e| e.message)?;
-            let wf = &loaded.workflow;
-            let report = match answer {
-                Some(answer) => {
-                    engine::complete_external(wf, &*plugins, &*plugins, state, sink, answer).await
-                }
-                None => engine::drive(wf, &*plugins, &*plugins, state, sink).await,
-            };
-            report.map_err(|e| e.to_string())
-        })
     }
 }

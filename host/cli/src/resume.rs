@@ -15,27 +15,16 @@ use wfhost_app::{AppError, gates};
 use wfhost_protocol::Accepted;
 
 use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, prepare};
+use crate::options::{CacheOptions, OutputOptions};
 use crate::{Global, RuntimeChoice, exit, fail};
 
 /// Options shared by every command that executes blocks.
 #[derive(Args)]
 pub struct ExecOptions {
-    /// Where compiled plugins are cached.
-    #[arg(long)]
-    cache_dir: Option<PathBuf>,
-    /// Compile plugins without reading or writing the cache.
-    #[arg(long, conflicts_with = "cache_dir")]
-    no_cache: bool,
-    /// Also print plugin loads and every block's log.
-    #[arg(long, short, conflicts_with = "json")]
-    verbose: bool,
-    /// Print only where the run came to rest: no line per block, no live
-    /// status line.
-    #[arg(long, short, conflicts_with_all = ["json", "verbose"])]
-    quiet: bool,
-    /// Print only a JSON report of where the run came to rest.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    cache: CacheOptions,
+    #[command(flatten)]
+    output: OutputOptions,
     /// Where exec blocks that name no executor run: `local`,
     /// `container:IMAGE` or `slurm[:PARTITION]` (default: the one the run
     /// was started with).
@@ -51,30 +40,22 @@ impl ExecOptions {
     /// rest is printed (to its log); cache and executor as the run's.
     pub fn quiet() -> Self {
         ExecOptions {
-            cache_dir: None,
-            no_cache: false,
-            verbose: false,
-            quiet: true,
-            json: false,
+            cache: CacheOptions::default(),
+            output: OutputOptions {
+                quiet: true,
+                ..OutputOptions::default()
+            },
             executor: None,
             shared_workspace: false,
         }
     }
 
     fn output(&self) -> Output {
-        Output {
-            verbose: self.verbose,
-            json: self.json,
-            quiet: self.quiet,
-        }
+        self.output.into()
     }
 
     fn cache(&self) -> RuntimeChoice {
-        RuntimeChoice {
-            cache_dir: self.cache_dir.clone(),
-            cache_disabled: self.no_cache,
-            executor: self.executor.clone(),
-        }
+        self.cache.choice(self.executor.clone())
     }
 }
 
@@ -286,7 +267,7 @@ pub fn fork_run(
     let state = store
         .state(&run.id, branch)
         .map_err(wfhost_app::store_error)?;
-    if !exec.json {
+    if !exec.output.json {
         println!("run {} branch {branch} forked from {at}", run.id);
     }
     if let Phase::Waiting {

@@ -22,6 +22,7 @@ use wfhost_app::workspace::Workspace;
 use wfhost_protocol::Accepted;
 
 use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, print_loads};
+use crate::options::{CacheOptions, OutputOptions};
 use crate::{Global, RuntimeChoice, builtin_names, fail, load_plugins, start_runtime};
 
 #[derive(Args)]
@@ -35,27 +36,13 @@ pub struct RunArgs {
     /// Run even if another run is using the workspace.
     #[arg(long)]
     shared_workspace: bool,
-    /// Where compiled plugins are cached (default: $WFHOST_CACHE_DIR, else
-    /// ~/.cache/wfhost/components).
-    #[arg(long)]
-    cache_dir: Option<PathBuf>,
-    /// Compile plugins without reading or writing the cache.
-    #[arg(long, conflicts_with = "cache_dir")]
-    no_cache: bool,
+    #[command(flatten)]
+    cache: CacheOptions,
     /// Stop a run after this many blocks (loop protection).
     #[arg(long, default_value_t = DEFAULT_MAX_STEPS)]
     max_steps: u64,
-    /// Also print plugin loads and every block's log.
-    #[arg(long, short, conflicts_with = "json")]
-    verbose: bool,
-    /// Print only where the run came to rest: no line per block, no live
-    /// status line.
-    #[arg(long, short, conflicts_with_all = ["json", "verbose"])]
-    quiet: bool,
-    /// Print only a JSON report of the run (status, statistics per run and
-    /// per block) on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputOptions,
     /// A JSON file holding the run's inputs as an object (`-`: standard
     /// input), checked against the workflow's `inputs` schema.
     #[arg(long, value_name = "FILE")]
@@ -115,17 +102,9 @@ impl From<RunArgs> for RunSpec {
             manifest: args.manifest,
             workspace: args.workspace,
             shared_workspace: args.shared_workspace,
-            runtime: RuntimeChoice {
-                cache_dir: args.cache_dir,
-                cache_disabled: args.no_cache,
-                executor: None,
-            },
+            runtime: args.cache.choice(None),
             max_steps: args.max_steps,
-            output: Output {
-                verbose: args.verbose,
-                json: args.json,
-                quiet: args.quiet,
-            },
+            output: args.output.into(),
             inputs: InputSource::Args {
                 file: args.input,
                 set: args.set,

@@ -28,15 +28,8 @@ pub struct ServeArgs {
     /// (agents send one every sixth of it).
     #[arg(long, default_value_t = wfhost_server::jobs::DEFAULT_LEASE.as_millis() as u64, value_name = "MS")]
     lease_ms: u64,
-    /// Where compiled plugins are cached, for the server's local agents
-    /// and the processes that execute its runs (default: $WFHOST_CACHE_DIR,
-    /// else ~/.cache/wfhost/components).
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
-    /// Compile plugins without reading or writing a cache, in the local
-    /// agents and in the processes that execute its runs.
-    #[arg(long, conflicts_with = "cache_dir")]
-    no_cache: bool,
+    #[command(flatten)]
+    cache: crate::options::CacheOptions,
     /// Connections open at once, from all clients (lowered to fit the
     /// open-file limit); one over it is closed at once, after closing an
     /// idle connection that showed no token, if there is one.
@@ -78,8 +71,8 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     let runner = std::env::current_exe().ok().map(|exe| {
         std::sync::Arc::new(wfhost_server::ProcessRunner {
             exe,
-            cache_dir: args.cache_dir.clone(),
-            no_cache: args.no_cache,
+            cache_dir: args.cache.cache_dir.clone(),
+            no_cache: args.cache.no_cache,
         }) as std::sync::Arc<dyn wfhost_server::RunService>
     });
     if args.local_agents > 64 {
@@ -119,7 +112,7 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     };
     let home_shown = config.home.display().to_string();
     let local_agents = args.local_agents;
-    let cache = (args.cache_dir, args.no_cache);
+    let cache = (args.cache.cache_dir, args.cache.no_cache);
     let served = runtime.block_on(wfhost_server::serve(config, move |addr| {
         // One line a script can wait for.
         println!("wfhost: serving http://{addr}/v1 (store in {home_shown})");
@@ -149,7 +142,7 @@ fn start_local_agents(
         base: "/v1".into(),
         token,
     };
-    let config = crate::jobs::agent::AgentConfig {
+    let config = wfhost_app::jobs::runner::AgentConfig {
         server,
         name: format!("local-{}", std::process::id()),
         capabilities: crate::jobs::CAPABILITIES
@@ -163,7 +156,8 @@ fn start_local_agents(
     tokio::spawn(async move {
         // Nobody asks them to stop: they end with the server's process.
         let (_, never) = tokio::sync::watch::channel(None);
-        if let crate::jobs::agent::Ended::Failed(why) = crate::jobs::agent::run(config, never).await
+        if let wfhost_app::jobs::runner::Ended::Failed(why) =
+            wfhost_app::jobs::runner::run(config, never).await
         {
             report_error(format!("the local agents stopped: {why}"));
         }

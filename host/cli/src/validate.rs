@@ -16,9 +16,8 @@ pub struct ValidateArgs {
     /// Treat warnings as errors (exit code 1).
     #[arg(long)]
     strict: bool,
-    /// Where compiled plugins are cached.
-    #[arg(long)]
-    cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    cache: crate::options::CacheOptions,
 }
 
 pub fn validate(args: ValidateArgs) -> u8 {
@@ -39,10 +38,7 @@ pub fn validate(args: ValidateArgs) -> u8 {
     }
     // Loading the plugins checks that each is a component of the right
     // world importing only what it is granted. Nothing runs.
-    let choice = crate::RuntimeChoice {
-        cache_dir: args.cache_dir,
-        ..Default::default()
-    };
+    let choice = args.cache.choice(None);
     let runtime = match start_runtime(&choice, wfhost_exec::Executor::Local, None) {
         Ok(rt) => rt,
         Err(e) => {

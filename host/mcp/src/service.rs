@@ -49,11 +49,12 @@ pub trait Executor: Send + Sync + 'static {
         workspace: &Path,
     ) -> Result<BTreeMap<String, String>, String>;
 
-    /// Drive `run` from `state` until it rests: first completing the
-    /// external block it awaits with `answer`, if given.
+    /// Drive branch `branch` of `run` from `state` until it rests: first
+    /// completing the external block it awaits with `answer`, if given.
     fn execute<'a>(
         &'a self,
         run: &'a RunRecord,
+        branch: u32,
         loaded: &'a LoadedWorkflow,
         state: RunState,
         answer: Option<ExternalAnswer>,
@@ -560,7 +561,7 @@ impl<E: Executor> Service<E> {
             };
             let report = self
                 .executor
-                .execute(&record, &loaded, state, None, &mut sink)
+                .execute(&record, 1, &loaded, state, None, &mut sink)
                 .await
                 .map_err(|e| stopped(&record.id, e))?;
             (writer.head(), report)
@@ -668,7 +669,7 @@ impl<E: Executor> Service<E> {
             };
             let executed = self
                 .executor
-                .execute(&run, &loaded, state, Some(answer), &mut sink)
+                .execute(&run, branch, &loaded, state, Some(answer), &mut sink)
                 .await;
             if sink.ack_refused {
                 return Err(ToolError::busy(&run.id));
@@ -736,7 +737,7 @@ impl<E: Executor> Service<E> {
             };
             let report = self
                 .executor
-                .execute(run, &loaded, state, None, &mut sink)
+                .execute(run, used.branch, &loaded, state, None, &mut sink)
                 .await
                 .map_err(|e| stopped(&run.id, e))?;
             head = writer.head();

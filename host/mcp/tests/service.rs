@@ -51,6 +51,7 @@ impl Executor for InProcess {
     fn execute<'a>(
         &'a self,
         _run: &'a RunRecord,
+        _branch: u32,
         loaded: &'a LoadedWorkflow,
         state: RunState,
         answer: Option<ExternalAnswer>,

@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.8.0";
+pub const API_VERSION: &str = "0.8.1";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})

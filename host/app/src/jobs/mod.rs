@@ -1,8 +1,11 @@
-//! Blocks as leased jobs, the run's side and the wire format: `queue` (a
-//! run started by `wfhost serve` queues each block execution in the store
-//! and waits for its result) and `request` (what a job carries and what
-//! comes back). The job runner that leases them (`wfhost agent`) is the
-//! CLI's `jobs::agent`.
+//! Blocks as leased jobs: `queue` (a run started by `wfhost serve` queues
+//! each block execution in the store and waits for its result), `request`
+//! (what a job carries and what comes back), `runner` (the job runner,
+//! `wfhost agent` and `serve --local-agents`: lease, heartbeat, run,
+//! complete) and its HTTP client (`http`).
 
+pub mod http;
 pub mod queue;
 pub mod request;
+pub mod runner;
+pub mod submit;

@@ -1,10 +1,7 @@
-//! Blocks as leased jobs, the job runner's side: `agent` (`wfhost agent`
-//! and `wfhost serve --local-agents`), its HTTP client (`http`) and agents
-//! submitted as a Slurm job array (`submit`: `wfhost agents submit`). The
-//! run's side and what a job carries are `wfhost_app::jobs`.
+//! `wfhost agent` (the job runner, `wfhost_app::jobs::runner`, started
+//! with its options and stopped on signals) and agents submitted as a
+//! Slurm job array (`submit`: `wfhost agents submit`).
 
-pub mod agent;
-mod http;
 pub mod submit;
 
 use std::path::PathBuf;
@@ -13,7 +10,8 @@ use clap::Args;
 
 use crate::{exit, report_error};
 
-pub use http::Server;
+pub use wfhost_app::jobs::http::Server;
+use wfhost_app::jobs::runner as agent;
 
 #[derive(Args)]
 pub struct AgentArgs {
@@ -41,12 +39,8 @@ pub struct AgentArgs {
     /// `agents` tokens), readable only by its owner. Also $WFHOST_AGENT_TOKEN_FILE.
     #[arg(long, env = "WFHOST_AGENT_TOKEN_FILE", value_name = "FILE")]
     token_file: Option<PathBuf>,
-    /// Where compiled plugins are cached (default: the user cache).
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
-    /// Compile plugins every time instead of caching them.
-    #[arg(long, conflicts_with = "cache_dir")]
-    no_cache: bool,
+    #[command(flatten)]
+    cache: crate::options::CacheOptions,
 }
 
 /// The capabilities an agent may claim.
@@ -147,8 +141,8 @@ fn agent_config(args: AgentArgs) -> Result<agent::AgentConfig, String> {
         name,
         capabilities: args.capabilities,
         concurrency: args.concurrency,
-        cache_dir: args.cache_dir,
-        cache_disabled: args.no_cache,
+        cache_dir: args.cache.cache_dir,
+        cache_disabled: args.cache.no_cache,
     })
 }
 

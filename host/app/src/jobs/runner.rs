@@ -1,4 +1,4 @@
-//! `wfhost agent`: lease jobs from a `wfhost serve`, run each with the
+//! The job runner (`wfhost agent`): lease jobs from a `wfhost serve`, run each with the
 //! runtime `wfhost run` uses (the wasm sandbox; exec, container and Slurm
 //! executors), send heartbeats while it runs, report the result. An agent
 //! that loses its lease (the server gave the job to another agent, or the
@@ -27,9 +27,7 @@ use wfhost_runtime::telemetry::TelemetryHub;
 use wfhost_runtime::{PluginSet, WasmRuntime};
 
 use super::http::{Client, Server};
-use wfhost_app::jobs::request::{
-    JOB_FORMAT, JobRequest, JobResult, exec_policy, read_workspace_id,
-};
+use super::request::{JOB_FORMAT, JobRequest, JobResult, exec_policy, read_workspace_id};
 
 /// How an agent is set up.
 #[derive(Debug, Clone)]
@@ -69,7 +67,7 @@ struct Shared {
     loaded: tokio::sync::Mutex<HashMap<(String, String, String), Loaded>>,
     /// The telemetry listener, started for the first workflow that runs
     /// agents (None when it could not listen: telemetry is then off).
-    telemetry: tokio::sync::OnceCell<Option<Arc<wfhost_app::telemetry::Hubs>>>,
+    telemetry: tokio::sync::OnceCell<Option<Arc<crate::telemetry::Hubs>>>,
     /// How many leases were handed back on stopping.
     handed_back: AtomicUsize,
 }
@@ -212,21 +210,21 @@ async fn slot_loop(shared: Arc<Shared>, slot: usize, mut stop: Stop) -> Option<S
                 ));
             }
             Ok(a) => {
-                eprintln!(
+                crate::warnings::note(&format!(
                     "agent {} ({slot}): the server answered {}: {}",
                     config.name, a.status, a.body
-                );
+                ));
                 tokio::select! {
                     _ = stopping(&mut stop) => return None,
                     () = pause(&mut backoff) => continue,
                 }
             }
             Err(e) => {
-                eprintln!(
+                crate::warnings::note(&format!(
                     "agent {} ({slot}): {e}; trying again in {} ms",
                     config.name,
                     backoff.as_millis()
-                );
+                ));
                 tokio::select! {
                     _ = stopping(&mut stop) => return None,
                     () = pause(&mut backoff) => continue,
@@ -266,9 +264,35 @@ fn leased(job: &Value) -> Option<Leased> {
 async fn run_job(shared: &Shared, client: &mut Client, job: Value, stop: &mut Stop) {
     let name = &shared.config.name;
     let Some(lease) = leased(&job) else {
-        eprintln!("agent {name}: the server sent a job without a lease: {job}");
+        crate::warnings::note(&format!(
+            "agent {name}: the server sent a job without a lease: {job}"
+        ));
         return;
     };
+    // One span per leased job, with what follows it across processes: the
+    // run, its block and the job's attempt.
+    let text = |key: &str| job.get(key).and_then(Value::as_str).unwrap_or_default();
+    let span = tracing::info_span!(
+        "job",
+        agent = %name,
+        job_id = lease.id,
+        attempt = lease.attempt,
+        run_id = text("run_id"),
+        node = text("node"),
+        block = text("block"),
+    );
+    tracing::Instrument::instrument(run_leased(shared, client, &job, lease, stop), span).await;
+}
+
+async fn run_leased(
+    shared: &Shared,
+    client: &mut Client,
+    job: &Value,
+    lease: Leased,
+    stop: &mut Stop,
+) {
+    let name = &shared.config.name;
+    let job = job.clone();
     // Asked to stop while the job runs: the job's future is dropped (its
     // processes, containers and Slurm jobs stop) and the job handed back.
     let result = tokio::select! {
@@ -289,12 +313,12 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value, stop: &mut St
         return;
     }
     if result.telemetry_dropped > 0 {
-        eprintln!(
+        crate::warnings::note(&format!(
             "agent {name}: job {}: {} telemetry events left out (over {} KiB)",
             lease.id,
             result.telemetry_dropped,
-            wfhost_app::jobs::request::MAX_JOB_TELEMETRY_BYTES >> 10
-        );
+            super::request::MAX_JOB_TELEMETRY_BYTES >> 10
+        ));
     }
     complete(shared, client, &lease, result).await;
 }
@@ -313,21 +337,21 @@ async fn release(shared: &Shared, client: &mut Client, lease: &Leased, why: &str
     match client.post(&path, &body, RELEASE_TIMEOUT).await {
         Ok(a) if a.status == 200 => {
             shared.handed_back.fetch_add(1, Ordering::SeqCst);
-            eprintln!(
+            crate::warnings::note(&format!(
                 "agent {name}: stopped job {} and handed it back ({why})",
                 lease.id
-            );
+            ));
         }
         // The lease had ended already: nothing to give back.
         Ok(a) if a.status == 409 => {}
-        Ok(a) => eprintln!(
+        Ok(a) => crate::warnings::note(&format!(
             "agent {name}: handing job {} back: the server answered {}: {}; its lease will run out instead",
             lease.id, a.status, a.body
-        ),
-        Err(e) => eprintln!(
+        )),
+        Err(e) => crate::warnings::note(&format!(
             "agent {name}: handing job {} back: {e}; its lease will run out instead",
             lease.id
-        ),
+        )),
     }
 }
 
@@ -460,30 +484,32 @@ async fn heartbeat_while<F: std::future::Future>(
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or("the lease is gone");
-                eprintln!(
+                crate::warnings::note(&format!(
                     "agent {name}: lost the lease of job {} ({why}); stopped it",
                     lease.id
-                );
+                ));
                 return None;
             }
             Ok(a) if a.status != 200 => {
-                eprintln!(
+                crate::warnings::note(&format!(
                     "agent {name}: {what} of job {}: the server answered {}: {}",
                     lease.id, a.status, a.body
-                );
+                ));
             }
             Ok(a) => {
                 let dropped = a.body.get("dropped").and_then(Value::as_u64).unwrap_or(0);
                 if dropped > 0 {
-                    eprintln!(
+                    crate::warnings::note(&format!(
                         "agent {name}: job {}: the server left out {dropped} telemetry events (over the job's caps)",
                         lease.id
-                    );
+                    ));
                 }
             }
             // The lease may still hold: keep going, try again (telemetry
             // that did not reach the server is not sent again).
-            Err(e) => eprintln!("agent {name}: {what} of job {}: {e}", lease.id),
+            Err(e) => {
+                crate::warnings::note(&format!("agent {name}: {what} of job {}: {e}", lease.id))
+            }
         }
     }
 }
@@ -494,7 +520,10 @@ async fn complete(shared: &Shared, client: &mut Client, lease: &Leased, result: 
     let name = &shared.config.name;
     let succeeded = result.output.is_some();
     let Ok(Value::Object(result)) = serde_json::to_value(&result) else {
-        eprintln!("agent {name}: job {}: cannot encode its result", lease.id);
+        crate::warnings::note(&format!(
+            "agent {name}: job {}: cannot encode its result",
+            lease.id
+        ));
         return;
     };
     let body = json!({"attempt": lease.attempt, "token": lease.token, "succeeded": succeeded, "result": result});
@@ -505,24 +534,26 @@ async fn complete(shared: &Shared, client: &mut Client, lease: &Leased, result: 
             Ok(a) if a.status == 200 => return,
             Ok(a) if a.status == 409 => {
                 let why = a.body.get("message").and_then(Value::as_str).unwrap_or("");
-                eprintln!(
+                crate::warnings::note(&format!(
                     "agent {name}: the result of job {} was refused: {why}",
                     lease.id
-                );
+                ));
                 return;
             }
-            Ok(a) => eprintln!(
+            Ok(a) => crate::warnings::note(&format!(
                 "agent {name}: completing job {}: the server answered {}: {}",
                 lease.id, a.status, a.body
-            ),
-            Err(e) => eprintln!("agent {name}: completing job {}: {e}", lease.id),
+            )),
+            Err(e) => {
+                crate::warnings::note(&format!("agent {name}: completing job {}: {e}", lease.id))
+            }
         }
         pause(&mut backoff).await;
     }
-    eprintln!(
+    crate::warnings::note(&format!(
         "agent {name}: gave up reporting job {}; its lease will expire and it will run again",
         lease.id
-    );
+    ));
 }
 
 /// The run's plugins, loaded once per workflow, workspace and executor,
@@ -578,15 +609,21 @@ async fn telemetry_hub(shared: &Shared) -> Option<Arc<TelemetryHub>> {
     let hubs = shared
         .telemetry
         .get_or_init(|| async {
-            wfhost_app::telemetry::listen()
+            crate::telemetry::listen()
                 .await
-                .map_err(|e| eprintln!("agent {name}: {e}; its agents' telemetry is off"))
+                .map_err(|e| {
+                    crate::warnings::note(&format!(
+                        "agent {name}: {e}; its agents' telemetry is off"
+                    ))
+                })
                 .ok()
         })
         .await
         .as_ref()?;
     hubs.hub()
-        .map_err(|e| eprintln!("agent {name}: {e}; its agents' telemetry is off"))
+        .map_err(|e| {
+            crate::warnings::note(&format!("agent {name}: {e}; its agents' telemetry is off"))
+        })
         .ok()
 }
 
@@ -619,12 +656,12 @@ fn runtime_for(shared: &Shared, executor: &str) -> Result<Arc<WasmRuntime>, Stri
             .parse()
             .map_err(|e| format!("the job's executor `{executor}`: {e}"))?
     };
-    let choice = crate::RuntimeChoice {
+    let choice = crate::plugins::RuntimeChoice {
         cache_dir: shared.config.cache_dir.clone(),
         cache_disabled: shared.config.cache_disabled,
         executor: None,
     };
-    let rt = crate::start_runtime(&choice, parsed, None).map_err(|e| e.message)?;
+    let rt = crate::plugins::start_runtime(&choice, parsed, None, None).map_err(|e| e.message)?;
     runtimes.insert(executor.to_string(), rt.clone());
     Ok(rt)
 }
@@ -654,15 +691,16 @@ fn load(
 ) -> Result<PluginSet, String> {
     // The same checks as a run that goes on in its own process: the
     // pinned definition, then exactly the plugins the run started with.
-    let loaded = wfhost_app::plugins::pinned_workflow(
+    let loaded = crate::plugins::pinned_workflow(
         &request.run_id,
         definition,
         &request.workflow_hash,
         Path::new(&request.manifest),
     )
     .map_err(|e| e.message)?;
-    let plugins = crate::load_plugins(runtime, &loaded, Path::new(&request.workspace), None)
-        .map_err(|e| e.message)?;
+    let plugins =
+        crate::plugins::load_plugins(runtime, &loaded, Path::new(&request.workspace), None)
+            .map_err(|e| e.message)?;
     if let Some(folder) = &request.session_folder {
         // Only a session folder of the workspace, never a path out of it.
         let name = folder.strip_prefix(".agents-work/").unwrap_or_default();
@@ -674,10 +712,10 @@ fn load(
         }
         plugins.set_session_folder(folder);
     }
-    wfhost_app::plugins::check_pinned_plugins(
+    crate::plugins::check_pinned_plugins(
         &request.run_id,
         &request.plugins,
-        &wfhost_app::plugins::plugin_digests(&plugins),
+        &crate::plugins::plugin_digests(&plugins),
     )
     .map_err(|e| e.message)?;
     Ok(plugins)
