@@ -2,7 +2,7 @@
 //!
 //! It executes block workers and action handlers as sandboxed WebAssembly
 //! components and plugs into the engine core by implementing
-//! [`wfhost_core::run::engine::WorkerHost`] and
+//! [`wfhost_core::run::engine::WorkerHost`] (its roles) and
 //! [`wfhost_core::run::engine::ActionInterpreter`] (see [`PluginSet`]).
 //!
 //! - [`runtime`]: one wasmtime engine (pooling allocator, epoch ticker for
