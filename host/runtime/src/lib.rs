@@ -17,14 +17,13 @@
 //! - [`plugins`]: the plugins of one workflow, ready to run.
 
 pub mod admission;
-mod agent_capability;
 mod agent_preset;
 mod bindings;
 pub mod cache;
+mod capabilities;
 mod capture;
 pub mod config;
 mod guest_view;
-mod host_capabilities;
 mod host_state;
 pub mod lanes;
 mod links;

@@ -31,9 +31,11 @@ use crate::admission::{self, World};
 use crate::bindings::types as wit;
 use crate::bindings::{ActionHandler, ActionHandlerPre, WorkerPre};
 use crate::cache::{CacheOutcome, ComponentCache};
+use crate::capabilities::agent::AgentState;
+use crate::capabilities::resources::RunResources;
+use crate::capabilities::scope::{ExecScope, TelemetryTarget};
 use crate::capture::CappedCapture;
 use crate::guest_view::GuestView;
-use crate::host_capabilities::{ExecScope, RunResources, TelemetryTarget};
 use crate::host_state::{BlockLog, HostState, MemoryCap};
 use crate::links::GuestMounts;
 use crate::runtime::{WasmRuntime, ticks};
@@ -345,14 +347,14 @@ impl PluginSet {
         mounts: GuestMounts,
         watch: Option<WriteWatch>,
         timeout: Duration,
-        exec: Option<ExecScope>,
+        scope: Option<ExecScope>,
     ) -> Store<HostState> {
         let config = &self.runtime.config;
         let stdout = CappedCapture::new(config.max_log_bytes);
         let stderr = CappedCapture::new(config.max_log_bytes);
         wasi.stdout(stdout.clone()).stderr(stderr.clone());
         let state = HostState {
-            exec,
+            scope,
             wasi: wasi.build(),
             table: ResourceTable::new(),
             mounts,
@@ -360,8 +362,7 @@ impl PluginSet {
             slice: 0,
             watch,
             limit_hit: None,
-            agent_tokens: 0,
-            agent_usage: Default::default(),
+            agent: AgentState::default(),
             memory: MemoryCap {
                 limit: config.memory_limit,
                 hit: false,
@@ -527,7 +528,7 @@ impl PluginSet {
         };
         // What the block's agents consumed counts with what the guest
         // reports itself.
-        let (agent_tokens, agent_usage) = (store.data().agent_tokens, store.data().agent_usage);
+        let (agent_tokens, agent_usage) = (store.data().agent.tokens, store.data().agent.usage);
         if let Ok(output) = &mut outcome {
             output.statistics.tokens_used =
                 output.statistics.tokens_used.saturating_add(agent_tokens);
