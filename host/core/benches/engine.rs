@@ -13,7 +13,8 @@ use serde_json::json;
 use wfhost_core::command::EngineCommand;
 use wfhost_core::manifest;
 use wfhost_core::run::engine::{
-    self, ActionInterpreter, BlockRequest, BlockResult, RunOptions, RunStatus, RunView, WorkerHost,
+    self, ActionInterpreter, BlockRequest, BlockResult, BlockRunner, Lanes, RunOptions, RunStatus,
+    RunView, SessionReads, TelemetrySource,
 };
 use wfhost_core::run::payload::WorkerOutput;
 
@@ -22,7 +23,7 @@ struct Noop {
     steps: u64,
 }
 
-impl WorkerHost for Noop {
+impl BlockRunner for Noop {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         let last = request.context.step_index + 1 >= self.steps;
         let output = WorkerOutput {
@@ -39,6 +40,12 @@ impl WorkerHost for Noop {
         }
     }
 }
+
+impl Lanes for Noop {}
+
+impl SessionReads for Noop {}
+
+impl TelemetrySource for Noop {}
 
 struct Core;
 

@@ -24,8 +24,10 @@
 //! default action handler ([`actions`]) come from `wfhost-actions`.
 //!
 //! It must not depend on wasmtime, Docker or Slurm: those are adapters that
-//! implement [`run::engine::WorkerHost`] and [`run::engine::ActionInterpreter`],
-//! so the core is tested with in-process fakes.
+//! implement the roles of [`run::engine::WorkerHost`] (`BlockRunner`,
+//! `Lanes`, `SessionReads`, `TelemetrySource`) and
+//! [`run::engine::ActionInterpreter`], so the core is tested with
+//! in-process fakes.
 
 pub mod agents;
 pub mod control;

@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 use wfhost_core::manifest::LoadedWorkflow;
 use wfhost_core::run::engine::{
-    self, ActionInterpreter, BlockFailure, BlockRequest, BlockResult, ExternalAnswer, WorkerHost,
+    self, ActionInterpreter, BlockFailure, BlockRequest, BlockResult, BlockRunner, ExternalAnswer,
+    Lanes, SessionReads, TelemetrySource,
 };
 use wfhost_core::run::event::{Event, EventSink};
 use wfhost_core::run::state::RunState;
@@ -19,7 +20,7 @@ use wfhost_store::{Durability, RunRecord, Store};
 /// grammar in process.
 struct InProcess;
 
-impl WorkerHost for InProcess {
+impl BlockRunner for InProcess {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         let message = format!("no worker `{}` in this test", request.worker);
         async move {
@@ -30,6 +31,12 @@ impl WorkerHost for InProcess {
         }
     }
 }
+
+impl Lanes for InProcess {}
+
+impl SessionReads for InProcess {}
+
+impl TelemetrySource for InProcess {}
 
 impl ActionInterpreter for InProcess {
     fn interpret(

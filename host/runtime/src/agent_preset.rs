@@ -17,7 +17,7 @@ use wfhost_core::ids::SafeName;
 use wfhost_exec::agent::{AgentExecutor, PromptDelivery};
 
 use crate::bindings::executor_types as wit;
-use crate::host_capabilities::ExecScope;
+use crate::capabilities::scope::ExecScope;
 
 /// The file, in the state directory, that records the CLI's last session
 /// (JSON: [`SessionRecord`]).

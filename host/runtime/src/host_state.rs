@@ -1,12 +1,18 @@
-//! The per-call store state: WASI context, resource limits, captured logs.
+//! The per-call store state: WASI context, resource limits, captured logs,
+//! and the capabilities' views of it (`crate::capabilities`: each gets
+//! what it uses, as WASI gets its `WasiCtxView`).
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::log;
+use crate::bindings::{executor_types, log};
+use crate::capabilities::agent::{AgentCtxView, AgentState, AgentView};
+use crate::capabilities::container::{ContainerCtxView, ContainerView};
+use crate::capabilities::exec::{ExecCtxView, ExecView};
+use crate::capabilities::scope::ExecScope;
+use crate::capabilities::slurm::{SlurmCtxView, SlurmView};
 use crate::capture::CappedCapture;
-use crate::host_capabilities::ExecScope;
 use crate::links::GuestMounts;
 use crate::write_watch::WriteWatch;
 
@@ -73,8 +79,9 @@ impl ResourceLimiter for MemoryCap {
 }
 
 pub struct HostState {
-    /// Set for worker calls; action handlers cannot run commands.
-    pub exec: Option<ExecScope>,
+    /// The calling block, for the executor capabilities: set for worker
+    /// calls; action handlers cannot run commands.
+    pub scope: Option<ExecScope>,
     pub wasi: WasiCtx,
     pub table: ResourceTable,
     /// The block's preopens, for the link guard (`crate::links`).
@@ -88,11 +95,8 @@ pub struct HostState {
     pub watch: Option<WriteWatch>,
     /// The write limit the guest passed, when it was stopped for it.
     pub limit_hit: Option<String>,
-    /// The model tokens the block's agents consumed, as their outputs
-    /// report them (`usage`), added to the block's statistics.
-    pub agent_tokens: u64,
-    /// The same, broken down as the CLIs reported it.
-    pub agent_usage: wfhost_core::run::payload::ModelUsage,
+    /// The `agent` capability's state: what the block's agents consumed.
+    pub agent: AgentState,
     pub memory: MemoryCap,
     pub log: BlockLog,
     pub stdout: CappedCapture,
@@ -107,6 +111,42 @@ impl WasiView for HostState {
         }
     }
 }
+
+impl ExecView for HostState {
+    fn exec(&mut self) -> ExecCtxView<'_> {
+        ExecCtxView {
+            scope: self.scope.as_ref(),
+        }
+    }
+}
+
+impl ContainerView for HostState {
+    fn container(&mut self) -> ContainerCtxView<'_> {
+        ContainerCtxView {
+            scope: self.scope.as_ref(),
+        }
+    }
+}
+
+impl SlurmView for HostState {
+    fn slurm(&mut self) -> SlurmCtxView<'_> {
+        SlurmCtxView {
+            scope: self.scope.as_ref(),
+        }
+    }
+}
+
+impl AgentView for HostState {
+    fn agent(&mut self) -> AgentCtxView<'_> {
+        AgentCtxView {
+            scope: self.scope.as_ref(),
+            state: &mut self.agent,
+        }
+    }
+}
+
+/// `executor-types` is types only (part of the base sandbox).
+impl executor_types::Host for HostState {}
 
 impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {

@@ -1,5 +1,5 @@
 //! Lane workspaces for parallel blocks, on disk: the engine core's lane
-//! operations ([`WorkerHost::create_lane`](wfhost_core::run::engine::WorkerHost)
+//! operations ([`Lanes::create_lane`](wfhost_core::run::engine::Lanes)
 //! and the rest) mapped onto [`wfhost_exec::lanes`]. Git and file copying
 //! block, so they run on tokio's blocking pool, never on the threads that
 //! drive the other lanes. (Lanes of one repository are made and removed

@@ -2,7 +2,7 @@
 //!
 //! It executes block workers and action handlers as sandboxed WebAssembly
 //! components and plugs into the engine core by implementing
-//! [`wfhost_core::run::engine::WorkerHost`] and
+//! [`wfhost_core::run::engine::WorkerHost`] (its roles) and
 //! [`wfhost_core::run::engine::ActionInterpreter`] (see [`PluginSet`]).
 //!
 //! - [`runtime`]: one wasmtime engine (pooling allocator, epoch ticker for
@@ -17,14 +17,13 @@
 //! - [`plugins`]: the plugins of one workflow, ready to run.
 
 pub mod admission;
-mod agent_capability;
 mod agent_preset;
 mod bindings;
 pub mod cache;
+mod capabilities;
 mod capture;
 pub mod config;
 mod guest_view;
-mod host_capabilities;
 mod host_state;
 pub mod lanes;
 mod links;

@@ -1,10 +1,13 @@
 //! The plugins of one workflow, loaded, checked and ready to run.
 //!
-//! [`PluginSet`] implements the engine core's [`WorkerHost`] and
+//! [`PluginSet`] implements the engine core's [`WorkerHost`] roles
+//! ([`BlockRunner`], [`Lanes`], [`SessionReads`], [`TelemetrySource`]) and
 //! [`ActionInterpreter`]: every block runs in a fresh store instantiated
 //! from a pre-instantiated component, with its own sandbox, memory cap,
 //! timeout and captured logs. Whatever the guest does (trap, panic, error,
 //! endless loop, memory bomb) becomes a failed block, never a host crash.
+//!
+//! [`WorkerHost`]: wfhost_core::run::engine::WorkerHost
 
 use std::collections::HashMap;
 use std::fmt;
@@ -18,8 +21,8 @@ use wasmtime_wasi::WasiCtxBuilder;
 use wfhost_core::command::{BlockRef, EngineCommand};
 use wfhost_core::manifest::LoadedWorkflow;
 use wfhost_core::run::engine::{
-    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, LaneKey, RunView, Telemetry,
-    WorkerHost,
+    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, BlockRunner, LaneKey, Lanes,
+    RunView, SessionReads, Telemetry, TelemetrySource,
 };
 use wfhost_core::run::payload::{BlockContext, ContextSegment, Statistics, WorkerOutput};
 use wfhost_core::workspace::restrictions::RestrictionPlan;
@@ -28,9 +31,11 @@ use crate::admission::{self, World};
 use crate::bindings::types as wit;
 use crate::bindings::{ActionHandler, ActionHandlerPre, WorkerPre};
 use crate::cache::{CacheOutcome, ComponentCache};
+use crate::capabilities::agent::AgentState;
+use crate::capabilities::resources::RunResources;
+use crate::capabilities::scope::{ExecScope, TelemetryTarget};
 use crate::capture::CappedCapture;
 use crate::guest_view::GuestView;
-use crate::host_capabilities::{ExecScope, RunResources, TelemetryTarget};
 use crate::host_state::{BlockLog, HostState, MemoryCap};
 use crate::links::GuestMounts;
 use crate::runtime::{WasmRuntime, ticks};
@@ -342,14 +347,14 @@ impl PluginSet {
         mounts: GuestMounts,
         watch: Option<WriteWatch>,
         timeout: Duration,
-        exec: Option<ExecScope>,
+        scope: Option<ExecScope>,
     ) -> Store<HostState> {
         let config = &self.runtime.config;
         let stdout = CappedCapture::new(config.max_log_bytes);
         let stderr = CappedCapture::new(config.max_log_bytes);
         wasi.stdout(stdout.clone()).stderr(stderr.clone());
         let state = HostState {
-            exec,
+            scope,
             wasi: wasi.build(),
             table: ResourceTable::new(),
             mounts,
@@ -357,8 +362,7 @@ impl PluginSet {
             slice: 0,
             watch,
             limit_hit: None,
-            agent_tokens: 0,
-            agent_usage: Default::default(),
+            agent: AgentState::default(),
             memory: MemoryCap {
                 limit: config.memory_limit,
                 hit: false,
@@ -524,7 +528,7 @@ impl PluginSet {
         };
         // What the block's agents consumed counts with what the guest
         // reports itself.
-        let (agent_tokens, agent_usage) = (store.data().agent_tokens, store.data().agent_usage);
+        let (agent_tokens, agent_usage) = (store.data().agent.tokens, store.data().agent.usage);
         if let Ok(output) = &mut outcome {
             output.statistics.tokens_used =
                 output.statistics.tokens_used.saturating_add(agent_tokens);
@@ -679,7 +683,7 @@ impl PluginSet {
     }
 }
 
-impl WorkerHost for PluginSet {
+impl BlockRunner for PluginSet {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         let lane = request.lane.clone();
         let resources = self.resources.clone();
@@ -692,16 +696,11 @@ impl WorkerHost for PluginSet {
             result
         }
     }
+}
 
+impl Lanes for PluginSet {
     fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
         self.resources.lanes_starting(lanes, max_concurrent);
-    }
-
-    fn session_artifact(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
-        std::future::ready(self.session_artifact_text(name))
     }
 
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
@@ -730,7 +729,18 @@ impl WorkerHost for PluginSet {
     fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
         crate::lanes::remove_step(&self.workspace, run_id, step)
     }
+}
 
+impl SessionReads for PluginSet {
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        std::future::ready(self.session_artifact_text(name))
+    }
+}
+
+impl TelemetrySource for PluginSet {
     async fn telemetry(&self) -> Vec<Telemetry> {
         match self.telemetry.get() {
             Some(hub) => hub.next().await,

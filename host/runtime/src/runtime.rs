@@ -82,10 +82,7 @@ impl WasmRuntime {
             &mut linker,
             |s| s,
         )?;
-        bindings::exec::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-        bindings::container::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-        bindings::slurm::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-        bindings::agent::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        crate::capabilities::link_all(&mut linker)?;
 
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());
 

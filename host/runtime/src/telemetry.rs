@@ -7,7 +7,7 @@
 //! An event is attributed from the address it was sent to, never from what
 //! it says. What is accepted is validated and capped here, then queued for
 //! the engine, which records it in the run's log
-//! ([`wfhost_core::run::engine::WorkerHost::telemetry`]). The HTTP side (a
+//! ([`wfhost_core::run::engine::TelemetrySource::telemetry`]). The HTTP side (a
 //! listener on loopback) is the host's: this module has no network.
 
 use std::collections::{HashMap, VecDeque};

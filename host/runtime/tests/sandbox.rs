@@ -581,7 +581,7 @@ async fn the_environment_is_the_contract_and_nothing_else() {
 /// the block runs gets.
 #[tokio::test]
 async fn a_guest_sees_the_node_id_an_agent_would() {
-    use wfhost_core::run::engine::{LaneKey, WorkerHost};
+    use wfhost_core::run::engine::{LaneKey, Lanes};
     let fx = Fixture::new();
     let set = fx.probe();
     let key = LaneKey {

@@ -7,6 +7,8 @@
 //! killed and resumed finds the job it queued — and its result, if an
 //! agent reported one meanwhile — so a block whose result was recorded is
 //! not run again.
+//!
+//! [`WorkerHost`]: wfhost_core::run::engine::WorkerHost
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -15,7 +17,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use wfhost_core::run::engine::{
-    BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry, WorkerHost,
+    BlockFailure, BlockRequest, BlockResult, BlockRunner, LaneKey, Lanes, SessionReads, Telemetry,
+    TelemetrySource,
 };
 use wfhost_core::run::event::QueuedJob;
 use wfhost_runtime::PluginSet;
@@ -323,7 +326,7 @@ impl Drop for CancelOnDrop<'_> {
     }
 }
 
-impl WorkerHost for RunJobs<'_> {
+impl BlockRunner for RunJobs<'_> {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.run(request)
     }
@@ -331,14 +334,9 @@ impl WorkerHost for RunJobs<'_> {
     fn job_for(&self, request: &BlockRequest) -> Option<QueuedJob> {
         self.queued_job(request)
     }
+}
 
-    fn session_artifact(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
-        self.plugins.session_artifact(name)
-    }
-
+impl Lanes for RunJobs<'_> {
     fn create_lane(&self, lane: &LaneKey) -> impl Future<Output = Result<(), String>> + Send {
         self.plugins.create_lane(lane)
     }
@@ -365,7 +363,18 @@ impl WorkerHost for RunJobs<'_> {
     fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
         self.plugins.remove_lanes(run_id, step)
     }
+}
 
+impl SessionReads for RunJobs<'_> {
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        self.plugins.session_artifact(name)
+    }
+}
+
+impl TelemetrySource for RunJobs<'_> {
     fn telemetry(&self) -> impl Future<Output = Vec<Telemetry>> + Send {
         self.telemetry_reported()
     }

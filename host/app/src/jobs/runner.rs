@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use wfhost_core::run::engine::WorkerHost;
+use wfhost_core::run::engine::BlockRunner;
 use wfhost_runtime::telemetry::TelemetryHub;
 use wfhost_runtime::{PluginSet, WasmRuntime};
 

@@ -1,6 +1,6 @@
 //! Executing a parallel block (seed 000's parallel group): fan-out to
 //! lanes that run the block's worker concurrently, each in an isolated
-//! workspace the [`WorkerHost`] provides, then fan-in.
+//! workspace the host provides ([`Lanes`]), then fan-in.
 //!
 //! Every step is an event, so a crashed fan-out resumes where it stopped:
 //! lanes with a `lane_completed` event are not run again (their workspaces
@@ -23,7 +23,9 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::manifest::{Block, ParallelGroup};
 use crate::parallel::fan_in::{self, FanInPlan, LaneChanges};
-use crate::run::engine::{BlockRequest, EngineError, LaneKey, WorkerHost, emit};
+use crate::run::engine::{
+    BlockRequest, BlockRunner, EngineError, LaneKey, Lanes, WorkerHost, emit,
+};
 use crate::run::event::{Decision, Event, PayloadDelta};
 use crate::run::payload::{ContextSegment, Statistics};
 use crate::run::state::{FanOut, LaneResult, RunState};
@@ -75,7 +77,11 @@ fn summary_of(structured: Option<&str>) -> Option<String> {
 }
 
 #[tracing::instrument(name = "lane", skip_all, fields(step = key.step, lane = %key.lane))]
-async fn run_lane<W: WorkerHost>(workers: &W, key: LaneKey, request: BlockRequest) -> LaneRun {
+async fn run_lane<W: BlockRunner + Lanes>(
+    workers: &W,
+    key: LaneKey,
+    request: BlockRequest,
+) -> LaneRun {
     let started = Instant::now();
     let failed = |message: String, log: Vec<String>| LaneRun {
         lane: key.lane.clone(),

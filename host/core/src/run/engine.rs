@@ -7,9 +7,13 @@
 //! where it stopped.
 //!
 //! The loop knows nothing about how blocks run. It talks to a
-//! [`WorkerHost`] (which executes a block with a named worker plugin) and an
-//! [`ActionInterpreter`] (which turns an action string into an
-//! [`EngineCommand`]); the wasmtime adapter implements both, tests use fakes.
+//! [`WorkerHost`] — the host's roles, each a trait of its own:
+//! [`BlockRunner`] (executes a block with a named worker plugin),
+//! [`Lanes`] (a parallel group's lane workspaces), [`SessionReads`] (the
+//! session folder, for artifact gates) and [`TelemetrySource`] (what the
+//! blocks' agents send) — and an [`ActionInterpreter`] (which turns an
+//! action string into an [`EngineCommand`]); the wasmtime adapter
+//! implements them, tests use fakes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -96,11 +100,19 @@ impl BlockResult {
     }
 }
 
-/// Executes blocks. Implemented by the wasm runtime adapter.
+/// What the engine needs of the host that runs its blocks, as one bound:
+/// the four roles below. Implement the roles; this follows (a blanket
+/// impl). A host without lanes, a session folder or telemetry implements
+/// that role with an empty `impl` and gets the defaults.
 ///
-/// The lane methods give a parallel group's lanes their isolated
-/// workspaces; a host without them runs no parallel group.
-pub trait WorkerHost {
+/// Implemented by the wasm runtime adapter (`PluginSet`), and by the
+/// server's job queue around it.
+pub trait WorkerHost: BlockRunner + Lanes + SessionReads + TelemetrySource {}
+
+impl<T: BlockRunner + Lanes + SessionReads + TelemetrySource + ?Sized> WorkerHost for T {}
+
+/// Runs blocks: the one role every host has.
+pub trait BlockRunner {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send;
 
     /// The job that will stand for `request` (a block that is not part of
@@ -112,18 +124,11 @@ pub trait WorkerHost {
         let _ = request;
         None
     }
+}
 
-    /// The text of `name` in the run's session folder
-    /// (`.agents-work/<session>/`), for artifact gates; `Ok(None)` when it
-    /// does not exist. The default: this host keeps no session folder.
-    fn session_artifact(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
-        let _ = name;
-        async { Err("this host keeps no session folder".to_string()) }
-    }
-
+/// The isolated workspaces of a parallel group's lanes. The defaults: no
+/// lanes, so a host that keeps them at that runs no parallel group.
+pub trait Lanes {
     /// The lanes of a parallel block are about to run, all at once
     /// (`max_concurrent`: the group's limit on how many do their work at
     /// once, for the host to apply). A host that submits work in batches
@@ -171,7 +176,24 @@ pub trait WorkerHost {
         let _ = (run_id, step);
         async {}
     }
+}
 
+/// Reads of the run's session folder (`.agents-work/<session>/`), for
+/// artifact gates.
+pub trait SessionReads {
+    /// The text of `name` in the run's session folder; `Ok(None)` when it
+    /// does not exist. The default: this host keeps no session folder.
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        let _ = name;
+        async { Err("this host keeps no session folder".to_string()) }
+    }
+}
+
+/// The telemetry the running blocks' agents send. The defaults: none.
+pub trait TelemetrySource {
     /// Telemetry the running blocks' agents sent, as it arrives: resolves
     /// with at least one when there is some. A host that serves no
     /// telemetry endpoint never resolves. Must be cancel-safe: the engine
@@ -213,7 +235,7 @@ impl Telemetry {
 /// Await `work` (a block or a parallel group's lanes), recording the
 /// telemetry that arrives meanwhile as it arrives, and what is left of it
 /// when the work is done.
-pub(crate) async fn recording_telemetry<W: WorkerHost, T>(
+pub(crate) async fn recording_telemetry<W: TelemetrySource, T>(
     workers: &W,
     state: &mut RunState,
     sink: &mut dyn EventSink,
@@ -746,7 +768,7 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
 /// Check the block's artifact gates before its worker runs: `None` when
 /// they pass (or it has none), else the block's result — `SIGNAL:BLOCKED`
 /// with every failure, its worker not run.
-async fn artifact_gates<W: WorkerHost>(
+async fn artifact_gates<W: SessionReads>(
     workflow: &Workflow,
     block: &crate::manifest::Block,
     workers: &W,

@@ -928,7 +928,7 @@ pub trait EventSink: Send {
 
 /// A block execution that the host hands to someone else (`wfhost
 /// serve`'s agents) as a job. The engine asks the host for it
-/// ([`crate::run::engine::WorkerHost::job_for`]) before recording the block's
+/// ([`crate::run::engine::BlockRunner::job_for`]) before recording the block's
 /// start, and the sink queues it in the same commit as that start — which
 /// is also the commit of the previous block's completion and the action
 /// taken on it. So a recorded start always has its job, and a result and

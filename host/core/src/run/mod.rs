@@ -2,7 +2,8 @@
 //! of.
 //!
 //! - [`engine`]: the Node/Block loop (`run`, `resume`, `drive`) and the
-//!   [`engine::WorkerHost`] / [`engine::ActionInterpreter`] traits adapters
+//!   [`engine::WorkerHost`] roles (`BlockRunner`, `Lanes`, `SessionReads`,
+//!   `TelemetrySource`) / [`engine::ActionInterpreter`] traits adapters
 //!   implement;
 //! - [`event`]: the durable events of a run and the sinks they go to;
 //!   [`state`]: `RunState`, their fold;

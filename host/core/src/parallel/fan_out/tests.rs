@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::command::EngineCommand;
 use crate::manifest::{self, Workflow};
 use crate::run::engine::{
-    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, LaneKey, RunOptions, RunStatus,
-    RunView, WorkerHost, drive, resume, run,
+    ActionInterpreter, BlockFailure, BlockRequest, BlockResult, BlockRunner, LaneKey, Lanes,
+    RunOptions, RunStatus, RunView, SessionReads, TelemetrySource, drive, resume, run,
 };
 use crate::run::event::{Event, EventSink, MemoryLog, SinkError};
 use crate::run::payload::{ContextSegment, Statistics, WorkerOutput};
@@ -56,7 +56,7 @@ impl MemoryLanes {
     }
 }
 
-impl WorkerHost for MemoryLanes {
+impl BlockRunner for MemoryLanes {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         let lane = request.lane.clone();
         self.seen.lock().unwrap().push((
@@ -127,7 +127,9 @@ impl WorkerHost for MemoryLanes {
             }
         }
     }
+}
 
+impl Lanes for MemoryLanes {
     fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
         let names = lanes.iter().map(|l| l.lane.clone()).collect();
         self.starting.lock().unwrap().push((names, max_concurrent));
@@ -191,6 +193,10 @@ impl WorkerHost for MemoryLanes {
         async {}
     }
 }
+
+impl SessionReads for MemoryLanes {}
+
+impl TelemetrySource for MemoryLanes {}
 
 struct CoreActions;
 
@@ -607,11 +613,17 @@ async fn lanes_that_all_fail_give_signal_failed() {
 #[tokio::test]
 async fn a_host_without_lanes_fails_the_lanes_with_a_reason() {
     struct Plain;
-    impl WorkerHost for Plain {
+    impl BlockRunner for Plain {
         async fn run_block(&self, _r: BlockRequest) -> BlockResult {
             unreachable!("no lane can start")
         }
     }
+
+    impl Lanes for Plain {}
+
+    impl SessionReads for Plain {}
+
+    impl TelemetrySource for Plain {}
     let wf = workflow("workspace", serde_json::json!({"a": {}}));
     let mut log = MemoryLog::default();
     let report = run(&wf, &Plain, &CoreActions, &RunOptions::new("r"), &mut log)

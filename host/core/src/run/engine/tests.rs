@@ -43,18 +43,7 @@ impl FakeWorkers {
     }
 }
 
-impl WorkerHost for FakeWorkers {
-    fn session_artifact(
-        &self,
-        name: &str,
-    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
-        let found = match &self.session {
-            Some(files) => Ok(files.get(name).cloned()),
-            None => Err("no session folder here".to_string()),
-        };
-        async move { found }
-    }
-
+impl BlockRunner for FakeWorkers {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.seen.lock().unwrap().push(request.context.clone());
         let outcome = (self.scripts[&request.worker])(&request.context, &request.payload);
@@ -66,6 +55,23 @@ impl WorkerHost for FakeWorkers {
         }
     }
 }
+
+impl Lanes for FakeWorkers {}
+
+impl SessionReads for FakeWorkers {
+    fn session_artifact(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>, String>> + Send {
+        let found = match &self.session {
+            Some(files) => Ok(files.get(name).cloned()),
+            None => Err("no session folder here".to_string()),
+        };
+        async move { found }
+    }
+}
+
+impl TelemetrySource for FakeWorkers {}
 
 /// The core grammar, interpreted in-process.
 struct CoreActions;
@@ -1328,7 +1334,7 @@ async fn each_step_is_one_append_whatever_the_length_of_the_run() {
 /// A host that runs blocks as jobs: every block it is asked about gets one.
 struct JobWorkers(FakeWorkers);
 
-impl WorkerHost for JobWorkers {
+impl BlockRunner for JobWorkers {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         self.0.run_block(request)
     }
@@ -1344,6 +1350,12 @@ impl WorkerHost for JobWorkers {
         })
     }
 }
+
+impl Lanes for JobWorkers {}
+
+impl SessionReads for JobWorkers {}
+
+impl TelemetrySource for JobWorkers {}
 
 /// Keeps each append's events and the job queued with them.
 #[derive(Default)]
@@ -1491,7 +1503,7 @@ impl Telemetering {
     }
 }
 
-impl WorkerHost for Telemetering {
+impl BlockRunner for Telemetering {
     fn run_block(&self, request: BlockRequest) -> impl Future<Output = BlockResult> + Send {
         let ctx = request.context.clone();
         let send = |n: u64, step: u64| {
@@ -1523,7 +1535,13 @@ impl WorkerHost for Telemetering {
             result.await
         }
     }
+}
 
+impl Lanes for Telemetering {}
+
+impl SessionReads for Telemetering {}
+
+impl TelemetrySource for Telemetering {
     async fn telemetry(&self) -> Vec<Telemetry> {
         let mut rx = self.rx.lock().await;
         let first = rx.recv().await.into_iter();

@@ -14,11 +14,51 @@ use wfhost_exec::agent::{
     AgentExecutor, AgentOutcome, AgentRequest, PromptDelivery, Protocol, ViolationPolicy,
 };
 
-use crate::bindings::{agent, executor_types as wit};
-use crate::host_capabilities::{
-    ExecScope, TelemetryTarget, to_container_options, to_wit_error, to_wit_result,
+use wasmtime::component::{HasData, Linker};
+
+use super::scope::{
+    ExecScope, TelemetryTarget, calling_block, to_container_options, to_wit_error, to_wit_result,
 };
-use crate::host_state::HostState;
+use crate::bindings::{agent, executor_types as wit};
+
+/// The capability's own state, per block: the model usage its agents
+/// reported (`usage`), added to the block's statistics when it ends.
+#[derive(Debug, Default)]
+pub(crate) struct AgentState {
+    /// The model tokens the block's agents consumed.
+    pub tokens: u64,
+    /// The same, broken down as the CLIs reported it.
+    pub usage: wfhost_core::run::payload::ModelUsage,
+}
+
+/// The capability's view of the store, as `WasiCtxView` is WASI's: what it
+/// knows of the calling block, and its own state.
+pub(crate) struct AgentCtxView<'a> {
+    pub scope: Option<&'a ExecScope>,
+    pub state: &'a mut AgentState,
+}
+
+impl AgentCtxView<'_> {
+    fn scope(&self) -> Result<ExecScope, wit::ExecError> {
+        calling_block(self.scope)
+    }
+}
+
+/// A store that serves `agent` (as `WasiView` is one that serves WASI).
+pub(crate) trait AgentView: Send {
+    fn agent(&mut self) -> AgentCtxView<'_>;
+}
+
+struct Agent;
+
+impl HasData for Agent {
+    type Data<'a> = AgentCtxView<'a>;
+}
+
+/// Link `wfhost:plugin/agent`.
+pub(crate) fn link<T: AgentView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    agent::add_to_linker::<T, Agent>(linker, T::agent)
+}
 
 /// Resolve the CLI's program: a relative path with a `/` is the workflow's
 /// (next to its manifest), like a plugin path; a bare name is left to
@@ -78,7 +118,7 @@ fn signal_of(outcome: &AgentOutcome) -> (String, Option<String>) {
 }
 
 /// The session folder, workspace-relative, when the run keeps one.
-fn session_folder(scope: &crate::host_capabilities::ExecScope) -> Option<&str> {
+fn session_folder(scope: &ExecScope) -> Option<&str> {
     scope
         .env
         .iter()
@@ -87,7 +127,7 @@ fn session_folder(scope: &crate::host_capabilities::ExecScope) -> Option<&str> {
 }
 
 /// The files the session changed so far, as the host detected them.
-fn session_changes(scope: &crate::host_capabilities::ExecScope) -> Vec<ChangedFile> {
+fn session_changes(scope: &ExecScope) -> Vec<ChangedFile> {
     let Some(folder) = session_folder(scope) else {
         return Vec::new();
     };
@@ -101,7 +141,7 @@ fn session_changes(scope: &crate::host_capabilities::ExecScope) -> Vec<ChangedFi
 /// A Reviewer's universal input with `task.session_changed_files` from the
 /// host's detection (unless the workflow gave a list of its own).
 fn with_session_changes(
-    scope: &crate::host_capabilities::ExecScope,
+    scope: &ExecScope,
     block_type: BlockType,
     input: Option<String>,
 ) -> Option<String> {
@@ -123,7 +163,7 @@ fn with_session_changes(
 }
 
 /// Fold what this agent changed into the session's list.
-fn record_session_changes(scope: &crate::host_capabilities::ExecScope, outcome: &AgentOutcome) {
+fn record_session_changes(scope: &ExecScope, outcome: &AgentOutcome) {
     let Some(folder) = session_folder(scope) else {
         return;
     };
@@ -170,10 +210,7 @@ const BEFORE_FILE: &str = ".tasks.yaml.before";
 
 impl TasksWatch {
     /// Nothing to watch when the run keeps no session folder.
-    fn before(
-        scope: &crate::host_capabilities::ExecScope,
-        block_type: BlockType,
-    ) -> Option<TasksWatch> {
+    fn before(scope: &ExecScope, block_type: BlockType) -> Option<TasksWatch> {
         let folder = session_folder(scope)?;
         let rel = format!("{folder}/tasks.yaml");
         let record = format!("{folder}/{BEFORE_FILE}");
@@ -306,7 +343,7 @@ fn mismatch_text(outcome: &AgentOutcome) -> Option<String> {
     Some(parts.join("; "))
 }
 
-impl agent::Host for HostState {
+impl agent::Host for AgentCtxView<'_> {
     #[tracing::instrument(
         name = "host_call",
         level = "debug",
@@ -355,7 +392,7 @@ impl agent::Host for HostState {
             // edit is checked (and undone) too.
             Err(e) => return Err(with_tasks_refusal(to_wit_error(e), tasks)),
         };
-        self.count_usage(outcome.output.usage.as_ref());
+        self.state.count(outcome.output.usage.as_ref());
         crate::agent_preset::remember_session(&scope, &prepared, outcome.output.usage.as_ref());
         let claim_mismatch = mismatch_text(&outcome);
         let (mut signal, decision_prompt) = signal_of(&outcome);
@@ -396,14 +433,14 @@ impl agent::Host for HostState {
     }
 }
 
-impl HostState {
+impl AgentState {
     /// Add an agent's usage to the block's statistics.
-    fn count_usage(&mut self, usage: Option<&block_output::Usage>) {
+    fn count(&mut self, usage: Option<&block_output::Usage>) {
         let Some(usage) = usage else {
             return;
         };
-        self.agent_tokens = self.agent_tokens.saturating_add(usage.tokens());
-        self.agent_usage.add(wfhost_core::run::payload::ModelUsage {
+        self.tokens = self.tokens.saturating_add(usage.tokens());
+        self.usage.add(wfhost_core::run::payload::ModelUsage {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
             cache_read_tokens: usage.cache_read_tokens,
