@@ -1,25 +1,13 @@
 //! `wfhost mcp`: the MCP server on stdio, with this binary's wasm runtime
 //! executing the blocks between the ones the client performs.
 
-use std::collections::{BTreeMap, HashMap};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use wfhost_core::manifest::LoadedWorkflow;
-use wfhost_core::run::engine::{self, ExternalAnswer};
-use wfhost_core::run::event::EventSink;
-use wfhost_core::run::state::RunState;
-use wfhost_mcp::service::{Executing, Executor, Service, Settings};
-use wfhost_runtime::PluginSet;
-use wfhost_store::RunRecord;
+use wfhost_mcp::service::{Service, Settings};
 
-use wfhost_app::plugins::{check_pinned_plugins, plugin_digests};
-use wfhost_app::workspace::Workspace;
-
-use crate::{
-    Global, RuntimeChoice, builtin_names, exit, load_plugins, report_error, start_runtime,
-};
+use crate::{Global, builtin_names, exit, report_error};
 
 #[derive(clap::Args)]
 pub struct McpArgs {

@@ -2,8 +2,6 @@
 //! `fork` (from an older snapshot, as a new branch) and `gate` (after a
 //! human's answer).
 
-use std::path::PathBuf;
-
 use clap::Args;
 use wfhost_core::actions::WellKnownGate;
 use wfhost_core::run::state::{Phase, RunState};
