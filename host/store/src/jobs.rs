@@ -172,6 +172,15 @@ fn job_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
     })
 }
 
+/// Put a job back in the queue with its attempt raised (an expired or a
+/// handed-back lease): `?1` is the job.
+const REQUEUE: &str = "UPDATE jobs SET state = 'queued', attempt = attempt + 1, token = NULL, \
+     agent = NULL, expires_at = NULL WHERE id = ?1";
+
+/// What a fenced update did: the agent that held the lease, or why the
+/// lease is not held (and the agent named on the job).
+type Fenced = Result<Option<String>, (LeaseLost, Option<String>)>;
+
 /// A new lease token: 128 random bits, hex.
 fn new_token() -> Result<String, std::io::Error> {
     wfhost_core::random::token()
@@ -339,44 +348,82 @@ impl Store {
         attempt: u32,
         token: &str,
     ) -> rusqlite::Result<Result<(), LeaseLost>> {
-        let row: Option<(String, u32, Option<String>)> = tx
-            .prepare_cached("SELECT state, attempt, token FROM jobs WHERE id = ?1")?
-            .query_row([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        Ok(Self::read_lease(tx, (job, attempt, token))?.1)
+    }
+
+    /// The agent named on `job` and whether `(attempt, token)` is its
+    /// current lease: one read, the fence of every lease operation.
+    fn read_lease(
+        tx: &rusqlite::Connection,
+        lease: (i64, u32, &str),
+    ) -> rusqlite::Result<(Option<String>, Result<(), LeaseLost>)> {
+        let (job, attempt, token) = lease;
+        type Row = (String, u32, Option<String>, Option<String>);
+        let row: Option<Row> = tx
+            .prepare_cached("SELECT state, attempt, token, agent FROM jobs WHERE id = ?1")?
+            .query_row([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
             .optional()?;
-        let Some((state, current, held)) = row else {
-            return Ok(Err(LeaseLost {
-                job,
-                state: JobState::Cancelled,
-                attempt: 0,
-                reason: format!("there is no job {job}"),
-            }));
+        let Some((state, current, held, agent)) = row else {
+            return Ok((
+                None,
+                Err(LeaseLost {
+                    job,
+                    state: JobState::Cancelled,
+                    attempt: 0,
+                    reason: format!("there is no job {job}"),
+                }),
+            ));
         };
         let state = JobState::parse(&state);
         let lost = |reason: String| {
-            Ok(Err(LeaseLost {
+            Err(LeaseLost {
                 job,
                 state,
                 attempt: current,
                 reason,
-            }))
+            })
         };
-        if current != attempt {
-            return lost(format!(
+        let checked = if current != attempt {
+            lost(format!(
                 "the lease of attempt {attempt} has ended: the job is at attempt {current} ({})",
                 state.as_str()
-            ));
+            ))
+        } else if state != JobState::Leased {
+            lost(format!("the job is {} now", state.as_str()))
+        } else {
+            // Same length and constant-time equality: a token is not
+            // guessed a character at a time.
+            use subtle::ConstantTimeEq;
+            let matches = held.is_some_and(|h| bool::from(h.as_bytes().ct_eq(token.as_bytes())));
+            if matches {
+                Ok(())
+            } else {
+                lost("the lease token does not match".into())
+            }
+        };
+        Ok((agent, checked))
+    }
+
+    /// The one fenced update of a leased job: when `lease` is `job`'s
+    /// current lease, run `update` (an `UPDATE jobs … WHERE id = ?1`, its
+    /// other parameters `rest` from `?2` on) in `tx` and return the agent
+    /// that held the lease; otherwise change nothing and say why the lease
+    /// is not held ([`LeaseLost`]), with the agent named on the job.
+    fn fenced_update(
+        tx: &rusqlite::Connection,
+        lease: (i64, u32, &str),
+        update: &str,
+        rest: &[&dyn rusqlite::ToSql],
+    ) -> rusqlite::Result<Fenced> {
+        let (agent, checked) = Self::read_lease(tx, lease)?;
+        if let Err(lost) = checked {
+            return Ok(Err((lost, agent)));
         }
-        if state != JobState::Leased {
-            return lost(format!("the job is {} now", state.as_str()));
-        }
-        // Same length and constant-time equality: a token is not guessed
-        // a character at a time.
-        use subtle::ConstantTimeEq;
-        let matches = held.is_some_and(|h| bool::from(h.as_bytes().ct_eq(token.as_bytes())));
-        if !matches {
-            return lost("the lease token does not match".into());
-        }
-        Ok(Ok(()))
+        let mut params: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(rest.len() + 1);
+        params.push(&lease.0);
+        params.extend_from_slice(rest);
+        tx.prepare_cached(update)?.execute(params.as_slice())?;
+        Ok(Ok(agent))
     }
 
     /// Extend the lease `(job, attempt, token)` to `now + lease_ms`;
@@ -392,13 +439,17 @@ impl Store {
     ) -> Result<Result<i64, LeaseLost>, StoreError> {
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
-        if let Err(lost) = Self::check_lease(&tx, job, attempt, token).map_err(err)? {
+        let expires = now_ms + lease_ms;
+        if let Err((lost, _)) = Self::fenced_update(
+            &tx,
+            (job, attempt, token),
+            "UPDATE jobs SET expires_at = ?2 WHERE id = ?1",
+            &[&expires],
+        )
+        .map_err(err)?
+        {
             return Ok(Err(lost));
         }
-        let expires = now_ms + lease_ms;
-        tx.prepare_cached("UPDATE jobs SET expires_at = ?2 WHERE id = ?1")
-            .and_then(|mut s| s.execute(params![job, expires]))
-            .map_err(err)?;
         tx.commit().map_err(err)?;
         Ok(Ok(expires))
     }
@@ -416,18 +467,21 @@ impl Store {
         now_ms: i64,
         respond: impl FnOnce(&Job) -> String,
     ) -> Result<Completion, StoreError> {
-        let (job, attempt, token) = lease;
+        let (job, attempt, _) = lease;
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
         if let Some(response) = Self::replay(&tx, lease, result).map_err(err)? {
             return Ok(Completion::Replayed { response });
         }
-        if let Err(lost) = Self::check_lease(&tx, job, attempt, token).map_err(err)? {
-            let agent: Option<String> = tx
-                .query_row("SELECT agent FROM jobs WHERE id = ?1", [job], |r| r.get(0))
-                .optional()
-                .map_err(err)?
-                .flatten();
+        let state = if succeeded { "succeeded" } else { "failed" };
+        if let Err((lost, agent)) = Self::fenced_update(
+            &tx,
+            lease,
+            "UPDATE jobs SET state = ?2, result = ?3, expires_at = NULL WHERE id = ?1",
+            &[&state, &result],
+        )
+        .map_err(err)?
+        {
             if lost.attempt > 0 {
                 record(
                     &tx,
@@ -444,12 +498,6 @@ impl Store {
             tracing::info!(reason = %lost.reason, "completion fenced off");
             return Ok(Completion::Refused(lost));
         }
-        let state = if succeeded { "succeeded" } else { "failed" };
-        tx.prepare_cached(
-            "UPDATE jobs SET state = ?2, result = ?3, expires_at = NULL WHERE id = ?1",
-        )
-        .and_then(|mut s| s.execute(params![job, state, result]))
-        .map_err(err)?;
         let done = tx
             .query_row(
                 &format!(
@@ -510,12 +558,9 @@ impl Store {
             .map_err(err)?;
         let mut requeued = Vec::with_capacity(expired.len());
         for (job, attempt, agent) in expired {
-            tx.prepare_cached(
-                "UPDATE jobs SET state = 'queued', attempt = attempt + 1, token = NULL, agent = NULL, expires_at = NULL \
-                 WHERE id = ?1",
-            )
-            .and_then(|mut s| s.execute([job]))
-            .map_err(err)?;
+            tx.prepare_cached(REQUEUE)
+                .and_then(|mut s| s.execute([job]))
+                .map_err(err)?;
             let detail = format!(
                 "the lease of attempt {attempt} held by {} expired",
                 agent.as_deref().unwrap_or("an agent")
@@ -552,21 +597,13 @@ impl Store {
         why: &str,
         now_ms: i64,
     ) -> Result<Result<u32, LeaseLost>, StoreError> {
-        let (job, attempt, token) = lease;
+        let (job, attempt, _) = lease;
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
-        if let Err(lost) = Self::check_lease(&tx, job, attempt, token).map_err(err)? {
-            return Ok(Err(lost));
-        }
-        let agent: Option<String> = tx
-            .query_row("SELECT agent FROM jobs WHERE id = ?1", [job], |r| r.get(0))
-            .map_err(err)?;
-        tx.prepare_cached(
-            "UPDATE jobs SET state = 'queued', attempt = attempt + 1, token = NULL, agent = NULL, expires_at = NULL \
-             WHERE id = ?1",
-        )
-        .and_then(|mut s| s.execute([job]))
-        .map_err(err)?;
+        let agent = match Self::fenced_update(&tx, lease, REQUEUE, &[]).map_err(err)? {
+            Ok(agent) => agent,
+            Err((lost, _)) => return Ok(Err(lost)),
+        };
         let by = agent.as_deref().unwrap_or("an agent");
         let detail = if why.is_empty() {
             format!("the lease of attempt {attempt} was handed back by {by}")
