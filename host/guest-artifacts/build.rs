@@ -55,6 +55,7 @@ fn main() {
         "examples/plugins",
         "tests/guests",
         "host/actions/src",
+        "host/exec-config/src",
         "Cargo.lock",
     ] {
         println!("cargo:rerun-if-changed={}", workspace.join(dir).display());

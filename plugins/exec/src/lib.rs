@@ -2,7 +2,8 @@
 //! capability, which the workflow must grant:
 //! `"plugins": {"exec": {"grants": ["exec"]}}`.
 //!
-//! Config:
+//! Config ([`wfhost_exec_config::ExecConfig`], shared with the core and
+//! the job queue):
 //! - `commands` (required): `[{"argv": [...], "cwd": "sub/dir", "env": {"K": "V"}}]`,
 //!   run in order; the first failure stops the block. An `env` value may
 //!   be `{"secret": "NAME"}`: resolved by the host when the command
@@ -21,98 +22,62 @@
 //! the host's message. The payload gets an `EXEC_RESULT` segment; the
 //! structured output is a JSON summary with the bundle's path.
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-use wfhost_sdk::env::EnvValue;
+use wfhost_exec_config::{EnvValue, ExecConfig, Executor};
 use wfhost_sdk::exec;
 use wfhost_sdk::prelude::*;
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Command {
-    argv: Vec<String>,
-    #[serde(default)]
-    cwd: Option<String>,
-    #[serde(default)]
-    env: BTreeMap<String, EnvValue>,
+/// The WIT `env` of a config env value (a secret travels as a reference
+/// the host resolves).
+fn to_sdk(value: &EnvValue) -> wfhost_sdk::env::EnvValue {
+    match value {
+        EnvValue::Plain(v) => wfhost_sdk::env::EnvValue::Plain(v.clone()),
+        EnvValue::Secret { secret } => wfhost_sdk::env::EnvValue::Secret {
+            secret: secret.clone(),
+        },
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
-enum Executor {
-    Local,
-    Container {
-        image: String,
-        #[serde(default)]
-        cpus: Option<f64>,
-        #[serde(default)]
-        memory_mb: Option<u64>,
-    },
-    Slurm {
-        #[serde(default)]
-        partition: Option<String>,
-        #[serde(default)]
-        time_limit: Option<String>,
-        #[serde(default)]
-        cpus_per_task: Option<u32>,
-        #[serde(default)]
-        mem_mb: Option<u64>,
-        #[serde(default)]
-        extra_args: Vec<String>,
-    },
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    commands: Vec<Command>,
-    #[serde(default)]
-    allow_shell: bool,
-    #[serde(default)]
-    env_passthrough: Vec<String>,
-    #[serde(default)]
-    executor: Option<Executor>,
-}
-
-fn to_block(config: Config) -> exec::ExecBlock {
+fn to_block(config: ExecConfig) -> exec::ExecBlock {
     exec::ExecBlock {
         commands: config
             .commands
             .iter()
-            .map(|c| exec::Command {
-                argv: c.argv.clone(),
-                cwd: c.cwd.clone(),
-                env: wfhost_sdk::env::to_wire(&config.env_passthrough, &c.env),
+            .map(|c| {
+                let env: Vec<(String, wfhost_sdk::env::EnvValue)> =
+                    c.env.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect();
+                exec::Command {
+                    argv: c.argv.clone(),
+                    cwd: c.cwd.clone(),
+                    env: wfhost_sdk::env::to_wire(
+                        &config.env_passthrough,
+                        env.iter().map(|(k, v)| (k, v)),
+                    ),
+                }
             })
             .collect(),
         allow_shell: config.allow_shell,
         executor: config.executor.map(|executor| match executor {
             Executor::Local => exec::Executor::Local,
-            Executor::Container {
-                image,
-                cpus,
-                memory_mb,
-            } => exec::Executor::Container(exec::ContainerOptions {
-                image,
-                cpus,
-                memory_mb,
+            Executor::Container(o) => exec::Executor::Container(exec::ContainerOptions {
+                image: o.image,
+                cpus: o.cpus,
+                memory_mb: o.memory_mb,
             }),
-            Executor::Slurm {
-                partition,
-                time_limit,
-                cpus_per_task,
-                mem_mb,
-                extra_args,
-            } => exec::Executor::Slurm(exec::SlurmOptions {
-                partition,
-                time_limit,
-                cpus_per_task,
-                mem_mb,
-                extra_args,
+            Executor::Slurm(o) => exec::Executor::Slurm(exec::SlurmOptions {
+                partition: o.partition,
+                time_limit: o.time_limit,
+                cpus_per_task: o.cpus_per_task,
+                mem_mb: o.mem_mb,
+                extra_args: o.extra_args,
             }),
         }),
     }
+}
+
+/// The block's config, refused with where and what is wrong.
+fn config_of(ctx: &BlockContext) -> Result<ExecConfig, PluginError> {
+    let value: serde_json::Value = ctx.config()?;
+    ExecConfig::from_value(&value).map_err(|e| PluginError::new("bad-config", e.to_string()))
 }
 
 /// The signal for a finished exec block.
@@ -153,7 +118,7 @@ pub struct Exec;
 
 impl Worker for Exec {
     fn run(ctx: BlockContext, mut payload: Payload) -> Result<WorkerOutput, PluginError> {
-        let config: Config = ctx.config()?;
+        let config = config_of(&ctx)?;
         let result = exec::run(&to_block(config)).map_err(|e| match e {
             exec::ExecError::Refused(m) => PluginError::new("refused", m),
             exec::ExecError::Invalid(m) => PluginError::new("invalid", m),
@@ -205,7 +170,7 @@ mod tests {
 
     #[test]
     fn config_maps_to_the_wit_block() {
-        let config: Config = serde_json::from_value(serde_json::json!({
+        let config = ExecConfig::from_value(&serde_json::json!({
             "commands": [{"argv": ["cargo", "test"], "cwd": "app", "env": {"RUST_LOG": "info"}}],
             "executor": {"slurm": {"partition": "debug", "cpus_per_task": 2}}
         }))
@@ -216,7 +181,7 @@ mod tests {
             block.commands[0].env,
             [("RUST_LOG".to_string(), "info".to_string())]
         );
-        let refs: Config = serde_json::from_value(serde_json::json!({
+        let refs = ExecConfig::from_value(&serde_json::json!({
             "commands": [{"argv": ["env"], "env": {"TOKEN": {"secret": "TOKEN"}}}],
             "env_passthrough": ["MY_VAR"]
         }))
@@ -231,14 +196,21 @@ mod tests {
         assert!(
             matches!(block.executor, Some(exec::Executor::Slurm(ref o)) if o.partition.as_deref() == Some("debug"))
         );
-        let unset: Config =
-            serde_json::from_value(serde_json::json!({"commands": [{"argv": ["true"]}]})).unwrap();
+        let unset =
+            ExecConfig::from_value(&serde_json::json!({"commands": [{"argv": ["true"]}]})).unwrap();
         assert!(
             to_block(unset).executor.is_none(),
             "unset leaves the choice to the run"
         );
-        let bad =
-            serde_json::from_value::<Config>(serde_json::json!({"commands": [], "shell": true}));
-        assert!(bad.is_err());
+        let bad = Exec::run(
+            BlockContext::for_test("b", serde_json::json!({"commands": [], "shell": true})),
+            Payload::default(),
+        )
+        .unwrap_err();
+        assert_eq!(bad.code, "bad-config");
+        assert_eq!(
+            bad.message,
+            "block config at /shell: unknown field `shell`, expected one of `commands`, `allow_shell`, `env_passthrough`, `executor`"
+        );
     }
 }

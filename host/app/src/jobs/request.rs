@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use wfhost_core::policy::exec::config::{EnvValue, ExecConfig, Executor};
 use wfhost_core::run::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry};
 use wfhost_core::run::payload::{BlockContext, ExecutionPayload, WorkerOutput};
 
@@ -185,62 +186,55 @@ pub fn requirements(
     default_executor: &str,
 ) -> Vec<String> {
     let mut needs = vec!["wasm".to_string()];
-    let executor_kind = |default: &str| match config.get("executor") {
-        Some(serde_json::Value::String(s)) => s.split(':').next().unwrap_or("local").to_string(),
-        Some(serde_json::Value::Object(o)) => o.keys().next().cloned().unwrap_or_default(),
-        _ => default.split(':').next().unwrap_or("local").to_string(),
-    };
-    let kind = match worker {
-        "exec" => executor_kind(default_executor),
-        "agent" => "local".to_string(),
+    let capability = match worker {
+        // The block's executor as the plugin reads it, else the run's
+        // default (`local`, `container:IMAGE`, `slurm[:PARTITION]`).
+        "exec" => match config.get("executor").map(Executor::from_value) {
+            Some(Ok(executor)) => executor.capability(),
+            _ => match default_executor.split(':').next().unwrap_or("local") {
+                "container" => "container",
+                "slurm" => "slurm",
+                _ => "exec",
+            },
+        },
+        "agent" => "exec",
         _ => return needs,
     };
-    needs.push(
-        match kind.as_str() {
-            "container" => "container",
-            "slurm" => "slurm",
-            _ => "exec",
-        }
-        .to_string(),
-    );
+    needs.push(capability.to_string());
     needs
 }
 
 /// The exec safety policy for an `exec` block, checked before its job is
-/// created (the agent's runtime checks it again before each command).
+/// created (the agent's runtime checks it again before each command). The
+/// config is read as the plugin reads it ([`ExecConfig`]); one the plugin
+/// cannot read fails in the plugin, with its message.
 pub fn exec_policy(worker: &str, config: &serde_json::Value) -> Result<(), String> {
-    #[derive(Deserialize)]
-    struct Command {
-        argv: Vec<String>,
-        #[serde(default)]
-        cwd: Option<String>,
-        #[serde(default)]
-        env: BTreeMap<String, String>,
-    }
     if worker != "exec" {
         return Ok(());
     }
-    let commands = config
-        .get("commands")
-        .cloned()
-        .and_then(|c| serde_json::from_value::<Vec<Command>>(c).ok());
-    // A config the plugin cannot read fails in the plugin, with its message.
-    let Some(commands) = commands else {
+    let Ok(config) = ExecConfig::from_value(config) else {
         return Ok(());
     };
     let spec = wfhost_core::policy::exec::ExecSpec {
-        commands: commands
+        commands: config
+            .commands
             .into_iter()
             .map(|c| wfhost_core::policy::exec::ExecCommand {
                 argv: c.argv,
                 cwd: c.cwd,
-                env: c.env.into_iter().collect(),
+                // A secret's value is the host's, known only when the
+                // command starts (where it is checked again).
+                env: c
+                    .env
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        EnvValue::Plain(v) => (k, v),
+                        EnvValue::Secret { .. } => (k, String::new()),
+                    })
+                    .collect(),
             })
             .collect(),
-        allow_shell: config
-            .get("allow_shell")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false),
+        allow_shell: config.allow_shell,
     };
     wfhost_core::policy::exec::check(&spec).map_err(|v| {
         format!("the exec safety policy refused the block before a job was created: {v}")
@@ -374,6 +368,42 @@ mod tests {
         let allowed = json!({"commands": [{"argv": ["sh", "-c", "true"]}], "allow_shell": true});
         assert!(exec_policy("exec", &allowed).is_ok());
         assert!(exec_policy("echo", &shell).is_ok());
+        // A secret in the env no longer hides the block from the policy.
+        let secret_shell = json!({"commands": [{"argv": ["sh", "-c", "true"],
+                                                "env": {"TOKEN": {"secret": "TOKEN"}}}]});
+        assert!(exec_policy("exec", &secret_shell).is_err());
+    }
+
+    /// The job queue, the plugin and the core read one config type: what
+    /// the stage-graph form writes is what the queue checks, and a config
+    /// the plugin refuses (with where) is left to the plugin here.
+    #[test]
+    fn the_queue_reads_exec_configs_as_the_plugin_does() {
+        let accepted = json!({"commands": [{"argv": ["make"], "env": {"K": {"secret": "K"}}}],
+                              "executor": {"container": {"image": "x"}}});
+        let config = ExecConfig::from_value(&accepted).unwrap();
+        assert_eq!(
+            serde_json::to_value(&config).unwrap()["executor"],
+            accepted["executor"]
+        );
+        assert!(exec_policy("exec", &accepted).is_ok());
+        assert_eq!(
+            requirements("exec", &accepted, "slurm"),
+            ["wasm", "container"]
+        );
+        let refused = json!({"commands": [{"argv": ["make"], "shell": true}]});
+        let e = ExecConfig::from_value(&refused).unwrap_err();
+        assert_eq!(e.pointer, "/commands/0/shell");
+        assert!(
+            exec_policy("exec", &refused).is_ok(),
+            "the plugin refuses it, with {e}"
+        );
+        // An executor the plugin cannot read needs the run's default.
+        let bad_executor = json!({"executor": "container:x"});
+        assert_eq!(
+            requirements("exec", &bad_executor, "slurm"),
+            ["wasm", "slurm"]
+        );
     }
 
     #[test]

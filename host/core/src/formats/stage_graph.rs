@@ -48,6 +48,9 @@ use serde_json::{Map, Value, json};
 
 use crate::json_pointer::{self, pointer};
 use crate::manifest::is_valid_id;
+use crate::policy::exec::config::{
+    CommandConfig, ContainerOptions, EnvValue, ExecConfig, Executor, SlurmOptions,
+};
 use crate::policy::exec::{ExecCommand, ExecSpec, PolicyViolation};
 use crate::run::event::Outcome;
 use crate::run::state::{Phase, RunState};
@@ -599,6 +602,11 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
     let executor = executor_config(&exec.executor)
         .map_err(|message| refuse(&["exec", "executor"], message))?;
     let cwd = exec.workdir.clone().filter(|w| !w.is_empty());
+    let env: BTreeMap<String, EnvValue> = exec
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), EnvValue::Plain(v.clone())))
+        .collect();
     let spec = ExecSpec {
         commands: exec
             .commands
@@ -612,25 +620,21 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
         allow_shell: exec.allow_shell,
     };
     crate::policy::exec::check(&spec).map_err(|v| policy_error(id, position, &v))?;
-    let commands: Vec<Value> = spec
-        .commands
-        .iter()
-        .map(|c| {
-            let mut command = json!({ "argv": c.argv });
-            if let Some(cwd) = &c.cwd {
-                command["cwd"] = json!(cwd);
-            }
-            if !exec.env.is_empty() {
-                command["env"] = json!(exec.env);
-            }
-            command
-        })
-        .collect();
-    Ok(json!({
-        "commands": commands,
-        "allow_shell": exec.allow_shell,
-        "executor": executor,
-    }))
+    let config = ExecConfig {
+        commands: exec
+            .commands
+            .iter()
+            .map(|c| CommandConfig {
+                argv: c.argv.clone(),
+                cwd: cwd.clone(),
+                env: env.clone(),
+            })
+            .collect(),
+        allow_shell: exec.allow_shell,
+        env_passthrough: Vec::new(),
+        executor: Some(executor),
+    };
+    Ok(serde_json::to_value(config).expect("an exec config serializes"))
 }
 
 /// A refusal of the exec safety policy, at the part of the stage it is
@@ -650,36 +654,9 @@ fn policy_error(id: &str, position: usize, violation: &PolicyViolation) -> Stage
     StageGraphError::new(Some(id), stage_at(position, &rest), message)
 }
 
-/// Container options of an executor object.
-#[derive(Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-struct ContainerOptions {
-    image: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cpus: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    memory_mb: Option<u64>,
-}
-
-/// Slurm options of an executor object.
-#[derive(Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-struct SlurmOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    partition: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    time_limit: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cpus_per_task: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    mem_mb: Option<u64>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    extra_args: Vec<String>,
-}
-
 /// The `exec` worker's `executor` for a stage's executor: `"local"`,
 /// `{"container": {…}}` or `{"slurm": {…}}`.
-fn executor_config(executor: &Value) -> Result<Value, String> {
+fn executor_config(executor: &Value) -> Result<Executor, String> {
     let (kind, options) = match executor {
         Value::String(kind) => (kind.clone(), None),
         Value::Object(map) => {
@@ -696,7 +673,7 @@ fn executor_config(executor: &Value) -> Result<Value, String> {
         .is_some_and(|o| o.as_object().is_some_and(|m| !m.is_empty()));
     match kind.as_str() {
         "local" if has_options => Err("the local executor takes no options".into()),
-        "local" => Ok(json!("local")),
+        "local" => Ok(Executor::Local),
         "docker" | "container" => {
             let Some(options) = options else {
                 return Err(format!(
@@ -705,13 +682,13 @@ fn executor_config(executor: &Value) -> Result<Value, String> {
             };
             let options: ContainerOptions =
                 serde_json::from_value(options).map_err(|e| format!("container executor: {e}"))?;
-            Ok(json!({ "container": options }))
+            Ok(Executor::Container(options))
         }
         "slurm" => {
             let options: SlurmOptions =
                 serde_json::from_value(options.unwrap_or_else(|| json!({})))
                     .map_err(|e| format!("slurm executor: {e}"))?;
-            Ok(json!({ "slurm": options }))
+            Ok(Executor::Slurm(options))
         }
         other => Err(format!(
             "unknown executor `{other}` (expected local, docker, container or slurm)"
@@ -917,6 +894,31 @@ mod tests {
         assert_eq!(wf.nodes[NODE].blocks["test"].max_attempts, Some(3));
         assert_eq!(action(&wf, "test", "SIGNAL:EXEC_FAILED"), "JUMP:test");
         assert_eq!(action(&wf, "test", "SIGNAL:EXEC_TIMEOUT"), "JUMP:test");
+    }
+
+    /// The config a stage becomes is the exec plugin's own type, read back
+    /// whole by it (and by the job queue) as written here.
+    #[test]
+    fn exec_stages_become_configs_the_exec_plugin_reads() {
+        let t = translate(&three_stages()).unwrap();
+        let blocks = t.manifest["nodes"][NODE]["blocks"].as_object().unwrap();
+        let mut read = 0;
+        for block in blocks.values().filter(|b| b["worker"] == "exec") {
+            let config = ExecConfig::from_value(&block["config"]).unwrap();
+            assert_eq!(serde_json::to_value(&config).unwrap(), block["config"]);
+            read += 1;
+        }
+        assert_eq!(read, 2);
+        let err = refused(|g| {
+            g["workflow"]["nodes"][0]["exec"]["executor"] =
+                json!({"kind": "slurm", "partition": "p", "gpus": 1})
+        });
+        assert_refused(
+            &err,
+            "build",
+            "/workflow/nodes/0/exec/executor",
+            "unknown field `gpus`",
+        );
     }
 
     #[test]

@@ -11,6 +11,10 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// The `exec` worker's block config, as the plugin, the stage-graph form
+/// and the job queue read it (`wfhost-exec-config`).
+pub use wfhost_exec_config as config;
+
 /// One command of an exec block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
