@@ -174,13 +174,8 @@ impl BundleDir {
     /// Create (or empty) the file `rel` of the bundle for writing.
     pub(crate) fn create_file(&self, rel: &str) -> io::Result<std::fs::File> {
         let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-        let mut options = OpenOptions::new();
-        options
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .follow(FollowSymlinks::No);
-        Ok(self.subdir(parent)?.open_with(name, &options)?.into_std())
+        use wfhost_core::workspace::regular_file::{Existing, create_in};
+        create_in(&self.subdir(parent)?, name, Existing::Truncate, 0o666)
     }
 
     /// Write the whole file `rel` of the bundle.

@@ -186,7 +186,6 @@ fn read(path: &Path) -> Result<Option<Keyring>, String> {
 /// Write `ring` to `path`: aside, synced, then renamed over it (`replace`)
 /// or linked to it only if there is none.
 fn write(path: &Path, ring: &Keyring, replace: bool) -> Result<(), String> {
-    use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let file = KeyFile {
@@ -208,12 +207,8 @@ fn write(path: &Path, ring: &Keyring, replace: bool) -> Result<(), String> {
         std::process::id(),
         wfhost_core::random::token().map_err(|e| e.to_string())?
     ));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&aside)
-        .and_then(|mut f| {
+    let written =
+        wfhost_core::workspace::regular_file::create_new(&aside, 0o600).and_then(|mut f| {
             f.write_all(text.as_bytes())?;
             f.sync_all()
         });

@@ -8,7 +8,7 @@
 //! `NAME` of this process.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use wfhost_core::policy::secrets::{SecretSource, check_name};
@@ -72,11 +72,7 @@ impl HomeSecrets {
             .map_err(io(&self.dir))?;
         let tmp = self.dir.join(format!(".{name}.{}.tmp", std::process::id()));
         let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
+            let mut file = wfhost_core::workspace::regular_file::create_new(&tmp, 0o600)?;
             file.write_all(value)?;
             file.sync_all()?;
             std::fs::rename(&tmp, &path)?;

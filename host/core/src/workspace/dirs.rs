@@ -3,8 +3,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::Dir;
 
 use super::handles;
 
@@ -70,16 +69,10 @@ fn shown(root: &Path, rel: &str, e: io::Error) -> io::Error {
 pub fn ensure_host_dir(root: &Path, rel: &str) -> io::Result<PathBuf> {
     let dir = open_real_dir(root, rel, true)?;
     // create_new never follows or replaces whatever is there.
-    let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create_new(true)
-        .follow(FollowSymlinks::No);
-    match dir.open_with(".gitignore", &options) {
-        Ok(f) => {
+    match super::regular_file::create_new_in(&dir, ".gitignore", 0o666) {
+        Ok(mut f) => {
             use std::io::Write;
-            f.into_std()
-                .write_all(b"# Written by wfhost: the host's files, not the project's.\n*\n")?;
+            f.write_all(b"# Written by wfhost: the host's files, not the project's.\n*\n")?;
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),

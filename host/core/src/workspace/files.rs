@@ -9,11 +9,9 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
-use cap_std::fs::OpenOptions;
-
 use super::dirs::open_real_dir;
 use super::handles;
+use super::regular_file::create_new_in;
 
 /// The regular file `rel` under `root`, at most `max` bytes, reached
 /// without passing a link; a link, FIFO or device at `rel` is refused
@@ -44,13 +42,7 @@ pub fn write_file(root: &Path, rel: &str, bytes: &[u8], durable: bool) -> io::Re
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
-    let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create_new(true)
-        .follow(FollowSymlinks::No);
-    let written = dir.open_with(&temp, &options).and_then(|file| {
-        let mut file = file.into_std();
+    let written = create_new_in(&dir, &temp, 0o666).and_then(|mut file| {
         file.write_all(bytes)?;
         if durable {
             file.sync_all()?;

@@ -134,13 +134,8 @@ pub(super) fn open_file(dir: &Dir, name: &str) -> io::Result<std::fs::File> {
 pub(super) fn copy_file(from: &Dir, from_name: &str, to: &Dir, to_name: &str) -> io::Result<()> {
     let mut source = open_file(from, from_name)?;
     let permissions = source.metadata()?.permissions();
-    let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .follow(FollowSymlinks::No);
-    let mut target = to.open_with(to_name, &options)?.into_std();
+    use crate::workspace::regular_file::{Existing, create_in};
+    let mut target = create_in(to, to_name, Existing::Truncate, 0o666)?;
     io::copy(&mut source, &mut target)?;
     target.set_permissions(permissions)
 }

@@ -7,6 +7,11 @@
 //! without following a final symlink, and refusing anything the opened
 //! descriptor does not show to be a regular file. Files read whole go
 //! through [`read_regular`], which also bounds their size.
+//!
+//! Files the host creates new (a temporary file renamed into place, a
+//! key, a secret, a `.gitignore`, a copy, a bundle's file) are made by
+//! [`create_in`] ([`create_new_in`], or [`create_new`] for a path): never
+//! through a symbolic link.
 
 use std::fs::File;
 use std::io::{self, Read};
@@ -43,6 +48,64 @@ fn open_checked(path: &Path, extra_flags: i32) -> io::Result<File> {
             _ => e,
         })?;
     check_regular(file)
+}
+
+/// What [`create_in`] does with a file already at the name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// Refuse it (`O_CREAT | O_EXCL`): the file is new.
+    Refuse,
+    /// Empty it and write it anew (`O_CREAT | O_TRUNC`).
+    Truncate,
+}
+
+/// Create `name` in the directory handle `dir` for writing, with the
+/// permission bits `mode` (less the umask) when it is made; a file already
+/// there is refused or emptied as `existing` says. A symbolic link at
+/// `name` is never followed (`O_NOFOLLOW`; with [`Existing::Refuse`] even
+/// a dangling one is refused). The one way host code creates a file it is
+/// about to fill.
+pub fn create_in(
+    dir: &cap_std::fs::Dir,
+    name: &str,
+    existing: Existing,
+    mode: u32,
+) -> io::Result<File> {
+    use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+    use cap_std::fs::OpenOptionsExt as _;
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).follow(FollowSymlinks::No).mode(mode);
+    match existing {
+        Existing::Refuse => options.create_new(true),
+        Existing::Truncate => options.create(true).truncate(true),
+    };
+    Ok(dir.open_with(name, &options)?.into_std())
+}
+
+/// [`create_in`] of a new file.
+pub fn create_new_in(dir: &cap_std::fs::Dir, name: &str, mode: u32) -> io::Result<File> {
+    create_in(dir, name, Existing::Refuse, mode)
+}
+
+/// [`create_new_in`] for a path: its file name in its parent directory
+/// (the parent itself is reached as the path says).
+pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} does not name a file", path.display()),
+        )
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(invalid)?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let dir = cap_std::fs::Dir::open_ambient_dir(parent, cap_std::ambient_authority())?;
+    create_new_in(&dir, name, mode)
 }
 
 /// `file` if its descriptor shows a regular file; otherwise an error
@@ -169,6 +232,29 @@ mod tests {
         assert_eq!(read_regular(&dir.path().join("link"), 1).unwrap(), b"x");
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero")).unwrap();
         assert!(read_regular(&dir.path().join("zero"), 1).is_err());
+    }
+
+    #[test]
+    fn a_new_file_is_never_an_existing_one_nor_made_through_a_link() {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tmp();
+        let path = dir.path().join("key");
+        create_new(&path, 0o600)
+            .unwrap()
+            .write_all(b"secret")
+            .unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = create_new(&path, 0o600).unwrap_err();
+        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists);
+        // A link, even a dangling one, is neither followed nor replaced.
+        let target = dir.path().join("elsewhere");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(create_new(&link, 0o600).is_err());
+        assert!(!target.exists());
+        assert_eq!(std::fs::read(&path).unwrap(), b"secret");
     }
 
     #[test]
