@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use wfhost_core::policy::exec::config::{EnvValue, ExecConfig, Executor};
+use wfhost_core::policy::exec::config::{ExecConfig, Executor};
 use wfhost_core::run::engine::{BlockFailure, BlockRequest, BlockResult, LaneKey, Telemetry};
 use wfhost_core::run::payload::{BlockContext, ExecutionPayload, WorkerOutput};
 
@@ -215,27 +215,7 @@ pub fn exec_policy(worker: &str, config: &serde_json::Value) -> Result<(), Strin
     let Ok(config) = ExecConfig::from_value(config) else {
         return Ok(());
     };
-    let spec = wfhost_core::policy::exec::ExecSpec {
-        commands: config
-            .commands
-            .into_iter()
-            .map(|c| wfhost_core::policy::exec::ExecCommand {
-                argv: c.argv,
-                cwd: c.cwd,
-                // A secret's value is the host's, known only when the
-                // command starts (where it is checked again).
-                env: c
-                    .env
-                    .into_iter()
-                    .map(|(k, v)| match v {
-                        EnvValue::Plain(v) => (k, v),
-                        EnvValue::Secret { .. } => (k, String::new()),
-                    })
-                    .collect(),
-            })
-            .collect(),
-        allow_shell: config.allow_shell,
-    };
+    let spec = wfhost_core::policy::exec::ExecSpec::of_config(&config);
     wfhost_core::policy::exec::check(&spec).map_err(|v| {
         format!("the exec safety policy refused the block before a job was created: {v}")
     })

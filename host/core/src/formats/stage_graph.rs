@@ -51,7 +51,7 @@ use crate::manifest::is_valid_id;
 use crate::policy::exec::config::{
     CommandConfig, ContainerOptions, EnvValue, ExecConfig, Executor, SlurmOptions,
 };
-use crate::policy::exec::{ExecCommand, ExecSpec, PolicyViolation};
+use crate::policy::exec::{ExecSpec, PolicyViolation};
 use crate::run::event::Outcome;
 use crate::run::state::{Phase, RunState};
 
@@ -607,19 +607,6 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
         .iter()
         .map(|(k, v)| (k.clone(), EnvValue::Plain(v.clone())))
         .collect();
-    let spec = ExecSpec {
-        commands: exec
-            .commands
-            .iter()
-            .map(|c| ExecCommand {
-                argv: c.argv.clone(),
-                cwd: cwd.clone(),
-                env: exec.env.clone().into_iter().collect(),
-            })
-            .collect(),
-        allow_shell: exec.allow_shell,
-    };
-    crate::policy::exec::check(&spec).map_err(|v| policy_error(id, position, &v))?;
     let config = ExecConfig {
         commands: exec
             .commands
@@ -634,6 +621,8 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
         env_passthrough: Vec::new(),
         executor: Some(executor),
     };
+    crate::policy::exec::check(&ExecSpec::of_config(&config))
+        .map_err(|v| policy_error(id, position, &v))?;
     Ok(serde_json::to_value(config).expect("an exec config serializes"))
 }
 

@@ -52,6 +52,34 @@ pub struct ExecSpec {
     pub allow_shell: bool,
 }
 
+impl ExecSpec {
+    /// The spec the policy checks for an `exec` block's config, before
+    /// anything runs: a secret's value is the host's, known only when the
+    /// command starts (and checked again then), so it counts as empty here;
+    /// `env_passthrough` is the host's own environment.
+    pub fn of_config(config: &config::ExecConfig) -> ExecSpec {
+        ExecSpec {
+            commands: config
+                .commands
+                .iter()
+                .map(|c| ExecCommand {
+                    argv: c.argv.clone(),
+                    cwd: c.cwd.clone(),
+                    env: c
+                        .env
+                        .iter()
+                        .map(|(k, v)| match v {
+                            config::EnvValue::Plain(v) => (k.clone(), v.clone()),
+                            config::EnvValue::Secret { .. } => (k.clone(), String::new()),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            allow_shell: config.allow_shell,
+        }
+    }
+}
+
 /// Why the policy refused a block.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("command {index} (`{shown}`) refused by rule `{rule}`: {reason}")]
