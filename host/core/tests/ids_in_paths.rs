@@ -14,6 +14,7 @@ const SCANNED: &[&str] = &[
     "host/core/src/workspace",
     "host/server/src",
     "host/cli/src",
+    "host/app/src",
     "host/mcp/src",
 ];
 

@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use wfhost_protocol::{Accepted, AppError, Reply, RunRequest};
+use wfhost_store::RunId;
 
 /// How long a request waits for its process to get going.
 pub const START_WAIT: Duration = Duration::from_secs(30);
@@ -62,7 +63,11 @@ pub const SERVE_RUN: &str = "serve-run";
 
 impl RunService for ProcessRunner {
     fn submit(&self, home: &Path, request: &RunRequest) -> Result<Submitted, AppError> {
-        let log_path = log_path(home, request.run_id())?;
+        // The id was chosen or checked by the server; a log is named by a
+        // run id and nothing else all the same.
+        let run_id =
+            RunId::parse(request.run_id()).map_err(|e| AppError::bad_input(e).at("/run_id"))?;
+        let log_path = log_path(home, &run_id)?;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -112,12 +117,7 @@ impl RunService for ProcessRunner {
 }
 
 /// `<home>/serve-logs/<run>.log`, its folder made.
-fn log_path(home: &Path, run_id: &str) -> Result<PathBuf, AppError> {
-    // The id was chosen or checked by the server; the name stays one
-    // file name all the same.
-    if run_id.is_empty() || run_id.contains(['/', '\0']) || run_id.starts_with('.') {
-        return Err(AppError::bad_input(format!("`{run_id}` is not a run id")));
-    }
+fn log_path(home: &Path, run_id: &RunId) -> Result<PathBuf, AppError> {
     let logs = home.join("serve-logs");
     std::fs::create_dir_all(&logs)
         .map_err(|e| AppError::internal(format!("cannot make {}: {e}", logs.display())))?;
@@ -156,11 +156,21 @@ mod tests {
     }
 
     #[test]
-    fn a_log_is_named_by_a_run_id_and_nothing_else() {
+    fn a_request_for_a_run_id_that_is_none_starts_no_process() {
         let home = tempfile::tempdir().unwrap();
-        assert!(log_path(home.path(), "run-20260101-000000-abcdef").is_ok());
+        let runner = ProcessRunner {
+            exe: PathBuf::from("/nonexistent/wfhost"),
+            cache_dir: None,
+            no_cache: false,
+        };
         for bad in ["", "../x", "a/b", ".hidden"] {
-            assert!(log_path(home.path(), bad).is_err(), "{bad}");
+            let request = RunRequest::Resume {
+                run_id: bad.into(),
+                branch: None,
+            };
+            let e = runner.submit(home.path(), &request).unwrap_err();
+            assert_eq!(e.kind, wfhost_protocol::ErrorKind::BadInput, "{bad}: {e}");
         }
+        assert!(!home.path().join("serve-logs").exists());
     }
 }
