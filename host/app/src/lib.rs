@@ -7,15 +7,25 @@
 //! an HTTP status or a JSON-RPC error) and reports diagnostics through
 //! `tracing`; the surfaces decide what a person sees.
 //!
+//! - [`home`]: the home, its store and configuration.
 //! - [`workspace`]: a workspace opened once (a directory, canonical,
 //!   holding no wfhost state) and locked while a run executes in it.
 //! - [`plugins`]: the runtime, a workflow's plugins, and a run's pinned
 //!   definition with the plugins it started with.
 //! - [`session_files`]: the session folder (`.agents-work/`) a run keeps
 //!   current as its events are recorded.
+//! - [`run`]: a recorded run prepared and driven until it rests.
+//! - [`gates`]: a gate answered, with its re-ask budget, read back.
 //! - [`telemetry`]: the run process's endpoint for its agents' telemetry.
+//! - [`jobs`]: blocks as leased jobs — the queue, the wire format, the job
+//!   runner, agents submitted to Slurm.
+//! - [`mcp`]: the executor of `wfhost mcp`.
+//! - [`gc`]: what dead run processes left behind, collected.
+//! - [`warnings`]: what a person should be told, through the surface.
 
 pub mod gates;
+pub mod gc;
+pub mod home;
 pub mod jobs;
 pub mod mcp;
 pub mod plugin_refs;

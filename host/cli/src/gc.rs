@@ -68,66 +68,18 @@ pub fn gc(args: GcArgs, global: &Global) -> u8 {
             Err(e) => return store_error(e),
         }
     };
-    // Containers and Slurm jobs left behind by hosts that died mid-run:
-    // the process that started them is gone and their run is not being
-    // executed. Without Docker or Slurm there is nothing to collect.
-    let (mut orphans, mut orphan_jobs) = (Vec::new(), Vec::new());
-    if !args.dry_run
-        && let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    {
-        let is_live = |o: &wfhost_exec::Owner| {
-            wfhost_store::RunId::parse(&o.run_id).is_ok_and(|id| store.is_running(&id))
-                || o.process_alive()
-        };
-        (orphans, orphan_jobs) = rt.block_on(async {
-            let containers = match wfhost_exec::ContainerPool::connect().await {
-                Ok(pool) => pool.remove_orphans(is_live).await.unwrap_or_default(),
-                Err(_) => Vec::new(),
-            };
-            (
-                containers,
-                wfhost_exec::slurm::cancel_orphans(is_live).await,
-            )
-        });
-    }
-    // Lane workspaces of parallel blocks that no run will come back to: this
-    // store's runs that are not executing and not resting inside a fan-out,
-    // and the runs just removed.
-    let mut lanes_removed = Vec::new();
-    if !args.dry_run {
-        for run_id in wfhost_runtime::lanes::runs_with_lanes() {
-            if store.is_running(&run_id) {
-                continue;
-            }
-            let record = store.run(&run_id).ok().flatten();
-            // The lane directory is shared by every store on the machine:
-            // a run this store does not know may be another home's.
-            if record.is_none() && !candidates.iter().any(|c| c.run_id == run_id) {
-                continue;
-            }
-            let active = record.as_ref().and_then(|_| {
-                let branch = store.current_branch(&run_id).ok()?;
-                store.state(&run_id, branch).ok()?.fan_out.map(|f| f.step)
-            });
-            let main = record
-                .map(|r| std::path::PathBuf::from(r.workspace))
-                .unwrap_or_default();
-            for lane in wfhost_runtime::lanes::remove_stale(&main, &run_id, active) {
-                lanes_removed.push(format!("{run_id}/{lane}"));
-            }
-        }
-    }
-    // Staging copies and agent snapshots of processes killed mid-block.
-    let scratch_removed: Vec<String> = if args.dry_run {
-        Vec::new()
+    let left = if args.dry_run {
+        wfhost_app::gc::Leftovers::default()
     } else {
-        wfhost_exec::scratch::remove_stale(None)
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect()
+        let ids: Vec<String> = candidates.iter().map(|c| c.run_id.clone()).collect();
+        wfhost_app::gc::collect_leftovers(&store, &ids)
     };
+    let wfhost_app::gc::Leftovers {
+        containers: orphans,
+        slurm_jobs: orphan_jobs,
+        lanes: lanes_removed,
+        scratch: scratch_removed,
+    } = left;
     if args.json {
         let out = serde_json::json!({
             "scratch_removed": scratch_removed,

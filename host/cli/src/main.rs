@@ -126,21 +126,24 @@ pub struct Global {
 }
 
 impl Global {
-    /// The home, or why there is none.
+    /// The home these options name, or why there is none.
+    pub fn app(&self) -> Result<wfhost_app::home::Home, AppError> {
+        wfhost_app::home::Home::resolve(self.home.as_deref(), self.durability)
+    }
+
+    /// The home's directory.
     pub fn app_home(&self) -> Result<PathBuf, AppError> {
-        wfhost_store::resolve_home(self.home.as_deref()).map_err(wfhost_app::store_error)
+        self.app().map(|home| home.dir)
     }
 
     /// The store, which must exist.
     pub fn app_existing_store(&self) -> Result<wfhost_store::Store, AppError> {
-        wfhost_store::Store::open_existing_with(&self.app_home()?, self.durability)
-            .map_err(wfhost_app::store_error)
+        self.app()?.existing_store()
     }
 
     /// The store, created if need be.
     pub fn app_store(&self) -> Result<wfhost_store::Store, AppError> {
-        wfhost_store::Store::open(&self.app_home()?, self.durability)
-            .map_err(wfhost_app::store_error)
+        self.app()?.store()
     }
 
     pub fn home(&self) -> Result<PathBuf, u8> {

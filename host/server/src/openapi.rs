@@ -192,79 +192,84 @@ pub fn spec() -> Value {
         }), job_paths()),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": both(json!({
-                "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
-                    "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, finished, exists, not_waiting, not_available, store_locked, internal"},
-                    "message": {"type": "string"},
-                    "details": {"description": "Structured extras, or null."}
-                }},
-                "Health": {"type": "object", "properties": {"status": {"const": "ok"}, "version": {"type": "string"}, "server_now_ms": {"type": "integer"}}},
-                "RunSummary": {"type": "object", "properties": {
-                    "id": {"type": "string"}, "workflow_id": {"type": "string"}, "workflow_hash": {"type": "string"},
-                    "manifest": {"type": "string"}, "workspace": {"type": "string"}, "created_at": {"type": "integer"},
-                    "status": {"type": "string"}, "branch": {"type": "integer"}, "branches": {"type": "integer"}, "last_at": {"type": "integer"},
-                    "session": {"type": ["string", "null"], "description": "The session the run belongs to."}
-                }},
-                "Bundles": {"type": "object", "properties": {
-                    "bundles": {"type": "array", "items": {"type": "object", "properties": {
-                        "dir": {"type": "string"},
-                        "commands": {"type": "array", "items": {"type": "object", "properties": {
-                            "command": {"type": "object"},
-                            "stdout": {"type": "object", "description": "{text, truncated} or {error}"},
-                            "stderr": {"type": "object", "description": "{text, truncated} or {error}"}
-                        }}}
-                    }}},
-                    "unreadable": {"type": "array", "items": {"type": "string"}}
-                }},
-                "Sessions": {"type": "object", "properties": {"sessions": {"type": "array", "items": {"type": "object", "properties": {
-                    "id": {"type": "string"}, "source": {"enum": ["client", "git"]}, "git_branch": {"type": ["string", "null"]},
-                    "runs": {"type": "integer"}, "created_at": {"type": "integer"}, "last_at": {"type": "integer"}
-                }}}}},
-                "Session": {"type": "object", "properties": {"session": {"type": "string"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}}},
-                "SessionBundle": {"type": "object", "description": "format `wfhost-session-bundle`, version, session, runs (run bundles), checksum."},
-                "RunPage": {"type": "object", "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}, "next_after": {"type": ["string", "null"]}}},
-                "Run": {"type": "object", "description": "The run record, the branch shown, its status and failure, inputs, branches, step count, gates, statistics, per-block statistics, payload, event count and server_now_ms."},
-                "Branches": {"type": "object", "properties": {"branches": {"type": "array", "items": {"type": "object", "properties": {
-                    "branch": {"type": "integer"}, "forked_from": {"type": "string", "description": "The snapshot the branch was forked from."},
-                    "forked_at": {"type": "integer", "description": "That snapshot's sequence number."}, "forked_from_branch": {"type": "integer", "description": "The branch that snapshot is on."},
-                    "head": {"type": "integer"}, "events": {"type": "integer"}, "last_at": {"type": "integer"}, "status": {"type": "string"}
-                }}}}},
-                "Steps": {"type": "object", "properties": {"branch": {"type": "integer"}, "steps": {"type": "array", "items": {"type": "object"}}}},
-                "StoredEvent": {"type": "object", "required": ["seq", "branch", "at", "event"], "properties": {
-                    "seq": {"type": "integer"}, "branch": {"type": "integer"}, "parent": {"type": ["integer", "null"]},
-                    "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
-                }},
-                "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "branch": {"type": "integer", "description": "With `branch`: the branch paged."}, "next_after": {"type": ["integer", "null"]}, "next_before": {"type": ["integer", "null"], "description": "With `before`: where the previous page ends, null at the start."}}},
-                "StartRequest": {"type": "object", "additionalProperties": false, "properties": {
-                    "workflow": {"description": "An absolute path on the server (or give manifest), or a stage graph: {nodes: [{id, type: exec_block|gate, exec: {executor, workdir, env, max_attempts, allow_shell, commands: [{name, argv, allow_failure}]} | config: {requires_approval, message}}], edges: [{from, to}]}, translated to a workflow (a graph that does not translate is a 400 naming the stage in details.node).", "oneOf": [{"type": "string"}, {"type": "object"}]},
-                    "project_path": {"type": "string", "description": "A stage graph's project directory (its default workspace)."},
-                    "intent": {"type": "object", "description": "A stage graph's intent: {goal}."},
-                    "manifest": {"type": "object", "description": "The workflow itself, as in a workflow file; plugin paths must be absolute."},
-                    "workspace": {"type": "string", "description": "An absolute path on the server (required but for a stage graph with project_path)."},
-                    "inputs": {"type": "object", "description": "The run's inputs, as `wfhost run --input`."},
-                    "max_steps": {"type": "integer", "minimum": 0},
-                    "executor": {"type": "string", "description": "local, container:IMAGE or slurm[:PARTITION]."}
-                }},
-                "Launched": {"type": "object", "required": ["run_id", "starting"], "properties": {
-                    "run_id": {"type": "string"},
-                    "starting": {"type": "boolean", "description": "True when the process had not done what was asked within 30 s (it goes on); watch the run."},
-                    "gate": {"type": "string"}, "answer": {"type": "string"}, "branch": {"type": ["integer", "null"]}
-                }},
-                "CancelRequest": {"type": "object", "additionalProperties": false, "properties": {
-                    "reason": {"type": "string", "description": "Recorded with the cancellation."},
-                    "wait_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "How long to wait for a live run's process to stop (default 60)."}
-                }},
-                "Cancelled": {"type": "object", "properties": {"run_id": {"type": "string"}, "status": {"const": "failed"}, "reason": {"type": "string"}}},
-                "Bundle": {"type": "object", "required": ["format", "version", "event_format", "run", "definition", "events", "checksum"], "properties": {
-                    "format": {"const": "wfhost-run-bundle"}, "version": {"type": "integer"}, "event_format": {"type": "integer"},
-                    "run": {"type": "object"}, "definition": {"type": "string", "description": "The pinned definition, canonical JSON."},
-                    "events": {"type": "array", "items": {"type": "object"}}, "checksum": {"type": "string"}
-                }},
-                "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
-                "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"type": "object"}}}}
-            }), job_schemas())
+            "schemas": both(run_schemas(), job_schemas())
         },
         "security": [{"bearer": []}, {}]
+    })
+}
+
+/// The schemas of the runs' endpoints (the jobs' are [`job_schemas`]).
+fn run_schemas() -> Value {
+    json!({
+        "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
+            "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, waiting, finished, exists, not_waiting, not_available, store_locked, internal"},
+            "message": {"type": "string"},
+            "details": {"description": "Structured extras, or null."}
+        }},
+        "Health": {"type": "object", "properties": {"status": {"const": "ok"}, "version": {"type": "string"}, "server_now_ms": {"type": "integer"}}},
+        "RunSummary": {"type": "object", "properties": {
+            "id": {"type": "string"}, "workflow_id": {"type": "string"}, "workflow_hash": {"type": "string"},
+            "manifest": {"type": "string"}, "workspace": {"type": "string"}, "created_at": {"type": "integer"},
+            "status": {"type": "string"}, "branch": {"type": "integer"}, "branches": {"type": "integer"}, "last_at": {"type": "integer"},
+            "session": {"type": ["string", "null"], "description": "The session the run belongs to."}
+        }},
+        "Bundles": {"type": "object", "properties": {
+            "bundles": {"type": "array", "items": {"type": "object", "properties": {
+                "dir": {"type": "string"},
+                "commands": {"type": "array", "items": {"type": "object", "properties": {
+                    "command": {"type": "object"},
+                    "stdout": {"type": "object", "description": "{text, truncated} or {error}"},
+                    "stderr": {"type": "object", "description": "{text, truncated} or {error}"}
+                }}}
+            }}},
+            "unreadable": {"type": "array", "items": {"type": "string"}}
+        }},
+        "Sessions": {"type": "object", "properties": {"sessions": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "source": {"enum": ["client", "git"]}, "git_branch": {"type": ["string", "null"]},
+            "runs": {"type": "integer"}, "created_at": {"type": "integer"}, "last_at": {"type": "integer"}
+        }}}}},
+        "Session": {"type": "object", "properties": {"session": {"type": "string"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}}},
+        "SessionBundle": {"type": "object", "description": "format `wfhost-session-bundle`, version, session, runs (run bundles), checksum."},
+        "RunPage": {"type": "object", "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}, "next_after": {"type": ["string", "null"]}}},
+        "Run": {"type": "object", "description": "The run record, the branch shown, its status and failure, inputs, branches, step count, gates, statistics, per-block statistics, payload, event count and server_now_ms."},
+        "Branches": {"type": "object", "properties": {"branches": {"type": "array", "items": {"type": "object", "properties": {
+            "branch": {"type": "integer"}, "forked_from": {"type": "string", "description": "The snapshot the branch was forked from."},
+            "forked_at": {"type": "integer", "description": "That snapshot's sequence number."}, "forked_from_branch": {"type": "integer", "description": "The branch that snapshot is on."},
+            "head": {"type": "integer"}, "events": {"type": "integer"}, "last_at": {"type": "integer"}, "status": {"type": "string"}
+        }}}}},
+        "Steps": {"type": "object", "properties": {"branch": {"type": "integer"}, "steps": {"type": "array", "items": {"type": "object"}}}},
+        "StoredEvent": {"type": "object", "required": ["seq", "branch", "at", "event"], "properties": {
+            "seq": {"type": "integer"}, "branch": {"type": "integer"}, "parent": {"type": ["integer", "null"]},
+            "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
+        }},
+        "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "branch": {"type": "integer", "description": "With `branch`: the branch paged."}, "next_after": {"type": ["integer", "null"]}, "next_before": {"type": ["integer", "null"], "description": "With `before`: where the previous page ends, null at the start."}}},
+        "StartRequest": {"type": "object", "additionalProperties": false, "properties": {
+            "workflow": {"description": "An absolute path on the server (or give manifest), or a stage graph: {nodes: [{id, type: exec_block|gate, exec: {executor, workdir, env, max_attempts, allow_shell, commands: [{name, argv, allow_failure}]} | config: {requires_approval, message}}], edges: [{from, to}]}, translated to a workflow (a graph that does not translate is a 400 naming the stage in details.node).", "oneOf": [{"type": "string"}, {"type": "object"}]},
+            "project_path": {"type": "string", "description": "A stage graph's project directory (its default workspace)."},
+            "intent": {"type": "object", "description": "A stage graph's intent: {goal}."},
+            "manifest": {"type": "object", "description": "The workflow itself, as in a workflow file; plugin paths must be absolute."},
+            "workspace": {"type": "string", "description": "An absolute path on the server (required but for a stage graph with project_path)."},
+            "inputs": {"type": "object", "description": "The run's inputs, as `wfhost run --input`."},
+            "max_steps": {"type": "integer", "minimum": 0},
+            "executor": {"type": "string", "description": "local, container:IMAGE or slurm[:PARTITION]."}
+        }},
+        "Launched": {"type": "object", "required": ["run_id", "starting"], "properties": {
+            "run_id": {"type": "string"},
+            "starting": {"type": "boolean", "description": "True when the process had not done what was asked within 30 s (it goes on); watch the run."},
+            "gate": {"type": "string"}, "answer": {"type": "string"}, "branch": {"type": ["integer", "null"]}
+        }},
+        "CancelRequest": {"type": "object", "additionalProperties": false, "properties": {
+            "reason": {"type": "string", "description": "Recorded with the cancellation."},
+            "wait_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "How long to wait for a live run's process to stop (default 60)."}
+        }},
+        "Cancelled": {"type": "object", "properties": {"run_id": {"type": "string"}, "status": {"const": "failed"}, "reason": {"type": "string"}}},
+        "Bundle": {"type": "object", "required": ["format", "version", "event_format", "run", "definition", "events", "checksum"], "properties": {
+            "format": {"const": "wfhost-run-bundle"}, "version": {"type": "integer"}, "event_format": {"type": "integer"},
+            "run": {"type": "object"}, "definition": {"type": "string", "description": "The pinned definition, canonical JSON."},
+            "events": {"type": "array", "items": {"type": "object"}}, "checksum": {"type": "string"}
+        }},
+        "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
+        "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"type": "object"}}}}
     })
 }
 

@@ -936,7 +936,41 @@ async fn execute_block<W: WorkerHost>(
     }
     .checked();
     let duration = block_started.elapsed();
+    let done = Done {
+        step,
+        node_id,
+        block_id,
+        duration,
+        merged,
+    };
+    complete(state, sink, schemas.get(&key), done, result)
+}
 
+/// What is known of a block execution that just ended.
+struct Done {
+    step: u64,
+    node_id: String,
+    block_id: String,
+    duration: std::time::Duration,
+    /// The inputs a control block merged.
+    merged: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Record a block's end: its outcome settled against its output schema.
+fn complete(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    schema: Option<&OutputSchema>,
+    done: Done,
+    result: BlockResult,
+) -> Result<(), EngineError> {
+    let Done {
+        step,
+        node_id,
+        block_id,
+        duration,
+        merged,
+    } = done;
     let Settled {
         signal,
         payload,
@@ -945,7 +979,7 @@ async fn execute_block<W: WorkerHost>(
         statistics,
     } = settle_output(
         result.outcome,
-        schemas.get(&key),
+        schema,
         &state.payload,
         step,
         &format!("{node_id}.{block_id}"),

@@ -397,6 +397,35 @@ impl Event {
                 b.step, b.node, b.block
             ),
             Event::Forked { from_snapshot } => format!("branch forked from {from_snapshot}"),
+            Event::LanesStarted { .. }
+            | Event::LaneRetried { .. }
+            | Event::LaneCompleted { .. }
+            | Event::LaneConflictDetected { .. }
+            | Event::FanInWaiting { .. }
+            | Event::FanInCompleted { .. } => self.describe_parallel(),
+            Event::Telemetry {
+                step,
+                node,
+                block,
+                lane,
+                body,
+            } => {
+                let from = match lane {
+                    Some(lane) => format!("{node}.{block} lane {lane}"),
+                    None => format!("{node}.{block}"),
+                };
+                let kind = body
+                    .get("type")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("event");
+                format!("[{step}] telemetry from {from}: {kind}")
+            }
+        }
+    }
+
+    /// [`Event::describe_raw`] of a parallel block's events.
+    fn describe_parallel(&self) -> String {
+        match self {
             Event::LanesStarted {
                 step,
                 lanes,
@@ -474,23 +503,7 @@ impl Event {
                     count(outputs.len() as u64, "output")
                 )
             }
-            Event::Telemetry {
-                step,
-                node,
-                block,
-                lane,
-                body,
-            } => {
-                let from = match lane {
-                    Some(lane) => format!("{node}.{block} lane {lane}"),
-                    None => format!("{node}.{block}"),
-                };
-                let kind = body
-                    .get("type")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("event");
-                format!("[{step}] telemetry from {from}: {kind}")
-            }
+            _ => String::new(),
         }
     }
 }
