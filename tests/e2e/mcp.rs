@@ -408,13 +408,21 @@ fn waiting_workflow(gate: &Path) -> serde_json::Value {
     })
 }
 
-/// Whether some run holds a workspace lock under `home`.
-fn a_workspace_is_locked(home: &Path) -> bool {
-    std::fs::read_dir(home.join("locks")).is_ok_and(|entries| {
-        entries
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("workspace-"))
-    })
+/// Whether a process holds the lock of workspace `ws` (read from
+/// `/proc/locks`, without taking it).
+fn a_workspace_is_locked(ws: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(ws).unwrap().ino().to_string();
+    std::fs::read_to_string("/proc/locks")
+        .unwrap()
+        .lines()
+        .any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(1) == Some(&"FLOCK")
+                && fields
+                    .get(5)
+                    .is_some_and(|id| id.rsplit(':').next() == Some(inode.as_str()))
+        })
 }
 
 fn wait_until(what: &str, ok: impl Fn() -> bool) {
@@ -433,7 +441,6 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
     use std::io::{BufRead, Write};
     let scratch = tempfile::tempdir().unwrap();
     let ws = super::workspace_in(scratch.path());
-    let home = scratch.path().join("home");
     let workflows = scratch.path().join("workflows");
     std::fs::create_dir_all(&workflows).unwrap();
     let mcp_gate = scratch.path().join("mcp-go");
@@ -487,7 +494,7 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
     // The MCP run executes: a CLI run on its workspace is refused, busy.
     call(2, start.clone(), false);
     wait_until("the MCP run holds the workspace", || {
-        a_workspace_is_locked(&home)
+        a_workspace_is_locked(&ws)
     });
     let refused = super::command(scratch.path())
         .args([
@@ -519,7 +526,7 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
         "{done}"
     );
     assert!(
-        !a_workspace_is_locked(&home),
+        !a_workspace_is_locked(&ws),
         "the MCP run let go of the workspace"
     );
 
@@ -538,7 +545,7 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
         .spawn()
         .unwrap();
     wait_until("the CLI run holds the workspace", || {
-        a_workspace_is_locked(&home)
+        a_workspace_is_locked(&ws)
     });
     let start = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params":
         {"name": "workflow_start", "arguments": {"workflowId": "wait"}}});

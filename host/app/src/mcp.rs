@@ -22,12 +22,24 @@ use crate::plugins::{
 use crate::session_files::{Recorded, SessionFiles, SessionSink};
 use crate::workspace::Workspace;
 
+/// A workspace opened for runs, and the plugins loaded for it.
+#[derive(Clone)]
+struct Loaded {
+    workspace: Workspace,
+    plugins: Arc<PluginSet>,
+}
+
 /// Loads plugins once per (definition, workspace) and drives runs with
 /// them.
 pub struct McpExecutor {
     home: PathBuf,
     runtime: RuntimeChoice,
-    plugins: Mutex<HashMap<(String, PathBuf), Arc<PluginSet>>>,
+    /// By (pinned hash, workspace as named): the workspace, opened (checked
+    /// and resolved) once, and the plugins loaded for it.
+    plugins: Mutex<HashMap<(String, PathBuf), Loaded>>,
+    /// A connection to the store for reading runs' histories (session
+    /// files), opened when first needed.
+    store: Mutex<Option<Store>>,
 }
 
 impl McpExecutor {
@@ -36,22 +48,38 @@ impl McpExecutor {
             home,
             runtime,
             plugins: Mutex::new(HashMap::new()),
+            store: Mutex::new(None),
         }
     }
 
-    /// The plugins of `loaded`, whose pinned hash is `hash`, for runs in
-    /// `workspace`: loaded once, then found by the hash (a run's record
-    /// carries it, so an advance does not hash the definition again).
-    fn plugin_set(
+    /// The session files of branch `branch` of `run`, when its workflow
+    /// keeps them.
+    fn session_files(
         &self,
+        run: &RunRecord,
+        branch: u32,
         loaded: &LoadedWorkflow,
-        hash: &str,
-        workspace: &Workspace,
-    ) -> Result<Arc<PluginSet>, String> {
-        let key = (hash.to_string(), workspace.path().to_path_buf());
+    ) -> Option<SessionFiles> {
+        if !loaded.workflow.uses_session_files() {
+            return None;
+        }
+        let mut store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        if store.is_none() {
+            *store = Store::open_existing(&self.home).ok();
+        }
+        SessionFiles::load(store.as_ref()?, run, branch, &loaded.workflow)
+    }
+
+    /// The workspace `dir` opened and the plugins of `loaded` (whose
+    /// pinned hash is `hash`) for runs in it: done once, then found by the
+    /// hash (a run's record carries it, so an advance does not hash the
+    /// definition again).
+    fn loaded(&self, loaded: &LoadedWorkflow, hash: &str, dir: &Path) -> Result<Loaded, String> {
+        let key = (hash.to_string(), dir.to_path_buf());
         if let Some(found) = self.plugins.lock().expect("not poisoned").get(&key) {
             return Ok(found.clone());
         }
+        let workspace = Workspace::open(dir, &self.home, &self.runtime).map_err(|e| e.message)?;
         let runtime = start_runtime(
             &self.runtime,
             wfhost_exec::Executor::Local,
@@ -59,19 +87,16 @@ impl McpExecutor {
             None,
         )
         .map_err(|e| e.message)?;
-        let set = Arc::new(
+        let plugins = Arc::new(
             load_plugins(runtime, loaded, workspace.path(), Some(&self.home))
                 .map_err(|e| e.message)?,
         );
+        let found = Loaded { workspace, plugins };
         self.plugins
             .lock()
             .expect("not poisoned")
-            .insert(key, set.clone());
-        Ok(set)
-    }
-
-    fn workspace(&self, dir: &Path) -> Result<Workspace, String> {
-        Workspace::open(dir, &self.home, &self.runtime).map_err(|e| e.message)
+            .insert(key, found.clone());
+        Ok(found)
     }
 }
 
@@ -82,9 +107,8 @@ impl Executor for McpExecutor {
         workspace: &Path,
     ) -> Result<BTreeMap<String, String>, String> {
         let hash = PinnedDefinition::of(loaded).hash;
-        let workspace = self.workspace(workspace)?;
         Ok(plugin_digests(
-            &*self.plugin_set(loaded, &hash, &workspace)?,
+            &self.loaded(loaded, &hash, workspace)?.plugins,
         ))
     }
 
@@ -98,8 +122,8 @@ impl Executor for McpExecutor {
         sink: &'a mut dyn EventSink,
     ) -> Executing<'a> {
         Box::pin(async move {
-            let workspace = self.workspace(Path::new(&run.workspace))?;
-            let plugins = self.plugin_set(loaded, &run.workflow_hash, &workspace)?;
+            let Loaded { workspace, plugins } =
+                self.loaded(loaded, &run.workflow_hash, Path::new(&run.workspace))?;
             // Loaded by this process, perhaps after the run started in
             // another: the components must be the ones the run pinned.
             check_pinned_plugins(&run.id, &state.plugins, &plugin_digests(&plugins))
@@ -109,9 +133,7 @@ impl Executor for McpExecutor {
             let _lock = workspace
                 .lock(&run.id, &self.home, false)
                 .map_err(|e| e.message)?;
-            let files = Store::open_existing(&self.home)
-                .ok()
-                .and_then(|store| SessionFiles::load(&store, run, branch, &loaded.workflow));
+            let files = self.session_files(run, branch, loaded);
             let mut sink = SessionSink::new(Unstamped(sink), files);
             let wf = &loaded.workflow;
             let report = match answer {

@@ -12,8 +12,9 @@
 //! workspace directory while it executes, so two runs never write the same
 //! files at once. The lock is a `flock` on the directory itself (nothing is
 //! written into the workspace; the kernel releases it when the process
-//! dies), and the owner's run id and pid are noted under the wfhost home so
-//! that a refusal can name them.
+//! dies), and the holder's run id and pid are noted under the wfhost home
+//! (`locks/workspace-<hash>.owner`, overwritten by each holder) so that a
+//! refusal can name them.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -136,27 +137,27 @@ impl Workspace {
             ))
             .at(self.given.display().to_string()));
         }
-        if let Some(parent) = owner_file.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-        let _ = std::fs::write(&owner_file, format!("{run_id} {}\n", std::process::id()));
-        Ok(Some(WorkspaceLock {
-            _dir: dir,
-            owner_file,
-        }))
+        // The holder, for a refusal to name: rewritten only when another
+        // holder wrote it last (a file written, or made and removed, per
+        // hold costs more than the rest of a short hold, as an MCP advance
+        // is). Read only while the lock is held, so it names the holder.
+        let note = format!("{run_id} {}\n", std::process::id());
+        let written = match std::fs::read(&owner_file) {
+            Ok(found) if found == note.as_bytes() => Ok(()),
+            _ => owner_file
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| std::fs::write(&owner_file, &note)),
+        };
+        drop(written);
+        Ok(Some(WorkspaceLock { _dir: dir }))
     }
 }
 
-/// Held while a run executes in a workspace.
+/// Held while a run executes in a workspace (the kernel lets go of it
+/// when it is dropped, or when the process dies).
 pub struct WorkspaceLock {
     _dir: std::fs::File,
-    owner_file: PathBuf,
-}
-
-impl Drop for WorkspaceLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.owner_file);
-    }
 }
 
 fn owner_file(home: &Path, workspace: &Path) -> PathBuf {
