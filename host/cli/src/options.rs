@@ -56,3 +56,54 @@ impl From<OutputOptions> for crate::execute::Output {
         }
     }
 }
+
+/// What a job runner (`wfhost agent`, or each of `wfhost agents submit`'s)
+/// leases from and runs.
+#[derive(Args, Clone, Debug)]
+pub struct RunnerOptions {
+    /// The server's URL as the job runners reach it, e.g.
+    /// http://127.0.0.1:7464 (`/v1` is added when the URL has no path).
+    #[arg(long, value_name = "URL")]
+    pub server: String,
+    /// What a job runner runs: `wasm` (every block), `exec` (exec and agent
+    /// blocks as host processes), `container` (Docker), `slurm`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "wasm,exec",
+        value_name = "LIST"
+    )]
+    pub capabilities: Vec<String>,
+    /// How many jobs a job runner runs at once.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub concurrency: usize,
+    /// A file holding the job runner's bearer token (one of the server's
+    /// `agents` tokens), readable only by its owner (at the same path on
+    /// the nodes, for `agents submit`). Also $WFHOST_AGENT_TOKEN_FILE.
+    #[arg(long, env = "WFHOST_AGENT_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub cache: CacheOptions,
+}
+
+impl RunnerOptions {
+    /// The server, and the checks every job runner's options pass: known
+    /// capabilities, a concurrency of 1 to 256.
+    pub fn check(&self) -> Result<crate::jobs::Server, String> {
+        let server = crate::jobs::Server::parse(&self.server)?;
+        if let Some(bad) = self
+            .capabilities
+            .iter()
+            .find(|c| !crate::jobs::CAPABILITIES.contains(&c.as_str()))
+        {
+            return Err(format!(
+                "--capabilities: unknown capability `{bad}` (known: {})",
+                crate::jobs::CAPABILITIES.join(", ")
+            ));
+        }
+        if self.concurrency == 0 || self.concurrency > 256 {
+            return Err("--concurrency: 1 to 256".into());
+        }
+        Ok(server)
+    }
+}

@@ -4,8 +4,6 @@
 
 pub mod submit;
 
-use std::path::PathBuf;
-
 use clap::Args;
 
 use crate::{exit, report_error};
@@ -15,32 +13,12 @@ use wfhost_app::jobs::runner as agent;
 
 #[derive(Args)]
 pub struct AgentArgs {
-    /// The server's URL, e.g. http://127.0.0.1:7464 (`/v1` is added when
-    /// the URL has no path).
-    #[arg(long, value_name = "URL")]
-    server: String,
+    #[command(flatten)]
+    runner: crate::options::RunnerOptions,
     /// The agent's name in leases and job histories (default: the host
     /// name and the process id).
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
-    /// What this agent runs: `wasm` (every block), `exec` (exec and agent
-    /// blocks as host processes), `container` (Docker), `slurm`.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "wasm,exec",
-        value_name = "LIST"
-    )]
-    capabilities: Vec<String>,
-    /// How many jobs run at once.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    concurrency: usize,
-    /// A file holding the agent's bearer token (one of the server's
-    /// `agents` tokens), readable only by its owner. Also $WFHOST_AGENT_TOKEN_FILE.
-    #[arg(long, env = "WFHOST_AGENT_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    #[command(flatten)]
-    cache: crate::options::CacheOptions,
 }
 
 /// The capabilities an agent may claim.
@@ -116,22 +94,9 @@ pub fn agent(args: AgentArgs) -> u8 {
 }
 
 fn agent_config(args: AgentArgs) -> Result<agent::AgentConfig, String> {
-    let mut server = Server::parse(&args.server)?;
-    if let Some(file) = &args.token_file {
+    let mut server = args.runner.check()?;
+    if let Some(file) = &args.runner.token_file {
         server.token = Some(read_token(file)?);
-    }
-    if let Some(bad) = args
-        .capabilities
-        .iter()
-        .find(|c| !CAPABILITIES.contains(&c.as_str()))
-    {
-        return Err(format!(
-            "--capabilities: unknown capability `{bad}` (known: {})",
-            CAPABILITIES.join(", ")
-        ));
-    }
-    if args.concurrency == 0 || args.concurrency > 256 {
-        return Err("--concurrency: 1 to 256".into());
     }
     let name = args
         .name
@@ -139,10 +104,10 @@ fn agent_config(args: AgentArgs) -> Result<agent::AgentConfig, String> {
     Ok(agent::AgentConfig {
         server,
         name,
-        capabilities: args.capabilities,
-        concurrency: args.concurrency,
-        cache_dir: args.cache.cache_dir,
-        cache_disabled: args.cache.no_cache,
+        capabilities: args.runner.capabilities,
+        concurrency: args.runner.concurrency,
+        cache_dir: args.runner.cache.cache_dir,
+        cache_disabled: args.runner.cache.no_cache,
     })
 }
 

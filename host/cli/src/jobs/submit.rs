@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::{CAPABILITIES, Server, read_token};
+use super::read_token;
 use wfhost_app::jobs::submit::{
     Cache, MAX_AGENTS, Plan, absolute, batch_script, check_prefix, check_sbatch_args, check_value,
     sbatch, utf8,
@@ -39,9 +39,8 @@ pub struct SubmitArgs {
     /// How many agents: the tasks of one Slurm job array (1 to 1000).
     #[arg(long = "slurm", value_name = "N")]
     count: u32,
-    /// The server's URL as the nodes reach it, e.g. http://head-node:7464.
-    #[arg(long, value_name = "URL")]
-    server: String,
+    #[command(flatten)]
+    runner: crate::options::RunnerOptions,
     /// The Slurm partition (default: the cluster's default partition).
     #[arg(long, value_name = "PARTITION")]
     partition: Option<String>,
@@ -50,24 +49,6 @@ pub struct SubmitArgs {
     /// its job.
     #[arg(long, value_name = "LIMIT")]
     time: Option<String>,
-    /// What each agent runs (as `wfhost agent --capabilities`).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "wasm,exec",
-        value_name = "LIST"
-    )]
-    capabilities: Vec<String>,
-    /// How many jobs each agent runs at once.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    concurrency: usize,
-    /// The agents' token file (one of the server's `agents` tokens),
-    /// readable only by its owner, at the same path on the nodes. Also
-    /// $WFHOST_AGENT_TOKEN_FILE.
-    #[arg(long, env = "WFHOST_AGENT_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
-    #[command(flatten)]
-    cache: crate::options::CacheOptions,
     /// The agents are named `<NAME>-<array job id>_<task id>`.
     #[arg(long, default_value = "slurm", value_name = "NAME")]
     name_prefix: String,
@@ -149,25 +130,12 @@ fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
             args.count
         )));
     }
-    Server::parse(&args.server).map_err(bad)?;
-    if args.server.chars().any(char::is_control) {
+    args.runner.check().map_err(bad)?;
+    if args.runner.server.chars().any(char::is_control) {
         return Err(bad(format!(
             "--server {}: a URL without control characters",
-            args.server.escape_debug()
+            args.runner.server.escape_debug()
         )));
-    }
-    if let Some(unknown) = args
-        .capabilities
-        .iter()
-        .find(|c| !CAPABILITIES.contains(&c.as_str()))
-    {
-        return Err(bad(format!(
-            "--capabilities: unknown capability `{unknown}` (known: {})",
-            CAPABILITIES.join(", ")
-        )));
-    }
-    if args.concurrency == 0 || args.concurrency > 256 {
-        return Err(bad("--concurrency: 1 to 256".into()));
     }
     check_prefix(&args.name_prefix).map_err(bad)?;
     for (flag, value) in [("--partition", &args.partition), ("--time", &args.time)] {
@@ -179,7 +147,7 @@ fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
     let exe = std::env::current_exe()
         .map_err(|e| bad(format!("cannot tell which wfhost executable this is: {e}")))?;
     let exe = utf8("the wfhost executable", &exe).map_err(bad)?;
-    let token_file = match &args.token_file {
+    let token_file = match &args.runner.token_file {
         Some(file) => {
             // The nodes read it again; here it is checked as they will.
             read_token(file).map_err(bad)?;
@@ -187,7 +155,7 @@ fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
         }
         None => None,
     };
-    let cache = match (&args.cache.cache_dir, args.cache.no_cache) {
+    let cache = match (&args.runner.cache.cache_dir, args.runner.cache.no_cache) {
         (_, true) => Cache::Off,
         (Some(dir), false) => Cache::Dir(absolute("--cache-dir", dir).map_err(bad)?),
         (None, false) => Cache::Default,
@@ -208,11 +176,11 @@ fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
     Ok(Plan {
         count: args.count,
         exe,
-        server: args.server,
+        server: args.runner.server,
         partition: args.partition,
         time: args.time,
-        capabilities: args.capabilities,
-        concurrency: args.concurrency,
+        capabilities: args.runner.capabilities,
+        concurrency: args.runner.concurrency,
         token_file,
         cache,
         name_prefix: args.name_prefix,
