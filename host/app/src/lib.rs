@@ -23,6 +23,7 @@
 //! - [`gc`]: what dead run processes left behind, collected.
 //! - [`warnings`]: what a person should be told, through the surface.
 
+pub mod checks;
 pub mod gates;
 pub mod gc;
 pub mod home;
@@ -32,6 +33,7 @@ pub mod plugin_refs;
 pub mod plugins;
 pub mod run;
 pub mod session_files;
+pub mod start;
 pub mod telemetry;
 pub mod warnings;
 pub mod workspace;

@@ -1,29 +1,19 @@
-//! `wfhost run`: start a durable run of a workflow.
-//!
-//! The workflow is checked and its plugins admitted before the store is
-//! touched, so bad input leaves no trace. Then the normalized definition is
-//! pinned under its hash, the run's first event written, and the engine
-//! driven with the store as its log.
+//! `wfhost run`: start a durable run of a workflow — its arguments read
+//! into a [`RunSpec`], checked and recorded by `wfhost_app::start` (bad
+//! input leaves no trace), driven by `wfhost_app::run`, printed here.
 
 use std::path::PathBuf;
 
 use clap::Args;
-use wfhost_core::formats;
-use wfhost_core::manifest;
-use wfhost_core::manifest::pinning::PinnedDefinition;
-use wfhost_core::run::engine::{self, RunOptions};
-use wfhost_core::run::state::RunState;
-use wfhost_store::RunRecord;
-
 use wfhost_app::AppError;
-use wfhost_app::plugins::plugin_digests;
+use wfhost_app::checks::signal_warnings;
 use wfhost_app::session_files::{SessionFiles, SessionSink};
-use wfhost_app::workspace::Workspace;
+use wfhost_app::start::{NewRun, Recorded, Recording};
 use wfhost_protocol::Accepted;
 
-use crate::execute::{Entry, Output, Prepared, PrintingSink, execute, print_loads};
+use crate::execute::{Entry, Output, PrintingSink, execute, print_loads};
 use crate::options::{CacheOptions, OutputOptions};
-use crate::{Global, RuntimeChoice, builtin_names, fail, load_plugins, start_runtime};
+use crate::{Global, RuntimeChoice, fail};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -145,50 +135,6 @@ pub fn run(args: RunArgs, global: &Global) -> u8 {
     start(args.into(), global, &mut |_| {}).unwrap_or_else(fail)
 }
 
-/// A workflow checked for a new run: nothing is recorded yet.
-struct Checked {
-    workflow: manifest::LoadedWorkflow,
-    inputs: wfhost_core::run::inputs::Inputs,
-    workspace: Workspace,
-    plugins: wfhost_runtime::PluginSet,
-}
-
-/// Check everything a new run needs — the workflow, its inputs, the
-/// workspace, the secrets, the plugins — touching nothing.
-fn check(spec: &RunSpec, home: &std::path::Path) -> Result<Checked, AppError> {
-    let place = || spec.manifest.display().to_string();
-    let workflow = formats::load(&spec.manifest, &builtin_names())
-        .map_err(|errors| AppError::bad_input(errors).at(place()))?;
-    crate::validate::slurm_options(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
-    crate::validate::agent_presets(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
-    let inputs = match &spec.inputs {
-        InputSource::Args { file, set } => {
-            crate::inputs::read(&workflow.workflow, file.as_deref(), set)
-        }
-        InputSource::Given(given) => wfhost_core::run::inputs::resolve(
-            workflow.workflow.inputs.as_ref(),
-            given.clone().map(serde_json::Value::Object),
-            Vec::new(),
-        ),
-    }
-    .map_err(|e| AppError::bad_input(e).at("inputs"))?;
-    let given = chosen_workspace(spec.workspace.as_deref(), &workflow)?;
-    let workspace = Workspace::open(&given, home, &spec.runtime)?;
-    // A secret set nowhere stops the run before anything is recorded (a
-    // run for `wfhost serve` resolves them where its jobs run).
-    if !wfhost_app::run::blocks_as_jobs() {
-        crate::secret::check_references(&workflow, Some(home))?;
-    }
-    let runtime = start_runtime(&spec.runtime, spec.executor.clone(), Some(home))?;
-    let plugins = load_plugins(runtime, &workflow, workspace.path(), Some(home))?;
-    Ok(Checked {
-        workflow,
-        inputs,
-        workspace,
-        plugins,
-    })
-}
-
 /// Start a run of `spec`: checked first (bad input leaves no trace), then
 /// recorded — `accepted` is told once the run is durable — then driven to
 /// where it comes to rest; returns the exit code of that.
@@ -198,15 +144,25 @@ pub fn start(
     accepted: &mut dyn FnMut(&Accepted),
 ) -> Result<u8, AppError> {
     let home = global.app_home()?;
-    let Checked {
-        workflow,
-        inputs,
-        workspace,
-        plugins,
-    } = check(&spec, &home)?;
+    let new = NewRun {
+        manifest: &spec.manifest,
+        workspace: spec.workspace.as_deref(),
+        runtime: &spec.runtime,
+        executor: spec.executor.clone(),
+        slurm_watcher: Some(crate::progress::slurm_watcher()),
+    };
+    let checked = wfhost_app::start::check(new, &home, |workflow| match &spec.inputs {
+        InputSource::Args { file, set } => crate::inputs::read(workflow, file.as_deref(), set),
+        InputSource::Given(given) => wfhost_core::run::inputs::resolve(
+            workflow.inputs.as_ref(),
+            given.clone().map(serde_json::Value::Object),
+            Vec::new(),
+        ),
+    })?;
     let output = spec.output;
-    print_loads(&plugins, output);
-    for w in crate::validate::signal_warnings(&workflow.workflow, &plugins) {
+    print_loads(&checked.plugins, output);
+    let workflow = &checked.workflow;
+    for w in signal_warnings(&workflow.workflow, &checked.plugins) {
         eprintln!(
             "warning: {}: {}: {}",
             workflow.file.display(),
@@ -214,63 +170,34 @@ pub fn start(
             w.message
         );
     }
-
     // Everything is checked: only now does the run touch the store.
     let mut store = global.app_store()?;
-    let pin = PinnedDefinition::of(&workflow);
-    let now = wfhost_store::time::now_ms();
-    let record = RunRecord {
-        id: spec
-            .run_id
-            .clone()
-            .unwrap_or_else(|| wfhost_store::new_run_id(now)),
-        workflow_id: workflow.workflow.id.clone(),
-        workflow_hash: pin.hash.clone(),
-        manifest: std::path::absolute(&workflow.file)
-            .unwrap_or_else(|_| workflow.file.clone())
-            .display()
-            .to_string(),
-        workspace: workspace.absolute().display().to_string(),
-        created_at: now,
+    let how = Recording {
+        run_id: spec.run_id,
+        max_steps: spec.max_steps,
+        session: spec.session,
+        shared_workspace: spec.shared_workspace,
     };
-    let mut options = RunOptions::new(record.id.clone());
-    options.max_steps = spec.max_steps;
-    options.workflow_hash = pin.hash.clone();
-    options.plugins = plugin_digests(&plugins);
-    options.default_executor = match &spec.executor {
-        wfhost_exec::Executor::Local => String::new(),
-        other => other.to_string(),
-    };
-    options.inputs = inputs;
-    let started = engine::started_event(&workflow.workflow, &options);
-    let lock = store
-        .lock_run(&record.id)
-        .map_err(wfhost_app::store_error)?;
-    let workspace_lock = workspace.lock(&record.id, store.home(), spec.shared_workspace)?;
-    store
-        .create_run_in(&record, &pin.json, &started, spec.session.as_ref())
-        .map_err(wfhost_app::store_error)?;
+    let Recorded {
+        record,
+        state,
+        prepared,
+        lock,
+    } = wfhost_app::start::record(&mut store, checked, how)?;
     accepted(&Accepted { branch: Some(1) });
     if !output.json {
         println!(
             "run {} of {} ({}) in {}",
             record.id,
-            workflow.workflow.id,
-            workflow.file.display(),
-            plugins.workspace().display()
+            prepared.loaded.workflow.id,
+            prepared.loaded.file.display(),
+            prepared.plugins.workspace().display()
         );
     }
-    let state = RunState::start(&started).map_err(AppError::failed)?;
-    let files = SessionFiles::load(&store, &record, 1, &workflow.workflow);
+    let files = SessionFiles::load(&store, &record, 1, &prepared.loaded.workflow);
     let writer = store
         .writer(&record.id, 1)
         .map_err(wfhost_app::store_error)?;
-    let prepared = Prepared {
-        loaded: workflow,
-        plugins,
-        workspace,
-        workspace_lock,
-    };
     let code = execute(
         &prepared,
         &record,
@@ -279,24 +206,6 @@ pub fn start(
     );
     drop(lock);
     Ok(code)
-}
-
-/// The workspace a run uses: `--workspace`, else the manifest's
-/// `workspace` (relative to the manifest). Never a silent default.
-fn chosen_workspace(
-    flag: Option<&std::path::Path>,
-    workflow: &manifest::LoadedWorkflow,
-) -> Result<PathBuf, AppError> {
-    if let Some(dir) = flag {
-        return Ok(dir.to_path_buf());
-    }
-    match &workflow.workflow.workspace {
-        Some(dir) => Ok(workflow.base_dir().join(dir)),
-        None => Err(AppError::bad_input(format!(
-            "no workspace: pass --workspace DIR (the directory the blocks work in), or name one in {} (\"workspace\": \"DIR\", relative to the manifest)",
-            workflow.file.display()
-        ))),
-    }
 }
 
 fn run_id(id: &str) -> Result<wfhost_store::RunId, String> {

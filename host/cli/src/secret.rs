@@ -82,37 +82,3 @@ pub fn secret(args: SecretArgs, global: &Global) -> u8 {
         },
     }
 }
-
-/// The `{"secret": NAME}` references of `workflow` that are set nowhere
-/// (neither in the home nor in wfhost's environment): each reported with
-/// its JSON pointer. `Err` with the exit code when one is missing or
-/// malformed.
-pub fn check_references(
-    workflow: &wfhost_core::manifest::LoadedWorkflow,
-    home: Option<&std::path::Path>,
-) -> Result<(), wfhost_app::AppError> {
-    use wfhost_core::policy::secrets::SecretSource;
-    let file = workflow.file.display();
-    let refs =
-        wfhost_core::policy::secrets::references(&workflow.workflow).map_err(|(pointer, e)| {
-            wfhost_app::AppError::bad_input(format!("{file}: {pointer}: {e}")).at(pointer)
-        })?;
-    let source: Box<dyn SecretSource> = match home {
-        Some(home) => Box::new(HomeSecrets::new(home)),
-        None => Box::new(wfhost_core::policy::secrets::EnvSecrets),
-    };
-    let missing: Vec<String> = refs
-        .iter()
-        .filter(|r| source.get(&r.name).is_none())
-        .map(|r| {
-            format!(
-                "{file}: {}: secret `{}` is not set: `wfhost secret set {}` (value on stdin), or set {} in wfhost's environment",
-                r.pointer, r.name, r.name, r.name
-            )
-        })
-        .collect();
-    match missing.is_empty() {
-        true => Ok(()),
-        false => Err(wfhost_app::AppError::bad_input(missing.join("\n"))),
-    }
-}
