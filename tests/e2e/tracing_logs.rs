@@ -75,6 +75,13 @@ fn wfhost_log_writes_the_runs_spans_to_stderr_and_leaves_stdout_alone() {
     let log = stderr(&traced);
     let run_span = format!("run{{run_id={traced_id} workflow=hello}}");
     assert!(log.lines().any(|l| l.contains(&run_span)), "{log}");
+    // The process that drives it, with the branch, around the engine's.
+    let drive_span = format!("drive{{run_id={traced_id} branch=1 pid=");
+    assert!(
+        log.lines()
+            .any(|l| l.contains(&drive_span) && l.contains(&run_span)),
+        "{log}"
+    );
     assert!(
         log.lines().any(|l| l.contains(&run_span)
             && l.contains("block{node=main block=greet step=0 attempt=1}")),

@@ -109,6 +109,16 @@ pub fn drive<S: EventSink + Recorded>(
         .enable_all()
         .build()
         .map_err(|e| AppError::internal(format!("cannot start the async runtime: {e}")))?;
+    // The engine's `run` span goes under this one, which names the branch
+    // and the process, so a run is followed across the processes that
+    // drive it (a crash, a resume, a gate answered elsewhere).
+    let _span = tracing::info_span!(
+        "drive",
+        run_id = %run.id,
+        branch,
+        pid = std::process::id(),
+    )
+    .entered();
     let wf = &prepared.loaded.workflow;
     let plugins = &prepared.plugins;
     if let Some(folder) = sink.session_folder() {
