@@ -392,6 +392,10 @@ impl<S: EventSink + Recorded> EventSink for SessionSink<S> {
     fn new_gate_id(&mut self) -> Result<String, SinkError> {
         self.inner.new_gate_id()
     }
+
+    fn new_gate_ids(&mut self, n: usize) -> Result<Vec<String>, SinkError> {
+        self.inner.new_gate_ids(n)
+    }
 }
 
 #[cfg(test)]
