@@ -466,3 +466,31 @@ fn the_event_stream_carries_a_running_blocks_output_when_asked() {
     let events = run_events(scratch.path(), &run);
     assert!(events.len() < 10, "{events:#?}");
 }
+
+/// SIGTERM stops an idle server at once, local agents and all: their
+/// lease's long poll does not hold the stop (it held it for up to 20 s).
+#[test]
+fn an_idle_server_with_local_agents_stops_at_once_on_sigterm() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut served = serve_with(scratch.path(), &["--local-agents", "2"]);
+    // Let the agents start their long polls.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let asked = std::time::Instant::now();
+    // SAFETY: kill(2) on the server process this test started.
+    assert_eq!(
+        unsafe { libc::kill(served.child.id() as i32, libc::SIGTERM) },
+        0
+    );
+    let deadline = asked + std::time::Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still serving 5 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}

@@ -105,8 +105,10 @@ pub(crate) async fn lease(
     tracing::Span::current().record("agent", body.agent.as_str());
     let lease_ms = state.lease.as_millis() as i64;
     let stores = state.stores.clone();
+    let stopping = state.stopping.clone();
     // The wait is a loop of cheap reads on one connection (a millisecond
-    // apart), on the blocking pool: jobs are queued by other processes.
+    // apart), on the blocking pool: jobs are queued by other processes. A
+    // server that begins to stop answers "no job" at once.
     blocking(move || {
         let deadline = std::time::Instant::now() + Duration::from_millis(body.wait_ms);
         let mut store = None;
@@ -119,7 +121,9 @@ pub(crate) async fn lease(
             {
                 return Ok(Json(answer));
             }
-            if std::time::Instant::now() >= deadline {
+            if std::time::Instant::now() >= deadline
+                || stopping.load(std::sync::atomic::Ordering::Relaxed)
+            {
                 return Ok(Json(json!({"job": null, "server_now_ms": now_ms()})));
             }
             std::thread::sleep(Duration::from_millis(1));

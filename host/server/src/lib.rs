@@ -73,6 +73,9 @@ pub(crate) struct AppState {
     pub changes: tokio::sync::watch::Receiver<u64>,
     pub runner: Option<Arc<dyn RunService>>,
     pub lease: std::time::Duration,
+    /// Set when the server begins to stop: waits under way (a lease's long
+    /// poll) end at once, so that stopping does not wait for them.
+    pub stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ServerConfig {
@@ -103,6 +106,7 @@ impl AppState {
             changes: changes::watch(config.home.clone()),
             runner: config.runner.clone(),
             lease: config.lease,
+            stopping: Arc::default(),
         }
     }
 }
@@ -188,7 +192,12 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
         eprintln!("note: {note}");
     }
     let tokens = config.tokens.clone().map(Arc::new);
-    conn::serve(listener, routes(state, &config), tokens, limits, shutdown()).await;
+    let stopping = Arc::clone(&state.stopping);
+    let stop = async move {
+        shutdown().await;
+        stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    conn::serve(listener, routes(state, &config), tokens, limits, stop).await;
     reconcile.abort();
     Ok(())
 }

@@ -55,6 +55,23 @@ use crate::policy::exec::{ExecSpec, PolicyViolation};
 use crate::run::event::Outcome;
 use crate::run::state::{Phase, RunState};
 
+/// The translated manifest's description: the goal (the request's intent,
+/// else the graph's), else the graph's description, else its name.
+fn describe(request: &StageGraphRequest) -> String {
+    let goal = |intent: &Option<Intent>| intent.as_ref().and_then(|i| i.goal.clone());
+    let graph = &request.workflow;
+    let named = |text: String| match &graph.name {
+        Some(name) if !text.contains(name.as_str()) => format!("{name}: {text}"),
+        _ => text,
+    };
+    goal(&request.intent)
+        .or_else(|| goal(&graph.intent))
+        .or_else(|| graph.description.clone())
+        .map(named)
+        .or_else(|| graph.name.clone())
+        .unwrap_or_else(|| "A workflow translated from the stage-graph form.".into())
+}
+
 /// The node of the translated manifest that holds every stage's block.
 pub const NODE: &str = "main";
 /// The id of translated manifests.
@@ -81,10 +98,20 @@ pub struct Intent {
     pub goal: Option<String>,
 }
 
-/// The stages and the edges between them.
+/// The stages and the edges between them, with what the graph is called
+/// and for (as a stage/job daemon's payloads write them).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StageGraph {
+    /// A name for people.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What the graph does, for people.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its intent, as the request's `intent` (which wins when both say).
+    #[serde(default)]
+    pub intent: Option<Intent>,
     pub nodes: Vec<Stage>,
     #[serde(default)]
     pub edges: Vec<Edge>,
@@ -530,11 +557,7 @@ fn manifest(request: &StageGraphRequest, plan: &[Planned<'_>]) -> Result<Value, 
         };
         blocks.insert(planned.stage.id.clone(), block);
     }
-    let description = request
-        .intent
-        .as_ref()
-        .and_then(|i| i.goal.clone())
-        .unwrap_or_else(|| "A workflow translated from the stage-graph form.".into());
+    let description = describe(request);
     let mut manifest = json!({
         "id": WORKFLOW_ID,
         "version": "1.0.0",
@@ -827,6 +850,29 @@ mod tests {
             .find(|(s, _)| s == signal)
             .map(|(_, a)| a)
             .unwrap_or_else(|| panic!("{block} has no transition for {signal}"))
+    }
+
+    #[test]
+    fn a_graphs_name_description_and_intent_are_read_as_daemons_write_them() {
+        let mut g = three_stages();
+        g["workflow"]["name"] = json!("release");
+        g["workflow"]["description"] = json!("Build, approve, test.");
+        g["workflow"]["intent"] = json!({"goal": "ship it"});
+        let describe = |g: &Value| {
+            let t = translate(g).unwrap();
+            checked(&t.manifest).description.unwrap_or_default()
+        };
+        // The request's intent wins, named.
+        assert_eq!(describe(&g), "release: build, approve and test the app");
+        g.as_object_mut().unwrap().remove("intent");
+        assert_eq!(describe(&g), "release: ship it");
+        g["workflow"].as_object_mut().unwrap().remove("intent");
+        assert_eq!(describe(&g), "release: Build, approve, test.");
+        g["workflow"].as_object_mut().unwrap().remove("description");
+        assert_eq!(describe(&g), "release");
+        // Still strict about what it does not know.
+        g["workflow"]["title"] = json!("x");
+        assert_eq!(translate(&g).unwrap_err().pointer, "/workflow/title");
     }
 
     #[test]
