@@ -681,6 +681,8 @@ fn a_stage_graph_runs_as_a_workflow_with_the_stage_statuses() {
     let project = workspace_in(scratch.path());
     let graph = json!({
         "workflow": {
+            "name": "release",
+            "description": "build, approve, publish",
             "nodes": [
                 {"id": "build", "type": "exec_block", "exec": {"commands": [{"name": "make", "argv": ["true"]}]}},
                 {"id": "approve", "type": "gate", "config": {"requires_approval": true, "message": "ship it?"}},
@@ -713,22 +715,52 @@ fn a_stage_graph_runs_as_a_workflow_with_the_stage_statuses() {
         statuses(&shown),
         ["build=succeeded", "approve=needs_human", "publish=pending"]
     );
+    // The gate answers to its stage's id as well as to its gate id.
     let gate = shown["gates"][0]["gate_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{shown}"))
         .to_string();
     let (status, body) = http_post(
         &served.addr,
-        &format!("/v1/runs/{run}/gates/{gate}"),
+        &format!("/v1/runs/{run}/gates/approve"),
         &json!({"answer": "approved"}),
     );
     assert_eq!(status, 202, "{body}");
+    assert_eq!(body["gate"], gate.as_str(), "{body}");
     let shown = await_status(&served.addr, &run, "succeeded");
     assert_eq!(
         statuses(&shown),
         ["build=succeeded", "approve=succeeded", "publish=succeeded"]
     );
 
+    // Changes requested end the run: the stage after the gate is never
+    // reached, so it is skipped.
+    let (status, body) = http_post(&served.addr, "/v1/runs", &graph);
+    assert_eq!(status, 202, "{body}");
+    let rejected = body["run_id"].as_str().unwrap().to_string();
+    await_status(&served.addr, &rejected, "waiting");
+    let (status, body) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{rejected}/gates/{gate}"),
+        &json!({"answer": "changes-requested:not yet"}),
+    );
+    assert_eq!(status, 202, "{body}");
+    let shown = await_status(&served.addr, &rejected, "failed");
+    assert_eq!(
+        statuses(&shown),
+        ["build=succeeded", "approve=failed", "publish=skipped"]
+    );
+    // A name that is neither a gate nor a stage waiting at one.
+    let (status, body) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{run}/gates/build"),
+        &json!({"answer": "approved"}),
+    );
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (409, Some("not_waiting")),
+        "{body}"
+    );
     // A graph that does not translate: 400 naming the stage.
     let bad = json!({
         "workflow": {"nodes": [{"id": "sh", "type": "exec_block", "exec": {"commands": [{"name": "x", "argv": ["bash", "-c", "true"]}]}}], "edges": []},

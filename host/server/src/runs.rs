@@ -342,20 +342,26 @@ fn stage_statuses(
     run_id: &wfhost_store::RunId,
     state: &wfhost_core::run::state::RunState,
 ) -> Value {
-    use wfhost_core::formats::stage_graph::{StageInfo, stage_statuses};
-    let file = home
-        .join("serve-manifests")
-        .join(format!("{run_id}.stages.json"));
-    let Ok(bytes) = wfhost_core::workspace::regular_file::read_regular(&file, 1 << 20) else {
+    let Some(stages) = stages(home, run_id) else {
         return Value::Null;
     };
-    let Ok(stages) = serde_json::from_slice::<Vec<StageInfo>>(&bytes) else {
-        return Value::Null;
-    };
-    stage_statuses(&stages, state)
+    wfhost_core::formats::stage_graph::stage_statuses(&stages, state)
         .into_iter()
         .map(|(id, status)| json!({"id": id, "status": status}))
         .collect()
+}
+
+/// The stages of a run started from a stage graph (kept beside its
+/// translated manifest), or None.
+pub(crate) fn stages(
+    home: &std::path::Path,
+    run_id: &wfhost_store::RunId,
+) -> Option<Vec<wfhost_core::formats::stage_graph::StageInfo>> {
+    let file = home
+        .join("serve-manifests")
+        .join(format!("{run_id}.stages.json"));
+    let bytes = wfhost_core::workspace::regular_file::read_regular(&file, 1 << 20).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// `GET /v1/runs/{id}/report?branch=N`: the branch as a Markdown report

@@ -191,11 +191,32 @@ impl Answer {
     }
 }
 
-fn gate_open(store: &Store, run_id: &str, gate: &str) -> Result<bool, ApiError> {
-    Ok(store
+/// The id of the open gate of run `run_id` that `named` names: its gate
+/// id, or — for a run started from a stage graph — the id of the gate
+/// stage waiting at it. None when no open gate answers to it.
+fn open_gate_id(
+    store: &Store,
+    home: &std::path::Path,
+    run_id: &RunId,
+    named: &str,
+) -> Result<Option<String>, ApiError> {
+    let open: Vec<_> = store
         .open_gates()?
-        .iter()
-        .any(|g| g.run_id == run_id && g.gate_id == gate))
+        .into_iter()
+        .filter(|g| g.run_id == run_id.as_str())
+        .collect();
+    if let Some(gate) = open.iter().find(|g| g.gate_id == named) {
+        return Ok(Some(gate.gate_id.clone()));
+    }
+    let Some(stage) = crate::runs::stages(home, run_id)
+        .and_then(|stages| stages.into_iter().find(|s| s.id == named))
+    else {
+        return Ok(None);
+    };
+    Ok(open
+        .into_iter()
+        .find(|g| g.node == stage.node && g.block == stage.block)
+        .map(|g| g.gate_id))
 }
 
 /// `POST /v1/runs/{id}/gates/{gate}`: answer a waiting gate; the run goes
@@ -207,18 +228,18 @@ pub async fn answer_gate(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     runner(&state)?;
     let (run, g) = (id.clone(), gate.clone());
-    let record = with_store(&state.stores, None, move |store| {
+    let home = state.stores.home().to_path_buf();
+    let (record, gate) = with_store(&state.stores, None, move |store| {
         let record = exact_run(store, &run)?;
-        if gate_open(store, &run, &g)? {
-            Ok(record)
-        } else {
-            Err(ApiError::new(
+        match open_gate_id(store, &home, &record.id, &g)? {
+            Some(gate) => Ok((record, gate)),
+            None => Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "not_waiting",
                 format!(
                     "run {run} is not waiting at gate `{g}`; GET /v1/gates lists the open ones"
                 ),
-            ))
+            )),
         }
     })
     .await?;

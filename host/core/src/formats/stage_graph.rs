@@ -735,7 +735,8 @@ fn gate_block(stage: &Stage, next: &str) -> Value {
 ///
 /// The run is a chain, so one stage is current (where the run is, or where
 /// it failed), the stages before it that ran `succeeded` and those after
-/// it are `pending`; skipped gates are always `skipped`. The current stage
+/// it `pending` — `skipped` once the run has finished and will never reach
+/// them; skipped gates are always `skipped`. The current stage
 /// is `running` while its block executes, is due again (a retry) or awaits
 /// its transition, `pending` when it is due for the first time,
 /// `needs_human` at its gate. RunState keeps no per-block outcome, so a
@@ -744,6 +745,9 @@ fn gate_block(stage: &Stage, next: &str) -> Value {
 /// completed block: a run cancelled between two stages blames the earlier.
 pub fn stage_statuses(stages: &[StageInfo], state: &RunState) -> Vec<(String, &'static str)> {
     let (current, now) = current_stage(stages, state);
+    // A finished run reaches no more stages: those it did not reach are
+    // skipped, not pending.
+    let finished = matches!(state.phase, Phase::Finished(_));
     stages
         .iter()
         .enumerate()
@@ -754,6 +758,7 @@ pub fn stage_statuses(stages: &[StageInfo], state: &RunState) -> Vec<(String, &'
                 Some(c) if c == i => now,
                 Some(c) if i < c && ran => "succeeded",
                 None if ran => "succeeded",
+                _ if finished => "skipped",
                 _ => "pending",
             };
             (stage.id.clone(), status)
@@ -1234,9 +1239,10 @@ mod tests {
             reason: "changes requested at gate `approve`".into(),
         };
         took(&mut rejected, 1, fail, None);
+        // The run ended at the gate: the stage after it is never reached.
         assert_eq!(
             statuses(&stages, &rejected),
-            ["succeeded", "failed", "pending"]
+            ["succeeded", "failed", "skipped"]
         );
         let approved = Event::GateAnswered {
             gate_id: "UD-1".into(),
