@@ -387,6 +387,36 @@ pub(crate) async fn definition(
     ))
 }
 
+/// A job as the API shows it: the store's record, with `outcome` — what
+/// the block came to, apart from the lease's `state` (a job whose command
+/// failed was still run and completed): `succeeded` when its block
+/// signalled `SIGNAL:SUCCESS`, `failed` when it signalled anything else or
+/// could not run, null while it is not final or was cancelled.
+fn view(job: &wfhost_store::Job) -> Value {
+    let mut shown = serde_json::to_value(job).unwrap_or(Value::Null);
+    shown["outcome"] = match outcome(job) {
+        Some(outcome) => Value::from(outcome),
+        None => Value::Null,
+    };
+    shown
+}
+
+fn outcome(job: &wfhost_store::Job) -> Option<&'static str> {
+    use wfhost_store::JobState;
+    match job.state {
+        JobState::Queued | JobState::Leased | JobState::Cancelled => None,
+        JobState::Failed => Some("failed"),
+        JobState::Succeeded => {
+            let result: Value = serde_json::from_str(job.result.as_deref()?).ok()?;
+            let signal = result.pointer("/output/signal").and_then(Value::as_str);
+            Some(match signal {
+                Some("SIGNAL:SUCCESS") => "succeeded",
+                _ => "failed",
+            })
+        }
+    }
+}
+
 /// `GET /v1/jobs/{id}`: a job and its history.
 pub(crate) async fn show(
     State(state): State<AppState>,
@@ -398,7 +428,7 @@ pub(crate) async fn show(
             .ok_or_else(|| ApiError::not_found(format!("no job {id}")))?;
         let history = store.job_history(id)?;
         Ok(Json(
-            json!({"job": job, "history": history, "server_now_ms": now_ms()}),
+            json!({"job": view(&job), "history": history, "server_now_ms": now_ms()}),
         ))
     })
     .await
@@ -423,6 +453,7 @@ pub(crate) async fn of_run(
         exact_run(store, &id)?;
         let jobs = store.jobs_of_run(&id, query.after.unwrap_or(0), limit)?;
         let next = (jobs.len() == limit as usize).then(|| jobs.last().map(|j| j.id));
+        let jobs: Vec<Value> = jobs.iter().map(view).collect();
         Ok(Json(
             json!({"jobs": jobs, "next_after": next.flatten(), "server_now_ms": now_ms()}),
         ))

@@ -332,7 +332,8 @@ fn job_schemas() -> Value {
                     "id": {"type": "integer"}, "run_id": {"type": "string"}, "branch": {"type": "integer"}, "step": {"type": "integer"},
                     "lane": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
                     "requires": {"type": "array", "items": {"type": "string"}},
-                    "state": {"enum": ["queued", "leased", "succeeded", "failed", "cancelled"]},
+                    "state": {"enum": ["queued", "leased", "succeeded", "failed", "cancelled"], "description": "The lease's: `succeeded` once a job runner ran it and reported back, whatever the block came to."},
+                    "outcome": {"enum": ["succeeded", "failed", null], "description": "What the block came to: `succeeded` when it signalled SIGNAL:SUCCESS, `failed` otherwise; null while the job is not final or was cancelled."},
                     "attempt": {"type": "integer"}, "agent": {"type": ["string", "null"]},
                     "expires_at_ms": {"type": ["integer", "null"]}, "created_at_ms": {"type": "integer"}
                 }},

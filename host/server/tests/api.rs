@@ -841,12 +841,17 @@ fn the_application_layers_errors_become_statuses_by_their_kind() {
 
 /// A queued job of run `run`; its id.
 fn queue_job(home: &Path, run: &str) -> i64 {
+    queue_job_at(home, run, 7)
+}
+
+/// A queued job of run `run` for the block at `step`; its id.
+fn queue_job_at(home: &Path, run: &str, step: u64) -> i64 {
     let mut store = Store::open(home, Durability::Normal).unwrap();
     let needs = vec!["wasm".to_string()];
     let job = wfhost_store::NewJob {
         run_id: run,
         branch: 1,
-        step: 7,
+        step,
         lane: "",
         node: "main",
         block: "a",
@@ -947,6 +952,8 @@ fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
     assert_eq!(status, 200, "{body}");
     let shown: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(shown["job"]["state"], "succeeded");
+    // Run and completed, but its output signalled no success.
+    assert_eq!(shown["job"]["outcome"], "failed", "{shown}");
     let kinds: Vec<&str> = shown["history"]
         .as_array()
         .unwrap()
@@ -954,6 +961,46 @@ fn agents_lease_and_complete_under_a_fence_with_their_own_tokens() {
         .map(|e| e["kind"].as_str().unwrap())
         .collect();
     assert_eq!(kinds, ["queued", "leased", "succeeded", "refused"]);
+}
+
+/// A job's `outcome` is what its block came to, apart from the lease's
+/// `state`: a block whose command failed was still run and completed.
+#[test]
+fn a_jobs_outcome_is_what_its_block_came_to() {
+    let home = tempfile::tempdir().unwrap();
+    let run = "run-20260101-000000-000a0c";
+    add_run(home.path(), run, "w", 1, false);
+    let ok = queue_job_at(home.path(), run, 1);
+    let failing = queue_job_at(home.path(), run, 2);
+    let server = start(home.path(), None);
+    let send = |method: &str, path: &str, body: &str| -> Value {
+        let (status, text) = request(server.addr, method, path, &[], body.as_bytes());
+        assert_eq!(status, 200, "{path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    };
+    let ask = r#"{"agent": "a1", "capabilities": ["wasm"], "wait_ms": 2000}"#;
+    for (id, signal) in [(ok, "SIGNAL:SUCCESS"), (failing, "SIGNAL:EXEC_FAILED")] {
+        let leased = send("POST", "/v1/agent/lease", ask);
+        assert_eq!(leased["job"]["id"], id, "{leased}");
+        let token = leased["job"]["token"].as_str().unwrap();
+        let body = json!({"attempt": 1, "token": token, "succeeded": true,
+            "result": {"output": {"signal": signal}}});
+        send(
+            "POST",
+            &format!("/v1/jobs/{id}/complete"),
+            &body.to_string(),
+        );
+    }
+    let jobs = send("GET", &format!("/v1/runs/{run}/jobs"), "");
+    let shown: Vec<(&str, &str)> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["state"].as_str().unwrap(), j["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(shown, [("succeeded", "succeeded"), ("succeeded", "failed")]);
+    let one = send("GET", &format!("/v1/jobs/{ok}"), "");
+    assert_eq!(one["job"]["outcome"], "succeeded", "{one}");
 }
 
 #[test]
