@@ -275,6 +275,21 @@ pub fn schema(schema: &serde_json::Value) -> Result<jsonschema::Validator, Strin
         .map_err(|e| e.to_string())
 }
 
+/// A builder for a regular expression written for JavaScript's `RegExp`
+/// (a WorkRail file's validation `pattern` or `matches` condition):
+/// look-around and backreferences allowed, as there, so matching may
+/// backtrack — at most [`MAX_REGEX_BACKTRACKS`] times per match, after
+/// which the match fails with an error — and the parts without them
+/// compiled within the bounds of [`regex`].
+pub fn backtracking_regex(pattern: &str) -> fancy_regex::RegexBuilder {
+    let mut builder = fancy_regex::RegexBuilder::new(pattern);
+    builder
+        .backtrack_limit(MAX_REGEX_BACKTRACKS)
+        .delegate_size_limit(MAX_REGEX_BYTES)
+        .delegate_dfa_size_limit(MAX_REGEX_DFA_BYTES);
+    builder
+}
+
 /// A builder for a regular expression from a manifest, a WorkRail file or
 /// an agent: its compiled program, its lazy DFA and its nesting bounded.
 pub fn regex(pattern: &str) -> regex::RegexBuilder {

@@ -44,7 +44,8 @@ pub enum Test {
     Contains(String),
     StartsWith(String),
     EndsWith(String),
-    Matches(regex::Regex),
+    /// A JavaScript-style pattern (look-around allowed), case-insensitive.
+    Matches(fancy_regex::Regex),
     In(Vec<Value>),
 }
 
@@ -194,7 +195,7 @@ fn parse_test(op: &str, value: &Value, at: &str) -> Result<Test, ConditionError>
             let Some(pattern) = value.as_str() else {
                 return Err((at.into(), "`matches` takes a regular expression".into()));
             };
-            let regex = crate::limits::regex(pattern)
+            let regex = crate::limits::backtracking_regex(pattern)
                 .case_insensitive(true)
                 .build()
                 .map_err(|e| (at.to_string(), format!("invalid regular expression: {e}")))?;
@@ -231,7 +232,8 @@ impl Test {
             Test::Contains(s) => text().contains(s.trim()),
             Test::StartsWith(s) => text().starts_with(s.trim()),
             Test::EndsWith(s) => text().ends_with(s.trim()),
-            Test::Matches(r) => r.is_match(js_string(value).trim()),
+            // Past its backtracking limit a pattern does not match.
+            Test::Matches(r) => r.is_match(js_string(value).trim()).unwrap_or(false),
             Test::In(items) => items.iter().any(|i| lenient_equals(value, i)),
         }
     }
@@ -358,6 +360,15 @@ mod tests {
         assert!(holds(json!({"or": [{"var": "a"}, {}]}), json!({})));
         assert!(!holds(json!({"var": "a"}), json!({"a": ""})));
         assert!(holds(json!({}), json!({})));
+    }
+
+    #[test]
+    fn matches_takes_javascript_patterns_look_around_included() {
+        let no_todo = json!({"var": "notes", "matches": "^(?!.*todo)"});
+        assert!(holds(no_todo.clone(), json!({"notes": "all done"})));
+        assert!(!holds(no_todo, json!({"notes": "a TODO left"})));
+        let runaway = json!({"var": "s", "matches": "^(?=(a*)*b)"});
+        assert!(!holds(runaway, json!({"s": "a".repeat(40)})));
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub struct Rule {
 #[derive(Debug)]
 enum RuleTest {
     Contains(String),
-    Regex(regex::Regex),
+    /// A JavaScript-style pattern (look-around allowed).
+    Regex(fancy_regex::Regex),
     Length(Option<u64>, Option<u64>),
     Schema(Box<jsonschema::Validator>),
 }
@@ -151,7 +152,7 @@ fn parse_rule(map: &Map<String, Value>, at: &str) -> Result<Rule, Error> {
         Some("regex") => {
             let pattern = text("pattern").ok_or_else(|| need("pattern", "a regular expression"))?;
             let flags = text("flags").unwrap_or_default();
-            let mut b = crate::limits::regex(pattern);
+            let mut b = crate::limits::backtracking_regex(pattern);
             b.case_insensitive(flags.contains('i'))
                 .multi_line(flags.contains('m'))
                 .dot_matches_new_line(flags.contains('s'));
@@ -204,7 +205,9 @@ impl RuleTest {
     fn holds(&self, notes: &str) -> bool {
         match self {
             RuleTest::Contains(s) => notes.contains(s.as_str()),
-            RuleTest::Regex(r) => r.is_match(notes),
+            // A pattern that backtracks past its limit on these notes does
+            // not hold: the notes are refused, never taken unchecked.
+            RuleTest::Regex(r) => r.is_match(notes).unwrap_or(false),
             RuleTest::Length(min, max) => {
                 let n = notes.chars().count() as u64;
                 min.is_none_or(|m| n >= m) && max.is_none_or(|m| n <= m)
@@ -252,6 +255,23 @@ mod tests {
         ]});
         assert!(failures(either.clone(), r#"{"ok": 1}"#, json!({})).is_empty());
         assert_eq!(failures(either, "nope", json!({})), ["json", "done"]);
+    }
+
+    #[test]
+    fn patterns_are_javascripts_look_around_included_and_bounded() {
+        let no_todo =
+            json!([{"type": "regex", "pattern": "^(?![\\s\\S]*TODO)", "message": "no TODO left"}]);
+        assert!(failures(no_todo.clone(), "all done", json!({})).is_empty());
+        assert_eq!(
+            failures(no_todo, "done\nTODO: tests", json!({})),
+            ["no TODO left"]
+        );
+        let flags =
+            json!([{"type": "regex", "pattern": "^root cause", "flags": "im", "message": "m"}]);
+        assert!(failures(flags, "Notes\nROOT CAUSE: x", json!({})).is_empty());
+        // A pattern that would backtrack for ever fails the notes instead.
+        let runaway = json!([{"type": "regex", "pattern": "^(?=(a*)*b)", "message": "runaway"}]);
+        assert_eq!(failures(runaway, &"a".repeat(40), json!({})), ["runaway"]);
     }
 
     #[test]
