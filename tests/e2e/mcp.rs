@@ -175,22 +175,28 @@ fn a_workrail_construct_wfhost_cannot_run_is_refused_by_pointer() {
     );
 }
 
+/// `wfhost mcp` serving `workflows` with runs in `ws`, its standard input
+/// and output piped.
+fn spawn_mcp(scratch: &Path, workflows: &Path, ws: &Path) -> std::process::Child {
+    super::command(scratch)
+        .args(["mcp", "--workflows"])
+        .arg(workflows)
+        .arg("--workspace")
+        .arg(ws)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Send `requests` (JSON-RPC, one per line) to a `wfhost mcp` and return
 /// its answers by id.
 fn exchange(requests: &[serde_json::Value]) -> std::collections::HashMap<u64, serde_json::Value> {
     use std::io::{BufRead, Write};
     let scratch = tempfile::tempdir().unwrap();
     let ws = super::workspace_in(scratch.path());
-    let mut child = super::command(scratch.path())
-        .args(["mcp", "--workflows"])
-        .arg(repo().join("examples/mcp/workflows"))
-        .arg("--workspace")
-        .arg(&ws)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_mcp(scratch.path(), &repo().join("examples/mcp/workflows"), &ws);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut answers = std::collections::HashMap::new();
@@ -452,16 +458,7 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
     let cli_gate = scratch.path().join("cli-go");
     let cli_manifest = scratch.path().join("cli.json");
     std::fs::write(&cli_manifest, waiting_workflow(&cli_gate).to_string()).unwrap();
-    let mut mcp = super::command(scratch.path())
-        .args(["mcp", "--workflows"])
-        .arg(&workflows)
-        .arg("--workspace")
-        .arg(&ws)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut mcp = spawn_mcp(scratch.path(), &workflows, &ws);
     let mut stdin = mcp.stdin.take().unwrap();
     let mut stdout = std::io::BufReader::new(mcp.stdout.take().unwrap());
     let mut call = |id: u64, request: serde_json::Value, answer: bool| {
