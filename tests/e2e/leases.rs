@@ -772,6 +772,102 @@ fn a_stage_graph_runs_as_a_workflow_with_the_stage_statuses() {
     assert!(body["message"].as_str().unwrap().contains("sh"), "{body}");
 }
 
+/// The daemon's per-command options: `timeout_sec` kills a command,
+/// `allow_failure` goes on after it; a relative `project_path` is resolved
+/// under the server's projects root.
+#[test]
+fn a_stage_graphs_commands_time_out_and_may_fail_as_the_payload_says() {
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch.path().canonicalize().unwrap();
+    let root_arg = root.display().to_string();
+    let served = serve_with(scratch.path(), &["--projects-root", &root_arg]);
+    workspace_in(scratch.path());
+    let graph = |strict_timeout: bool| {
+        json!({
+            "workflow": {
+                "name": "checks",
+                "nodes": [
+                    {"id": "lint", "type": "exec_block", "exec": {"commands": [
+                        {"name": "slow", "argv": ["sleep", "30"], "timeout_sec": 1, "allow_failure": true},
+                        {"name": "flaky", "argv": ["false"], "allow_failure": true},
+                        {"name": "ok", "argv": ["touch", "linted"]}
+                    ]}},
+                    {"id": "test", "type": "exec_block", "exec": {"commands": [
+                        {"name": "t", "argv": ["sleep", if strict_timeout { "30" } else { "0" }], "timeout_sec": 1}
+                    ]}}
+                ],
+                "edges": [{"from": "lint", "to": "test"}]
+            },
+            "project_path": "./ws"
+        })
+    };
+    let began = Instant::now();
+    let (status, body) = http_post(&served.addr, "/v1/runs", &graph(false));
+    assert_eq!(status, 202, "{body}");
+    let run = body["run_id"].as_str().unwrap().to_string();
+    let shown = await_status(&served.addr, &run, "succeeded");
+    assert!(
+        began.elapsed() < Duration::from_secs(25),
+        "the timeout did not kill `sleep 30`"
+    );
+    assert!(
+        root.join("ws/linted").exists(),
+        "the run did not work in <root>/ws"
+    );
+    assert_eq!(
+        shown["run"]["workspace"],
+        root.join("ws").display().to_string(),
+        "{shown}"
+    );
+    let stages: Vec<String> = shown["stages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{shown}"))
+        .iter()
+        .map(|s| {
+            format!(
+                "{}={}",
+                s["id"].as_str().unwrap(),
+                s["status"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(stages, ["lint=succeeded", "test=succeeded"]);
+    // One job per command of the split stage, each with its outcome.
+    let outcomes: Vec<String> = jobs(&served, &run)
+        .iter()
+        .map(|j| {
+            format!(
+                "{}={}",
+                j["block"].as_str().unwrap_or("?"),
+                j["outcome"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "lint=failed",
+            "lint--2=failed",
+            "lint--3=succeeded",
+            "test=succeeded"
+        ],
+        "{:?}",
+        jobs(&served, &run)
+    );
+    // A timed-out command without allow_failure fails its stage.
+    let (status, body) = http_post(&served.addr, "/v1/runs", &graph(true));
+    assert_eq!(status, 202, "{body}");
+    let failed = body["run_id"].as_str().unwrap().to_string();
+    let shown = await_status(&served.addr, &failed, "failed");
+    let stages: Vec<&str> = shown["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["succeeded", "failed"], "{shown}");
+}
+
 /// A block run as a job on an agent gets the run's session folder, as a
 /// block the run process runs does: `{session}` context files resolve and
 /// the agent sees `SESSION_DIR`.

@@ -48,6 +48,11 @@ pub struct ServeArgs {
     /// never cut).
     #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_IDLE_TIMEOUT.as_millis() as u64, value_name = "MS")]
     idle_timeout_ms: u64,
+    /// Where a stage graph's relative `project_path` (such as `.`) is
+    /// resolved; by default the directory the server is started in. A
+    /// relative path may not go above it (`..`).
+    #[arg(long, value_name = "DIR")]
+    projects_root: Option<PathBuf>,
 }
 
 pub fn serve(args: ServeArgs, global: &Global) -> u8 {
@@ -86,7 +91,15 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
         );
         return exit::BAD_INPUT;
     }
+    let projects_root = match projects_root(args.projects_root.as_deref()) {
+        Ok(root) => root,
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
     let config = wfhost_server::ServerConfig {
+        projects_root: Some(projects_root),
         listen: args.listen,
         home,
         tokens,
@@ -127,6 +140,21 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
             exit::BAD_INPUT
         }
     }
+}
+
+/// The projects root: the directory given (which must exist), else the
+/// working directory; canonical either way.
+fn projects_root(given: Option<&std::path::Path>) -> Result<PathBuf, String> {
+    let dir = match given {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| {
+            format!("cannot read the working directory (give --projects-root): {e}")
+        })?,
+    };
+    std::fs::canonicalize(&dir)
+        .ok()
+        .filter(|d| d.is_dir())
+        .ok_or_else(|| format!("--projects-root: `{}` is not a directory", dir.display()))
 }
 
 /// Agents in this process, leasing from the server over loopback like any

@@ -64,6 +64,9 @@ pub struct ServerConfig {
     pub lease: std::time::Duration,
     /// What clients may hold: connections, and how long they may take.
     pub limits: ConnectionLimits,
+    /// Where a stage graph's relative `project_path` is resolved (an
+    /// absolute directory); None refuses relative project paths.
+    pub projects_root: Option<PathBuf>,
 }
 
 #[derive(Clone)]
@@ -76,6 +79,8 @@ pub(crate) struct AppState {
     /// Set when the server begins to stop: waits under way (a lease's long
     /// poll) end at once, so that stopping does not wait for them.
     pub stopping: Arc<std::sync::atomic::AtomicBool>,
+    /// [`ServerConfig::projects_root`].
+    pub projects_root: Option<Arc<PathBuf>>,
 }
 
 impl ServerConfig {
@@ -88,6 +93,14 @@ impl ServerConfig {
             ));
         }
         self.limits.check()?;
+        if let Some(root) = &self.projects_root
+            && !root.is_absolute()
+        {
+            return Err(format!(
+                "the projects root `{}` must be an absolute path",
+                root.display()
+            ));
+        }
         if self.lease < jobs::MIN_LEASE {
             return Err(format!(
                 "a lease of {} ms is too short (at least {} ms)",
@@ -107,6 +120,7 @@ impl AppState {
             runner: config.runner.clone(),
             lease: config.lease,
             stopping: Arc::default(),
+            projects_root: config.projects_root.clone().map(Arc::new),
         }
     }
 }

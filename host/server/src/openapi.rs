@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.8.1";
+pub const API_VERSION: &str = "0.8.2";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -244,8 +244,8 @@ fn run_schemas() -> Value {
         }},
         "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "branch": {"type": "integer", "description": "With `branch`: the branch paged."}, "next_after": {"type": ["integer", "null"]}, "next_before": {"type": ["integer", "null"], "description": "With `before`: where the previous page ends, null at the start."}}},
         "StartRequest": {"type": "object", "additionalProperties": false, "properties": {
-            "workflow": {"description": "An absolute path on the server (or give manifest), or a stage graph: {name?, description?, intent?: {goal}, nodes: [{id, type: exec_block|gate, exec: {executor, workdir, env, max_attempts, allow_shell, commands: [{name, argv, allow_failure}]} | config: {requires_approval, message}}], edges: [{from, to}]}, translated to a workflow (a graph that does not translate is a 400 naming the stage in details.node).", "oneOf": [{"type": "string"}, {"type": "object"}]},
-            "project_path": {"type": "string", "description": "A stage graph's project directory (its default workspace)."},
+            "workflow": {"description": "An absolute path on the server (or give manifest), or a stage graph: {name?, description?, intent?: {goal}, nodes: [{id, type: exec_block|gate, exec: {executor, workdir, env, max_attempts, allow_shell, commands: [{name, argv, timeout_sec, allow_failure}]} | config: {requires_approval, message}}], edges: [{from, to}]}, translated to a workflow (a graph that does not translate is a 400 naming the stage in details.node).", "oneOf": [{"type": "string"}, {"type": "object"}]},
+            "project_path": {"type": "string", "description": "A stage graph's project directory (its default workspace): absolute, or relative to the server's projects root (`wfhost serve --projects-root`, by default its working directory), never above it."},
             "intent": {"type": "object", "description": "A stage graph's intent: {goal}."},
             "manifest": {"type": "object", "description": "The workflow itself, as in a workflow file; plugin paths must be absolute."},
             "workspace": {"type": "string", "description": "An absolute path on the server (required but for a stage graph with project_path)."},

@@ -52,6 +52,44 @@ fn absolute(pointer: &str, path: &str) -> Result<(), ApiError> {
     }
 }
 
+/// A stage graph's `project_path` as a directory on the server: an
+/// absolute path as it is, a relative one under the server's projects
+/// root (`wfhost serve --projects-root`, by default the directory the
+/// server was started in), never above it.
+fn project_dir(path: &str, root: Option<&std::path::Path>) -> Result<String, ApiError> {
+    use std::path::Component;
+    const POINTER: &str = "/project_path";
+    let relative = std::path::Path::new(path);
+    if relative.is_absolute() {
+        return Ok(path.to_string());
+    }
+    let Some(root) = root else {
+        return Err(at(
+            POINTER,
+            format!(
+                "{POINTER}: `{path}` is relative and this server resolves no relative project paths (it was started without a projects root): give an absolute path"
+            ),
+        ));
+    };
+    if relative
+        .components()
+        .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
+    {
+        return Err(at(
+            POINTER,
+            format!(
+                "{POINTER}: `{path}` may not leave the server's projects root `{}` (no `..`): give an absolute path",
+                root.display()
+            ),
+        ));
+    }
+    let joined: std::path::PathBuf = root
+        .components()
+        .chain(relative.components().filter(|c| *c != Component::CurDir))
+        .collect();
+    Ok(joined.display().to_string())
+}
+
 fn write_json(path: &std::path::Path, value: &Value) -> Result<(), ApiError> {
     let parent = path.parent().expect("under the home");
     std::fs::create_dir_all(parent)
@@ -94,15 +132,14 @@ fn workflow_of(
     body: &StartBody,
     given: &std::path::Path,
     run_id: &RunId,
+    projects_root: Option<&std::path::Path>,
 ) -> Result<(String, String), ApiError> {
     let workspace = |fallback: Option<&String>| -> Result<String, ApiError> {
-        let (pointer, ws) = match (&body.workspace, fallback) {
-            (Some(ws), _) => ("/workspace", ws),
-            (None, Some(p)) => ("/project_path", p),
-            (None, None) => return Err(at("/workspace", "`workspace` is required")),
-        };
-        absolute(pointer, ws)?;
-        Ok(ws.clone())
+        match (&body.workspace, fallback) {
+            (Some(ws), _) => absolute("/workspace", ws).map(|()| ws.clone()),
+            (None, Some(p)) => project_dir(p, projects_root),
+            (None, None) => Err(at("/workspace", "`workspace` is required")),
+        }
     };
     match (&body.workflow, &body.manifest) {
         (Some(Value::String(path)), None) => {
@@ -150,7 +187,8 @@ pub async fn start(
     runner(&state)?;
     let run_id = wfhost_store::new_run_id(wfhost_store::time::now_ms());
     let given = state.stores.home().join("serve-manifests");
-    let (manifest, workspace) = workflow_of(&body, &given, &run_id)?;
+    let root = state.projects_root.as_deref().map(|p| p.as_path());
+    let (manifest, workspace) = workflow_of(&body, &given, &run_id, root)?;
     let request = RunRequest::Start {
         manifest,
         workspace,

@@ -103,6 +103,9 @@ fn append_steps(home: &Path, id: &str, from: u64, count: u64) {
     }
 }
 
+/// The projects root of the test servers.
+const PROJECTS_ROOT: &str = "/srv/projects";
+
 struct Server {
     addr: SocketAddr,
     _rt: tokio::runtime::Runtime,
@@ -131,6 +134,7 @@ fn start_running(
         runner,
         lease: wfhost_server::jobs::DEFAULT_LEASE,
         limits,
+        projects_root: Some(PROJECTS_ROOT.into()),
     };
     rt.spawn(async move {
         wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
@@ -401,8 +405,15 @@ fn a_non_loopback_address_needs_tokens() {
         runner: None,
         lease: wfhost_server::jobs::DEFAULT_LEASE,
         limits: Default::default(),
+        projects_root: None,
     };
     assert!(config.check().unwrap_err().contains("--auth-token-file"));
+    let relative_root = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        projects_root: Some("projects".into()),
+        ..config
+    };
+    assert!(relative_root.check().unwrap_err().contains("absolute"));
 }
 
 #[test]
@@ -1608,4 +1619,61 @@ fn a_flood_of_idle_connections_from_many_peers_does_not_keep_a_token_holder_out(
         "{:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn a_relative_project_path_is_resolved_under_the_projects_root() {
+    use wfhost_protocol::{Accepted, RunRequest};
+    use wfhost_server::Submitted;
+    let home = tempfile::tempdir().unwrap();
+    let fake = std::sync::Arc::new(FakeRuns::default());
+    fake.answers.lock().unwrap().extend([
+        Ok(Submitted::Accepted(Accepted { branch: None })),
+        Ok(Submitted::Accepted(Accepted { branch: None })),
+        Ok(Submitted::Accepted(Accepted { branch: None })),
+        Ok(Submitted::Accepted(Accepted { branch: None })),
+    ]);
+    let server = start_running(
+        home.path(),
+        None,
+        ConnectionLimits::default(),
+        Some(fake.clone()),
+    );
+    let graph = |project: &str| {
+        serde_json::json!({
+            "workflow": {"name": "ci", "nodes": [{"id": "build", "type": "exec_block",
+                "exec": {"commands": [{"argv": ["make"], "timeout_sec": 60, "allow_failure": true}]}}]},
+            "project_path": project,
+        })
+        .to_string()
+    };
+    for (given, resolved) in [
+        (".", "/srv/projects"),
+        ("./app/", "/srv/projects/app"),
+        ("team/app", "/srv/projects/team/app"),
+        ("/abs/app", "/abs/app"),
+    ] {
+        let (status, body) = post(server.addr, "/v1/runs", graph(given).as_bytes());
+        assert_eq!(status, 202, "{given}: {body}");
+        let seen = fake.seen.lock().unwrap().clone();
+        let Some(RunRequest::Start { workspace, .. }) = seen.last() else {
+            panic!("no start request for {given}");
+        };
+        assert_eq!(workspace, resolved, "{given}");
+    }
+    for bad in ["..", "app/../../etc", "../other"] {
+        let before = fake.seen.lock().unwrap().len();
+        let (status, err) = post(server.addr, "/v1/runs", graph(bad).as_bytes());
+        assert_eq!(status, 400, "{bad}: {err}");
+        assert_eq!(err["details"]["pointer"], "/project_path", "{err}");
+        assert!(
+            err["message"].as_str().unwrap().contains("may not leave"),
+            "{err}"
+        );
+        assert_eq!(
+            fake.seen.lock().unwrap().len(),
+            before,
+            "{bad} reached the runner"
+        );
+    }
 }

@@ -24,6 +24,15 @@
 //!   run naming the block once an N+1th execution is due. A block that
 //!   cannot run at all (the policy refused it, a program is missing) FAILs
 //!   at once through `SIGNAL:FAIL_DEFAULT`: retrying would not help.
+//! - an exec stage one of whose commands sets `timeout_sec` or
+//!   `allow_failure` runs as one block per command (the exec worker's
+//!   timeout and its stop at the first failure are per block): the first
+//!   block is named after the stage, the others `<stage>--2`, `<stage>--3`,
+//!   … ([`split_block_id`]), each with its command's `timeout_sec` as the
+//!   block's `timeout`. A failed or timed-out command with `allow_failure`
+//!   goes on with the next command (the stage succeeds if the rest do);
+//!   any other fails the stage as above (a retry runs the stage again from
+//!   its first command). Each command then has its own result bundle.
 //! - a gate stage that `requires_approval` (the default) is an `echo`
 //!   block whose success opens a gate with the stage's `message` as its
 //!   prompt; approval continues with the next stage (or ENDs), requested
@@ -35,8 +44,8 @@
 //! The translation is refused, with the JSON pointer of what is wrong and
 //! the stage at fault, for an unknown field, an id that is not a valid
 //! block id or used twice, an edge naming no stage, a cycle, an exec stage
-//! without commands, a command with `allow_failure: true` (the exec worker
-//! stops a block at its first failing command and has no way to go on), and
+//! without commands, a `timeout_sec` of 0 or over 7 days, a split stage
+//! whose `<stage>--N` block would take another stage's id, and
 //! for everything the exec safety policy ([`crate::policy::exec::check`]) refuses:
 //! a shell without `allow_shell`, a `workdir` outside the project, ….
 
@@ -189,9 +198,21 @@ pub struct StageCommand {
     #[serde(default)]
     pub name: Option<String>,
     pub argv: Vec<String>,
-    /// Go on after this command fails: refused, the exec worker cannot.
+    /// Kill the command after this many seconds (at most 7 days): it then
+    /// counts as failed (timed out).
+    #[serde(default)]
+    pub timeout_sec: Option<u64>,
+    /// Go on with the stage's next command when this one fails or times
+    /// out; the stage succeeds if the rest do.
     #[serde(default)]
     pub allow_failure: bool,
+}
+
+impl StageCommand {
+    /// Whether the command needs a block of its own.
+    fn own_block(&self) -> bool {
+        self.timeout_sec.is_some() || self.allow_failure
+    }
 }
 
 /// A gate stage's settings.
@@ -240,6 +261,40 @@ pub struct StageInfo {
     pub node: String,
     /// Its block: the stage id (empty for a skipped gate).
     pub block: String,
+    /// The blocks after `block`, for an exec stage split into one block
+    /// per command (see [`split_block_id`]); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_blocks: Vec<String>,
+}
+
+impl StageInfo {
+    /// Every block of the stage, in run order.
+    pub fn blocks(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.block.as_str())
+            .filter(|b| !b.is_empty())
+            .chain(self.more_blocks.iter().map(String::as_str))
+    }
+}
+
+/// The block of an exec stage's `k`th command (0-based) when the stage is
+/// split into one block per command: the stage id for the first,
+/// `<stage>--<k+1>` for the others.
+pub fn split_block_id(stage: &str, k: usize) -> String {
+    if k == 0 {
+        stage.to_string()
+    } else {
+        format!("{stage}--{}", k + 1)
+    }
+}
+
+/// Whether an exec stage runs as one block per command: one of its
+/// commands has a `timeout_sec` or `allow_failure` (options the exec
+/// worker has for a whole block only).
+fn is_split(stage: &Stage) -> bool {
+    stage
+        .exec
+        .as_ref()
+        .is_some_and(|e| e.commands.iter().any(StageCommand::own_block))
 }
 
 /// A stage graph translated: the manifest, its stages in the order they
@@ -321,6 +376,12 @@ pub fn translate(graph: &Value) -> Result<Translated, StageGraphError> {
                 StageKind::SkippedGate => String::new(),
                 _ => p.stage.id.clone(),
             },
+            more_blocks: match &p.stage.exec {
+                Some(exec) if is_split(p.stage) => (1..exec.commands.len())
+                    .map(|k| split_block_id(&p.stage.id, k))
+                    .collect(),
+                _ => Vec::new(),
+            },
         })
         .collect();
     Ok(Translated {
@@ -380,7 +441,31 @@ fn check_ids(stages: &[Stage]) -> Result<HashMap<&str, usize>, StageGraphError> 
             ));
         }
     }
+    check_split_ids(stages, &index)?;
     Ok(index)
+}
+
+/// The blocks of a split stage (`<stage>--2`, …) must not take another
+/// stage's id.
+fn check_split_ids(stages: &[Stage], index: &HashMap<&str, usize>) -> Result<(), StageGraphError> {
+    for stage in stages.iter().filter(|s| is_split(s)) {
+        let count = stage.exec.as_ref().map_or(0, |e| e.commands.len());
+        for k in 1..count {
+            let block = split_block_id(&stage.id, k);
+            if let Some(&other) = index.get(block.as_str()) {
+                return Err(StageGraphError::new(
+                    Some(&stage.id),
+                    stage_at(other, &["id"]),
+                    format!(
+                        "stage `{}` runs its command {} as block `{block}` (its commands have `timeout_sec` or `allow_failure`), which is also a stage id: rename that stage",
+                        stage.id,
+                        k + 1
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The stages in a topological order of the edges, ties broken by their
@@ -551,11 +636,17 @@ fn manifest(request: &StageGraphRequest, plan: &[Planned<'_>]) -> Result<Value, 
             Some(p) => format!("JUMP:{}", p.stage.id),
             None => "END".to_string(),
         };
-        let block = match &planned.stage.exec {
-            Some(exec) => exec_block(planned, exec, &next)?,
-            None => gate_block(planned.stage, &next),
-        };
-        blocks.insert(planned.stage.id.clone(), block);
+        match &planned.stage.exec {
+            Some(exec) if is_split(planned.stage) => {
+                blocks.extend(split_exec_blocks(planned, exec, &next)?);
+            }
+            Some(exec) => {
+                blocks.insert(planned.stage.id.clone(), exec_block(planned, exec, &next)?);
+            }
+            None => {
+                blocks.insert(planned.stage.id.clone(), gate_block(planned.stage, &next));
+            }
+        }
     }
     let description = describe(request);
     let mut manifest = json!({
@@ -578,7 +669,8 @@ fn exec_block(
     next: &str,
 ) -> Result<Value, StageGraphError> {
     let (id, position) = (planned.stage.id.as_str(), planned.position);
-    let config = exec_config(id, position, exec)?;
+    let config =
+        serde_json::to_value(exec_config(id, position, exec)?).expect("an exec config serializes");
     let failed = if exec.max_attempts > 1 {
         (format!("JUMP:{id}"), format!("JUMP:{id}"))
     } else {
@@ -604,9 +696,65 @@ fn exec_block(
     Ok(block)
 }
 
+/// A split exec stage's blocks: one per command, each with the command's
+/// `timeout_sec` as its `timeout`, chained; a failure of a command with
+/// `allow_failure` goes on like a success, any other failure fails the
+/// stage (or, with `max_attempts` N > 1, runs the stage again from its
+/// first command; the first block counts the attempts).
+fn split_exec_blocks(
+    planned: &Planned<'_>,
+    exec: &ExecStage,
+    next: &str,
+) -> Result<Vec<(String, Value)>, StageGraphError> {
+    let (id, position) = (planned.stage.id.as_str(), planned.position);
+    let config = exec_config(id, position, exec)?;
+    let count = exec.commands.len();
+    let mut blocks = Vec::with_capacity(count);
+    for (k, (command, wired)) in exec.commands.iter().zip(&config.commands).enumerate() {
+        let after = match k + 1 {
+            n if n < count => format!("JUMP:{}", split_block_id(id, n)),
+            _ => next.to_string(),
+        };
+        let number = k + 1;
+        let failed = if command.allow_failure {
+            (after.clone(), after.clone())
+        } else if exec.max_attempts > 1 {
+            (format!("JUMP:{id}"), format!("JUMP:{id}"))
+        } else {
+            (
+                format!("FAIL:stage `{id}` failed: command {number} exited non-zero"),
+                format!("FAIL:stage `{id}` failed: command {number} timed out"),
+            )
+        };
+        let one = ExecConfig {
+            commands: vec![wired.clone()],
+            ..config.clone()
+        };
+        let mut block = json!({
+            "worker": "exec",
+            "config": serde_json::to_value(one).expect("an exec config serializes"),
+            "transitions": [
+                { "on_signal": "SIGNAL:SUCCESS", "action": after },
+                { "on_signal": "SIGNAL:EXEC_FAILED", "action": failed.0 },
+                { "on_signal": "SIGNAL:EXEC_TIMEOUT", "action": failed.1 },
+                { "on_signal": "SIGNAL:FAIL_DEFAULT",
+                  "action": format!("FAIL:stage `{id}` could not run command {number}") },
+            ],
+        });
+        if let Some(seconds) = command.timeout_sec {
+            block["timeout"] = json!(format!("{seconds}s"));
+        }
+        if k == 0 && exec.max_attempts > 1 {
+            block["max_attempts"] = json!(exec.max_attempts);
+        }
+        blocks.push((split_block_id(id, k), block));
+    }
+    Ok(blocks)
+}
+
 /// The `exec` worker's config for a stage, checked by the exec safety
 /// policy.
-fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, StageGraphError> {
+fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<ExecConfig, StageGraphError> {
     let refuse = |rest: &[&str], message: String| {
         StageGraphError::new(Some(id), stage_at(position, rest), message)
     };
@@ -616,11 +764,18 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
             format!("max_attempts must be between 1 and {MAX_STAGE_ATTEMPTS}"),
         ));
     }
-    if let Some(k) = exec.commands.iter().position(|c| c.allow_failure) {
-        return Err(refuse(
-            &["exec", "commands", &k.to_string(), "allow_failure"],
-            "`allow_failure: true` is not supported: wfhost's exec worker stops a block at its first failing command".into(),
-        ));
+    for (k, command) in exec.commands.iter().enumerate() {
+        if let Some(seconds) = command.timeout_sec
+            && !(1..=crate::manifest::MAX_DURATION.as_secs()).contains(&seconds)
+        {
+            return Err(refuse(
+                &["exec", "commands", &k.to_string(), "timeout_sec"],
+                format!(
+                    "timeout_sec must be between 1 and {} (7 days)",
+                    crate::manifest::MAX_DURATION.as_secs()
+                ),
+            ));
+        }
     }
     let executor = executor_config(&exec.executor)
         .map_err(|message| refuse(&["exec", "executor"], message))?;
@@ -646,7 +801,7 @@ fn exec_config(id: &str, position: usize, exec: &ExecStage) -> Result<Value, Sta
     };
     crate::policy::exec::check(&ExecSpec::of_config(&config))
         .map_err(|v| policy_error(id, position, &v))?;
-    Ok(serde_json::to_value(config).expect("an exec config serializes"))
+    Ok(config)
 }
 
 /// A refusal of the exec safety policy, at the part of the stage it is
@@ -752,7 +907,7 @@ pub fn stage_statuses(stages: &[StageInfo], state: &RunState) -> Vec<(String, &'
         .iter()
         .enumerate()
         .map(|(i, stage)| {
-            let ran = state.attempts(&stage.node, &stage.block) > 0;
+            let ran = stage.blocks().any(|b| state.attempts(&stage.node, b) > 0);
             let status = match current {
                 _ if stage.kind == StageKind::SkippedGate => "skipped",
                 Some(c) if c == i => now,
@@ -770,16 +925,20 @@ pub fn stage_statuses(stages: &[StageInfo], state: &RunState) -> Vec<(String, &'
 fn current_stage(stages: &[StageInfo], state: &RunState) -> (Option<usize>, &'static str) {
     let find = |key: &str| {
         stages.iter().position(|s| {
-            s.kind != StageKind::SkippedGate && format!("{}.{}", s.node, s.block) == key
+            s.kind != StageKind::SkippedGate && s.blocks().any(|b| format!("{}.{b}", s.node) == key)
         })
     };
     match &state.phase {
         Phase::Ready { node, block } => {
-            let busy = state.in_flight.is_some() || state.attempts(node, block) > 0;
-            (
-                find(&format!("{node}.{block}")),
-                if busy { "running" } else { "pending" },
-            )
+            let at = find(&format!("{node}.{block}"));
+            // A stage split into one block per command is running once
+            // any of its blocks ran.
+            let ran = at.is_some_and(|i| {
+                let stage = &stages[i];
+                stage.blocks().any(|b| state.attempts(&stage.node, b) > 0)
+            });
+            let busy = state.in_flight.is_some() || state.attempts(node, block) > 0 || ran;
+            (at, if busy { "running" } else { "pending" })
         }
         Phase::Deciding { node, block, .. } => (find(&format!("{node}.{block}")), "running"),
         Phase::Waiting { node, block, .. } | Phase::Awaiting { node, block, .. } => {
@@ -1088,13 +1247,22 @@ mod tests {
             "at least one command",
         );
         let err = refused(|g| {
-            g["workflow"]["nodes"][0]["exec"]["commands"][0]["allow_failure"] = json!(true);
+            g["workflow"]["nodes"][0]["exec"]["commands"][0]["timeout_sec"] = json!(0);
         });
         assert_refused(
             &err,
             "build",
-            "/workflow/nodes/0/exec/commands/0/allow_failure",
-            "not supported",
+            "/workflow/nodes/0/exec/commands/0/timeout_sec",
+            "between 1 and 604800",
+        );
+        let err = refused(|g| {
+            g["workflow"]["nodes"][0]["exec"]["commands"][0]["timeout_sec"] = json!(-5);
+        });
+        assert_refused(
+            &err,
+            "build",
+            "/workflow/nodes/0/exec/commands/0/timeout_sec",
+            "invalid value",
         );
         let err = refused(|g| g["workflow"]["nodes"][1]["id"] = json!("ap prove"));
         assert_refused(&err, "ap prove", "/workflow/nodes/1/id", "letters, digits");
@@ -1283,5 +1451,120 @@ mod tests {
             statuses(&stages, &state),
             ["succeeded", "skipped", "failed"]
         );
+    }
+
+    /// `test`'s commands with per-command options: a timeout on the
+    /// first, a failure allowed on the second, a third plain one.
+    fn split_test_stage() -> Value {
+        let mut graph = three_stages();
+        graph["workflow"]["nodes"][2]["exec"]["commands"] = json!([
+            {"argv": ["cargo", "test"], "timeout_sec": 90},
+            {"argv": ["make", "lint"], "allow_failure": true},
+            {"argv": ["make", "check"]}
+        ]);
+        graph
+    }
+
+    #[test]
+    fn per_command_options_split_a_stage_into_one_block_per_command() {
+        let translated = translate(&split_test_stage()).unwrap();
+        let wf = checked(&translated.manifest);
+        let test = &translated.stages[2];
+        assert_eq!(
+            test.blocks().collect::<Vec<_>>(),
+            ["test", "test--2", "test--3"]
+        );
+        // Each block runs one command; the first carries the timeout and
+        // counts the stage's attempts.
+        let blocks = &translated.manifest["nodes"][NODE]["blocks"];
+        assert_eq!(
+            blocks["test"]["config"]["commands"][0]["argv"],
+            json!(["cargo", "test"])
+        );
+        assert_eq!(
+            blocks["test"]["config"]["commands"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(blocks["test"]["timeout"], json!("90s"));
+        assert_eq!(blocks["test"]["max_attempts"], json!(3));
+        assert!(blocks["test--2"].get("timeout").is_none());
+        assert!(blocks["test--2"].get("max_attempts").is_none());
+        assert_eq!(
+            blocks["test--3"]["config"]["commands"][0]["argv"],
+            json!(["make", "check"])
+        );
+        // Chained; an allowed failure goes on, another retries the stage.
+        assert_eq!(action(&wf, "test", "SIGNAL:SUCCESS"), "JUMP:test--2");
+        assert_eq!(action(&wf, "test", "SIGNAL:EXEC_TIMEOUT"), "JUMP:test");
+        assert_eq!(action(&wf, "test--2", "SIGNAL:EXEC_FAILED"), "JUMP:test--3");
+        assert_eq!(
+            action(&wf, "test--2", "SIGNAL:EXEC_TIMEOUT"),
+            "JUMP:test--3"
+        );
+        assert_eq!(action(&wf, "test--3", "SIGNAL:EXEC_FAILED"), "JUMP:test");
+        assert_eq!(action(&wf, "test--3", "SIGNAL:SUCCESS"), "END");
+        // Without retries, a failure that is not allowed fails the stage.
+        let mut once = split_test_stage();
+        once["workflow"]["nodes"][2]["exec"]["max_attempts"] = json!(1);
+        let wf = checked(&translate(&once).unwrap().manifest);
+        assert_eq!(
+            action(&wf, "test", "SIGNAL:EXEC_TIMEOUT"),
+            "FAIL:stage `test` failed: command 1 timed out"
+        );
+        // A stage without per-command options stays one block.
+        assert!(translated.stages[0].more_blocks.is_empty());
+        assert_eq!(
+            translated.manifest["nodes"][NODE]["blocks"]
+                .as_object()
+                .unwrap()
+                .len(),
+            5
+        );
+    }
+
+    #[test]
+    fn a_split_block_may_not_take_another_stages_id() {
+        let mut graph = split_test_stage();
+        graph["workflow"]["nodes"][0]["id"] = json!("test--2");
+        graph["workflow"]["edges"][0]["from"] = json!("test--2");
+        let err = translate(&graph).unwrap_err();
+        assert_refused(&err, "test", "/workflow/nodes/0/id", "also a stage id");
+    }
+
+    #[test]
+    fn a_split_stage_is_one_stage_in_the_statuses() {
+        let mut graph = split_test_stage();
+        graph["workflow"]["nodes"][1]["config"]["requires_approval"] = json!(false);
+        let stages = translate(&graph).unwrap().stages;
+        let mut state = started();
+        ran(&mut state, 0, "build", 1, "SIGNAL:SUCCESS");
+        took(&mut state, 0, jump("test"), None);
+        ran(&mut state, 1, "test", 1, "SIGNAL:SUCCESS");
+        took(&mut state, 1, jump("test--2"), None);
+        // Ready at the stage's second command: still running, not pending.
+        assert_eq!(
+            statuses(&stages, &state),
+            ["succeeded", "skipped", "running"]
+        );
+        ran(&mut state, 2, "test--2", 1, "SIGNAL:EXEC_FAILED");
+        took(&mut state, 2, jump("test--3"), None);
+        ran(&mut state, 3, "test--3", 1, "SIGNAL:EXEC_FAILED");
+        let fail = CommandRecord::Fail {
+            reason: "stage `test` failed: command 3 exited non-zero".into(),
+        };
+        took(&mut state, 3, fail, None);
+        assert_eq!(
+            statuses(&stages, &state),
+            ["succeeded", "skipped", "failed"]
+        );
+        // A stage list written before splitting existed still reads.
+        let old: Vec<StageInfo> = serde_json::from_value(json!([
+            {"id": "a", "kind": "exec", "node": "main", "block": "a"}
+        ]))
+        .unwrap();
+        assert!(old[0].more_blocks.is_empty());
     }
 }
