@@ -9,7 +9,10 @@
 //!   input's value: a string as it is, any other value as compact JSON, an
 //!   optional input that was not given (and has no default) as nothing;
 //!   `{{inputs.NAME.KEY}}` is a key of an object input (or an index of a
-//!   list), at any depth;
+//!   list, or `length`, the number of its items), at any depth;
+//! - `{{inputs.NAME|TEXT}}` is the same, but TEXT (up to the closing
+//!   braces, as it is written) where the input or the key is not given or
+//!   is null;
 //! - `{{{{` becomes a literal `{{`, so `{{{{inputs.x}}` is the text
 //!   `{{inputs.x}}`;
 //! - any other `{{` is left as it is.
@@ -30,7 +33,8 @@ use crate::run::inputs::Inputs;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece<'a> {
     Text(&'a str),
-    Input(&'a str),
+    /// A placeholder: the input's path, and the text for a missing value.
+    Input(&'a str, Option<&'a str>),
 }
 
 /// Split `text` into literal text and placeholders.
@@ -56,14 +60,17 @@ fn parse(text: &str) -> Result<Vec<Piece<'_>>, String> {
                 body.chars().take(20).collect::<String>()
             ));
         };
-        let name = body[..end].trim_end();
+        let (name, fallback) = match body[..end].split_once('|') {
+            Some((name, fallback)) => (name.trim_end(), Some(fallback)),
+            None => (body[..end].trim_end(), None),
+        };
         if !name.split('.').all(is_valid_id) {
             return Err(format!(
                 "malformed placeholder `{{{{inputs.{}}}}}`: an input name uses letters, digits, `_` and `-` (and `.` between the keys of a path into it)",
                 &body[..end]
             ));
         }
-        pieces.push(Piece::Input(name));
+        pieces.push(Piece::Input(name, fallback));
         rest = &body[end + 2..];
     }
     pieces.push(Piece::Text(rest));
@@ -75,7 +82,7 @@ pub fn names(text: &str) -> Result<Vec<&str>, String> {
     Ok(parse(text)?
         .into_iter()
         .filter_map(|p| match p {
-            Piece::Input(name) => Some(name),
+            Piece::Input(name, _) => Some(name),
             Piece::Text(_) => None,
         })
         .collect())
@@ -91,10 +98,13 @@ pub fn render(text: &str, inputs: &Inputs) -> String {
     for piece in pieces {
         match piece {
             Piece::Text(t) => out.push_str(t),
-            Piece::Input(name) => match lookup(inputs, name) {
+            Piece::Input(name, fallback) => match lookup(inputs, name).as_deref() {
                 Some(Value::String(s)) => out.push_str(s),
+                Some(Value::Null) if fallback.is_some() => {
+                    out.push_str(fallback.unwrap_or_default())
+                }
+                None => out.push_str(fallback.unwrap_or_default()),
                 Some(other) => out.push_str(&other.to_string()),
-                None => {}
             },
         }
     }
@@ -103,17 +113,21 @@ pub fn render(text: &str, inputs: &Inputs) -> String {
 
 /// The value a placeholder names: an input, or with `a.b` the key `b`
 /// of input `a` (an index for a list).
-fn lookup<'i>(inputs: &'i Inputs, name: &str) -> Option<&'i Value> {
+fn lookup<'i>(inputs: &'i Inputs, name: &str) -> Option<Cow<'i, Value>> {
     let mut keys = name.split('.');
     let mut at = inputs.get(keys.next()?)?;
-    for key in keys {
+    let mut keys = keys.peekable();
+    while let Some(key) = keys.next() {
         at = match at {
             Value::Object(map) => map.get(key)?,
+            Value::Array(items) if key == "length" && keys.peek().is_none() => {
+                return Some(Cow::Owned(Value::from(items.len())));
+            }
             Value::Array(items) => items.get(key.parse::<usize>().ok()?)?,
             _ => return None,
         };
     }
-    Some(at)
+    Some(Cow::Borrowed(at))
 }
 
 /// Every string of a JSON value rendered (object keys are left alone).
@@ -328,6 +342,28 @@ mod tests {
         assert_eq!(render("{{ inputs.n }}x{{inputs.tags}}", &i), "3x[\"a\"]");
         assert_eq!(render("[{{inputs.optional}}]", &i), "[]");
         assert_eq!(render("no placeholders", &i), "no placeholders");
+    }
+
+    #[test]
+    fn a_fallback_stands_for_a_missing_value_and_lists_have_a_length() {
+        let mut i = inputs();
+        i.insert("none".into(), Value::Null);
+        i.insert("deep".into(), json!({"list": [1, 2, 3]}));
+        assert_eq!(
+            render("{{inputs.ticket|[unset: ticket]}} {{inputs.topic|x}}", &i),
+            "[unset: ticket] rust"
+        );
+        assert_eq!(render("{{inputs.none|-}} {{inputs.none}}", &i), "- null");
+        assert_eq!(
+            render("{{inputs.topic.x|[unset: topic.x]}}", &i),
+            "[unset: topic.x]"
+        );
+        assert_eq!(
+            render("{{inputs.tags.length}} {{inputs.deep.list.length}}", &i),
+            "1 3"
+        );
+        assert_eq!(render("{{inputs.tags.length.x|none}}", &i), "none");
+        assert_eq!(names("{{inputs.a.b|[unset: a.b]}}").unwrap(), ["a.b"]);
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Steps to blocks: each standard step an external block, guards before
 //! conditional steps, loop heads before their bodies, chained in order.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::assess::{self, Consequence};
+use super::contracts;
 use super::prompt::{self, Scope};
-use super::{Document, FunctionDefinition, WorkRailError, unsupported};
+use super::{Document, FunctionDefinition, WorkRailError};
 use crate::control::condition::Condition;
 use crate::control::loops::LOOP_CONTROL_KIND;
 
@@ -54,17 +56,56 @@ pub(super) struct Step {
     pub function_references: Option<Vec<String>>,
     #[serde(default)]
     pub prompt_fragments: Vec<PromptFragment>,
-    // Refused.
     #[serde(default)]
-    assessment_refs: Option<Value>,
+    pub assessment_refs: Vec<String>,
     #[serde(default)]
-    assessment_consequences: Option<Value>,
+    pub assessment_consequences: Vec<Consequence>,
+    // Expanded before the steps become blocks (`super::expand`).
+    #[serde(default, rename = "templateCall")]
+    _template_call: Option<Value>,
+    #[serde(default, rename = "audit")]
+    _audit: Option<Value>,
+    #[serde(default, rename = "verification")]
+    _verification: Option<Value>,
+}
+
+/// A parallel step: one step whose prompt asks the agent to start the
+/// delegations as subagents of its own (WorkRail does not fan out).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ParallelStep {
+    id: String,
+    #[serde(rename = "type")]
+    _kind: String,
+    title: String,
+    parallel_delegations: Vec<Delegation>,
     #[serde(default)]
-    template_call: Option<Value>,
+    require_confirmation: Option<Value>,
     #[serde(default)]
-    audit: Option<Value>,
+    run_condition: Option<Value>,
     #[serde(default)]
-    verification: Option<Value>,
+    notes_optional: Option<bool>,
+    // Expanded into a `<id>__synthesis` step (`super::expand`).
+    #[serde(default, rename = "synthesis")]
+    _synthesis: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Delegation {
+    workflow_id: String,
+    #[serde(default)]
+    goal: Option<String>,
+    #[serde(default)]
+    run_condition: Option<Value>,
+    #[serde(default)]
+    context_mapping: BTreeMap<String, String>,
+    #[serde(default)]
+    args: BTreeMap<String, String>,
+    #[serde(default)]
+    model_tier: Option<String>,
+    #[serde(default)]
+    allowed_tools: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -165,6 +206,7 @@ fn transition(signal: &str, next: Option<&str>) -> Value {
 /// there are no steps.
 pub(super) fn compile_steps(
     doc: &Document,
+    features: Vec<&'static super::library::Feature>,
     errors: &mut Vec<WorkRailError>,
 ) -> Option<(String, Map<String, Value>)> {
     let mut b = Builder {
@@ -193,7 +235,7 @@ pub(super) fn compile_steps(
     if !b.unique_ids() {
         return None;
     }
-    let scope = Scope::workflow(&doc.function_definitions);
+    let scope = Scope::workflow(&doc.function_definitions, features);
     let entry = b.sequence(&top, None, &scope);
     entry.map(|e| (e, b.blocks))
 }
@@ -228,10 +270,7 @@ impl<'d> Builder<'d> {
     ) -> Option<String> {
         match step.get("type").and_then(Value::as_str) {
             Some("loop") => self.loop_step(at, step, next, scope),
-            Some("parallel") => {
-                self.error(format!("{at}/type"), unsupported("parallel"));
-                None
-            }
+            Some("parallel") => self.parallel_step(at, step, next),
             Some(other) if other != "standard" => {
                 self.error(
                     format!("{at}/type"),
@@ -279,12 +318,15 @@ impl<'d> Builder<'d> {
         unique
     }
 
+    /// Whether step `id` makes a block of its own: a well-formed id not
+    /// used yet. A step a routine added (`caller.step`) or a virtual step
+    /// (`step__audit`) has a block too ([`block_name`]).
     fn block_id(&mut self, at: &str, id: &str) -> bool {
-        let well_formed = id.len() <= 64
+        let well_formed = id.len() <= 160
             && !id.is_empty()
-            && id
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+            && id.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.')
+            });
         if !well_formed {
             self.error(
                 format!("{at}/id"),
@@ -292,7 +334,7 @@ impl<'d> Builder<'d> {
             );
             return false;
         }
-        if self.blocks.contains_key(id) {
+        if self.blocks.contains_key(&block_name(id)) {
             self.error(format!("{at}/id"), format!("step id `{id}` is used twice"));
             return false;
         }
@@ -347,39 +389,35 @@ impl<'d> Builder<'d> {
         scope: &Scope,
     ) -> Option<String> {
         let step: Step = self.parse(at, value)?;
-        for (key, present) in [
-            ("assessmentRefs", step.assessment_refs.is_some()),
-            (
-                "assessmentConsequences",
-                step.assessment_consequences.is_some(),
-            ),
-            ("templateCall", step.template_call.is_some()),
-            ("audit", step.audit.is_some()),
-            ("verification", step.verification.is_some()),
-        ] {
-            if present {
-                self.error(format!("{at}/{key}"), unsupported(key));
-            }
-        }
         if !self.block_id(at, &step.id) {
             return None;
         }
-        let task = match prompt::step_prompt(at, &step, scope) {
-            Ok(task) => task,
+        let block_id = block_name(&step.id);
+        let contract = self.output_contract(at, &step);
+        let assessed = assess::for_step(at, &step, &self.doc.assessments, self.errors);
+        let mut extra = Vec::new();
+        if let Some((contract, required, _)) = &contract {
+            extra.push(contracts::prompt_section(contract, *required));
+        }
+        if let Some(assessed) = &assessed {
+            extra.push(assessed.prompt.clone());
+        }
+        let shown = match prompt::step_prompt(at, &step, scope, &extra) {
+            Ok(shown) => shown,
             Err((where_, why)) => {
                 self.error(where_, why);
                 return None;
             }
         };
         let mut config = Map::new();
-        config.insert("title".into(), step.title.clone().into());
+        config.insert("step_id".into(), step.id.clone().into());
+        config.insert("title".into(), prompt::templated(&step.title).into());
         if let Some(confirm) = self.confirmation(at, step.require_confirmation.as_ref()) {
             config.insert("require_confirmation".into(), confirm);
         }
-        config.insert(
-            "notes_required".into(),
-            (!step.notes_optional.unwrap_or(false)).into(),
-        );
+        // A step bound to an output contract needs no notes (WorkRail).
+        let notes_optional = step.notes_optional.unwrap_or(false) || contract.is_some();
+        config.insert("notes_required".into(), (!notes_optional).into());
         if let Some(criteria) = &step.validation_criteria {
             if let Err((inner, why)) = crate::control::criteria::Criteria::parse(criteria) {
                 self.error(format!("{at}/validationCriteria{inner}"), why);
@@ -392,31 +430,106 @@ impl<'d> Builder<'d> {
         if step.ask_for_files == Some(true) {
             config.insert("ask_for_files".into(), true.into());
         }
+        if !shown.fragments.is_empty() {
+            config.insert("prompt_fragments".into(), shown.fragments.into());
+        }
+        if let Some(assessed) = assessed {
+            config.insert("assessments".into(), assessed.config);
+        }
+        self.workflow_facts(&mut config);
         let mut block = json!({
             "worker": crate::manifest::EXTERNAL_WORKER,
             "config": config,
-            "prompt": {"task": task},
+            "prompt": {"task": shown.text},
             "transitions": [transition("SIGNAL:SUCCESS", next)],
         });
-        if let Some(contract) = &step.output_contract {
-            if contract.contract_ref != LOOP_CONTROL_CONTRACT {
+        if let Some((_, _, Some(schema))) = contract {
+            block["validation_schema"] = schema;
+        }
+        self.blocks.insert(block_id.clone(), block);
+        Some(self.guarded(
+            at,
+            &block_id,
+            step.run_condition.as_ref(),
+            block_id.clone(),
+            next,
+        ))
+    }
+
+    /// The step's output contract, checked: (contractRef, required, the
+    /// output's schema when the artifact is required or may be given).
+    fn output_contract(&mut self, at: &str, step: &Step) -> Option<(String, bool, Option<Value>)> {
+        let contract = step.output_contract.as_ref()?;
+        let required = contract.required != Some(false);
+        match contracts::output_schema(&contract.contract_ref, required) {
+            Some(schema) => Some((contract.contract_ref.clone(), required, Some(schema))),
+            None => {
                 self.error(
                     format!("{at}/outputContract/contractRef"),
                     format!(
-                        "unknown output contract `{}` (wfhost knows {LOOP_CONTROL_CONTRACT})",
-                        contract.contract_ref
+                        "unknown output contract `{}` (known: {})",
+                        contract.contract_ref,
+                        contracts::CONTRACTS.join(", ")
                     ),
                 );
-            } else if contract.required != Some(false) {
-                block["validation_schema"] = loop_control_schema();
+                None
             }
         }
-        self.blocks.insert(step.id.clone(), block);
+    }
+
+    /// What every external block of the workflow carries for the client:
+    /// the workflow's references.
+    fn workflow_facts(&self, config: &mut Map<String, Value>) {
+        if !self.doc.references.is_empty() {
+            config.insert(
+                "workflow_references".into(),
+                Value::Array(self.doc.references.clone()),
+            );
+        }
+    }
+
+    /// A parallel step: an external block whose prompt lists the
+    /// delegations whose `runCondition` holds when it is shown.
+    fn parallel_step(&mut self, at: &str, value: &Value, next: Option<&str>) -> Option<String> {
+        let step: ParallelStep = self.parse(at, value)?;
+        if !self.block_id(at, &step.id) {
+            return None;
+        }
+        let block_id = block_name(&step.id);
+        let mut conditions = Vec::new();
+        for (i, d) in step.parallel_delegations.iter().enumerate() {
+            if let Some(c) = &d.run_condition {
+                if !self.condition(&format!("{at}/parallelDelegations/{i}/runCondition"), c) {
+                    return None;
+                }
+                conditions.push(c.clone());
+            }
+        }
+        let fragments = parallel_fragments(&step.parallel_delegations);
+        let mut config = Map::new();
+        config.insert("step_id".into(), step.id.clone().into());
+        config.insert("title".into(), prompt::templated(&step.title).into());
+        if let Some(confirm) = self.confirmation(at, step.require_confirmation.as_ref()) {
+            config.insert("require_confirmation".into(), confirm);
+        }
+        config.insert(
+            "notes_required".into(),
+            (!step.notes_optional.unwrap_or(false)).into(),
+        );
+        config.insert("prompt_fragments".into(), fragments.into());
+        self.workflow_facts(&mut config);
+        let block = json!({
+            "worker": crate::manifest::EXTERNAL_WORKER,
+            "config": config,
+            "prompt": {"task": "# Parallel Subagents"},
+            "transitions": [transition("SIGNAL:SUCCESS", next)],
+        });
+        self.blocks.insert(block_id.clone(), block);
         Some(self.guarded(
             at,
-            &step.id,
+            &block_id,
             step.run_condition.as_ref(),
-            step.id.clone(),
+            block_id.clone(),
             next,
         ))
     }
@@ -428,13 +541,14 @@ impl<'d> Builder<'d> {
         let at = format!("{at}/requireConfirmation");
         match rule {
             Value::Bool(_) => Some(rule.clone()),
-            Value::Object(map) if map.contains_key("kind") => {
-                self.error(
-                    format!("{at}/kind"),
-                    "confirmation rules with a `kind` (coordinator_eval, human_approval) are not supported: use true, false or a condition",
-                );
-                None
-            }
+            // `{kind, condition?}`: who confirms is the client's business;
+            // whether is the condition's (true without one).
+            Value::Object(map) if map.contains_key("kind") => match map.get("condition") {
+                Some(condition) => self
+                    .condition(&format!("{at}/condition"), condition)
+                    .then(|| condition.clone()),
+                None => Some(Value::Bool(true)),
+            },
             _ => self.condition(&at, rule).then(|| rule.clone()),
         }
     }
@@ -450,6 +564,7 @@ impl<'d> Builder<'d> {
         if !self.block_id(at, &step.id) {
             return None;
         }
+        let head = block_name(&step.id);
         if step
             .require_confirmation
             .as_ref()
@@ -461,7 +576,7 @@ impl<'d> Builder<'d> {
             );
         }
         // Reserve the head's id before the body is compiled.
-        self.blocks.insert(step.id.clone(), Value::Null);
+        self.blocks.insert(head.clone(), Value::Null);
         let iteration_var = step
             .config
             .iteration_var
@@ -469,7 +584,7 @@ impl<'d> Builder<'d> {
             .unwrap_or("currentIteration");
         let inner = scope.enter_loop(&step.id, &step.function_definitions, iteration_var);
         let body = self.body_steps(at, &value["body"])?;
-        let first = self.sequence(&body, Some(&step.id), &inner);
+        let first = self.sequence(&body, Some(&head), &inner);
         let Some(first) = first else {
             self.error(
                 format!("{at}/body"),
@@ -485,11 +600,11 @@ impl<'d> Builder<'d> {
                     == Some(LOOP_CONTROL_CONTRACT)
             })
             .filter_map(|(_, s)| s.get("id").and_then(Value::as_str))
-            .map(|id| format!("main.{id}"))
+            .map(|id| format!("main.{}", block_name(id)))
             .collect();
         let config = self.loop_spec(at, &step, deciders)?;
         self.blocks.insert(
-            step.id.clone(),
+            head.clone(),
             json!({
                 "worker": crate::control::LOOP_WORKER,
                 "config": config,
@@ -499,13 +614,7 @@ impl<'d> Builder<'d> {
                 ],
             }),
         );
-        Some(self.guarded(
-            at,
-            &step.id,
-            step.run_condition.as_ref(),
-            step.id.clone(),
-            next,
-        ))
+        Some(self.guarded(at, &head, step.run_condition.as_ref(), head.clone(), next))
     }
 
     /// A loop's body: its inline steps, or the top-level step it names.
@@ -661,23 +770,80 @@ impl<'d> Builder<'d> {
     }
 }
 
-/// The output schema of a step bound to the loop-control contract: an
-/// `artifacts` list with a `wr.loop_control` decision.
-fn loop_control_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["artifacts"],
-        "properties": {"artifacts": {
-            "type": "array",
-            "contains": {
-                "type": "object",
-                "required": ["kind", "decision"],
-                "properties": {
-                    "kind": {"const": LOOP_CONTROL_KIND},
-                    "loopId": {"type": "string", "pattern": "^[a-z0-9_-]+$"},
-                    "decision": {"enum": ["continue", "stop"]},
-                },
-            },
-        }},
-    })
+/// The block of step `id`: the id itself, with the `.` of a step a
+/// routine added (`caller.step`) written `--`.
+pub(super) fn block_name(id: &str) -> String {
+    id.replace('.', "--")
+}
+
+/// The prompt fragments of a parallel step: a header and the procedure
+/// when a delegation is active, one fragment per delegation (under its
+/// `runCondition`), and a note when none is.
+fn parallel_fragments(delegations: &[Delegation]) -> Vec<Value> {
+    let conditions: Vec<Value> = delegations
+        .iter()
+        .map(|d| d.run_condition.clone().unwrap_or(json!({"and": []})))
+        .collect();
+    let any = json!({"or": conditions});
+    let mut out = vec![json!({
+        "when": any,
+        "text": "Start the subagents below at the same time, each with your client's own subagent tool (for instance one that opens a fresh `start_workflow` session per subagent).\n\n### Delegations",
+    })];
+    for (i, d) in delegations.iter().enumerate() {
+        let mut text = format!(
+            "#### Subagent {}: {}\n- Workflow to start: `{}`\n- Goal: {}",
+            i + 1,
+            d.workflow_id,
+            d.workflow_id,
+            d.goal
+                .clone()
+                .unwrap_or_else(|| match d.args.get("familyName") {
+                    Some(family) => format!(
+                        "Run the {family} review family of workflow {}",
+                        d.workflow_id
+                    ),
+                    None => format!("Run {}", d.workflow_id),
+                })
+        );
+        if let Some(tier) = &d.model_tier {
+            text.push_str(&format!("\n- Model tier: {tier}"));
+        }
+        if !d.allowed_tools.is_empty() {
+            text.push_str(&format!(
+                "\n- Allowed tools: {}",
+                d.allowed_tools.join(", ")
+            ));
+        }
+        let mut inputs: Vec<String> = d
+            .context_mapping
+            .iter()
+            .filter(|(_, child)| !d.args.contains_key(*child))
+            .map(|(parent, child)| {
+                format!(
+                    "  - `{child}`: `{}`",
+                    prompt::templated(&format!("{{{{{parent}}}}}"))
+                )
+            })
+            .collect();
+        inputs.extend(d.args.iter().map(|(k, v)| format!("  - `{k}`: `{v}`")));
+        if inputs.is_empty() {
+            text.push_str("\n- Inputs: none");
+        } else {
+            text.push_str(&format!("\n- Inputs:\n{}", inputs.join("\n")));
+        }
+        let mut fragment = json!({"text": text});
+        if let Some(c) = &d.run_condition {
+            fragment["when"] = c.clone();
+        }
+        out.push(fragment);
+    }
+    out.push(json!({
+        "when": any,
+        "text": "### Procedure\n1. Start the subagents above in parallel.\n2. Wait until every one has finished and written what it found.\n3. Check that every deliverable exists, then advance this step with your notes.",
+    }));
+    out.push(json!({
+        "when": {"not": any},
+        "text": "No delegation's condition holds: there is no subagent to start. Advance this step now.",
+    }));
+    out
 }

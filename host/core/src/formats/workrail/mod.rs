@@ -11,14 +11,28 @@
 //! the head (`crate::control`). WorkRail's `{{name}}` placeholders become
 //! `{{inputs.name}}`: the run's inputs are WorkRail's context.
 //!
-//! What wfhost cannot do the same way — parallel steps (subagents),
-//! templates, extension points, assessments, audits, verification
-//! commands, coordinator or human confirmation rules — is refused with
-//! the JSON pointer of the construct, as is any key the spec does not
-//! define. Nothing is silently dropped.
+//! Before that, `templateCall`s are replaced by their routine's steps,
+//! `verification`/`audit`/`synthesis` add steps, and extension-point
+//! bindings take their defaults ([`expand`]). Features add to the prompt
+//! blocks of steps ([`library`]), `ref` prompt parts become their texts,
+//! output contracts become the schema of the step's output
+//! ([`contracts`]), assessments a check the MCP server makes
+//! ([`assess`]), conditional prompt fragments and parallel steps prompt
+//! fragments chosen when the step is shown. Any key the spec does not
+//! define is refused with its JSON pointer; nothing is silently dropped.
 
+mod assess;
+mod contracts;
+mod expand;
 mod flow;
+mod library;
 mod prompt;
+mod routines;
+
+pub use assess::{
+    Checked as AssessmentCheck, Recorded as RecordedAssessment, check as check_assessments,
+};
+pub use expand::{NoRoutines, ROUTINE_TEMPLATE, Routines, routine_name};
 
 use std::path::Path;
 
@@ -59,15 +73,29 @@ struct Document {
     _examples: Option<Value>,
     #[serde(default, rename = "metricsProfile")]
     _metrics_profile: Option<Value>,
-    // Refused (see UNSUPPORTED_TOP).
     #[serde(default)]
-    features: Option<Value>,
+    features: Vec<String>,
     #[serde(default)]
-    assessments: Option<Value>,
+    assessments: Vec<assess::Assessment>,
     #[serde(default)]
-    extension_points: Option<Value>,
+    extension_points: Vec<ExtensionPoint>,
+    /// Documents the workflow points to; shown to the client when a run
+    /// starts (never inlined).
     #[serde(default)]
-    references: Option<Value>,
+    references: Vec<Value>,
+}
+
+/// A slot `{{wr.bindings.<slotId>}}` names; wfhost binds its default.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ExtensionPoint {
+    slot_id: String,
+    #[serde(rename = "purpose")]
+    _purpose: String,
+    #[serde(default)]
+    default: Option<String>,
+    #[serde(default, rename = "acceptedKinds")]
+    _accepted_kinds: Option<Value>,
 }
 
 /// A function definition, rendered into the prompts that can see it.
@@ -104,6 +132,15 @@ pub type WorkRailError = (String, String);
 /// The workflow of a WorkRail workflow file ,
 /// None for any other text. Errors name the JSON pointer in the file.
 pub fn from_text(file: &Path, text: &str) -> Result<Option<Workflow>, ManifestErrors> {
+    from_text_with(file, text, &routines::Beside::of(file))
+}
+
+/// [`from_text`] with the routines a `templateCall` may name.
+pub fn from_text_with(
+    file: &Path,
+    text: &str,
+    routines: &dyn Routines,
+) -> Result<Option<Workflow>, ManifestErrors> {
     // Cheap test first: only text with a `steps` key can be one.
     if !text.contains("\"steps\"") {
         return Ok(None);
@@ -128,7 +165,7 @@ pub fn from_text(file: &Path, text: &str) -> Result<Option<Workflow>, ManifestEr
     if let Err(e) = crate::manifest::strict_json::check_no_duplicate_keys(text) {
         return Err(errors(vec![(String::new(), e.to_string())]));
     }
-    let compiled = compile(&value).map_err(errors)?;
+    let compiled = compile_with(&value, routines).map_err(errors)?;
     serde_json::from_value(compiled).map(Some).map_err(|e| {
         errors(vec![(
             String::new(),
@@ -145,22 +182,42 @@ pub fn is_workrail(value: &Value) -> bool {
 /// The wfhost manifest (as JSON) of a WorkRail workflow, or every
 /// construct that is refused.
 pub fn compile(value: &Value) -> Result<Value, Vec<WorkRailError>> {
-    let doc: Document = serde_path_to_error::deserialize(value).map_err(|e| {
+    compile_with(value, &NoRoutines)
+}
+
+/// [`compile`] with the routines a `templateCall` may name.
+pub fn compile_with(value: &Value, routines: &dyn Routines) -> Result<Value, Vec<WorkRailError>> {
+    let mut doc: Document = serde_path_to_error::deserialize(value).map_err(|e| {
         let at = crate::json_pointer::of_path(e.path());
         vec![(at, e.into_inner().to_string())]
     })?;
     let mut errors = Vec::new();
-    for (key, present) in [
-        ("features", doc.features.is_some()),
-        ("assessments", doc.assessments.is_some()),
-        ("extensionPoints", doc.extension_points.is_some()),
-        ("references", doc.references.is_some()),
-    ] {
-        if present {
-            errors.push((format!("/{key}"), unsupported(key)));
+    let mut features = Vec::new();
+    for (i, id) in doc.features.iter().enumerate() {
+        match library::feature(id) {
+            Some(f) => features.push(f),
+            None => errors.push((
+                format!("/features/{i}"),
+                format!(
+                    "unknown feature `{id}` (known: {})",
+                    library::feature_ids().join(", ")
+                ),
+            )),
         }
     }
-    let blocks = flow::compile_steps(&doc, &mut errors);
+    assess::check_declared(&doc.assessments, &mut errors);
+    let mut expander = expand::Expander {
+        routines,
+        bindings: doc
+            .extension_points
+            .iter()
+            .filter_map(|p| p.default.clone().map(|d| (p.slot_id.clone(), d)))
+            .collect(),
+        errors: Vec::new(),
+    };
+    doc.steps = expander.steps("/steps", &doc.steps);
+    errors.append(&mut expander.errors);
+    let blocks = flow::compile_steps(&doc, features, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -190,24 +247,6 @@ pub fn compile(value: &Value) -> Result<Value, Vec<WorkRailError>> {
         serde_json::json!({"main": {"entry_block": entry, "blocks": blocks}}),
     );
     Ok(Value::Object(manifest))
-}
-
-/// Why a construct is refused.
-fn unsupported(key: &str) -> String {
-    let why = match key {
-        "features" => "compiler features",
-        "assessments" | "assessmentRefs" | "assessmentConsequences" => "assessments",
-        "extensionPoints" => "extension points (bindings)",
-        "references" => "workflow references",
-        "templateCall" => "template calls",
-        "audit" => "audits",
-        "verification" => "verification commands",
-        "parallel" => "parallel steps (subagent delegation)",
-        _ => "this construct",
-    };
-    format!(
-        "`{key}`: wfhost does not run WorkRail {why}; remove it or write the workflow as a wfhost manifest"
-    )
 }
 
 #[cfg(test)]

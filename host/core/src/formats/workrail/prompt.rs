@@ -6,21 +6,38 @@
 use serde_json::Value;
 
 use super::flow::Step;
+use super::library::{self, REF_ITEM};
 use super::{Document, FunctionDefinition, WorkRailError};
+
+/// A step's prompt: the text every rendering shows, and the prompt
+/// fragments chosen when the step is shown (`[{when?, text}]`, in
+/// declaration order; empty when no fragment has a `when`, for then they
+/// are part of the text).
+#[derive(Debug, Default)]
+pub(super) struct StepPrompt {
+    pub text: String,
+    pub fragments: Vec<Value>,
+}
 
 /// What a step can see from where it is: the function definitions of the
 /// workflow and of its enclosing loops, and the loops themselves.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Scope {
     functions: Vec<FunctionDefinition>,
+    /// The workflow's compiler features (`wr.features.*`), known ones.
+    pub features: Vec<&'static library::Feature>,
     /// (loop id, iteration variable), outermost first.
     loops: Vec<(String, String)>,
 }
 
 impl Scope {
-    pub fn workflow(functions: &[FunctionDefinition]) -> Scope {
+    pub fn workflow(
+        functions: &[FunctionDefinition],
+        features: Vec<&'static library::Feature>,
+    ) -> Scope {
         Scope {
             functions: functions.to_vec(),
+            features,
             loops: Vec::new(),
         }
     }
@@ -70,7 +87,12 @@ fn bullets(items: &[String]) -> String {
 
 /// The step's prompt; an error (pointer, reason) for what cannot be
 /// rendered.
-pub(super) fn step_prompt(at: &str, step: &Step, scope: &Scope) -> Result<String, WorkRailError> {
+pub(super) fn step_prompt(
+    at: &str,
+    step: &Step,
+    scope: &Scope,
+    extra: &[String],
+) -> Result<StepPrompt, WorkRailError> {
     let mut parts = Vec::new();
     if let Some(role) = &step.agent_role {
         parts.push(section("Agent Role Instructions", role));
@@ -86,7 +108,9 @@ pub(super) fn step_prompt(at: &str, step: &Step, scope: &Scope) -> Result<String
             ));
         }
         (Some(p), None) => p.clone(),
-        (None, Some(blocks)) => prompt_blocks(&format!("{at}/promptBlocks"), blocks)?,
+        (None, Some(blocks)) => {
+            prompt_blocks(&format!("{at}/promptBlocks"), blocks, &scope.features)?
+        }
         (None, None) => {
             return Err((
                 at.to_string(),
@@ -94,14 +118,22 @@ pub(super) fn step_prompt(at: &str, step: &Step, scope: &Scope) -> Result<String
             ));
         }
     });
-    for (i, fragment) in step.prompt_fragments.iter().enumerate() {
-        if fragment.when.is_some() {
-            return Err((
-                format!("{at}/promptFragments/{i}/when"),
-                "conditional prompt fragments are not supported: split the step with a runCondition".into(),
-            ));
+    parts.extend(extra.iter().cloned());
+    // Fragments with a `when` are chosen each time the step is shown;
+    // without any, they are plain text.
+    let conditional = step.prompt_fragments.iter().any(|f| f.when.is_some());
+    let mut fragments = Vec::new();
+    for fragment in &step.prompt_fragments {
+        if conditional {
+            let mut f = serde_json::Map::new();
+            if let Some(when) = &fragment.when {
+                f.insert("when".into(), when.clone());
+            }
+            f.insert("text".into(), templated(&fragment.text).into());
+            fragments.push(Value::Object(f));
+        } else {
+            parts.push(fragment.text.clone());
         }
-        parts.push(fragment.text.clone());
     }
     if let Some(functions) = functions(step, scope) {
         parts.push(section("Function Definitions", &functions));
@@ -130,7 +162,7 @@ pub(super) fn step_prompt(at: &str, step: &Step, scope: &Scope) -> Result<String
             "\n\n## Loop Context\n- Loop: {id}\n- Iteration: {{{{inputs.{var}}}}}"
         ));
     }
-    Ok(text)
+    Ok(StepPrompt { text, fragments })
 }
 
 /// The functions the step sees (the closest definition of each name
@@ -178,7 +210,11 @@ fn function(f: &FunctionDefinition) -> String {
 
 /// `promptBlocks` rendered: goal, constraints, procedure, output
 /// required, verify.
-fn prompt_blocks(at: &str, blocks: &Value) -> Result<String, WorkRailError> {
+fn prompt_blocks(
+    at: &str,
+    blocks: &Value,
+    features: &[&library::Feature],
+) -> Result<String, WorkRailError> {
     let Some(map) = blocks.as_object() else {
         return Err((at.into(), "`promptBlocks` is an object".into()));
     };
@@ -202,15 +238,32 @@ fn prompt_blocks(at: &str, blocks: &Value) -> Result<String, WorkRailError> {
     if let Some(goal) = map.get("goal") {
         parts.push(section("Goal", &text(&format!("{at}/goal"), goal)?));
     }
-    for (key, title, numbered) in [
-        ("constraints", "Constraints", false),
-        ("procedure", "Procedure", true),
+    let added = |pick: fn(&library::Feature) -> &'static [&'static str]| -> Vec<String> {
+        features
+            .iter()
+            .flat_map(|f| pick(f).iter())
+            .map(|item| match item.strip_prefix(REF_ITEM) {
+                Some(id) => library::reference(id).unwrap_or_default().to_string(),
+                None => item.to_string(),
+            })
+            .collect()
+    };
+    for (key, title, numbered, extra) in [
+        (
+            "constraints",
+            "Constraints",
+            false,
+            added(|f| f.constraints),
+        ),
+        ("procedure", "Procedure", true, added(|f| f.procedure)),
     ] {
-        if let Some(items) = map.get(key) {
-            parts.push(section(
-                title,
-                &list(&format!("{at}/{key}"), items, numbered)?,
-            ));
+        let mut lines = match map.get(key) {
+            Some(items) => list(&format!("{at}/{key}"), items)?,
+            None => Vec::new(),
+        };
+        lines.extend(extra);
+        if !lines.is_empty() {
+            parts.push(section(title, &itemize(&lines, numbered)));
         }
     }
     if let Some(out) = map.get("outputRequired") {
@@ -229,11 +282,13 @@ fn prompt_blocks(at: &str, blocks: &Value) -> Result<String, WorkRailError> {
         }
         parts.push(section("Output Required", &lines.join("\n")));
     }
-    if let Some(items) = map.get("verify") {
-        parts.push(section(
-            "Verify",
-            &list(&format!("{at}/verify"), items, false)?,
-        ));
+    let mut verify = match map.get("verify") {
+        Some(items) => list(&format!("{at}/verify"), items)?,
+        None => Vec::new(),
+    };
+    verify.extend(added(|f| f.verify));
+    if !verify.is_empty() {
+        parts.push(section("Verify", &itemize(&verify, false)));
     }
     if parts.is_empty() {
         return Err((at.into(), "`promptBlocks` renders to nothing".into()));
@@ -241,23 +296,35 @@ fn prompt_blocks(at: &str, blocks: &Value) -> Result<String, WorkRailError> {
     Ok(parts.join("\n\n"))
 }
 
-fn list(at: &str, items: &Value, numbered: bool) -> Result<String, WorkRailError> {
+fn list(at: &str, items: &Value) -> Result<Vec<String>, WorkRailError> {
     let Some(items) = items.as_array() else {
         return Err((at.into(), "a list of texts".into()));
     };
-    let mut lines = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let t = text(&format!("{at}/{i}"), item)?;
-        lines.push(if numbered {
-            format!("{}. {t}", i + 1)
-        } else {
-            format!("- {t}")
-        });
-    }
-    Ok(lines.join("\n"))
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| text(&format!("{at}/{i}"), item))
+        .collect()
 }
 
-/// A prompt value: a string, or parts of kind `text`.
+/// Items as a bulleted or numbered list.
+fn itemize(items: &[String], numbered: bool) -> String {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            if numbered {
+                format!("{}. {t}", i + 1)
+            } else {
+                format!("- {t}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A prompt value: a string, or parts of kind `text` and `ref` (a
+/// `wr.refs.*` text).
 fn text(at: &str, value: &Value) -> Result<String, WorkRailError> {
     match value {
         Value::String(s) => Ok(s.clone()),
@@ -270,15 +337,22 @@ fn text(at: &str, value: &Value) -> Result<String, WorkRailError> {
                 ) {
                     (Some("text"), Some(t)) => out.push_str(t),
                     (Some("ref"), _) => {
-                        return Err((
-                            format!("{at}/{i}"),
-                            "prompt parts of kind `ref` (references) are not supported".into(),
-                        ));
+                        let id = part.get("refId").and_then(Value::as_str).unwrap_or("");
+                        let Some(t) = library::reference(id) else {
+                            return Err((
+                                format!("{at}/{i}/refId"),
+                                format!(
+                                    "unknown ref `{id}` (known: {})",
+                                    library::reference_ids().join(", ")
+                                ),
+                            ));
+                        };
+                        out.push_str(t);
                     }
                     _ => {
                         return Err((
                             format!("{at}/{i}"),
-                            "a prompt part is {\"kind\": \"text\", \"text\": …}".into(),
+                            "a prompt part is {\"kind\": \"text\", \"text\": …} or {\"kind\": \"ref\", \"refId\": …}".into(),
                         ));
                     }
                 }
@@ -290,21 +364,22 @@ fn text(at: &str, value: &Value) -> Result<String, WorkRailError> {
 }
 
 /// WorkRail's `{{name}}` / `{{a.b}}` placeholders written as wfhost's
-/// `{{inputs.name}}` / `{{inputs.a.b}}`; `{{wr.…}}` and anything else is
-/// left as text (a literal `{{inputs.` is escaped).
+/// `{{inputs.name|[unset: name]}}` / `{{inputs.a.b|[unset: a.b]}}`: the
+/// value, or WorkRail's `[unset: …]` marker when there is none. As in
+/// WorkRail, a name is identifiers joined by dots with nothing else inside
+/// the braces; `{{wr.…}}`, `{{ spaced }}` and anything else is left as
+/// text (a literal `{{inputs.` is escaped).
 pub(super) fn templated(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find("{{") {
         out.push_str(&rest[..at]);
         let after = &rest[at + 2..];
-        let name = after.find("}}").map(|end| after[..end].trim());
+        let name = after.find("}}").map(|end| &after[..end]);
         match name {
             Some(name) if is_context_path(name) => {
-                out.push_str("{{inputs.");
-                out.push_str(name);
-                out.push_str("}}");
-                rest = &after[after.find("}}").unwrap_or(0) + 2..];
+                out.push_str(&format!("{{{{inputs.{name}|[unset: {name}]}}}}"));
+                rest = &after[name.len() + 2..];
             }
             _ => {
                 // Not a placeholder wfhost writes: keep `{{` as text.
@@ -317,11 +392,12 @@ pub(super) fn templated(text: &str) -> String {
     out
 }
 
+/// WorkRail's placeholder grammar: identifiers (`[A-Za-z_][A-Za-z0-9_]*`)
+/// joined by dots, not starting with `wr.`.
 fn is_context_path(name: &str) -> bool {
     !name.starts_with("wr.")
         && name.split('.').all(|k| {
-            !k.is_empty()
-                && k.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         })
 }

@@ -15,7 +15,7 @@ fn polling() -> Value {
         "functionDefinitions": [{"name": "probe", "definition": "Ask the API once.",
             "parameters": [{"name": "url", "type": "string"}]}],
         "steps": [
-            {"id": "setup", "title": "Setup", "prompt": "Set status for {{ service }}.",
+            {"id": "setup", "title": "Setup", "prompt": "Set status for {{service}} ({{ spaced }}).",
              "agentRole": "You watch a service.", "guidance": ["start at 0"]},
             {"id": "poll", "type": "loop", "title": "Poll",
              "loop": {"type": "while", "maxIterations": 5, "iterationVar": "attempt",
@@ -109,7 +109,7 @@ fn prompts_are_rendered_as_workrail_renders_them_with_placeholders_as_inputs() {
     assert_eq!(
         task("setup"),
         "## Agent Role Instructions\nYou watch a service.\n\n## Step Guidance\n- start at 0\n\n\
-         Set status for {{inputs.service}}.\n\n## Function Definitions\n- `probe(url: string)`: Ask the API once."
+         Set status for {{inputs.service|[unset: service]}} ({{{{ spaced }}).\n\n## Function Definitions\n- `probe(url: string)`: Ask the API once."
     );
     assert_eq!(
         task("check"),
@@ -118,10 +118,10 @@ fn prompts_are_rendered_as_workrail_renders_them_with_placeholders_as_inputs() {
          ## Function Definitions\n- `probe(url: string)`: Ask the API once.\n\n\
          ## Loop Context\n- Loop: poll\n- Iteration: {{inputs.attempt}}"
     );
-    assert!(task("report").contains("Report {{inputs.result.summary}}."));
+    assert!(task("report").contains("Report {{inputs.result.summary|[unset: result.summary]}}."));
     assert_eq!(
-        prompt::templated("a {{wr.x}} {{ not a name! }} {{b}}"),
-        "a {{{{wr.x}} {{{{ not a name! }} {{inputs.b}}"
+        prompt::templated("a {{wr.x}} {{ not a name! }} {{b}} {{items.0}} {{x-y}}"),
+        "a {{{{wr.x}} {{{{ not a name! }} {{inputs.b|[unset: b]}} {{{{items.0}} {{{{x-y}}"
     );
 }
 
@@ -175,29 +175,23 @@ fn assert_refused(errors: &[(String, String)], at: &str, says: &str) {
 }
 
 #[test]
-fn constructs_wfhost_cannot_run_are_refused_by_pointer_never_skipped() {
+fn what_wfhost_cannot_run_is_refused_by_pointer_never_skipped() {
     assert_refused(
-        &refused(|v| v["features"] = json!(["wr.features.memory_context"])),
-        "/features",
-        "compiler features",
-    );
-    assert_refused(
-        &refused(|v| {
-            v["steps"][3] =
-                json!({"id": "fan", "type": "parallel", "title": "F", "parallelDelegations": []})
-        }),
-        "/steps/3/type",
-        "parallel steps",
+        &refused(|v| v["features"] = json!(["wr.features.memory_context", "wr.features.nope"])),
+        "/features/1",
+        "unknown feature `wr.features.nope`",
     );
     assert_refused(
         &refused(|v| v["steps"][0]["templateCall"] = json!({"templateId": "t"})),
-        "/steps/0/templateCall",
-        "template calls",
+        "/steps/0/templateCall/templateId",
+        "unknown template `t`",
     );
     assert_refused(
-        &refused(|v| v["steps"][0]["audit"] = json!({})),
-        "/steps/0/audit",
-        "audits",
+        &refused(|v| {
+            v["steps"][0]["templateCall"] = json!({"templateId": "wr.templates.routine.none"})
+        }),
+        "/steps/0/templateCall/templateId",
+        "no routine `none`",
     );
     assert_refused(
         &refused(|v| v["steps"][0]["nonsense"] = json!(1)),
@@ -208,19 +202,6 @@ fn constructs_wfhost_cannot_run_are_refused_by_pointer_never_skipped() {
         &refused(|v| v["bogus"] = json!(1)),
         "/bogus",
         "unknown field `bogus`",
-    );
-    assert_refused(
-        &refused(|v| {
-            v["steps"][0]["promptFragments"] =
-                json!([{"id": "f", "when": {"var": "x"}, "text": "t"}])
-        }),
-        "/steps/0/promptFragments/0/when",
-        "conditional prompt fragments",
-    );
-    assert_refused(
-        &refused(|v| v["steps"][3]["requireConfirmation"] = json!({"kind": "human_approval"})),
-        "/steps/3/requireConfirmation/kind",
-        "not supported",
     );
     assert_refused(
         &refused(|v| {
@@ -247,14 +228,14 @@ fn constructs_wfhost_cannot_run_are_refused_by_pointer_never_skipped() {
     assert_refused(
         &refused(|v| v["steps"][0]["prompt"] = json!("see {{wr.bindings.x}}")),
         "/steps/0",
-        "extension point",
+        "wr.bindings.x",
     );
     assert_refused(
         &refused(|v| {
             v["steps"][2]["promptBlocks"]["goal"] = json!([{"kind": "ref", "refId": "r"}])
         }),
-        "/steps/2/promptBlocks/goal/0",
-        "`ref`",
+        "/steps/2/promptBlocks/goal/0/refId",
+        "unknown ref `r`",
     );
     assert_refused(
         &refused(|v| {
@@ -269,6 +250,165 @@ fn constructs_wfhost_cannot_run_are_refused_by_pointer_never_skipped() {
         "/steps/1/loop/maxIterations",
         "1 to 1000",
     );
+    assert_refused(
+        &refused(|v| {
+            v["assessments"] = json!([{"id": "a", "purpose": "p", "dimensions": [
+                {"id": "d", "purpose": "p", "levels": ["x", "y"]}]}]);
+            v["steps"][0]["assessmentRefs"] = json!(["b"]);
+        }),
+        "/steps/0/assessmentRefs/0",
+        "unknown assessment `b`",
+    );
+    assert_refused(
+        &refused(|v| {
+            v["assessments"] = json!([{"id": "a", "purpose": "p", "dimensions": [
+                {"id": "d", "purpose": "p", "levels": ["x", "y"]}]}]);
+            v["steps"][0]["assessmentRefs"] = json!(["a"]);
+            v["steps"][0]["assessmentConsequences"] = json!([{"when": {"anyEqualsLevel": "z"},
+                "effect": {"kind": "require_followup", "guidance": "g"}}]);
+        }),
+        "/steps/0/assessmentConsequences/0/when/anyEqualsLevel",
+        "not a level",
+    );
+}
+
+#[test]
+fn workrail_constructs_compile_to_what_the_client_sees() {
+    let mut v = polling();
+    v["features"] = json!(["wr.features.capabilities"]);
+    v["references"] = json!([{"id": "spec", "title": "Spec", "source": "docs/spec.md",
+                              "purpose": "what to build", "authoritative": true}]);
+    v["extensionPoints"] =
+        json!([{"slotId": "probe", "purpose": "p", "default": "wr.routine-probe"}]);
+    v["steps"][0]["prompt"] = json!("Set status with {{wr.bindings.probe}}.");
+    v["steps"][0]["promptFragments"] = json!([
+        {"id": "always", "text": "Always."},
+        {"id": "big", "when": {"var": "size", "equals": "big"}, "text": "Big {{size}}."}
+    ]);
+    v["steps"][0]["verification"] = json!({"command": "make check"});
+    v["steps"][2]["promptBlocks"]["constraints"] =
+        json!([[{"kind": "ref", "refId": "wr.refs.notes_first_durability"}]]);
+    v["steps"][3]["requireConfirmation"] = json!({"kind": "human_approval"});
+    v["steps"][3]["outputContract"] = json!({"contractRef": "wr.contracts.gate_verdict"});
+    v["steps"].as_array_mut().unwrap().push(json!({
+        "id": "fan", "type": "parallel", "title": "Fan out",
+        "parallelDelegations": [
+            {"workflowId": "wr.research", "goal": "dig", "contextMapping": {"topic": "subject"}},
+            {"workflowId": "wr.review", "runCondition": {"var": "deep", "equals": true}}
+        ]
+    }));
+    let wf = compiled(&v);
+    let blocks = &wf.nodes["main"].blocks;
+    let task = |b: &str| blocks[b].prompt.as_ref().unwrap().task.clone().unwrap();
+    assert!(
+        task("setup").contains("Set status with wr.routine-probe."),
+        "{}",
+        task("setup")
+    );
+    // Conditional fragments are chosen when the step is shown.
+    assert_eq!(
+        blocks["setup"].config["prompt_fragments"],
+        json!([{"text": "Always."},
+               {"when": {"var": "size", "equals": "big"}, "text": "Big {{inputs.size|[unset: size]}}."}])
+    );
+    assert_eq!(blocks["setup"].config["step_id"], "setup");
+    assert_eq!(
+        action(&wf, "setup", "SIGNAL:SUCCESS"),
+        "JUMP:setup__verification"
+    );
+    assert!(task("setup__verification").contains("make check"));
+    assert_eq!(
+        action(&wf, "setup__verification", "SIGNAL:SUCCESS"),
+        "JUMP:poll"
+    );
+    // Features add to prompt blocks; refs become their text.
+    assert!(
+        task("check").contains("Notes are the durable record:"),
+        "{}",
+        task("check")
+    );
+    assert!(
+        task("check").contains("## Verify\n- No path that depends on a capability"),
+        "{}",
+        task("check")
+    );
+    // A confirmation kind is a confirmation; a contract a schema, no notes needed.
+    assert_eq!(blocks["report"].config["require_confirmation"], json!(true));
+    assert_eq!(blocks["report"].config["notes_required"], json!(false));
+    assert!(blocks["report"].validation_schema.is_some());
+    assert!(task("report").contains("wr.gate_verdict"));
+    assert_eq!(
+        blocks["report"].config["workflow_references"][0]["id"],
+        "spec"
+    );
+    // A parallel step is one step whose prompt lists its delegations.
+    let fan = &blocks["fan"];
+    assert_eq!(fan.config["notes_required"], json!(true));
+    let fragments = fan.config["prompt_fragments"].as_array().unwrap();
+    assert_eq!(fragments.len(), 5);
+    assert!(
+        fragments[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("`subject`: `{{inputs.topic|[unset: topic]}}`")
+    );
+    assert_eq!(fragments[2]["when"], json!({"var": "deep", "equals": true}));
+    assert_eq!(action(&wf, "report", "SIGNAL:SUCCESS"), "JUMP:fan");
+}
+
+#[test]
+fn assessments_compile_to_the_blocks_check() {
+    let mut v = polling();
+    v["assessments"] = json!([{"id": "risk", "purpose": "How risky", "dimensions": [
+        {"id": "impact", "purpose": "blast radius", "levels": ["low", "high"]}]}]);
+    v["steps"][0]["assessmentRefs"] = json!(["risk"]);
+    v["steps"][0]["assessmentConsequences"] = json!([{"when": {"anyEqualsLevel": "high"},
+        "effect": {"kind": "require_followup", "guidance": "Plan a rollback."}}]);
+    let wf = compiled(&v);
+    let setup = &wf.nodes["main"].blocks["setup"];
+    let config = &setup.config["assessments"];
+    assert_eq!(config["definitions"][0]["id"], "risk");
+    let checked = super::check_assessments(
+        config,
+        &[json!({"kind": "wr.assessment", "dimensions": {"impact": "high"}})],
+    );
+    assert_eq!(checked.followups[0].1, "Plan a rollback.");
+    assert!(
+        setup
+            .prompt
+            .as_ref()
+            .unwrap()
+            .task
+            .as_ref()
+            .unwrap()
+            .contains("`impact` (low | high)")
+    );
+}
+
+#[test]
+fn a_routine_call_becomes_the_routines_steps_with_dotted_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("routines")).unwrap();
+    std::fs::write(
+        dir.path().join("routines/review.json"),
+        json!({"id": "wr.routine-review", "name": "R", "description": "d", "version": "1.0.0",
+               "steps": [{"id": "look", "title": "Look at {target}", "prompt": "Read {target}."},
+                         {"id": "judge", "title": "Judge", "prompt": "Judge."}]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut v = polling();
+    v["steps"][0] = json!({"id": "setup", "title": "Setup",
+        "templateCall": {"templateId": "wr.templates.routine.review", "args": {"target": "lib.rs"}}});
+    let file = dir.path().join("flow.json");
+    std::fs::write(&file, v.to_string()).unwrap();
+    let loaded = crate::formats::load(&file, &["actions-core"]).unwrap();
+    let blocks = &loaded.workflow.nodes["main"].blocks;
+    assert_eq!(blocks["setup--look"].config["step_id"], "setup.look");
+    assert_eq!(blocks["setup--look"].config["title"], "Look at lib.rs");
+    assert_eq!(loaded.workflow.nodes["main"].entry_block, "setup--look");
+    let next = &blocks["setup--look"].transitions[0].action;
+    assert_eq!(next, "JUMP:setup--judge");
 }
 
 #[test]
@@ -280,13 +420,13 @@ fn a_workrail_file_loads_as_a_manifest_and_errors_name_the_file_and_pointer() {
     let loaded = crate::formats::load(&file, &["actions-core"]).unwrap();
     assert_eq!(loaded.workflow.id, "polling-demo");
     let mut bad = polling();
-    bad["steps"][0]["verification"] = json!({"command": "make"});
+    bad["steps"][0]["auditing"] = json!({"rubric": ["x"]});
     std::fs::write(&file, bad.to_string()).unwrap();
     let err = crate::formats::load(&file, &["actions-core"])
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("polling.json: /steps/0/verification: WorkRail workflow:"),
+        err.contains("polling.json: /steps/0/auditing: WorkRail workflow:"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
