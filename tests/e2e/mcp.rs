@@ -74,6 +74,40 @@ fn a_real_mcp_client_walks_the_contract() {
     );
 }
 
+/// Every WorkRail compiler construct, driven over MCP with the Python
+/// client: the step sequence, blocked replies, placeholders, tags.
+#[test]
+fn workrail_constructs_run_as_workrail_runs_them() {
+    let python = match client_python() {
+        Ok(p) => p,
+        Err(why) => {
+            assert!(
+                std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
+                "the Python MCP client could not be installed: {why}"
+            );
+            eprintln!("skipped: the Python MCP client could not be installed: {why}");
+            return;
+        }
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = super::workspace_in(scratch.path());
+    let out = Command::new(python)
+        .arg(repo().join("tests/mcp/workrail_constructs.py"))
+        .arg(env!("CARGO_BIN_EXE_wfhost"))
+        .arg(scratch.path().join("home"))
+        .arg(repo().join("tests/fixtures/workrail"))
+        .arg(&ws)
+        .arg(scratch.path().join("cache"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("all checks passed"),
+        "{stdout}\n{stderr}"
+    );
+}
+
 #[test]
 fn rotate_key_keeps_the_previous_key() {
     let scratch = tempfile::tempdir().unwrap();
@@ -156,20 +190,21 @@ fn a_workrail_file_validates_lists_inspects_and_runs_to_its_first_step() {
 }
 
 #[test]
-fn a_workrail_construct_wfhost_cannot_run_is_refused_by_pointer() {
+fn a_workrail_file_naming_what_does_not_exist_is_refused_by_pointer() {
     let scratch = tempfile::tempdir().unwrap();
     let mut wf: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(repo().join("examples/mcp/workflows/triage.json")).unwrap(),
     )
     .unwrap();
-    wf["steps"][4] = serde_json::json!({"id": "fan", "type": "parallel", "title": "Fan out",
-        "parallelDelegations": [{"workflowId": "x"}]});
+    wf["features"] = serde_json::json!(["wr.features.capabilities", "wr.features.telepathy"]);
     let file = scratch.path().join("bad.json");
     std::fs::write(&file, wf.to_string()).unwrap();
     let out = wfhost(&["validate", file.to_str().unwrap()], scratch.path());
     assert_ne!(out.status.code(), Some(0));
     assert!(
-        stderr(&out).contains("bad.json: /steps/4/type: WorkRail workflow: `parallel`"),
+        stderr(&out).contains(
+            "bad.json: /features/1: WorkRail workflow: unknown feature `wr.features.telepathy`"
+        ),
         "{}",
         stderr(&out)
     );

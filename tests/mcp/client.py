@@ -30,12 +30,29 @@ def server(home=None):
     )
 
 
+# Execution replies are text first, with the JSON as structured content;
+# the others mirror their JSON as text.
+EXECUTION = {"workflow_start", "start_workflow", "workflow_advance", "continue_workflow",
+             "workflow_checkpoint", "checkpoint_workflow"}
+
+
 async def call(session, tool, args, **kw):
     result = await session.call_tool(tool, args, **kw)
     text = result.content[0].text if result.content else ""
     body = result.structured_content
     check(body is not None, f"{tool} returns structured content", text)
-    check(json.loads(text) == body, f"{tool}'s text mirrors its structured content", text)
+    if tool not in EXECUTION:
+        check(json.loads(text) == body, f"{tool}'s text mirrors its structured content", text)
+    elif result.is_error:
+        check(text.startswith(f"Error {body['code']}: "), f"{tool}'s error reads as text", text)
+    else:
+        check(body["session"]["runId"] in text, f"{tool}'s text names the run", text)
+        pending = body.get("pending")
+        if pending:
+            check(pending["prompt"].strip() in text, f"{tool}'s text holds the pending prompt", text)
+        if body.get("nextCall"):
+            for token in body["nextCall"]["params"].values():
+                check(str(token) in text, f"{tool}'s text holds the tokens to go on with", text)
     return result.is_error, body, text
 
 
@@ -80,7 +97,10 @@ async def scenario():
             check("review" in ids, "the review workflow is listed", listed)
             inspected, _ = await ok(session, "workflow_inspect", {"workflowId": "review"})
             check([s["external"] for s in inspected["steps"]].count(True) == 2, "two steps are external", inspected)
-            await error(session, "workflow_start", {"workflowId": "nope"}, "WORKFLOW_NOT_FOUND")
+            missing = await error(session, "workflow_start", {"workflowId": "nope"}, "NOT_FOUND")
+            check(missing["details"]["reason"] == "WORKFLOW_NOT_FOUND", "the reason is wfhost's", missing)
+            await error(session, "workflow_start", {"workflowId": "review", "workspacePath": "rel/dir"},
+                        "VALIDATION_ERROR")
             await error(session, "workflow_start", {"workflowId": "review", "bogus": 1}, "VALIDATION_ERROR")
 
             progress = []
@@ -97,10 +117,17 @@ async def scenario():
             run_id = first["session"]["runId"]
             st, ak = first["stateToken"], first["ackToken"]
 
-            # Output that fails the step's schema: refused, nothing advanced.
-            bad = await error(session, "workflow_advance",
-                              {"stateToken": st, "ackToken": ak, "output": {"notesMarkdown": "x"}}, "OUTPUT_INVALID")
-            check(bad["details"]["errors"], "the schema errors are listed", bad)
+            check(first["kind"] == "ok" and first["preferences"] == {"autonomy": "guided", "riskPolicy": "conservative"},
+                  "a reply is ok, with the client's preferences", first)
+            # Output that fails the step's schema: blocked, nothing advanced,
+            # the same tokens work again.
+            bad, _ = await ok(session, "workflow_advance",
+                              {"stateToken": st, "ackToken": ak, "output": {"notesMarkdown": "x"}})
+            check(bad["kind"] == "blocked" and bad["retryable"] and bad["validation"]["issues"],
+                  "the output is blocked with the schema's errors", bad)
+            check(bad["blockers"]["blockers"][0]["code"] == "INVALID_REQUIRED_OUTPUT", "the blocker's code", bad)
+            check(bad["stateToken"] == st and bad["ackToken"] == ak and bad["session"]["steps"] == first["session"]["steps"],
+                  "the run did not move", bad)
 
             args = {"stateToken": st, "ackToken": ak, "output": {"notesMarkdown": "drafted", "summary": "Owls hunt at night."}}
             second, second_text = await ok(session, "workflow_advance", args, progress_callback=on_progress)
@@ -122,7 +149,8 @@ async def scenario():
             tampered = st[:-2] + ("A" if st[-2] != "A" else "B") + st[-1]
             await error(session, "workflow_advance", dict(args, stateToken=tampered), "TOKEN_BAD_SIGNATURE")
             await error(session, "workflow_advance", dict(args, stateToken=st[:30]), "TOKEN_INVALID_FORMAT")
-            await error(session, "workflow_advance", dict(args, stateToken=ak), "TOKEN_WRONG_KIND")
+            wrong = await error(session, "workflow_advance", dict(args, stateToken=ak), "TOKEN_SCOPE_MISMATCH")
+            check(wrong["details"]["reason"] == "TOKEN_WRONG_KIND", "an ack as state token", wrong)
             other, _ = await ok(session, "workflow_start", {"workflowId": "review"})
             await error(session, "workflow_advance", dict(args, ackToken=other["ackToken"]), "TOKEN_SCOPE_MISMATCH")
             await error(session, "workflow_advance",
@@ -142,9 +170,9 @@ async def scenario():
             wins = [b for is_error, b, _ in results if not is_error]
             losses = [b for is_error, b, _ in results if is_error]
             check(len(wins) == 1 and len(losses) == 1, "one advance wins", results)
-            check(losses[0]["code"] in ("RUN_BUSY", "ACK_ALREADY_USED"), "the other is refused", losses)
-            if losses[0]["code"] == "RUN_BUSY":
-                check(losses[0]["retry"]["kind"] == "retryable_after_ms", "busy is retryable", losses)
+            check(losses[0]["code"] in ("TOKEN_SESSION_LOCKED", "ACK_ALREADY_USED"), "the other is refused", losses)
+            if losses[0]["code"] == "TOKEN_SESSION_LOCKED":
+                check(losses[0]["retry"] == {"kind": "retryable_after_ms", "afterMs": 1000}, "busy is retryable", losses)
 
             # The old draft snapshot, with the fork ack it was offered: a branch.
             fork_args = dict(changed, ackToken=used["details"]["fork"]["ackToken"])
@@ -187,56 +215,75 @@ async def workrail_walk():
             check("triage" in [w["workflowId"] for w in listed["workflows"]], "the WorkRail workflow is listed", listed)
             cur, _ = await ok(session, "start_workflow", {"workflowId": "triage", "context": {"service": "billing"}})
             pending = cur["pending"]
-            check(pending["stepId"] == "main.gather" and pending["title"] == "Gather failing tests", "starts at gather", pending)
+            check(pending["stepId"] == "gather" and pending["title"] == "Gather failing tests", "starts at gather", pending)
+            check(cur["continueToken"].startswith("ct_") and len(cur["continueToken"]) == 27,
+                  "continue tokens are WorkRail's short tokens", cur["continueToken"])
             check("## Agent Role Instructions" in pending["prompt"] and "billing" in pending["prompt"]
                   and "Report facts" in pending["prompt"], "the WorkRail prompt is rendered with the context", pending)
 
-            async def go(output, context=None, expect_error=None):
+            async def go(output, context=None, expect_error=None, intent=None):
                 args = {"continueToken": cur["continueToken"], "output": output}
                 if context is not None:
                     args["context"] = context
+                if intent is not None:
+                    args["intent"] = intent
                 if expect_error:
                     return await error(session, "continue_workflow", args, expect_error)
                 body, _ = await ok(session, "continue_workflow", args)
                 return body
 
-            # Notes are required and must meet the step's criteria.
-            await go({}, expect_error="OUTPUT_INVALID")
-            refused = await go({"notesMarkdown": "listed them"}, expect_error="OUTPUT_INVALID")
-            check("how many tests" in refused["message"], "the criterion's message is returned", refused)
+            # Without notes or artifacts a call rehydrates (WorkRail's default).
+            again = await go({})
+            check(again["nextIntent"] == "rehydrate_only" and again["pending"]["stepId"] == "gather",
+                  "no output: a rehydrate", again)
+            # Notes are required and must meet the step's criteria: blocked.
+            blocked = await go({}, intent="advance")
+            check(blocked["kind"] == "blocked"
+                  and blocked["blockers"]["blockers"][0]["code"] == "MISSING_REQUIRED_NOTES", "notes are required", blocked)
+            refused = await go({"notesMarkdown": "listed them"})
+            check(refused["kind"] == "blocked" and any("how many tests" in i for i in refused["validation"]["issues"]),
+                  "the criterion's message is returned", refused)
+            # A forEach over context that is not there: refused before
+            # anything is recorded; the same token works with it.
+            lost = await go({"notesMarkdown": "2 failing"}, {"severity": "high"}, expect_error="PRECONDITION_FAILED")
+            check(lost["details"]["reason"] == "LOOP_MISSING_CONTEXT" and "tests" in lost["message"],
+                  "the loop's missing context is named", lost)
             cur = await go({"notesMarkdown": "2 failing"}, {"tests": ["t_login", "t_refund"], "severity": "high"})
             seen = []
-            while cur["pending"]["stepId"] == "main.diagnose":
+            while cur["pending"]["stepId"] == "diagnose":
                 seen.append(cur["pending"]["prompt"])
                 cur = await go({"notesMarkdown": "diagnosed"})
             check(len(seen) == 2 and "Diagnose t_login (test 0" in seen[0] and "Diagnose t_refund (test 1" in seen[1],
                   "the forEach loop runs its body once per item with the item in the prompt", seen)
             check("## Loop Context" in seen[1] and "Iteration: 2" in seen[1], "the loop context is in the prompt", seen[1])
             rounds = 0
-            while cur["pending"]["stepId"] in ("main.fix", "main.decide"):
-                if cur["pending"]["stepId"] == "main.fix":
+            while cur["pending"]["stepId"] in ("fix", "decide"):
+                if cur["pending"]["stepId"] == "fix":
                     rounds += 1
                     cur = await go({"notesMarkdown": f"fix {rounds}"})
                     continue
-                await go({"notesMarkdown": "decided"}, expect_error="OUTPUT_INVALID")
+                missing = await go({"notesMarkdown": "decided"})
+                check(missing["kind"] == "blocked"
+                      and missing["blockers"]["blockers"][0]["code"] == "MISSING_REQUIRED_OUTPUT",
+                      "a loop-control step without its artifact is blocked, retryably", missing)
                 decision = "continue" if rounds < 2 else "stop"
                 cur = await go({"notesMarkdown": "decided",
                                 "artifacts": [{"kind": "wr.loop_control", "decision": decision}]})
             check(rounds == 2, "the loop stops when the agent says stop", rounds)
-            check(cur["pending"]["stepId"] == "main.escalate" and cur["pending"]["requireConfirmation"],
+            check(cur["pending"]["stepId"] == "escalate" and cur["pending"]["requireConfirmation"],
                   "severity high: the conditional step runs, asking for confirmation", cur)
             cur = await go({"notesMarkdown": "escalated"})
-            check(cur["pending"]["stepId"] == "main.summary", "then the summary", cur)
-            cur = await go({})
+            check(cur["pending"]["stepId"] == "summary", "then the summary", cur)
+            cur = await go({}, intent="advance")
             check(cur["isComplete"] and cur["status"] == "succeeded", "the WorkRail workflow completes", cur)
 
             # With low severity the conditional step is skipped.
             cur, _ = await ok(session, "start_workflow", {"workflowId": "triage", "context": {"service": "search"}})
             cur = await go({"notesMarkdown": "0 failing"}, {"tests": [], "severity": "low"})
-            check(cur["pending"]["stepId"] == "main.fix", "an empty forEach runs no body", cur)
+            check(cur["pending"]["stepId"] == "fix", "an empty forEach runs no body", cur)
             cur = await go({"notesMarkdown": "nothing"})
             cur = await go({"notesMarkdown": "done", "artifacts": [{"kind": "wr.loop_control", "decision": "stop"}]})
-            check(cur["pending"]["stepId"] == "main.summary", "severity low: escalate is skipped", cur)
+            check(cur["pending"]["stepId"] == "summary", "severity low: escalate is skipped", cur)
 
             # A run started by `wfhost run` rests at its first external
             # block; resume_session finds it and hands out its tokens.
@@ -247,16 +294,16 @@ async def workrail_walk():
             check(found["totalEligible"] == 1 and found["candidates"][0]["whyMatched"] == ["matched_exact_id"],
                   "resume_session finds the run by id", found)
             resumed = found["candidates"][0]["resume"]
-            check(resumed["pending"]["stepId"] == "main.gather" and "cli" in resumed["pending"]["prompt"],
+            check(resumed["pending"]["stepId"] == "gather" and "cli" in resumed["pending"]["prompt"],
                   "with its pending step", resumed)
             cur = resumed
             cur = await go({"notesMarkdown": "1 failing"}, {"tests": ["t"], "severity": "low"})
-            check(cur["pending"]["stepId"] == "main.diagnose", "a resumed run advances", cur)
+            check(cur["pending"]["stepId"] == "diagnose", "a resumed run advances", cur)
             mine, _ = await ok(session, "resume_session", {"workflowId": "triage"})
             check(mine["totalEligible"] == 3 and all(c["workflowId"] == "triage" for c in mine["candidates"]),
                   "resume_session filters by workflow", mine)
             check(mine["candidates"][0]["status"] == "waiting", "waiting runs come first", mine)
-            await error(session, "resume_session", {"runId": "run-nope"}, "RUN_NOT_FOUND")
+            await error(session, "resume_session", {"runId": "run-nope"}, "NOT_FOUND")
 
 
 async def sessions():
@@ -300,7 +347,7 @@ async def sessions():
             exported, _ = await ok(session, "session_export", {"sessionId": "chat-42"})
             check(exported["runs"] == 2 and exported["bundle"]["format"] == "wfhost-session-bundle",
                   "session_export returns the bundle", exported["runs"])
-            await error(session, "session_export", {"sessionId": "nope"}, "SESSION_NOT_FOUND")
+            await error(session, "session_export", {"sessionId": "nope"}, "NOT_FOUND")
 
     async with stdio_client(server(second_home)) as (read, write):
         async with ClientSession(read, write) as session:

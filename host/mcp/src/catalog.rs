@@ -14,6 +14,12 @@ use wfhost_core::manifest::{self, LoadedWorkflow};
 use crate::error::ToolError;
 use crate::reply::{Problem, WorkflowSummary};
 
+/// The file of a workflow directory that tags its workflows (WorkRail's
+/// `spec/workflow-tags.json` format: `{"version": 1, "tags": [{"id",
+/// "displayName", "when", "examples"}], "workflows": {"<id>": {"tags":
+/// [...], "hidden"?: bool}}}`).
+pub const TAGS_FILE: &str = "workflow-tags.json";
+
 /// A loaded workflow with its pin.
 #[derive(Debug, Clone)]
 pub struct Entry {
@@ -34,6 +40,7 @@ impl Entry {
             external_blocks: blocks
                 .filter(|b| b.worker == manifest::EXTERNAL_WORKER)
                 .count(),
+            tags: Vec::new(),
         }
     }
 }
@@ -162,12 +169,32 @@ impl Catalog {
                     if inner.is_file() {
                         files.push(inner);
                     }
-                } else if path.extension().is_some_and(|x| x == "json") {
+                } else if path.extension().is_some_and(|x| x == "json")
+                    && path.file_name().is_none_or(|n| n != TAGS_FILE)
+                {
                     files.push(path);
                 }
             }
         }
         files
+    }
+
+    /// The tags file of the first workflow directory that has one, as
+    /// JSON (None without one, or when it is not a JSON object of at most
+    /// 1 MiB).
+    pub fn tags(&self) -> Option<serde_json::Value> {
+        self.dirs.iter().find_map(|dir| {
+            let file = dir.join(TAGS_FILE);
+            let meta = std::fs::metadata(&file).ok()?;
+            if meta.len() > wfhost_core::limits::MAX_TEXT_BYTES as u64 {
+                return None;
+            }
+            let bytes = std::fs::read(&file).ok()?;
+            wfhost_core::limits::json(&bytes).ok()?;
+            serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .filter(serde_json::Value::is_object)
+        })
     }
 
     /// The pinned hash the manifest at `file` has now (None if it cannot be

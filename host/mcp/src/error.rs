@@ -71,12 +71,46 @@ impl ToolError {
             "RUN_BUSY",
             format!("run {run_id} is being advanced by another call; try again"),
         )
-        .retry_after(50)
+        .retry_after(SESSION_LOCK_RETRY_MS)
     }
 
+    /// The error as sent: WorkRail's code for wfhost's reason where
+    /// WorkRail has one ([`workrail_code`]), wfhost's own code then in
+    /// `details.reason`.
     pub fn to_value(&self) -> Value {
-        serde_json::to_value(self).expect("an error serializes")
+        let mut value = serde_json::to_value(self).expect("an error serializes");
+        if let Some(code) = workrail_code(self.code) {
+            value["code"] = code.into();
+            match value.get_mut("details") {
+                Some(Value::Object(details)) => {
+                    details.entry("reason").or_insert_with(|| self.code.into());
+                }
+                _ => value["details"] = json!({"reason": self.code}),
+            }
+        }
+        value
     }
+}
+
+/// How long a client waits before retrying a run another call is
+/// advancing (WorkRail's session lock: 1 s).
+pub const SESSION_LOCK_RETRY_MS: u64 = 1000;
+
+/// WorkRail's error code for a wfhost reason that has a WorkRail
+/// equivalent; None where the code is the same in both, or wfhost's own
+/// (`ACK_ALREADY_USED`: WorkRail replays a repeat whatever its output;
+/// wfhost refuses one with different output).
+pub fn workrail_code(reason: &str) -> Option<&'static str> {
+    Some(match reason {
+        "RUN_BUSY" => "TOKEN_SESSION_LOCKED",
+        "TOKEN_WRONG_KIND" => "TOKEN_SCOPE_MISMATCH",
+        "TOKEN_KEY_RETIRED" => "TOKEN_BAD_SIGNATURE",
+        "TOKEN_UNKNOWN_RUN" => "TOKEN_UNKNOWN_NODE",
+        "WORKFLOW_NOT_FOUND" | "RUN_NOT_FOUND" | "SESSION_NOT_FOUND" => "NOT_FOUND",
+        "RUN_NOT_WAITING" | "SNAPSHOT_NOT_CURRENT" | "TOO_MANY_ATTEMPTS" => "PRECONDITION_FAILED",
+        "STORE_BUSY" => "INTERNAL_ERROR",
+        _ => return None,
+    })
 }
 
 impl From<TokenError> for ToolError {
@@ -90,7 +124,7 @@ impl From<wfhost_store::StoreError> for ToolError {
         match e {
             wfhost_store::StoreError::Busy { run_id, .. } => ToolError::busy(&run_id),
             wfhost_store::StoreError::Locked { .. } => {
-                ToolError::new("STORE_BUSY", e.to_string()).retry_after(200)
+                ToolError::new("STORE_BUSY", e.to_string()).retry_after(250)
             }
             other if other.is_usage() => ToolError::new("PRECONDITION_FAILED", other.to_string()),
             other => ToolError::internal(other.to_string()),

@@ -95,6 +95,12 @@ impl Keyring {
         (*kid, key)
     }
 
+    /// Every kept key, the newest first (for tokens that do not name
+    /// their key).
+    pub fn all(&self) -> impl Iterator<Item = &[u8; KEY_LEN]> {
+        self.keys.iter().rev().map(|(_, key)| key)
+    }
+
     /// The key `kid`, for verifying.
     pub fn key(&self, kid: u16) -> Result<&[u8; KEY_LEN], TokenError> {
         match self.keys.iter().find(|(k, _)| *k == kid) {

@@ -6,5 +6,7 @@ pub mod reply;
 pub mod server;
 pub mod service;
 pub mod session;
+pub mod tags;
+pub mod text;
 pub mod token;
 pub mod transport;

@@ -11,6 +11,10 @@ use serde_json::Value;
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepReply {
+    /// `ok`, or `blocked` when the output sent was not accepted: the run
+    /// did not move, the same step is pending, and `blockers` say why
+    /// (`retryable`: send it again, fixed, with the same tokens).
+    pub kind: String,
     /// Names the snapshot the run rests at. Opaque: pass it back as is.
     pub state_token: String,
     /// Advances that snapshot, once. Absent when the run does not wait
@@ -31,7 +35,7 @@ pub struct StepReply {
     /// The step the client is to perform, when the run waits for it.
     pub pending: Option<Pending>,
     /// `perform_pending_then_continue`, `await_user_confirmation`,
-    /// `await_gate` or `complete`.
+    /// `rehydrate_only` (a rehydrate's reply), `await_gate` or `complete`.
     pub next_intent: String,
     /// The call that goes on, with its parameters filled in.
     pub next_call: Option<NextCall>,
@@ -48,13 +52,107 @@ pub struct StepReply {
     /// Set by `workflow_checkpoint`: the notes were recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpointed: Option<bool>,
+    /// How the client is to work: always `{"autonomy": "guided",
+    /// "riskPolicy": "conservative"}` (WorkRail's MCP defaults).
+    pub preferences: Preferences,
+    /// Why a `blocked` reply's output was not accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blockers: Option<Blockers>,
+    /// On a `blocked` reply: whether sending the step again can succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    /// On a retryable `blocked` reply: the token to send it again with
+    /// (the same as `continueToken`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_continue_token: Option<String>,
+    /// On a `blocked` reply: the problems found in the output, and what
+    /// to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
+    /// On a `blocked` reply whose first reason is an assessment's
+    /// consequence: the follow-up it asks for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assessment_followup: Option<Followup>,
+    /// The documents the workflow points to, resolved in the run's
+    /// workspace (on the replies of a start and a rehydrate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub references: Option<Vec<Reference>>,
+}
+
+/// The client's working preferences.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Preferences {
+    pub autonomy: String,
+    pub risk_policy: String,
+}
+
+impl Default for Preferences {
+    fn default() -> Self {
+        Preferences {
+            autonomy: "guided".into(),
+            risk_policy: "conservative".into(),
+        }
+    }
+}
+
+/// The reasons of a `blocked` reply.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Blockers {
+    pub blockers: Vec<Blocker>,
+}
+
+/// One reason an output was not accepted.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Blocker {
+    /// `MISSING_REQUIRED_OUTPUT`, `INVALID_REQUIRED_OUTPUT`,
+    /// `MISSING_REQUIRED_NOTES` or `ASSESSMENT_FOLLOWUP_REQUIRED`.
+    pub code: String,
+    /// What it is about: `{"kind": "output_contract", "contractRef"}`,
+    /// `{"kind": "workflow_step", "stepId"}` or `{"kind":
+    /// "assessment_dimension", "assessmentId", "dimensionId"}`.
+    pub pointer: Value,
+    pub message: String,
+    pub suggested_fix: String,
+}
+
+/// The problems found in a `blocked` reply's output.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Validation {
+    pub issues: Vec<String>,
+    pub suggestions: Vec<String>,
+}
+
+/// The follow-up an assessment's consequence asks for.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Followup {
+    pub title: String,
+    pub guidance: String,
+}
+
+/// A document the workflow points to.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Reference {
+    pub id: String,
+    pub title: String,
+    /// The path as the workflow gives it.
+    pub source: String,
+    pub purpose: String,
+    pub authoritative: bool,
+    /// `resolved` (the file exists in the workspace) or `unresolved`.
+    pub status: String,
+    /// The file, when resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_path: Option<String>,
 }
 
 /// An external block waiting for the client.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Pending {
-    /// `node.block`.
+    /// The step's id: a WorkRail step's own id, else `node.block`.
     pub step_id: String,
     pub title: String,
     /// The block's assembled prompt: rules, prefix, task, file
@@ -123,6 +221,20 @@ pub struct ListReply {
     pub workflows: Vec<WorkflowSummary>,
     /// Files in the workflow directories that are not valid workflows.
     pub problems: Vec<Problem>,
+    /// With a tags file (`workflow-tags.json`) and no `tags` asked: each
+    /// tag, how many workflows have it, when to pick it and examples.
+    #[serde(rename = "tagSummary", skip_serializing_if = "Option::is_none")]
+    pub tag_summary: Option<Vec<TagSummary>>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TagSummary {
+    pub id: String,
+    pub display_name: String,
+    pub count: usize,
+    pub when: Vec<String>,
+    pub examples: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -137,6 +249,10 @@ pub struct WorkflowSummary {
     pub blocks: usize,
     /// Blocks the client performs.
     pub external_blocks: usize,
+    /// Its tags: those the tags file gives it, else the namespace of a
+    /// namespaced id (`ns` of `ns.name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]

@@ -11,10 +11,18 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
+
+/// The version of the MCP contract (docs/api/MCP-CHANGELOG.md).
+pub const MCP_CONTRACT_VERSION: &str = "2.0.0";
+
+/// The resource of the workflow tags (WorkRail's name for it).
+pub const TAGS_URI: &str = "workrail://tags";
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use schemars::JsonSchema;
@@ -80,17 +88,94 @@ struct AdvanceArgs {
 struct ContinueArgs {
     /// `continueToken` of the last reply.
     continue_token: String,
-    /// `advance` (default when output is given) or `rehydrate` (fresh
-    /// tokens and the pending step, nothing advanced).
+    /// `advance` or `rehydrate` (fresh tokens and the pending step,
+    /// nothing advanced). Default: `advance` when notes or artifacts are
+    /// sent, else `rehydrate`, as in WorkRail.
     #[serde(default)]
     intent: Option<String>,
     #[serde(default)]
     context: Option<Map<String, Value>>,
+    /// WorkRail's other name of `context`.
+    #[serde(default)]
+    context_variables: Option<Map<String, Value>>,
     #[serde(default)]
     output: Option<Map<String, Value>>,
-    /// Accepted for WorkRail clients; runs keep their own workspace.
+    /// WorkRail's other name of `output.notesMarkdown`.
+    #[serde(default)]
+    notes: Option<String>,
+    /// WorkRail's other name of `output.artifacts`.
+    #[serde(default)]
+    artifacts: Option<Vec<Value>>,
+    /// Accepted for WorkRail clients (an absolute path); runs keep their
+    /// own workspace.
     #[serde(default)]
     workspace_path: Option<String>,
+}
+
+impl ContinueArgs {
+    /// The context and output with WorkRail's other names folded in
+    /// (both names at once are refused).
+    fn folded(&mut self) -> Result<(), ToolError> {
+        if let Some(vars) = self.context_variables.take() {
+            if self.context.is_some() {
+                return Err(ToolError::invalid(
+                    "/contextVariables",
+                    "give `context` or `contextVariables`, not both",
+                ));
+            }
+            self.context = Some(vars);
+        }
+        for (key, value) in [
+            ("notesMarkdown", self.notes.take().map(Value::String)),
+            ("artifacts", self.artifacts.take().map(Value::Array)),
+        ] {
+            let Some(value) = value else { continue };
+            let output = self.output.get_or_insert_with(Map::new);
+            if output.contains_key(key) {
+                let alias = if key == "notesMarkdown" {
+                    "notes"
+                } else {
+                    "artifacts"
+                };
+                return Err(ToolError::invalid(
+                    &format!("/{alias}"),
+                    format!("give `{alias}` or `output.{key}`, not both"),
+                ));
+            }
+            output.insert(key.into(), value);
+        }
+        Ok(())
+    }
+
+    /// Whether the call advances: its intent, else whether it sends
+    /// notes or artifacts.
+    fn advances(&self) -> Result<bool, ToolError> {
+        match self.intent.as_deref() {
+            Some("rehydrate") => Ok(false),
+            Some("advance") => Ok(true),
+            Some(other) => Err(ToolError::invalid(
+                "/intent",
+                format!("`{other}`: expected `advance` or `rehydrate`"),
+            )),
+            None => Ok(self.output.as_ref().is_some_and(|o| {
+                o.get("notesMarkdown")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !n.is_empty())
+                    || o.get("artifacts").is_some_and(|a| !a.is_null())
+            })),
+        }
+    }
+}
+
+/// A `workspacePath` must be absolute, as WorkRail requires.
+fn absolute_workspace(path: Option<&String>) -> Result<(), ToolError> {
+    match path {
+        Some(p) if !std::path::Path::new(p).is_absolute() => Err(ToolError::invalid(
+            "/workspacePath",
+            format!("`{p}`: workspacePath must be an absolute path"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `workflow_checkpoint`.
@@ -114,10 +199,18 @@ struct CheckpointWrArgs {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ListArgs {
-    /// Accepted for WorkRail clients; the list is the server's.
+    /// Accepted for WorkRail clients (an absolute path); the list is the
+    /// server's.
+    #[serde(default)]
+    workspace_path: Option<String>,
+    /// Only the workflows with any of these tags (from the workflow
+    /// directory's `workflow-tags.json`, or a namespaced id's namespace).
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+    /// Accepted for WorkRail clients.
     #[serde(default)]
     #[allow(dead_code)]
-    workspace_path: Option<String>,
+    include_sources: Option<bool>,
 }
 
 /// `workflow_inspect` / `inspect_workflow`.
@@ -129,9 +222,8 @@ struct InspectArgs {
     #[serde(default)]
     #[allow(dead_code)]
     mode: Option<String>,
-    /// Accepted for WorkRail clients.
+    /// Accepted for WorkRail clients (an absolute path).
     #[serde(default)]
-    #[allow(dead_code)]
     workspace_path: Option<String>,
 }
 
@@ -369,15 +461,18 @@ impl<E: Executor> McpServer<E> {
         let to_value = |reply: StepReply| serde_json::to_value(reply).expect("serializes");
         match name {
             "workflow_list" | "list_workflows" => {
-                let _: ListArgs = parse(args)?;
-                Ok(serde_json::to_value(self.list()).expect("serializes"))
+                let args: ListArgs = parse(args)?;
+                absolute_workspace(args.workspace_path.as_ref())?;
+                Ok(serde_json::to_value(self.list(args.tags.as_deref())).expect("serializes"))
             }
             "workflow_inspect" | "inspect_workflow" => {
                 let args: InspectArgs = parse(args)?;
+                absolute_workspace(args.workspace_path.as_ref())?;
                 Ok(serde_json::to_value(self.inspect(&args.workflow_id)?).expect("serializes"))
             }
             "workflow_start" | "start_workflow" => {
                 let args: StartArgs = parse(args)?;
+                absolute_workspace(args.workspace_path.as_ref())?;
                 let mut context_in = args.context.unwrap_or_default();
                 if let Some(goal) = args.goal {
                     context_in.insert("goal".into(), goal.into());
@@ -404,6 +499,7 @@ impl<E: Executor> McpServer<E> {
             }
             "resume_session" => {
                 let args: ResumeArgs = parse(args)?;
+                absolute_workspace(args.workspace_path.as_ref())?;
                 for (pointer, text) in [
                     ("/query", &args.query),
                     ("/sessionId", &args.session_id),
@@ -445,20 +541,11 @@ impl<E: Executor> McpServer<E> {
                 Ok(serde_json::to_value(reply).expect("serializes"))
             }
             "continue_workflow" => {
-                let args: ContinueArgs = parse(args)?;
-                let _ = args.workspace_path;
-                let rehydrate = match args.intent.as_deref() {
-                    Some("rehydrate") => true,
-                    Some("advance") | None => false,
-                    Some(other) => {
-                        return Err(ToolError::invalid(
-                            "/intent",
-                            format!("`{other}`: expected `advance` or `rehydrate`"),
-                        ));
-                    }
-                };
-                if rehydrate {
-                    if args.output.is_some() {
+                let mut args: ContinueArgs = parse(args)?;
+                absolute_workspace(args.workspace_path.as_ref())?;
+                args.folded()?;
+                if !args.advances()? {
+                    if args.output.as_ref().is_some_and(|o| !o.is_empty()) {
                         return Err(ToolError::invalid(
                             "/output",
                             "a rehydrate advances nothing: send output with intent `advance`",
@@ -499,11 +586,15 @@ impl<E: Executor> McpServer<E> {
         }
     }
 
-    fn list(&self) -> ListReply {
+    fn list(&self, tags: Option<&[String]>) -> ListReply {
         let (entries, problems) = self.service.catalog.scan();
+        let mut workflows: Vec<_> = entries.iter().map(|e| e.summary()).collect();
+        let file = self.service.catalog.tags();
+        let tag_summary = crate::tags::apply(&mut workflows, file.as_ref(), tags);
         ListReply {
-            workflows: entries.iter().map(|e| e.summary()).collect(),
+            workflows,
             problems,
+            tag_summary,
         }
     }
 
@@ -604,13 +695,18 @@ async fn notify(
 
 impl<E: Executor> ServerHandler for McpServer<E> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
             .with_server_info(
                 Implementation::new("wfhost", env!("CARGO_PKG_VERSION")).with_title("wfhost"),
             )
-            .with_instructions(
-                "Run workflows step by step: workflow_list, workflow_start, then workflow_advance with the stateToken and ackToken of the last reply and the pending step's output, until isComplete.",
-            )
+            .with_instructions(format!(
+                "Run workflows step by step: workflow_list, workflow_start, then workflow_advance with the stateToken and ackToken of the last reply and the pending step's output, until isComplete. A reply with kind \"blocked\" did not advance: fix the output and send it again with the same tokens. (wfhost MCP contract {MCP_CONTRACT_VERSION})"
+            ))
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -638,11 +734,66 @@ impl<E: Executor> ServerHandler for McpServer<E> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        let execution = crate::text::EXECUTION_TOOLS.contains(&request.name.as_ref());
         let result = match self.call(&request.name, args, &context).await {
-            Ok(value) => CallToolResult::structured(value),
-            Err(error) => CallToolResult::structured_error(error.to_value()),
+            Ok(value) => {
+                let text = execution.then(|| crate::text::step_reply(&value));
+                let mut result = CallToolResult::structured(value);
+                if let Some(text) = text {
+                    result.content = vec![ContentBlock::text(text)];
+                }
+                result
+            }
+            Err(error) => {
+                let value = error.to_value();
+                let text = execution.then(|| crate::text::error(&value));
+                let mut result = CallToolResult::structured_error(value);
+                if let Some(text) = text {
+                    result.content = vec![ContentBlock::text(text)];
+                }
+                result
+            }
         };
         Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let tags = Resource::new(TAGS_URI, "tags")
+            .with_description("The workflow tags of this server's workflow directories (workflow-tags.json), as WorkRail's workrail://tags.")
+            .with_mime_type("application/json");
+        Ok(ListResourcesResult::with_all_items(vec![tags]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != TAGS_URI {
+            return Err(ErrorData::resource_not_found(
+                format!(
+                    "unknown resource `{}` (this server has {TAGS_URI})",
+                    request.uri
+                ),
+                None,
+            ));
+        }
+        let tags = self
+            .service
+            .catalog
+            .tags()
+            .unwrap_or_else(|| serde_json::json!({"version": 1, "tags": [], "workflows": {}}));
+        let contents = ResourceContents::TextResourceContents {
+            uri: TAGS_URI.into(),
+            mime_type: Some("application/json".into()),
+            text: tags.to_string(),
+            meta: None,
+        };
+        Ok(ReadResourceResult::new(vec![contents]).into())
     }
 }
 

@@ -15,13 +15,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 use wfhost_core::control::condition::Condition;
-use wfhost_core::control::criteria::Criteria;
 use wfhost_core::manifest::pinning::{self, PinnedDefinition};
 use wfhost_core::manifest::{Block, LoadedWorkflow, Workflow};
 use wfhost_core::run::engine::{ExternalAnswer, RunOptions, RunReport};
 use wfhost_core::run::event::{Event, EventSink, QueuedJob, SinkError};
 use wfhost_core::run::state::{Phase, RunState};
-use wfhost_core::run::validation::OutputSchema;
+use wfhost_core::run::template;
 use wfhost_store::{
     BranchWriter, Durability, NewAck, RunLock, RunRecord, SessionTag, Store, StoreError,
 };
@@ -29,9 +28,12 @@ use wfhost_store::{
 use crate::catalog::Catalog;
 use crate::error::ToolError;
 use crate::keys::Keyring;
-use crate::reply::{Gate, NextCall, Pending, SessionInfo, StepReply, Warning};
+use crate::reply::{
+    Blockers, Gate, NextCall, Pending, Preferences, Reference, SessionInfo, StepReply, Warning,
+};
 use crate::token::{self, Claims, Kind};
 
+mod outputs;
 mod sessions;
 
 /// A boxed future, for [`Executor::execute`].
@@ -243,6 +245,13 @@ pub struct Resume {
     pub same_workspace_only: bool,
 }
 
+/// What became of a client's answer.
+enum Answered {
+    Accepted(ExternalAnswer),
+    /// Not accepted: the run stays where it is.
+    Blocked(outputs::Blocked),
+}
+
 /// The client's output, read apart: the step's notes, its signal, and the
 /// rest (the block's structured output).
 struct Output {
@@ -251,7 +260,23 @@ struct Output {
     data: Map<String, Value>,
 }
 
-fn read_output(output: Option<&Map<String, Value>>) -> Result<Output, ToolError> {
+/// The output of an advance; the notes may come in `output.notesMarkdown`
+/// or, as the token contract writes them, `context.notesMarkdown` (taken
+/// out of the context); both at once must agree.
+fn read_output(
+    output: Option<&Map<String, Value>>,
+    context: &mut Map<String, Value>,
+) -> Result<Output, ToolError> {
+    let in_context = match context.remove("notesMarkdown") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Err(ToolError::invalid(
+                "/context/notesMarkdown",
+                "must be a string",
+            ));
+        }
+    };
     let mut data = output.cloned().unwrap_or_default();
     let mut text = |key: &str| match data.remove(key) {
         None | Some(Value::Null) => Ok(None),
@@ -261,8 +286,18 @@ fn read_output(output: Option<&Map<String, Value>>) -> Result<Output, ToolError>
             "must be a string",
         )),
     };
-    let notes = text("notesMarkdown")?;
+    let mut notes = text("notesMarkdown")?;
     let signal = text("signal")?;
+    match (&notes, in_context) {
+        (Some(a), Some(b)) if a != &b => {
+            return Err(ToolError::invalid(
+                "/context/notesMarkdown",
+                "notes given twice, differently (output.notesMarkdown and context.notesMarkdown): send them once",
+            ));
+        }
+        (None, Some(b)) => notes = Some(b),
+        _ => {}
+    }
     Ok(Output {
         notes,
         signal,
@@ -371,6 +406,14 @@ impl<E: Executor> Service<E> {
         token::encode(&self.keys.read().expect("not poisoned"), claims)
     }
 
+    /// A WorkRail-format short token (`ct_…`, 27 characters) for a
+    /// WorkRail field, or the long format when the claims do not fit.
+    fn mint_short(&self, claims: &Claims) -> String {
+        let _ = self.reread_rotated_keys();
+        let keys = self.keys.read().expect("not poisoned");
+        token::encode_short(&keys, claims).unwrap_or_else(|| token::encode(&keys, claims))
+    }
+
     /// Read the key file again if it changed since it was read (one
     /// `stat` per token).
     fn reread_rotated_keys(&self) -> Result<(), ToolError> {
@@ -389,14 +432,21 @@ impl<E: Executor> Service<E> {
     fn run_of(&self, store: &Store, claims: &Claims) -> Result<RunRecord, ToolError> {
         let run = store
             .run_by_number(i64::from(claims.run))?
-            .filter(|run| token::tag(&run.id) == claims.run_tag)
+            .filter(|run| {
+                let tag = token::tag(&run.id);
+                if claims.short {
+                    tag[..2] == claims.run_tag[..2]
+                } else {
+                    tag == claims.run_tag
+                }
+            })
             .ok_or_else(|| {
                 ToolError::new(
                     "TOKEN_UNKNOWN_RUN",
                     "the token names a run this store does not have (removed by `wfhost gc`?)",
                 )
             })?;
-        if token::tag(&run.workflow_hash) != claims.workflow_tag {
+        if !claims.short && token::tag(&run.workflow_hash) != claims.workflow_tag {
             return Err(ToolError::new(
                 "TOKEN_WORKFLOW_HASH_MISMATCH",
                 format!(
@@ -566,7 +616,8 @@ impl<E: Executor> Service<E> {
                 .map_err(|e| stopped(&record.id, e))?;
             (writer.head(), report)
         };
-        let reply = self.reply(&store, &record, &loaded.workflow, 1, head, &report.state)?;
+        let mut reply = self.reply(&store, &record, &loaded.workflow, 1, head, &report.state)?;
+        reply.references = references(&loaded.workflow, &workspace);
         self.remember(&record.id, 1, head, report.state);
         Ok(reply)
     }
@@ -652,8 +703,28 @@ impl<E: Executor> Service<E> {
             claims.branch
         };
         let loaded = self.definition(&store, &run)?;
-        let (_, state) = self.take_state(&store, &run.id, branch)?;
-        let answer = self.answer(&loaded.workflow, &state, &advance)?;
+        let (head, state) = self.take_state(&store, &run.id, branch)?;
+        let answered = self.answer(&loaded.workflow, &state, &advance);
+        let answer = match answered {
+            Ok(Answered::Accepted(answer)) => answer,
+            Ok(Answered::Blocked(blocked)) => {
+                let reply = self.blocked(
+                    &store,
+                    &run,
+                    &loaded.workflow,
+                    branch,
+                    head,
+                    &state,
+                    blocked,
+                );
+                self.remember(&run.id, branch, head, state);
+                return reply.map(|r| serde_json::to_value(&r).expect("a reply serializes"));
+            }
+            Err(e) => {
+                self.remember(&run.id, branch, head, state);
+                return Err(e);
+            }
+        };
         let ack = NewAck {
             snapshot,
             attempt,
@@ -784,15 +855,19 @@ impl<E: Executor> Service<E> {
     }
 
     /// The client's answer for the block `state` awaits, checked against
-    /// the block: its signal, its output schema, the workflow's inputs.
+    /// the block: its signal, the workflow's inputs (errors), its output
+    /// and notes (a blocked answer), and the control blocks right after it
+    /// (an error when one of them cannot decide, so that the client can
+    /// send the missing context).
     fn answer(
         &self,
         workflow: &Workflow,
         state: &RunState,
         advance: &Advance,
-    ) -> Result<ExternalAnswer, ToolError> {
+    ) -> Result<Answered, ToolError> {
         let block = awaited_block(workflow, state)?;
-        let output = read_output(advance.output.as_ref())?;
+        let mut inputs = advance.context.clone().unwrap_or_default();
+        let output = read_output(advance.output.as_ref(), &mut inputs)?;
         let signals = signals(block);
         let signal = output.signal.unwrap_or_else(|| "SIGNAL:SUCCESS".into());
         if !signals.contains(&signal) {
@@ -804,23 +879,6 @@ impl<E: Executor> Service<E> {
                 ),
             ));
         }
-        let structured = match &block.validation_schema {
-            Some(schema) => {
-                let text = Value::Object(output.data).to_string();
-                let compiled = OutputSchema::compile(schema).map_err(ToolError::internal)?;
-                let clean = compiled.check(&text).map_err(|failure| {
-                    ToolError::new(
-                        "OUTPUT_INVALID",
-                        format!("the output does not satisfy the step's schema: {failure}"),
-                    )
-                    .with_details(json!({"errors": failure.0, "schema": schema}))
-                })?;
-                Some(clean.to_string())
-            }
-            None if output.data.is_empty() => None,
-            None => Some(Value::Object(output.data).to_string()),
-        };
-        let inputs = advance.context.clone().unwrap_or_default();
         let mut merged = state.inputs.clone();
         merged.extend(inputs.clone());
         if !inputs.is_empty()
@@ -833,13 +891,41 @@ impl<E: Executor> Service<E> {
             )
             .map_err(|e| ToolError::invalid("/context", e))?;
         }
-        check_notes(block, output.notes.as_deref(), &merged)?;
-        Ok(ExternalAnswer {
+        let Phase::Awaiting {
+            node, block: id, ..
+        } = &state.phase
+        else {
+            return Err(not_waiting(&state.run_id, state));
+        };
+        let step_id = step_id(node, id, block);
+        let checked = outputs::check(
+            block,
+            &step_id,
+            output.data,
+            output.notes.as_deref(),
+            &merged,
+        )?;
+        let structured = match checked {
+            Ok(structured) => structured,
+            Err(blocked) => return Ok(Answered::Blocked(blocked)),
+        };
+        wfhost_core::control::lookahead(workflow, node, id, &signal, &merged, &state.artifacts)
+            .map_err(|why| {
+                ToolError::new(
+                    "PRECONDITION_FAILED",
+                    format!("{why}; nothing was recorded: send the step again with it in `context`"),
+                )
+                .with_details(json!({
+                    "reason": "LOOP_MISSING_CONTEXT",
+                    "suggestion": "Set the variable the loop needs in the `context` of the call that advances this step, and send it again with the same tokens.",
+                }))
+            })?;
+        Ok(Answered::Accepted(ExternalAnswer {
             signal,
             notes: output.notes,
             structured_output: structured,
             inputs,
-        })
+        }))
     }
 
     /// Record notes against the snapshot the run rests at.
@@ -911,14 +997,19 @@ impl<E: Executor> Service<E> {
         } else {
             self.head_state(&store, &run.id, claims.branch)?.1
         };
-        self.reply(
+        let mut reply = self.reply(
             &store,
             &run,
             &loaded.workflow,
             claims.branch,
             snapshot,
             &state,
-        )
+        )?;
+        if reply.pending.is_some() {
+            reply.next_intent = "rehydrate_only".into();
+        }
+        reply.references = references(&loaded.workflow, Path::new(&run.workspace));
+        Ok(reply)
     }
 
     /// The session of `run_id`, looked up once (it never changes).
@@ -963,10 +1054,12 @@ impl<E: Executor> Service<E> {
             seq,
             workflow_tag: token::tag(&run.workflow_hash),
             attempt,
+            short: false,
         };
         let state_token = self.mint(&claims(Kind::State, 0));
         let session = self.session_of(store, &run.id)?;
         let mut reply = StepReply {
+            kind: "ok".into(),
             state_token: state_token.clone(),
             ack_token: None,
             continue_token: None,
@@ -990,6 +1083,13 @@ impl<E: Executor> Service<E> {
             failure: None,
             gate: None,
             checkpointed: None,
+            preferences: Preferences::default(),
+            blockers: None,
+            retryable: None,
+            retry_continue_token: None,
+            validation: None,
+            assessment_followup: None,
+            references: None,
         };
         match &state.phase {
             Phase::Awaiting {
@@ -1003,10 +1103,16 @@ impl<E: Executor> Service<E> {
                 let found = workflow.nodes.get(node).and_then(|n| n.blocks.get(block));
                 let confirm = found.is_some_and(|b| require_confirmation(b, &state.inputs));
                 reply.pending = Some(Pending {
-                    step_id: format!("{node}.{block}"),
-                    title: found
-                        .map_or_else(|| format!("{node}.{block}"), |b| title(node, block, b)),
-                    prompt: prompt.clone(),
+                    step_id: found
+                        .map_or_else(|| format!("{node}.{block}"), |b| step_id(node, block, b)),
+                    title: found.map_or_else(
+                        || format!("{node}.{block}"),
+                        |b| template::render(&title(node, block, b), &state.inputs),
+                    ),
+                    prompt: match found {
+                        Some(b) => with_fragments(prompt, b, &state.inputs),
+                        None => prompt.clone(),
+                    },
                     require_confirmation: confirm,
                     output_schema: found.and_then(|b| b.validation_schema.clone()),
                     signals: found.map(signals).unwrap_or_default(),
@@ -1024,8 +1130,8 @@ impl<E: Executor> Service<E> {
                     params,
                 });
                 reply.ack_token = Some(ack_token);
-                reply.continue_token = Some(self.mint(&claims(Kind::Continue, attempt)));
-                reply.checkpoint_token = Some(self.mint(&claims(Kind::Checkpoint, 0)));
+                reply.continue_token = Some(self.mint_short(&claims(Kind::Continue, attempt)));
+                reply.checkpoint_token = Some(self.mint_short(&claims(Kind::Checkpoint, 0)));
             }
             Phase::Waiting {
                 gate_id, prompt, ..
@@ -1049,6 +1155,31 @@ impl<E: Executor> Service<E> {
                 reply.next_intent = "resume".into();
             }
         }
+        Ok(reply)
+    }
+
+    /// The reply to an output that was not accepted: the run where it
+    /// rests (the same step, the same tokens) and why.
+    #[allow(clippy::too_many_arguments)]
+    fn blocked(
+        &self,
+        store: &Store,
+        run: &RunRecord,
+        workflow: &Workflow,
+        branch: u32,
+        rest: u64,
+        state: &RunState,
+        blocked: outputs::Blocked,
+    ) -> Result<StepReply, ToolError> {
+        let mut reply = self.reply(store, run, workflow, branch, rest, state)?;
+        reply.kind = "blocked".into();
+        reply.retryable = Some(true);
+        reply.retry_continue_token = reply.continue_token.clone();
+        reply.blockers = Some(Blockers {
+            blockers: blocked.blockers,
+        });
+        reply.validation = Some(blocked.validation);
+        reply.assessment_followup = blocked.followup;
         Ok(reply)
     }
 
@@ -1126,6 +1257,76 @@ fn signals(block: &Block) -> Vec<String> {
     out
 }
 
+/// The step id a client sees: a WorkRail step's own id
+/// (`config.step_id`), else `node.block`.
+fn step_id(node: &str, block: &str, b: &Block) -> String {
+    b.config
+        .get("step_id")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("{node}.{block}"), str::to_string)
+}
+
+/// The pending prompt with the block's prompt fragments whose `when`
+/// holds over the run's inputs now (`config.prompt_fragments`), each
+/// rendered, in order, after a blank line.
+fn with_fragments(prompt: &str, b: &Block, inputs: &Map<String, Value>) -> String {
+    let Some(fragments) = b.config.get("prompt_fragments").and_then(Value::as_array) else {
+        return prompt.to_string();
+    };
+    let mut out = prompt.to_string();
+    for fragment in fragments {
+        let holds = match fragment.get("when") {
+            None => true,
+            Some(when) => Condition::parse(when).is_ok_and(|c| c.holds(inputs)),
+        };
+        if let (true, Some(text)) = (holds, fragment.get("text").and_then(Value::as_str)) {
+            out.push_str("\n\n");
+            out.push_str(&template::render(text, inputs));
+        }
+    }
+    out
+}
+
+/// The workflow's references (`config.workflow_references` of its
+/// blocks), each resolved in the run's workspace: a file that exists
+/// there, without leaving it.
+fn references(workflow: &Workflow, workspace: &Path) -> Option<Vec<Reference>> {
+    let declared = workflow
+        .nodes
+        .values()
+        .flat_map(|n| n.blocks.values())
+        .find_map(|b| b.config.get("workflow_references"))?
+        .as_array()?;
+    let root = workspace.canonicalize().ok();
+    let text = |r: &Value, key: &str| r.get(key).and_then(Value::as_str).unwrap_or("").to_string();
+    Some(
+        declared
+            .iter()
+            .map(|r| {
+                let source = text(r, "source");
+                let resolved = root.as_ref().and_then(|root| {
+                    let file = root.join(&source).canonicalize().ok()?;
+                    (file.starts_with(root) && file.is_file()).then_some(file)
+                });
+                Reference {
+                    id: text(r, "id"),
+                    title: text(r, "title"),
+                    purpose: text(r, "purpose"),
+                    authoritative: r.get("authoritative").and_then(Value::as_bool) == Some(true),
+                    status: if resolved.is_some() {
+                        "resolved"
+                    } else {
+                        "unresolved"
+                    }
+                    .into(),
+                    resolved_path: resolved.map(|f| f.display().to_string()),
+                    source,
+                }
+            })
+            .collect(),
+    )
+}
+
 /// An external block's `config.title`, else its address.
 fn title(node: &str, block: &str, b: &Block) -> String {
     b.config
@@ -1145,40 +1346,4 @@ fn require_confirmation(b: &Block, inputs: &Map<String, Value>) -> bool {
         }
         _ => false,
     }
-}
-
-/// The notes an external block needs: present when `config.notes_required`
-/// (a WorkRail step without `notesOptional`), and satisfying
-/// `config.validation_criteria` under the merged inputs.
-fn check_notes(
-    block: &Block,
-    notes: Option<&str>,
-    inputs: &Map<String, Value>,
-) -> Result<(), ToolError> {
-    let notes = notes.unwrap_or_default();
-    let required = block.config.get("notes_required").and_then(Value::as_bool) == Some(true);
-    if required && notes.trim().is_empty() {
-        return Err(ToolError::new(
-            "OUTPUT_INVALID",
-            "this step needs notes: send output.notesMarkdown describing what was done",
-        )
-        .with_details(json!({"errors": ["/output/notesMarkdown is required"]})));
-    }
-    let Some(criteria) = block.config.get("validation_criteria") else {
-        return Ok(());
-    };
-    let criteria = Criteria::parse(criteria)
-        .map_err(|(at, why)| ToolError::internal(format!("validationCriteria{at}: {why}")))?;
-    let failures = criteria.failures(notes, inputs);
-    if failures.is_empty() {
-        return Ok(());
-    }
-    Err(ToolError::new(
-        "OUTPUT_INVALID",
-        format!(
-            "the notes do not meet the step's validation criteria: {}",
-            failures.join("; ")
-        ),
-    )
-    .with_details(json!({"errors": failures})))
 }

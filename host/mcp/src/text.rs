@@ -63,9 +63,13 @@ pub fn step_reply(reply: &Value) -> String {
             text(warning, "message").unwrap_or("")
         );
     }
+    if text(reply, "kind") == Some("blocked") {
+        blocked(&mut out, reply);
+    }
     if let Some(pending) = reply.get("pending").filter(|p| !p.is_null()) {
         pending_step(&mut out, pending);
     }
+    references(&mut out, reply);
     if let Some(gate) = reply.get("gate").filter(|g| !g.is_null()) {
         let _ = write!(
             out,
@@ -79,6 +83,83 @@ pub fn step_reply(reply: &Value) -> String {
     }
     next_call(&mut out, reply);
     out
+}
+
+/// Why the output was not accepted, and what to do.
+fn blocked(out: &mut String, reply: &Value) {
+    let blockers = reply
+        .pointer("/blockers/blockers")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\n## Blocked: the output was not accepted; the step is still pending"
+    );
+    for b in &blockers {
+        let _ = write!(
+            out,
+            "\n{} ({})\nWhat to do: {}\n",
+            text(b, "message").unwrap_or(""),
+            text(b, "code").unwrap_or("?"),
+            text(b, "suggestedFix").unwrap_or("")
+        );
+    }
+    for (title, key) in [("Issues", "issues"), ("Suggestions", "suggestions")] {
+        let items: Vec<&str> = reply
+            .pointer(&format!("/validation/{key}"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if !items.is_empty() {
+            let _ = writeln!(out, "\n{title}:");
+            for item in items {
+                let _ = writeln!(out, "- {item}");
+            }
+        }
+    }
+    if let Some(f) = reply.get("assessmentFollowup").filter(|f| !f.is_null()) {
+        let _ = writeln!(
+            out,
+            "\nFollow-up required before retrying this step:\n- {}\n- {}",
+            text(f, "title").unwrap_or(""),
+            text(f, "guidance").unwrap_or("")
+        );
+    }
+}
+
+/// The workflow's references, on a start or a rehydrate.
+fn references(out: &mut String, reply: &Value) {
+    let Some(refs) = reply.get("references").and_then(Value::as_array) else {
+        return;
+    };
+    if refs.is_empty() {
+        return;
+    }
+    out.push_str("\n## Workflow references\n");
+    for r in refs {
+        let _ = writeln!(
+            out,
+            "- **{}**{}{}\n  Path: {}\n  Purpose: {}",
+            text(r, "title").unwrap_or(""),
+            if r.get("authoritative") == Some(&Value::Bool(true)) {
+                " (authoritative)"
+            } else {
+                ""
+            },
+            if text(r, "status") == Some("unresolved") {
+                " [unresolved]"
+            } else {
+                ""
+            },
+            text(r, "resolvedPath")
+                .or_else(|| text(r, "source"))
+                .unwrap_or(""),
+            text(r, "purpose").unwrap_or("")
+        );
+    }
 }
 
 fn pending_step(out: &mut String, pending: &Value) {
@@ -176,8 +257,14 @@ mod tests {
     #[test]
     fn a_waiting_reply_reads_as_the_step_and_the_call_that_goes_on() {
         let shown = step_reply(&waiting());
-        assert!(shown.starts_with("Run run-1 of workflow `demo`: waiting.\n"), "{shown}");
-        assert!(shown.contains("## Pending step `plan`: Plan\n\nWrite the plan.\n"), "{shown}");
+        assert!(
+            shown.starts_with("Run run-1 of workflow `demo`: waiting.\n"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("## Pending step `plan`: Plan\n\nWrite the plan.\n"),
+            "{shown}"
+        );
         assert!(shown.contains("confirm before you continue"), "{shown}");
         assert!(shown.contains("SIGNAL:SUCCESS, SIGNAL:NO"), "{shown}");
         assert!(shown.contains(r#"{"type":"object"}"#), "{shown}");
@@ -203,6 +290,26 @@ mod tests {
         let gated = json!({"status": "waiting_at_gate", "session": {},
                            "gate": {"id": "UD-1", "prompt": "Ship?", "answer_with": "wfhost gate r UD-1 approved"}});
         assert!(step_reply(&gated).contains("gate UD-1: Ship?\nThey answer with: wfhost gate"));
+    }
+
+    #[test]
+    fn a_blocked_reply_says_why_and_keeps_the_way_on() {
+        let mut reply = waiting();
+        reply["kind"] = json!("blocked");
+        reply["blockers"] = json!({"blockers": [{"code": "MISSING_REQUIRED_NOTES",
+            "pointer": {"kind": "workflow_step", "stepId": "plan"},
+            "message": "Step plan needs notes.", "suggestedFix": "Add notes."}]});
+        reply["validation"] = json!({"issues": ["no notes"], "suggestions": ["write some"]});
+        let shown = step_reply(&reply);
+        assert!(shown.contains("## Blocked"), "{shown}");
+        assert!(
+            shown.contains(
+                "Step plan needs notes. (MISSING_REQUIRED_NOTES)\nWhat to do: Add notes."
+            ),
+            "{shown}"
+        );
+        assert!(shown.contains("Issues:\n- no notes"), "{shown}");
+        assert!(shown.contains("call `workflow_advance`"), "{shown}");
     }
 
     #[test]

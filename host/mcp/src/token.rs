@@ -91,6 +91,9 @@ pub struct Claims {
     /// The ack's number among the acks of its snapshot (1 for the first);
     /// 0 in state and checkpoint tokens.
     pub attempt: u16,
+    /// Read from a short (WorkRail-format) token, which carries only the
+    /// first 2 bytes of `run_tag` and no `workflow_tag`.
+    pub short: bool,
 }
 
 /// Why a token was refused. Each maps to one error code of the contract.
@@ -175,6 +178,9 @@ fn mac(key: &[u8], body: &[u8]) -> Hmac<Sha256> {
 /// Check `token` and read what it says; `expected` are the kinds the
 /// parameter accepts. Nothing but the keyring is consulted.
 pub fn decode(keys: &Keyring, token: &str, expected: &[Kind]) -> Result<Claims, TokenError> {
+    if is_short(token) {
+        return decode_short(keys, token.trim(), expected);
+    }
     let (kind, version, rest) = split(token)?;
     if version != TOKEN_VERSION.to_string() {
         return Err(TokenError::UnsupportedVersion(version.to_string()));
@@ -222,7 +228,118 @@ pub fn decode(keys: &Keyring, token: &str, expected: &[Kind]) -> Result<Claims, 
         seq: u32_at(20),
         workflow_tag: tag_at(24),
         attempt: u16::from_be_bytes([body[32], body[33]]),
+        short: false,
     })
+}
+
+/// The length of a short token: a 3-character prefix and 24 characters
+/// of base64url.
+pub const SHORT_LEN: usize = 27;
+const SHORT_PAYLOAD: usize = 12;
+const SHORT_MAC: usize = 6;
+
+/// WorkRail's kind byte of a short token.
+fn short_kind_byte(kind: Kind) -> u8 {
+    match kind {
+        Kind::State => 1,
+        Kind::Ack => 2,
+        Kind::Checkpoint => 3,
+        Kind::Continue => 4,
+    }
+}
+
+/// WorkRail's short token: `<prefix>_` and the base64url (no padding) of
+/// a 12-byte payload followed by the first 6 bytes of
+/// HMAC-SHA256(key, payload ‖ kind byte) — state 1, ack 2, checkpoint 3,
+/// continue 4 — 27 characters, as WorkRail clients expect them
+/// (`^ct_[A-Za-z0-9_-]{24}$`). WorkRail's payload is a random nonce it
+/// looks up; wfhost's is the claims themselves, big-endian: run number
+/// (u32) · the first 2 bytes of the run tag · branch (u16) · snapshot
+/// seq (u24) · attempt (u8). None when the claims do not fit (the long
+/// format is minted then).
+pub fn encode_short(keys: &Keyring, claims: &Claims) -> Option<String> {
+    let branch = u16::try_from(claims.branch).ok()?;
+    let attempt = u8::try_from(claims.attempt).ok()?;
+    if claims.seq >= 1 << 24 {
+        return None;
+    }
+    let mut payload = [0u8; SHORT_PAYLOAD];
+    payload[0..4].copy_from_slice(&claims.run.to_be_bytes());
+    payload[4..6].copy_from_slice(&claims.run_tag[..2]);
+    payload[6..8].copy_from_slice(&branch.to_be_bytes());
+    payload[8..11].copy_from_slice(&claims.seq.to_be_bytes()[1..]);
+    payload[11] = attempt;
+    let (_, key) = keys.current();
+    Some(short_with(key, claims.kind, &payload))
+}
+
+/// A short token of `payload` under `key`.
+pub fn short_with(key: &[u8], kind: Kind, payload: &[u8; SHORT_PAYLOAD]) -> String {
+    let mut bytes = payload.to_vec();
+    bytes.extend_from_slice(&short_mac(key, kind, payload)[..SHORT_MAC]);
+    format!("{}_{}", kind.prefix(), URL_SAFE_NO_PAD.encode(bytes))
+}
+
+fn short_mac(key: &[u8], kind: Kind, payload: &[u8]) -> [u8; 32] {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(payload);
+    mac.update(&[short_kind_byte(kind)]);
+    mac.finalize().into_bytes().into()
+}
+
+/// Read a short token, checking its MAC under every kept key (newest
+/// first, in constant time each).
+fn decode_short(keys: &Keyring, token: &str, expected: &[Kind]) -> Result<Claims, TokenError> {
+    let kind = Kind::ALL
+        .into_iter()
+        .find(|k| token.starts_with(&format!("{}_", k.prefix())))
+        .ok_or_else(|| TokenError::InvalidFormat("unknown token prefix".into()))?;
+    let rest = &token[3..];
+    let bytes = URL_SAFE_NO_PAD
+        .decode(rest)
+        .ok()
+        .filter(|b| b.len() == SHORT_PAYLOAD + SHORT_MAC && URL_SAFE_NO_PAD.encode(b) == rest)
+        .ok_or_else(|| {
+            TokenError::InvalidFormat(format!(
+                "a short {} is `{}_` and 24 characters of base64url: it was cut or altered",
+                kind.name(),
+                kind.prefix()
+            ))
+        })?;
+    let (payload, tag) = bytes.split_at(SHORT_PAYLOAD);
+    let verified = keys.all().any(|key| {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("any key length");
+        mac.update(payload);
+        mac.update(&[short_kind_byte(kind)]);
+        mac.verify_truncated_left(tag).is_ok()
+    });
+    if !verified {
+        return Err(TokenError::BadSignature);
+    }
+    if !expected.contains(&kind) {
+        return Err(TokenError::WrongKind {
+            given: kind.name(),
+            expected: expected.first().map_or("token", |k| k.name()),
+        });
+    }
+    let mut run_tag = [0u8; 8];
+    run_tag[..2].copy_from_slice(&payload[4..6]);
+    Ok(Claims {
+        kind,
+        run: u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]),
+        run_tag,
+        branch: u32::from(u16::from_be_bytes([payload[6], payload[7]])),
+        seq: u32::from_be_bytes([0, payload[8], payload[9], payload[10]]),
+        workflow_tag: [0; 8],
+        attempt: u16::from(payload[11]),
+        short: true,
+    })
+}
+
+/// Whether a token is in the short format (`xx_` and 24 characters).
+pub fn is_short(token: &str) -> bool {
+    let t = token.trim();
+    t.len() == SHORT_LEN && t.as_bytes().get(2) == Some(&b'_')
 }
 
 /// `<kind><version>_<rest>`.
@@ -269,7 +386,72 @@ mod tests {
             seq: 41,
             workflow_tag: tag("sha256:abc"),
             attempt: if kind == Kind::Ack { 1 } else { 0 },
+            short: false,
         }
+    }
+
+    /// Vectors of WorkRail's short-token algorithm (its repository holds
+    /// golden vectors only for its older long format): key bytes 0..31,
+    /// payloads of zeros and of 01..0c, computed with Python's `hmac` and
+    /// checked with Node's `crypto`.
+    #[test]
+    fn short_tokens_follow_workrails_algorithm() {
+        let key: Vec<u8> = (0u8..32).collect();
+        let zeros = [0u8; 12];
+        let counting: [u8; 12] = std::array::from_fn(|i| i as u8 + 1);
+        for (kind, payload, expected) in [
+            (Kind::State, zeros, "st_AAAAAAAAAAAAAAAART70dG2c"),
+            (Kind::State, counting, "st_AQIDBAUGBwgJCgsMAbnd-Jkp"),
+            (Kind::Ack, zeros, "ak_AAAAAAAAAAAAAAAAZ5kd8vru"),
+            (Kind::Ack, counting, "ak_AQIDBAUGBwgJCgsMFeJCKFRV"),
+            (Kind::Checkpoint, zeros, "ck_AAAAAAAAAAAAAAAAYQsOTxIN"),
+            (Kind::Checkpoint, counting, "ck_AQIDBAUGBwgJCgsM__HYRG1E"),
+            (Kind::Continue, zeros, "ct_AAAAAAAAAAAAAAAAdmADaxF5"),
+            (Kind::Continue, counting, "ct_AQIDBAUGBwgJCgsMcFwwt4lL"),
+        ] {
+            assert_eq!(short_with(&key, kind, &payload), expected);
+        }
+    }
+
+    #[test]
+    fn short_tokens_round_trip_and_refuse_alteration() {
+        let rotated = Keyring::fixed(&[(1, [7u8; 32]), (2, [9u8; 32])]);
+        for kind in Kind::ALL {
+            let c = claims(kind);
+            let token = encode_short(&keys(), &c).unwrap();
+            assert_eq!(token.len(), SHORT_LEN, "{token}");
+            assert!(token.starts_with(&format!("{}_", kind.prefix())));
+            let read = decode(&rotated, &token, &[kind]).unwrap();
+            assert!(read.short);
+            assert_eq!(
+                (read.run, read.branch, read.seq, read.attempt),
+                (c.run, c.branch, c.seq, c.attempt)
+            );
+            assert_eq!(read.run_tag[..2], c.run_tag[..2]);
+            let mut chars: Vec<char> = token.chars().collect();
+            for i in 3..chars.len() {
+                let was = chars[i];
+                chars[i] = if was == 'A' { 'B' } else { 'A' };
+                let altered: String = chars.iter().collect();
+                assert!(decode(&rotated, &altered, &[kind]).is_err(), "char {i}");
+                chars[i] = was;
+            }
+        }
+        let other = Keyring::fixed(&[(5, [1u8; 32])]);
+        let token = encode_short(&keys(), &claims(Kind::Continue)).unwrap();
+        assert_eq!(
+            decode(&other, &token, &[Kind::Continue]),
+            Err(TokenError::BadSignature)
+        );
+        assert!(matches!(
+            decode(&keys(), &token, &[Kind::State]),
+            Err(TokenError::WrongKind { .. })
+        ));
+        let big = Claims {
+            seq: 1 << 24,
+            ..claims(Kind::Continue)
+        };
+        assert!(encode_short(&keys(), &big).is_none());
     }
 
     #[test]

@@ -271,7 +271,11 @@ fn js_number(s: &str) -> Option<f64> {
     t.parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
-/// WorkRail's lenient equality.
+/// WorkRail's lenient equality: null only equals null (or a missing
+/// variable), strings compare trimmed and ignoring case, a string equals
+/// the number it reads as and the boolean it spells (`yes`/`true`/`1`,
+/// `no`/`false`/`0`), and anything else is JavaScript's `===`: a list or
+/// an object equals nothing, not even the same list written again.
 pub fn lenient_equals(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Null, Value::Null) => true,
@@ -289,7 +293,10 @@ pub fn lenient_equals(a: &Value, b: &Value) -> bool {
             }
         }
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        _ => a == b,
+        (Value::Bool(x), Value::Bool(y)) => x == y,
+        // JavaScript's `===`: two lists or objects are never the same
+        // object, whatever they hold; other mixed types differ.
+        _ => false,
     }
 }
 
@@ -301,6 +308,25 @@ mod tests {
     fn holds(condition: Value, context: Value) -> bool {
         let c = Condition::parse(&condition).unwrap();
         c.holds(context.as_object().unwrap())
+    }
+
+    #[test]
+    fn lists_and_objects_equal_nothing_as_in_javascript() {
+        assert!(holds(
+            json!({"var": "l", "not_equals": []}),
+            json!({"l": []})
+        ));
+        assert!(!holds(
+            json!({"var": "l", "equals": [1]}),
+            json!({"l": [1]})
+        ));
+        assert!(!holds(json!({"var": "o", "equals": {}}), json!({"o": {}})));
+        assert!(!holds(json!({"var": "n", "equals": true}), json!({"n": 1})));
+        assert!(holds(
+            json!({"var": "b", "equals": false}),
+            json!({"b": false})
+        ));
+        assert!(!holds(json!({"var": "l", "in": [[1]]}), json!({"l": [1]})));
     }
 
     #[test]

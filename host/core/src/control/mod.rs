@@ -20,6 +20,8 @@ pub mod loops;
 
 use std::collections::BTreeMap;
 
+use crate::manifest::Workflow;
+
 use serde_json::{Map, Value};
 
 use condition::Condition;
@@ -108,5 +110,106 @@ pub fn evaluate(
                 .and_then(|spec| spec.decide(inputs, artifacts)),
         ),
         _ => None,
+    }
+}
+
+/// The control blocks a run would pass through right after block
+/// `node.block` ends with `signal`, decided over `inputs` without running
+/// anything: an error when one of them cannot decide (a `for` over a
+/// variable that is not a number, a `forEach` over one that is not a
+/// list). An MCP server checks an advance with it before recording
+/// anything, so that the client can send the missing context and try
+/// again. Follows `JUMP:` transitions inside the node, at most 64 control
+/// blocks; anything else ends the look.
+pub fn lookahead(
+    workflow: &Workflow,
+    node: &str,
+    block: &str,
+    signal: &str,
+    inputs: &Map<String, Value>,
+    artifacts: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let Some(blocks) = workflow.nodes.get(node).map(|n| &n.blocks) else {
+        return Ok(());
+    };
+    let mut inputs = inputs.clone();
+    let mut at = block.to_string();
+    let mut signal = signal.to_string();
+    for _ in 0..64 {
+        let Some(current) = blocks.get(&at) else {
+            return Ok(());
+        };
+        let action = current
+            .transitions
+            .iter()
+            .find(|t| t.on_signal == signal)
+            .map(|t| t.action.as_str());
+        let Some(next) = action.and_then(|a| a.strip_prefix("JUMP:")) else {
+            return Ok(());
+        };
+        let next = next.strip_prefix(&format!("{node}.")).unwrap_or(next);
+        let Some(target) = blocks.get(next) else {
+            return Ok(());
+        };
+        let Some(decided) = evaluate(&target.worker, &target.config, &inputs, artifacts) else {
+            return Ok(());
+        };
+        let decision = decided?;
+        for (k, v) in decision.inputs {
+            if v.is_null() {
+                inputs.remove(&k);
+            } else {
+                inputs.insert(k, v);
+            }
+        }
+        at = next.to_string();
+        signal = decision.signal;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod lookahead_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn workflow() -> Workflow {
+        serde_json::from_value(json!({
+            "id": "w", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "external", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:guard"}]},
+                "guard": {"worker": "wr.when", "config": {"condition": {"var": "go"}},
+                          "transitions": [{"on_signal": "SIGNAL:TRUE", "action": "JUMP:each"},
+                                          {"on_signal": "SIGNAL:FALSE", "action": "END"}]},
+                "each": {"worker": "wr.loop", "config": {"loop_id": "each", "kind": "forEach", "max_iterations": 5,
+                         "iteration_var": "i", "items": "files", "item_var": "f", "index_var": "k"},
+                         "transitions": [{"on_signal": "SIGNAL:ENTER", "action": "JUMP:b"},
+                                         {"on_signal": "SIGNAL:EXIT", "action": "END"}]},
+                "b": {"worker": "external"}
+            }}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_loop_that_cannot_decide_is_found_before_anything_runs() {
+        let wf = workflow();
+        let none = BTreeMap::new();
+        let ctx = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let err = lookahead(
+            &wf,
+            "main",
+            "a",
+            "SIGNAL:SUCCESS",
+            &ctx(json!({"go": true})),
+            &none,
+        )
+        .unwrap_err();
+        assert!(err.contains("files"), "{err}");
+        // The guard skips the loop: nothing to decide.
+        assert!(lookahead(&wf, "main", "a", "SIGNAL:SUCCESS", &ctx(json!({})), &none).is_ok());
+        let fine = ctx(json!({"go": true, "files": ["x"]}));
+        assert!(lookahead(&wf, "main", "a", "SIGNAL:SUCCESS", &fine, &none).is_ok());
     }
 }

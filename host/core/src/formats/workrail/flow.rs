@@ -436,6 +436,12 @@ impl<'d> Builder<'d> {
         if let Some(assessed) = assessed {
             config.insert("assessments".into(), assessed.config);
         }
+        if let Some((contract, required, _)) = &contract {
+            config.insert(
+                "output_contract".into(),
+                json!({"contractRef": contract, "kind": contracts::artifact_kind(contract), "required": required}),
+            );
+        }
         self.workflow_facts(&mut config);
         let mut block = json!({
             "worker": crate::manifest::EXTERNAL_WORKER,
