@@ -19,6 +19,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 
+from raw import output_for  # noqa: E402
+
+
 async def drive(name, steps, command, workspace):
     params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
     async with stdio_client(params) as (read, write):
@@ -26,7 +29,7 @@ async def drive(name, steps, command, workspace):
             await session.initialize()
             result = await session.call_tool("start_workflow", {
                 "workflowId": f"bench-chain-{steps}", "workspacePath": workspace, "goal": "benchmark"})
-            reply = json.loads(result.content[0].text)
+            reply = body(result)
             check(not result.is_error, f"{name}: start failed: {reply}")
             # Advance until the run completes; time the advances of the
             # workflow's own steps (WorkRail puts an onboarding step of its
@@ -36,19 +39,24 @@ async def drive(name, steps, command, workspace):
                 if reply.get("isComplete"):
                     break
                 answering = reply["pending"]["stepId"]
-                args = {"continueToken": reply["continueToken"],
-                        "output": {"notesMarkdown": f"done {answering}"}}
+                args = {"continueToken": reply["continueToken"], "output": output_for(answering)}
                 t0 = time.perf_counter()
                 result = await session.call_tool("continue_workflow", args)
                 took = (time.perf_counter() - t0) * 1000
-                reply = json.loads(result.content[0].text)
+                reply = body(result)
                 check(not result.is_error, f"{name}: advancing {answering} failed: {reply}")
-                number = answering.rsplit("step-", 1)[-1]
+                number = answering.rsplit("step-", 1)[-1].split(".")[0]
                 if number.isdigit():
                     times[int(number) - 1] = took
             check(reply.get("isComplete") is True, f"{name}: not complete: {reply}")
             check(None not in times, f"{name}: not every step was advanced once")
     return times
+
+
+def body(result):
+    """A reply's JSON: wfhost's structured content (its text is a
+    rendering), or WorkRail's JSON-mode text."""
+    return result.structured_content or json.loads(result.content[0].text)
 
 
 def check(cond, message):

@@ -18,8 +18,13 @@ STEPS = int(os.environ.get("MCP_BENCH_STEPS", "150"))
 ROUNDS = int(os.environ.get("MCP_BENCH_ROUNDS", "3"))
 
 
+CONSTRUCTS = os.environ.get("MCP_BENCH_CONSTRUCTS") == "1"
+
+
 def workflow(steps):
-    return {
+    """A chain of steps; with MCP_BENCH_CONSTRUCTS=1 every step asks for an
+    assessment (with a consequence) and every tenth calls a routine."""
+    chain = {
         "id": f"bench-chain-{steps}",
         "name": "Benchmark chain",
         "description": f"{steps} steps an agent performs in turn",
@@ -27,6 +32,22 @@ def workflow(steps):
         "steps": [{"id": f"step-{i}", "title": f"Step {i}", "prompt": f"Do step {i}."}
                   for i in range(1, steps + 1)],
     }
+    if CONSTRUCTS:
+        chain["assessments"] = [{"id": "quality", "purpose": "Is the step done?", "dimensions": [
+            {"id": "done", "purpose": "done", "levels": ["no", "yes"]}]}]
+        for i, step in enumerate(chain["steps"], 1):
+            if i % 10 == 0:
+                del step["prompt"]
+                step["templateCall"] = {"templateId": "wr.templates.routine.bench-one", "args": {"n": str(i)}}
+            else:
+                step["assessmentRefs"] = ["quality"]
+                step["assessmentConsequences"] = [{"when": {"anyEqualsLevel": "no"},
+                                                   "effect": {"kind": "require_followup", "guidance": "Finish it."}}]
+    return chain
+
+
+ROUTINE = {"id": "wr.routine-bench-one", "name": "One step", "description": "A routine of one step.",
+           "version": "1.0.0", "steps": [{"id": "do", "title": "Do {n}", "prompt": "Do routine step {n}."}]}
 
 
 def servers(wfhost, workrail, tmp, workflows, durability):
@@ -68,6 +89,10 @@ def main():
                 os.makedirs(os.path.join(tmp, "ws"))
                 with open(os.path.join(workflows, "chain.json"), "w") as f:
                     json.dump(workflow(STEPS), f)
+                if CONSTRUCTS:
+                    os.makedirs(os.path.join(workflows, "routines"))
+                    with open(os.path.join(workflows, "routines", "bench-one.json"), "w") as f:
+                        json.dump(ROUTINE, f)
                 for name, command, env in servers(wfhost, workrail, tmp, workflows, durability):
                     for driver, client in [("advance.py", "Python MCP SDK"), ("raw.py", "bare JSON-RPC pipe")]:
                         # A fresh store for each: the state of one run is not the other's.

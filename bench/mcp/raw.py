@@ -11,6 +11,15 @@ import sys
 import time
 
 
+def output_for(step):
+    """The output of a step: notes, and with MCP_BENCH_CONSTRUCTS an
+    assessment that passes."""
+    output = {"notesMarkdown": f"done {step}"}
+    if os.environ.get("MCP_BENCH_CONSTRUCTS") == "1" and "." not in step:
+        output["artifacts"] = [{"kind": "wr.assessment", "dimensions": {"done": "yes"}}]
+    return output
+
+
 def main():
     name, steps, workspace = sys.argv[1], int(sys.argv[2]), sys.argv[4]
     command = sys.argv[sys.argv.index("--") + 1:]
@@ -30,7 +39,9 @@ def main():
     def tool(tool_name, args):
         msg = request("tools/call", {"name": tool_name, "arguments": args})
         result = msg["result"]
-        body = json.loads(result["content"][0]["text"])
+        # wfhost's execution replies are text first, with the JSON as
+        # structured content; WorkRail's JSON mode sends the JSON as text.
+        body = result.get("structuredContent") or json.loads(result["content"][0]["text"])
         if result.get("isError"):
             raise SystemExit(f"{name}: {tool_name} failed: {body}")
         return body
@@ -47,9 +58,9 @@ def main():
         answering = reply["pending"]["stepId"]
         t0 = time.perf_counter()
         reply = tool("continue_workflow", {"continueToken": reply["continueToken"],
-                                           "output": {"notesMarkdown": f"done {answering}"}})
+                                           "output": output_for(answering)})
         took = (time.perf_counter() - t0) * 1000
-        number = answering.rsplit("step-", 1)[-1]
+        number = answering.rsplit("step-", 1)[-1].split(".")[0]
         if number.isdigit():
             times[int(number) - 1] = took
     if not reply.get("isComplete") or None in times:
