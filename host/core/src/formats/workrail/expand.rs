@@ -53,12 +53,20 @@ pub fn routine_name(workflow_id: &str) -> Option<&str> {
         .or_else(|| workflow_id.strip_prefix("routine-"))
 }
 
+/// The most steps a workflow may have once its templates are expanded.
+pub const MAX_EXPANDED_STEPS: usize = 10_000;
+
 /// The rewriting's context.
 pub(super) struct Expander<'a> {
     pub routines: &'a dyn Routines,
     /// Extension point slot → its default.
     pub bindings: BTreeMap<String, String>,
     pub errors: Vec<WorkRailError>,
+    /// Inside a routine's steps: a template call there is refused
+    /// (routines do not nest).
+    pub in_routine: bool,
+    /// Steps produced so far (bounded by [`MAX_EXPANDED_STEPS`]).
+    pub produced: usize,
 }
 
 impl Expander<'_> {
@@ -67,6 +75,14 @@ impl Expander<'_> {
         let mut out = Vec::with_capacity(steps.len());
         for (i, step) in steps.iter().enumerate() {
             let here = format!("{at}/{i}");
+            self.produced += 1;
+            if self.produced > MAX_EXPANDED_STEPS {
+                self.errors.push((
+                    here,
+                    format!("the workflow has more than {MAX_EXPANDED_STEPS} steps once its templates are expanded"),
+                ));
+                return out;
+            }
             let mut step = step.clone();
             if let Some(Value::Array(body)) = step.get("body") {
                 let body = self.steps(&format!("{here}/body"), body);
@@ -74,9 +90,21 @@ impl Expander<'_> {
             }
             self.bind(&here, &mut step);
             match step.get("templateCall") {
+                Some(_) if self.in_routine => {
+                    self.errors.push((
+                        format!("{here}/templateCall"),
+                        "a routine's step calls a template: routines do not nest".into(),
+                    ));
+                }
                 Some(call) => {
                     let call = call.clone();
-                    out.extend(self.template(&here, &step, &call));
+                    let routine_steps = self.template(&here, &step, &call);
+                    // The routine's steps get their own virtual steps,
+                    // inline bodies and bindings; a template call among
+                    // them is refused.
+                    self.in_routine = true;
+                    out.extend(self.steps(&here, &routine_steps));
+                    self.in_routine = false;
                 }
                 None => {
                     let virtual_steps = self.virtual_steps(&step);
@@ -195,7 +223,9 @@ impl Expander<'_> {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        if step.get("prompt").and_then(Value::as_str).is_none() {
+        if step.get("prompt").and_then(Value::as_str).is_none()
+            && !step.contains_key("templateCall")
+        {
             self.errors.push((
                 format!("{at}/templateCall"),
                 format!("routine step `{own}` has no `prompt`: a routine's steps are written with `prompt`"),
@@ -397,7 +427,8 @@ mod tests {
             (name == "review").then(|| {
                 json!({"id": "wr.routine-review", "metaGuidance": ["be fair"], "steps": [
                     {"id": "look", "title": "Look at {target}", "prompt": "Read {target}."},
-                    {"id": "judge", "title": "Judge", "prompt": "Judge it.", "runCondition": {"var": "x"}}
+                    {"id": "judge", "title": "Judge", "prompt": "Judge it.", "runCondition": {"var": "x"},
+                     "audit": {"prompt": "Check the judgment."}}
                 ]})
             })
         }
@@ -412,6 +443,8 @@ mod tests {
             routines: &One,
             bindings: BTreeMap::new(),
             errors: Vec::new(),
+            in_routine: false,
+            produced: 0,
         };
         let steps = e.steps("/steps", &[json!({
             "id": "check", "title": "Check",
@@ -419,7 +452,8 @@ mod tests {
             "runCondition": {"var": "go"}
         })]);
         assert!(e.errors.is_empty(), "{:?}", e.errors);
-        assert_eq!(steps.len(), 2);
+        assert_eq!(steps.len(), 3);
+        assert_eq!(steps[2]["id"], "check.judge__audit");
         assert_eq!(steps[0]["id"], "check.look");
         assert_eq!(steps[0]["title"], "Look at main.rs");
         assert_eq!(steps[0]["prompt"], "Read main.rs.");
@@ -435,12 +469,58 @@ mod tests {
         assert!(e.errors[0].1.contains("known: review"), "{:?}", e.errors);
     }
 
+    struct Nesting;
+    impl Routines for Nesting {
+        fn routine(&self, _: &str) -> Option<Value> {
+            Some(json!({"steps": [
+                {"id": "a", "title": "A", "prompt": "p"},
+                {"id": "b", "title": "B", "templateCall": {"templateId": "wr.templates.routine.x"}}
+            ]}))
+        }
+        fn names(&self) -> Vec<String> {
+            vec!["x".into()]
+        }
+    }
+
+    #[test]
+    fn routines_do_not_nest_and_expansion_is_bounded() {
+        let mut e = Expander {
+            routines: &Nesting,
+            bindings: BTreeMap::new(),
+            errors: Vec::new(),
+            in_routine: false,
+            produced: 0,
+        };
+        let call = json!({"id": "c", "title": "C", "templateCall": {"templateId": "wr.templates.routine.x"}});
+        e.steps("/steps", std::slice::from_ref(&call));
+        assert!(
+            e.errors.iter().any(|(_, m)| m.contains("do not nest")),
+            "{:?}",
+            e.errors
+        );
+        let mut e = Expander {
+            routines: &NoRoutines,
+            bindings: BTreeMap::new(),
+            errors: Vec::new(),
+            in_routine: false,
+            produced: MAX_EXPANDED_STEPS,
+        };
+        e.steps("/steps", &[json!({"id": "x", "title": "X", "prompt": "p"})]);
+        assert!(
+            e.errors[0].1.contains("more than 10000 steps"),
+            "{:?}",
+            e.errors
+        );
+    }
+
     #[test]
     fn verification_audit_and_synthesis_add_steps_after_theirs() {
         let mut e = Expander {
             routines: &NoRoutines,
             bindings: BTreeMap::from([("probe".to_string(), "wr.routine-x".to_string())]),
             errors: Vec::new(),
+            in_routine: false,
+            produced: 0,
         };
         let steps = e.steps(
             "/steps",

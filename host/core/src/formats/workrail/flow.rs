@@ -62,7 +62,7 @@ pub(super) struct Step {
     pub assessment_consequences: Vec<Consequence>,
     // Expanded before the steps become blocks (`super::expand`).
     #[serde(default, rename = "templateCall")]
-    _template_call: Option<Value>,
+    pub template_call: Option<Value>,
     #[serde(default, rename = "audit")]
     _audit: Option<Value>,
     #[serde(default, rename = "verification")]
@@ -389,6 +389,10 @@ impl<'d> Builder<'d> {
         scope: &Scope,
     ) -> Option<String> {
         let step: Step = self.parse(at, value)?;
+        if step.template_call.is_some() {
+            // Left by an expansion that failed (its error is reported).
+            return None;
+        }
         if !self.block_id(at, &step.id) {
             return None;
         }

@@ -214,6 +214,8 @@ pub fn compile_with(value: &Value, routines: &dyn Routines) -> Result<Value, Vec
             .filter_map(|p| p.default.clone().map(|d| (p.slot_id.clone(), d)))
             .collect(),
         errors: Vec::new(),
+        in_routine: false,
+        produced: 0,
     };
     doc.steps = expander.steps("/steps", &doc.steps);
     errors.append(&mut expander.errors);

@@ -25,6 +25,8 @@ pub struct Beside {
 
 /// At most this many files are looked at per folder.
 const MAX_FILES: usize = 1000;
+/// At most this many bytes are read from all folders together.
+const MAX_TOTAL_BYTES: u64 = 32 << 20;
 
 impl Beside {
     pub fn of(file: &Path) -> Beside {
@@ -51,8 +53,9 @@ impl Beside {
     fn all(&self) -> &BTreeMap<String, Value> {
         self.found.get_or_init(|| {
             let mut found = BTreeMap::new();
+            let mut budget = MAX_TOTAL_BYTES;
             for dir in &self.dirs {
-                for (name, routine) in read_dir(dir) {
+                for (name, routine) in read_dir(dir, &mut budget) {
                     found.entry(name).or_insert(routine);
                 }
             }
@@ -62,7 +65,7 @@ impl Beside {
 }
 
 /// The routines of one folder, by name (files in name order).
-fn read_dir(dir: &Path) -> Vec<(String, Value)> {
+fn read_dir(dir: &Path, budget: &mut u64) -> Vec<(String, Value)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -73,14 +76,18 @@ fn read_dir(dir: &Path) -> Vec<(String, Value)> {
         .take(MAX_FILES)
         .collect();
     files.sort();
-    files.iter().filter_map(|f| read_routine(f)).collect()
+    files
+        .iter()
+        .filter_map(|f| read_routine(f, budget))
+        .collect()
 }
 
-fn read_routine(file: &Path) -> Option<(String, Value)> {
+fn read_routine(file: &Path, budget: &mut u64) -> Option<(String, Value)> {
     let meta = std::fs::metadata(file).ok()?;
-    if meta.len() > crate::limits::MAX_TEXT_BYTES as u64 {
+    if meta.len() > crate::limits::MAX_TEXT_BYTES as u64 || meta.len() > *budget {
         return None;
     }
+    *budget -= meta.len();
     let bytes = std::fs::read(file).ok()?;
     crate::limits::json(&bytes).ok()?;
     let value: Value = serde_json::from_slice(&bytes).ok()?;
