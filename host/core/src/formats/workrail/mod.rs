@@ -20,6 +20,10 @@
 //! ([`assess`]), conditional prompt fragments and parallel steps prompt
 //! fragments chosen when the step is shown. Any key the spec does not
 //! define is refused with its JSON pointer; nothing is silently dropped.
+//!
+//! First of all the file is checked against WorkRail's published schema
+//! ([`schema`]): every error is reported with its JSON pointer, and only
+//! a file that passes is compiled.
 
 mod assess;
 mod contracts;
@@ -28,6 +32,7 @@ mod flow;
 mod library;
 mod prompt;
 mod routines;
+mod schema;
 
 pub use assess::{
     Checked as AssessmentCheck, Recorded as RecordedAssessment, check as check_assessments,
@@ -165,6 +170,7 @@ pub fn from_text_with(
     if let Err(e) = crate::manifest::strict_json::check_no_duplicate_keys(text) {
         return Err(errors(vec![(String::new(), e.to_string())]));
     }
+    schema::check(&value).map_err(errors)?;
     let compiled = compile_with(&value, routines).map_err(errors)?;
     serde_json::from_value(compiled).map(Some).map_err(|e| {
         errors(vec![(
