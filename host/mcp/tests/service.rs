@@ -568,3 +568,84 @@ fn an_advance_reads_no_event_back_whatever_the_run_s_length() {
     }
     assert_eq!(cur["isComplete"], true);
 }
+
+/// Output a step does not accept is a blocked reply: the run does not
+/// move, the same tokens stay good, every reason is named; then the step
+/// is sent again, fixed, with the short continue token.
+#[test]
+fn output_not_accepted_blocks_without_moving_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(dir.path());
+    let workflow = json!({"id": "checked", "name": "Checked", "description": "d", "version": "1.0.0",
+    "steps": [
+        {"id": "verdict", "title": "Verdict", "prompt": "Decide.",
+         "outputContract": {"contractRef": "wr.contracts.gate_verdict"}},
+        {"id": "notes", "title": "Notes", "prompt": "Write notes."}
+    ]});
+    std::fs::write(
+        dir.path().join("workflows/checked.json"),
+        workflow.to_string(),
+    )
+    .unwrap();
+    let rt = runtime();
+    let started = rt
+        .block_on(svc.start(
+            Start {
+                workflow_id: "checked".into(),
+                ..Start::default()
+            },
+            None,
+        ))
+        .unwrap();
+    let first = serde_json::to_value(started).unwrap();
+    assert_eq!(first["pending"]["stepId"], "verdict", "{first}");
+    let ct = first["continueToken"].as_str().unwrap().to_string();
+    assert!(ct.starts_with("ct_") && ct.len() == 27, "{ct}");
+    let send = |output: Value| {
+        let advance = Advance {
+            state_token: ct.clone(),
+            ack_token: None,
+            output: output.as_object().cloned(),
+            ..Advance::default()
+        };
+        rt.block_on(svc.advance(advance, None)).unwrap()
+    };
+    let blocked = send(json!({"artifacts": [{"kind": "other"}]}));
+    assert_eq!(blocked["kind"], "blocked", "{blocked}");
+    assert_eq!(
+        blocked["blockers"]["blockers"][0]["code"],
+        "MISSING_REQUIRED_OUTPUT"
+    );
+    assert_eq!(blocked["retryable"], true);
+    assert_eq!(blocked["continueToken"], first["continueToken"]);
+    assert_eq!(blocked["session"]["steps"], first["session"]["steps"]);
+    let invalid = send(json!({"artifacts": [{"kind": "wr.gate_verdict", "version": 2}]}));
+    assert_eq!(
+        invalid["blockers"]["blockers"][0]["code"], "INVALID_REQUIRED_OUTPUT",
+        "{invalid}"
+    );
+    assert!(
+        invalid["validation"]["issues"].as_array().unwrap().len() >= 2,
+        "every problem is listed: {invalid}"
+    );
+    let verdict = json!({"kind": "wr.gate_verdict", "version": 1, "verdict": "approved",
+                         "confidence": "high", "rationale": "It holds up under review."});
+    let next = send(json!({"artifacts": [verdict]}));
+    assert_eq!(
+        (next["kind"].as_str(), next["pending"]["stepId"].as_str()),
+        (Some("ok"), Some("notes")),
+        "{next}"
+    );
+    // The next step needs notes: blocked, with its own reason.
+    let advance = Advance {
+        state_token: next["continueToken"].as_str().unwrap().into(),
+        ack_token: None,
+        output: None,
+        ..Advance::default()
+    };
+    let no_notes = rt.block_on(svc.advance(advance, None)).unwrap();
+    assert_eq!(
+        no_notes["blockers"]["blockers"][0]["code"], "MISSING_REQUIRED_NOTES",
+        "{no_notes}"
+    );
+}
