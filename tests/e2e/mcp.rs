@@ -42,8 +42,9 @@ fn client_python() -> Result<PathBuf, String> {
     Ok(python)
 }
 
-#[test]
-fn a_real_mcp_client_walks_the_contract() {
+/// Run a client script of `tests/mcp/` against `wfhost mcp` serving
+/// `workflows`; it prints "all checks passed" when every check held.
+fn run_client(script: &str, workflows: &Path) {
     let python = match client_python() {
         Ok(p) => p,
         Err(why) => {
@@ -58,10 +59,10 @@ fn a_real_mcp_client_walks_the_contract() {
     let scratch = tempfile::tempdir().unwrap();
     let ws = super::workspace_in(scratch.path());
     let out = Command::new(python)
-        .arg(repo().join("tests/mcp/client.py"))
+        .arg(repo().join("tests/mcp").join(script))
         .arg(env!("CARGO_BIN_EXE_wfhost"))
         .arg(scratch.path().join("home"))
-        .arg(repo().join("examples/mcp/workflows"))
+        .arg(workflows)
         .arg(&ws)
         .arg(scratch.path().join("cache"))
         .output()
@@ -74,37 +75,18 @@ fn a_real_mcp_client_walks_the_contract() {
     );
 }
 
+#[test]
+fn a_real_mcp_client_walks_the_contract() {
+    run_client("client.py", &repo().join("examples/mcp/workflows"));
+}
+
 /// Every WorkRail compiler construct, driven over MCP with the Python
 /// client: the step sequence, blocked replies, placeholders, tags.
 #[test]
 fn workrail_constructs_run_as_workrail_runs_them() {
-    let python = match client_python() {
-        Ok(p) => p,
-        Err(why) => {
-            assert!(
-                std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "the Python MCP client could not be installed: {why}"
-            );
-            eprintln!("skipped: the Python MCP client could not be installed: {why}");
-            return;
-        }
-    };
-    let scratch = tempfile::tempdir().unwrap();
-    let ws = super::workspace_in(scratch.path());
-    let out = Command::new(python)
-        .arg(repo().join("tests/mcp/workrail_constructs.py"))
-        .arg(env!("CARGO_BIN_EXE_wfhost"))
-        .arg(scratch.path().join("home"))
-        .arg(repo().join("tests/fixtures/workrail"))
-        .arg(&ws)
-        .arg(scratch.path().join("cache"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("all checks passed"),
-        "{stdout}\n{stderr}"
+    run_client(
+        "workrail_constructs.py",
+        &repo().join("tests/fixtures/workrail"),
     );
 }
 

@@ -184,6 +184,14 @@ fn default_max_iterations() -> u32 {
     100
 }
 
+/// An external block about to be added.
+struct External {
+    block_id: String,
+    config: Map<String, Value>,
+    task: String,
+    schema: Option<Value>,
+}
+
 /// What the blocks are built into, and the errors found on the way.
 struct Builder<'d> {
     doc: &'d Document,
@@ -447,23 +455,42 @@ impl<'d> Builder<'d> {
             );
         }
         self.workflow_facts(&mut config);
+        let schema = contract.and_then(|(_, _, schema)| schema);
+        let external = External {
+            block_id,
+            config,
+            task: shown.text,
+            schema,
+        };
+        Some(self.external(at, external, step.run_condition.as_ref(), next))
+    }
+
+    /// An external block, behind its `runCondition`'s guard; returns the
+    /// block to enter.
+    fn external(
+        &mut self,
+        at: &str,
+        external: External,
+        run_condition: Option<&Value>,
+        next: Option<&str>,
+    ) -> String {
+        let External {
+            block_id,
+            config,
+            task,
+            schema,
+        } = external;
         let mut block = json!({
             "worker": crate::manifest::EXTERNAL_WORKER,
             "config": config,
-            "prompt": {"task": shown.text},
+            "prompt": {"task": task},
             "transitions": [transition("SIGNAL:SUCCESS", next)],
         });
-        if let Some((_, _, Some(schema))) = contract {
+        if let Some(schema) = schema {
             block["validation_schema"] = schema;
         }
         self.blocks.insert(block_id.clone(), block);
-        Some(self.guarded(
-            at,
-            &block_id,
-            step.run_condition.as_ref(),
-            block_id.clone(),
-            next,
-        ))
+        self.guarded(at, &block_id, run_condition, block_id.clone(), next)
     }
 
     /// The step's output contract, checked: (contractRef, required, the
@@ -528,20 +555,13 @@ impl<'d> Builder<'d> {
         );
         config.insert("prompt_fragments".into(), fragments.into());
         self.workflow_facts(&mut config);
-        let block = json!({
-            "worker": crate::manifest::EXTERNAL_WORKER,
-            "config": config,
-            "prompt": {"task": "# Parallel Subagents"},
-            "transitions": [transition("SIGNAL:SUCCESS", next)],
-        });
-        self.blocks.insert(block_id.clone(), block);
-        Some(self.guarded(
-            at,
-            &block_id,
-            step.run_condition.as_ref(),
-            block_id.clone(),
-            next,
-        ))
+        let external = External {
+            block_id,
+            config,
+            task: "# Parallel Subagents".into(),
+            schema: None,
+        };
+        Some(self.external(at, external, step.run_condition.as_ref(), next))
     }
 
     /// `requireConfirmation` as block config: a boolean, or a condition
