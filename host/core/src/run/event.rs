@@ -220,6 +220,21 @@ pub enum Event {
             skip_serializing_if = "Option::is_none"
         )]
         applied_from: Option<String>,
+        /// The lanes' `NODE_ID`s (`<node>.<block>.<lane>`, what each lane's
+        /// agent saw and named its `.output/block-<NODE_ID>.json` after),
+        /// in the order of `lanes`. An optional addition: absent from
+        /// events recorded before it.
+        #[serde(rename = "laneNodeIds", default, skip_serializing_if = "Vec::is_empty")]
+        lane_node_ids: Vec<String>,
+        /// The `NODE_ID` of the lane whose version is applied (none while
+        /// the user has not chosen, or settled the file by hand). An
+        /// optional addition, like `laneNodeIds`.
+        #[serde(
+            rename = "appliedFromNodeId",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        applied_from_node_id: Option<String>,
     },
     /// `fail-on-conflict` found conflicts the user must resolve: the run
     /// waits at gate `gate_id` until it is answered with a lane choice.
