@@ -749,7 +749,7 @@ fn host_output(
             markdown_document: summary.to_string(),
             task_list: task_list.to_vec(),
         },
-        BlockType::Dev => Deliverables::Code {
+        t if t.is_coding() => Deliverables::Code {
             files_changed: changed,
             diff_summary: summary.to_string(),
         },

@@ -232,7 +232,7 @@ impl TasksWatch {
             record,
             changer: match block_type {
                 BlockType::Plan => Changer::Planner,
-                BlockType::Dev => Changer::Coder,
+                t if t.is_coding() => Changer::Coder,
                 _ => Changer::Other,
             },
             before,
