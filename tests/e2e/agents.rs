@@ -307,6 +307,26 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     assert_eq!(code, Some(0), "{report}");
     assert!(payload_text(&report).contains("protocol error"), "{report}");
 
+    // A status the contract reserves to another role is a protocol error
+    // that says why: NEEDS_INFO is the Researcher's, not the Coder's.
+    let ws = tempfile::tempdir().unwrap();
+    let mut coder = wf(
+        &["--status", "NEEDS_INFO"],
+        serde_json::json!([{"on_signal": "SIGNAL:PROTOCOL_ERROR", "action": "END"}]),
+    );
+    let block = coder["nodes"]["dev"]["blocks"]["implement"].take();
+    coder["nodes"]["dev"]["blocks"] = serde_json::json!({"coder": block});
+    coder["nodes"]["dev"]["entry_block"] = "coder".into();
+    let m = write_manifest(scratch.path(), "wf.json", coder);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    assert!(
+        payload_text(&report).contains(
+            "status `NEEDS_INFO` is used by Researcher only, and this block plays the Coder"
+        ),
+        "{report}"
+    );
+
     // NEEDS_DECISION pauses at a gate whose question is the summary.
     let ws = tempfile::tempdir().unwrap();
     let m = write_manifest(

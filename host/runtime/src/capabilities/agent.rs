@@ -576,6 +576,7 @@ fn agent_request(
         mask: wfhost_core::policy::secrets::Masker::new(secrets.iter().chain(&prepared.mask)),
         model: prepared.model.clone(),
         usage_before: prepared.usage_before.clone(),
+        role: scope.role.clone(),
     };
     Ok((request, ticket))
 }
