@@ -469,6 +469,47 @@ async fn gate_pauses_the_run() {
 }
 
 #[tokio::test]
+async fn a_gate_prompt_shows_what_the_block_before_it_produced() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "GATE:ship it?")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", |_, _| {
+        Ok(WorkerOutput {
+            signal: "SIGNAL:SUCCESS".into(),
+            structured_output: Some(
+                r#"{"blockId":"main.a","summary":"  Added the subtract function.  "}"#.into(),
+            ),
+            ..Default::default()
+        })
+    });
+    let report = execute(&wf, &workers).await;
+    let RunStatus::WaitingAtGate { prompt, .. } = report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(
+        prompt,
+        "ship it?\n\nBlock produced: Added the subtract function."
+    );
+    // A well-known gate's question gets it too.
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "GATE:APPROVE_DESIGN:Is the design right?")]),
+        }}}
+    }));
+    let RunStatus::WaitingAtGate { prompt, .. } = execute(&wf, &workers).await.status else {
+        panic!()
+    };
+    assert_eq!(
+        prompt,
+        "Is the design right?\n\nBlock produced: Added the subtract function."
+    );
+}
+
+#[tokio::test]
 async fn handler_errors_fail_the_run_naming_the_action() {
     struct Refuse;
     impl ActionInterpreter for Refuse {
