@@ -469,6 +469,43 @@ async fn gate_pauses_the_run() {
 }
 
 #[tokio::test]
+async fn a_plain_question_takes_a_free_answer() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "GATE:Use sqlite or postgres?")]),
+        }}}
+    }));
+    let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
+    let mut state = report.state.clone();
+    let decision = state.parse_answer("UD-1", "postgres").unwrap();
+    assert_eq!(
+        decision,
+        Decision::Text {
+            text: "postgres".into()
+        }
+    );
+    state
+        .apply(&Event::GateAnswered {
+            gate_id: "UD-1".into(),
+            decision,
+        })
+        .unwrap();
+    assert!(
+        matches!(&state.phase, Phase::Deciding { signal, .. } if signal == "SIGNAL:GATE_APPROVED"),
+        "{:?}",
+        state.phase
+    );
+    let last = state.payload.last().unwrap();
+    assert_eq!(
+        (last.kind.as_str(), last.content.as_str()),
+        ("GATE_DECISION", "postgres")
+    );
+    let hint = report.state.answer_forms("UD-1");
+    assert!(hint.contains("the answer itself"), "{hint}");
+}
+
+#[tokio::test]
 async fn a_gate_prompt_shows_what_the_block_before_it_produced() {
     let wf = workflow(serde_json::json!({
         "id": "w", "start_node": "main",
@@ -1211,6 +1248,13 @@ async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
         assert!(prompt.contains(line), "{line}\n{prompt}");
     }
     let state = RunState::replay(&log.events).unwrap();
+    // The hint shows how such a gate is answered: never `approved`.
+    let hint = state.answer_forms("UD-1");
+    assert!(
+        hint.starts_with(r#"'{"UD-1":"<answer>","UD-2":"<answer>","UD-3":"defer: <reason>"}'"#)
+            && !hint.contains("approved"),
+        "{hint}"
+    );
     // A plain answer does not say which question it answers; an answer to
     // a question of another gate is refused.
     assert!(state.parse_answer("UD-1", "yes").is_err());
