@@ -347,7 +347,8 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     assert_eq!(report["gate"]["prompt"], "Postgres or SQLite?");
     let run = report["run_id"].as_str().unwrap();
     let gate = report["gate"]["id"].as_str().unwrap();
-    let out = wfhost(&["gate", run, gate, "approved"], scratch.path());
+    // A plain question takes the answer itself.
+    let out = wfhost(&["gate", run, gate, "SQLite"], scratch.path());
     assert_eq!(
         out.status.code(),
         Some(0),

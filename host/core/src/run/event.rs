@@ -732,7 +732,7 @@ pub fn blocker_of(reason: &str) -> Option<&str> {
 pub fn parse_answer(gate_id: &str, answer: &str) -> Result<Decision, String> {
     use wfhost_actions::grammar::WellKnownGate;
     let Some(gate) = WellKnownGate::from_decision_id(gate_id) else {
-        return answer.parse().or_else(|why| free_answer(answer).ok_or(why));
+        return answer.parse();
     };
     let trimmed = answer.trim();
     if let Some(reason) = crate::run::questions::deferral(trimmed, "the decision") {
@@ -766,17 +766,20 @@ pub fn parse_answer(gate_id: &str, answer: &str) -> Result<Decision, String> {
     }
 }
 
-/// `answer` as a free answer to an ordinary gate: any text that is not
+/// `answer` as a free answer to an ordinary gate that asks a plain
+/// question ([`crate::run::state::RunState::parse_answer_in`] says which
+/// do): any text that is not
 /// empty and not a malformed form of the others — `approved…` other than
 /// `approved`, `changes-requested` without the changes, `use-lane:…`
 /// (which only a fan-in gate takes) and `defer:` / `cancel:` (which only a
 /// mandatory gate takes) stay refused, so a mistyped form is never taken
 /// for an answer.
-fn free_answer(answer: &str) -> Option<Decision> {
+pub fn free_answer(answer: &str) -> Option<Decision> {
     let text = answer.trim();
+    let lower = text.to_ascii_lowercase();
     let reserved = ["approved", "changes-requested", "use-lane:"];
     let free = !text.is_empty()
-        && !reserved.iter().any(|p| text.starts_with(p))
+        && !reserved.iter().any(|p| lower.starts_with(p))
         && crate::run::questions::deferral(text, "the decision").is_none();
     free.then(|| Decision::Text {
         text: text.to_string(),
@@ -1235,7 +1238,7 @@ mod tests {
 
     #[test]
     fn a_plain_question_takes_a_free_answer() {
-        let free = |a: &str| parse_answer("UD-3", a);
+        let free = |a: &str| parse_answer("UD-3", a).or_else(|why| free_answer(a).ok_or(why));
         assert_eq!(
             free("  postgres, with a read replica "),
             Ok(Decision::Text {
@@ -1256,14 +1259,14 @@ mod tests {
             "changes-requested:",
             "use-lane:",
             "approvedd",
+            "CHANGES-REQUESTED:x",
             "cancel",
             "defer: later",
         ] {
             assert!(free(refused).is_err(), "{refused:?}");
         }
-        // A well-known gate takes no free answer.
-        assert!(parse_answer("UD-APPROVE-DESIGN", "sqlite").is_err());
-        assert!(parse_answer("UD-REVIEW-STRATEGY", "sqlite").is_err());
+        // Without the gate's workflow, only the forms are answers.
+        assert!(parse_answer("UD-3", "sqlite").is_err());
         // It is recorded as `text`.
         let json = serde_json::to_value(free("sqlite").unwrap()).unwrap();
         assert_eq!(

@@ -1009,6 +1009,66 @@ impl RunState {
         }
     }
 
+    /// Parse `answer` to gate `gate_id` of a run of `workflow`: as
+    /// [`RunState::parse_answer`], and at an ordinary gate that asks a
+    /// plain question any other text is a free answer
+    /// ([`Decision::Text`]). A gate asks a plain question unless it is a
+    /// well-known gate, a fan-in gate, a gate that asks several questions,
+    /// or an approval: a gate whose block routes
+    /// `SIGNAL:GATE_CHANGES_REQUESTED` (`approved` /
+    /// `changes-requested:<text>` only, so a stray `yes` is refused).
+    pub fn parse_answer_in(
+        &self,
+        workflow: &crate::manifest::Workflow,
+        gate_id: &str,
+        answer: &str,
+    ) -> Result<Decision, String> {
+        let strict = self.parse_answer(gate_id, answer);
+        if strict.is_ok() || !self.asks_plain_question(workflow, gate_id) {
+            return strict;
+        }
+        strict.or_else(|why| crate::run::event::free_answer(answer).ok_or(why))
+    }
+
+    /// Whether open gate `gate_id` asks a plain question (see
+    /// [`RunState::parse_answer_in`]).
+    pub fn asks_plain_question(&self, workflow: &crate::manifest::Workflow, gate_id: &str) -> bool {
+        let Phase::Waiting {
+            gate_id: open,
+            node,
+            block,
+            ..
+        } = &self.phase
+        else {
+            return false;
+        };
+        let fan_in_gate = self
+            .fan_out
+            .as_ref()
+            .is_some_and(|f| f.gate.as_deref() == Some(gate_id));
+        let questions = self
+            .gates
+            .get(gate_id)
+            .is_some_and(|g| !g.questions.is_empty());
+        if open != gate_id
+            || fan_in_gate
+            || questions
+            || WellKnownGate::from_decision_id(gate_id).is_some()
+        {
+            return false;
+        }
+        let approval = workflow
+            .nodes
+            .get(node)
+            .and_then(|n| n.blocks.get(block))
+            .is_some_and(|b| {
+                b.transitions
+                    .iter()
+                    .any(|t| t.on_signal == crate::run::transitions::GATE_CHANGES_REQUESTED)
+            });
+        !approval
+    }
+
     /// How open gate `gate_id` is answered, as the rest of a `wfhost gate
     /// RUN GATE …` line: an example answer, then the other forms. A gate
     /// that asks several questions is answered with a JSON object of

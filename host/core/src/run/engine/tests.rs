@@ -478,7 +478,9 @@ async fn a_plain_question_takes_a_free_answer() {
     }));
     let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
     let mut state = report.state.clone();
-    let decision = state.parse_answer("UD-1", "postgres").unwrap();
+    assert!(state.asks_plain_question(&wf, "UD-1"));
+    assert!(state.parse_answer("UD-1", "postgres").is_err(), "strict");
+    let decision = state.parse_answer_in(&wf, "UD-1", "postgres").unwrap();
     assert_eq!(
         decision,
         Decision::Text {
@@ -503,6 +505,24 @@ async fn a_plain_question_takes_a_free_answer() {
     );
     let hint = report.state.answer_forms("UD-1");
     assert!(hint.contains("the answer itself"), "{hint}");
+    // A gate whose block routes requested changes asks for an approval:
+    // only `approved` / `changes-requested:…` answer it.
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[
+                ("SIGNAL:SUCCESS", "GATE:Approve the plan?"),
+                ("SIGNAL:GATE_APPROVED", "END"),
+                ("SIGNAL:GATE_CHANGES_REQUESTED", "JUMP:a")]),
+        }}}
+    }));
+    let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
+    assert!(!report.state.asks_plain_question(&wf, "UD-1"));
+    assert!(report.state.parse_answer_in(&wf, "UD-1", "yes").is_err());
+    assert_eq!(
+        report.state.parse_answer_in(&wf, "UD-1", "approved"),
+        Ok(Decision::Approved)
+    );
 }
 
 #[tokio::test]
