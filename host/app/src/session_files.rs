@@ -247,11 +247,19 @@ impl SessionFiles {
         match read_text(workspace, &rel)? {
             // An agent (a team's Planner) wrote tasks.yaml: it is theirs
             // now. The host only promotes `implemented` tasks to
-            // `completed` once the run succeeded (every gate passed).
+            // `completed`: those whose own gates passed (by the task id
+            // their block's agent was dispatched with), and every one
+            // once the run succeeded (every gate passed).
             Some(theirs) if !theirs.starts_with(HOST_TASKS_MARK) => {
-                if status.current_state == "DONE"
-                    && let Some(promoted) = promote_implemented(&theirs)
-                {
+                let passed = self.projection.gates_passed();
+                let promoted = if status.current_state == "DONE" {
+                    promote_tasks(&theirs, None)
+                } else if passed.is_empty() {
+                    None
+                } else {
+                    promote_tasks(&theirs, Some(passed))
+                };
+                if let Some(promoted) = promoted {
                     write("tasks.yaml", promoted.as_bytes())?;
                 }
             }
@@ -284,7 +292,7 @@ impl SessionFiles {
     }
 }
 
-use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
+use wfhost_core::agents::session_artifacts::{HOST_TASKS_MARK, promote_tasks};
 
 /// A workspace file's text; `None` when it does not exist.
 fn read_text(workspace: &Path, rel: &str) -> Result<Option<String>, String> {
@@ -294,28 +302,6 @@ fn read_text(workspace: &Path, rel: &str) -> Result<Option<String>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{rel}: {e}")),
     }
-}
-
-/// `tasks` with every `status: implemented` made `completed` (the
-/// orchestrator's promotion); `None` when there is none to promote.
-fn promote_implemented(tasks: &str) -> Option<String> {
-    let mut changed = false;
-    let lines: Vec<String> = tasks
-        .lines()
-        .map(|line| {
-            let trimmed = line.trim_start().trim_start_matches("- ");
-            let value = trimmed
-                .strip_prefix("status:")
-                .map(|v| v.trim().trim_matches(['"', '\'']));
-            if value == Some("implemented") {
-                changed = true;
-                line.replacen("implemented", "completed", 1)
-            } else {
-                line.to_string()
-            }
-        })
-        .collect();
-    changed.then(|| lines.join("\n") + "\n")
 }
 
 /// The engine's sink with the session files kept current: every `append`

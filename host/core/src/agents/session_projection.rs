@@ -27,8 +27,12 @@
 //!   signal, when the run failed while it was running, or when the run
 //!   failed on its transition (a `FAIL` action, or the engine giving up on
 //!   its signal);
-//! - `completed`: when the run ends successfully every `implemented` task
-//!   becomes `completed` (the host is the orchestrator that promotes them).
+//! - `completed`: when a gate after the block passes (approved, answered,
+//!   a review strategy chosen — not changes requested, not cancelled) its
+//!   `implemented` task becomes `completed`, as seed 001's orchestrator
+//!   promotes a task once its own gates pass; when the run ends
+//!   successfully every task still `implemented` does too (the host is the
+//!   orchestrator that promotes them).
 //!
 //! **`current_state`**: `ASK_USER` while the run waits at a gate (a `GATE`
 //! action, a `NEEDS_DECISION` pause, a fan-in conflict gate); `DONE` once
@@ -106,6 +110,19 @@ fn is_retry_cause(cause: &str) -> bool {
         || FAILURE_SIGNALS.contains(&cause)
 }
 
+/// Whether `decision` passes its gate: the run goes on past it (an
+/// approval, an answer, a strategy), not back (requested changes) nor to
+/// an end (a cancellation), nor into a parallel block's fan-in.
+fn passes(decision: &Decision) -> bool {
+    matches!(
+        decision,
+        Decision::Approved
+            | Decision::Text { .. }
+            | Decision::Strategy { .. }
+            | Decision::Answers { .. }
+    )
+}
+
 /// Whether a completion with `signal` (and `failure`) leaves its task
 /// blocked.
 pub fn is_failure(signal: &str, failure: Option<&str>) -> bool {
@@ -141,6 +158,12 @@ pub struct SessionProjection {
     node_states: BTreeMap<String, String>,
     /// `node.block` → the contract agent it plays, where it names one.
     agent_names: BTreeMap<String, String>,
+    /// `node.block` → the task id its agent is dispatched with
+    /// (`config.input.task.id`), where it names one.
+    dispatched_ids: BTreeMap<String, String>,
+    /// Task ids whose gates passed: the blocks' `node.block` and the ids
+    /// their agents were dispatched with.
+    gates_passed: BTreeSet<String>,
     phase: RunPhase,
     /// The node of the block that ran last.
     current_node: Option<String>,
@@ -181,6 +204,7 @@ impl SessionProjection {
         let mut index = BTreeMap::new();
         let mut node_states = BTreeMap::new();
         let mut agent_names = BTreeMap::new();
+        let mut dispatched_ids = BTreeMap::new();
         for node_id in nodes {
             let node = &workflow.nodes[node_id];
             if let Some(state) = node
@@ -217,6 +241,14 @@ impl SessionProjection {
                 if let Some(name) = super::agent_protocol::agent_name(block_id, prefix) {
                     agent_names.insert(id.clone(), name.to_string());
                 }
+                if let Some(task) = block
+                    .config
+                    .pointer("/input/task/id")
+                    .and_then(|v| v.as_str())
+                    .filter(|t| !t.trim().is_empty())
+                {
+                    dispatched_ids.insert(id.clone(), task.to_string());
+                }
                 index.insert(id.clone(), tasks.len());
                 tasks.push(TaskEntry {
                     id,
@@ -232,6 +264,8 @@ impl SessionProjection {
             index,
             node_states,
             agent_names,
+            dispatched_ids,
+            gates_passed: BTreeSet::new(),
             phase: RunPhase::Running,
             current_node: None,
             running: None,
@@ -469,6 +503,9 @@ impl SessionProjection {
         }
         self.waiting_well_known = None;
         self.phase = RunPhase::Running;
+        if passes(decision) {
+            self.gate_passed(&slot.block);
+        }
         if matches!(decision, Decision::UseLane { .. }) {
             // The parallel block itself goes on.
             self.running = Some(slot.block);
@@ -644,8 +681,33 @@ impl SessionProjection {
         if settled {
             self.phase = RunPhase::Running;
             self.last_signal = Some(decision.signal().to_string());
+            self.gate_passed(&block);
             self.deciding = Some(block);
         }
+    }
+
+    /// The gate after block `key` passed: its task, when implemented, is
+    /// completed (seed 001: the orchestrator promotes a task once its own
+    /// gates pass), and its ids are remembered for a tasks.yaml an agent
+    /// keeps ([`SessionProjection::gates_passed`]).
+    fn gate_passed(&mut self, key: &str) {
+        if let Some(&i) = self.index.get(key)
+            && self.tasks[i].status == TaskStatus::Implemented
+        {
+            self.tasks[i].status = TaskStatus::Completed;
+        }
+        self.gates_passed.insert(key.to_string());
+        if let Some(id) = self.dispatched_ids.get(key) {
+            self.gates_passed.insert(id.clone());
+        }
+    }
+
+    /// The task ids whose gates passed: each gated block's `node.block`
+    /// and the task id its agent was dispatched with
+    /// (`config.input.task.id`). A tasks.yaml an agent keeps has those
+    /// tasks promoted from `implemented` to `completed`.
+    pub fn gates_passed(&self) -> &BTreeSet<String> {
+        &self.gates_passed
     }
 
     fn finish(&mut self, outcome: &Outcome) {
@@ -1258,6 +1320,71 @@ mod tests {
             );
             assert_eq!(p.tasks()[0].status, TaskStatus::Implemented, "{signal}");
         }
+    }
+
+    #[test]
+    fn a_task_is_completed_when_its_own_gate_passes() {
+        let mut json = serde_json::to_value(review_gate()).unwrap();
+        json["nodes"]["main"]["blocks"]["draft"]["config"] =
+            serde_json::json!({"input": {"task": {"id": "T-001"}}});
+        let wf: Workflow = serde_json::from_value(json).unwrap();
+        let mut events = vec![
+            started("review-gate"),
+            start(0, "draft", 1),
+            done(0, "draft", "SIGNAL:SUCCESS", None),
+            gate(0, "UD-1"),
+        ];
+        let p = fold(&wf, &events);
+        assert_eq!(p.tasks()[0].status, TaskStatus::Implemented);
+        assert!(p.gates_passed().is_empty());
+        // Changes requested: the task goes back, not forward.
+        let mut back = events.clone();
+        back.push(answered("UD-1", "changes-requested: more tests"));
+        let p = fold(&wf, &back);
+        assert_eq!(p.tasks()[0].status, TaskStatus::Implemented);
+        assert!(p.gates_passed().is_empty());
+        // Approved: completed while the run goes on.
+        events.push(answered("UD-1", "approved"));
+        let p = fold(&wf, &events);
+        assert_eq!(p.status().current_state, "IMPLEMENT_LOOP");
+        assert_eq!(p.tasks()[0].status, TaskStatus::Completed);
+        assert_eq!(
+            p.gates_passed().iter().collect::<Vec<_>>(),
+            ["T-001", "main.draft"]
+        );
+        // `ship` ran without a gate: implemented until the run succeeds.
+        events.extend([
+            jump(0, "main.ship"),
+            Event::BlockStarted {
+                step: 1,
+                node: "main".into(),
+                block: "ship".into(),
+                attempt: 1,
+            },
+            done(1, "ship", "SIGNAL:SUCCESS", None),
+        ]);
+        let p = fold(&wf, &events);
+        assert_eq!(
+            statuses(&p),
+            [
+                ("main.draft".to_string(), TaskStatus::Completed),
+                ("main.ship".to_string(), TaskStatus::Implemented)
+            ]
+        );
+        // A free answer to a plain question passes its gate too.
+        let mut free = events[..4].to_vec();
+        free.push(Event::GateAnswered {
+            gate_id: "UD-1".into(),
+            decision: Decision::Text {
+                text: "postgres".into(),
+            },
+        });
+        let p = fold(&wf, &free);
+        assert_eq!(p.tasks()[0].status, TaskStatus::Completed);
+        assert_eq!(
+            p.status().user_decisions[0].answer.as_deref(),
+            Some("postgres")
+        );
     }
 
     #[test]
