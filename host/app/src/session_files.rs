@@ -33,6 +33,7 @@ use wfhost_core::agents::session_artifacts::{
     APPROVE_DESIGN_HISTORY, PERSISTENCE_BLOCKER, SessionStatus, UserDecision, render_history,
 };
 use wfhost_core::agents::session_projection::{SessionProjection, iso_utc, run_session_name};
+use wfhost_core::agents::status_merge;
 use wfhost_core::manifest::Workflow;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::run::event::{Event, EventSink, Outcome, QueuedJob, SinkError, blocked_reason};
@@ -74,6 +75,13 @@ pub struct SessionFiles {
     /// Why the first write (of [`SessionFiles::load`]) could not persist
     /// changed user decisions.
     unpersisted: Option<String>,
+    /// The host's own `status.json` (before the agents' fields were merged
+    /// in) last written — at first, the projection of the log as loaded,
+    /// which is what the process that recorded it wrote last. A host field
+    /// that differs from it on disk was changed by an agent.
+    base: Option<SessionStatus>,
+    /// The conflicts reported so far (each a warning).
+    conflicts: Vec<String>,
 }
 
 impl SessionFiles {
@@ -142,6 +150,8 @@ impl SessionFiles {
         }
         SessionFiles {
             dir: workspace.join(AGENTS_WORK).join(projection.session()),
+            base: Some(projection.status()),
+            conflicts: Vec::new(),
             projection,
             tasks_written: None,
             failing: false,
@@ -225,7 +235,6 @@ impl SessionFiles {
         status
             .validate()
             .map_err(|e| format!("status.json would not be valid: {e}"))?;
-        let json = serde_json::to_string_pretty(status).map_err(|e| e.to_string())? + "\n";
         let tasks = self.projection.tasks_yaml();
         let history = render_history(self.projection.approve_design_history());
         let (Some(workspace), Some(session)) = (
@@ -276,19 +285,39 @@ impl SessionFiles {
             write(APPROVE_DESIGN_HISTORY, history.as_bytes())?;
             self.history_written = Some(history);
         }
+        // The agents' own fields in the file are kept; a field of the
+        // host's an agent changed is reported, then written over.
+        let rel = format!("{AGENTS_WORK}/{session}/status.json");
+        let on_disk = read_text(workspace, &rel)?;
+        let merged = status_merge::merge(
+            status,
+            self.base.as_ref(),
+            on_disk.as_deref().map(str::as_bytes),
+        );
+        for c in &merged.conflicts {
+            let message = format!("session {session}: {}", c.message);
+            warn(&message);
+            self.conflicts.push(message);
+        }
+        let json = serde_json::to_string_pretty(&merged.status).map_err(|e| e.to_string())? + "\n";
         write("status.json", json.as_bytes())?;
         // Read-after-write: the file parses and holds these decisions.
-        let rel = format!("{AGENTS_WORK}/{session}/status.json");
         let back = wfhost_core::workspace::read_file(workspace, &rel, 16 << 20)
             .map_err(|e| format!("status.json read back: {e}"))?;
-        let read: SessionStatus = serde_json::from_slice(&back)
+        let read: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&back)
             .map_err(|e| format!("status.json read back does not parse: {e}"))?;
-        read.validate()
+        let read = status_merge::host_view(&read)
             .map_err(|e| format!("status.json read back is not valid: {e}"))?;
         if read.user_decisions != status.user_decisions {
             return Err("status.json read back holds other user decisions".into());
         }
+        self.base = Some(status.clone());
         Ok(())
+    }
+
+    /// The conflicts over host-owned `status.json` fields reported so far.
+    pub fn conflicts(&self) -> &[String] {
+        &self.conflicts
     }
 }
 
@@ -561,6 +590,48 @@ mod tests {
             done.contains("status: \"blocked\""),
             "only implemented tasks are promoted"
         );
+    }
+
+    #[test]
+    fn an_agents_status_fields_are_kept_and_a_changed_host_field_reported() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        files.write().unwrap();
+        let dir = files.dir.clone();
+        // An agent keeps its state in the file, as seed 001 asks — and
+        // sets a field the host owns.
+        let mut theirs: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+        theirs["assumptions"] = serde_json::json!(["sqlite is enough"]);
+        theirs["known_issues"] = serde_json::json!(["flaky e2e test"]);
+        theirs["last_ci_result"] = "green".into();
+        theirs["runtime_flags"] = serde_json::json!({"copilot_instructions_exists": false});
+        theirs["current_state"] = "DONE".into();
+        std::fs::write(dir.join("status.json"), theirs.to_string()).unwrap();
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        sink.append(&the_rest()[..1]).unwrap();
+        let back: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+        assert_eq!(back["assumptions"], serde_json::json!(["sqlite is enough"]));
+        assert_eq!(back["known_issues"], serde_json::json!(["flaky e2e test"]));
+        assert_eq!(back["last_ci_result"], "green");
+        assert_eq!(back["runtime_flags"]["copilot_instructions_exists"], false);
+        assert_eq!(back["current_state"], "IMPLEMENT_LOOP", "the host's");
+        let files = sink.files.as_ref().unwrap();
+        assert_eq!(files.conflicts().len(), 1, "{:?}", files.conflicts());
+        assert!(
+            files.conflicts()[0].contains("changed `current_state`"),
+            "{:?}",
+            files.conflicts()
+        );
+        // Reported once: the next write finds the host's value there.
+        sink.append(&the_rest()[1..]).unwrap();
+        assert_eq!(sink.files.as_ref().unwrap().conflicts().len(), 1);
+        let back: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+        assert_eq!(back["current_state"], "DONE");
+        assert_eq!(back["assumptions"], serde_json::json!(["sqlite is enough"]));
     }
 
     #[test]

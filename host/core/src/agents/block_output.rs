@@ -408,7 +408,7 @@ pub fn compare_claims(
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, with plausible ranges.
-fn is_iso8601(s: &str) -> bool {
+pub(crate) fn is_iso8601(s: &str) -> bool {
     let b = s.as_bytes();
     let digits = |from: usize, n: usize| -> Option<u32> {
         let part = b.get(from..from + n)?;

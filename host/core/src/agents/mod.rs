@@ -3,7 +3,8 @@
 //! JSON-only agent protocol (`agent_protocol`: universal input and output,
 //! status → signal or gate), and the orchestrator artifacts of a session
 //! (`session_artifacts`: `status.json` decisions and `tasks.yaml`;
-//! `session_projection`: both as a fold of a run's events), and the known
+//! `session_projection`: both as a fold of a run's events; `status_merge`:
+//! the host's `status.json` merged with the fields agents keep in it), and the known
 //! agent CLIs (`presets`: argv, permissions, result adapter).
 
 pub mod agent_protocol;
@@ -13,3 +14,4 @@ pub mod presets;
 pub mod session_artifacts;
 pub mod session_changes;
 pub mod session_projection;
+pub mod status_merge;
