@@ -129,6 +129,19 @@ impl SessionFiles {
         }
     }
 
+    /// Rewrite the session files of `run`'s current branch after its end
+    /// was recorded by another command (`wfhost cancel`): its pending
+    /// decisions become `cancelled` (or `skipped`) and `current_state`
+    /// `BLOCKED`, instead of staying `ASK_USER`. A failure is a warning.
+    pub fn rewrite_after_end(store: &Store, run: &RunRecord) {
+        match store.current_branch(&run.id) {
+            Ok(branch) => {
+                SessionFiles::load_pinned(store, run, branch);
+            }
+            Err(e) => warn(&format!("session files of run {} not written: {e}", run.id)),
+        }
+    }
+
     /// The projection of `history` (a branch's events as stored), for the
     /// folder under `workspace`; nothing is written yet.
     pub fn for_history(

@@ -47,8 +47,11 @@
 //! numbers gates that way, so `wfhost gate RUN UD-1 …` answers `UD-1`),
 //! else [`SessionStatus::next_decision_id`]. `gate_answered` makes it
 //! `answered`, with the answer's text (`approved`,
-//! `changes-requested:<text>`, `use-lane:…`), `resolved_at` and a
-//! `resolution_reason` saying how the run goes on.
+//! `changes-requested:<text>`, `use-lane:…`, a free answer), `resolved_at`
+//! and a `resolution_reason` saying how the run goes on. A run that ends
+//! while a decision is pending leaves none `pending`: cancelled by the
+//! user (`wfhost cancel`) they are `cancelled`, any other end makes them
+//! `skipped` (no longer applicable), each with the reason.
 //!
 //! **`retry_counts`**: per task that ran more than once, the executions
 //! beyond the first (`attempt - 1` of its latest `block_started`), keyed by
@@ -83,6 +86,10 @@ use crate::manifest::Workflow;
 use crate::run::event::gate_number;
 use crate::run::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
 use crate::run::questions::{self, AskedQuestion, GateQuestion, QuestionState};
+
+/// The start of the failure reason of a run the user cancelled
+/// (`wfhost_store`'s `CANCELLED`).
+pub const CANCELLED: &str = "cancelled";
 
 /// Signals after which a block's task is `blocked` rather than
 /// `implemented`.
@@ -334,6 +341,7 @@ impl SessionProjection {
             Event::RunFinished { outcome } => {
                 self.lanes_pending.clear();
                 self.finish(outcome);
+                self.resolve_pending(outcome, at);
             }
             Event::LanesStarted { lanes, .. } => {
                 self.lanes_pending = lanes.iter().cloned().collect();
@@ -732,6 +740,36 @@ impl SessionProjection {
                 self.blocker = blocker_of(reason).map(str::to_string);
             }
         }
+    }
+
+    /// The run ended while decisions were pending: none is left
+    /// `pending`. A run the user cancelled (`wfhost cancel`, a reason
+    /// starting `cancelled`) cancels them — the user cancelled the
+    /// decision with the run; any other end skips them, the question no
+    /// longer applying once the run is over (seed 001's `skipped`).
+    fn resolve_pending(&mut self, outcome: &Outcome, at: &str) {
+        let (status, reason) = match outcome {
+            Outcome::Failed { reason } if reason.starts_with(CANCELLED) => {
+                (DecisionStatus::Cancelled, format!("the run was {reason}"))
+            }
+            Outcome::Failed { reason } => (
+                DecisionStatus::Skipped,
+                format!("no longer applicable: the run failed ({reason})"),
+            ),
+            Outcome::Succeeded => (
+                DecisionStatus::Skipped,
+                "no longer applicable: the run succeeded".to_string(),
+            ),
+        };
+        for d in &mut self.decisions {
+            if d.status == DecisionStatus::Pending {
+                d.status = status;
+                d.answer = None;
+                d.resolved_at = Some(at.to_string());
+                d.resolution_reason = Some(reason.clone());
+            }
+        }
+        self.waiting_well_known = None;
     }
 
     /// The workflow position `status.json` reports.
@@ -1385,6 +1423,58 @@ mod tests {
             p.status().user_decisions[0].answer.as_deref(),
             Some("postgres")
         );
+    }
+
+    #[test]
+    fn a_run_that_ends_at_a_gate_cancels_or_skips_its_pending_decisions() {
+        let wf = review_gate();
+        let waiting = vec![
+            started("review-gate"),
+            start(0, "draft", 1),
+            done(0, "draft", "SIGNAL:SUCCESS", None),
+            gate(0, "UD-1"),
+        ];
+        let s = fold(&wf, &waiting).status();
+        assert_eq!(s.current_state, "ASK_USER");
+        assert_eq!(s.user_decisions[0].status, DecisionStatus::Pending);
+        let end = |reason: &str| {
+            let mut events = waiting.clone();
+            events.push(Event::RunFinished {
+                outcome: Outcome::Failed {
+                    reason: reason.into(),
+                },
+            });
+            fold(&wf, &events).status()
+        };
+        // `wfhost cancel` at the gate.
+        let s = end("cancelled: wrong branch");
+        assert_eq!(s.current_state, "BLOCKED");
+        let d = &s.user_decisions[0];
+        assert_eq!(d.status, DecisionStatus::Cancelled);
+        assert_eq!(d.answer, None);
+        assert_eq!(d.resolved_at.as_deref(), Some(at(4).as_str()));
+        assert_eq!(
+            d.resolution_reason.as_deref(),
+            Some("the run was cancelled: wrong branch")
+        );
+        // Any other end: the question no longer applies.
+        let s = end("status.json could not be written");
+        let d = &s.user_decisions[0];
+        assert_eq!(d.status, DecisionStatus::Skipped);
+        assert_eq!(
+            d.resolution_reason.as_deref(),
+            Some("no longer applicable: the run failed (status.json could not be written)")
+        );
+        // An answered decision stays answered.
+        let mut events = waiting.clone();
+        events.push(answered("UD-1", "approved"));
+        events.push(Event::RunFinished {
+            outcome: Outcome::Failed {
+                reason: "cancelled by the user".into(),
+            },
+        });
+        let s = fold(&wf, &events).status();
+        assert_eq!(s.user_decisions[0].status, DecisionStatus::Answered);
     }
 
     #[test]
