@@ -907,6 +907,63 @@ fn a_missing_context_file_blocks_the_agent_before_it_runs() {
     );
 }
 
+/// `repo_state` is read from the repository: git's branch, and the CI
+/// result an earlier block recorded in the session's status.json.
+#[test]
+fn repo_state_comes_from_the_repository_and_the_recorded_ci_result() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let dump = scratch.path().join("coder-context.json");
+    let agent = |command: Vec<String>, next: &str| {
+        serde_json::json!({
+            "worker": "agent",
+            "config": {
+                "command": command,
+                "protocol": "json",
+                "prompt_delivery": "argument",
+                "input": {"task": {"id": "T-001", "title": "t", "goal": "g"}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": next}]
+        })
+    };
+    let ci = vec![
+        json_agent.clone(),
+        "--write".into(),
+        r#"{session}/status.json={"last_ci_result": "red", "last_failed_step": "cargo test"}"#
+            .into(),
+    ];
+    let coder = vec![
+        json_agent.clone(),
+        "--dump-context".into(),
+        dump.display().to_string(),
+    ];
+    let wf = serde_json::json!({
+        "id": "repo-state",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "team",
+        "nodes": {"team": {"entry_block": "ci", "blocks": {
+            "ci": agent(ci, "JUMP:code"),
+            "code": agent(coder, "END")
+        }}}
+    });
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(
+        ws.path().join(".git/HEAD"),
+        "ref: refs/heads/feature/login\n",
+    )
+    .unwrap();
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let seen: serde_json::Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
+    assert_eq!(
+        seen["input"]["repo_state"],
+        serde_json::json!({"branch": "feature/login", "ci_status": "red", "last_failed_step": "cargo test"}),
+        "{seen}"
+    );
+}
+
 /// A team's tasks.yaml belongs to its agents once the Planner writes it:
 /// the host stops projecting it, refuses (and undoes) an edit that breaks
 /// the task lifecycle, and promotes `implemented` to `completed` when the
