@@ -114,6 +114,47 @@ fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
 /// An agent that knows nothing of wfhost's contract and does what its
 /// prompt says — writes the example the prompt shows where the prompt says
 /// — succeeds, restrictions or not, whatever its block type.
+/// `FILE_RESTRICTIONS` tells a read-only block (`[]` in the manifest:
+/// only `.output/` may change) from an unrestricted one (`[]` in the env,
+/// as seed 000 says).
+#[test]
+fn file_restrictions_tell_read_only_from_unrestricted() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (ro, free) = (
+        scratch.path().join("ro.json"),
+        scratch.path().join("free.json"),
+    );
+    let wf = serde_json::json!({
+        "id": "restrictions",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "main",
+        "nodes": {"main": {"entry_block": "look", "blocks": {
+            "look": {
+                "worker": "agent",
+                "file_restrictions": [],
+                "config": {"command": scripted(&["--dump-context", ro.to_str().unwrap()])},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:change"}]
+            },
+            "change": {
+                "worker": "agent",
+                "config": {"command": scripted(&["--dump-context", free.to_str().unwrap()])},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }
+        }}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let env = |file: &Path| -> serde_json::Value {
+        let seen: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        seen["env"]["FILE_RESTRICTIONS"].clone()
+    };
+    assert_eq!(env(&ro), r#"[".output/**"]"#);
+    assert_eq!(env(&free), "[]");
+}
+
 #[test]
 fn an_agent_that_follows_its_prompt_writes_a_valid_output() {
     let scratch = tempfile::tempdir().unwrap();

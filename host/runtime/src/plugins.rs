@@ -782,8 +782,8 @@ impl ActionInterpreter for PluginSet {
 /// worker (no telemetry: plugins have no network). `node_id` is the
 /// block's `NODE_ID`: `node.block`, or `node.block.lane` in a lane.
 fn contract_env(ctx: &BlockContext, node_id: &str) -> Vec<(String, String)> {
-    let restrictions = serde_json::to_string(ctx.file_restrictions.as_deref().unwrap_or(&[]))
-        .unwrap_or_else(|_| "[]".into());
+    let restrictions =
+        wfhost_core::workspace::restrictions::env_value(ctx.file_restrictions.as_deref());
     vec![
         ("WORKFLOW_ID".into(), ctx.workflow_id.clone()),
         ("EXECUTION_ID".into(), ctx.execution_id.clone()),
