@@ -44,6 +44,10 @@ use crate::warnings::warn;
 /// The folder, under the workspace, that holds the session folders.
 pub const AGENTS_WORK: &str = ".agents-work";
 
+/// How many of a loaded log's last events the session files may have been
+/// written after (see `SessionFiles::bases`).
+pub const BASE_EVENTS: usize = 16;
+
 /// How many times `status.json` is written (and read back) when the user
 /// decisions changed, before the run ends BLOCKED.
 pub const WRITE_ATTEMPTS: usize = 3;
@@ -76,10 +80,13 @@ pub struct SessionFiles {
     /// changed user decisions.
     unpersisted: Option<String>,
     /// The host's own `status.json` (before the agents' fields were merged
-    /// in) last written — at first, the projection of the log as loaded,
-    /// which is what the process that recorded it wrote last. A host field
-    /// that differs from it on disk was changed by an agent.
-    base: Option<SessionStatus>,
+    /// in) last written — at first, the projections after each of the
+    /// last [`BASE_EVENTS`] events of the log as loaded, one of which the
+    /// process that recorded them wrote last (a command that records an
+    /// event without running the run, `wfhost gate` or `cancel`, writes
+    /// none). A host field on disk that differs from all of them was
+    /// changed by an agent.
+    bases: Vec<SessionStatus>,
     /// The conflicts reported so far (each a warning).
     conflicts: Vec<String>,
 }
@@ -158,12 +165,17 @@ impl SessionFiles {
         };
         let session = run_session_name(&run.id, workflow_id, branch, &iso_utc(first_at)[..10]);
         let mut projection = SessionProjection::new(workflow, session);
-        for e in history {
+        let mut bases = Vec::new();
+        let recent = history.len().saturating_sub(BASE_EVENTS);
+        for (i, e) in history.iter().enumerate() {
             projection.apply(&e.event, &iso_utc(e.at));
+            if i >= recent {
+                bases.push(projection.status());
+            }
         }
         SessionFiles {
             dir: workspace.join(AGENTS_WORK).join(projection.session()),
-            base: Some(projection.status()),
+            bases,
             conflicts: Vec::new(),
             projection,
             tasks_written: None,
@@ -302,11 +314,8 @@ impl SessionFiles {
         // host's an agent changed is reported, then written over.
         let rel = format!("{AGENTS_WORK}/{session}/status.json");
         let on_disk = read_text(workspace, &rel)?;
-        let merged = status_merge::merge(
-            status,
-            self.base.as_ref(),
-            on_disk.as_deref().map(str::as_bytes),
-        );
+        let merged =
+            status_merge::merge(status, &self.bases, on_disk.as_deref().map(str::as_bytes));
         for c in &merged.conflicts {
             let message = format!("session {session}: {}", c.message);
             warn(&message);
@@ -324,7 +333,7 @@ impl SessionFiles {
         if read.user_decisions != status.user_decisions {
             return Err("status.json read back holds other user decisions".into());
         }
-        self.base = Some(status.clone());
+        self.bases = vec![status.clone()];
         Ok(())
     }
 

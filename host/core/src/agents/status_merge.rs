@@ -81,10 +81,13 @@ fn strings(value: &Value) -> Option<Vec<String>> {
 
 /// Merge the host's `status.json` (`ours`) with the file on disk
 /// (`on_disk`, its bytes, `None` when there is none), given what the host
-/// wrote last (`base`, `None` when it never wrote in this process and the
-/// projection of the same log is not known either). See the module docs
-/// for the rules.
-pub fn merge(ours: &SessionStatus, base: Option<&SessionStatus>, on_disk: Option<&[u8]>) -> Merged {
+/// may have written last (`bases`: what this process wrote last, or — for
+/// a process that just loaded the run — the projections after each of the
+/// log's last events, since another process may have recorded a few
+/// events without writing the files; empty when unknown, and then no
+/// conflict can be told). A host field on disk that equals none of them
+/// was changed by an agent. See the module docs for the rules.
+pub fn merge(ours: &SessionStatus, bases: &[SessionStatus], on_disk: Option<&[u8]>) -> Merged {
     let ours_value = serde_json::to_value(ours).expect("a status serializes");
     let Value::Object(mut merged) = ours_value else {
         unreachable!("a status is an object")
@@ -125,13 +128,16 @@ pub fn merge(ours: &SessionStatus, base: Option<&SessionStatus>, on_disk: Option
             };
         }
     };
-    let base_value = base.map(|b| serde_json::to_value(b).expect("a status serializes"));
+    let base_values: Vec<Value> = bases
+        .iter()
+        .map(|b| serde_json::to_value(b).expect("a status serializes"))
+        .collect();
     for field in HOST_FIELDS {
-        let last = base_value.as_ref().map(|b| b.get(*field));
-        // What the host wrote last is there: no agent touched it.
-        if let Some(last) = last
-            && theirs.get(*field) != last
-        {
+        // What the host wrote is there: no agent touched it.
+        let written = base_values
+            .iter()
+            .any(|b| theirs.get(*field) == b.get(*field));
+        if !base_values.is_empty() && !written {
             conflicts.push(Conflict {
                 field: field.to_string(),
                 message: format!(
@@ -169,7 +175,7 @@ pub fn merge(ours: &SessionStatus, base: Option<&SessionStatus>, on_disk: Option
         "known_issues".into(),
         Value::from(merge_issues(
             ours,
-            base,
+            bases,
             theirs.get("known_issues"),
             &mut conflicts,
         )),
@@ -193,10 +199,10 @@ pub fn merge(ours: &SessionStatus, base: Option<&SessionStatus>, on_disk: Option
 }
 
 /// `known_issues`: the agent's list without the host's issues resolved
-/// since `base`, with the host's open ones appended.
+/// since `bases`, with the host's open ones appended.
 fn merge_issues(
     ours: &SessionStatus,
-    base: Option<&SessionStatus>,
+    bases: &[SessionStatus],
     theirs: Option<&Value>,
     conflicts: &mut Vec<Conflict>,
 ) -> Vec<String> {
@@ -214,14 +220,11 @@ fn merge_issues(
             Vec::new()
         }
     };
-    let resolved: Vec<&String> = base
-        .map(|b| {
-            b.known_issues
-                .iter()
-                .filter(|i| !ours.known_issues.contains(i))
-                .collect()
-        })
-        .unwrap_or_default();
+    let resolved: Vec<&String> = bases
+        .iter()
+        .flat_map(|b| &b.known_issues)
+        .filter(|i| !ours.known_issues.contains(i))
+        .collect();
     let mut issues: Vec<String> = theirs
         .into_iter()
         .filter(|i| !resolved.contains(&i))
@@ -297,7 +300,7 @@ mod tests {
         now.current_state = "IMPLEMENT_LOOP".into();
         now.known_issues = vec!["main.b (step 1): exit 2".into()];
         now.last_update = "2026-11-26T10:03:00Z".into();
-        let m = merge(&now, Some(&base), Some(&disk(&theirs)));
+        let m = merge(&now, std::slice::from_ref(&base), Some(&disk(&theirs)));
         assert_eq!(m.conflicts, []);
         let s = &m.status;
         assert_eq!(s["current_state"], "IMPLEMENT_LOOP");
@@ -322,7 +325,7 @@ mod tests {
         theirs["user_decisions"][0]["status"] = "answered".into();
         theirs["user_decisions"][0]["answer"] = "sqlite".into();
         theirs["blocker"] = "mine".into();
-        let m = merge(&base, Some(&base), Some(&disk(&theirs)));
+        let m = merge(&base, std::slice::from_ref(&base), Some(&disk(&theirs)));
         let fields: Vec<&str> = m.conflicts.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["current_state", "user_decisions", "blocker"]);
         assert!(
@@ -335,8 +338,23 @@ mod tests {
         assert_eq!(m.status["current_state"], "ASK_USER");
         assert!(m.status.get("blocker").is_none());
         assert_eq!(m.status["user_decisions"][0]["status"], "pending");
+        // A file another process wrote after an earlier event is no
+        // conflict: any of the recent projections may be on disk.
+        let mut later = base.clone();
+        later.current_state = "BLOCKED".into();
+        let m2 = merge(
+            &later,
+            &[base.clone(), later.clone()],
+            Some(&disk(&serde_json::to_value(&base).unwrap())),
+        );
+        assert_eq!(m2.conflicts, []);
+        assert_eq!(m2.status["current_state"], "BLOCKED");
         // Written back, the next merge finds no conflict.
-        let again = merge(&base, Some(&base), Some(&disk(&Value::Object(m.status))));
+        let again = merge(
+            &base,
+            std::slice::from_ref(&base),
+            Some(&disk(&Value::Object(m.status))),
+        );
         assert_eq!(again.conflicts, []);
     }
 
@@ -348,7 +366,7 @@ mod tests {
             b"[1, 2]".to_vec(),
             format!("{}{}", "[".repeat(10_000), "]".repeat(10_000)).into_bytes(),
         ] {
-            let m = merge(&base, Some(&base), Some(&bytes));
+            let m = merge(&base, std::slice::from_ref(&base), Some(&bytes));
             assert_eq!(m.conflicts.len(), 1, "{:?}", m.conflicts);
             assert_eq!(host_view(&m.status).unwrap(), base);
         }
@@ -356,12 +374,12 @@ mod tests {
         theirs["assumptions"] = "just one".into();
         theirs["last_ci_result"] = "purple".into();
         theirs["known_issues"] = serde_json::json!([1]);
-        let m = merge(&base, Some(&base), Some(&disk(&theirs)));
+        let m = merge(&base, std::slice::from_ref(&base), Some(&disk(&theirs)));
         let fields: Vec<&str> = m.conflicts.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, ["assumptions", "last_ci_result", "known_issues"]);
         assert_eq!(host_view(&m.status).unwrap(), base);
         // No file, no base: the host's projection as it is.
-        let m = merge(&base, None, None);
+        let m = merge(&base, &[], None);
         assert_eq!(host_view(&m.status).unwrap(), base);
     }
 }
