@@ -1089,11 +1089,9 @@ impl RunState {
             )
         } else {
             match WellKnownGate::from_decision_id(gate_id) {
-                Some(WellKnownGate::ReviewStrategy) => {
-                    "per-batch   (or single-final; or defer:<reason>)".into()
-                }
+                Some(WellKnownGate::ReviewStrategy) => "per-batch   (or single-final)".into(),
                 Some(WellKnownGate::ApproveDesign) => {
-                    "approved   (or changes-requested:<what to change>; or defer:<reason>)".into()
+                    "approved   (or changes-requested:<what to change>)".into()
                 }
                 None => "approved   (or changes-requested:<what to change>; to a plain question, the answer itself, e.g. \"postgres\")".into(),
             }
