@@ -378,6 +378,12 @@ impl SessionProjection {
             self.retries.insert(key.clone(), wanted);
         }
         self.set_status(&key, TaskStatus::InProgress);
+        // Its task is worked on again: it is promoted again only once a
+        // gate after this run of it passes.
+        self.gates_passed.remove(&key);
+        if let Some(id) = self.dispatched_ids.get(&key) {
+            self.gates_passed.remove(id);
+        }
         // The first block after a queued correction does it. A block
         // re-run after a crash is the same dispatch.
         if let Some(t) = &mut self.gate_tracking {
@@ -1390,6 +1396,13 @@ mod tests {
             p.gates_passed().iter().collect::<Vec<_>>(),
             ["T-001", "main.draft"]
         );
+        // The block runs again (its task reworked): promoted again only
+        // after a new gate passes.
+        let mut rework = events.clone();
+        rework.extend([jump(0, "main.draft"), start(1, "draft", 2)]);
+        let p = fold(&wf, &rework);
+        assert_eq!(p.tasks()[0].status, TaskStatus::InProgress);
+        assert!(p.gates_passed().is_empty(), "{:?}", p.gates_passed());
         // `ship` ran without a gate: implemented until the run succeeds.
         events.extend([
             jump(0, "main.ship"),
