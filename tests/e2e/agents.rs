@@ -114,6 +114,47 @@ fn a_real_child_sees_the_env_contract_and_the_prompt_in_seed_order() {
 /// An agent that knows nothing of wfhost's contract and does what its
 /// prompt says — writes the example the prompt shows where the prompt says
 /// — succeeds, restrictions or not, whatever its block type.
+/// `FILE_RESTRICTIONS` tells a read-only block (`[]` in the manifest:
+/// only `.output/` may change) from an unrestricted one (`[]` in the env,
+/// as seed 000 says).
+#[test]
+fn file_restrictions_tell_read_only_from_unrestricted() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (ro, free) = (
+        scratch.path().join("ro.json"),
+        scratch.path().join("free.json"),
+    );
+    let wf = serde_json::json!({
+        "id": "restrictions",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "main",
+        "nodes": {"main": {"entry_block": "look", "blocks": {
+            "look": {
+                "worker": "agent",
+                "file_restrictions": [],
+                "config": {"command": scripted(&["--dump-context", ro.to_str().unwrap()])},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:change"}]
+            },
+            "change": {
+                "worker": "agent",
+                "config": {"command": scripted(&["--dump-context", free.to_str().unwrap()])},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }
+        }}}
+    });
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let env = |file: &Path| -> serde_json::Value {
+        let seen: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        seen["env"]["FILE_RESTRICTIONS"].clone()
+    };
+    assert_eq!(env(&ro), r#"[".output/**"]"#);
+    assert_eq!(env(&free), "[]");
+}
+
 #[test]
 fn an_agent_that_follows_its_prompt_writes_a_valid_output() {
     let scratch = tempfile::tempdir().unwrap();
@@ -307,6 +348,26 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     assert_eq!(code, Some(0), "{report}");
     assert!(payload_text(&report).contains("protocol error"), "{report}");
 
+    // A status the contract reserves to another role is a protocol error
+    // that says why: NEEDS_INFO is the Researcher's, not the Coder's.
+    let ws = tempfile::tempdir().unwrap();
+    let mut coder = wf(
+        &["--status", "NEEDS_INFO"],
+        serde_json::json!([{"on_signal": "SIGNAL:PROTOCOL_ERROR", "action": "END"}]),
+    );
+    let block = coder["nodes"]["dev"]["blocks"]["implement"].take();
+    coder["nodes"]["dev"]["blocks"] = serde_json::json!({"coder": block});
+    coder["nodes"]["dev"]["entry_block"] = "coder".into();
+    let m = write_manifest(scratch.path(), "wf.json", coder);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    assert!(
+        payload_text(&report).contains(
+            "status `NEEDS_INFO` is used by Researcher only, and this block plays the Coder"
+        ),
+        "{report}"
+    );
+
     // NEEDS_DECISION pauses at a gate whose question is the summary.
     let ws = tempfile::tempdir().unwrap();
     let m = write_manifest(
@@ -327,7 +388,8 @@ fn the_json_protocol_maps_statuses_and_needs_decision_opens_a_gate() {
     assert_eq!(report["gate"]["prompt"], "Postgres or SQLite?");
     let run = report["run_id"].as_str().unwrap();
     let gate = report["gate"]["id"].as_str().unwrap();
-    let out = wfhost(&["gate", run, gate, "approved"], scratch.path());
+    // A plain question takes the answer itself.
+    let out = wfhost(&["gate", run, gate, "SQLite"], scratch.path());
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -882,6 +944,63 @@ fn a_missing_context_file_blocks_the_agent_before_it_runs() {
     assert_eq!(
         seen["input"]["task"]["context_files"][0],
         format!("{session}/spec.md"),
+        "{seen}"
+    );
+}
+
+/// `repo_state` is read from the repository: git's branch, and the CI
+/// result an earlier block recorded in the session's status.json.
+#[test]
+fn repo_state_comes_from_the_repository_and_the_recorded_ci_result() {
+    let scratch = tempfile::tempdir().unwrap();
+    let json_agent = agents_dir().join("json_agent.py").display().to_string();
+    let dump = scratch.path().join("coder-context.json");
+    let agent = |command: Vec<String>, next: &str| {
+        serde_json::json!({
+            "worker": "agent",
+            "config": {
+                "command": command,
+                "protocol": "json",
+                "prompt_delivery": "argument",
+                "input": {"task": {"id": "T-001", "title": "t", "goal": "g"}}
+            },
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": next}]
+        })
+    };
+    let ci = vec![
+        json_agent.clone(),
+        "--write".into(),
+        r#"{session}/status.json={"last_ci_result": "red", "last_failed_step": "cargo test"}"#
+            .into(),
+    ];
+    let coder = vec![
+        json_agent.clone(),
+        "--dump-context".into(),
+        dump.display().to_string(),
+    ];
+    let wf = serde_json::json!({
+        "id": "repo-state",
+        "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "team",
+        "nodes": {"team": {"entry_block": "ci", "blocks": {
+            "ci": agent(ci, "JUMP:code"),
+            "code": agent(coder, "END")
+        }}}
+    });
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(ws.path().join(".git")).unwrap();
+    std::fs::write(
+        ws.path().join(".git/HEAD"),
+        "ref: refs/heads/feature/login\n",
+    )
+    .unwrap();
+    let m = write_manifest(scratch.path(), "wf.json", wf);
+    let (code, report) = run_report(&m, ws.path(), scratch.path());
+    assert_eq!(code, Some(0), "{report}");
+    let seen: serde_json::Value = serde_json::from_slice(&std::fs::read(&dump).unwrap()).unwrap();
+    assert_eq!(
+        seen["input"]["repo_state"],
+        serde_json::json!({"branch": "feature/login", "ci_status": "red", "last_failed_step": "cargo test"}),
         "{seen}"
     );
 }

@@ -173,6 +173,41 @@ fn status_and_tasks_follow_a_gated_run_in_a_folder_per_run() {
     assert_eq!(contents(&first), finished);
 }
 
+/// `wfhost cancel` at a gate: the session says the run is BLOCKED and the
+/// decision cancelled; what an agent kept in status.json stays.
+#[test]
+fn a_run_cancelled_at_a_gate_cancels_its_decision_and_keeps_the_agents_fields() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (s, w) = (scratch.path(), ws.path());
+    let (out, id) = start(w, s);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let dir = sessions(w).remove(0);
+    let mut kept = status(&dir);
+    assert_eq!(kept["user_decisions"][0]["status"], "pending");
+    kept["assumptions"] = serde_json::json!(["the plan fits one sprint"]);
+    kept["runtime_flags"] = serde_json::json!({"copilot_instructions_exists": true});
+    std::fs::write(dir.join("status.json"), kept.to_string()).unwrap();
+
+    let out = wfhost(&["cancel", &id, "--reason", "wrong branch"], s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let after = status(&dir);
+    assert_eq!(after["current_state"], "BLOCKED", "{after}");
+    let ud1 = &after["user_decisions"][0];
+    assert_eq!(ud1["status"], "cancelled", "{after}");
+    assert_eq!(ud1["answer"], serde_json::Value::Null);
+    assert!(ud1["resolved_at"].is_string(), "{after}");
+    assert_eq!(
+        ud1["resolution_reason"], "the run was cancelled: wrong branch",
+        "{after}"
+    );
+    assert_eq!(
+        after["assumptions"],
+        serde_json::json!(["the plan fits one sprint"])
+    );
+    assert_eq!(after["runtime_flags"]["copilot_instructions_exists"], true);
+}
+
 #[test]
 fn a_fork_writes_its_own_folder() {
     let scratch = tempfile::tempdir().unwrap();

@@ -3,6 +3,7 @@
 //! kept, and the decision recorded and read back before the run goes on.
 
 use wfhost_core::actions::WellKnownGate;
+use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::run::event::{Decision, Event, MAX_REASKS};
 use wfhost_core::run::state::{Phase, RunState};
 use wfhost_protocol::AppError;
@@ -84,7 +85,17 @@ pub fn decide(
     let mandatory = WellKnownGate::from_decision_id(&gate).is_some();
     let (branch, state) = open_gate(store, run, &gate)?;
     let reasks = state.gates.get(&gate).map_or(0, |g| g.reasks);
-    let decision = match state.parse_answer(&gate, answer) {
+    // With the run's pinned definition, a plain question takes a free
+    // answer; without it, only the answer forms are answers.
+    let workflow = store
+        .definition(&run.workflow_hash)
+        .map_err(|e| e.to_string())
+        .and_then(|json| PinnedDefinition::parse(&json, &run.workflow_hash));
+    let parsed = match &workflow {
+        Ok(workflow) => state.parse_answer_in(workflow, &gate, answer),
+        Err(_) => state.parse_answer(&gate, answer),
+    };
+    let decision = match parsed {
         Ok(d) => d,
         Err(why) if !mandatory => return Err(AppError::bad_input(why).at(gate)),
         Err(why) if reasks < MAX_REASKS => {

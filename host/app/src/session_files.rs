@@ -33,6 +33,7 @@ use wfhost_core::agents::session_artifacts::{
     APPROVE_DESIGN_HISTORY, PERSISTENCE_BLOCKER, SessionStatus, UserDecision, render_history,
 };
 use wfhost_core::agents::session_projection::{SessionProjection, iso_utc, run_session_name};
+use wfhost_core::agents::status_merge;
 use wfhost_core::manifest::Workflow;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_core::run::event::{Event, EventSink, Outcome, QueuedJob, SinkError, blocked_reason};
@@ -42,6 +43,10 @@ use crate::warnings::warn;
 
 /// The folder, under the workspace, that holds the session folders.
 pub const AGENTS_WORK: &str = ".agents-work";
+
+/// How many of a loaded log's last events the session files may have been
+/// written after (see `SessionFiles::bases`).
+pub const BASE_EVENTS: usize = 16;
 
 /// How many times `status.json` is written (and read back) when the user
 /// decisions changed, before the run ends BLOCKED.
@@ -74,6 +79,16 @@ pub struct SessionFiles {
     /// Why the first write (of [`SessionFiles::load`]) could not persist
     /// changed user decisions.
     unpersisted: Option<String>,
+    /// The host's own `status.json` (before the agents' fields were merged
+    /// in) last written — at first, the projections after each of the
+    /// last [`BASE_EVENTS`] events of the log as loaded, one of which the
+    /// process that recorded them wrote last (a command that records an
+    /// event without running the run, `wfhost gate` or `cancel`, writes
+    /// none). A host field on disk that differs from all of them was
+    /// changed by an agent.
+    bases: Vec<SessionStatus>,
+    /// The conflicts reported so far (each a warning).
+    conflicts: Vec<String>,
 }
 
 impl SessionFiles {
@@ -121,6 +136,19 @@ impl SessionFiles {
         }
     }
 
+    /// Rewrite the session files of `run`'s current branch after its end
+    /// was recorded by another command (`wfhost cancel`): its pending
+    /// decisions become `cancelled` (or `skipped`) and `current_state`
+    /// `BLOCKED`, instead of staying `ASK_USER`. A failure is a warning.
+    pub fn rewrite_after_end(store: &Store, run: &RunRecord) {
+        match store.current_branch(&run.id) {
+            Ok(branch) => {
+                SessionFiles::load_pinned(store, run, branch);
+            }
+            Err(e) => warn(&format!("session files of run {} not written: {e}", run.id)),
+        }
+    }
+
     /// The projection of `history` (a branch's events as stored), for the
     /// folder under `workspace`; nothing is written yet.
     pub fn for_history(
@@ -137,11 +165,18 @@ impl SessionFiles {
         };
         let session = run_session_name(&run.id, workflow_id, branch, &iso_utc(first_at)[..10]);
         let mut projection = SessionProjection::new(workflow, session);
-        for e in history {
+        let mut bases = Vec::new();
+        let recent = history.len().saturating_sub(BASE_EVENTS);
+        for (i, e) in history.iter().enumerate() {
             projection.apply(&e.event, &iso_utc(e.at));
+            if i >= recent {
+                bases.push(projection.status());
+            }
         }
         SessionFiles {
             dir: workspace.join(AGENTS_WORK).join(projection.session()),
+            bases,
+            conflicts: Vec::new(),
             projection,
             tasks_written: None,
             failing: false,
@@ -225,7 +260,6 @@ impl SessionFiles {
         status
             .validate()
             .map_err(|e| format!("status.json would not be valid: {e}"))?;
-        let json = serde_json::to_string_pretty(status).map_err(|e| e.to_string())? + "\n";
         let tasks = self.projection.tasks_yaml();
         let history = render_history(self.projection.approve_design_history());
         let (Some(workspace), Some(session)) = (
@@ -247,11 +281,19 @@ impl SessionFiles {
         match read_text(workspace, &rel)? {
             // An agent (a team's Planner) wrote tasks.yaml: it is theirs
             // now. The host only promotes `implemented` tasks to
-            // `completed` once the run succeeded (every gate passed).
+            // `completed`: those whose own gates passed (by the task id
+            // their block's agent was dispatched with), and every one
+            // once the run succeeded (every gate passed).
             Some(theirs) if !theirs.starts_with(HOST_TASKS_MARK) => {
-                if status.current_state == "DONE"
-                    && let Some(promoted) = promote_implemented(&theirs)
-                {
+                let passed = self.projection.gates_passed();
+                let promoted = if status.current_state == "DONE" {
+                    promote_tasks(&theirs, None)
+                } else if passed.is_empty() {
+                    None
+                } else {
+                    promote_tasks(&theirs, Some(passed))
+                };
+                if let Some(promoted) = promoted {
                     write("tasks.yaml", promoted.as_bytes())?;
                 }
             }
@@ -268,23 +310,40 @@ impl SessionFiles {
             write(APPROVE_DESIGN_HISTORY, history.as_bytes())?;
             self.history_written = Some(history);
         }
+        // The agents' own fields in the file are kept; a field of the
+        // host's an agent changed is reported, then written over.
+        let rel = format!("{AGENTS_WORK}/{session}/status.json");
+        let on_disk = read_text(workspace, &rel)?;
+        let merged =
+            status_merge::merge(status, &self.bases, on_disk.as_deref().map(str::as_bytes));
+        for c in &merged.conflicts {
+            let message = format!("session {session}: {}", c.message);
+            warn(&message);
+            self.conflicts.push(message);
+        }
+        let json = serde_json::to_string_pretty(&merged.status).map_err(|e| e.to_string())? + "\n";
         write("status.json", json.as_bytes())?;
         // Read-after-write: the file parses and holds these decisions.
-        let rel = format!("{AGENTS_WORK}/{session}/status.json");
         let back = wfhost_core::workspace::read_file(workspace, &rel, 16 << 20)
             .map_err(|e| format!("status.json read back: {e}"))?;
-        let read: SessionStatus = serde_json::from_slice(&back)
+        let read: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&back)
             .map_err(|e| format!("status.json read back does not parse: {e}"))?;
-        read.validate()
+        let read = status_merge::host_view(&read)
             .map_err(|e| format!("status.json read back is not valid: {e}"))?;
         if read.user_decisions != status.user_decisions {
             return Err("status.json read back holds other user decisions".into());
         }
+        self.bases = vec![status.clone()];
         Ok(())
+    }
+
+    /// The conflicts over host-owned `status.json` fields reported so far.
+    pub fn conflicts(&self) -> &[String] {
+        &self.conflicts
     }
 }
 
-use wfhost_core::agents::session_artifacts::HOST_TASKS_MARK;
+use wfhost_core::agents::session_artifacts::{HOST_TASKS_MARK, promote_tasks};
 
 /// A workspace file's text; `None` when it does not exist.
 fn read_text(workspace: &Path, rel: &str) -> Result<Option<String>, String> {
@@ -294,28 +353,6 @@ fn read_text(workspace: &Path, rel: &str) -> Result<Option<String>, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{rel}: {e}")),
     }
-}
-
-/// `tasks` with every `status: implemented` made `completed` (the
-/// orchestrator's promotion); `None` when there is none to promote.
-fn promote_implemented(tasks: &str) -> Option<String> {
-    let mut changed = false;
-    let lines: Vec<String> = tasks
-        .lines()
-        .map(|line| {
-            let trimmed = line.trim_start().trim_start_matches("- ");
-            let value = trimmed
-                .strip_prefix("status:")
-                .map(|v| v.trim().trim_matches(['"', '\'']));
-            if value == Some("implemented") {
-                changed = true;
-                line.replacen("implemented", "completed", 1)
-            } else {
-                line.to_string()
-            }
-        })
-        .collect();
-    changed.then(|| lines.join("\n") + "\n")
 }
 
 /// The engine's sink with the session files kept current: every `append`
@@ -575,6 +612,48 @@ mod tests {
             done.contains("status: \"blocked\""),
             "only implemented tasks are promoted"
         );
+    }
+
+    #[test]
+    fn an_agents_status_fields_are_kept_and_a_changed_host_field_reported() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        files.write().unwrap();
+        let dir = files.dir.clone();
+        // An agent keeps its state in the file, as seed 001 asks — and
+        // sets a field the host owns.
+        let mut theirs: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+        theirs["assumptions"] = serde_json::json!(["sqlite is enough"]);
+        theirs["known_issues"] = serde_json::json!(["flaky e2e test"]);
+        theirs["last_ci_result"] = "green".into();
+        theirs["runtime_flags"] = serde_json::json!({"copilot_instructions_exists": false});
+        theirs["current_state"] = "DONE".into();
+        std::fs::write(dir.join("status.json"), theirs.to_string()).unwrap();
+        let mut sink = SessionSink::new(MemoryLog::default(), Some(files));
+        sink.append(&the_rest()[..1]).unwrap();
+        let back: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+        assert_eq!(back["assumptions"], serde_json::json!(["sqlite is enough"]));
+        assert_eq!(back["known_issues"], serde_json::json!(["flaky e2e test"]));
+        assert_eq!(back["last_ci_result"], "green");
+        assert_eq!(back["runtime_flags"]["copilot_instructions_exists"], false);
+        assert_eq!(back["current_state"], "IMPLEMENT_LOOP", "the host's");
+        let files = sink.files.as_ref().unwrap();
+        assert_eq!(files.conflicts().len(), 1, "{:?}", files.conflicts());
+        assert!(
+            files.conflicts()[0].contains("changed `current_state`"),
+            "{:?}",
+            files.conflicts()
+        );
+        // Reported once: the next write finds the host's value there.
+        sink.append(&the_rest()[1..]).unwrap();
+        assert_eq!(sink.files.as_ref().unwrap().conflicts().len(), 1);
+        let back: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+        assert_eq!(back["current_state"], "DONE");
+        assert_eq!(back["assumptions"], serde_json::json!(["sqlite is enough"]));
     }
 
     #[test]

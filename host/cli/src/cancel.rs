@@ -41,6 +41,8 @@ pub fn cancel(args: CancelArgs, global: &Global) -> u8 {
         Duration::from_secs(args.wait),
     ) {
         Ok(reason) => {
+            // The session folder says so too: no decision left pending.
+            wfhost_app::session_files::SessionFiles::rewrite_after_end(&store, &run);
             println!("run {} {reason}", run.id);
             exit::SUCCESS
         }

@@ -286,27 +286,11 @@ pub fn report_run(
                 run.id,
                 escape(prompt)
             );
-            let fan_in = report
-                .state
-                .fan_out
-                .as_ref()
-                .is_some_and(|f| f.gate.as_deref() == Some(gate_id.as_str()));
-            if fan_in {
-                println!(
-                    "answer with: wfhost gate {} {gate_id} use-lane:<lane>   (or use-lane:<file>=<lane>,...; or resolved after fixing the files yourself)",
-                    run.id
-                );
-            } else if gate_id == "UD-REVIEW-STRATEGY" {
-                println!(
-                    "answer with: wfhost gate {} {gate_id} per-batch   (or single-final)",
-                    run.id
-                );
-            } else {
-                println!(
-                    "answer with: wfhost gate {} {gate_id} approved   (or changes-requested:<what to change>)",
-                    run.id
-                );
-            }
+            println!(
+                "answer with: wfhost gate {} {gate_id} {}",
+                run.id,
+                report.state.answer_forms(gate_id)
+            );
         }
         RunStatus::AwaitingExternal { node, block, .. } => {
             println!(

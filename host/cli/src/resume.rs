@@ -88,7 +88,9 @@ pub struct GateArgs {
     /// `approved`, or `changes-requested:<what to change>`; at a fan-in
     /// gate `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`;
     /// at `UD-REVIEW-STRATEGY` `per-batch` or `single-final`; at a
-    /// well-known gate also `defer:<reason>` (the run ends BLOCKED).
+    /// well-known gate also `defer:<reason>` (the run ends BLOCKED); at
+    /// any other gate, to a plain question ("Use sqlite or postgres?"),
+    /// the answer itself (`postgres`).
     answer: String,
     #[command(flatten)]
     exec: ExecOptions,
@@ -113,7 +115,7 @@ fn waiting_message(run: &RunRecord, gate_id: &str, prompt: &str) -> String {
     } else if prompt.contains("use-lane:") {
         "`use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`"
     } else {
-        "`approved` or `changes-requested:<text>`"
+        "`approved` or `changes-requested:<text>`, or to a plain question the answer itself"
     };
     format!(
         "run {} is waiting at gate {gate_id} ({prompt}); answer it with `wfhost gate {} {gate_id} <answer>`, the answer {forms}",

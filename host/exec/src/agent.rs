@@ -117,6 +117,10 @@ pub struct AgentRequest {
     /// What the CLI already reported for the session it continues, when
     /// its usage is the session's total (subtracted).
     pub usage_before: Option<Usage>,
+    /// The contract agent the block plays (`Researcher`, `Security`, …;
+    /// [`agent_protocol::agent_name`]): a JSON-protocol status reserved
+    /// to other roles is a protocol error.
+    pub role: Option<String>,
 }
 
 /// What the agent did, as the host saw it.
@@ -483,7 +487,12 @@ fn protocol_output(request: &AgentRequest, exec: &ExecOutcome) -> Result<AgentOu
     let read = crate::bundle::BundleDir::open(&exec.bundle_dir)
         .and_then(|b| b.read(&command.stdout, request.output_cap));
     match read {
-        Ok(bytes) => agent_protocol::parse_output(&bytes).map_err(|e| e.to_string()),
+        Ok(bytes) => agent_protocol::parse_output(&bytes)
+            .and_then(|output| {
+                agent_protocol::check_status_for_role(&output, request.role.as_deref())?;
+                Ok(output)
+            })
+            .map_err(|e| e.to_string()),
         Err(e) => Err(format!(
             "protocol error: cannot read the agent's stdout: {e}"
         )),
@@ -749,7 +758,7 @@ fn host_output(
             markdown_document: summary.to_string(),
             task_list: task_list.to_vec(),
         },
-        BlockType::Dev => Deliverables::Code {
+        t if t.is_coding() => Deliverables::Code {
             files_changed: changed,
             diff_summary: summary.to_string(),
         },

@@ -94,6 +94,7 @@ impl Fixture {
             mask: Default::default(),
             model: None,
             usage_before: None,
+            role: None,
         }
     }
 

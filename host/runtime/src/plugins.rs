@@ -112,6 +112,9 @@ pub struct PluginSet {
     /// Write limits of blocks that set them, by (node, block); the others
     /// get the defaults.
     limits: HashMap<(String, String), wfhost_core::manifest::WriteLimits>,
+    /// The contract agent each block plays, by (node, block), where it
+    /// plays one.
+    roles: HashMap<(String, String), &'static str>,
     handlers: HashMap<String, ActionHandlerPre>,
     /// Instances of action handlers kept between calls, by handler name:
     /// a handler is a pure function of its input, so an instance that
@@ -193,6 +196,12 @@ impl PluginSet {
                     set.limits
                         .insert((node_id.clone(), block_id.clone()), limits);
                 }
+                let prefix = block.prompt.as_ref().and_then(|p| p.prefix.as_deref());
+                if let Some(role) =
+                    wfhost_core::agents::agent_protocol::agent_name(block_id, prefix)
+                {
+                    set.roles.insert((node_id.clone(), block_id.clone()), role);
+                }
             }
         }
         // Agents run in the workspace, not where wfhost was started.
@@ -225,6 +234,7 @@ impl PluginSet {
             loads: Vec::new(),
             resources,
             limits: HashMap::new(),
+            roles: HashMap::new(),
             runs_agents: requests
                 .iter()
                 .any(|r| r.world == World::Worker && r.grants.iter().any(|g| g == "agent")),
@@ -484,6 +494,10 @@ impl PluginSet {
             agent: wfhost_core::agents::presets::Settings::from_config(&ctx.config)
                 .map_err(|(field, e)| format!("config.{field}: {e}")),
             secrets: self.runtime.config.secrets.clone(),
+            role: self
+                .roles
+                .get(&(ctx.node_id.clone(), ctx.block_id.clone()))
+                .map(|r| r.to_string()),
         };
         let limits = self
             .limits
@@ -768,8 +782,8 @@ impl ActionInterpreter for PluginSet {
 /// worker (no telemetry: plugins have no network). `node_id` is the
 /// block's `NODE_ID`: `node.block`, or `node.block.lane` in a lane.
 fn contract_env(ctx: &BlockContext, node_id: &str) -> Vec<(String, String)> {
-    let restrictions = serde_json::to_string(ctx.file_restrictions.as_deref().unwrap_or(&[]))
-        .unwrap_or_else(|_| "[]".into());
+    let restrictions =
+        wfhost_core::workspace::restrictions::env_value(ctx.file_restrictions.as_deref());
     vec![
         ("WORKFLOW_ID".into(), ctx.workflow_id.clone()),
         ("EXECUTION_ID".into(), ctx.execution_id.clone()),

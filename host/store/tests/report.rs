@@ -76,6 +76,8 @@ fn a_report_has_the_steps_decisions_outputs_conflicts_and_outcome() {
             lanes: vec!["api".into(), "ui".into()],
             resolution: Resolution::FirstCompleteWins,
             applied_from: Some("api".into()),
+            lane_node_ids: vec!["main.dev.api".into(), "main.dev.ui".into()],
+            applied_from_node_id: Some("main.dev.api".into()),
         },
         Event::Checkpointed {
             notes_markdown: "half way".into(),

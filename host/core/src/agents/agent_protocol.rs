@@ -250,6 +250,42 @@ pub fn parse_output(stdout: &[u8]) -> Result<AgentOutput, ProtocolError> {
     Ok(output)
 }
 
+/// The statuses seed 001 reserves to some roles, with the roles allowed
+/// each: `NEEDS_INFO` is the Researcher's, `NEEDS_DECISION` the
+/// Security agent's. `OK`, `BLOCKED` and `FAIL` are every agent's.
+pub const RESERVED_STATUSES: &[(AgentStatus, &[&str])] = &[
+    (AgentStatus::NeedsInfo, &["Researcher"]),
+    (AgentStatus::NeedsDecision, &["Security"]),
+];
+
+/// Check that the agent playing `role` (a name of [`AGENTS`], from
+/// [`agent_name`]) may answer with its output's status: a status the
+/// contract reserves to other roles is a protocol error that says which.
+/// A block that plays no contract role (`None`) is outside the team
+/// contract's roles and may use any status.
+pub fn check_status_for_role(
+    output: &AgentOutput,
+    role: Option<&str>,
+) -> Result<(), ProtocolError> {
+    let Some(role) = role else {
+        return Ok(());
+    };
+    let Some((_, allowed)) = RESERVED_STATUSES.iter().find(|(s, _)| *s == output.status) else {
+        return Ok(());
+    };
+    if allowed.contains(&role) {
+        return Ok(());
+    }
+    let status = serde_json::to_value(output.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    Err(ProtocolError(format!(
+        "status `{status}` is used by {} only, and this block plays the {role}; answer OK, BLOCKED or FAIL",
+        allowed.join(", ")
+    )))
+}
+
 fn preview(s: &str) -> String {
     s.chars()
         .take(40)
@@ -333,6 +369,34 @@ mod tests {
             v["status"] = status.into();
             let out = parse_output(v.to_string().as_bytes()).unwrap();
             assert_eq!(verdict(&out), expected, "{status}");
+        }
+    }
+
+    #[test]
+    fn reserved_statuses_come_only_from_their_roles() {
+        let with = |status: &str| {
+            let mut v = output();
+            v["status"] = status.into();
+            parse_output(v.to_string().as_bytes()).unwrap()
+        };
+        for (status, allowed) in [("NEEDS_INFO", "Researcher"), ("NEEDS_DECISION", "Security")] {
+            let out = with(status);
+            assert_eq!(check_status_for_role(&out, Some(allowed)), Ok(()));
+            assert_eq!(check_status_for_role(&out, None), Ok(()), "no role");
+            for role in AGENTS.iter().filter(|a| **a != allowed) {
+                let e = check_status_for_role(&out, Some(role)).unwrap_err();
+                assert!(
+                    e.to_string().contains(&format!(
+                        "status `{status}` is used by {allowed} only, and this block plays the {role}"
+                    )),
+                    "{e}"
+                );
+            }
+        }
+        for status in ["OK", "BLOCKED", "FAIL"] {
+            for role in AGENTS {
+                assert_eq!(check_status_for_role(&with(status), Some(role)), Ok(()));
+            }
         }
     }
 

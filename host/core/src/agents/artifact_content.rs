@@ -18,7 +18,7 @@
 
 use saphyr::{LoadableYamlNode, Yaml};
 
-use crate::agents::session_artifacts::{SessionStatus, TaskStatus};
+use crate::agents::session_artifacts::TaskStatus;
 use crate::limits;
 
 /// The largest artifact read (a hostile agent may write anything): the
@@ -274,9 +274,13 @@ fn scalar_text(node: &Yaml) -> Option<String> {
 
 fn status(text: &str) -> Result<(), String> {
     limits::json(text.as_bytes()).map_err(|e| e.to_string())?;
-    let status: SessionStatus =
+    // An agent's own fields (`runtime_flags`, …) are its business: the
+    // fields the contract defines are checked.
+    let object: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(text).map_err(|e| format!("not a valid status.json: {e}"))?;
-    status.validate()
+    crate::agents::status_merge::host_view(&object)
+        .map(|_| ())
+        .map_err(|e| format!("not a valid status.json: {e}"))
 }
 
 /// Who changes `tasks.yaml`: an agent by its block type, or the host (the

@@ -23,13 +23,26 @@ pub enum BlockType {
 }
 
 impl BlockType {
+    /// Whether seed 000 counts it as a coding block (`dev`, `devops`):
+    /// its primary output is file changes, its deliverables are `code`.
+    pub fn is_coding(self) -> bool {
+        matches!(self, BlockType::Dev | BlockType::Devops)
+    }
+
     /// The `deliverables.blockType` this kind of block must report.
     pub fn deliverables_kind(self) -> &'static str {
         match self {
             BlockType::Plan => "plan",
-            BlockType::Dev => "code",
-            BlockType::Test | BlockType::Review | BlockType::Devops => "generic",
+            BlockType::Dev | BlockType::Devops => "code",
+            BlockType::Test | BlockType::Review => "generic",
         }
+    }
+
+    /// Whether deliverables of `kind` are accepted from this kind of
+    /// block: its own kind, and — for `devops`, which reported `generic`
+    /// deliverables before it counted as a coding block — `generic` too.
+    pub fn accepts_deliverables(self, kind: &str) -> bool {
+        kind == self.deliverables_kind() || (self == BlockType::Devops && kind == "generic")
     }
 }
 
@@ -230,7 +243,7 @@ pub fn read(
         )));
     }
     let expected = block_type.deliverables_kind();
-    if output.deliverables.kind() != expected {
+    if !block_type.accepts_deliverables(output.deliverables.kind()) {
         return Err(invalid(format!(
             "a {} block's deliverables have blockType `{expected}`, not `{}`",
             serde_json::to_value(block_type).unwrap_or_default(),
@@ -277,11 +290,11 @@ pub fn synthetic_failure(
                 markdown_document: String::new(),
                 task_list: Vec::new(),
             },
-            BlockType::Dev => Deliverables::Code {
+            BlockType::Dev | BlockType::Devops => Deliverables::Code {
                 files_changed: Vec::new(),
                 diff_summary: String::new(),
             },
-            BlockType::Test | BlockType::Review | BlockType::Devops => Deliverables::Generic {
+            BlockType::Test | BlockType::Review => Deliverables::Generic {
                 summary: reason.to_string(),
             },
         },
@@ -302,11 +315,11 @@ pub fn prompt_contract(node_id: &str, block_type: BlockType) -> String {
             markdown_document: "# Plan\n…".into(),
             task_list: vec!["First task".into(), "Second task".into()],
         },
-        BlockType::Dev => Deliverables::Code {
+        BlockType::Dev | BlockType::Devops => Deliverables::Code {
             files_changed: Vec::new(),
             diff_summary: "Added the subtract function.".into(),
         },
-        BlockType::Test | BlockType::Review | BlockType::Devops => Deliverables::Generic {
+        BlockType::Test | BlockType::Review => Deliverables::Generic {
             summary: "What was checked and found.".into(),
         },
     };
@@ -314,7 +327,9 @@ pub fn prompt_contract(node_id: &str, block_type: BlockType) -> String {
         BlockType::Plan => {
             "`blockType: \"plan\"`, `markdownDocument` (text), `taskList` (list of text)"
         }
-        BlockType::Dev => "`blockType: \"code\"`, `filesChanged` (paths), `diffSummary` (text)",
+        BlockType::Dev | BlockType::Devops => {
+            "`blockType: \"code\"`, `filesChanged` (paths), `diffSummary` (text)"
+        }
         _ => "`blockType: \"generic\"`, `summary` (text)",
     };
     let example = BlockOutput {
@@ -393,7 +408,7 @@ pub fn compare_claims(
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, with plausible ranges.
-fn is_iso8601(s: &str) -> bool {
+pub(crate) fn is_iso8601(s: &str) -> bool {
     let b = s.as_bytes();
     let digits = |from: usize, n: usize| -> Option<u32> {
         let part = b.get(from..from + n)?;
@@ -505,6 +520,33 @@ mod tests {
             v["status"] = status.into();
             assert_eq!(read_value(&v).unwrap().status.signal(), signal);
         }
+    }
+
+    #[test]
+    fn a_devops_block_is_a_coding_block() {
+        assert!(BlockType::Devops.is_coding() && BlockType::Dev.is_coding());
+        assert!(!BlockType::Review.is_coding());
+        assert_eq!(BlockType::Devops.deliverables_kind(), "code");
+        let mut v = valid();
+        v["blockType"] = "devops".into();
+        let out = read(Some(v.to_string().as_bytes()), "dev-1", BlockType::Devops).unwrap();
+        assert_eq!(
+            out.deliverables,
+            Deliverables::Code {
+                files_changed: vec!["src/a.rs".into()],
+                diff_summary: "added a".into()
+            }
+        );
+        // What a devops block reported before still reads.
+        v["deliverables"] = serde_json::json!({"blockType": "generic", "summary": "deployed"});
+        assert!(read(Some(v.to_string().as_bytes()), "dev-1", BlockType::Devops).is_ok());
+        // A plan's deliverables are no devops block's.
+        v["deliverables"] =
+            serde_json::json!({"blockType": "plan", "markdownDocument": "#", "taskList": []});
+        let e = read(Some(v.to_string().as_bytes()), "dev-1", BlockType::Devops).unwrap_err();
+        assert!(e.to_string().contains("blockType `code`"), "{e}");
+        let failed = synthetic_failure("b", BlockType::Devops, "x", "2026-11-22T12:00:00Z".into());
+        assert!(matches!(failed.deliverables, Deliverables::Code { .. }));
     }
 
     #[test]

@@ -341,8 +341,94 @@ pub fn render_tasks_yaml(tasks: &[TaskEntry]) -> String {
     out
 }
 
+/// `tasks` (a `tasks.yaml` an agent keeps) with `status: implemented` made
+/// `completed` for the tasks whose `id` is in `ids` (every task when
+/// `None`): the orchestrator's promotion. `None` when there is none to
+/// promote. Edited line by line, so the agent's file keeps its comments,
+/// order and quoting: a task is a list item at the indentation of the
+/// first item under `tasks:`; its `id` and `status` may come in any order.
+pub fn promote_tasks(tasks: &str, ids: Option<&BTreeSet<String>>) -> Option<String> {
+    let scalar = |v: &str| v.trim().trim_matches(['"', '\'']).to_string();
+    let mut lines: Vec<String> = tasks.lines().map(str::to_string).collect();
+    let mut item_indent: Option<usize> = None;
+    let mut in_tasks = false;
+    // The current item: its id and its `status: implemented` lines.
+    let mut id: Option<String> = None;
+    let mut implemented: Vec<usize> = Vec::new();
+    let mut promote: Vec<usize> = Vec::new();
+    let mut close = |id: &Option<String>, implemented: &mut Vec<usize>| {
+        let chosen = ids.is_none_or(|ids| id.as_ref().is_some_and(|i| ids.contains(i)));
+        if chosen {
+            promote.append(implemented);
+        }
+        implemented.clear();
+    };
+    for (i, line) in lines.iter().enumerate() {
+        let indent = line.len() - line.trim_start().len();
+        let trimmed = line.trim_start();
+        if indent == 0 && !trimmed.starts_with('-') && !trimmed.is_empty() {
+            close(&id, &mut implemented);
+            id = None;
+            in_tasks = trimmed.starts_with("tasks:");
+            continue;
+        }
+        if !in_tasks {
+            continue;
+        }
+        let mut field = trimmed;
+        if let Some(rest) = trimmed.strip_prefix("- ") {
+            let start = *item_indent.get_or_insert(indent);
+            if indent == start {
+                close(&id, &mut implemented);
+                id = None;
+                field = rest.trim_start();
+            }
+        }
+        if let Some(v) = field.strip_prefix("id:") {
+            id = Some(scalar(v));
+        } else if let Some(v) = field.strip_prefix("status:")
+            && scalar(v) == "implemented"
+        {
+            implemented.push(i);
+        }
+    }
+    close(&id, &mut implemented);
+    if promote.is_empty() {
+        return None;
+    }
+    for i in promote {
+        lines[i] = lines[i].replacen("implemented", "completed", 1);
+    }
+    Some(lines.join("\n") + "\n")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn promotion_edits_only_the_chosen_tasks_in_any_field_order() {
+        use super::promote_tasks;
+        let planned = "# by the Planner\ntasks:\n  - id: T-001\n    goal: g\n    status: implemented\n    acceptance_checks:\n      - \"cmd: true\"\n  - goal: h\n    acceptance_checks: [x]\n    status: 'implemented'\n    id: \"T-002\"\n  - id: T-003\n    status: \"blocked\"\nnotes:\n  status: implemented\n";
+        let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        let only_two = promote_tasks(planned, Some(&ids(&["T-002"]))).unwrap();
+        assert_eq!(
+            only_two,
+            planned.replace("status: 'implemented'", "status: 'completed'"),
+            "{only_two}"
+        );
+        let all = promote_tasks(planned, None).unwrap();
+        assert!(
+            all.contains("    status: completed\n    acceptance"),
+            "{all}"
+        );
+        assert!(all.contains("status: 'completed'"), "{all}");
+        assert!(all.contains("status: \"blocked\""), "{all}");
+        assert!(
+            all.ends_with("notes:\n  status: implemented\n"),
+            "only tasks are promoted: {all}"
+        );
+        assert_eq!(promote_tasks(planned, Some(&ids(&["T-003", "T-9"]))), None);
+    }
+
     use super::*;
 
     fn decision(status: DecisionStatus) -> UserDecision {

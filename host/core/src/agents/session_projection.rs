@@ -27,8 +27,12 @@
 //!   signal, when the run failed while it was running, or when the run
 //!   failed on its transition (a `FAIL` action, or the engine giving up on
 //!   its signal);
-//! - `completed`: when the run ends successfully every `implemented` task
-//!   becomes `completed` (the host is the orchestrator that promotes them).
+//! - `completed`: when a gate after the block passes (approved, answered,
+//!   a review strategy chosen — not changes requested, not cancelled) its
+//!   `implemented` task becomes `completed`, as seed 001's orchestrator
+//!   promotes a task once its own gates pass; when the run ends
+//!   successfully every task still `implemented` does too (the host is the
+//!   orchestrator that promotes them).
 //!
 //! **`current_state`**: `ASK_USER` while the run waits at a gate (a `GATE`
 //! action, a `NEEDS_DECISION` pause, a fan-in conflict gate); `DONE` once
@@ -43,8 +47,11 @@
 //! numbers gates that way, so `wfhost gate RUN UD-1 …` answers `UD-1`),
 //! else [`SessionStatus::next_decision_id`]. `gate_answered` makes it
 //! `answered`, with the answer's text (`approved`,
-//! `changes-requested:<text>`, `use-lane:…`), `resolved_at` and a
-//! `resolution_reason` saying how the run goes on.
+//! `changes-requested:<text>`, `use-lane:…`, a free answer), `resolved_at`
+//! and a `resolution_reason` saying how the run goes on. A run that ends
+//! while a decision is pending leaves none `pending`: cancelled by the
+//! user (`wfhost cancel`) they are `cancelled`, any other end makes them
+//! `skipped` (no longer applicable), each with the reason.
 //!
 //! **`retry_counts`**: per task that ran more than once, the executions
 //! beyond the first (`attempt - 1` of its latest `block_started`), keyed by
@@ -80,6 +87,10 @@ use crate::run::event::gate_number;
 use crate::run::event::{CommandRecord, Decision, Event, Outcome, blocker_of};
 use crate::run::questions::{self, AskedQuestion, GateQuestion, QuestionState};
 
+/// The start of the failure reason of a run the user cancelled
+/// (`wfhost_store`'s `CANCELLED`).
+pub const CANCELLED: &str = "cancelled";
+
 /// Signals after which a block's task is `blocked` rather than
 /// `implemented`.
 pub const FAILURE_SIGNALS: &[&str] = &[
@@ -104,6 +115,19 @@ fn is_retry_cause(cause: &str) -> bool {
     cause == "RERUN"
         || cause == crate::run::transitions::GATE_CHANGES_REQUESTED
         || FAILURE_SIGNALS.contains(&cause)
+}
+
+/// Whether `decision` passes its gate: the run goes on past it (an
+/// approval, an answer, a strategy), not back (requested changes) nor to
+/// an end (a cancellation), nor into a parallel block's fan-in.
+fn passes(decision: &Decision) -> bool {
+    matches!(
+        decision,
+        Decision::Approved
+            | Decision::Text { .. }
+            | Decision::Strategy { .. }
+            | Decision::Answers { .. }
+    )
 }
 
 /// Whether a completion with `signal` (and `failure`) leaves its task
@@ -141,6 +165,12 @@ pub struct SessionProjection {
     node_states: BTreeMap<String, String>,
     /// `node.block` → the contract agent it plays, where it names one.
     agent_names: BTreeMap<String, String>,
+    /// `node.block` → the task id its agent is dispatched with
+    /// (`config.input.task.id`), where it names one.
+    dispatched_ids: BTreeMap<String, String>,
+    /// Task ids whose gates passed: the blocks' `node.block` and the ids
+    /// their agents were dispatched with.
+    gates_passed: BTreeSet<String>,
     phase: RunPhase,
     /// The node of the block that ran last.
     current_node: Option<String>,
@@ -181,6 +211,7 @@ impl SessionProjection {
         let mut index = BTreeMap::new();
         let mut node_states = BTreeMap::new();
         let mut agent_names = BTreeMap::new();
+        let mut dispatched_ids = BTreeMap::new();
         for node_id in nodes {
             let node = &workflow.nodes[node_id];
             if let Some(state) = node
@@ -217,6 +248,14 @@ impl SessionProjection {
                 if let Some(name) = super::agent_protocol::agent_name(block_id, prefix) {
                     agent_names.insert(id.clone(), name.to_string());
                 }
+                if let Some(task) = block
+                    .config
+                    .pointer("/input/task/id")
+                    .and_then(|v| v.as_str())
+                    .filter(|t| !t.trim().is_empty())
+                {
+                    dispatched_ids.insert(id.clone(), task.to_string());
+                }
                 index.insert(id.clone(), tasks.len());
                 tasks.push(TaskEntry {
                     id,
@@ -232,6 +271,8 @@ impl SessionProjection {
             index,
             node_states,
             agent_names,
+            dispatched_ids,
+            gates_passed: BTreeSet::new(),
             phase: RunPhase::Running,
             current_node: None,
             running: None,
@@ -300,6 +341,7 @@ impl SessionProjection {
             Event::RunFinished { outcome } => {
                 self.lanes_pending.clear();
                 self.finish(outcome);
+                self.resolve_pending(outcome, at);
             }
             Event::LanesStarted { lanes, .. } => {
                 self.lanes_pending = lanes.iter().cloned().collect();
@@ -336,6 +378,12 @@ impl SessionProjection {
             self.retries.insert(key.clone(), wanted);
         }
         self.set_status(&key, TaskStatus::InProgress);
+        // Its task is worked on again: it is promoted again only once a
+        // gate after this run of it passes.
+        self.gates_passed.remove(&key);
+        if let Some(id) = self.dispatched_ids.get(&key) {
+            self.gates_passed.remove(id);
+        }
         // The first block after a queued correction does it. A block
         // re-run after a crash is the same dispatch.
         if let Some(t) = &mut self.gate_tracking {
@@ -469,6 +517,9 @@ impl SessionProjection {
         }
         self.waiting_well_known = None;
         self.phase = RunPhase::Running;
+        if passes(decision) {
+            self.gate_passed(&slot.block);
+        }
         if matches!(decision, Decision::UseLane { .. }) {
             // The parallel block itself goes on.
             self.running = Some(slot.block);
@@ -644,8 +695,33 @@ impl SessionProjection {
         if settled {
             self.phase = RunPhase::Running;
             self.last_signal = Some(decision.signal().to_string());
+            self.gate_passed(&block);
             self.deciding = Some(block);
         }
+    }
+
+    /// The gate after block `key` passed: its task, when implemented, is
+    /// completed (seed 001: the orchestrator promotes a task once its own
+    /// gates pass), and its ids are remembered for a tasks.yaml an agent
+    /// keeps ([`SessionProjection::gates_passed`]).
+    fn gate_passed(&mut self, key: &str) {
+        if let Some(&i) = self.index.get(key)
+            && self.tasks[i].status == TaskStatus::Implemented
+        {
+            self.tasks[i].status = TaskStatus::Completed;
+        }
+        self.gates_passed.insert(key.to_string());
+        if let Some(id) = self.dispatched_ids.get(key) {
+            self.gates_passed.insert(id.clone());
+        }
+    }
+
+    /// The task ids whose gates passed: each gated block's `node.block`
+    /// and the task id its agent was dispatched with
+    /// (`config.input.task.id`). A tasks.yaml an agent keeps has those
+    /// tasks promoted from `implemented` to `completed`.
+    pub fn gates_passed(&self) -> &BTreeSet<String> {
+        &self.gates_passed
     }
 
     fn finish(&mut self, outcome: &Outcome) {
@@ -670,6 +746,36 @@ impl SessionProjection {
                 self.blocker = blocker_of(reason).map(str::to_string);
             }
         }
+    }
+
+    /// The run ended while decisions were pending: none is left
+    /// `pending`. A run the user cancelled (`wfhost cancel`, a reason
+    /// starting `cancelled`) cancels them — the user cancelled the
+    /// decision with the run; any other end skips them, the question no
+    /// longer applying once the run is over (seed 001's `skipped`).
+    fn resolve_pending(&mut self, outcome: &Outcome, at: &str) {
+        let (status, reason) = match outcome {
+            Outcome::Failed { reason } if reason.starts_with(CANCELLED) => {
+                (DecisionStatus::Cancelled, format!("the run was {reason}"))
+            }
+            Outcome::Failed { reason } => (
+                DecisionStatus::Skipped,
+                format!("no longer applicable: the run failed ({reason})"),
+            ),
+            Outcome::Succeeded => (
+                DecisionStatus::Skipped,
+                "no longer applicable: the run succeeded".to_string(),
+            ),
+        };
+        for d in &mut self.decisions {
+            if d.status == DecisionStatus::Pending {
+                d.status = status;
+                d.answer = None;
+                d.resolved_at = Some(at.to_string());
+                d.resolution_reason = Some(reason.clone());
+            }
+        }
+        self.waiting_well_known = None;
     }
 
     /// The workflow position `status.json` reports.
@@ -1258,6 +1364,130 @@ mod tests {
             );
             assert_eq!(p.tasks()[0].status, TaskStatus::Implemented, "{signal}");
         }
+    }
+
+    #[test]
+    fn a_task_is_completed_when_its_own_gate_passes() {
+        let mut json = serde_json::to_value(review_gate()).unwrap();
+        json["nodes"]["main"]["blocks"]["draft"]["config"] =
+            serde_json::json!({"input": {"task": {"id": "T-001"}}});
+        let wf: Workflow = serde_json::from_value(json).unwrap();
+        let mut events = vec![
+            started("review-gate"),
+            start(0, "draft", 1),
+            done(0, "draft", "SIGNAL:SUCCESS", None),
+            gate(0, "UD-1"),
+        ];
+        let p = fold(&wf, &events);
+        assert_eq!(p.tasks()[0].status, TaskStatus::Implemented);
+        assert!(p.gates_passed().is_empty());
+        // Changes requested: the task goes back, not forward.
+        let mut back = events.clone();
+        back.push(answered("UD-1", "changes-requested: more tests"));
+        let p = fold(&wf, &back);
+        assert_eq!(p.tasks()[0].status, TaskStatus::Implemented);
+        assert!(p.gates_passed().is_empty());
+        // Approved: completed while the run goes on.
+        events.push(answered("UD-1", "approved"));
+        let p = fold(&wf, &events);
+        assert_eq!(p.status().current_state, "IMPLEMENT_LOOP");
+        assert_eq!(p.tasks()[0].status, TaskStatus::Completed);
+        assert_eq!(
+            p.gates_passed().iter().collect::<Vec<_>>(),
+            ["T-001", "main.draft"]
+        );
+        // The block runs again (its task reworked): promoted again only
+        // after a new gate passes.
+        let mut rework = events.clone();
+        rework.extend([jump(0, "main.draft"), start(1, "draft", 2)]);
+        let p = fold(&wf, &rework);
+        assert_eq!(p.tasks()[0].status, TaskStatus::InProgress);
+        assert!(p.gates_passed().is_empty(), "{:?}", p.gates_passed());
+        // `ship` ran without a gate: implemented until the run succeeds.
+        events.extend([
+            jump(0, "main.ship"),
+            Event::BlockStarted {
+                step: 1,
+                node: "main".into(),
+                block: "ship".into(),
+                attempt: 1,
+            },
+            done(1, "ship", "SIGNAL:SUCCESS", None),
+        ]);
+        let p = fold(&wf, &events);
+        assert_eq!(
+            statuses(&p),
+            [
+                ("main.draft".to_string(), TaskStatus::Completed),
+                ("main.ship".to_string(), TaskStatus::Implemented)
+            ]
+        );
+        // A free answer to a plain question passes its gate too.
+        let mut free = events[..4].to_vec();
+        free.push(Event::GateAnswered {
+            gate_id: "UD-1".into(),
+            decision: Decision::Text {
+                text: "postgres".into(),
+            },
+        });
+        let p = fold(&wf, &free);
+        assert_eq!(p.tasks()[0].status, TaskStatus::Completed);
+        assert_eq!(
+            p.status().user_decisions[0].answer.as_deref(),
+            Some("postgres")
+        );
+    }
+
+    #[test]
+    fn a_run_that_ends_at_a_gate_cancels_or_skips_its_pending_decisions() {
+        let wf = review_gate();
+        let waiting = vec![
+            started("review-gate"),
+            start(0, "draft", 1),
+            done(0, "draft", "SIGNAL:SUCCESS", None),
+            gate(0, "UD-1"),
+        ];
+        let s = fold(&wf, &waiting).status();
+        assert_eq!(s.current_state, "ASK_USER");
+        assert_eq!(s.user_decisions[0].status, DecisionStatus::Pending);
+        let end = |reason: &str| {
+            let mut events = waiting.clone();
+            events.push(Event::RunFinished {
+                outcome: Outcome::Failed {
+                    reason: reason.into(),
+                },
+            });
+            fold(&wf, &events).status()
+        };
+        // `wfhost cancel` at the gate.
+        let s = end("cancelled: wrong branch");
+        assert_eq!(s.current_state, "BLOCKED");
+        let d = &s.user_decisions[0];
+        assert_eq!(d.status, DecisionStatus::Cancelled);
+        assert_eq!(d.answer, None);
+        assert_eq!(d.resolved_at.as_deref(), Some(at(4).as_str()));
+        assert_eq!(
+            d.resolution_reason.as_deref(),
+            Some("the run was cancelled: wrong branch")
+        );
+        // Any other end: the question no longer applies.
+        let s = end("status.json could not be written");
+        let d = &s.user_decisions[0];
+        assert_eq!(d.status, DecisionStatus::Skipped);
+        assert_eq!(
+            d.resolution_reason.as_deref(),
+            Some("no longer applicable: the run failed (status.json could not be written)")
+        );
+        // An answered decision stays answered.
+        let mut events = waiting.clone();
+        events.push(answered("UD-1", "approved"));
+        events.push(Event::RunFinished {
+            outcome: Outcome::Failed {
+                reason: "cancelled by the user".into(),
+            },
+        });
+        let s = fold(&wf, &events).status();
+        assert_eq!(s.user_decisions[0].status, DecisionStatus::Answered);
     }
 
     #[test]

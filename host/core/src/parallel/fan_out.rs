@@ -70,7 +70,7 @@ struct LaneRun {
 
 /// The `summary` of a structured output that has one (the agent worker's
 /// BlockOutput does).
-fn summary_of(structured: Option<&str>) -> Option<String> {
+pub(crate) fn summary_of(structured: Option<&str>) -> Option<String> {
     let value: serde_json::Value = serde_json::from_str(structured?).ok()?;
     let summary = value.get("summary")?.as_str()?;
     Some(summary.chars().take(500).collect())
@@ -403,6 +403,11 @@ impl<W: WorkerHost> Fan<'_, W> {
         }
     }
 
+    /// The `NODE_ID`s of `lanes`, in their order.
+    fn node_ids(&self, lanes: &[String]) -> Vec<String> {
+        lanes.iter().map(|l| self.key(l).agent_id()).collect()
+    }
+
     /// Conflicts the user settled by hand: no lane's version of those files
     /// is applied; the workspace keeps what the user made of them. Their
     /// conflict events.
@@ -419,6 +424,8 @@ impl<W: WorkerHost> Fan<'_, W> {
                     lanes: lanes.clone(),
                     resolution: crate::parallel::fan_in::Resolution::UserResolved,
                     applied_from: Some(RESOLVED_BY_HAND.to_string()),
+                    lane_node_ids: self.node_ids(lanes),
+                    applied_from_node_id: None,
                 });
             }
         }
@@ -443,6 +450,8 @@ impl<W: WorkerHost> Fan<'_, W> {
                 lanes: c.lanes.clone(),
                 resolution: c.resolution,
                 applied_from: c.applied_from.clone(),
+                lane_node_ids: self.node_ids(&c.lanes),
+                applied_from_node_id: c.applied_from.as_deref().map(|l| self.key(l).agent_id()),
             }))
             .collect();
         if !conflict_events.is_empty() {

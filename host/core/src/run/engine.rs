@@ -1469,20 +1469,33 @@ fn command_record(
             (Some(gate), question) => {
                 gate_id = Some(gate.decision_id().to_string());
                 CommandRecord::Gate {
-                    prompt: question.to_string(),
+                    prompt: with_block_summary(question, state, &here),
                     questions: Vec::new(),
                 }
             }
             (None, _) => {
                 gate_id = Some(sink.new_gate_id()?);
                 CommandRecord::Gate {
-                    prompt,
+                    prompt: with_block_summary(&prompt, state, &here),
                     questions: Vec::new(),
                 }
             }
         },
     };
     Ok(Ok((record, gate_id)))
+}
+
+/// A gate's prompt with what the block before it produced (seed 000's
+/// "Block produced: {summary}"), when that block's structured output has
+/// a `summary` (an agent's BlockOutput does); else the prompt as it is.
+fn with_block_summary(prompt: &str, state: &RunState, block: &str) -> String {
+    let summary =
+        crate::parallel::fan_out::summary_of(state.artifacts.get(block).map(String::as_str))
+            .filter(|s| !s.trim().is_empty());
+    match summary {
+        Some(summary) => format!("{prompt}\n\nBlock produced: {}", summary.trim()),
+        None => prompt.to_string(),
+    }
 }
 
 /// Layer 3: the node's static memory over its callers', up to the nearest

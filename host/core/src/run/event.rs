@@ -38,7 +38,10 @@ use crate::text::count;
 ///   command, each with its own decision id) and their `answers`, which
 ///   may leave security questions open; `lane_retried` (a lane's failed
 ///   attempt, run again alone). Formats 1 to 5 are subsets.
-pub const EVENT_FORMAT: u32 = 6;
+/// - 7: free answers (`text`): a gate that asks a plain question ("Use
+///   sqlite or postgres?") takes any answer that is none of the other
+///   forms. Formats 1 to 6 are subsets.
+pub const EVENT_FORMAT: u32 = 7;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -220,6 +223,21 @@ pub enum Event {
             skip_serializing_if = "Option::is_none"
         )]
         applied_from: Option<String>,
+        /// The lanes' `NODE_ID`s (`<node>.<block>.<lane>`, what each lane's
+        /// agent saw and named its `.output/block-<NODE_ID>.json` after),
+        /// in the order of `lanes`. An optional addition: absent from
+        /// events recorded before it.
+        #[serde(rename = "laneNodeIds", default, skip_serializing_if = "Vec::is_empty")]
+        lane_node_ids: Vec<String>,
+        /// The `NODE_ID` of the lane whose version is applied (none while
+        /// the user has not chosen, or settled the file by hand). An
+        /// optional addition, like `laneNodeIds`.
+        #[serde(
+            rename = "appliedFromNodeId",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        applied_from_node_id: Option<String>,
     },
     /// `fail-on-conflict` found conflicts the user must resolve: the run
     /// waits at gate `gate_id` until it is answered with a lane choice.
@@ -583,7 +601,8 @@ impl PayloadDelta {
 /// changed the same files under `fail-on-conflict`), `use-lane:<lane>` for
 /// every conflicting file, `use-lane:<file>=<lane>,<file>=<lane>` per file,
 /// or `resolved` (the user settled the conflicting files in the workspace by
-/// hand; no lane's version of them is applied). Nothing else is an answer.
+/// hand; no lane's version of them is applied). At an ordinary gate any
+/// other text is a free answer ([`Decision::Text`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Decision {
@@ -610,6 +629,12 @@ pub enum Decision {
     /// re-asks. The run ends blocked ([`MANDATORY_DECISION_MISSING`]).
     Cancelled {
         reason: String,
+    },
+    /// A free answer to an ordinary gate that asks a plain question
+    /// ("Use sqlite or postgres?" — "sqlite"): the run goes on as after
+    /// an approval, the answer in its `GATE_DECISION` segment.
+    Text {
+        text: String,
     },
     /// The answer to a gate that asks several questions
     /// ([`crate::run::questions`]): answers and explicit deferrals (their
@@ -741,6 +766,26 @@ pub fn parse_answer(gate_id: &str, answer: &str) -> Result<Decision, String> {
     }
 }
 
+/// `answer` as a free answer to an ordinary gate that asks a plain
+/// question ([`crate::run::state::RunState::parse_answer_in`] says which
+/// do): any text that is not
+/// empty and not a malformed form of the others — `approved…` other than
+/// `approved`, `changes-requested` without the changes, `use-lane:…`
+/// (which only a fan-in gate takes) and `defer:` / `cancel:` (which only a
+/// mandatory gate takes) stay refused, so a mistyped form is never taken
+/// for an answer.
+pub fn free_answer(answer: &str) -> Option<Decision> {
+    let text = answer.trim();
+    let lower = text.to_ascii_lowercase();
+    let reserved = ["approved", "changes-requested", "use-lane:"];
+    let free = !text.is_empty()
+        && !reserved.iter().any(|p| lower.starts_with(p))
+        && crate::run::questions::deferral(text, "the decision").is_none();
+    free.then(|| Decision::Text {
+        text: text.to_string(),
+    })
+}
+
 impl Decision {
     /// The signal the gating block's transitions see after the answer.
     pub fn signal(&self) -> &'static str {
@@ -753,7 +798,9 @@ impl Decision {
             Decision::Strategy { .. } => crate::run::transitions::GATE_APPROVED,
             Decision::Cancelled { .. } => crate::run::transitions::GATE_CANCELLED,
             // The answers themselves are in the payload (`GATE_DECISION`).
-            Decision::Answers { .. } => crate::run::transitions::GATE_APPROVED,
+            Decision::Answers { .. } | Decision::Text { .. } => {
+                crate::run::transitions::GATE_APPROVED
+            }
         }
     }
 
@@ -831,6 +878,7 @@ impl std::fmt::Display for Decision {
             Decision::Resolved => f.write_str("resolved"),
             Decision::Strategy { strategy } => f.write_str(strategy.as_str()),
             Decision::Cancelled { reason } => write!(f, "cancelled: {reason}"),
+            Decision::Text { text } => f.write_str(text),
             Decision::ChangesRequested { text } => write!(f, "changes-requested:{text}"),
             Decision::UseLane {
                 all: Some(lane),
@@ -1186,6 +1234,45 @@ mod tests {
         assert_eq!(parse_answer("UD-3", "approved"), Ok(Decision::Approved));
         assert!(parse_answer("UD-3", "approved: fine").is_err());
         assert!(parse_answer("UD-3", "defer: later").is_err());
+    }
+
+    #[test]
+    fn a_plain_question_takes_a_free_answer() {
+        let free = |a: &str| parse_answer("UD-3", a).or_else(|why| free_answer(a).ok_or(why));
+        assert_eq!(
+            free("  postgres, with a read replica "),
+            Ok(Decision::Text {
+                text: "postgres, with a read replica".into()
+            })
+        );
+        assert_eq!(free("sqlite").unwrap().to_string(), "sqlite");
+        assert_eq!(
+            free("sqlite").unwrap().signal(),
+            crate::run::transitions::GATE_APPROVED
+        );
+        // The other forms keep their meaning; their malformed spellings
+        // are refused, not taken for an answer.
+        assert_eq!(free("approved"), Ok(Decision::Approved));
+        for refused in [
+            "",
+            "   ",
+            "changes-requested:",
+            "use-lane:",
+            "approvedd",
+            "CHANGES-REQUESTED:x",
+            "cancel",
+            "defer: later",
+        ] {
+            assert!(free(refused).is_err(), "{refused:?}");
+        }
+        // Without the gate's workflow, only the forms are answers.
+        assert!(parse_answer("UD-3", "sqlite").is_err());
+        // It is recorded as `text`.
+        let json = serde_json::to_value(free("sqlite").unwrap()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"answer": "text", "text": "sqlite"})
+        );
     }
 
     #[test]

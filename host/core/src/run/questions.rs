@@ -192,7 +192,7 @@ fn ids(questions: &[&GateQuestion]) -> String {
         .join(", ")
 }
 
-fn example(questions: &[&GateQuestion]) -> String {
+pub(crate) fn example(questions: &[&GateQuestion]) -> String {
     let mut object = serde_json::Map::new();
     for (i, q) in questions.iter().enumerate() {
         let value = if i + 1 == questions.len() && questions.len() > 1 {

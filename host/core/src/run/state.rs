@@ -579,7 +579,7 @@ impl RunState {
             check_lane_choice(gate_id, decision, fan_out)?;
         } else if matches!(decision, Decision::UseLane { .. } | Decision::Resolved) {
             return Err(format!(
-                "gate {gate_id} is not a fan-in gate: answer `approved` or `changes-requested:<text>`"
+                "gate {gate_id} is not a fan-in gate: answer `approved`, `changes-requested:<text>` or, to a plain question, the answer itself"
             ));
         }
         check_well_known_answer(gate_id, decision)?;
@@ -995,11 +995,106 @@ impl RunState {
     /// that asks questions by [`questions::parse`] (against its pending
     /// questions), any other by [`crate::run::event::parse_answer`].
     pub fn parse_answer(&self, gate_id: &str, answer: &str) -> Result<Decision, String> {
+        let fan_in_gate = self
+            .fan_out
+            .as_ref()
+            .is_some_and(|f| f.gate.as_deref() == Some(gate_id));
         match self.gates.get(gate_id) {
             Some(gate) if !gate.questions.is_empty() => {
                 questions::parse(gate_id, &gate.pending_questions(), answer)
             }
+            // A fan-in gate takes a lane choice only, never a free answer.
+            _ if fan_in_gate => answer.parse(),
             _ => crate::run::event::parse_answer(gate_id, answer),
+        }
+    }
+
+    /// Parse `answer` to gate `gate_id` of a run of `workflow`: as
+    /// [`RunState::parse_answer`], and at an ordinary gate that asks a
+    /// plain question any other text is a free answer
+    /// ([`Decision::Text`]). A gate asks a plain question unless it is a
+    /// well-known gate, a fan-in gate, a gate that asks several questions,
+    /// or an approval: a gate whose block routes
+    /// `SIGNAL:GATE_CHANGES_REQUESTED` (`approved` /
+    /// `changes-requested:<text>` only, so a stray `yes` is refused).
+    pub fn parse_answer_in(
+        &self,
+        workflow: &crate::manifest::Workflow,
+        gate_id: &str,
+        answer: &str,
+    ) -> Result<Decision, String> {
+        let strict = self.parse_answer(gate_id, answer);
+        if strict.is_ok() || !self.asks_plain_question(workflow, gate_id) {
+            return strict;
+        }
+        strict.or_else(|why| crate::run::event::free_answer(answer).ok_or(why))
+    }
+
+    /// Whether open gate `gate_id` asks a plain question (see
+    /// [`RunState::parse_answer_in`]).
+    pub fn asks_plain_question(&self, workflow: &crate::manifest::Workflow, gate_id: &str) -> bool {
+        let Phase::Waiting {
+            gate_id: open,
+            node,
+            block,
+            ..
+        } = &self.phase
+        else {
+            return false;
+        };
+        let fan_in_gate = self
+            .fan_out
+            .as_ref()
+            .is_some_and(|f| f.gate.as_deref() == Some(gate_id));
+        let questions = self
+            .gates
+            .get(gate_id)
+            .is_some_and(|g| !g.questions.is_empty());
+        if open != gate_id
+            || fan_in_gate
+            || questions
+            || WellKnownGate::from_decision_id(gate_id).is_some()
+        {
+            return false;
+        }
+        let approval = workflow
+            .nodes
+            .get(node)
+            .and_then(|n| n.blocks.get(block))
+            .is_some_and(|b| {
+                b.transitions
+                    .iter()
+                    .any(|t| t.on_signal == crate::run::transitions::GATE_CHANGES_REQUESTED)
+            });
+        !approval
+    }
+
+    /// How open gate `gate_id` is answered, as the rest of a `wfhost gate
+    /// RUN GATE …` line: an example answer, then the other forms. A gate
+    /// that asks several questions is answered with a JSON object of
+    /// answers (never `approved`); a plain question with the answer itself.
+    pub fn answer_forms(&self, gate_id: &str) -> String {
+        let fan_in_gate = self
+            .fan_out
+            .as_ref()
+            .is_some_and(|f| f.gate.as_deref() == Some(gate_id));
+        let gate = self.gates.get(gate_id);
+        if fan_in_gate {
+            "use-lane:<lane>   (or use-lane:<file>=<lane>,...; or resolved after fixing the files yourself)".into()
+        } else if let Some(g) = gate.filter(|g| !g.questions.is_empty()) {
+            format!(
+                "'{}'   ({}; `defer: <reason>` defers one)",
+                questions::example(&g.pending_questions()),
+                questions::ANSWER_FORMS
+            )
+        } else {
+            match WellKnownGate::from_decision_id(gate_id) {
+                Some(WellKnownGate::ReviewStrategy) => "per-batch   (or single-final)".into(),
+                Some(WellKnownGate::ApproveDesign) => {
+                    "approved   (or changes-requested:<what to change>)".into()
+                }
+                None => "approved   (or changes-requested:<what to change>; to a plain question, the answer itself, e.g. \"postgres\")".into(),
+            }
         }
     }
 
@@ -1161,6 +1256,8 @@ fn check_well_known_answer(gate_id: &str, decision: &Decision) -> Result<(), Str
         (_, Decision::UseLane { .. } | Decision::Resolved) => true,
         (None, Decision::Approved | Decision::ChangesRequested { .. }) => true,
         (None, Decision::Strategy { .. } | Decision::Cancelled { .. }) => false,
+        (None, Decision::Text { .. }) => true,
+        (Some(_), Decision::Text { .. }) => false,
         // Whether the gate asks questions is checked by the caller.
         (None, Decision::Answers { .. }) => true,
         (Some(_), Decision::Answers { .. }) => false,

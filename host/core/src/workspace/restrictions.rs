@@ -165,8 +165,42 @@ pub fn is_under(path: &str, dir: &str) -> bool {
         || (path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/')
 }
 
+/// What a read-only block's `FILE_RESTRICTIONS` says: only `.output/` may
+/// change. A JSON array like any other value, so an agent that reads the
+/// variable as glob patterns gets the right answer, and distinct from `[]`,
+/// which the env contract (seed 000) gives an unrestricted block.
+pub const READ_ONLY_ENV: &str = r#"[".output/**"]"#;
+
+/// The env contract's `FILE_RESTRICTIONS` for a block's
+/// `file_restrictions`: `[]` when unrestricted (none), [`READ_ONLY_ENV`]
+/// when read-only (an empty list), else the patterns as a JSON array.
+pub fn env_value(restrictions: Option<&[String]>) -> String {
+    match restrictions {
+        None => "[]".to_string(),
+        Some([]) => READ_ONLY_ENV.to_string(),
+        Some(patterns) => serde_json::to_string(patterns).expect("strings serialize"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_env_value_tells_read_only_from_unrestricted() {
+        use super::{READ_ONLY_ENV, env_value};
+        assert_eq!(env_value(None), "[]");
+        assert_eq!(env_value(Some(&[])), READ_ONLY_ENV);
+        assert_ne!(env_value(Some(&[])), env_value(None));
+        assert_eq!(
+            env_value(Some(&["src/**".to_string(), "docs/\"q\".md".to_string()])),
+            r#"["src/**","docs/\"q\".md"]"#
+        );
+        // What the read-only value permits, read back as patterns, is what
+        // a read-only block may change.
+        let patterns: Vec<String> = serde_json::from_str(READ_ONLY_ENV).unwrap();
+        let plan = super::RestrictionPlan::new(Some(&patterns)).unwrap();
+        assert!(plan.permits(".output/block-a.json") && !plan.permits("src/a.rs"));
+    }
+
     use super::*;
 
     fn plan(patterns: &[&str]) -> RestrictionPlan {

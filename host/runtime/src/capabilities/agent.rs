@@ -162,6 +162,43 @@ fn with_session_changes(
     Some(value.to_string())
 }
 
+/// A universal input with its `repo_state` read from the workspace's
+/// repository where the workflow left the defaults (see
+/// `wfhost_core::agents::repo_state`).
+fn with_repo_state(scope: &ExecScope, input: &str) -> String {
+    let state =
+        wfhost_core::agents::repo_state::read(&scope.workspace, session_folder(scope), jj_bookmark);
+    wfhost_core::agents::repo_state::fill(input, &state)
+}
+
+/// The jj bookmark of the working copy at `workspace` (`@`, else its
+/// parent); `None` when `jj` is not installed, fails, or names none.
+fn jj_bookmark(workspace: &Path) -> Option<String> {
+    for rev in ["@", "@-"] {
+        let out = std::process::Command::new("jj")
+            .args(["--no-pager", "--ignore-working-copy", "log", "--no-graph"])
+            .args(["-r", rev, "-T", "bookmarks"])
+            .current_dir(workspace)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        if let Some(first) = text.split_whitespace().next() {
+            // `main*` (moved), `main@origin` (remote): the local name.
+            let name = first.trim_end_matches(['*', '?']);
+            let name = name.split('@').next().unwrap_or(name);
+            if !name.is_empty() {
+                return Some(name.to_string());
+            }
+        }
+    }
+    None
+}
+
 /// Fold what this agent changed into the session's list.
 fn record_session_changes(scope: &ExecScope, outcome: &AgentOutcome) {
     let Some(folder) = session_folder(scope) else {
@@ -232,7 +269,7 @@ impl TasksWatch {
             record,
             changer: match block_type {
                 BlockType::Plan => Changer::Planner,
-                BlockType::Dev => Changer::Coder,
+                t if t.is_coding() => Changer::Coder,
                 _ => Changer::Other,
             },
             before,
@@ -556,7 +593,8 @@ fn agent_request(
             agent::Protocol::BlockOutput => Protocol::BlockOutput,
             agent::Protocol::Json => Protocol::Json,
         },
-        input_json: with_session_changes(scope, block_type, invocation.input_json),
+        input_json: with_session_changes(scope, block_type, invocation.input_json)
+            .map(|text| with_repo_state(scope, &text)),
         env: agent_env(scope, telemetry_url),
         extra_env: std::mem::take(&mut prepared.env),
         workspace: scope.workspace.clone(),
@@ -576,6 +614,7 @@ fn agent_request(
         mask: wfhost_core::policy::secrets::Masker::new(secrets.iter().chain(&prepared.mask)),
         model: prepared.model.clone(),
         usage_before: prepared.usage_before.clone(),
+        role: scope.role.clone(),
     };
     Ok((request, ticket))
 }

@@ -49,6 +49,9 @@ pub struct ExecScope {
     pub agent: Result<wfhost_core::agents::presets::Settings, String>,
     /// Where the block's `{"secret": NAME}` env references are resolved.
     pub secrets: wfhost_core::policy::secrets::Secrets,
+    /// The contract agent the block plays (seed 001), named by its prompt
+    /// prefix or its id; `None` when it plays none.
+    pub role: Option<String>,
 }
 
 /// Where a block's agents send telemetry (`TELEMETRY_URL`).

@@ -295,7 +295,9 @@ async fn workspace_strategy_merges_in_completion_order_and_reports_the_conflict(
             "conflictingFile": "src/shared.rs",
             "lanes": ["api", "ui"],
             "resolution": "first-complete-wins",
-            "appliedFrom": "api"
+            "appliedFrom": "api",
+            "laneNodeIds": ["dev.implement.api", "dev.implement.ui"],
+            "appliedFromNodeId": "dev.implement.api"
         })
     );
     // Lanes have their own step index and restrictions; the next block
@@ -441,6 +443,11 @@ async fn fail_on_conflict_waits_for_a_lane_choice_then_applies_it() {
     assert_eq!((host.runs("api"), host.runs("ui")), (1, 1));
     let c = conflicts(&log);
     assert_eq!(c.last().unwrap()["appliedFrom"], "ui");
+    assert_eq!(c.last().unwrap()["appliedFromNodeId"], "dev.implement.ui");
+    assert_eq!(
+        c.last().unwrap()["laneNodeIds"],
+        serde_json::json!(["dev.implement.api", "dev.implement.ui"])
+    );
     assert!(host.lanes.lock().unwrap().is_empty());
 }
 
@@ -474,6 +481,11 @@ async fn a_fan_in_gate_answered_resolved_keeps_the_workspace_version() {
     assert_eq!(main["src/ui.rs"], "ui");
     let c = conflicts(&log);
     assert_eq!(c.last().unwrap()["appliedFrom"], super::RESOLVED_BY_HAND);
+    assert!(c.last().unwrap().get("appliedFromNodeId").is_none());
+    assert_eq!(
+        c.last().unwrap()["laneNodeIds"],
+        serde_json::json!(["dev.implement.api", "dev.implement.ui"])
+    );
     assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
     // `resolved` is no answer to an ordinary gate.
     assert!("resolved".parse::<crate::run::event::Decision>().is_ok());

@@ -469,6 +469,104 @@ async fn gate_pauses_the_run() {
 }
 
 #[tokio::test]
+async fn a_plain_question_takes_a_free_answer() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "GATE:Use sqlite or postgres?")]),
+        }}}
+    }));
+    let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
+    let mut state = report.state.clone();
+    assert!(state.asks_plain_question(&wf, "UD-1"));
+    assert!(state.parse_answer("UD-1", "postgres").is_err(), "strict");
+    let decision = state.parse_answer_in(&wf, "UD-1", "postgres").unwrap();
+    assert_eq!(
+        decision,
+        Decision::Text {
+            text: "postgres".into()
+        }
+    );
+    state
+        .apply(&Event::GateAnswered {
+            gate_id: "UD-1".into(),
+            decision,
+        })
+        .unwrap();
+    assert!(
+        matches!(&state.phase, Phase::Deciding { signal, .. } if signal == "SIGNAL:GATE_APPROVED"),
+        "{:?}",
+        state.phase
+    );
+    let last = state.payload.last().unwrap();
+    assert_eq!(
+        (last.kind.as_str(), last.content.as_str()),
+        ("GATE_DECISION", "postgres")
+    );
+    let hint = report.state.answer_forms("UD-1");
+    assert!(hint.contains("the answer itself"), "{hint}");
+    // A gate whose block routes requested changes asks for an approval:
+    // only `approved` / `changes-requested:…` answer it.
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[
+                ("SIGNAL:SUCCESS", "GATE:Approve the plan?"),
+                ("SIGNAL:GATE_APPROVED", "END"),
+                ("SIGNAL:GATE_CHANGES_REQUESTED", "JUMP:a")]),
+        }}}
+    }));
+    let report = execute(&wf, &FakeWorkers::default().with("tag", tagger)).await;
+    assert!(!report.state.asks_plain_question(&wf, "UD-1"));
+    assert!(report.state.parse_answer_in(&wf, "UD-1", "yes").is_err());
+    assert_eq!(
+        report.state.parse_answer_in(&wf, "UD-1", "approved"),
+        Ok(Decision::Approved)
+    );
+}
+
+#[tokio::test]
+async fn a_gate_prompt_shows_what_the_block_before_it_produced() {
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "GATE:ship it?")]),
+        }}}
+    }));
+    let workers = FakeWorkers::default().with("tag", |_, _| {
+        Ok(WorkerOutput {
+            signal: "SIGNAL:SUCCESS".into(),
+            structured_output: Some(
+                r#"{"blockId":"main.a","summary":"  Added the subtract function.  "}"#.into(),
+            ),
+            ..Default::default()
+        })
+    });
+    let report = execute(&wf, &workers).await;
+    let RunStatus::WaitingAtGate { prompt, .. } = report.status else {
+        panic!("{:?}", report.status)
+    };
+    assert_eq!(
+        prompt,
+        "ship it?\n\nBlock produced: Added the subtract function."
+    );
+    // A well-known gate's question gets it too.
+    let wf = workflow(serde_json::json!({
+        "id": "w", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": block("SIGNAL:SUCCESS", &[("SIGNAL:SUCCESS", "GATE:APPROVE_DESIGN:Is the design right?")]),
+        }}}
+    }));
+    let RunStatus::WaitingAtGate { prompt, .. } = execute(&wf, &workers).await.status else {
+        panic!()
+    };
+    assert_eq!(
+        prompt,
+        "Is the design right?\n\nBlock produced: Added the subtract function."
+    );
+}
+
+#[tokio::test]
 async fn handler_errors_fail_the_run_naming_the_action() {
     struct Refuse;
     impl ActionInterpreter for Refuse {
@@ -1170,6 +1268,13 @@ async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
         assert!(prompt.contains(line), "{line}\n{prompt}");
     }
     let state = RunState::replay(&log.events).unwrap();
+    // The hint shows how such a gate is answered: never `approved`.
+    let hint = state.answer_forms("UD-1");
+    assert!(
+        hint.starts_with(r#"'{"UD-1":"<answer>","UD-2":"<answer>","UD-3":"defer: <reason>"}'"#)
+            && !hint.contains("approved"),
+        "{hint}"
+    );
     // A plain answer does not say which question it answers; an answer to
     // a question of another gate is refused.
     assert!(state.parse_answer("UD-1", "yes").is_err());
