@@ -208,6 +208,33 @@ fn a_run_cancelled_at_a_gate_cancels_its_decision_and_keeps_the_agents_fields() 
     assert_eq!(after["runtime_flags"]["copilot_instructions_exists"], true);
 }
 
+/// The same through the HTTP API: the server's cancel has its run process
+/// bring the session files up to date.
+#[test]
+fn a_run_cancelled_through_the_api_cancels_its_decision() {
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let (s, w) = (scratch.path(), ws.path());
+    let (out, id) = start(w, s);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let dir = sessions(w).remove(0);
+    assert_eq!(status(&dir)["user_decisions"][0]["status"], "pending");
+    let served = super::serve::serve_with(s, &["--local-agents", "0"]);
+    let (code, body) = super::serve::http_post(
+        &served.addr,
+        &format!("/v1/runs/{id}/cancel"),
+        &serde_json::json!({"reason": "wrong branch"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let after = status(&dir);
+    assert_eq!(after["current_state"], "BLOCKED", "{after}");
+    assert_eq!(after["user_decisions"][0]["status"], "cancelled", "{after}");
+    assert_eq!(
+        after["user_decisions"][0]["resolution_reason"], "the run was cancelled: wrong branch",
+        "{after}"
+    );
+}
+
 #[test]
 fn a_fork_writes_its_own_folder() {
     let scratch = tempfile::tempdir().unwrap();

@@ -132,5 +132,14 @@ fn carry_out(
         RunRequest::Fork { run_id, at } => {
             crate::resume::fork_run(&run_id, &at, &exec, global, accepted)
         }
+        RunRequest::Settle { run_id } => {
+            let store = global.app_existing_store()?;
+            let run = store
+                .run(&run_id)
+                .map_err(|e| AppError::internal(e.to_string()))?
+                .ok_or_else(|| AppError::not_found(format!("no run {run_id}")).at(&run_id))?;
+            wfhost_app::session_files::SessionFiles::rewrite_after_end(&store, &run);
+            Ok(crate::exit::SUCCESS)
+        }
     }
 }

@@ -42,6 +42,10 @@ pub enum RunRequest {
     },
     /// A new branch of run `run_id` from the snapshot `at`.
     Fork { run_id: String, at: String },
+    /// Bring what run `run_id` keeps outside the store up to date after
+    /// its end was recorded elsewhere (a cancel through the API): its
+    /// session files say so, no decision left pending.
+    Settle { run_id: String },
 }
 
 impl RunRequest {
@@ -51,7 +55,8 @@ impl RunRequest {
             RunRequest::Start { run_id, .. }
             | RunRequest::Answer { run_id, .. }
             | RunRequest::Resume { run_id, .. }
-            | RunRequest::Fork { run_id, .. } => run_id,
+            | RunRequest::Fork { run_id, .. }
+            | RunRequest::Settle { run_id } => run_id,
         }
     }
 }

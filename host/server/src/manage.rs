@@ -40,12 +40,20 @@ pub async fn cancel(
         .with_details(json!({"pointer": "/wait_s", "maximum": MAX_CANCEL_WAIT_S})));
     }
     let stores = state.stores.clone();
+    let runner = state.runner.clone();
     blocking(move || {
         let mut store = stores.existing()?;
         exact_run(&store, &id)?;
         let reason = store
             .cancel(&id, body.reason.as_deref(), Duration::from_secs(wait))
             .map_err(cancel_error)?;
+        // The run's session files say so too: no decision left pending.
+        if let Some(runner) = runner {
+            let settle = wfhost_protocol::RunRequest::Settle { run_id: id.clone() };
+            if let Err(e) = runner.submit(stores.home(), &settle) {
+                tracing::warn!(run_id = %id, "session files not brought up to date: {}", e.message);
+            }
+        }
         Ok(Json(
             json!({"run_id": id, "status": "failed", "reason": reason}),
         ))
