@@ -171,22 +171,16 @@ fn with_repo_state(scope: &ExecScope, input: &str) -> String {
     wfhost_core::agents::repo_state::fill(input, &state)
 }
 
+/// How long `jj` may take to name a bookmark before it is given up (and
+/// killed): a repository's own configuration is not to hold a run up.
+const JJ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The jj bookmark of the working copy at `workspace` (`@`, else its
-/// parent); `None` when `jj` is not installed, fails, or names none.
+/// parent); `None` when `jj` is not installed, fails, takes longer than
+/// [`JJ_TIMEOUT`], or names none.
 fn jj_bookmark(workspace: &Path) -> Option<String> {
     for rev in ["@", "@-"] {
-        let out = std::process::Command::new("jj")
-            .args(["--no-pager", "--ignore-working-copy", "log", "--no-graph"])
-            .args(["-r", rev, "-T", "bookmarks"])
-            .current_dir(workspace)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = jj_log(workspace, rev)?;
         if let Some(first) = text.split_whitespace().next() {
             // `main*` (moved), `main@origin` (remote): the local name.
             let name = first.trim_end_matches(['*', '?']);
@@ -197,6 +191,53 @@ fn jj_bookmark(workspace: &Path) -> Option<String> {
         }
     }
     None
+}
+
+/// `jj log -r REV -T bookmarks` in `workspace`, within [`JJ_TIMEOUT`].
+fn jj_log(workspace: &Path, rev: &str) -> Option<String> {
+    let mut command = std::process::Command::new("jj");
+    command
+        .args(["--no-pager", "--ignore-working-copy", "log", "--no-graph"])
+        .args(["-r", rev, "-T", "bookmarks"])
+        .current_dir(workspace);
+    output_within(command, JJ_TIMEOUT)
+}
+
+/// A command's standard output (capped at 64 KiB) when it succeeds within
+/// `timeout`; past it the command is killed and None returned.
+fn output_within(
+    mut command: std::process::Command,
+    timeout: std::time::Duration,
+) -> Option<String> {
+    use std::io::Read;
+    let mut child = command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = (&mut stdout).take(64 << 10).read_to_string(&mut text);
+        text
+    });
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    };
+    let text = reader.join().ok()?;
+    status.success().then_some(text)
 }
 
 /// Fold what this agent changed into the session's list.
@@ -637,6 +678,21 @@ fn with_tasks_refusal(e: wit::ExecError, tasks: Option<TasksWatch>) -> wit::Exec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repository_tool_that_hangs_is_given_up_in_time() {
+        let timeout = std::time::Duration::from_millis(300);
+        let began = std::time::Instant::now();
+        let mut sleeper = std::process::Command::new("sleep");
+        sleeper.arg("30");
+        assert_eq!(output_within(sleeper, timeout), None);
+        assert!(began.elapsed() < std::time::Duration::from_secs(5));
+        let mut echo = std::process::Command::new("echo");
+        echo.arg("main");
+        assert_eq!(output_within(echo, timeout).as_deref(), Some("main\n"));
+        let failing = std::process::Command::new("false");
+        assert_eq!(output_within(failing, timeout), None);
+    }
 
     #[test]
     fn relative_programs_with_a_slash_are_the_workflows() {
