@@ -29,7 +29,7 @@ use crate::catalog::Catalog;
 use crate::error::ToolError;
 use crate::keys::Keyring;
 use crate::reply::{
-    Blockers, Gate, NextCall, Pending, Preferences, Reference, SessionInfo, StepReply, Warning,
+    Gate, NextCall, Pending, Preferences, Reference, SessionInfo, StepReply, Warning,
 };
 use crate::token::{self, Claims, Kind};
 
@@ -708,17 +708,12 @@ impl<E: Executor> Service<E> {
         let answer = match answered {
             Ok(Answered::Accepted(answer)) => answer,
             Ok(Answered::Blocked(blocked)) => {
-                let reply = self.blocked(
-                    &store,
-                    &run,
-                    &loaded.workflow,
-                    branch,
-                    head,
-                    &state,
-                    blocked,
-                );
+                // The run where it rests (the same step, the same tokens),
+                // and why the output was not accepted.
+                let reply = self.reply(&store, &run, &loaded.workflow, branch, head, &state);
                 self.remember(&run.id, branch, head, state);
-                return reply.map(|r| serde_json::to_value(&r).expect("a reply serializes"));
+                let reply = reply?.blocked(blocked);
+                return Ok(serde_json::to_value(&reply).expect("a reply serializes"));
             }
             Err(e) => {
                 self.remember(&run.id, branch, head, state);
@@ -1155,31 +1150,6 @@ impl<E: Executor> Service<E> {
                 reply.next_intent = "resume".into();
             }
         }
-        Ok(reply)
-    }
-
-    /// The reply to an output that was not accepted: the run where it
-    /// rests (the same step, the same tokens) and why.
-    #[allow(clippy::too_many_arguments)]
-    fn blocked(
-        &self,
-        store: &Store,
-        run: &RunRecord,
-        workflow: &Workflow,
-        branch: u32,
-        rest: u64,
-        state: &RunState,
-        blocked: outputs::Blocked,
-    ) -> Result<StepReply, ToolError> {
-        let mut reply = self.reply(store, run, workflow, branch, rest, state)?;
-        reply.kind = "blocked".into();
-        reply.retryable = Some(true);
-        reply.retry_continue_token = reply.continue_token.clone();
-        reply.blockers = Some(Blockers {
-            blockers: blocked.blockers,
-        });
-        reply.validation = Some(blocked.validation);
-        reply.assessment_followup = blocked.followup;
         Ok(reply)
     }
 

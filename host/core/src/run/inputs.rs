@@ -239,7 +239,8 @@ fn validate(schema: &Value, inputs: &Inputs) -> Result<(), String> {
     }
 }
 
-fn kind_of(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, with its article ("a string").
+pub(crate) fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

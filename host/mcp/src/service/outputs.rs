@@ -17,7 +17,7 @@ use wfhost_core::manifest::Block;
 use wfhost_core::run::validation::OutputSchema;
 
 use crate::error::ToolError;
-use crate::reply::{Blocker, Followup, Validation};
+use crate::reply::{Blocker, Blockers, Followup, StepReply, Validation};
 
 /// Why an output was not accepted.
 #[derive(Debug, Default)]
@@ -26,6 +26,22 @@ pub struct Blocked {
     pub validation: Validation,
     /// When the first reason is an assessment's consequence.
     pub followup: Option<Followup>,
+}
+
+impl StepReply {
+    /// This reply (where the run rests: the same step and tokens) as the
+    /// answer to an output that was not accepted.
+    pub(crate) fn blocked(mut self, blocked: Blocked) -> StepReply {
+        self.kind = "blocked".into();
+        self.retryable = Some(true);
+        self.retry_continue_token = self.continue_token.clone();
+        self.blockers = Some(Blockers {
+            blockers: blocked.blockers,
+        });
+        self.validation = Some(blocked.validation);
+        self.assessment_followup = blocked.followup;
+        self
+    }
 }
 
 /// The output accepted: the block's structured output (JSON text).

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::WorkRailError;
 use crate::limits;
+use crate::run::inputs::kind_of;
 
 /// wfhost's JSON Schema of WorkRail workflow files (draft-07).
 const SCHEMA_TEXT: &str = include_str!("workflow.schema.json");
@@ -262,18 +263,6 @@ fn field_names(node: &Value) -> String {
                 .join(", ")
         })
         .unwrap_or_default()
-}
-
-/// What kind of JSON value `value` is, with its article.
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The JSON types of a `type` keyword, for a message.
