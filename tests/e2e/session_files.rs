@@ -173,6 +173,16 @@ fn status_and_tasks_follow_a_gated_run_in_a_folder_per_run() {
     assert_eq!(contents(&first), finished);
 }
 
+/// A run started in `w`, waiting at its gate with its decision pending:
+/// its id and its session folder.
+fn waiting_at_its_gate(s: &Path, w: &Path) -> (String, PathBuf) {
+    let (out, id) = start(w, s);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let dir = sessions(w).remove(0);
+    assert_eq!(status(&dir)["user_decisions"][0]["status"], "pending");
+    (id, dir)
+}
+
 /// `wfhost cancel` at a gate: the session says the run is BLOCKED and the
 /// decision cancelled; what an agent kept in status.json stays.
 #[test]
@@ -180,11 +190,8 @@ fn a_run_cancelled_at_a_gate_cancels_its_decision_and_keeps_the_agents_fields() 
     let scratch = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let (s, w) = (scratch.path(), ws.path());
-    let (out, id) = start(w, s);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let dir = sessions(w).remove(0);
+    let (id, dir) = waiting_at_its_gate(s, w);
     let mut kept = status(&dir);
-    assert_eq!(kept["user_decisions"][0]["status"], "pending");
     kept["assumptions"] = serde_json::json!(["the plan fits one sprint"]);
     kept["runtime_flags"] = serde_json::json!({"copilot_instructions_exists": true});
     std::fs::write(dir.join("status.json"), kept.to_string()).unwrap();
@@ -215,10 +222,7 @@ fn a_run_cancelled_through_the_api_cancels_its_decision() {
     let scratch = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let (s, w) = (scratch.path(), ws.path());
-    let (out, id) = start(w, s);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let dir = sessions(w).remove(0);
-    assert_eq!(status(&dir)["user_decisions"][0]["status"], "pending");
+    let (id, dir) = waiting_at_its_gate(s, w);
     let served = super::serve::serve_with(s, &["--local-agents", "0"]);
     let (code, body) = super::serve::http_post(
         &served.addr,
