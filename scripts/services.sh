@@ -56,12 +56,16 @@ apt_install() {
     apt-get install -y -qq "${extra[@]}" "${missing[@]}" >/dev/null
 }
 
-# Remove a pid file whose process is gone.
+# remove_stale_pid FILE NAME: remove FILE unless the process it names is
+# still running as NAME. A pid outlives its process: after a reboot or a
+# killed session the number is often reused by something else (a kernel
+# worker, once), and dockerd refuses to start over the file.
 remove_stale_pid() {
-    local file=$1 pid
+    local file=$1 name=$2 pid comm
     [ -f "$file" ] || return 0
     pid=$(cat "$file" 2>/dev/null || true)
-    if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+    comm=$(cat "/proc/$pid/comm" 2>/dev/null || true)
+    if [ -z "$pid" ] || [ "$comm" != "$name" ]; then
         rm -f "$file"
     fi
 }
@@ -71,8 +75,8 @@ start_docker() {
     if ! docker info >/dev/null 2>&1; then
         # A dockerd killed with the machine's last session leaves its pid
         # file behind, and a new one refuses to start over it.
-        remove_stale_pid /var/run/docker.pid
-        remove_stale_pid /var/run/docker/containerd/containerd.pid
+        remove_stale_pid /var/run/docker.pid dockerd
+        remove_stale_pid /var/run/docker/containerd/containerd.pid containerd
         log "starting dockerd"
         nohup dockerd >/var/log/wfhost-dockerd.log 2>&1 &
         local dockerd=$!
