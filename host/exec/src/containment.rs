@@ -9,9 +9,16 @@
 //!   orphan below it is re-parented to it and stays in its tree;
 //! - the host is a subreaper too, so what is orphaned when the command's
 //!   first process exits comes to the host rather than to init;
-//! - [`Tree`] walks `/proc` while the command runs and remembers every
-//!   descendant it sees (pid and start time, so a reused pid is never
-//!   mistaken for one).
+//! - [`Tree`] looks at the command's tree while it runs and remembers
+//!   every descendant it sees (pid and start time, so a reused pid is
+//!   never mistaken for one).
+//!
+//! Only the processes concerned are read: a tree is followed down through
+//! the kernel's per-thread `children` lists, and the host's own children
+//! are read the same way, so what a command costs does not grow with the
+//! number of processes on the machine. Where the kernel keeps no such
+//! lists (built without `CONFIG_PROC_CHILDREN`), one scan of `/proc` per
+//! look stands in for them.
 //!
 //! When the command ends, [`Tree::sweep`] kills every remembered process
 //! that still exists, every process below them, and every child the host
@@ -19,6 +26,8 @@
 //! the sweep is a no-op and the process group kill is what remains.
 
 use std::collections::{HashMap, HashSet};
+
+use crate::counters;
 
 /// One process, as `/proc/<pid>/stat` describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +59,7 @@ fn parse_stat(text: &str) -> Option<Proc> {
 
 /// Every process on the host (those that vanish while read are skipped).
 fn processes() -> Vec<Proc> {
+    counters::count(&counters::PROC_READS);
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -60,29 +70,107 @@ fn processes() -> Vec<Proc> {
                 .bytes()
                 .all(|b| b.is_ascii_digit())
         })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|e| {
+            counters::count(&counters::PROC_READS);
+            std::fs::read_to_string(e.path().join("stat")).ok()
+        })
         .filter_map(|text| parse_stat(&text))
         .collect()
 }
 
-/// The processes below the roots (not the roots themselves).
-fn below(roots: &[i32], procs: &[Proc]) -> Vec<Proc> {
-    let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
-    for p in procs {
-        children.entry(p.ppid).or_default().push(*p);
+/// Whether the kernel lists each task's children
+/// (`/proc/<pid>/task/<tid>/children`).
+fn children_lists() -> bool {
+    static LISTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LISTS.get_or_init(|| {
+        let me = std::process::id();
+        std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
+    })
+}
+
+/// The children of `pid`, from the lists of all its threads (a child
+/// belongs to the thread that started it). Empty once the process is gone.
+fn listed_children(pid: i32) -> Vec<i32> {
+    counters::count(&counters::PROC_READS);
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        counters::count(&counters::PROC_READS);
+        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok()),
+        );
     }
-    let mut found = Vec::new();
-    let mut queue: Vec<i32> = roots.to_vec();
-    let mut visited: HashSet<i32> = roots.iter().copied().collect();
-    while let Some(pid) = queue.pop() {
-        for child in children.get(&pid).into_iter().flatten() {
-            if visited.insert(child.pid) {
-                found.push(*child);
-                queue.push(child.pid);
-            }
+    children
+}
+
+/// Where the facts about processes come from for one look: the children
+/// lists (only the processes concerned are read) or, without them, one
+/// scan of all of `/proc`.
+enum View {
+    Lists,
+    Scan {
+        procs: HashMap<i32, Proc>,
+        children: HashMap<i32, Vec<Proc>>,
+    },
+}
+
+impl View {
+    fn new() -> View {
+        if children_lists() {
+            return View::Lists;
+        }
+        let all = processes();
+        let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
+        for p in &all {
+            children.entry(p.ppid).or_default().push(*p);
+        }
+        View::Scan {
+            procs: all.into_iter().map(|p| (p.pid, p)).collect(),
+            children,
         }
     }
-    found
+
+    /// The process `pid`, if it exists.
+    fn proc(&self, pid: i32) -> Option<Proc> {
+        match self {
+            View::Lists => read_stat(pid).map(|(p, _)| p),
+            View::Scan { procs, .. } => procs.get(&pid).copied(),
+        }
+    }
+
+    /// The children of `pid` that still exist.
+    fn children(&self, pid: i32) -> Vec<Proc> {
+        match self {
+            View::Lists => listed_children(pid)
+                .into_iter()
+                .filter_map(|c| read_stat(c).map(|(p, _)| p))
+                .filter(|p| p.ppid == pid)
+                .collect(),
+            View::Scan { children, .. } => children.get(&pid).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// The processes below the roots (not the roots themselves).
+    fn below(&self, roots: &[i32]) -> Vec<Proc> {
+        let mut found = Vec::new();
+        let mut queue: Vec<i32> = roots.to_vec();
+        let mut visited: HashSet<i32> = roots.iter().copied().collect();
+        while let Some(pid) = queue.pop() {
+            for child in self.children(pid) {
+                if visited.insert(child.pid) {
+                    found.push(child);
+                    queue.push(child.pid);
+                }
+            }
+        }
+        found
+    }
 }
 
 /// Make this process a child subreaper (once). Returns whether it is one.
@@ -138,7 +226,7 @@ impl Tree {
 
     /// Remember the command's current descendants.
     pub fn observe(&mut self) {
-        for p in below(&[self.root], &processes()) {
+        for p in View::new().below(&[self.root]) {
             self.seen.insert(p.pid, p.start);
         }
     }
@@ -159,30 +247,28 @@ impl Tree {
         let my_sid = unsafe { libc::getsid(0) };
         // Rounds: killing a process can orphan more, which come to us.
         for _ in 0..8 {
-            let procs = processes();
-            let alive: HashMap<i32, Proc> = procs.iter().map(|p| (p.pid, *p)).collect();
+            let view = View::new();
             let mut targets: Vec<Proc> = self
                 .seen
                 .iter()
-                .filter_map(|(pid, start)| alive.get(pid).filter(|p| p.start == *start).copied())
+                .filter_map(|(pid, start)| view.proc(*pid).filter(|p| p.start == *start))
                 .collect();
             // Children handed to the host that left the host's session:
             // the host starts nothing that calls setsid.
             targets.extend(
-                procs
-                    .iter()
-                    .filter(|p| p.ppid == me && p.sid != my_sid && p.pid != me)
-                    .copied(),
+                view.children(me)
+                    .into_iter()
+                    .filter(|p| p.sid != my_sid && p.pid != me),
             );
             // Still below the command's first process: it may be dying
             // (killed a moment ago), its children not yet handed on.
             if let Some(start) = self.root_start
-                && alive.get(&self.root).is_some_and(|p| p.start == start)
+                && view.proc(self.root).is_some_and(|p| p.start == start)
             {
-                targets.extend(below(&[self.root], &procs));
+                targets.extend(view.below(&[self.root]));
             }
             let roots: Vec<i32> = targets.iter().map(|p| p.pid).collect();
-            targets.extend(below(&roots, &procs));
+            targets.extend(view.below(&roots));
             targets.retain(|p| p.pid != me && p.pid > 1);
             if targets.is_empty() {
                 break;
@@ -232,6 +318,7 @@ fn reap(killed: &[Proc], me: i32) {
 
 /// A process and its state letter, if it exists.
 fn read_stat(pid: i32) -> Option<(Proc, char)> {
+    counters::count(&counters::PROC_READS);
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let state = text[text.rfind(')')? + 2..].chars().next()?;
     Some((parse_stat(&text)?, state))
@@ -267,7 +354,15 @@ mod tests {
             start: 1,
         };
         let procs = [p(10, 1), p(11, 10), p(12, 11), p(13, 1), p(14, 12)];
-        let mut found: Vec<i32> = below(&[10], &procs).iter().map(|p| p.pid).collect();
+        let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
+        for p in procs {
+            children.entry(p.ppid).or_default().push(p);
+        }
+        let view = View::Scan {
+            procs: procs.iter().map(|p| (p.pid, *p)).collect(),
+            children,
+        };
+        let mut found: Vec<i32> = view.below(&[10]).iter().map(|p| p.pid).collect();
         found.sort();
         assert_eq!(found, [11, 12, 14]);
     }

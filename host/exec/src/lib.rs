@@ -22,12 +22,14 @@ pub mod agent;
 mod bundle;
 pub mod container;
 pub mod containment;
+pub mod counters;
 pub mod forward;
 pub mod lanes;
 mod local;
 mod repo;
 pub mod scratch;
 pub mod slurm;
+pub mod spawn;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -6,7 +6,6 @@
 //! outlives the block, and no zombie is left.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use wfhost_core::policy::exec::{self, ExecCommand};
@@ -14,6 +13,7 @@ use wfhost_core::policy::secrets::Masker;
 
 use crate::bundle;
 use crate::containment;
+use crate::spawn;
 use crate::{CommandResult, ExecError, ExecOutcome, ExecRequest, unix_ms};
 
 /// Kills a process group when dropped.
@@ -40,7 +40,7 @@ impl Drop for GroupGuard {
 /// Wait for `child`, noting its descendants every few milliseconds so the
 /// ones that leave its process group can be found afterwards.
 async fn watch(
-    child: &mut tokio::process::Child,
+    child: &mut spawn::Spawned,
     mut tree: Option<&mut containment::Tree>,
 ) -> std::io::Result<std::process::ExitStatus> {
     // Short commands never pay for a walk of /proc; the sweep afterwards
@@ -194,6 +194,31 @@ pub(crate) fn preflight(
     Ok(executable)
 }
 
+/// A command's whole environment: nothing of wfhost's own but the
+/// documented base, then the block's variables and the command's. `PWD` is
+/// the command's own directory, set last so nothing overrides it (tools
+/// such as Bun and Node CLIs take `$PWD` as their project directory); the
+/// previous directory is nobody's business.
+fn command_env(
+    request: &ExecRequest,
+    command: &ExecCommand,
+    workdir: &Path,
+) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
+        std::collections::BTreeMap::new();
+    let pairs = crate::base_env()
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .chain(request.env.iter().map(|(k, v)| (k.into(), v.into())))
+        .chain(command.env.iter().map(|(k, v)| (k.into(), v.into())));
+    for (k, v) in pairs {
+        env.insert(k, v);
+    }
+    env.insert("PWD".into(), workdir.as_os_str().to_owned());
+    env.remove(std::ffi::OsStr::new("OLDPWD"));
+    env.into_iter().collect()
+}
+
 async fn run_command(
     request: &ExecRequest,
     bundle: &bundle::BundleDir,
@@ -222,39 +247,19 @@ async fn run_command(
         Err(message) => return fail(result, message),
     };
 
-    let mut cmd = tokio::process::Command::new(&executable);
-    cmd.arg0(&command.argv[0])
-        .args(&command.argv[1..])
-        .current_dir(&cwd)
-        // Nothing of wfhost's own environment but the documented base:
-        // the contract and the block's variables are added to it.
-        .env_clear()
-        .envs(crate::base_env())
-        .envs(request.env.iter().map(|(k, v)| (k, v)))
-        .envs(command.env.iter().map(|(k, v)| (k, v)))
-        // Tools that take `$PWD` as their project directory (Bun and Node
-        // CLIs among them) must see the command's own directory, never
-        // the one wfhost was started from: set last, so nothing overrides
-        // it, and the previous directory is nobody's business.
-        .env(
-            "PWD",
-            std::path::absolute(&cwd).unwrap_or_else(|_| cwd.clone()),
-        )
-        .env_remove("OLDPWD")
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    // SAFETY: the hook only makes one system call (prctl).
-    unsafe {
-        cmd.pre_exec(containment::make_subreaper);
-    }
-    let mut child = match cmd.spawn() {
+    let workdir = std::path::absolute(&cwd).unwrap_or_else(|_| cwd.clone());
+    let env = command_env(request, command, &workdir);
+    let spec = spawn::SpawnSpec {
+        program: &executable,
+        argv: &command.argv,
+        env: env
+            .iter()
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+            .collect(),
+        cwd: &cwd,
+        piped_stdin: input.is_some(),
+    };
+    let mut child = match spawn::spawn(&spec) {
         Ok(c) => c,
         Err(e) => {
             return fail(
@@ -263,10 +268,10 @@ async fn run_command(
             );
         }
     };
-    let mut group = GroupGuard(child.id().map(|pid| pid as i32));
+    let mut group = GroupGuard(Some(child.id() as i32));
     // Declared after the group guard so it is dropped first: whatever left
     // the group is found and killed too, however this future ends.
-    let mut tree = child.id().map(containment::Tree::new);
+    let mut tree = Some(containment::Tree::new(child.id()));
     // Fed from its own task: a child that never reads its stdin must not
     // block us, and one that exits early (a broken pipe) is not an error.
     if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {

@@ -1,0 +1,488 @@
+//! Starting a command without copying the host.
+//!
+//! `std::process::Command` with a `pre_exec` hook forks: the kernel copies
+//! the page tables of the whole host (wasmtime's reservations, the run's
+//! caches) for a child that replaces them at once, and the host then pays
+//! copy-on-write faults for what it touches while the child lives. Every
+//! local command needs one system call between fork and exec
+//! (`PR_SET_CHILD_SUBREAPER`, see [`crate::containment`]), so it cannot
+//! take std's `posix_spawn` path.
+//!
+//! This module does what `posix_spawn` does inside glibc, with that one
+//! call added: `clone(CLONE_VM | CLONE_VFORK)` runs [`child_main`] on a
+//! stack of its own in the host's memory, the host thread waits until the
+//! child has called `execve` (or failed to), and nothing is copied. The
+//! child makes only raw system calls through libc wrappers — no
+//! allocation, no lock — and reports a failure by writing the `errno`
+//! into the shared [`ChildArgs`]. All signals are blocked around the
+//! clone, and the child resets every handler to its default before it
+//! unblocks them, so no host handler ever runs on the child's stack.
+//!
+//! The exit is waited for through a pidfd, readable when the process ends,
+//! so waiting needs no `SIGCHLD` handling and no polling.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::ExitStatus;
+
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+
+/// What to start.
+pub struct SpawnSpec<'a> {
+    /// The executable, already resolved.
+    pub program: &'a Path,
+    /// The arguments, the first being the name the program sees.
+    pub argv: &'a [String],
+    /// The whole environment of the command.
+    pub env: Vec<(&'a OsStr, &'a OsStr)>,
+    pub cwd: &'a Path,
+    /// A pipe for stdin (else `/dev/null`).
+    pub piped_stdin: bool,
+}
+
+/// A command started by [`spawn`]: the leader of a process group of its
+/// own (its pid is the group id) and a child subreaper.
+pub struct Spawned {
+    pid: i32,
+    /// Readable once the process has ended; `None` where the kernel has no
+    /// pidfds (before 5.3), and the exit is then waited for on a thread.
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    reaped: bool,
+    pub stdin: Option<pipe::Sender>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+}
+
+/// Everything the child needs, prepared before the clone: the child may
+/// not allocate.
+#[repr(C)]
+struct ChildArgs {
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+    /// Become stdin, stdout and stderr.
+    fds: [RawFd; 3],
+    /// Written by the child when it fails before `execve` returns.
+    errno: libc::c_int,
+}
+
+fn cstring(bytes: &[u8], what: &str) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} holds a NUL byte"),
+        )
+    })
+}
+
+fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just opened and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Start `spec` as a new process group and child subreaper.
+pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
+    let program = cstring(spec.program.as_os_str().as_bytes(), "the program path")?;
+    let cwd = cstring(spec.cwd.as_os_str().as_bytes(), "the working directory")?;
+    let argv: Vec<CString> = spec
+        .argv
+        .iter()
+        .map(|a| cstring(a.as_bytes(), "an argument"))
+        .collect::<io::Result<_>>()?;
+    let env: Vec<CString> = spec
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let mut pair = k.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(v.as_bytes());
+            cstring(&pair, "an environment variable")
+        })
+        .collect::<io::Result<_>>()?;
+    let argv_ptrs = null_terminated(&argv);
+    let env_ptrs = null_terminated(&env);
+
+    let (stdin_child, stdin_host) = if spec.piped_stdin {
+        let (read, write) = pipe_pair()?;
+        (read, Some(write))
+    } else {
+        (std::fs::File::open("/dev/null")?.into(), None)
+    };
+    let (stdout_host, stdout_child) = pipe_pair()?;
+    let (stderr_host, stderr_child) = pipe_pair()?;
+
+    let mut args = ChildArgs {
+        program: program.as_ptr(),
+        argv: argv_ptrs.as_ptr(),
+        envp: env_ptrs.as_ptr(),
+        cwd: cwd.as_ptr(),
+        fds: [
+            stdin_child.as_raw_fd(),
+            stdout_child.as_raw_fd(),
+            stderr_child.as_raw_fd(),
+        ],
+        errno: 0,
+    };
+    let pid = clone_and_exec(&mut args)?;
+    crate::counters::count(&crate::counters::SPAWNS);
+    // The child's ends are its own now (or it is gone).
+    drop((stdin_child, stdout_child, stderr_child));
+    let errno = args.errno;
+    if errno != 0 {
+        // It exited without running the program: reap it.
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    let mut spawned = Spawned {
+        pid,
+        pidfd: None,
+        reaped: false,
+        stdin: None,
+        stdout: None,
+        stderr: None,
+    };
+    spawned.pidfd = pidfd_open(pid).and_then(|fd| {
+        // SAFETY: an OwnedFd keeps its one descriptor open until dropped.
+        unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok()
+    });
+    spawned.stdin = stdin_host.map(pipe::Sender::from_owned_fd).transpose()?;
+    spawned.stdout = Some(pipe::Receiver::from_owned_fd(stdout_host)?);
+    spawned.stderr = Some(pipe::Receiver::from_owned_fd(stderr_host)?);
+    Ok(spawned)
+}
+
+fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// The size of the child's stack: it runs a handful of system calls.
+const CHILD_STACK: usize = 64 * 1024;
+
+/// Clone a child sharing our memory that runs [`child_main`] and execs;
+/// returns once it has (or has failed to). Its pid.
+fn clone_and_exec(args: &mut ChildArgs) -> io::Result<i32> {
+    // 16-byte aligned, as the ABI wants a stack to be.
+    let mut stack = vec![0u128; CHILD_STACK / 16];
+    // SAFETY: one past the end of the allocation; the stack grows down.
+    let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<libc::c_void>();
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: plain signal mask calls on valid sigset_t values. The child
+    // starts with every signal blocked and resets the handlers before it
+    // restores `old`.
+    let pid = unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            child_main,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (args as *mut ChildArgs).cast(),
+        );
+        let error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(error);
+        }
+        pid
+    };
+    drop(stack);
+    Ok(pid)
+}
+
+/// The child, between clone and exec. Runs on its own stack in the host's
+/// memory while the host thread that cloned it waits: only system calls.
+extern "C" fn child_main(raw: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `raw` is the ChildArgs the parent keeps alive until we exec
+    // or exit (CLONE_VFORK); every pointer in it is valid until then.
+    unsafe {
+        let args = &mut *raw.cast::<ChildArgs>();
+        let fail = |args: &mut ChildArgs| -> ! {
+            std::ptr::write_volatile(&mut args.errno, *libc::__errno_location());
+            libc::_exit(127)
+        };
+        reset_signals();
+        if libc::setpgid(0, 0) != 0 {
+            fail(args);
+        }
+        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0 {
+            fail(args);
+        }
+        for (target, fd) in args.fds.into_iter().enumerate() {
+            let target = target as RawFd;
+            // dup2 onto itself keeps close-on-exec set: clear it instead.
+            let ok = if fd == target {
+                libc::fcntl(fd, libc::F_SETFD, 0) == 0
+            } else {
+                libc::dup2(fd, target) == target
+            };
+            if !ok {
+                fail(args);
+            }
+        }
+        if libc::chdir(args.cwd) != 0 {
+            fail(args);
+        }
+        libc::execve(args.program, args.argv, args.envp);
+        fail(args)
+    }
+}
+
+/// Every signal to its default disposition unless ignored (an ignored
+/// signal stays ignored across exec, as with any spawn), SIGPIPE to the
+/// default (the Rust runtime ignores it; programs expect it), then the
+/// mask emptied.
+///
+/// # Safety
+/// Only in the child, before exec.
+unsafe fn reset_signals() {
+    unsafe {
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        for sig in 1..=libc::SIGRTMAX() {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut current) != 0 {
+                continue;
+            }
+            let ignored = current.sa_sigaction == libc::SIG_IGN;
+            if current.sa_sigaction != libc::SIG_DFL && (!ignored || sig == libc::SIGPIPE) {
+                libc::sigaction(sig, &default, std::ptr::null_mut());
+            }
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags; the pid is our unreaped
+    // child, so it names that process.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a new descriptor owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+impl Spawned {
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Wait for the process to end and reap it.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if self.reaped {
+            return Err(io::Error::other("the process was already reaped"));
+        }
+        loop {
+            if let Some(status) = self.try_reap()? {
+                return Ok(status);
+            }
+            match &self.pidfd {
+                Some(fd) => fd.readable().await?.clear_ready(),
+                None => {
+                    let pid = self.pid;
+                    let status = tokio::task::spawn_blocking(move || blocking_wait(pid))
+                        .await
+                        .map_err(io::Error::other)??;
+                    self.reaped = true;
+                    return Ok(status);
+                }
+            }
+        }
+    }
+
+    fn try_reap(&mut self) -> io::Result<Option<ExitStatus>> {
+        let mut status = 0;
+        // SAFETY: a non-blocking wait for our own child.
+        let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+        match r {
+            0 => Ok(None),
+            r if r == self.pid => {
+                self.reaped = true;
+                Ok(Some(ExitStatus::from_raw(status)))
+            }
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    Ok(None)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+}
+
+fn blocking_wait(pid: i32) -> io::Result<ExitStatus> {
+    let mut status = 0;
+    loop {
+        // SAFETY: a blocking wait for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(ExitStatus::from_raw(status));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+impl Drop for Spawned {
+    /// A command given up on is killed and reaped, like tokio's
+    /// `kill_on_drop`: on a thread if it does not die at once.
+    fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
+        // SAFETY: our own unreaped child, so the pid is still its.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        if matches!(self.try_reap(), Ok(Some(_))) {
+            return;
+        }
+        let pid = self.pid;
+        std::thread::spawn(move || blocking_wait(pid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn spec<'a>(program: &'a Path, argv: &'a [String], cwd: &'a Path) -> SpawnSpec<'a> {
+        SpawnSpec {
+            program,
+            argv,
+            env: vec![(OsStr::new("PATH"), OsStr::new("/usr/bin:/bin"))],
+            cwd,
+            piped_stdin: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_command_runs_with_its_arguments_stdio_directory_and_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = [
+            "sh",
+            "-c",
+            "read x; echo \"$x $0 $(pwd) $$\"; ps -o pgid= -p $$ >&2; exit 3",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut child = spawn(&spec(Path::new("/bin/sh"), &argv, dir.path())).unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hello\n").await.unwrap();
+        drop(stdin);
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .await
+            .unwrap();
+        let status = child.wait().await.unwrap();
+        assert_eq!(status.code(), Some(3));
+        let pid = child.id();
+        let cwd = dir.path().canonicalize().unwrap();
+        assert_eq!(out.trim(), format!("hello sh {} {pid}", cwd.display()));
+        assert_eq!(err.trim(), pid.to_string(), "its own process group");
+    }
+
+    #[tokio::test]
+    async fn a_program_that_cannot_start_is_an_error_and_leaves_no_child() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv = vec!["missing".to_string()];
+        let err = spawn(&spec(Path::new("/nonexistent/program"), &argv, dir.path()))
+            .err()
+            .expect("no such program");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+        let gone = spawn(&spec(
+            Path::new("/bin/true"),
+            &argv,
+            &dir.path().join("gone"),
+        ))
+        .err()
+        .expect("no such directory");
+        assert_eq!(gone.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[tokio::test]
+    async fn the_child_is_a_subreaper_with_default_signals() {
+        let dir = tempfile::tempdir().unwrap();
+        // Field 1 of the status line is the mask of ignored signals; SIGPIPE
+        // (bit 13) must not be in it. A subreaper's orphan names it parent.
+        let script =
+            "grep SigIgn /proc/$$/status; (sleep 0.2 & ) ; sleep 0.05; ps -o ppid= -C sleep";
+        let argv: Vec<String> = ["sh", "-c", script].map(String::from).to_vec();
+        let mut child = spawn(&spec(Path::new("/bin/sh"), &argv, dir.path())).unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .await
+            .unwrap();
+        assert!(child.wait().await.unwrap().success());
+        let ignored = out
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap();
+        let mask = u64::from_str_radix(ignored, 16).unwrap();
+        assert_eq!(mask & (1 << (libc::SIGPIPE - 1)), 0, "{out}");
+        let pid = child.id().to_string();
+        assert!(
+            out.lines().skip(1).any(|l| l.trim() == pid),
+            "the orphaned sleep is re-parented to the command: {out}"
+        );
+    }
+
+    #[tokio::test]
+    async fn dropping_a_running_command_kills_and_reaps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = ["sleep", "30"].map(String::from).to_vec();
+        let child = spawn(&spec(Path::new("/bin/sleep"), &argv, dir.path())).unwrap();
+        let pid = child.id() as i32;
+        drop(child);
+        for _ in 0..200 {
+            // SAFETY: probing a pid with signal 0.
+            if unsafe { libc::kill(pid, 0) } != 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        panic!("the dropped command {pid} is still there");
+    }
+}
