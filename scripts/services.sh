@@ -3,7 +3,8 @@
 # use, on a Debian machine where this runs as root:
 #   - docker: Debian's docker.io, dockerd in the background, and a local
 #     test image `wfhost-test/busybox:1` imported from a busybox-static root
-#     filesystem (no registry is reachable, so nothing is pulled).
+#     filesystem (no registry is reachable, so nothing is pulled). Also
+#     strace, with which the budget tests count a run's syncs.
 #   - slurm: Debian's slurm-wlm and munge as a one-node cluster (this host,
 #     all its CPUs, a partition `debug`): a munge key, munged, a slurm.conf,
 #     slurmctld and slurmd; ready once a trivial job has run. With job
@@ -71,7 +72,7 @@ remove_stale_pid() {
 }
 
 start_docker() {
-    apt_install docker.io busybox-static
+    apt_install docker.io busybox-static strace
     if ! docker info >/dev/null 2>&1; then
         # A dockerd killed with the machine's last session leaves its pid
         # file behind, and a new one refuses to start over it.

@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 mod agents;
 mod bad_input;
+mod budgets;
 mod cli;
 mod cli_presets;
 mod dashboard;

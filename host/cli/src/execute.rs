@@ -249,6 +249,7 @@ pub fn report_run(
             "statistics": report.statistics,
             "blocks": report.blocks(),
             "payload": report.payload(),
+            "host_costs": wfhost_app::costs::now(),
         });
         if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
             out.extend(extra);

@@ -21,6 +21,7 @@ mod acks;
 mod bundle;
 mod cancel;
 mod config;
+pub mod counters;
 mod error;
 mod gc;
 mod ids;
@@ -239,7 +240,8 @@ impl Store {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let err = |e: rusqlite::Error| StoreError::from_sqlite(&path, e);
-        let conn = Connection::open_with_flags(&path, flags).map_err(err)?;
+        let mut conn = Connection::open_with_flags(&path, flags).map_err(err)?;
+        counters::install(&mut conn).map_err(err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
         // Reading the schema version is the first access of the file: a
         // file that is not a database, or a damaged one, fails here.
