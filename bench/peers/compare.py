@@ -30,7 +30,7 @@ def chain_manifest(path: str, n: int) -> None:
     wf = {"id": f"chain-{n}", "start_node": "main",
           "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}}
     with open(path, "w") as f:
-        json.dump(wf, f)
+        json.dump(wf, f, separators=(",", ":"))  # compact: the manifest cap is 16 MiB
 
 
 def run_wfhost(wfhost: str, manifest: str, n: int, cache: str, durability: str):
