@@ -21,6 +21,7 @@ reported and the rest run; the exit status is 1 only when a wfhost run
 failed."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -122,7 +123,6 @@ def run_peer(python: str, peer: str, n: int, work: str, env: dict):
 
 def available_peers(python: str, wanted: list) -> list:
     requirements = pins()
-    venv = os.path.dirname(os.path.dirname(python))
     found = []
     for peer in wanted:
         if peer not in PEERS:
@@ -133,7 +133,7 @@ def available_peers(python: str, wanted: list) -> list:
             found.append(peer)
         else:
             names = [r for name, r in requirements.items() if name.startswith(peer)]
-            print(f"peer {peer}: not installed in {venv}; skipped. Install it with "
+            print(f"peer {peer}: not installed for {python}; skipped. Install it with "
                   f"`{python} -m pip install {' '.join(names) or peer}` (bench/run.sh does).")
     return found
 
@@ -236,7 +236,9 @@ def fibo_shape(wfhost, python, peers, fibo, spawn, wasm, cache, work, rounds, en
 
 
 def main() -> None:
-    wfhost, python = sys.argv[1], sys.argv[2]
+    # Absolute: the peers run in scratch directories.
+    wfhost, python = (shutil.which(a) or a for a in sys.argv[1:3])
+    wfhost, python = os.path.abspath(wfhost), os.path.abspath(python)
     fibo, spawn, wasm = (sys.argv[3:6] + [None, None, None])[:3]
     shapes = [s for s in os.environ.get("BENCH_SHAPES", "echo,fibo").split(",") if s]
     rounds = int(os.environ.get("BENCH_ROUNDS", os.environ.get("PEERS_ROUNDS", "5")))
