@@ -55,7 +55,9 @@ if [[ $parts == *,peers,* ]]; then
   fi
 
   fibo_args=()
-  if command -v gcc >/dev/null; then
+  if [[ ,${BENCH_SHAPES:-echo,fibo}, != *,fibo,* ]]; then
+    :
+  elif command -v gcc >/dev/null; then
     gcc -O2 -o "$build/fibo" "$here/fibo/fibo.c"
     gcc -O2 -o "$build/spawn_chain" "$here/fibo/spawn_chain.c"
     worker_target=${CARGO_TARGET_DIR:-$build/target}
