@@ -170,8 +170,9 @@ def table(title: str, n: int, rounds: int, results: dict, base: str, unit_note: 
         print(f"{name:<18}{w / n * 1e6:>15.0f}{i / n * 1e6:>12.0f}{i:>12.3f}s{ratio:>34}")
 
 
-def measure(results: dict, name: str, fn, wfhost_failures: list) -> None:
-    """Run one engine once into results[name], unless it already failed."""
+def measure(results: dict, name: str, fn, wfhost_failures: list):
+    """Run one engine once into results[name], unless it already failed;
+    returns what it returned, or None."""
     if isinstance(results.get(name), Failed):
         return
     try:
@@ -241,6 +242,7 @@ def fibo_shape(wfhost, python, peers, fibo, spawn, wasm, cache, work, rounds, en
 
 
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # tables as they come, also into a pipe
     # Absolute: the peers run in scratch directories.
     wfhost, python = (shutil.which(a) or a for a in sys.argv[1:3])
     wfhost, python = os.path.abspath(wfhost), os.path.abspath(python)
