@@ -61,9 +61,13 @@ if [[ $parts == *,peers,* ]]; then
     gcc -O2 -o "$build/fibo" "$here/fibo/fibo.c"
     gcc -O2 -o "$build/spawn_chain" "$here/fibo/spawn_chain.c"
     worker_target=${CARGO_TARGET_DIR:-$build/target}
-    (cd "$here/fibo/worker" && CARGO_TARGET_DIR=$worker_target \
-      cargo build --release --locked --quiet --target wasm32-wasip2)
-    fibo_args=("$build/fibo" "$build/spawn_chain" "$worker_target/wasm32-wasip2/release/wfhost_bench_fibo.wasm")
+    if (cd "$here/fibo/worker" && CARGO_TARGET_DIR=$worker_target \
+      cargo build --release --locked --quiet --target wasm32-wasip2); then
+      fibo_args=("$build/fibo" "$build/spawn_chain" "$worker_target/wasm32-wasip2/release/wfhost_bench_fibo.wasm")
+    else
+      echo "bench: the fibo worker plugin (bench/fibo/worker, wfhost's SDK) did not build: the fibo chain is skipped"
+      status=1
+    fi
   else
     echo "bench: gcc not found (apt-get install gcc): the fibo chain is skipped"
   fi
