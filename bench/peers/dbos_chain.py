@@ -1,6 +1,6 @@
-"""A chain of N no-op steps as one DBOS workflow, each step recorded
-durably in DBOS's SQLite system database (synchronous=FULL). Prints one
-JSON line like langgraph_chain.py."""
+"""A chain of N steps as one DBOS workflow, each step recorded durably in
+DBOS's SQLite system database (synchronous=FULL). Arguments: N DB [WORK]
+as for langgraph_chain.py. Prints one JSON line like it."""
 import json
 import sqlite3
 import sys
@@ -8,9 +8,14 @@ import time
 
 from dbos import DBOS
 
+import work
+
+DO = work.parse(sys.argv[3] if len(sys.argv) > 3 else "noop")
+
 
 @DBOS.step()
-def noop(i: int) -> int:
+def one_step(i: int) -> int:
+    DO(i)
     return i + 1
 
 
@@ -18,7 +23,7 @@ def noop(i: int) -> int:
 def chain(n: int) -> int:
     step = 0
     for _ in range(n):
-        step = noop(step)
+        step = one_step(step)
     return step
 
 
