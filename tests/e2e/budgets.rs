@@ -144,8 +144,8 @@ fn strace_available() -> bool {
     found
 }
 
-/// The statements of a step: begin, the block's start and its end
-/// recorded, commit, and one read.
+/// The statements of a step: begin, one insert per event (the block's
+/// end, the transition taken, the next block's start), commit.
 const STATEMENTS_PER_STEP: f64 = 5.0;
 
 /// Per step, over the steps between a short and a long run (so the
