@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Many runs at once on one `wfhost serve`: durable steps per second.
+
+Starts `wfhost serve` on a free loopback port with a fresh home, starts
+RUNS runs of an N-step echo chain over `POST /v1/runs` at once (each in a
+workspace of its own), waits until every one has succeeded, and reports
+the steps per second beside one run alone through the same server, with
+the peak memory (RSS of the server and every process under it, sampled)
+and the peak of open files.
+
+    bench/server/concurrent_runs.py WFHOST [--runs 100] [--steps 100]
+        [--durability full|normal]
+
+Python 3 standard library only.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def chain(n: int) -> dict:
+    blocks = {}
+    for i in range(n):
+        action = "END" if i + 1 == n else f"JUMP:b{i + 1}"
+        blocks[f"b{i}"] = {
+            "worker": "echo",
+            "config": {"message": "hi"},
+            "payload_merge_strategy": ["clear"],
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}],
+        }
+    return {"id": "concurrent-chain", "version": "1.0.0", "start_node": "main",
+            "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}}
+
+
+def call(base: str, method: str, path: str, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method,
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def tree(root: int) -> list:
+    """The pid `root` and every process below it."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        ppid = int(text[text.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def open_files(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return 0
+
+
+class Sampler(threading.Thread):
+    """Peak RSS (the server and all below it) and peak open files."""
+
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root, self.stop = root, threading.Event()
+        self.peak_rss = self.peak_files = self.peak_server_files = self.peak_procs = 0
+
+    def run(self):
+        while not self.stop.is_set():
+            pids = tree(self.root)
+            self.peak_rss = max(self.peak_rss, sum(rss_kib(p) for p in pids))
+            self.peak_files = max(self.peak_files, sum(open_files(p) for p in pids))
+            self.peak_server_files = max(self.peak_server_files, open_files(self.root))
+            self.peak_procs = max(self.peak_procs, len(pids))
+            self.stop.wait(0.05)
+
+
+def wait_all(base: str, ids: list, timeout: float) -> None:
+    left, deadline = set(ids), time.time() + timeout
+    while left:
+        if time.time() > deadline:
+            raise SystemExit(f"bench: {len(left)} runs did not finish within {timeout:.0f} s")
+        for run in list(left):
+            try:
+                status = call(base, "GET", f"/runs/{run}/summary").get("status")
+            except urllib.error.HTTPError as e:
+                if e.code != 404:  # 404: the run's process has not recorded it yet
+                    raise
+                continue
+            if status == "succeeded":
+                left.discard(run)
+            elif status in ("failed", "interrupted"):
+                raise SystemExit(f"bench: run {run} ended {status}")
+        time.sleep(0.02)
+
+
+def start_runs(base: str, manifest: str, scratch: str, count: int, tag: str) -> list:
+    ids = []
+    for i in range(count):
+        ws = os.path.join(scratch, f"ws-{tag}-{i}")
+        os.mkdir(ws)
+        ids.append(call(base, "POST", "/runs", {"workflow": manifest, "workspace": ws})["run_id"])
+    return ids
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("wfhost")
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--durability", default="full", choices=["full", "normal"])
+    ap.add_argument("--timeout", type=float, default=1800)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        manifest = os.path.join(scratch, "chain.json")
+        with open(manifest, "w") as f:
+            json.dump(chain(args.steps), f, separators=(",", ":"))
+        port = free_port()
+        env = dict(os.environ, WFHOST_HOME=os.path.join(scratch, "home"),
+                   WFHOST_CACHE_DIR=os.path.join(scratch, "cache"),
+                   WFHOST_DURABILITY=args.durability)
+        server = subprocess.Popen([args.wfhost, "serve", "--listen", f"127.0.0.1:{port}"],
+                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  start_new_session=True)
+        base = f"http://127.0.0.1:{port}/v1"
+        try:
+            for _ in range(200):
+                try:
+                    call(base, "GET", "/health")
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            # One run alone first (it also compiles the plugins once).
+            wait_all(base, start_runs(base, manifest, scratch, 1, "warm"), args.timeout)
+            t = time.perf_counter()
+            wait_all(base, start_runs(base, manifest, scratch, 1, "alone"), args.timeout)
+            alone = time.perf_counter() - t
+            sampler = Sampler(server.pid)
+            sampler.start()
+            t = time.perf_counter()
+            ids = start_runs(base, manifest, scratch, args.runs, "many")
+            wait_all(base, ids, args.timeout)
+            many = time.perf_counter() - t
+            sampler.stop.set()
+            sampler.join()
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+    single_rate = args.steps / alone
+    rate = args.runs * args.steps / many
+    print(f"{args.runs} concurrent runs of {args.steps} echo steps on one wfhost serve "
+          f"(--durability {args.durability})")
+    print(f"  one run alone:    {alone * 1000:9.0f} ms   {single_rate:9.0f} steps/s")
+    print(f"  {args.runs} at once:      {many * 1000:9.0f} ms   {rate:9.0f} steps/s"
+          f"   ({rate / single_rate:.1f}x the single-run rate)")
+    print(f"  peak: {sampler.peak_procs} processes, RSS {sampler.peak_rss / 1024:.0f} MiB in all, "
+          f"{sampler.peak_files} open files in all ({sampler.peak_server_files} in the server)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
