@@ -121,6 +121,12 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
     };
     let (stdout_host, stdout_child) = pipe_pair()?;
     let (stderr_host, stderr_child) = pipe_pair()?;
+    // A host started with a standard descriptor closed hands that number
+    // out again: the child's ends must not sit on 0–2, where one `dup2`
+    // would overwrite another before it is copied.
+    let stdin_child = above_stdio(stdin_child)?;
+    let stdout_child = above_stdio(stdout_child)?;
+    let stderr_child = above_stdio(stderr_child)?;
 
     let mut args = ChildArgs {
         program: program.as_ptr(),
@@ -161,6 +167,20 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
     spawned.stdout = Some(pipe::Receiver::from_owned_fd(stdout_host)?);
     spawned.stderr = Some(pipe::Receiver::from_owned_fd(stderr_host)?);
     Ok(spawned)
+}
+
+/// `fd`, moved to a number above 2 if it is one of the standard ones.
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: duplicating a descriptor we own; the copy is ours alone.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if copy < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
 fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
