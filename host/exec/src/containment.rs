@@ -22,12 +22,57 @@
 //!
 //! When the command ends, [`Tree::sweep`] kills every remembered process
 //! that still exists, every process below them, and every child the host
-//! was handed that left its session, then reaps them. Linux only; elsewhere
-//! the sweep is a no-op and the process group kill is what remains.
+//! was handed (started after the command, in another process group or
+//! session, and not a live command's first process: see [`roots`]), then
+//! reaps them. Once the first process is gone, everything left of its tree
+//! comes to the host, whose list of children only the host itself
+//! shortens, so the rounds of the sweep converge on an empty tree. This
+//! holds because the host starts nothing in a group of its own but
+//! commands. Linux only; elsewhere the sweep is a no-op and the process
+//! group kill is what remains.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::counters;
+
+/// The live command roots: every process [`crate::spawn::spawn`] started
+/// and nobody has reaped yet. A sweep never takes one for a leftover (it
+/// may be another command's, running beside), and never reaps one.
+pub(crate) mod roots {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, MutexGuard};
+
+    static LIVE: Mutex<Option<HashSet<i32>>> = Mutex::new(None);
+
+    pub(crate) struct Live(MutexGuard<'static, Option<HashSet<i32>>>);
+
+    impl Live {
+        pub(crate) fn contains(&self, pid: &i32) -> bool {
+            self.0.as_ref().is_some_and(|s| s.contains(pid))
+        }
+    }
+
+    /// The set, locked: no command starts while it is held.
+    pub(crate) fn lock() -> Live {
+        Live(LIVE.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Start a command with `start` (which returns its pid) and note it,
+    /// under the lock.
+    pub(crate) fn register(start: impl FnOnce() -> std::io::Result<i32>) -> std::io::Result<i32> {
+        let mut live = lock();
+        let pid = start()?;
+        live.0.get_or_insert_with(HashSet::new).insert(pid);
+        Ok(pid)
+    }
+
+    /// `pid` was reaped.
+    pub(crate) fn unregister(pid: i32) {
+        if let Some(set) = lock().0.as_mut() {
+            set.remove(&pid);
+        }
+    }
+}
 
 /// One process, as `/proc/<pid>/stat` describes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,24 +134,38 @@ fn children_lists() -> bool {
 }
 
 /// The children of `pid`, from the lists of all its threads (a child
-/// belongs to the thread that started it). Empty once the process is gone.
-fn listed_children(pid: i32) -> Vec<i32> {
+/// belongs to the thread that started it). Empty once the process is gone;
+/// `None` if a list did not fit one read.
+///
+/// Each list is read with a single `read`: the kernel resumes a list from
+/// the last child it handed out, and a child reaped between two reads
+/// would make it skip live ones.
+fn listed_children(pid: i32) -> Option<Vec<i32>> {
+    use std::io::Read;
     counters::count(&counters::PROC_READS);
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Vec::new();
+        return Some(Vec::new());
     };
     let mut children = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
     for task in tasks.flatten() {
         counters::count(&counters::PROC_READS);
-        let Ok(text) = std::fs::read_to_string(task.path().join("children")) else {
+        let Ok(mut file) = std::fs::File::open(task.path().join("children")) else {
             continue;
         };
+        let Ok(n) = file.read(&mut buf) else {
+            continue;
+        };
+        if n == buf.len() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&buf[..n]);
         children.extend(
             text.split_whitespace()
                 .filter_map(|c| c.parse::<i32>().ok()),
         );
     }
-    children
+    Some(children)
 }
 
 /// Where the facts about processes come from for one look: the children
@@ -147,11 +206,15 @@ impl View {
     /// The children of `pid` that still exist.
     fn children(&self, pid: i32) -> Vec<Proc> {
         match self {
-            View::Lists => listed_children(pid)
-                .into_iter()
-                .filter_map(|c| read_stat(c).map(|(p, _)| p))
-                .filter(|p| p.ppid == pid)
-                .collect(),
+            View::Lists => match listed_children(pid) {
+                Some(listed) => listed
+                    .into_iter()
+                    .filter_map(|c| read_stat(c).map(|(p, _)| p))
+                    .filter(|p| p.ppid == pid)
+                    .collect(),
+                // More children than one read holds: the slow way.
+                None => processes().into_iter().filter(|p| p.ppid == pid).collect(),
+            },
             View::Scan { children, .. } => children.get(&pid).cloned().unwrap_or_default(),
         }
     }
@@ -243,8 +306,8 @@ impl Tree {
         }
         self.swept = true;
         let me = std::process::id() as i32;
-        // SAFETY: getsid(0) has no preconditions.
-        let my_sid = unsafe { libc::getsid(0) };
+        // SAFETY: getsid and getpgid of this process have no preconditions.
+        let (my_sid, my_pgid) = unsafe { (libc::getsid(0), libc::getpgid(0)) };
         // Rounds: killing a process can orphan more, which come to us.
         for _ in 0..8 {
             let view = View::new();
@@ -253,13 +316,23 @@ impl Tree {
                 .iter()
                 .filter_map(|(pid, start)| view.proc(*pid).filter(|p| p.start == *start))
                 .collect();
-            // Children handed to the host that left the host's session:
-            // the host starts nothing that calls setsid.
-            targets.extend(
-                view.children(me)
-                    .into_iter()
-                    .filter(|p| p.sid != my_sid && p.pid != me),
-            );
+            // Children handed to the host from a command's tree: every
+            // command runs in a group of its own, and the host starts
+            // nothing else outside its own group or session, so a child in
+            // another group or session, started after this command, that
+            // is no live command's first process is a leftover. Read under
+            // the roots' lock, so that a command starting meanwhile is not
+            // taken for one.
+            let since = self.root_start.unwrap_or(0);
+            {
+                let live = roots::lock();
+                targets.extend(view.children(me).into_iter().filter(|p| {
+                    (p.pgid != my_pgid || p.sid != my_sid)
+                        && p.start >= since
+                        && p.pid != me
+                        && !live.contains(&p.pid)
+                }));
+            }
             // Still below the command's first process: it may be dying
             // (killed a moment ago), its children not yet handed on.
             if let Some(start) = self.root_start
@@ -269,7 +342,10 @@ impl Tree {
             }
             let roots: Vec<i32> = targets.iter().map(|p| p.pid).collect();
             targets.extend(view.below(&roots));
-            targets.retain(|p| p.pid != me && p.pid > 1);
+            {
+                let live = roots::lock();
+                targets.retain(|p| p.pid != me && p.pid > 1 && !live.contains(&p.pid));
+            }
             if targets.is_empty() {
                 break;
             }

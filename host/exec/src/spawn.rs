@@ -10,16 +10,21 @@
 //!
 //! This module does what `posix_spawn` does inside glibc, with that one
 //! call added: `clone(CLONE_VM | CLONE_VFORK)` runs [`child_main`] on a
-//! stack of its own in the host's memory, the host thread waits until the
-//! child has called `execve` (or failed to), and nothing is copied. The
-//! child makes only raw system calls through libc wrappers — no
+//! stack of its own (mapped, with a guard page) in the host's memory, the
+//! host thread waits until the child has called `execve` (or failed to),
+//! and nothing is copied. The child makes only system calls — no
 //! allocation, no lock — and reports a failure by writing the `errno`
-//! into the shared [`ChildArgs`]. All signals are blocked around the
-//! clone, and the child resets every handler to its default before it
-//! unblocks them, so no host handler ever runs on the child's stack.
+//! into the shared [`ChildArgs`]. Every signal (glibc's own included) is
+//! blocked around the clone, and the child resets every handler to its
+//! default before it unblocks them, so no host handler ever runs on the
+//! child's stack. Like glibc's `execvp`, a file without a `#!` line that
+//! the kernel will not run (`ENOEXEC`) is run by `/bin/sh`.
 //!
-//! The exit is waited for through a pidfd, readable when the process ends,
-//! so waiting needs no `SIGCHLD` handling and no polling.
+//! The child is a *live command root* from the clone until it is reaped
+//! (see [`crate::containment::roots`]): no sweep of another command takes
+//! it for a leftover. Its exit is waited for through a pidfd, readable
+//! when the process ends; where the kernel refuses pidfds, one thread per
+//! command waits for the exit without reaping it.
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -31,6 +36,8 @@ use std::process::ExitStatus;
 
 use tokio::io::unix::AsyncFd;
 use tokio::net::unix::pipe;
+
+use crate::containment::roots;
 
 /// What to start.
 pub struct SpawnSpec<'a> {
@@ -45,13 +52,20 @@ pub struct SpawnSpec<'a> {
     pub piped_stdin: bool,
 }
 
+/// How the end of a command is learnt.
+enum Exit {
+    /// Readable once the process has ended.
+    Pidfd(AsyncFd<OwnedFd>),
+    /// Where the kernel refuses pidfds: a thread waits for the exit
+    /// (without reaping) and says so here.
+    Thread(tokio::sync::oneshot::Receiver<()>),
+}
+
 /// A command started by [`spawn`]: the leader of a process group of its
 /// own (its pid is the group id) and a child subreaper.
 pub struct Spawned {
     pid: i32,
-    /// Readable once the process has ended; `None` where the kernel has no
-    /// pidfds (before 5.3), and the exit is then waited for on a thread.
-    pidfd: Option<AsyncFd<OwnedFd>>,
+    exit: Exit,
     reaped: bool,
     pub stdin: Option<pipe::Sender>,
     pub stdout: Option<pipe::Receiver>,
@@ -64,6 +78,8 @@ pub struct Spawned {
 struct ChildArgs {
     program: *const libc::c_char,
     argv: *const *const libc::c_char,
+    /// `sh PROGRAM ARGS…`, for a program the kernel does not run itself.
+    sh_argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
     cwd: *const libc::c_char,
     /// Become stdin, stdout and stderr.
@@ -91,85 +107,9 @@ fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Start `spec` as a new process group and child subreaper.
-pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
-    let program = cstring(spec.program.as_os_str().as_bytes(), "the program path")?;
-    let cwd = cstring(spec.cwd.as_os_str().as_bytes(), "the working directory")?;
-    let argv: Vec<CString> = spec
-        .argv
-        .iter()
-        .map(|a| cstring(a.as_bytes(), "an argument"))
-        .collect::<io::Result<_>>()?;
-    let env: Vec<CString> = spec
-        .env
-        .iter()
-        .map(|(k, v)| {
-            let mut pair = k.as_bytes().to_vec();
-            pair.push(b'=');
-            pair.extend_from_slice(v.as_bytes());
-            cstring(&pair, "an environment variable")
-        })
-        .collect::<io::Result<_>>()?;
-    let argv_ptrs = null_terminated(&argv);
-    let env_ptrs = null_terminated(&env);
-
-    let (stdin_child, stdin_host) = if spec.piped_stdin {
-        let (read, write) = pipe_pair()?;
-        (read, Some(write))
-    } else {
-        (std::fs::File::open("/dev/null")?.into(), None)
-    };
-    let (stdout_host, stdout_child) = pipe_pair()?;
-    let (stderr_host, stderr_child) = pipe_pair()?;
-    // A host started with a standard descriptor closed hands that number
-    // out again: the child's ends must not sit on 0–2, where one `dup2`
-    // would overwrite another before it is copied.
-    let stdin_child = above_stdio(stdin_child)?;
-    let stdout_child = above_stdio(stdout_child)?;
-    let stderr_child = above_stdio(stderr_child)?;
-
-    let mut args = ChildArgs {
-        program: program.as_ptr(),
-        argv: argv_ptrs.as_ptr(),
-        envp: env_ptrs.as_ptr(),
-        cwd: cwd.as_ptr(),
-        fds: [
-            stdin_child.as_raw_fd(),
-            stdout_child.as_raw_fd(),
-            stderr_child.as_raw_fd(),
-        ],
-        errno: 0,
-    };
-    let pid = clone_and_exec(&mut args)?;
-    crate::counters::count(&crate::counters::SPAWNS);
-    // The child's ends are its own now (or it is gone).
-    drop((stdin_child, stdout_child, stderr_child));
-    let errno = args.errno;
-    if errno != 0 {
-        // It exited without running the program: reap it.
-        // SAFETY: waiting for our own child.
-        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-        return Err(io::Error::from_raw_os_error(errno));
-    }
-    let mut spawned = Spawned {
-        pid,
-        pidfd: None,
-        reaped: false,
-        stdin: None,
-        stdout: None,
-        stderr: None,
-    };
-    spawned.pidfd = pidfd_open(pid).and_then(|fd| {
-        // SAFETY: an OwnedFd keeps its one descriptor open until dropped.
-        unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok()
-    });
-    spawned.stdin = stdin_host.map(pipe::Sender::from_owned_fd).transpose()?;
-    spawned.stdout = Some(pipe::Receiver::from_owned_fd(stdout_host)?);
-    spawned.stderr = Some(pipe::Receiver::from_owned_fd(stderr_host)?);
-    Ok(spawned)
-}
-
-/// `fd`, moved to a number above 2 if it is one of the standard ones.
+/// `fd`, moved to a number above 2 if it is one of the standard ones: a
+/// host started with a standard descriptor closed hands that number out
+/// again, and in the child one `dup2` would overwrite another's source.
 fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
@@ -183,7 +123,7 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(copy) })
 }
 
-fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
+fn null_terminated(strings: &[&CString]) -> Vec<*const libc::c_char> {
     strings
         .iter()
         .map(|s| s.as_ptr())
@@ -191,38 +131,226 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
+/// The C strings of a command, owned while the child may read them.
+struct CStrings {
+    program: CString,
+    cwd: CString,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    sh: CString,
+}
+
+impl CStrings {
+    fn new(spec: &SpawnSpec<'_>) -> io::Result<CStrings> {
+        // Absolute: the child changes directory before it execs.
+        let program = std::path::absolute(spec.program)?;
+        let env = spec.env.iter().map(|(k, v)| {
+            let mut pair = k.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(v.as_bytes());
+            cstring(&pair, "an environment variable")
+        });
+        Ok(CStrings {
+            program: cstring(program.as_os_str().as_bytes(), "the program path")?,
+            cwd: cstring(spec.cwd.as_os_str().as_bytes(), "the working directory")?,
+            argv: spec
+                .argv
+                .iter()
+                .map(|a| cstring(a.as_bytes(), "an argument"))
+                .collect::<io::Result<_>>()?,
+            env: env.collect::<io::Result<_>>()?,
+            sh: cstring(b"sh", "")?,
+        })
+    }
+}
+
+/// Start `spec` as a new process group and child subreaper.
+pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
+    let strings = CStrings::new(spec)?;
+    let argv_ptrs = null_terminated(&strings.argv.iter().collect::<Vec<_>>());
+    let env_ptrs = null_terminated(&strings.env.iter().collect::<Vec<_>>());
+    let sh_args: Vec<&CString> = [&strings.sh, &strings.program]
+        .into_iter()
+        .chain(strings.argv.iter().skip(1))
+        .collect();
+    let sh_ptrs = null_terminated(&sh_args);
+
+    let (stdin_child, stdin_host) = if spec.piped_stdin {
+        let (read, write) = pipe_pair()?;
+        (read, Some(write))
+    } else {
+        (std::fs::File::open("/dev/null")?.into(), None)
+    };
+    let (stdout_host, stdout_child) = pipe_pair()?;
+    let (stderr_host, stderr_child) = pipe_pair()?;
+    let stdin_child = above_stdio(stdin_child)?;
+    let stdout_child = above_stdio(stdout_child)?;
+    let stderr_child = above_stdio(stderr_child)?;
+
+    let mut args = ChildArgs {
+        program: strings.program.as_ptr(),
+        argv: argv_ptrs.as_ptr(),
+        sh_argv: sh_ptrs.as_ptr(),
+        envp: env_ptrs.as_ptr(),
+        cwd: strings.cwd.as_ptr(),
+        fds: [
+            stdin_child.as_raw_fd(),
+            stdout_child.as_raw_fd(),
+            stderr_child.as_raw_fd(),
+        ],
+        errno: 0,
+    };
+    let pid = roots::register(|| clone_and_exec(&mut args))?;
+    crate::counters::count(&crate::counters::SPAWNS);
+    // The child's ends are its own now (or it is gone).
+    drop((stdin_child, stdout_child, stderr_child));
+    if args.errno != 0 {
+        // It exited without running the program: reap it.
+        blocking_wait(pid)?;
+        roots::unregister(pid);
+        return Err(io::Error::from_raw_os_error(args.errno));
+    }
+    let mut spawned = Spawned {
+        pid,
+        exit: exit_watch(pid),
+        reaped: false,
+        stdin: None,
+        stdout: None,
+        stderr: None,
+    };
+    spawned.stdin = stdin_host.map(pipe::Sender::from_owned_fd).transpose()?;
+    spawned.stdout = Some(pipe::Receiver::from_owned_fd(stdout_host)?);
+    spawned.stderr = Some(pipe::Receiver::from_owned_fd(stderr_host)?);
+    Ok(spawned)
+}
+
+/// How to learn that `pid` (our unreaped child) ended: its pidfd, else a
+/// thread that waits for the exit without reaping.
+fn exit_watch(pid: i32) -> Exit {
+    #[cfg(test)]
+    let refused = tests::NO_PIDFD.get();
+    #[cfg(not(test))]
+    let refused = false;
+    if !refused && let Some(fd) = pidfd_open(pid) {
+        // SAFETY: an OwnedFd keeps its one descriptor open until dropped.
+        match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
+            Ok(fd) => return Exit::Pidfd(fd),
+            Err(e) => tracing::debug!(pid, "a pidfd cannot be watched: {e}"),
+        }
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let waiter = std::thread::Builder::new()
+        .name("wfhost-exit-wait".into())
+        .spawn(move || {
+            // SAFETY: waiting, without reaping, for our own child.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            loop {
+                let r = unsafe {
+                    libc::waitid(
+                        libc::P_PID,
+                        pid as libc::id_t,
+                        &mut info,
+                        libc::WEXITED | libc::WNOWAIT,
+                    )
+                };
+                if r == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                    break;
+                }
+            }
+            let _ = tx.send(());
+        });
+    if let Err(e) = waiter {
+        tracing::warn!(pid, "cannot start a thread to wait for a command: {e}");
+    }
+    Exit::Thread(rx)
+}
+
 /// The size of the child's stack: it runs a handful of system calls.
 const CHILD_STACK: usize = 64 * 1024;
+/// Below it, a page that faults: an overflow never reaches the heap.
+const GUARD: usize = 4096;
+
+/// A mapped stack with a guard page, unmapped when dropped.
+struct Stack(*mut libc::c_void);
+
+impl Stack {
+    fn new() -> io::Result<Stack> {
+        // SAFETY: a fresh private anonymous mapping, then its lowest page
+        // made inaccessible.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                GUARD + CHILD_STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let stack = Stack(base);
+            if libc::mprotect(base, GUARD, libc::PROT_NONE) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(stack)
+        }
+    }
+
+    /// The top (the stack grows down), page aligned.
+    fn top(&self) -> *mut libc::c_void {
+        // SAFETY: the end of the mapping.
+        unsafe { self.0.cast::<u8>().add(GUARD + CHILD_STACK).cast() }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used.
+        unsafe { libc::munmap(self.0, GUARD + CHILD_STACK) };
+    }
+}
+
+/// The calling thread's signal mask set to `mask` (all 64 bits: glibc's
+/// `sigfillset` leaves out the two signals it keeps for itself, which
+/// must not reach the child either). The previous mask.
+fn set_signal_mask(mask: u64) -> u64 {
+    let mut old: u64 = 0;
+    // SAFETY: rt_sigprocmask with 8-byte sets, the kernel's size.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &mask,
+            &mut old,
+            8usize,
+        );
+    }
+    old
+}
 
 /// Clone a child sharing our memory that runs [`child_main`] and execs;
 /// returns once it has (or has failed to). Its pid.
 fn clone_and_exec(args: &mut ChildArgs) -> io::Result<i32> {
-    // 16-byte aligned, as the ABI wants a stack to be.
-    let mut stack = vec![0u128; CHILD_STACK / 16];
-    // SAFETY: one past the end of the allocation; the stack grows down.
-    let top = unsafe { stack.as_mut_ptr().add(stack.len()) }.cast::<libc::c_void>();
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: plain signal mask calls on valid sigset_t values. The child
-    // starts with every signal blocked and resets the handlers before it
-    // restores `old`.
+    let stack = Stack::new()?;
+    let old = set_signal_mask(!0);
+    // SAFETY: the child runs child_main on its own stack with every signal
+    // blocked; CLONE_VFORK suspends this thread until it has exec'd or
+    // exited, so `args` and the stack outlive its use of them.
     let pid = unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
+        libc::clone(
             child_main,
-            top,
+            stack.top(),
             libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
             (args as *mut ChildArgs).cast(),
-        );
-        let error = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(error);
-        }
-        pid
+        )
     };
+    let error = io::Error::last_os_error();
+    set_signal_mask(old);
     drop(stack);
+    if pid < 0 {
+        return Err(error);
+    }
     Ok(pid)
 }
 
@@ -245,14 +373,9 @@ extern "C" fn child_main(raw: *mut libc::c_void) -> libc::c_int {
             fail(args);
         }
         for (target, fd) in args.fds.into_iter().enumerate() {
-            let target = target as RawFd;
-            // dup2 onto itself keeps close-on-exec set: clear it instead.
-            let ok = if fd == target {
-                libc::fcntl(fd, libc::F_SETFD, 0) == 0
-            } else {
-                libc::dup2(fd, target) == target
-            };
-            if !ok {
+            // Every source is above 2 (`above_stdio`), so no dup2 here
+            // overwrites a later one's source.
+            if libc::dup2(fd, target as RawFd) != target as RawFd {
                 fail(args);
             }
         }
@@ -260,6 +383,10 @@ extern "C" fn child_main(raw: *mut libc::c_void) -> libc::c_int {
             fail(args);
         }
         libc::execve(args.program, args.argv, args.envp);
+        if *libc::__errno_location() == libc::ENOEXEC {
+            // No `#!` line: a shell script, as `execvp` runs it.
+            libc::execve(c"/bin/sh".as_ptr(), args.sh_argv, args.envp);
+        }
         fail(args)
     }
 }
@@ -288,10 +415,8 @@ unsafe fn reset_signals() {
                 libc::sigaction(sig, &default, std::ptr::null_mut());
             }
         }
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
     }
+    set_signal_mask(0);
 }
 
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
@@ -307,48 +432,55 @@ impl Spawned {
         self.pid as u32
     }
 
-    /// Wait for the process to end and reap it.
+    /// Wait for the process to end and reap it. Cancel-safe: a wait given
+    /// up on (a `select!` that took another branch) loses nothing.
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-        if self.reaped {
-            return Err(io::Error::other("the process was already reaped"));
-        }
         loop {
             if let Some(status) = self.try_reap()? {
                 return Ok(status);
             }
-            match &self.pidfd {
-                Some(fd) => fd.readable().await?.clear_ready(),
-                None => {
-                    let pid = self.pid;
-                    let status = tokio::task::spawn_blocking(move || blocking_wait(pid))
-                        .await
-                        .map_err(io::Error::other)??;
-                    self.reaped = true;
-                    return Ok(status);
+            match &mut self.exit {
+                Exit::Pidfd(fd) => fd.readable().await?.clear_ready(),
+                Exit::Thread(rx) => {
+                    // Sent, or the thread is gone: look again, then at
+                    // worst every few milliseconds.
+                    if rx.await.is_err() {
+                        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    }
                 }
             }
         }
     }
 
     fn try_reap(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.reaped {
+            return Err(io::Error::other("the process was already reaped"));
+        }
         let mut status = 0;
         // SAFETY: a non-blocking wait for our own child.
         let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-        match r {
-            0 => Ok(None),
-            r if r == self.pid => {
-                self.reaped = true;
-                Ok(Some(ExitStatus::from_raw(status)))
-            }
+        if r == self.pid {
+            self.mark_reaped();
+            return Ok(Some(ExitStatus::from_raw(status)));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => Ok(None),
             _ => {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
+                // ECHILD: someone else reaped it; its pid is not ours to
+                // signal any more.
+                self.mark_reaped();
+                Err(e)
             }
         }
+    }
+
+    fn mark_reaped(&mut self) {
+        self.reaped = true;
+        roots::unregister(self.pid);
     }
 }
 
@@ -374,13 +506,36 @@ impl Drop for Spawned {
         if self.reaped {
             return;
         }
-        // SAFETY: our own unreaped child, so the pid is still its.
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
-        if matches!(self.try_reap(), Ok(Some(_))) {
+        match &self.exit {
+            // SAFETY: signalling through the pidfd reaches this process
+            // and no other, whatever became of its pid.
+            Exit::Pidfd(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGKILL,
+                    0usize,
+                    0u32,
+                );
+            },
+            // SAFETY: our own unreaped child, so the pid is still its.
+            Exit::Thread(_) => unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+            },
+        }
+        if matches!(self.try_reap(), Ok(Some(_)) | Err(_)) {
             return;
         }
         let pid = self.pid;
-        std::thread::spawn(move || blocking_wait(pid));
+        let reaper = std::thread::Builder::new()
+            .name("wfhost-reap".into())
+            .spawn(move || {
+                let _ = blocking_wait(pid);
+                roots::unregister(pid);
+            });
+        if reaper.is_err() {
+            tracing::warn!(pid, "cannot start a thread to reap a killed command");
+        }
     }
 }
 
@@ -388,6 +543,30 @@ impl Drop for Spawned {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    thread_local! {
+        /// Act as a kernel that refuses pidfds, for this thread's spawns.
+        pub(super) static NO_PIDFD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    #[tokio::test]
+    async fn without_pidfds_a_wait_given_up_on_again_and_again_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = ["sh", "-c", "sleep 0.2; exit 7"].map(String::from).to_vec();
+        NO_PIDFD.set(true);
+        let spawned = spawn(&spec(Path::new("/bin/sh"), &argv, dir.path()));
+        NO_PIDFD.set(false);
+        let mut child = spawned.unwrap();
+        assert!(matches!(child.exit, Exit::Thread(_)));
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status.unwrap(),
+                _ = tokio::time::sleep(std::time::Duration::from_millis(20)) => {}
+            }
+        };
+        assert_eq!(status.code(), Some(7));
+        assert!(child.wait().await.is_err(), "reaped once");
+    }
 
     fn spec<'a>(program: &'a Path, argv: &'a [String], cwd: &'a Path) -> SpawnSpec<'a> {
         SpawnSpec {

@@ -404,3 +404,37 @@ async fn every_command_sees_its_own_directory_as_pwd() {
         out(3)
     );
 }
+
+#[tokio::test]
+async fn an_orphan_in_a_group_of_its_own_does_not_outlive_its_command() {
+    // Not a new session, only a new process group, orphaned at once, and
+    // the command ends as soon as it is there (before the command's tree is
+    // first looked at): the host adopts it, and it is neither in the
+    // command's group nor in another session.
+    let (pid, _dir) = daemon_pid_after(
+        "(perl -e 'setpgrp(0, 0); open(my $f, \">\", \"PIDFILE\"); print $f $$; close $f; sleep 30' </dev/null >/dev/null 2>&1 &) ; while [ ! -s PIDFILE ]; do sleep 0.005; done",
+        None,
+    )
+    .await;
+    assert!(
+        !running(pid),
+        "process {pid} in its own group outlived its command"
+    );
+}
+
+#[tokio::test]
+async fn a_script_without_a_shebang_line_runs_with_sh() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("plain-script");
+    std::fs::write(&script, "echo \"from a plain script: $1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outcome = run_local(&request(dir.path(), vec![cmd(&["./plain-script", "hi"])]))
+        .await
+        .unwrap();
+    assert!(outcome.succeeded, "{outcome:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".output/exec/bundle/cmd-1.stdout")).unwrap(),
+        "from a plain script: hi\n"
+    );
+}
