@@ -74,9 +74,7 @@ fn git_snapshot(status: &str) -> String {
 
 /// One changed-entry line of the porcelain v2 format, in the short format.
 fn short_change(line: &str) -> Option<String> {
-    let mut fields = line.splitn(2, ' ');
-    let kind = fields.next()?;
-    let rest = fields.next()?;
+    let (kind, rest) = line.split_once(' ')?;
     // Fields before the path: ordinary 7, renamed or copied 8, unmerged 9.
     let before_path = match kind {
         "1" => 7,
