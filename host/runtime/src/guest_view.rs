@@ -21,10 +21,17 @@ pub(crate) struct GuestView {
 
 impl GuestView {
     /// The view of a block working in `workspace`, of a run whose main
-    /// workspace is `main` (the same but for lanes).
+    /// workspace is `main` (the same but for lanes). A directory is
+    /// resolved once however often it is named (a block of the main
+    /// workspace, every block of a run, names it twice).
     pub(crate) fn new(workspace: &Path, main: &Path) -> GuestView {
         let mut paths = Vec::new();
-        for dir in [workspace, main] {
+        let dirs: &[&Path] = if workspace == main {
+            &[workspace]
+        } else {
+            &[workspace, main]
+        };
+        for dir in dirs {
             for path in [Some(dir.to_path_buf()), dir.canonicalize().ok()]
                 .into_iter()
                 .flatten()
