@@ -79,13 +79,17 @@ fn sum_of(text: &str, what: &str, field: &str) -> (u64, u64) {
 fn agent_requests(text: &str) -> std::collections::BTreeMap<String, u64> {
     let mut by_route = std::collections::BTreeMap::new();
     for line in text.lines().filter(|l| l.contains("request answered")) {
-        let Some(path) = line
-            .split("path=")
-            .nth(1)
-            .and_then(|rest| rest.split([' ', '}']).next())
-        else {
+        // `http{method=POST path=/v1/jobs/{id}/complete status=200 …}:`:
+        // the route template holds braces, the span ends with `}:`.
+        let Some(rest) = line.split("path=").nth(1) else {
             continue;
         };
+        let end = [rest.find(' '), rest.find("}:")]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(rest.len());
+        let path = &rest[..end];
         let agents = path.starts_with("/v1/agent/")
             || path.starts_with("/v1/jobs/{id}/")
             || path.starts_with("/v1/definitions/");

@@ -249,14 +249,13 @@ impl Store {
         let err = |e| StoreError::from_sqlite(&path, e);
         queue(&tx, num, new, now_ms).map_err(err)?;
         let job = tx
-            .query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
                      WHERE j.run = ?1 AND j.branch = ?2 AND j.step = ?3 AND j.lane = ?4"
-                ),
-                params![num, new.branch, new.step as i64, new.lane],
-                job_row,
-            )
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![num, new.branch, new.step as i64, new.lane], job_row)
+            })
             .map_err(err)?;
         tx.commit().map_err(err)?;
         self.ring_servers();
@@ -264,6 +263,24 @@ impl Store {
             .record("job_id", job.id)
             .record("attempt", job.attempt);
         Ok(job)
+    }
+
+    /// The job queued for `new`'s (run, branch, step, lane), if there is
+    /// one (a read: no write lock) — as a block's start queues it.
+    pub fn queued_job(&self, new: &NewJob<'_>) -> Result<Option<Job>, StoreError> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
+                 WHERE r.id = ?1 AND j.branch = ?2 AND j.step = ?3 AND j.lane = ?4"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![new.run_id, new.branch, new.step as i64, new.lane],
+                    job_row,
+                )
+                .optional()
+            })
+            .map_err(|e| self.err(e))
     }
 
     /// Whether any job waits for an agent (a read: no write lock).
@@ -331,13 +348,10 @@ impl Store {
             return Ok(None);
         }
         let (job, request) = tx
-            .query_row(
-                &format!(
+            .prepare_cached(&format!(
                     "SELECT {COLUMNS}, j.request FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
-                ),
-                [id],
-                |row| Ok((job_row(row)?, row.get::<_, String>(14)?)),
-            )
+            ))
+            .and_then(|mut s| s.query_row([id], |row| Ok((job_row(row)?, row.get::<_, String>(14)?))))
             .map_err(err)?;
         record(&tx, id, now_ms, "leased", job.attempt, Some(agent), "").map_err(err)?;
         tx.commit().map_err(err)?;
@@ -548,13 +562,10 @@ impl Store {
             return Ok(Completion::Refused(lost));
         }
         let done = tx
-            .query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
-                ),
-                [job],
-                job_row,
-            )
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
+            ))
+            .and_then(|mut s| s.query_row([job], job_row))
             .map_err(err)?;
         let response = respond(&done);
         tx.prepare_cached("UPDATE jobs SET response = ?2 WHERE id = ?1")

@@ -210,10 +210,15 @@ impl<'p> RunJobs<'p> {
             requires: &requires,
             request: &text,
         };
-        let queued = self
-            .store()
-            .enqueue_job(&new, wfhost_store::time::now_ms())
-            .map_err(|e| format!("cannot queue the block's job: {e}"))?;
+        let mut store = self.store();
+        // Queued with the block's start, usually: found with a read.
+        let found = store.queued_job(&new).ok().flatten();
+        let queued = match found {
+            Some(job) => job,
+            None => store
+                .enqueue_job(&new, wfhost_store::time::now_ms())
+                .map_err(|e| format!("cannot queue the block's job: {e}"))?,
+        };
         Ok((queued.id, finished(&queued)))
     }
 
