@@ -115,6 +115,9 @@ class Served:
                     return event
 
     def run(self, manifest, ws, steps):
+        # A workspace of its own: the last run's process may still hold
+        # its workspace's lock for a moment after its end is recorded.
+        ws = fresh(ws)
         t = time.perf_counter()
         run = self.start(manifest, ws, steps)
         event = self.finished(run)
@@ -124,7 +127,18 @@ class Served:
         return wall
 
 
+RUNS = iter(range(1 << 30))
+
+
+def fresh(parent):
+    """A new empty workspace under `parent`."""
+    ws = os.path.join(parent, f"run-{next(RUNS)}")
+    os.makedirs(ws)
+    return ws
+
+
 def cli_run(wfhost, env, manifest_path, ws, steps):
+    ws = fresh(ws)
     t = time.perf_counter()
     out = subprocess.run([wfhost, "run", manifest_path, "-w", ws, "--max-steps",
                           str(steps + 10), "--json"],
