@@ -15,7 +15,11 @@
 #   $PEERS_VENV) and a native spawn reference. BENCH_SHAPES, BENCH_ROUNDS,
 #   ECHO_SIZES, PEERS_MAX_STEPS, FIBO_TASKS, FIBO_N, PEERS, PEER_TIMEOUT:
 #   see compare.py.
-# - server: bench/server/run.sh when it exists (run with WFHOST_BIN set).
+# - server: bench/server/bench.py (a 3-block run from POST /v1/runs to its
+#   end, local and remote agent; a chain's per-step cost through serve
+#   against wfhost run; SERVER_RUNS, SERVER_CHAIN) and
+#   bench/server/concurrent_runs.py (CONCURRENT_RUNS runs of
+#   CONCURRENT_STEPS steps at once on one serve).
 # - obelisk: bench/obelisk/run.sh (OBELISK_INSTALL=1 builds Obelisk).
 #
 # Builds the native fibo program and its launcher with gcc and the fibo
@@ -76,11 +80,11 @@ fi
 
 if [[ $parts == *,server,* ]]; then
   echo
-  if [ -x "$here/server/run.sh" ]; then
-    WFHOST_BIN=$wfhost "$here/server/run.sh" || status=1
-  else
-    echo "server path: bench/server/run.sh is not there yet; skipped"
-  fi
+  python3 "$here/server/bench.py" "$wfhost" --runs "${SERVER_RUNS:-60}" \
+    --rounds "${BENCH_ROUNDS:-5}" --chain "${SERVER_CHAIN:-100}" || status=1
+  echo
+  python3 "$here/server/concurrent_runs.py" "$wfhost" --runs "${CONCURRENT_RUNS:-100}" \
+    --steps "${CONCURRENT_STEPS:-100}" || status=1
 fi
 
 if [[ $parts == *,obelisk,* ]]; then

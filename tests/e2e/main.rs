@@ -27,6 +27,7 @@ mod run;
 mod secrets;
 mod serve;
 mod serve_abuse;
+mod server_budget;
 mod session_files;
 mod slurm_agents;
 mod slurm_arrays;

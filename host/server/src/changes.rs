@@ -1,19 +1,27 @@
 //! Learning at once that the store changed. Runs are written by other
-//! processes (each `wfhost run`, `gate`, `resume`), so there is nothing to
-//! subscribe to: one thread per server asks SQLite every few milliseconds
-//! whether another connection committed (`PRAGMA data_version`, a read of
-//! shared memory, no I/O), and wakes the event streams when one did. A
-//! stream then reads its run's new events; an idle server costs a pragma
-//! per tick, whatever the number of streams.
+//! processes (each `wfhost run`, `gate`, `resume`, and the run processes
+//! of this server), so one thread per server waits on the server's
+//! doorbell (`wfhost_store::bell`), which those processes ring after each
+//! commit, then asks SQLite whether another connection committed (`PRAGMA
+//! data_version`, a read of shared memory, no I/O) and wakes the event
+//! streams and the agents' lease waiters when one did. They then read the
+//! store. Whatever was not rung for (a writer that does not ring: an older
+//! wfhost, a ring lost) is seen within [`FALLBACK`]; without a doorbell
+//! (it could not be bound) the thread asks every [`TICK`] as before.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use wfhost_store::Store;
+use wfhost_store::bell::Bell;
 
-/// How often the store is asked.
+/// How often the store is asked when the server has no doorbell.
 pub(crate) const TICK: Duration = Duration::from_millis(5);
+/// How often the store is asked at the latest when nothing rang.
+pub(crate) const FALLBACK: Duration = Duration::from_millis(100);
+/// How often the store is opened again (a store removed and made again).
+const REOPEN: Duration = Duration::from_secs(10);
 
 /// Start watching the store in `home`; the receiver's value changes after
 /// each commit by another connection. The thread ends when every receiver
@@ -29,15 +37,24 @@ pub(crate) fn watch(home: PathBuf) -> watch::Receiver<u64> {
 }
 
 fn run(home: PathBuf, tx: watch::Sender<u64>) {
+    let mut bell: Option<Bell> = None;
+    let mut warned = false;
     let mut store: Option<(Store, i64)> = None;
-    let mut since_open = 0u32;
+    let mut opened = Instant::now();
     while !tx.is_closed() {
-        std::thread::sleep(TICK);
-        since_open += 1;
+        match &bell {
+            Some(bell) => {
+                bell.wait(Some(FALLBACK));
+            }
+            None => std::thread::sleep(TICK),
+        }
         // A store made after the server started, or replaced, is opened
-        // (again) now and then.
-        if store.is_none() || since_open >= 2000 {
-            since_open = 0;
+        // (again) now and then; the doorbell is bound once the home exists.
+        if store.is_none() || opened.elapsed() >= REOPEN {
+            opened = Instant::now();
+            if bell.is_none() && home.is_dir() {
+                bell = bind(&home, &mut warned);
+            }
             store = Store::open_existing(&home)
                 .ok()
                 .and_then(|s| s.data_version().ok().map(|v| (s, v)));
@@ -56,6 +73,21 @@ fn run(home: PathBuf, tx: watch::Sender<u64>) {
             Err(_) => store = None,
         }
     }
+}
+
+/// The server's doorbell, or None (said once) when it cannot be bound.
+fn bind(home: &std::path::Path, warned: &mut bool) -> Option<Bell> {
+    Bell::for_server(home)
+        .map_err(|e| {
+            if !std::mem::replace(warned, true) {
+                tracing::warn!(
+                    "cannot bind the server's doorbell in {}: {e}; the store is asked every {} ms instead",
+                    home.display(),
+                    TICK.as_millis()
+                );
+            }
+        })
+        .ok()
 }
 
 #[cfg(test)]

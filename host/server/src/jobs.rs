@@ -12,7 +12,7 @@
 //! one that counts: every answer carries `server_now_ms`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -94,6 +94,10 @@ fn check_lease_body(body: &LeaseBody) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The longest a lease waiter sleeps without looking at the queue: what a
+/// lost doorbell ring costs at most.
+pub const LEASE_FALLBACK: Duration = Duration::from_millis(250);
+
 /// `POST /v1/agent/lease`: the oldest queued job this agent can run,
 /// leased to it; `job: null` when none came within `wait_ms`.
 #[tracing::instrument(name = "job.lease", skip_all, fields(agent = tracing::field::Empty, wait_ms = body.wait_ms))]
@@ -104,32 +108,45 @@ pub(crate) async fn lease(
     check_lease_body(&body)?;
     tracing::Span::current().record("agent", body.agent.as_str());
     let lease_ms = state.lease.as_millis() as i64;
-    let stores = state.stores.clone();
-    let stopping = state.stopping.clone();
-    // The wait is a loop of cheap reads on one connection (a millisecond
-    // apart), on the blocking pool: jobs are queued by other processes. A
-    // server that begins to stop answers "no job" at once.
-    blocking(move || {
-        let deadline = std::time::Instant::now() + Duration::from_millis(body.wait_ms);
-        let mut store = None;
-        loop {
-            if store.is_none() {
-                store = stores.if_any()?;
-            }
-            if let Some(store) = store.as_mut()
-                && let Some(answer) = claim(store, &body, lease_ms)?
-            {
-                return Ok(Json(answer));
-            }
-            if std::time::Instant::now() >= deadline
-                || stopping.load(std::sync::atomic::Ordering::Relaxed)
-            {
-                return Ok(Json(json!({"job": null, "server_now_ms": now_ms()})));
-            }
-            std::thread::sleep(Duration::from_millis(1));
+    let deadline = Instant::now() + Duration::from_millis(body.wait_ms);
+    let body = Arc::new(body);
+    // Jobs are queued by other processes, which ring the server's doorbell:
+    // the store's watcher then wakes `changes`, and the queue is looked at
+    // again (on the blocking pool). Nothing rang for `LEASE_FALLBACK`: look
+    // anyway. A server that begins to stop answers "no job" at once.
+    let mut changes = state.changes.clone();
+    let mut looks = 0u32;
+    let answer = loop {
+        // A commit from here on wakes the wait below.
+        changes.mark_unchanged();
+        looks += 1;
+        let (stores, asked) = (state.stores.clone(), Arc::clone(&body));
+        let found = blocking(move || match stores.if_any()? {
+            Some(mut store) => claim(&mut store, &asked, lease_ms),
+            None => Ok(None),
+        })
+        .await?;
+        if let Some(answer) = found {
+            break answer;
         }
-    })
-    .await
+        let now = Instant::now();
+        if now >= deadline || state.stopping.begun() {
+            break json!({"job": null, "server_now_ms": now_ms()});
+        }
+        let wait = (deadline - now).min(LEASE_FALLBACK);
+        tokio::select! {
+            changed = changes.changed() => {
+                // No watcher: look on a short timer instead.
+                if changed.is_err() {
+                    tokio::time::sleep(wait.min(crate::changes::TICK)).await;
+                }
+            }
+            () = tokio::time::sleep(wait) => {}
+            () = state.stopping.wait() => {}
+        }
+    };
+    tracing::debug!(looks, "lease answered");
+    Ok(Json(answer))
 }
 
 fn claim(store: &mut Store, body: &LeaseBody, lease_ms: i64) -> Result<Option<Value>, ApiError> {

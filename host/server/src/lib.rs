@@ -78,9 +78,37 @@ pub(crate) struct AppState {
     pub lease: std::time::Duration,
     /// Set when the server begins to stop: waits under way (a lease's long
     /// poll) end at once, so that stopping does not wait for them.
-    pub stopping: Arc<std::sync::atomic::AtomicBool>,
+    pub stopping: Arc<Stopping>,
     /// [`ServerConfig::projects_root`].
     pub projects_root: Option<Arc<PathBuf>>,
+}
+
+/// Whether the server began to stop, and the waits to wake when it does.
+#[derive(Default)]
+pub(crate) struct Stopping {
+    begun: std::sync::atomic::AtomicBool,
+    wake: tokio::sync::Notify,
+}
+
+impl Stopping {
+    fn begin(&self) {
+        self.begun.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.wake.notify_waiters();
+    }
+
+    pub(crate) fn begun(&self) -> bool {
+        self.begun.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves once the server begins to stop.
+    pub(crate) async fn wait(&self) {
+        let woken = self.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if !self.begun() {
+            woken.await;
+        }
+    }
 }
 
 impl ServerConfig {
@@ -209,7 +237,7 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     let stopping = Arc::clone(&state.stopping);
     let stop = async move {
         shutdown().await;
-        stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+        stopping.begin();
     };
     conn::serve(listener, routes(state, &config), tokens, limits, stop).await;
     reconcile.abort();

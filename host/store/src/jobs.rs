@@ -249,20 +249,38 @@ impl Store {
         let err = |e| StoreError::from_sqlite(&path, e);
         queue(&tx, num, new, now_ms).map_err(err)?;
         let job = tx
-            .query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
                      WHERE j.run = ?1 AND j.branch = ?2 AND j.step = ?3 AND j.lane = ?4"
-                ),
-                params![num, new.branch, new.step as i64, new.lane],
-                job_row,
-            )
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![num, new.branch, new.step as i64, new.lane], job_row)
+            })
             .map_err(err)?;
         tx.commit().map_err(err)?;
+        self.ring_servers();
         tracing::Span::current()
             .record("job_id", job.id)
             .record("attempt", job.attempt);
         Ok(job)
+    }
+
+    /// The job queued for `new`'s (run, branch, step, lane), if there is
+    /// one (a read: no write lock) — as a block's start queues it.
+    pub fn queued_job(&self, new: &NewJob<'_>) -> Result<Option<Job>, StoreError> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
+                 WHERE r.id = ?1 AND j.branch = ?2 AND j.step = ?3 AND j.lane = ?4"
+            ))
+            .and_then(|mut s| {
+                s.query_row(
+                    params![new.run_id, new.branch, new.step as i64, new.lane],
+                    job_row,
+                )
+                .optional()
+            })
+            .map_err(|e| self.err(e))
     }
 
     /// Whether any job waits for an agent (a read: no write lock).
@@ -274,9 +292,20 @@ impl Store {
     }
 
     /// Lease the oldest queued job whose needs are among `capabilities`,
-    /// for `lease_ms`. None when there is none.
-    #[tracing::instrument(name = "store.claim_job", level = "debug", skip_all, fields(agent = %agent, job_id = tracing::field::Empty, run_id = tracing::field::Empty, attempt = tracing::field::Empty))]
+    /// for `lease_ms`. None when there is none. Not synced (see
+    /// [`Store::unsynced`]): the run's next step makes it durable.
     pub fn claim_job(
+        &mut self,
+        agent: &str,
+        capabilities: &[String],
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<Lease>, StoreError> {
+        self.unsynced(|store| store.claim(agent, capabilities, lease_ms, now_ms))
+    }
+
+    #[tracing::instrument(name = "store.claim_job", level = "debug", skip_all, fields(agent = %agent, job_id = tracing::field::Empty, run_id = tracing::field::Empty, attempt = tracing::field::Empty))]
+    fn claim(
         &mut self,
         agent: &str,
         capabilities: &[String],
@@ -319,13 +348,10 @@ impl Store {
             return Ok(None);
         }
         let (job, request) = tx
-            .query_row(
-                &format!(
+            .prepare_cached(&format!(
                     "SELECT {COLUMNS}, j.request FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
-                ),
-                [id],
-                |row| Ok((job_row(row)?, row.get::<_, String>(14)?)),
-            )
+            ))
+            .and_then(|mut s| s.query_row([id], |row| Ok((job_row(row)?, row.get::<_, String>(14)?))))
             .map_err(err)?;
         record(&tx, id, now_ms, "leased", job.attempt, Some(agent), "").map_err(err)?;
         tx.commit().map_err(err)?;
@@ -427,9 +453,22 @@ impl Store {
     }
 
     /// Extend the lease `(job, attempt, token)` to `now + lease_ms`;
-    /// returns the new expiry, or why the lease is not held any more.
-    #[tracing::instrument(name = "store.heartbeat_job", level = "debug", skip_all, fields(job_id = job, attempt = attempt))]
+    /// returns the new expiry, or why the lease is not held any more. Not
+    /// synced: an extension lost on a power cut lets the lease run out
+    /// sooner, which only queues the job again.
     pub fn heartbeat_job(
+        &mut self,
+        job: i64,
+        attempt: u32,
+        token: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Result<i64, LeaseLost>, StoreError> {
+        self.unsynced(|store| store.heartbeat(job, attempt, token, lease_ms, now_ms))
+    }
+
+    #[tracing::instrument(name = "store.heartbeat_job", level = "debug", skip_all, fields(job_id = job, attempt = attempt))]
+    fn heartbeat(
         &mut self,
         job: i64,
         attempt: u32,
@@ -457,9 +496,33 @@ impl Store {
     /// Complete the lease `(job, attempt, token)` with `result` (JSON);
     /// `succeeded` says which final state. `respond` makes the response
     /// body from the job as completed; it is stored and replayed to the
-    /// same completion sent again.
-    #[tracing::instrument(name = "store.complete_job", skip_all, fields(job_id = lease.0, attempt = lease.1, succeeded = succeeded, run_id = tracing::field::Empty))]
+    /// same completion sent again. Not synced (see [`Store::unsynced`]):
+    /// the run reads it, then records the block's completion in a synced
+    /// commit that carries this one to disk with it. The run's process is
+    /// rung.
     pub fn complete_job(
+        &mut self,
+        lease: (i64, u32, &str),
+        succeeded: bool,
+        result: &str,
+        now_ms: i64,
+        respond: impl FnOnce(&Job) -> String,
+    ) -> Result<Completion, StoreError> {
+        let mut run = None;
+        let done = self.unsynced(|store| {
+            store.complete(lease, succeeded, result, now_ms, |job| {
+                run = Some(job.run_id.clone());
+                respond(job)
+            })
+        })?;
+        if let (Completion::Accepted { .. }, Some(run)) = (&done, run) {
+            self.ring_run(&run);
+        }
+        Ok(done)
+    }
+
+    #[tracing::instrument(name = "store.complete_job", skip_all, fields(job_id = lease.0, attempt = lease.1, succeeded = succeeded, run_id = tracing::field::Empty))]
+    fn complete(
         &mut self,
         lease: (i64, u32, &str),
         succeeded: bool,
@@ -499,13 +562,10 @@ impl Store {
             return Ok(Completion::Refused(lost));
         }
         let done = tx
-            .query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
-                ),
-                [job],
-                job_row,
-            )
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
+            ))
+            .and_then(|mut s| s.query_row([job], job_row))
             .map_err(err)?;
         let response = respond(&done);
         tx.prepare_cached("UPDATE jobs SET response = ?2 WHERE id = ?1")
@@ -543,8 +603,18 @@ impl Store {
 
     /// Put every job whose lease expired before `now_ms` back in the
     /// queue with its attempt raised; returns `(job, new attempt)` of each.
-    #[tracing::instrument(name = "store.requeue_expired", level = "trace", skip_all)]
+    /// Not synced: a requeue lost on a power cut is made again, the lease
+    /// being still expired. The servers are rung when a job was queued.
     pub fn requeue_expired(&mut self, now_ms: i64) -> Result<Vec<(i64, u32)>, StoreError> {
+        let requeued = self.unsynced(|store| store.requeue(now_ms))?;
+        if !requeued.is_empty() {
+            self.ring_servers();
+        }
+        Ok(requeued)
+    }
+
+    #[tracing::instrument(name = "store.requeue_expired", level = "trace", skip_all)]
+    fn requeue(&mut self, now_ms: i64) -> Result<Vec<(i64, u32)>, StoreError> {
         let (tx, path) = self.begin()?;
         let err = |e| StoreError::from_sqlite(&path, e);
         let expired: Vec<(i64, u32, Option<String>)> = tx
@@ -589,9 +659,23 @@ impl Store {
     /// Hand the lease `(job, attempt, token)` back: the job is queued again
     /// at once with its attempt raised, as if the lease had expired
     /// (recorded as `requeued`, `why` in the detail). Returns the new
-    /// attempt, or why the lease is not held any more.
-    #[tracing::instrument(name = "store.release_job", skip_all, fields(job_id = lease.0, attempt = lease.1))]
+    /// attempt, or why the lease is not held any more. Not synced: a
+    /// release lost on a power cut leaves the lease to run out instead.
     pub fn release_job(
+        &mut self,
+        lease: (i64, u32, &str),
+        why: &str,
+        now_ms: i64,
+    ) -> Result<Result<u32, LeaseLost>, StoreError> {
+        let released = self.unsynced(|store| store.release(lease, why, now_ms))?;
+        if released.is_ok() {
+            self.ring_servers();
+        }
+        Ok(released)
+    }
+
+    #[tracing::instrument(name = "store.release_job", skip_all, fields(job_id = lease.0, attempt = lease.1))]
+    fn release(
         &mut self,
         lease: (i64, u32, &str),
         why: &str,
@@ -640,7 +724,21 @@ impl Store {
         if let Some(attempt) = attempt {
             record(&tx, job, now_ms, "cancelled", attempt, None, why).map_err(err)?;
         }
+        let run: Option<String> = match attempt {
+            Some(_) => tx
+                .query_row(
+                    "SELECT r.id FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1",
+                    [job],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(err)?,
+            None => None,
+        };
         tx.commit().map_err(err)?;
+        if let Some(run) = run {
+            self.ring_run(&run);
+        }
         Ok(attempt.is_some())
     }
 

@@ -18,6 +18,7 @@
 //! processes from executing the same run.
 
 mod acks;
+pub mod bell;
 mod bundle;
 mod cancel;
 mod config;
@@ -146,6 +147,8 @@ pub struct Store {
     decoded: std::cell::Cell<u64>,
     /// What the connection was opened with.
     sync: Durability,
+    /// Rings the home's doorbells after a commit others wait for.
+    ringer: bell::Ringer,
 }
 
 impl Store {
@@ -278,6 +281,7 @@ impl Store {
             home: home.to_path_buf(),
             decoded: std::cell::Cell::new(0),
             sync: durability,
+            ringer: bell::Ringer::default(),
         })
     }
 
@@ -301,6 +305,61 @@ impl Store {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| StoreError::from_sqlite(&path, e))?;
         Ok((tx, path))
+    }
+
+    /// Ring the servers bound to this home (a job was queued, events were
+    /// appended): their lease waiters and event streams look again now
+    /// rather than on their fallback timers. See [`bell`].
+    pub(crate) fn ring_servers(&mut self) {
+        let Store { ringer, home, .. } = self;
+        ringer.ring_servers(home);
+    }
+
+    /// Ring the process executing `run` (one of its jobs became final).
+    pub(crate) fn ring_run(&mut self, run: &str) {
+        let Store { ringer, home, .. } = self;
+        ringer.ring_run(home, run);
+    }
+
+    /// Run `f` with its commits not synced (`synchronous = NORMAL` for the
+    /// while): for the lease operations of `jobs`, whose loss on a power
+    /// cut only puts a job back where a lease's expiry puts it.
+    ///
+    /// Why that is safe: the store is one WAL file that commits append to
+    /// in order, and recovery keeps the longest valid prefix of it. A
+    /// commit is therefore durable as soon as any later commit is synced,
+    /// by any process: the run's next step, which at `full` is synced, and
+    /// which the run makes only after it has read the completion, carries
+    /// the lease and the completion to disk with it — one sync for the
+    /// three. Until then a power cut (a crash of the process alone loses
+    /// nothing: the OS has the file) can lose them, and the store is then
+    /// as it was before: a lost lease leaves the job queued (its agent's
+    /// token no longer matches, so its heartbeats and result are refused and
+    /// it stops); a lost completion leaves it leased until the lease runs
+    /// out and the job is queued again. The block then runs again — at
+    /// least once, as for any interrupted block — and its step is still
+    /// recorded once, since no step was recorded from the lost completion.
+    pub(crate) fn unsynced<T>(
+        &mut self,
+        f: impl FnOnce(&mut Store) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.sync == Durability::Normal {
+            return f(self);
+        }
+        self.set_synchronous("PRAGMA synchronous = NORMAL")?;
+        let done = f(self);
+        let restored = self.set_synchronous("PRAGMA synchronous = FULL");
+        let done = done?;
+        restored?;
+        Ok(done)
+    }
+
+    fn set_synchronous(&self, pragma: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(pragma)
+            .and_then(|mut s| s.raw_execute())
+            .map(drop)
+            .map_err(|e| self.err(e))
     }
 
     fn err(&self, e: rusqlite::Error) -> StoreError {
@@ -377,6 +436,7 @@ impl Store {
             sessions::insert(&tx, run, session).map_err(err)?;
         }
         tx.commit().map_err(err)?;
+        self.ring_servers();
         Ok(())
     }
 

@@ -812,6 +812,7 @@ impl Store {
         )
         .map_err(err)?;
         tx.commit().map_err(err)?;
+        self.ring_servers();
         Ok(branch)
     }
 }
@@ -974,6 +975,7 @@ impl BranchWriter<'_> {
         self.head = parent;
         self.last = seq;
         self.written = written;
+        self.store.ring_servers();
         Ok(())
     }
 }

@@ -411,3 +411,54 @@ fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps() {
     store.remove_runs(&[R.to_string()]).unwrap();
     assert_eq!(store.last_job_telemetry().unwrap(), 0);
 }
+
+#[test]
+fn the_lease_operations_are_unsynced_and_leave_the_connection_synced() {
+    let home = tempfile::tempdir().unwrap();
+    drop(store_with_run(home.path()));
+    let mut store = Store::open_existing_with(home.path(), Durability::Full).unwrap();
+    store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
+    assert_eq!(store.durability().unwrap(), Durability::Full);
+    let key = (lease.job.id, 1, lease.token.as_str());
+    store
+        .heartbeat_job(key.0, 1, key.2, 100, 1)
+        .unwrap()
+        .unwrap();
+    store
+        .complete_job(key, true, "{}", 2, |_| String::new())
+        .unwrap();
+    // Refused, the same way.
+    store
+        .heartbeat_job(key.0, 1, "stale", 100, 3)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(store.durability().unwrap(), Durability::Full);
+}
+
+#[test]
+fn a_queued_job_rings_the_servers_and_its_completion_rings_the_run() {
+    use std::time::Duration;
+    use wfhost_store::bell::Bell;
+    let home = tempfile::tempdir().unwrap();
+    let mut store = store_with_run(home.path());
+    let server = Bell::for_server(home.path()).unwrap();
+    let run = Bell::for_run(home.path(), &wfhost_store::RunId::parse(R).unwrap()).unwrap();
+    let soon = Some(Duration::from_secs(10));
+    let now = Some(Duration::ZERO);
+    store.enqueue_job(&job(0, &wasm()), 0).unwrap();
+    assert!(server.wait(soon), "queued: the servers look");
+    assert!(!run.wait(now));
+    let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
+    assert!(!server.wait(now) && !run.wait(now), "a lease wakes nobody");
+    let key = (lease.job.id, 1, lease.token.as_str());
+    store
+        .complete_job(key, true, "{}", 2, |_| String::new())
+        .unwrap();
+    assert!(run.wait(soon), "completed: the run looks");
+    // A replay changes nothing and wakes nobody.
+    store
+        .complete_job(key, true, "{}", 3, |_| String::new())
+        .unwrap();
+    assert!(!run.wait(now));
+}

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wfhost_core::run::engine::{
@@ -22,6 +22,7 @@ use wfhost_core::run::engine::{
 };
 use wfhost_core::run::event::QueuedJob;
 use wfhost_runtime::PluginSet;
+use wfhost_store::bell::Bell;
 use wfhost_store::{Durability, JobState, NewJob, Store};
 
 use super::request::{JOB_FORMAT, JobRequest, JobResult, exec_policy, requirements};
@@ -46,6 +47,49 @@ pub struct RunJobs<'p> {
     waiting: Mutex<HashMap<i64, Attribution>>,
     /// The last row of the store's job telemetry read.
     telemetry_read: Mutex<i64>,
+    /// The run's doorbell, rung when one of its jobs becomes final (None:
+    /// it could not be bound; jobs are then looked at on a timer).
+    bell: Option<RunBell>,
+}
+
+/// The doorbell of the process executing a run: a thread takes its rings
+/// and changes `rung`.
+struct RunBell {
+    bell: Arc<Bell>,
+    rung: tokio::sync::watch::Receiver<u64>,
+}
+
+impl RunBell {
+    /// Bind the bell of `run_id` (this process holds the run's lock).
+    fn bind(home: &std::path::Path, run_id: &str) -> Option<RunBell> {
+        let run = wfhost_store::RunId::parse(run_id).ok()?;
+        let bell = Bell::for_run(home, &run)
+            .map_err(|e| {
+                tracing::debug!("run {run_id}: no doorbell ({e}); jobs are looked at on a timer")
+            })
+            .ok()?;
+        let bell = Arc::new(bell);
+        let (tx, rung) = tokio::sync::watch::channel(0u64);
+        let listening = Arc::clone(&bell);
+        std::thread::Builder::new()
+            .name("wfhost-run-bell".into())
+            .spawn(move || {
+                while !tx.is_closed() {
+                    if listening.wait(Some(Duration::from_secs(1))) {
+                        tx.send_modify(|n| *n += 1);
+                    }
+                }
+            })
+            .ok()?;
+        Some(RunBell { bell, rung })
+    }
+}
+
+impl Drop for RunBell {
+    fn drop(&mut self) {
+        // At once, not when the thread notices: the process may end first.
+        self.bell.remove();
+    }
 }
 
 /// The block execution (and lane) a job's telemetry belongs to.
@@ -60,6 +104,11 @@ struct Attribution {
 /// How often the run looks for telemetry agents reported while its jobs
 /// run.
 const TELEMETRY_POLL: Duration = Duration::from_millis(100);
+/// The longest a job is waited for without looking at it: what a lost
+/// doorbell ring costs at most.
+const JOB_FALLBACK: Duration = Duration::from_millis(200);
+/// How often a job is looked at when the run has no doorbell.
+const JOB_POLL: Duration = Duration::from_millis(10);
 
 /// Where a run's jobs are queued, and what they share.
 pub struct RunInfo {
@@ -79,6 +128,7 @@ impl<'p> RunJobs<'p> {
         // Telemetry reported before this process started is not recorded
         // (a resumed run does not record it twice).
         let telemetry_read = store.last_job_telemetry().map_err(|e| e.to_string())?;
+        let bell = RunBell::bind(&run.home, &run.run_id);
         Ok(RunJobs {
             plugins,
             store: Mutex::new(store),
@@ -94,6 +144,7 @@ impl<'p> RunJobs<'p> {
             telemetry: Mutex::new(Vec::new()),
             waiting: Mutex::new(HashMap::new()),
             telemetry_read: Mutex::new(telemetry_read),
+            bell,
         })
     }
 
@@ -159,23 +210,34 @@ impl<'p> RunJobs<'p> {
             requires: &requires,
             request: &text,
         };
-        let queued = self
-            .store()
-            .enqueue_job(&new, wfhost_store::time::now_ms())
-            .map_err(|e| format!("cannot queue the block's job: {e}"))?;
+        let mut store = self.store();
+        // Queued with the block's start, usually: found with a read.
+        let found = store.queued_job(&new).ok().flatten();
+        let queued = match found {
+            Some(job) => job,
+            None => store
+                .enqueue_job(&new, wfhost_store::time::now_ms())
+                .map_err(|e| format!("cannot queue the block's job: {e}"))?,
+        };
         Ok((queued.id, finished(&queued)))
     }
 
-    /// Wait until job `id` is final; its result.
+    /// Wait until job `id` is final; its result. The server rings the
+    /// run's doorbell when one of its jobs becomes final; without a ring the
+    /// job is looked at every [`JOB_FALLBACK`].
     async fn wait(&self, id: i64) -> Finished {
-        // Every millisecond for the first tenth of a second (a quick block
-        // is answered quickly), then every 10 ms.
-        let started = std::time::Instant::now();
+        let mut rung = self.bell.as_ref().map(|b| b.rung.clone());
+        let mut looks = 0u32;
         loop {
-            let job = self.store().job(id);
-            match job {
+            // A ring from here on wakes the wait below.
+            if let Some(rung) = &mut rung {
+                rung.mark_unchanged();
+            }
+            looks += 1;
+            match self.store().job(id) {
                 Ok(Some(job)) => {
                     if let Some(result) = finished(&job) {
+                        tracing::debug!(job_id = id, looks, "job final");
                         return result;
                     }
                 }
@@ -183,12 +245,15 @@ impl<'p> RunJobs<'p> {
                 // A busy store: look again.
                 Err(_) => {}
             }
-            let pause = if started.elapsed() < Duration::from_millis(100) {
-                Duration::from_millis(1)
-            } else {
-                Duration::from_millis(10)
-            };
-            tokio::time::sleep(pause).await;
+            match &mut rung {
+                Some(bell) => {
+                    if let Ok(Err(_)) = tokio::time::timeout(JOB_FALLBACK, bell.changed()).await {
+                        // The bell's thread is gone: a timer alone.
+                        rung = None;
+                    }
+                }
+                None => tokio::time::sleep(JOB_POLL).await,
+            }
         }
     }
 
