@@ -9,7 +9,7 @@ the peak memory (RSS of the server and every process under it, sampled)
 and the peak of open files.
 
     bench/server/concurrent_runs.py WFHOST [--runs 100] [--steps 100]
-        [--durability full|normal]
+        [--durability full|normal] [--local-agents 1]
 
 Python 3 standard library only.
 """
@@ -147,6 +147,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--durability", default="full", choices=["full", "normal"])
+    ap.add_argument("--local-agents", type=int, default=1,
+                    help="agents inside the server (wfhost serve --local-agents)")
     ap.add_argument("--timeout", type=float, default=1800)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
@@ -157,7 +159,8 @@ def main() -> None:
         env = dict(os.environ, WFHOST_HOME=os.path.join(scratch, "home"),
                    WFHOST_CACHE_DIR=os.path.join(scratch, "cache"),
                    WFHOST_DURABILITY=args.durability)
-        server = subprocess.Popen([args.wfhost, "serve", "--listen", f"127.0.0.1:{port}"],
+        server = subprocess.Popen([args.wfhost, "serve", "--listen", f"127.0.0.1:{port}",
+                                   "--local-agents", str(args.local_agents)],
                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                   start_new_session=True)
         base = f"http://127.0.0.1:{port}/v1"
@@ -187,7 +190,7 @@ def main() -> None:
     single_rate = args.steps / alone
     rate = args.runs * args.steps / many
     print(f"{args.runs} concurrent runs of {args.steps} echo steps on one wfhost serve "
-          f"(--durability {args.durability})")
+          f"(--durability {args.durability}, --local-agents {args.local_agents})")
     print(f"  one run alone:    {alone * 1000:9.0f} ms   {single_rate:9.0f} steps/s")
     print(f"  {args.runs} at once:      {many * 1000:9.0f} ms   {rate:9.0f} steps/s"
           f"   ({rate / single_rate:.1f}x the single-run rate)")

@@ -79,6 +79,8 @@ impl ResourceLimiter for MemoryCap {
 }
 
 pub struct HostState {
+    /// Keeps the epoch ticker running while this store lives.
+    pub(crate) _ticking: crate::runtime::Ticking,
     /// The calling block, for the executor capabilities: set for worker
     /// calls; action handlers cannot run commands.
     pub scope: Option<ExecScope>,

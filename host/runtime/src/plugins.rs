@@ -364,6 +364,7 @@ impl PluginSet {
         let stderr = CappedCapture::new(config.max_log_bytes);
         wasi.stdout(stdout.clone()).stderr(stderr.clone());
         let state = HostState {
+            _ticking: self.runtime.ticker.start(),
             scope,
             wasi: wasi.build(),
             table: ResourceTable::new(),

@@ -1,7 +1,7 @@
 //! The process-wide wasmtime engine.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -23,8 +23,56 @@ pub struct WasmRuntime {
     pub(crate) linker: Linker<HostState>,
     pub(crate) cache: ComponentCache,
     pub(crate) config: RuntimeConfig,
-    ticker_stop: Arc<AtomicBool>,
-    ticker: Option<JoinHandle<()>>,
+    pub(crate) ticker: Arc<Ticker>,
+    ticker_thread: Option<JoinHandle<()>>,
+}
+
+/// The epoch ticker's state: it advances the epoch every [`EPOCH_TICK`]
+/// while at least one guest store exists, and sleeps (parked, no wake-ups)
+/// while none does — an idle `wfhost serve` or `wfhost mcp`, or a run
+/// process waiting for its agents, costs no timer. A deadline is counted
+/// from the epoch when its store starts, so a pause between stores
+/// changes none.
+pub(crate) struct Ticker {
+    stop: AtomicBool,
+    active: AtomicUsize,
+    /// Ticks made so far (for tests).
+    ticks: std::sync::atomic::AtomicU64,
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+/// One guest store alive: the ticker runs while any is.
+pub(crate) struct Ticking(Arc<Ticker>);
+
+impl Ticker {
+    pub(crate) fn start(self: &Arc<Self>) -> Ticking {
+        if self.active.fetch_add(1, Ordering::SeqCst) == 0
+            && let Some(thread) = self.thread.get()
+        {
+            thread.unpark();
+        }
+        Ticking(self.clone())
+    }
+
+    fn run(&self, engine: &Engine) {
+        while !self.stop.load(Ordering::Relaxed) {
+            if self.active.load(Ordering::SeqCst) == 0 {
+                // Woken by the next store (or the stop); a spurious wake
+                // only looks again.
+                std::thread::park();
+                continue;
+            }
+            std::thread::sleep(EPOCH_TICK);
+            engine.increment_epoch();
+            self.ticks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl WasmRuntime {
@@ -86,27 +134,28 @@ impl WasmRuntime {
 
         let cache = ComponentCache::new(&engine, config.cache_dir.clone());
 
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        let ticker = {
+        let ticker = Arc::new(Ticker {
+            stop: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            ticks: std::sync::atomic::AtomicU64::new(0),
+            thread: std::sync::OnceLock::new(),
+        });
+        let thread = {
             let engine = engine.clone();
-            let stop = ticker_stop.clone();
+            let ticker = ticker.clone();
             std::thread::Builder::new()
                 .name("wfhost-epoch".into())
-                .spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(EPOCH_TICK);
-                        engine.increment_epoch();
-                    }
-                })?
+                .spawn(move || ticker.run(&engine))?
         };
+        let _ = ticker.thread.set(thread.thread().clone());
 
         Ok(WasmRuntime {
             engine,
             linker,
             cache,
             config,
-            ticker_stop,
-            ticker: Some(ticker),
+            ticker,
+            ticker_thread: Some(thread),
         })
     }
 
@@ -127,8 +176,9 @@ impl WasmRuntime {
 
 impl Drop for WasmRuntime {
     fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.ticker.take() {
+        self.ticker.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker_thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
     }
@@ -140,4 +190,35 @@ pub(crate) fn ticks(timeout: Duration) -> u64 {
         .unwrap_or(u64::MAX / 2)
         .max(1)
         + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_epoch_advances_only_while_a_guest_store_lives() {
+        let runtime = WasmRuntime::new(RuntimeConfig {
+            pooling: false,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let ticks = || runtime.ticker.ticks.load(Ordering::Relaxed);
+        std::thread::sleep(EPOCH_TICK * 4);
+        let idle = ticks();
+        std::thread::sleep(EPOCH_TICK * 10);
+        assert_eq!(ticks(), idle, "no ticks while no store exists");
+        let store = runtime.ticker.start();
+        std::thread::sleep(EPOCH_TICK * 10);
+        assert!(
+            ticks() >= idle + 3,
+            "ticks while a store exists: {}",
+            ticks() - idle
+        );
+        drop(store);
+        std::thread::sleep(EPOCH_TICK * 3);
+        let after = ticks();
+        std::thread::sleep(EPOCH_TICK * 10);
+        assert_eq!(ticks(), after, "parked again once the last store is gone");
+    }
 }
