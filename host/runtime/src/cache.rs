@@ -18,6 +18,7 @@
 mod key;
 mod mac;
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -66,7 +67,14 @@ pub struct ComponentCache {
     hits: AtomicU64,
     compiles: AtomicU64,
     rejected: AtomicU64,
+    /// Components this process has loaded, by digest: a second load of the
+    /// same bytes (every job of a server's agent loads its run's plugins)
+    /// neither reads nor verifies the compiled file again. Bounded.
+    loaded: std::sync::Mutex<HashMap<String, Component>>,
 }
+
+/// The most components kept loaded in memory.
+const LOADED_MAX: usize = 64;
 
 impl ComponentCache {
     pub fn new(engine: &Engine, dir: Option<PathBuf>) -> Self {
@@ -79,6 +87,7 @@ impl ComponentCache {
             hits: AtomicU64::new(0),
             compiles: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            loaded: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -132,6 +141,30 @@ impl ComponentCache {
         bytes: &[u8],
     ) -> wasmtime::Result<(Component, CacheOutcome)> {
         let digest = Self::digest(bytes);
+        if let Some(component) = self.loaded_lock().get(&digest) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok((component.clone(), CacheOutcome::Hit));
+        }
+        let (component, outcome) = self.load_uncached(engine, bytes, &digest)?;
+        let mut loaded = self.loaded_lock();
+        if loaded.len() >= LOADED_MAX {
+            loaded.clear();
+        }
+        loaded.insert(digest, component.clone());
+        Ok((component, outcome))
+    }
+
+    fn loaded_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn load_uncached(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        digest: &str,
+    ) -> wasmtime::Result<(Component, CacheOutcome)> {
+        let digest = digest.to_string();
         let entry = self.entry(&digest);
         let mut outcome = CacheOutcome::Compiled;
         if let Some((path, key)) = &entry {

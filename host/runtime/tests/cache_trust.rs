@@ -174,3 +174,36 @@ fn a_fifo_or_a_link_in_place_of_an_entry_does_not_stall_the_load() {
     assert_eq!(echo, CacheOutcome::Replaced);
     assert!(!std::fs::symlink_metadata(&echo_entry).unwrap().is_symlink());
 }
+
+#[test]
+fn a_runtime_loads_the_same_component_from_memory_the_second_time() {
+    let cache = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let runtime = runtime(cache.path());
+    let request = PluginRequest {
+        name: "echo".into(),
+        source: PluginSource::Builtin(guests::ECHO),
+        world: World::Worker,
+        grants: Vec::new(),
+    };
+    let first =
+        PluginSet::load(runtime.clone(), std::slice::from_ref(&request), ws.path()).unwrap();
+    assert_eq!(first.loads()[0].outcome, CacheOutcome::Compiled);
+    // The compiled file is gone: a second load in the same process needs
+    // neither it nor a compile.
+    std::fs::remove_file(entry_of(cache.path(), guests::ECHO)).unwrap();
+    let second = PluginSet::load(runtime.clone(), &[request], ws.path()).unwrap();
+    assert_eq!(second.loads()[0].outcome, CacheOutcome::Hit);
+    assert_eq!(runtime.cache_stats().compiles, 1);
+    assert!(!entry_of_exists(cache.path(), guests::ECHO));
+}
+
+fn entry_of_exists(cache: &Path, component: &[u8]) -> bool {
+    let digest = ComponentCache::digest(component);
+    std::fs::read_dir(cache).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&digest)
+    })
+}

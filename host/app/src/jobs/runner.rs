@@ -47,8 +47,9 @@ pub type Stop = tokio::sync::watch::Receiver<Option<&'static str>>;
 /// How long a lease is handed back for at most when the agent stops.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// The most plugin sets (one per run workflow and workspace) kept loaded.
-const LOADED_MAX: usize = 16;
+/// The most plugin sets (one per run workflow and workspace) kept loaded;
+/// beyond it, the one used longest ago goes.
+const LOADED_MAX: usize = 64;
 /// How long a lease request waits on the server for a job.
 const LEASE_WAIT_MS: u64 = 20_000;
 
@@ -60,11 +61,55 @@ struct Loaded {
     telemetry: Option<Arc<TelemetryHub>>,
 }
 
+type LoadedKey = (String, String, String);
+
+/// The plugin sets loaded, least recently used first to go.
+struct LoadedSets<T = Loaded> {
+    sets: HashMap<LoadedKey, (T, u64)>,
+    uses: u64,
+}
+
+impl<T> Default for LoadedSets<T> {
+    fn default() -> Self {
+        LoadedSets {
+            sets: HashMap::new(),
+            uses: 0,
+        }
+    }
+}
+
+impl<T: Clone> LoadedSets<T> {
+    fn get(&mut self, key: &LoadedKey) -> Option<T> {
+        self.uses += 1;
+        let uses = self.uses;
+        self.sets.get_mut(key).map(|(found, used)| {
+            *used = uses;
+            found.clone()
+        })
+    }
+
+    fn insert(&mut self, key: LoadedKey, loaded: T) {
+        if self.sets.len() >= LOADED_MAX
+            && let Some(oldest) = self
+                .sets
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+        {
+            self.sets.remove(&oldest);
+        }
+        self.uses += 1;
+        self.sets.insert(key, (loaded, self.uses));
+    }
+}
+
 /// What the slots of one agent share.
 struct Shared {
     config: AgentConfig,
     runtimes: std::sync::Mutex<HashMap<String, Arc<WasmRuntime>>>,
-    loaded: tokio::sync::Mutex<HashMap<(String, String, String), Loaded>>,
+    /// By workflow, workspace and executor: the set and when it was last
+    /// used (a count of uses).
+    loaded: tokio::sync::Mutex<LoadedSets>,
     /// The telemetry listener, started for the first workflow that runs
     /// agents (None when it could not listen: telemetry is then off).
     telemetry: tokio::sync::OnceCell<Option<Arc<crate::telemetry::Hubs>>>,
@@ -104,7 +149,14 @@ pub async fn run(config: AgentConfig, stop: Stop) -> Ended {
     }
     // Every slot stopped as asked, its job with it: the containers and
     // Slurm jobs the loaded workflows still hold go too.
-    let loaded: Vec<Loaded> = shared.loaded.lock().await.values().cloned().collect();
+    let loaded: Vec<Loaded> = shared
+        .loaded
+        .lock()
+        .await
+        .sets
+        .values()
+        .map(|(l, _)| l.clone())
+        .collect();
     for loaded in loaded {
         loaded.plugins.shutdown().await;
     }
@@ -576,7 +628,7 @@ async fn prepare(shared: &Shared, request: &JobRequest) -> Result<Loaded, String
     );
     let mut loaded = shared.loaded.lock().await;
     if let Some(found) = loaded.get(&key) {
-        return Ok(found.clone());
+        return Ok(found);
     }
     let runtime = runtime_for(shared, &request.executor)?;
     let definition = fetch_definition(shared, &request.workflow_hash).await?;
@@ -590,9 +642,6 @@ async fn prepare(shared: &Shared, request: &JobRequest) -> Result<Loaded, String
     };
     if let Some(hub) = &telemetry {
         plugins.record_telemetry(Arc::clone(hub));
-    }
-    if loaded.len() >= LOADED_MAX {
-        loaded.clear();
     }
     let found = Loaded {
         plugins: Arc::new(plugins),
@@ -719,4 +768,24 @@ fn load(
     )
     .map_err(|e| e.message)?;
     Ok(plugins)
+}
+
+#[cfg(test)]
+mod loaded_sets_tests {
+    use super::*;
+
+    #[test]
+    fn the_set_used_longest_ago_goes_first() {
+        let key = |i: usize| (format!("wf{i}"), "ws".to_string(), "local".to_string());
+        let mut sets = LoadedSets::<usize>::default();
+        for i in 0..LOADED_MAX {
+            sets.insert(key(i), i);
+        }
+        assert_eq!(sets.get(&key(0)), Some(0), "used again: now the newest");
+        sets.insert(key(LOADED_MAX), LOADED_MAX);
+        assert_eq!(sets.sets.len(), LOADED_MAX);
+        assert_eq!(sets.get(&key(0)), Some(0));
+        assert_eq!(sets.get(&key(1)), None, "the least recently used went");
+        assert_eq!(sets.get(&key(LOADED_MAX)), Some(LOADED_MAX));
+    }
 }
