@@ -37,18 +37,22 @@ pub(super) fn serve_with(scratch: &Path, extra: &[&str]) -> Served {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let addr = served_address(&mut child);
+    Served { child, addr }
+}
+
+/// The address a `wfhost serve` started with piped stdout announces on
+/// its first line: `wfhost: serving http://127.0.0.1:PORT/v1 (store in …)`.
+pub(super) fn served_address(child: &mut std::process::Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    // `wfhost: serving http://127.0.0.1:PORT/v1 (store in …)`
-    let addr = line
-        .split("http://")
+    line.split("http://")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
-    Served { child, addr }
+        .to_string()
 }
 
 /// One request, its status and JSON body (`null` when not JSON).

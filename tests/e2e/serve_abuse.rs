@@ -2,7 +2,7 @@
 //! open-file limit of 1,024: a flood of idle connections does not keep
 //! a client with a token out, and the server still stops gracefully.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -43,16 +43,7 @@ fn serve_limited(scratch: &std::path::Path, token: &str) -> (std::process::Child
         });
     }
     let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let addr = super::serve::served_address(&mut child);
     (child, addr)
 }
 

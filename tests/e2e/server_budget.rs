@@ -5,10 +5,9 @@
 //! here); one woken by the doorbells looks about twice.
 
 use super::leases::jobs;
-use super::serve::{Served, await_status, http_post};
+use super::serve::{Served, await_status, http_post, served_address};
 use super::*;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 /// A chain of `n` exec blocks that each sleep `seconds`: long enough for
@@ -45,16 +44,7 @@ fn serve_logged(scratch: &Path, log: &Path) -> Served {
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_string();
+    let addr = served_address(&mut child);
     Served { child, addr }
 }
 
