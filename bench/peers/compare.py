@@ -19,6 +19,7 @@ BENCH_ROUNDS (default 5) rounds; PEERS picks peers (default
 langgraph,dbos,prefect,snakemake). A peer that is not installed or fails is
 reported and the rest run; the exit status is 1 only when a wfhost run
 failed."""
+import contextlib
 import json
 import os
 import shutil
@@ -75,8 +76,21 @@ def tail(text: str, lines: int = 5) -> str:
     return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
 
 
+# Where each run's scratch directory goes: kept until the whole bench
+# ends. Deleting a run's thousands of files right before the next run
+# makes file creation slow for seconds on some filesystems (ext4 skips
+# recently deleted inodes when it allocates; with no journal it reads
+# them to find out), which would be charged to whichever engine runs next.
+SCRATCH_ROOT = None
+
+
+def scratch_dir():
+    """A fresh directory for one run, left for the end of the bench."""
+    return contextlib.nullcontext(tempfile.mkdtemp(dir=SCRATCH_ROOT))
+
+
 def run_wfhost(wfhost: str, manifest: str, n: int, cache: str, durability: str):
-    with tempfile.TemporaryDirectory() as scratch:
+    with scratch_dir() as scratch:
         ws = os.path.join(scratch, "ws")
         os.mkdir(ws)
         env = dict(os.environ, WFHOST_HOME=os.path.join(scratch, "home"), WFHOST_CACHE_DIR=cache)
@@ -115,7 +129,7 @@ def run_spawn(spawn: str, fibo: str, n: int, k: int):
 
 
 def run_peer(python: str, peer: str, n: int, work: str, env: dict):
-    with tempfile.TemporaryDirectory() as scratch:
+    with scratch_dir() as scratch:
         db = os.path.join(scratch, "peer.db")
         t = time.perf_counter()
         try:
@@ -255,7 +269,10 @@ def main() -> None:
     if fibo:
         env["FIBO_BIN"] = fibo
     failures = []
+    global SCRATCH_ROOT
     with tempfile.TemporaryDirectory() as work:
+        SCRATCH_ROOT = os.path.join(work, "runs")
+        os.mkdir(SCRATCH_ROOT)
         cache = os.path.join(work, "cache")
         if "echo" in shapes:
             echo_shape(wfhost, python, peers, work, cache, rounds, env, failures)
