@@ -10,36 +10,15 @@ use std::path::Path;
 use super::{command, stderr, stdout, workspace_in};
 
 /// A chain of `n` blocks of `worker`, each with `config`, each clearing
-/// the payload (else it grows with every step, and so does the cost of
-/// handing it to the next block: the workflow's doing, not the host's).
+/// the payload (the cost of a growing payload is the workflow's doing,
+/// not the host's).
 fn chain(path: &Path, n: usize, worker: &str, config: serde_json::Value) {
-    let mut blocks = serde_json::Map::new();
-    for i in 0..n {
-        let next = if i + 1 < n {
-            format!("JUMP:b{}", i + 1)
-        } else {
-            "END".into()
-        };
-        blocks.insert(
-            format!("b{i}"),
-            serde_json::json!({
-                "worker": worker,
-                "config": config,
-                "payload_merge_strategy": ["clear"],
-                "transitions": [
-                    {"on_signal": "SIGNAL:SUCCESS", "action": next},
-                    {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL:unexpected"}
-                ]
-            }),
-        );
-    }
-    let manifest = serde_json::json!({
-        "id": "budget-chain",
-        "version": "1.0.0",
-        "plugins": {"exec": {"grants": ["exec"]}},
-        "start_node": "main",
-        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}
-    });
+    let manifest = super::block_chain(
+        "budget-chain",
+        n,
+        serde_json::json!({"worker": worker, "config": config}),
+        serde_json::json!({"exec": {"grants": ["exec"]}}),
+    );
     std::fs::write(path, serde_json::to_vec(&manifest).unwrap()).unwrap();
 }
 

@@ -48,22 +48,7 @@ impl Agent {
 
 /// A chain of `n` echo blocks.
 pub(super) fn chain(n: usize) -> Value {
-    let blocks: serde_json::Map<String, Value> = (0..n)
-        .map(|i| {
-            let action = if i + 1 == n {
-                "END".to_string()
-            } else {
-                format!("JUMP:b{}", i + 1)
-            };
-            (
-                format!("b{i}"),
-                json!({"worker": "echo", "payload_merge_strategy": ["clear"],
-                    "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
-            )
-        })
-        .collect();
-    json!({"id": "chain", "start_node": "main",
-        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}})
+    super::block_chain("chain", n, json!({"worker": "echo"}), json!({}))
 }
 
 /// One exec block that sleeps `seconds`.

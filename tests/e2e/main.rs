@@ -36,6 +36,33 @@ mod tracing_logs;
 mod trust;
 mod validate;
 
+/// A workflow `id` of `n` copies of `block` in a chain (`b0` → `b1` → …
+/// → `END` on success), each clearing the payload (else it grows with
+/// every step, and so does handing it on), with `plugins` as given.
+fn block_chain(
+    id: &str,
+    n: usize,
+    block: serde_json::Value,
+    plugins: serde_json::Value,
+) -> serde_json::Value {
+    let blocks: serde_json::Map<String, serde_json::Value> = (0..n)
+        .map(|i| {
+            let action = if i + 1 == n {
+                "END".to_string()
+            } else {
+                format!("JUMP:b{}", i + 1)
+            };
+            let mut block = block.clone();
+            block["payload_merge_strategy"] = serde_json::json!(["clear"]);
+            block["transitions"] =
+                serde_json::json!([{"on_signal": "SIGNAL:SUCCESS", "action": action}]);
+            (format!("b{i}"), block)
+        })
+        .collect();
+    serde_json::json!({"id": id, "start_node": "main", "plugins": plugins,
+        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}})
+}
+
 /// The repository root.
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

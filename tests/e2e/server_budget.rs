@@ -13,25 +13,12 @@ use std::process::Stdio;
 /// A chain of `n` exec blocks that each sleep `seconds`: long enough for
 /// a polling wait to show.
 fn sleepy_chain(n: usize, seconds: &str) -> Value {
-    let blocks: serde_json::Map<String, Value> = (0..n)
-        .map(|i| {
-            let action = if i + 1 == n {
-                "END".to_string()
-            } else {
-                format!("JUMP:b{}", i + 1)
-            };
-            (
-                format!("b{i}"),
-                json!({"worker": "exec",
-                    "config": {"commands": [{"argv": ["sleep", seconds]}]},
-                    "payload_merge_strategy": ["clear"],
-                    "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": action}]}),
-            )
-        })
-        .collect();
-    json!({"id": "sleepy", "start_node": "main",
-        "plugins": {"exec": {"grants": ["exec"]}},
-        "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}})
+    super::block_chain(
+        "sleepy",
+        n,
+        json!({"worker": "exec", "config": {"commands": [{"argv": ["sleep", seconds]}]}}),
+        json!({"exec": {"grants": ["exec"]}}),
+    )
 }
 
 /// `wfhost serve` with two local agents (one waits for a lease while the
