@@ -17,6 +17,20 @@ fn client_python() -> Result<PathBuf, String> {
     if std::fs::read_to_string(&ready).is_ok_and(|v| v == CLIENT) {
         return Ok(python);
     }
+    // One installer at a time, across the threads of `cargo test` and the
+    // processes of `cargo nextest`: a second one would find a half-made
+    // virtualenv (no `bin/pip` yet). The lock goes with the file.
+    let lock = std::fs::File::create(venv.with_extension("lock")).map_err(|e| e.to_string())?;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+        return Err(format!(
+            "locking the client's virtualenv: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    if std::fs::read_to_string(&ready).is_ok_and(|v| v == CLIENT) {
+        return Ok(python);
+    }
     let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
         let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
         if out.status.success() {
