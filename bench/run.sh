@@ -64,10 +64,8 @@ if [[ $parts == *,peers,* ]]; then
   elif command -v gcc >/dev/null; then
     gcc -O2 -o "$build/fibo" "$here/fibo/fibo.c"
     gcc -O2 -o "$build/spawn_chain" "$here/fibo/spawn_chain.c"
-    worker_target=${CARGO_TARGET_DIR:-$build/target}
-    if (cd "$here/fibo/worker" && CARGO_TARGET_DIR=$worker_target \
-      cargo build --release --locked --quiet --target wasm32-wasip2); then
-      fibo_args=("$build/fibo" "$build/spawn_chain" "$worker_target/wasm32-wasip2/release/wfhost_bench_fibo.wasm")
+    if fibo_wasm=$(BENCH_BUILD_DIR=$build "$here/fibo/build_worker.sh"); then
+      fibo_args=("$build/fibo" "$build/spawn_chain" "$fibo_wasm")
     else
       echo "bench: the fibo worker plugin (bench/fibo/worker, wfhost's SDK) did not build: the fibo chain is skipped"
       status=1
