@@ -32,9 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from statistics import median
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True  # no __pycache__ left in bench/peers
 sys.path.insert(0, os.path.join(HERE, "..", "peers"))
 import compare as peers  # noqa: E402  (the fibo chain's manifest and wfhost runner)
 
@@ -251,24 +251,6 @@ def count_syncs_wfhost(wfhost, manifest, n, cache):
         return strace_calls(out)
 
 
-def table(n, k, rounds, results, base, obelisk_name):
-    print(f"\nfibo chain, {n} tasks of fibo({k}): median of {rounds} alternating rounds, µs per task")
-    print(f"{'engine':<22}{'end to end':>12}{'in engine':>11}{'whole chain':>13}"
-          f"   x {base} (end to end, in engine)")
-    ok = results.get(base)
-    base_w = median(w for w, _ in ok) if isinstance(ok, list) and ok else None
-    base_i = median(i for _, i in ok) if isinstance(ok, list) and ok else None
-    for name, rows in results.items():
-        if isinstance(rows, Failed):
-            print(f"{name:<22}failed: {rows}")
-            continue
-        if not rows:
-            continue
-        w, i = median(x for x, _ in rows), median(y for _, y in rows)
-        ratio = f"{w / base_w:.2f}x, {i / base_i:.2f}x" if name != base and base_w else ""
-        print(f"{name:<22}{w / n * 1e6:>12.0f}{i / n * 1e6:>11.0f}{w:>12.3f}s   {ratio}")
-
-
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)
     if len(sys.argv) not in (4, 6):
@@ -310,13 +292,15 @@ def main() -> None:
                 peers.warm(wfhost, work, cache, block, plugins)
             for _ in range(rounds):
                 if wfhost:
-                    peers.measure(results, "wfhost wasm (full)",
+                    peers.measure(results, "wfhost wasm",
                                   lambda: peers.run_wfhost(wfhost, manifest, n, cache, "full"),
                                   failures)
                 if obelisk:
                     peers.measure(results, obelisk_name,
                                   lambda: run_obelisk(obelisk, fiboa, fibow, cache, n, k), failures)
-            table(n, k, rounds, results, "wfhost wasm (full)", obelisk_name)
+            peers.table(f"fibo chain, {n} tasks of fibo({k})", n, rounds, results, "wfhost wasm",
+                        "µs per task",
+                        ("end to end", "in engine", "engine total", "end to end, in engine"))
             if strace:
                 syncs = []
                 for name, fn in [("wfhost", lambda: count_syncs_wfhost(wfhost, manifest, n, cache)

@@ -163,11 +163,15 @@ def available_peers(python: str, wanted: list) -> list:
     return found
 
 
-def table(title: str, n: int, rounds: int, results: dict, base: str, unit_note: str) -> None:
-    """results: name -> list of (wall, inner) or a Failed."""
+def table(title: str, n: int, rounds: int, results: dict, base: str, unit_note: str,
+          columns=("whole process", "steps only", "steps total", "whole, steps")) -> None:
+    """results: name -> list of (wall, inner) or a Failed; columns: the
+    headings of the wall and inner times per step, the inner total, and
+    the two ratios."""
+    wall, inner, total, ratios = columns
     print(f"\n{title}: median of {rounds} alternating rounds, {unit_note}")
-    print(f"{'engine':<18}{'whole process':>15}{'steps only':>12}{'steps total':>13}"
-          f"{'x ' + base + ' (whole, steps)':>34}")
+    print(f"{'engine':<18}{wall:>15}{inner:>12}{total:>13}"
+          f"{' x ' + base + ' (' + ratios + ')':>34}")
     ok = results.get(base)
     base_w = median(w for w, _ in ok) if isinstance(ok, list) and ok else None
     base_i = median(i for _, i in ok) if isinstance(ok, list) and ok else None
