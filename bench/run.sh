@@ -20,7 +20,9 @@
 #   against wfhost run; SERVER_RUNS, SERVER_CHAIN) and
 #   bench/server/concurrent_runs.py (CONCURRENT_RUNS runs of
 #   CONCURRENT_STEPS steps at once on one serve).
-# - obelisk: bench/obelisk/run.sh (OBELISK_INSTALL=1 builds Obelisk).
+# - obelisk: bench/obelisk/run.sh, Obelisk 0.38.3 on the fibo chain with
+#   its own benchmark components beside wfhost's (OBELISK_INSTALL=1 builds
+#   Obelisk; OBELISK_FIBO_SRC: benchmark-fibo's source; see that script).
 #
 # Builds the native fibo program and its launcher with gcc and the fibo
 # worker plugin (bench/fibo/worker) for wasm32-wasip2 into $BENCH_BUILD_DIR

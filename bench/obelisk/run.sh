@@ -5,7 +5,8 @@
 # (default 100,400). Obelisk runs its own benchmark components (the Rust
 # activity `fiboa` and workflow `fibow` of obeli-sk/benchmark-fibo);
 # wfhost runs the bench's fibo worker plugin (bench/fibo/worker) as a
-# chain of blocks. Method and figures: docs/dev/benchmarks.md, "Obelisk".
+# chain of blocks. Method and figures: docs/dev/benchmarks.md,
+# "Beside Obelisk".
 #
 #   bench/obelisk/run.sh [WFHOST]      # or $WFHOST_BIN; bench/run.sh passes it
 #   OBELISK_ROOT=/opt/obelisk OBELISK_FIBO_SRC=/src/benchmark-fibo BENCH_ROUNDS=3 bench/obelisk/run.sh
