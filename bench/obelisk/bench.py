@@ -19,7 +19,7 @@ bench/obelisk/run.sh, which finds or builds what it needs:
   process, "in engine" the run's duration_ms.
 
 OBELISK_TASKS (default 100,400), FIBO_N (default 10), BENCH_ROUNDS
-(default 5). With strace on PATH (and OBELISK_STRACE not 0), one more
+(default 5), OBELISK_TIMEOUT (seconds a submit may take, default 600). With strace on PATH (and OBELISK_STRACE not 0), one more
 untimed run of each engine counts fsync/fdatasync calls: the whole
 `wfhost run`, and the Obelisk server's threads (attached with strace -p)
 while the submit runs. Exits 1 only when a wfhost run failed."""
