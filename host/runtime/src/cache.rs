@@ -95,6 +95,14 @@ impl ComponentCache {
         self.dir.as_deref()
     }
 
+    /// Count from zero again (a cache made ahead for a runtime not yet
+    /// started).
+    pub(crate) fn reset_stats(&self) {
+        for n in [&self.hits, &self.compiles, &self.rejected] {
+            n.store(0, Ordering::Relaxed);
+        }
+    }
+
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
@@ -146,12 +154,38 @@ impl ComponentCache {
             return Ok((component.clone(), CacheOutcome::Hit));
         }
         let (component, outcome) = self.load_uncached(engine, bytes, &digest)?;
+        self.keep(digest, component.clone());
+        Ok((component, outcome))
+    }
+
+    /// Load the component of `bytes` into memory from the directory,
+    /// never compiling it (for a warm-up, which must not start the
+    /// compiler's threads): whether it is in memory now.
+    pub fn preload(&self, engine: &Engine, bytes: &[u8]) -> bool {
+        let digest = Self::digest(bytes);
+        if self.loaded_lock().contains_key(&digest) {
+            return true;
+        }
+        let Some((path, key)) = self.entry(&digest) else {
+            return false;
+        };
+        let Lookup::Verified(compiled) = self.read_verified(&path, key, &digest) else {
+            return false;
+        };
+        let Some(component) = deserialize_verified(engine, &compiled) else {
+            return false;
+        };
+        self.keep(digest, component);
+        true
+    }
+
+    /// Keep `component` in memory under `digest` (all forgotten when full).
+    fn keep(&self, digest: String, component: Component) {
         let mut loaded = self.loaded_lock();
         if loaded.len() >= LOADED_MAX {
             loaded.clear();
         }
-        loaded.insert(digest, component.clone());
-        Ok((component, outcome))
+        loaded.insert(digest, component);
     }
 
     fn loaded_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Component>> {
@@ -171,18 +205,11 @@ impl ComponentCache {
             match self.read_verified(path, key, &digest) {
                 Lookup::Missing => {}
                 Lookup::Verified(compiled) => {
-                    // SAFETY: `compiled` is exactly the bytes whose integrity
-                    // record was just verified in memory: they were written
-                    // by `store` below from `Component::serialize` of an
-                    // engine with this compatibility key (bound into the
-                    // record), by a holder of this user's secret key.
-                    // wasmtime still checks the header and refuses an
-                    // incompatible artifact; we then recompile.
-                    let compiled = &compiled[MAGIC.len() + MAC_LEN..];
-                    if let Ok(component) = unsafe { Component::deserialize(engine, compiled) } {
+                    if let Some(component) = deserialize_verified(engine, &compiled) {
                         self.hits.fetch_add(1, Ordering::Relaxed);
                         return Ok((component, CacheOutcome::Hit));
                     }
+                    // wasmtime refused it (another engine's): recompiled.
                     outcome = CacheOutcome::Replaced;
                 }
                 Lookup::Rejected => outcome = CacheOutcome::Replaced,
@@ -247,4 +274,18 @@ enum Lookup {
     Rejected,
     /// The whole entry file, its record verified.
     Verified(Vec<u8>),
+}
+
+/// The component of a cache file whose integrity record was verified
+/// (`file`: magic, record, compiled bytes), or None when wasmtime refuses
+/// it (made by an incompatible engine).
+fn deserialize_verified(engine: &Engine, file: &[u8]) -> Option<Component> {
+    let compiled = file.get(MAGIC.len() + MAC_LEN..)?;
+    // SAFETY: `compiled` is exactly the bytes whose integrity record was
+    // just verified in memory: they were written by `store` from
+    // `Component::serialize` of an engine with this compatibility key
+    // (bound into the record), by a holder of this user's secret key.
+    // wasmtime still checks the header and refuses an incompatible
+    // artifact.
+    unsafe { Component::deserialize(engine, compiled) }.ok()
 }

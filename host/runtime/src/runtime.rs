@@ -75,23 +75,104 @@ impl Drop for Ticking {
     }
 }
 
+/// What makes two runtimes' engines interchangeable: the settings
+/// [`WasmRuntime::prewarm`] builds an engine, linker and cache from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct EngineKey {
+    pooling: bool,
+    pool_instances: u32,
+    memory_limit: usize,
+    cache_dir: Option<std::path::PathBuf>,
+}
+
+impl EngineKey {
+    fn of(config: &RuntimeConfig) -> Self {
+        EngineKey {
+            pooling: config.pooling,
+            pool_instances: config.pool_instances,
+            memory_limit: config.memory_limit,
+            cache_dir: config.cache_dir.clone(),
+        }
+    }
+}
+
+/// An engine with its linker and component cache (components maybe
+/// loaded already), not yet a runtime.
+struct Parts {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache: ComponentCache,
+    /// False when the pool was asked for but could not be reserved.
+    pooling: bool,
+}
+
+/// Parts made ahead of need by [`WasmRuntime::prewarm`], taken by the next
+/// [`WasmRuntime::new`] whose settings make the same engine.
+static PREWARMED: std::sync::Mutex<Option<(EngineKey, Parts)>> = std::sync::Mutex::new(None);
+
 impl WasmRuntime {
     pub fn new(config: RuntimeConfig) -> wasmtime::Result<Self> {
-        match Self::build_engine(&config, config.pooling) {
-            Ok(engine) => Self::with_engine(engine, config),
+        let key = EngineKey::of(&config);
+        let warm = {
+            let mut prewarmed = PREWARMED.lock().unwrap_or_else(|e| e.into_inner());
+            match prewarmed.as_ref() {
+                Some((made_for, _)) if *made_for == key => prewarmed.take(),
+                _ => None,
+            }
+        };
+        let parts = match warm {
+            Some((_, parts)) => {
+                // Its counts describe this runtime's loads, not the warm-up's.
+                parts.cache.reset_stats();
+                parts
+            }
+            None => Self::parts(&config)?,
+        };
+        Self::finish(parts, config)
+    }
+
+    /// Make the engine, linker and cache the next [`WasmRuntime::new`] with
+    /// settings like `config`'s would make, and load those of `components`
+    /// the cache's directory holds: a process that knows it will start a
+    /// runtime soon (a spare run process of `wfhost serve`) does this while
+    /// it waits, so the runtime costs little when asked for. Nothing is
+    /// compiled: the compiler's threads would keep the priority of the
+    /// thread that started them, and a warm-up may run at a low one.
+    pub fn prewarm(config: &RuntimeConfig, components: &[&[u8]]) -> wasmtime::Result<()> {
+        let parts = Self::parts(config)?;
+        for bytes in components {
+            parts.cache.preload(&parts.engine, bytes);
+        }
+        *PREWARMED.lock().unwrap_or_else(|e| e.into_inner()) = Some((EngineKey::of(config), parts));
+        Ok(())
+    }
+
+    fn parts(config: &RuntimeConfig) -> wasmtime::Result<Parts> {
+        let (engine, pooling) = match Self::build_engine(config, config.pooling) {
+            Ok(engine) => (engine, config.pooling),
             // The pool reserves virtual memory up front; where that is not
             // allowed (strict overcommit, small address-space limits), run
             // without it rather than not at all.
-            Err(_) if config.pooling => {
-                let engine = Self::build_engine(&config, false)?;
-                let config = RuntimeConfig {
-                    pooling: false,
-                    ..config
-                };
-                Self::with_engine(engine, config)
-            }
-            Err(e) => Err(e),
-        }
+            Err(_) if config.pooling => (Self::build_engine(config, false)?, false),
+            Err(e) => return Err(e),
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        crate::links::add_to_linker(&mut linker)?;
+        crate::special_files::add_to_linker(&mut linker)?;
+        bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        bindings::executor_types::add_to_linker::<HostState, HasSelf<HostState>>(
+            &mut linker,
+            |s| s,
+        )?;
+        crate::capabilities::link_all(&mut linker)?;
+        let cache = ComponentCache::new(&engine, config.cache_dir.clone());
+        Ok(Parts {
+            engine,
+            linker,
+            cache,
+            pooling,
+        })
     }
 
     fn build_engine(config: &RuntimeConfig, pooling: bool) -> wasmtime::Result<Engine> {
@@ -120,20 +201,14 @@ impl WasmRuntime {
         Engine::new(&wasm)
     }
 
-    fn with_engine(engine: Engine, config: RuntimeConfig) -> wasmtime::Result<Self> {
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-        crate::links::add_to_linker(&mut linker)?;
-        crate::special_files::add_to_linker(&mut linker)?;
-        bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-        bindings::executor_types::add_to_linker::<HostState, HasSelf<HostState>>(
-            &mut linker,
-            |s| s,
-        )?;
-        crate::capabilities::link_all(&mut linker)?;
-
-        let cache = ComponentCache::new(&engine, config.cache_dir.clone());
-
+    fn finish(parts: Parts, config: RuntimeConfig) -> wasmtime::Result<Self> {
+        let Parts {
+            engine,
+            linker,
+            cache,
+            pooling,
+        } = parts;
+        let config = RuntimeConfig { pooling, ..config };
         let ticker = Arc::new(Ticker {
             stop: AtomicBool::new(false),
             active: AtomicUsize::new(0),
@@ -171,6 +246,11 @@ impl WasmRuntime {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// The compiled-component cache, in memory and on disk.
+    pub fn cache(&self) -> &ComponentCache {
+        &self.cache
     }
 }
 
