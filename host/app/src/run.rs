@@ -128,8 +128,13 @@ pub fn drive<S: EventSink + Recorded>(
     // run is still in (its finished lanes are not run again).
     let active = entry.state().fan_out.as_ref().map(|f| f.step);
     wfhost_runtime::lanes::remove_stale(plugins.workspace(), &run.id, active);
-    // Staging copies and agent snapshots a killed wfhost left behind.
-    wfhost_exec::scratch::remove_stale(None);
+    // Staging copies and agent snapshots a killed wfhost left behind,
+    // swept beside the run: it reads whole temporary directories, which
+    // other programs may fill. Waited for once the run rests.
+    let sweep = std::thread::Builder::new()
+        .name("wfhost-scratch-sweep".into())
+        .spawn(|| drop(wfhost_exec::scratch::remove_stale(None)))
+        .ok();
     let jobs = run_jobs(plugins, run, branch, entry.state())
         .map_err(|e| AppError::bad_input(format!("run {}: {e}", run.id)))?;
     let ended = tokio.block_on(async {
@@ -166,6 +171,9 @@ pub fn drive<S: EventSink + Recorded>(
     // A guest call abandoned at its deadline may have left a thread of the
     // blocking pool waiting in a file read (a FIFO): do not wait for it.
     tokio.shutdown_background();
+    if let Some(sweep) = sweep {
+        let _ = sweep.join();
+    }
     match ended {
         Ended::Rested(result) => (*result).map_err(|e| {
             AppError::failed(format!(
