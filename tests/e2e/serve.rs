@@ -498,3 +498,103 @@ fn an_idle_server_with_local_agents_stops_at_once_on_sigterm() {
     };
     assert!(status.success(), "{status:?}");
 }
+
+/// The `wfhost serve-run` processes started by the process `pid`.
+fn run_processes_of(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let mut found: Vec<u32> = tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .filter(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|arg| arg == b"serve-run"))
+        })
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// Whether process `pid` has ended (gone, or a zombie no one reaped yet).
+fn ended(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Wait up to 20 s for `done`.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_spare_run_process_waits_for_the_next_run_and_ends_with_the_server() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = command(scratch.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("WFHOST_LOG", "wfhost_app::run=info")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = served_address(&mut child);
+    let mut served = Served { child, addr };
+    let server = served.child.id();
+    let ws = workspace_in(scratch.path());
+    let manifest = super::block_chain(
+        "spare",
+        2,
+        serde_json::json!({"worker": "echo"}),
+        serde_json::json!({}),
+    );
+    let start = |addr: &str| {
+        let (status, started) = http_post(
+            addr,
+            "/v1/runs",
+            &serde_json::json!({"manifest": manifest, "workspace": ws}),
+        );
+        assert_eq!(status, 202, "{started}");
+        let id = started["run_id"].as_str().unwrap().to_string();
+        await_status(addr, &id, "succeeded");
+        id
+    };
+    // The first run's process is started for it; once it has ended, one
+    // spare waits.
+    start(&served.addr);
+    wait_for("one spare run process", || {
+        run_processes_of(server).len() == 1
+    });
+    let spare = run_processes_of(server)[0];
+
+    // The next run is carried out by that spare, its messages in the run's
+    // own log; another spare is started for the run after.
+    let id = start(&served.addr);
+    let log =
+        std::fs::read_to_string(scratch.path().join(format!("home/serve-logs/{id}.log"))).unwrap();
+    assert!(log.contains(&format!("run {id} of spare")), "{log}");
+    assert!(
+        log.contains(&format!("pid={spare}")),
+        "run {id} not by the spare {spare}:\n{log}"
+    );
+    wait_for("a new spare", || {
+        let now = run_processes_of(server);
+        now.len() == 1 && now[0] != spare
+    });
+    let next = run_processes_of(server)[0];
+
+    // A spare nobody asks for ends with its server, however the server ends.
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    wait_for("the spare ends after its server", || ended(next));
+    let early = std::fs::read_to_string(scratch.path().join("home/serve-logs/.spare.log")).unwrap();
+    assert!(!early.contains("error"), "{early}");
+}

@@ -62,20 +62,41 @@ pub fn start_runtime(
         }
         None => wfhost_core::policy::secrets::Secrets::default(),
     };
-    let mut config = RuntimeConfig {
+    let config = RuntimeConfig {
         default_executor,
         slurm_watcher,
         secrets,
-        ..RuntimeConfig::default()
+        ..runtime_config(choice)
     };
+    WasmRuntime::new(config)
+        .map(Arc::new)
+        .map_err(|e| AppError::internal(format!("cannot start the wasm runtime: {e:#}")))
+}
+
+/// The runtime settings of `choice` (its cache), the rest the defaults.
+fn runtime_config(choice: &RuntimeChoice) -> RuntimeConfig {
+    let mut config = RuntimeConfig::default();
     if choice.cache_disabled {
         config.cache_dir = None;
     } else if let Some(dir) = &choice.cache_dir {
         config.cache_dir = Some(dir.clone());
     }
-    WasmRuntime::new(config)
-        .map(Arc::new)
-        .map_err(|e| AppError::internal(format!("cannot start the wasm runtime: {e:#}")))
+    config
+}
+
+/// Make ahead of need the runtime [`start_runtime`] will make for `choice`,
+/// with the built-in plugins loaded: for a process that waits before it
+/// knows its run (a spare run process of `wfhost serve`). A warm-up that
+/// fails costs nothing but the time: the runtime is then made when asked
+/// for, and says why it cannot be.
+pub fn prewarm(choice: &RuntimeChoice) {
+    let builtins: Vec<&[u8]> = wfhost_guest_artifacts::BUILTIN_PLUGINS
+        .iter()
+        .map(|(_, bytes)| *bytes)
+        .collect();
+    if let Err(e) = WasmRuntime::prewarm(&runtime_config(choice), &builtins) {
+        tracing::debug!(error = %e, "no runtime made ahead");
+    }
 }
 
 /// The workflow's plugins for runs in `workspace`, its `ref` plugins

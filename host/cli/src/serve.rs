@@ -74,11 +74,16 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     };
     // Runs started over the API execute in this same executable.
     let runner = std::env::current_exe().ok().map(|exe| {
-        std::sync::Arc::new(wfhost_server::ProcessRunner {
+        let runner = wfhost_server::ProcessRunner::new(
             exe,
-            cache_dir: args.cache.cache_dir.clone(),
-            no_cache: args.cache.no_cache,
-        }) as std::sync::Arc<dyn wfhost_server::RunService>
+            args.cache.cache_dir.clone(),
+            args.cache.no_cache,
+        );
+        // Not before the server has made its home (with its own modes).
+        if home.is_dir() {
+            runner.prepare(&home);
+        }
+        std::sync::Arc::new(runner) as std::sync::Arc<dyn wfhost_server::RunService>
     });
     if args.local_agents > 64 {
         report_error("--local-agents: at most 64");

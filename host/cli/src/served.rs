@@ -41,14 +41,22 @@ pub fn serve_run(global: &Global) -> u8 {
         }
     };
     let mut replier = Replier(Some(std::fs::File::from(protocol)));
+    // A spare started before its request: its runtime is made while it
+    // waits. One given its request at once loads only what the run needs.
+    if !input_waiting() {
+        prewarm_in_background();
+    }
     let request = match read_request() {
-        Ok(r) => r,
+        // The server closed the input of a spare it did not need.
+        Ok(None) => return crate::exit::SUCCESS,
+        Ok(Some(r)) => r,
         Err(e) => {
             replier.send(&Reply::Refused(e.clone()));
             report_error(&e.message);
             return exit_code(e.kind);
         }
     };
+    log_to_run_file(&request);
     let mut accept = |accepted: &Accepted| replier.send(&Reply::Accepted(accepted.clone()));
     let result = carry_out(request, global, &mut accept);
     match result {
@@ -72,13 +80,75 @@ pub fn serve_run(global: &Global) -> u8 {
     }
 }
 
-fn read_request() -> Result<RunRequest, AppError> {
+/// The request line; None when the input ends before any byte.
+fn read_request() -> Result<Option<RunRequest>, AppError> {
     let mut line = String::new();
-    std::io::BufReader::new(std::io::stdin().take(MAX_REQUEST_BYTES))
+    let read = std::io::BufReader::new(std::io::stdin().take(MAX_REQUEST_BYTES))
         .read_line(&mut line)
         .map_err(|e| AppError::bad_input(format!("reading the request: {e}")))?;
+    if read == 0 {
+        return Ok(None);
+    }
     serde_json::from_str(line.trim_end())
+        .map(Some)
         .map_err(|e| AppError::bad_input(format!("the request is not a run request: {e}")))
+}
+
+/// Make the run's runtime on a thread of the lowest priority, so that the
+/// processes of runs under way (the spare is started while one is) lose
+/// no time to it. Not waited for: a request that comes first makes its
+/// own runtime.
+fn prewarm_in_background() {
+    let started = std::thread::Builder::new()
+        .name("wfhost-prewarm".into())
+        .spawn(|| {
+            // SAFETY: the priority of this thread alone (its thread id).
+            unsafe {
+                libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19);
+            }
+            wfhost_app::plugins::prewarm(&wfhost_app::plugins::RuntimeChoice::default());
+        });
+    drop(started);
+}
+
+/// Whether the request can be read at once (standard input is readable).
+fn input_waiting() -> bool {
+    let mut fds = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on the stack, no wait.
+    unsafe { libc::poll(&mut fds, 1, 0) > 0 }
+}
+
+/// From here on, messages go to the run's log in the directory the server
+/// named (`SERVE_LOG_DIR_ENV`): `<dir>/<run>.log`, appended to. Without
+/// that directory, or when the log cannot be opened (said where messages
+/// went so far), they stay where they were.
+fn log_to_run_file(request: &RunRequest) {
+    let Some(dir) = std::env::var_os(wfhost_protocol::SERVE_LOG_DIR_ENV) else {
+        return;
+    };
+    // Only a run id names a file: never a path from the request.
+    let Ok(run_id) = wfhost_store::RunId::parse(request.run_id()) else {
+        return;
+    };
+    let path = std::path::Path::new(&dir).join(format!("{run_id}.log"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path);
+    match file {
+        // SAFETY: dup2 onto the process's own standard output and error;
+        // `file` stays owned here and is closed after.
+        Ok(file) => unsafe {
+            use std::os::fd::AsRawFd;
+            libc::dup2(file.as_raw_fd(), 2);
+            libc::dup2(file.as_raw_fd(), 1);
+        },
+        Err(e) => report_error(format!("cannot open {}: {e}", path.display())),
+    }
 }
 
 fn carry_out(

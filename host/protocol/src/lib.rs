@@ -17,3 +17,8 @@ pub use request::{Accepted, Reply, RunRequest};
 /// `wfhost serve`: their blocks are queued as jobs for agents instead of
 /// run in the process.
 pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";
+
+/// Set in the environment of those processes to the directory of their
+/// logs: once a process has read its request, its standard error (and
+/// output) go to `<dir>/<run>.log`, appended to.
+pub const SERVE_LOG_DIR_ENV: &str = "WFHOST_SERVE_LOG_DIR";

@@ -40,7 +40,8 @@ pub use auth::Tokens;
 pub use conn::ConnectionLimits;
 pub use error::ApiError;
 pub use runner::{
-    NO_CACHE_ENV, ProcessRunner, RUN_BLOCKS_AS_JOBS, RunService, SERVE_RUN, Submitted,
+    NO_CACHE_ENV, ProcessRunner, RUN_BLOCKS_AS_JOBS, RunService, SERVE_LOG_DIR_ENV, SERVE_RUN,
+    Submitted,
 };
 
 /// The default address: loopback only.

@@ -10,8 +10,9 @@
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use wfhost_protocol::{Accepted, AppError, Reply, RunRequest};
 use wfhost_store::RunId;
@@ -46,7 +47,11 @@ pub trait RunService: Send + Sync + std::fmt::Debug {
 }
 
 /// Runs executed each in its own process of the `wfhost` executable
-/// (`wfhost serve-run`).
+/// (`wfhost serve-run`). One process is kept started ahead, a spare
+/// waiting for its request: it has loaded the executable and made its
+/// wasm runtime with the built-in plugins while nothing asked, so a
+/// request pays for neither. A spare that is not wanted ends when its
+/// input closes (the server gone, or the spare too old).
 #[derive(Debug, Clone)]
 pub struct ProcessRunner {
     pub exe: PathBuf,
@@ -56,23 +61,95 @@ pub struct ProcessRunner {
     /// The run processes compile plugins without a cache
     /// (`WFHOST_NO_CACHE=1`).
     pub no_cache: bool,
+    spare: Arc<Mutex<Option<Spare>>>,
 }
+
+/// A run process started before its request.
+#[derive(Debug)]
+struct Spare {
+    child: Child,
+    home: PathBuf,
+    born: Instant,
+}
+
+/// A spare older than this is replaced (its executable or environment may
+/// have changed under it).
+const SPARE_MAX_AGE: Duration = Duration::from_secs(600);
 
 /// The hidden subcommand a run process is started with.
 pub const SERVE_RUN: &str = "serve-run";
 
-impl RunService for ProcessRunner {
-    fn submit(&self, home: &Path, request: &RunRequest) -> Result<Submitted, AppError> {
-        // The id was chosen or checked by the server; a log is named by a
-        // run id and nothing else all the same.
-        let run_id =
-            RunId::parse(request.run_id()).map_err(|e| AppError::bad_input(e).at("/run_id"))?;
-        let log_path = log_path(home, &run_id)?;
+/// Where a run process writes its messages once it knows its run:
+/// `<dir>/<run>.log`. Before, they go to `<dir>/.spare.log` (a name no
+/// run id takes).
+pub use wfhost_protocol::SERVE_LOG_DIR_ENV;
+
+impl ProcessRunner {
+    pub fn new(exe: PathBuf, cache_dir: Option<PathBuf>, no_cache: bool) -> Self {
+        ProcessRunner {
+            exe,
+            cache_dir,
+            no_cache,
+            spare: Arc::default(),
+        }
+    }
+
+    /// Start the spare for runs in `home` now, before any request.
+    pub fn prepare(&self, home: &Path) {
+        self.refill(home);
+    }
+
+    /// A run process for `home`: the spare if it is for `home`, alive and
+    /// young enough, else a new one.
+    fn process(&self, home: &Path) -> Result<Child, AppError> {
+        let spare = self.spare_lock().take();
+        if let Some(mut spare) = spare {
+            let usable = spare.home == home
+                && spare.born.elapsed() < SPARE_MAX_AGE
+                && matches!(spare.child.try_wait(), Ok(None));
+            if usable {
+                return Ok(spare.child);
+            }
+            retire(spare.child);
+        }
+        self.spawn(home)
+    }
+
+    /// Start a spare for `home` unless one is kept already.
+    fn refill(&self, home: &Path) {
+        if self.spare_lock().is_some() {
+            return;
+        }
+        match self.spawn(home) {
+            Ok(child) => {
+                let spare = Spare {
+                    child,
+                    home: home.to_path_buf(),
+                    born: Instant::now(),
+                };
+                let mut slot = self.spare_lock();
+                match slot.as_ref() {
+                    // Another request kept one meanwhile.
+                    Some(_) => retire(spare.child),
+                    None => *slot = Some(spare),
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "no spare run process"),
+        }
+    }
+
+    fn spare_lock(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn spawn(&self, home: &Path) -> Result<Child, AppError> {
+        let logs = logs_dir(home)?;
+        let early = logs.join(".spare.log");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log_path)
-            .map_err(|e| AppError::internal(format!("cannot open {}: {e}", log_path.display())))?;
+            .open(&early)
+            .map_err(|e| AppError::internal(format!("cannot open {}: {e}", early.display())))?;
         let mut command = Command::new(&self.exe);
         if let Some(dir) = &self.cache_dir {
             command.env("WFHOST_CACHE_DIR", dir);
@@ -80,22 +157,47 @@ impl RunService for ProcessRunner {
         if self.no_cache {
             command.env(NO_CACHE_ENV, "1");
         }
-        let mut child = command
+        command
             .arg(SERVE_RUN)
             .env("WFHOST_HOME", home)
+            .env(SERVE_LOG_DIR_ENV, &logs)
             // Its blocks become jobs, run by agents.
             .env(RUN_BLOCKS_AS_JOBS, "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
-            .map_err(|e| AppError::internal(format!("cannot start {}: {e}", self.exe.display())))?;
+            .map_err(|e| AppError::internal(format!("cannot start {}: {e}", self.exe.display())))
+    }
+}
+
+/// Let a run process that got no request go: its input closed, it ends by
+/// itself; reaped on a thread of its own.
+fn retire(mut child: Child) {
+    drop(child.stdin.take());
+    std::thread::spawn(move || drop(child.wait()));
+}
+
+impl RunService for ProcessRunner {
+    fn submit(&self, home: &Path, request: &RunRequest) -> Result<Submitted, AppError> {
+        // The id was chosen or checked by the server; a log is named by a
+        // run id and nothing else all the same.
+        let run_id =
+            RunId::parse(request.run_id()).map_err(|e| AppError::bad_input(e).at("/run_id"))?;
+        let log_path = logs_dir(home)?.join(format!("{run_id}.log"));
         let line = serde_json::to_string(request)
             .map_err(|e| AppError::internal(format!("cannot encode the request: {e}")))?;
-        if let Some(mut stdin) = child.stdin.take() {
+        let mut child = self.process(home)?;
+        let mut stdin = child.stdin.take().expect("piped");
+        if writeln!(stdin, "{line}").is_err() {
+            // The spare ended before it read anything: a new process.
+            retire(child);
+            child = self.spawn(home)?;
+            stdin = child.stdin.take().expect("piped");
             // A process that died at once shows in its reply (none).
             let _ = writeln!(stdin, "{line}");
         }
+        drop(stdin);
         let stdout = child.stdout.take().expect("piped");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -104,7 +206,10 @@ impl RunService for ProcessRunner {
             let status = child.wait();
             drop(status);
         });
-        match rx.recv_timeout(START_WAIT) {
+        let reply = rx.recv_timeout(START_WAIT);
+        // The next request's process starts now, while this run goes on.
+        self.refill(home);
+        match reply {
             Ok(Some(Reply::Accepted(accepted))) => Ok(Submitted::Accepted(accepted)),
             Ok(Some(Reply::Refused(e))) => Err(e),
             Ok(None) => Err(AppError::internal(format!(
@@ -116,12 +221,12 @@ impl RunService for ProcessRunner {
     }
 }
 
-/// `<home>/serve-logs/<run>.log`, its folder made.
-fn log_path(home: &Path, run_id: &RunId) -> Result<PathBuf, AppError> {
+/// `<home>/serve-logs`, made if need be.
+fn logs_dir(home: &Path) -> Result<PathBuf, AppError> {
     let logs = home.join("serve-logs");
     std::fs::create_dir_all(&logs)
         .map_err(|e| AppError::internal(format!("cannot make {}: {e}", logs.display())))?;
-    Ok(logs.join(format!("{run_id}.log")))
+    Ok(logs)
 }
 
 /// The one reply line of a run process, or None when it closed its
@@ -158,11 +263,7 @@ mod tests {
     #[test]
     fn a_request_for_a_run_id_that_is_none_starts_no_process() {
         let home = tempfile::tempdir().unwrap();
-        let runner = ProcessRunner {
-            exe: PathBuf::from("/nonexistent/wfhost"),
-            cache_dir: None,
-            no_cache: false,
-        };
+        let runner = ProcessRunner::new(PathBuf::from("/nonexistent/wfhost"), None, false);
         for bad in ["", "../x", "a/b", ".hidden"] {
             let request = RunRequest::Resume {
                 run_id: bad.into(),
