@@ -515,8 +515,11 @@ async fn heartbeat_while<F: std::future::Future>(
 ) -> Option<F::Output> {
     let name = &shared.config.name;
     let mut client = Client::new(shared.config.server.clone());
-    let mut tick = tokio::time::interval(lease.heartbeat);
-    tick.tick().await;
+    // The first beat one period from now. (Not `interval`'s first tick,
+    // due at once: a timer is rounded up to the next millisecond, so
+    // awaiting it cost every job up to a millisecond before it started.)
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + lease.heartbeat, lease.heartbeat);
     tokio::pin!(block);
     let beat = json!({"attempt": lease.attempt, "token": lease.token});
     loop {
