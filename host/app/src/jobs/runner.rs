@@ -518,8 +518,10 @@ async fn heartbeat_while<F: std::future::Future>(
     // The first beat one period from now. (Not `interval`'s first tick,
     // due at once: a timer is rounded up to the next millisecond, so
     // awaiting it cost every job up to a millisecond before it started.)
-    let mut tick =
-        tokio::time::interval_at(tokio::time::Instant::now() + lease.heartbeat, lease.heartbeat);
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::now() + lease.heartbeat,
+        lease.heartbeat,
+    );
     tokio::pin!(block);
     let beat = json!({"attempt": lease.attempt, "token": lease.token});
     loop {
@@ -790,5 +792,73 @@ mod loaded_sets_tests {
         assert_eq!(sets.get(&key(0)), Some(0));
         assert_eq!(sets.get(&key(1)), None, "the least recently used went");
         assert_eq!(sets.get(&key(LOADED_MAX)), Some(LOADED_MAX));
+    }
+}
+
+#[cfg(test)]
+mod heartbeat_tests {
+    use super::*;
+
+    fn shared() -> Shared {
+        Shared {
+            config: AgentConfig {
+                server: Server::parse("http://127.0.0.1:9").unwrap(),
+                name: "test".into(),
+                capabilities: Vec::new(),
+                concurrency: 1,
+                cache_dir: None,
+                cache_disabled: true,
+            },
+            runtimes: Default::default(),
+            loaded: Default::default(),
+            telemetry: Default::default(),
+            handed_back: AtomicUsize::new(0),
+        }
+    }
+
+    fn request() -> JobRequest {
+        let context = json!({
+            "workflow_id": "w", "execution_id": "r", "node_id": "n", "block_id": "b",
+            "step_index": 0, "attempt": 1, "previous_block_id": null,
+            "static_memory": {}, "inherited_memory": {}, "artifacts": {}, "config": {},
+            "inputs": {}, "file_restrictions": null, "system_prompt": "", "assembled_context": ""
+        });
+        serde_json::from_value(json!({
+            "format": JOB_FORMAT, "run_id": "r", "branch": 1, "workflow_hash": "h",
+            "manifest": "/m.json", "workspace": "/ws", "workspace_id": "id",
+            "executor": "", "plugins": {}, "worker": "echo", "context": context,
+            "payload": [], "timeout_ms": null, "lane": null
+        }))
+        .unwrap()
+    }
+
+    /// A job's block runs at once: no timer is awaited before it (a timer
+    /// due "now" is rounded up to the next millisecond, so awaiting one
+    /// delayed every job by up to a millisecond). On a paused clock that
+    /// wait shows as time gone by.
+    #[tokio::test(start_paused = true)]
+    async fn a_job_runs_without_waiting_for_a_timer() {
+        let shared = shared();
+        let request = request();
+        let lease = Leased {
+            id: 1,
+            attempt: 1,
+            token: "t".into(),
+            heartbeat: Duration::from_secs(5),
+        };
+        // Between two milliseconds, as a real clock nearly always is.
+        tokio::time::advance(Duration::from_micros(500)).await;
+        let before = tokio::time::Instant::now();
+        let forward = Forward {
+            hub: None,
+            request: &request,
+        };
+        let ran = heartbeat_while(&shared, &lease, forward, async { 7 }).await;
+        assert_eq!(ran, Some(7));
+        assert_eq!(
+            tokio::time::Instant::now() - before,
+            Duration::ZERO,
+            "the job waited for a timer before it ran"
+        );
     }
 }
