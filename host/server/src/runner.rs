@@ -11,6 +11,8 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -62,6 +64,8 @@ pub struct ProcessRunner {
     /// (`WFHOST_NO_CACHE=1`).
     pub no_cache: bool,
     spare: Arc<Mutex<Option<Spare>>>,
+    /// Requests whose process has not answered yet.
+    starting: Arc<AtomicUsize>,
 }
 
 /// A run process started before its request.
@@ -91,6 +95,7 @@ impl ProcessRunner {
             cache_dir,
             no_cache,
             spare: Arc::default(),
+            starting: Arc::default(),
         }
     }
 
@@ -136,6 +141,32 @@ impl ProcessRunner {
             }
             Err(e) => tracing::debug!(error = %e, "no spare run process"),
         }
+    }
+
+    /// Hand `line` to a run process for `home`: its one reply line comes
+    /// on the channel (None when it ends without one). The process is
+    /// reaped when it ends.
+    fn start(&self, home: &Path, line: &str) -> Result<Receiver<Option<Reply>>, AppError> {
+        let mut child = self.process(home)?;
+        let mut stdin = child.stdin.take().expect("piped");
+        if writeln!(stdin, "{line}").is_err() {
+            // The spare ended before it read anything: a new process.
+            retire(child);
+            child = self.spawn(home)?;
+            stdin = child.stdin.take().expect("piped");
+            // A process that died at once shows in its reply (none).
+            let _ = writeln!(stdin, "{line}");
+        }
+        drop(stdin);
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_reply(stdout));
+            // Reaped when it ends, so it never lingers as a zombie.
+            let status = child.wait();
+            drop(status);
+        });
+        Ok(rx)
     }
 
     fn spare_lock(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
@@ -187,29 +218,18 @@ impl RunService for ProcessRunner {
         let log_path = logs_dir(home)?.join(format!("{run_id}.log"));
         let line = serde_json::to_string(request)
             .map_err(|e| AppError::internal(format!("cannot encode the request: {e}")))?;
-        let mut child = self.process(home)?;
-        let mut stdin = child.stdin.take().expect("piped");
-        if writeln!(stdin, "{line}").is_err() {
-            // The spare ended before it read anything: a new process.
-            retire(child);
-            child = self.spawn(home)?;
-            stdin = child.stdin.take().expect("piped");
-            // A process that died at once shows in its reply (none).
-            let _ = writeln!(stdin, "{line}");
+        self.starting.fetch_add(1, Ordering::SeqCst);
+        let reply = self
+            .start(home, &line)
+            .map(|answer| answer.recv_timeout(START_WAIT));
+        // The next request's process starts now, while this run goes on;
+        // not while other requests are being started (a burst): each of
+        // those gets a process of its own anyway, and a spare's warm-up
+        // would only take time from them.
+        if self.starting.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.refill(home);
         }
-        drop(stdin);
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(read_reply(stdout));
-            // Reaped when it ends, so it never lingers as a zombie.
-            let status = child.wait();
-            drop(status);
-        });
-        let reply = rx.recv_timeout(START_WAIT);
-        // The next request's process starts now, while this run goes on.
-        self.refill(home);
-        match reply {
+        match reply? {
             Ok(Some(Reply::Accepted(accepted))) => Ok(Submitted::Accepted(accepted)),
             Ok(Some(Reply::Refused(e))) => Err(e),
             Ok(None) => Err(AppError::internal(format!(
