@@ -251,28 +251,31 @@ pub fn read_workspace_id(workspace: &Path) -> Result<Option<String>, String> {
     }
 }
 
+/// A job of an `agent` block (in `lane` if given), for tests.
+#[cfg(test)]
+pub(crate) fn job_in_lane(lane: Option<&str>) -> JobRequest {
+    use serde_json::json;
+    let context = json!({
+        "workflow_id": "w", "execution_id": "r", "node_id": "dev", "block_id": "impl",
+        "step_index": 7, "attempt": 1, "previous_block_id": null,
+        "static_memory": {}, "inherited_memory": {}, "artifacts": {}, "config": {},
+        "inputs": {}, "file_restrictions": null, "system_prompt": "", "assembled_context": ""
+    });
+    let lane =
+        lane.map(|l| json!({"run_id": "r", "step": 5, "node": "dev", "block": "impl", "lane": l}));
+    serde_json::from_value(json!({
+        "format": JOB_FORMAT, "run_id": "r", "branch": 1, "workflow_hash": "h",
+        "manifest": "/m.json", "workspace": "/ws", "workspace_id": "id",
+        "executor": "", "plugins": {}, "worker": "agent", "context": context,
+        "payload": [], "timeout_ms": null, "lane": lane
+    }))
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    fn job_in_lane(lane: Option<&str>) -> JobRequest {
-        let context = json!({
-            "workflow_id": "w", "execution_id": "r", "node_id": "dev", "block_id": "impl",
-            "step_index": 7, "attempt": 1, "previous_block_id": null,
-            "static_memory": {}, "inherited_memory": {}, "artifacts": {}, "config": {},
-            "inputs": {}, "file_restrictions": null, "system_prompt": "", "assembled_context": ""
-        });
-        let lane = lane
-            .map(|l| json!({"run_id": "r", "step": 5, "node": "dev", "block": "impl", "lane": l}));
-        serde_json::from_value(json!({
-            "format": JOB_FORMAT, "run_id": "r", "branch": 1, "workflow_hash": "h",
-            "manifest": "/m.json", "workspace": "/ws", "workspace_id": "id",
-            "executor": "", "plugins": {}, "worker": "agent", "context": context,
-            "payload": [], "timeout_ms": null, "lane": lane
-        }))
-        .unwrap()
-    }
 
     #[test]
     fn telemetry_travels_within_its_budget_and_is_attributed_by_the_job() {

@@ -816,22 +816,6 @@ mod heartbeat_tests {
         }
     }
 
-    fn request() -> JobRequest {
-        let context = json!({
-            "workflow_id": "w", "execution_id": "r", "node_id": "n", "block_id": "b",
-            "step_index": 0, "attempt": 1, "previous_block_id": null,
-            "static_memory": {}, "inherited_memory": {}, "artifacts": {}, "config": {},
-            "inputs": {}, "file_restrictions": null, "system_prompt": "", "assembled_context": ""
-        });
-        serde_json::from_value(json!({
-            "format": JOB_FORMAT, "run_id": "r", "branch": 1, "workflow_hash": "h",
-            "manifest": "/m.json", "workspace": "/ws", "workspace_id": "id",
-            "executor": "", "plugins": {}, "worker": "echo", "context": context,
-            "payload": [], "timeout_ms": null, "lane": null
-        }))
-        .unwrap()
-    }
-
     /// A job's block runs at once: no timer is awaited before it (a timer
     /// due "now" is rounded up to the next millisecond, so awaiting one
     /// delayed every job by up to a millisecond). On a paused clock that
@@ -839,7 +823,7 @@ mod heartbeat_tests {
     #[tokio::test(start_paused = true)]
     async fn a_job_runs_without_waiting_for_a_timer() {
         let shared = shared();
-        let request = request();
+        let request = super::super::request::job_in_lane(None);
         let lease = Leased {
             id: 1,
             attempt: 1,
