@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wfhost_protocol::{Accepted, AppError, Reply, RunRequest};
 use wfhost_store::RunId;
@@ -53,7 +53,7 @@ pub trait RunService: Send + Sync + std::fmt::Debug {
 /// waiting for its request: it has loaded the executable and made its
 /// wasm runtime with the built-in plugins while nothing asked, so a
 /// request pays for neither. A spare that is not wanted ends when its
-/// input closes (the server gone, or the spare too old).
+/// input closes (the server gone, or its executable replaced).
 #[derive(Debug, Clone)]
 pub struct ProcessRunner {
     pub exe: PathBuf,
@@ -73,12 +73,32 @@ pub struct ProcessRunner {
 struct Spare {
     child: Child,
     home: PathBuf,
-    born: Instant,
+    /// The executable it runs, as it was when the spare started.
+    exe: Option<ExeIdentity>,
 }
 
-/// A spare older than this is replaced (its executable or environment may
-/// have changed under it).
-const SPARE_MAX_AGE: Duration = Duration::from_secs(600);
+/// Which file an executable path names, and its version of it: a spare
+/// whose executable was replaced since (an upgrade) is not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ExeIdentity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl ExeIdentity {
+    fn of(exe: &Path) -> Option<ExeIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(exe).ok()?;
+        Some(ExeIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
 
 /// The hidden subcommand a run process is started with.
 pub const SERVE_RUN: &str = "serve-run";
@@ -105,12 +125,13 @@ impl ProcessRunner {
     }
 
     /// A run process for `home`: the spare if it is for `home`, alive and
-    /// young enough, else a new one.
+    /// runs the executable there is now, else a new one.
     fn process(&self, home: &Path) -> Result<Child, AppError> {
         let spare = self.spare_lock().take();
         if let Some(mut spare) = spare {
             let usable = spare.home == home
-                && spare.born.elapsed() < SPARE_MAX_AGE
+                && spare.exe.is_some()
+                && spare.exe == ExeIdentity::of(&self.exe)
                 && matches!(spare.child.try_wait(), Ok(None));
             if usable {
                 return Ok(spare.child);
@@ -125,12 +146,13 @@ impl ProcessRunner {
         if self.spare_lock().is_some() {
             return;
         }
+        let exe = ExeIdentity::of(&self.exe);
         match self.spawn(home) {
             Ok(child) => {
                 let spare = Spare {
                     child,
                     home: home.to_path_buf(),
-                    born: Instant::now(),
+                    exe,
                 };
                 let mut slot = self.spare_lock();
                 match slot.as_ref() {
@@ -293,5 +315,83 @@ mod tests {
             assert_eq!(e.kind, wfhost_protocol::ErrorKind::BadInput, "{bad}: {e}");
         }
         assert!(!home.path().join("serve-logs").exists());
+    }
+
+    /// A stand-in run process: it notes its pid in `started` when it
+    /// starts, and answers a request with its pid as the branch (or ends
+    /// quietly when its input closes first).
+    fn stand_in(dir: &Path, started: &Path) -> PathBuf {
+        let exe = dir.join("run-process");
+        let script = format!(
+            "#!/bin/sh\necho $$ >> '{}'\nread line || exit 0\nprintf '{{\"accepted\":{{\"branch\":%s}}}}\\n' $$\n",
+            started.display()
+        );
+        let staged = dir.join("run-process.new");
+        std::fs::write(&staged, script).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Replaced the way an upgrade replaces a file: a rename over it.
+        std::fs::rename(&staged, &exe).unwrap();
+        exe
+    }
+
+    fn started(file: &Path) -> Vec<u32> {
+        std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| l.parse().unwrap())
+            .collect()
+    }
+
+    /// Wait up to 10 s for `done`.
+    fn wait_for(mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "waited 10 s");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn answered_by(runner: &ProcessRunner, home: &Path) -> u32 {
+        let request = RunRequest::Resume {
+            run_id: "run-20261126-190000-abcdef".into(),
+            branch: None,
+        };
+        match runner.submit(home, &request).unwrap() {
+            Submitted::Accepted(Accepted { branch: Some(pid) }) => pid,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_spare_takes_the_next_request_unless_its_executable_was_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let log = dir.path().join("started");
+        let exe = stand_in(dir.path(), &log);
+        let runner = ProcessRunner::new(exe, None, false);
+
+        runner.prepare(&home);
+        wait_for(|| started(&log).len() == 1);
+        let spare = started(&log)[0];
+        assert_eq!(answered_by(&runner, &home), spare, "the spare answers");
+
+        // Another spare waits for the next request; the executable is
+        // replaced meanwhile: that spare is let go, a new process answers.
+        wait_for(|| started(&log).len() == 2);
+        let stale = started(&log)[1];
+        stand_in(dir.path(), &log);
+        let answered = answered_by(&runner, &home);
+        assert_ne!(answered, stale, "a spare of the old executable answered");
+        assert!(started(&log).contains(&answered));
+        // Let go, it ends by itself (its input closed).
+        wait_for(|| {
+            std::fs::read_to_string(format!("/proc/{stale}/stat")).map_or(true, |s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        });
     }
 }
