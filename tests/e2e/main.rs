@@ -63,6 +63,15 @@ fn block_chain(
         "nodes": {"main": {"entry_block": "b0", "blocks": blocks}}})
 }
 
+/// Wait up to 60 s for `ok`, looking every 20 ms; fail naming `what`.
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !ok() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The repository root.
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -462,14 +462,6 @@ fn a_workspace_is_locked(ws: &Path) -> bool {
         })
 }
 
-fn wait_until(what: &str, ok: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !ok() {
-        assert!(std::time::Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 /// A run advanced over MCP and a run of `wfhost run` on the same workspace
 /// exclude each other while they execute, both ways.
 #[test]
@@ -521,7 +513,7 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
 
     // The MCP run executes: a CLI run on its workspace is refused, busy.
     call(2, start.clone(), false);
-    wait_until("the MCP run holds the workspace", || {
+    super::wait_until("the MCP run holds the workspace", || {
         a_workspace_is_locked(&ws)
     });
     let refused = super::command(scratch.path())
@@ -572,7 +564,7 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    wait_until("the CLI run holds the workspace", || {
+    super::wait_until("the CLI run holds the workspace", || {
         a_workspace_is_locked(&ws)
     });
     let start = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params":

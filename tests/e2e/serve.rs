@@ -528,15 +528,6 @@ fn ended(pid: u32) -> bool {
     })
 }
 
-/// Wait up to 20 s for `done`.
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_spare_run_process_waits_for_the_next_run_and_ends_with_the_server() {
     let scratch = tempfile::tempdir().unwrap();
@@ -570,7 +561,7 @@ fn a_spare_run_process_waits_for_the_next_run_and_ends_with_the_server() {
     // The first run's process is started for it; once it has ended, one
     // spare waits.
     start(&served.addr);
-    wait_for("one spare run process", || {
+    super::wait_until("one spare run process", || {
         run_processes_of(server).len() == 1
     });
     let spare = run_processes_of(server)[0];
@@ -585,7 +576,7 @@ fn a_spare_run_process_waits_for_the_next_run_and_ends_with_the_server() {
         log.contains(&format!("pid={spare}")),
         "run {id} not by the spare {spare}:\n{log}"
     );
-    wait_for("a new spare", || {
+    super::wait_until("a new spare", || {
         let now = run_processes_of(server);
         now.len() == 1 && now[0] != spare
     });
@@ -594,7 +585,7 @@ fn a_spare_run_process_waits_for_the_next_run_and_ends_with_the_server() {
     // A spare nobody asks for ends with its server, however the server ends.
     served.child.kill().unwrap();
     served.child.wait().unwrap();
-    wait_for("the spare ends after its server", || ended(next));
+    super::wait_until("the spare ends after its server", || ended(next));
     let early = std::fs::read_to_string(scratch.path().join("home/serve-logs/.spare.log")).unwrap();
     assert!(!early.contains("error"), "{early}");
 }
