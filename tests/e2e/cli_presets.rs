@@ -693,11 +693,15 @@ for _ in $(seq 1 300); do grep -q http serve.out 2>/dev/null && break; sleep 0.0
 base=$(grep -o 'http://[0-9.:]*' serve.out | head -1)
 id=$(curl -sf -X POST "$base/v1/runs" -H 'content-type: application/json' \
   -d "{\"workflow\": \"$MANIFEST\", \"workspace\": \"$WS\"}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["run_id"])')
-for _ in $(seq 1 600); do
-  status=$(curl -sf "$base/v1/runs/$id/summary" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])')
+status=none
+for _ in $(seq 1 1200); do
+  # A poll that fails (a busy machine) is said and tried again.
+  status=$(curl -sf "$base/v1/runs/$id/summary" | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])') \
+    || { echo "poll failed (status so far: $status)" >&2; status=unknown; }
   case $status in succeeded|failed) break;; esac
   sleep 0.1
 done
+echo "run $id: $status" >&2
 curl -sf "$base/v1/runs/$id"
 "#;
     let path = format!(
@@ -722,15 +726,27 @@ curl -sf "$base/v1/runs/$id"
         .env("OPENAI_API_KEY", "test-key")
         .output()
         .unwrap();
-    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no run ({e}): {}{}\nserver: {}",
-            stdout(&out),
+    // What the server and the run process said, for any failure below.
+    let said = || {
+        let logs = std::fs::read_dir(t.path("home").join("serve-logs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| {
+                let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                format!("{}:\n{text}", e.path().display())
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        format!(
+            "script: {}\nserver: {}\n{logs}",
             stderr(&out),
             std::fs::read_to_string(t.path("serve.err")).unwrap_or_default()
         )
-    });
-    assert_eq!(run["status"], "succeeded", "{run:#}");
+    };
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no run ({e}): {}\n{}", stdout(&out), said()));
+    assert_eq!(run["status"], "succeeded", "{run:#}\n{}", said());
     assert_eq!(
         std::fs::read_to_string(t.ws.join("docs/hello.md")).unwrap(),
         "hello\n"

@@ -5,10 +5,9 @@
 //! with the cap named, and the install's peak memory stays far below
 //! what the registry sent.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 
 use super::distribution::{User, pack, plugin_source};
@@ -256,36 +255,52 @@ fn send_huge(out: &mut TcpStream, status: &str, framing: Framing) -> std::io::Re
     Ok(())
 }
 
+/// Spawns its arguments, waits for them and prints their peak resident
+/// memory in KiB. The launcher is a small process on purpose: Linux
+/// carries a process's high-water mark over from the address space it
+/// was spawned from (`vfork` shares it until `exec`), so the peak of a
+/// command spawned by this test binary would be the test binary's own
+/// when its other tests, run as threads by `cargo test`, use more.
+const PEAK_OF: &str = r#"
+import os, sys
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ,
+    file_actions=[(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0)])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"#;
+
 /// `wfhost plugin install REFERENCE --allow-unsigned` as `user`: its exit
-/// code, its stderr and its peak resident memory in bytes.
-// The child is reaped by `wait4` (for its rusage), which clippy cannot see.
-#[allow(clippy::zombie_processes)]
+/// code, its stderr and its peak resident memory in bytes (an upper
+/// bound: it includes the launcher's own few MiB).
 fn install(user: &User, reference: &str) -> (Option<i32>, String, u64) {
-    let mut child = super::command(&user.scratch)
+    let program = super::command(&user.scratch).get_program().to_owned();
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-c", PEAK_OF]).arg(program).args([
+        "plugin",
+        "install",
+        reference,
+        "--allow-unsigned",
+    ]);
+    for (key, value) in super::command(&user.scratch).get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let out = cmd
         .current_dir(&user.project)
-        .args(["plugin", "install", reference, "--allow-unsigned"])
         .env("DOCKER_CONFIG", user.scratch.join("docker-config"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    // Reaped here, not by `Child::wait`, to read its resource usage.
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, writing into the locals above.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4");
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let (code, kib) = said
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("the launcher said `{said}`\n{stderr}"));
+    let code: i32 = code.trim().parse().unwrap();
+    let kib: u64 = kib.trim().parse().unwrap();
     // Linux reports ru_maxrss in KiB.
-    (code, stderr, usage.ru_maxrss as u64 * 1024)
+    ((code >= 0).then_some(code), stderr, kib * 1024)
 }
 
 #[test]
