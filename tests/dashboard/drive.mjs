@@ -170,8 +170,8 @@ try {
   await page.goto(`${base}#/runs/${scenario.cancel}`);
   await page.waitForSelector('.gate-panel');
   await page.click('.run-head button.danger');
-  await page.waitForSelector('.run-head .badge.s-failed', { timeout: 60000 });
-  await page.waitForSelector('tr.marker.s-failed:has-text("cancelled")');
+  await page.waitForSelector('.run-head .badge.s-cancelled', { timeout: 60000 });
+  await page.waitForSelector('tr.marker.s-cancelled:has-text("run cancelled by the dashboard through the HTTP API")');
   await shot('07b-forked-and-cancelled');
 
   // A fan-in gate: pick the lane a conflicting file comes from.

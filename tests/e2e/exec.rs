@@ -895,15 +895,15 @@ fn cancel_stops_a_live_runs_container_and_is_recorded() {
         }),
         true,
     );
-    let mut child = command(scratch.path())
+    let child = command(scratch.path())
         .args([
             "run",
             manifest.to_str().unwrap(),
             "-w",
             ws.path().to_str().unwrap(),
         ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     // Wait for the run to be recorded and its container to exist.
@@ -927,11 +927,18 @@ fn cancel_stops_a_live_runs_container_and_is_recorded() {
     let out = wfhost(&["cancel", tail, "--reason", "wrong input"], scratch.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("cancelled: wrong input"),
+        stdout(&out).contains(" with wfhost cancel: wrong input"),
         "{}",
         stdout(&out)
     );
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    // The run's own terminal says who stopped it and why, and never
+    // offers to resume it.
+    let stopped = child.wait_with_output().unwrap();
+    let said = stderr(&stopped);
+    assert_eq!(stopped.status.code(), Some(5), "{said}");
+    assert!(said.contains(" with wfhost cancel: wrong input"), "{said}");
+    assert!(said.contains("will not continue"), "{said}");
+    assert!(!said.contains("resume"), "{said}");
     assert!(
         containers_of(&id).is_empty(),
         "the container survived the cancel"
@@ -940,10 +947,17 @@ fn cancel_stops_a_live_runs_container_and_is_recorded() {
     let last: serde_json::Value =
         serde_json::from_str(stdout(&events).lines().last().unwrap()).unwrap();
     assert_eq!(last["event"]["type"], "run_finished", "{last}");
-    assert_eq!(
-        last["event"]["outcome"]["reason"], "cancelled: wrong input",
+    assert_eq!(last["event"]["outcome"]["status"], "cancelled", "{last}");
+    assert_eq!(last["event"]["outcome"]["reason"], "wrong input", "{last}");
+    assert!(
+        last["event"]["outcome"]["by"]
+            .as_str()
+            .is_some_and(|by| by.ends_with(" with wfhost cancel")),
         "{last}"
     );
+    let listed: serde_json::Value =
+        serde_json::from_slice(&wfhost(&["runs", "--json"], scratch.path()).stdout).unwrap();
+    assert_eq!(listed[0]["status"], "cancelled", "{listed}");
     // Cancelling again, resuming or deleting it: clear answers.
     let again = wfhost(&["cancel", &id], scratch.path());
     assert_eq!(again.status.code(), Some(2));
@@ -954,6 +968,7 @@ fn cancel_stops_a_live_runs_container_and_is_recorded() {
     );
     let resume = wfhost(&["resume", &id], scratch.path());
     assert_eq!(resume.status.code(), Some(2), "{}", stderr(&resume));
+    assert!(stderr(&resume).contains("cancelled"), "{}", stderr(&resume));
     let rm = wfhost(&["rm", &id], scratch.path());
     assert_eq!(rm.status.code(), Some(0), "{}", stderr(&rm));
     let show = wfhost(&["show", &id], scratch.path());

@@ -257,9 +257,30 @@ fn runs_started_answered_and_forked_over_the_api_are_the_clis_runs() {
     let (status, cancelled) = http_post(
         &served.addr,
         &format!("/v1/runs/{id}/cancel"),
-        &serde_json::json!({"reason": "done here"}),
+        &serde_json::json!({"reason": "done here", "by": "ci"}),
     );
     assert_eq!(status, 200, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled["reason"], "cancelled by ci through the HTTP API: done here",
+        "{cancelled}"
+    );
+    let (_, listed) = http_get(&served.addr, "/v1/runs?status=cancelled");
+    assert_eq!(listed["runs"][0]["id"], id.as_str(), "{listed}");
+    let (_, shown) = http_get(&served.addr, &format!("/v1/runs/{id}"));
+    assert_eq!(shown["status"], "cancelled", "{shown}");
+    assert_eq!(
+        shown["failure"], "cancelled by ci through the HTTP API: done here",
+        "{shown}"
+    );
+    // A name that is not one short line is refused, and nothing changes.
+    let (status, refused) = http_post(
+        &served.addr,
+        &format!("/v1/runs/{id}/cancel"),
+        &serde_json::json!({"by": "a\nb"}),
+    );
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["details"]["pointer"], "/by", "{refused}");
 }
 
 #[test]

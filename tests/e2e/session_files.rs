@@ -204,8 +204,11 @@ fn a_run_cancelled_at_a_gate_cancels_its_decision_and_keeps_the_agents_fields() 
     assert_eq!(ud1["status"], "cancelled", "{after}");
     assert_eq!(ud1["answer"], serde_json::Value::Null);
     assert!(ud1["resolved_at"].is_string(), "{after}");
-    assert_eq!(
-        ud1["resolution_reason"], "the run was cancelled: wrong branch",
+    // Who cancelled it (the account running `wfhost cancel`) and why.
+    let reason = ud1["resolution_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("the run was cancelled by ")
+            && reason.ends_with(" with wfhost cancel: wrong branch"),
         "{after}"
     );
     assert_eq!(
@@ -234,7 +237,8 @@ fn a_run_cancelled_through_the_api_cancels_its_decision() {
     assert_eq!(after["current_state"], "BLOCKED", "{after}");
     assert_eq!(after["user_decisions"][0]["status"], "cancelled", "{after}");
     assert_eq!(
-        after["user_decisions"][0]["resolution_reason"], "the run was cancelled: wrong branch",
+        after["user_decisions"][0]["resolution_reason"],
+        "the run was cancelled by the HTTP API: wrong branch",
         "{after}"
     );
 }

@@ -36,6 +36,8 @@ pub struct Prepared {
     pub workspace: Workspace,
     /// The run's hold on its workspace while it executes.
     pub workspace_lock: Option<WorkspaceLock>,
+    /// The home whose store records the run.
+    pub home: std::path::PathBuf,
 }
 
 /// Load the run's pinned definition (never the file on disk, which may
@@ -75,6 +77,7 @@ pub fn prepare(
         plugins,
         workspace,
         workspace_lock: None,
+        home: store.home().to_path_buf(),
     })
 }
 
@@ -181,13 +184,7 @@ pub fn drive<S: EventSink + Recorded>(
                 run.id, run.id
             ))
         }),
-        Ended::Interrupted(signal) => Err(AppError::new(
-            ErrorKind::Interrupted,
-            format!(
-                "run {} interrupted ({signal}): the running block's processes, containers and jobs were stopped; `wfhost resume {}` continues it",
-                run.id, run.id
-            ),
-        )),
+        Ended::Interrupted(signal) => Err(stopped_by(&prepared.home, run, signal)),
         Ended::InterruptedTwice => Err(AppError::new(
             ErrorKind::Interrupted,
             format!(
@@ -195,6 +192,28 @@ pub fn drive<S: EventSink + Recorded>(
                 run.id
             ),
         )),
+    }
+}
+
+/// Why the run stopped at `signal`: someone cancelling it (who and why,
+/// and that it is over), or an interruption it can be resumed from.
+fn stopped_by(home: &Path, run: &RunRecord, signal: &str) -> AppError {
+    match wfhost_store::Cancellation::pending(home, &run.id) {
+        Some(cancellation) => AppError::new(
+            ErrorKind::Cancelled,
+            format!(
+                "run {} {}; its running block's processes, containers and jobs were stopped, and it will not continue",
+                run.id,
+                cancellation.text()
+            ),
+        ),
+        None => AppError::new(
+            ErrorKind::Interrupted,
+            format!(
+                "run {} interrupted ({signal}): the running block's processes, containers and jobs were stopped; `wfhost resume {}` continues it",
+                run.id, run.id
+            ),
+        ),
     }
 }
 

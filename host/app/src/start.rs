@@ -142,6 +142,7 @@ pub fn record(store: &mut Store, checked: Checked, how: Recording) -> Result<Rec
             plugins,
             workspace,
             workspace_lock,
+            home: store.home().to_path_buf(),
         },
         lock,
     })

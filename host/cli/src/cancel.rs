@@ -35,11 +35,11 @@ pub fn cancel(args: CancelArgs, global: &Global) -> u8 {
         Ok(r) => r,
         Err(e) => return store_error(e),
     };
-    match store.cancel(
-        &run.id,
-        args.reason.as_deref(),
-        Duration::from_secs(args.wait),
-    ) {
+    let cancellation = wfhost_store::Cancellation {
+        by: who_cancels(),
+        reason: args.reason,
+    };
+    match store.cancel(&run.id, &cancellation, Duration::from_secs(args.wait)) {
         Ok(reason) => {
             // The session folder says so too: no decision left pending.
             wfhost_app::session_files::SessionFiles::rewrite_after_end(&store, &run);
@@ -57,6 +57,26 @@ pub fn cancel(args: CancelArgs, global: &Global) -> u8 {
             code
         }
     }
+}
+
+/// `alice with wfhost cancel`: the account running this command.
+fn who_cancels() -> String {
+    // SAFETY: getuid cannot fail; getpwuid returns a pointer into static
+    // storage or null, and the name is copied out at once, on this thread.
+    let (uid, name) = unsafe {
+        let uid = libc::getuid();
+        let entry = libc::getpwuid(uid);
+        let name = (!entry.is_null() && !(*entry).pw_name.is_null()).then(|| {
+            std::ffi::CStr::from_ptr((*entry).pw_name)
+                .to_string_lossy()
+                .into_owned()
+        });
+        (uid, name)
+    };
+    let name = name
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| format!("uid {uid}"));
+    format!("{name} with wfhost cancel")
 }
 
 pub fn rm(args: RmArgs, global: &Global) -> u8 {

@@ -209,6 +209,7 @@ pub fn report_run(
     let code = match &report.status {
         RunStatus::Succeeded => exit::SUCCESS,
         RunStatus::Failed { .. } => exit::RUN_FAILED,
+        RunStatus::Cancelled { .. } => exit::CANCELLED,
         RunStatus::WaitingAtGate { .. } | RunStatus::AwaitingExternal { .. } => {
             exit::WAITING_AT_GATE
         }
@@ -217,6 +218,10 @@ pub fn report_run(
         let (status, detail) = match &report.status {
             RunStatus::Succeeded => ("succeeded", serde_json::Value::Null),
             RunStatus::Failed { reason } => ("failed", serde_json::json!({ "reason": reason })),
+            RunStatus::Cancelled { by, reason } => (
+                "cancelled",
+                serde_json::json!({ "cancelled_by": by, "reason": reason }),
+            ),
             RunStatus::WaitingAtGate {
                 gate_id,
                 node,
@@ -275,6 +280,10 @@ pub fn report_run(
             if let Some(cause) = cause.filter(|c| !reason.contains(c)) {
                 report_error(format!("caused by: {}", escape(cause)));
             }
+        }
+        RunStatus::Cancelled { by, reason } => {
+            let text = wfhost_core::run::event::Outcome::cancelled_text(by, reason.as_deref());
+            println!("run {} {}: {summary}", run.id, style.bad(&escape(&text)));
         }
         RunStatus::WaitingAtGate {
             gate_id,

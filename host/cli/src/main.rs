@@ -50,6 +50,9 @@ pub mod exit {
     /// Another wfhost process is executing the run, another run is using
     /// the workspace, or another process kept the store locked too long.
     pub const BUSY: u8 = 4;
+    /// Someone cancelled the run (`wfhost cancel`, the HTTP API); it is
+    /// not continued.
+    pub const CANCELLED: u8 = 5;
     /// The run was interrupted (Ctrl-C, SIGTERM); it can be resumed.
     pub const INTERRUPTED: u8 = 130;
 }
@@ -452,6 +455,7 @@ pub fn exit_code(kind: ErrorKind) -> u8 {
         ErrorKind::Busy => exit::BUSY,
         ErrorKind::Waiting => exit::WAITING_AT_GATE,
         ErrorKind::Interrupted => exit::INTERRUPTED,
+        ErrorKind::Cancelled => exit::CANCELLED,
         ErrorKind::Failed => exit::RUN_FAILED,
     }
 }

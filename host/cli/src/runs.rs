@@ -186,10 +186,9 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         .unwrap_or_default();
     let steps = wfhost_store::view::steps_of(&chain);
     let gates: Vec<_> = state.gates.values().cloned().collect();
+    // Why it did not succeed: a failure's reason, or who cancelled it.
     let failure = match &state.phase {
-        wfhost_core::run::state::Phase::Finished(wfhost_core::run::event::Outcome::Failed {
-            reason,
-        }) => Some(reason.clone()),
+        wfhost_core::run::state::Phase::Finished(outcome) => outcome.unsuccessful_reason(),
         _ => None,
     };
     let start_snapshot = chain.first().and_then(|e| e.snapshot.clone());

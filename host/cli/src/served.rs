@@ -68,7 +68,10 @@ pub fn serve_run(global: &Global) -> u8 {
             // The run went on and came to rest, or nothing was recorded.
             let went_on = matches!(
                 e.kind,
-                ErrorKind::Waiting | ErrorKind::Failed | ErrorKind::Interrupted
+                ErrorKind::Waiting
+                    | ErrorKind::Failed
+                    | ErrorKind::Interrupted
+                    | ErrorKind::Cancelled
             );
             replier.send(&match went_on {
                 true => Reply::Accepted(Accepted::default()),

@@ -27,10 +27,11 @@ pub struct StepReply {
     /// Records notes against the snapshot (`checkpoint_workflow`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint_token: Option<String>,
-    /// Whether the run is over (succeeded or failed).
+    /// Whether the run is over (succeeded, failed or cancelled).
     pub is_complete: bool,
     /// `waiting` (for the client), `waiting_at_gate` (for a person),
-    /// `succeeded` or `failed`.
+    /// `succeeded`, `failed` or `cancelled` (someone stopped it for good;
+    /// `failure` says who and why).
     pub status: String,
     /// The step the client is to perform, when the run waits for it.
     pub pending: Option<Pending>,

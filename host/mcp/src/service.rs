@@ -1141,9 +1141,7 @@ impl<E: Executor> Service<E> {
             }
             Phase::Finished(outcome) => {
                 reply.is_complete = true;
-                if let wfhost_core::run::event::Outcome::Failed { reason } = outcome {
-                    reply.failure = Some(reason.clone());
-                }
+                reply.failure = outcome.unsuccessful_reason();
             }
             Phase::Ready { .. } | Phase::Deciding { .. } => {
                 reply.status = "interrupted".into();

@@ -18,6 +18,9 @@ pub enum ErrorKind {
     Waiting,
     /// A signal stopped the run; it can be resumed.
     Interrupted,
+    /// Someone stopped the run for good (`wfhost cancel`, the HTTP API);
+    /// it is not continued.
+    Cancelled,
     /// The run failed (a block failed, or the engine stopped).
     Failed,
     /// The host itself could not do its part (a file it could not write,
@@ -34,6 +37,7 @@ impl ErrorKind {
             ErrorKind::NotFound => "not_found",
             ErrorKind::Waiting => "waiting",
             ErrorKind::Interrupted => "interrupted",
+            ErrorKind::Cancelled => "cancelled",
             ErrorKind::Failed => "failed",
             ErrorKind::Internal => "internal",
         }

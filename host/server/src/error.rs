@@ -88,9 +88,10 @@ impl From<AppError> for ApiError {
             ErrorKind::NotFound => ApiError::not_found(e.message),
             ErrorKind::Busy => ApiError::new(StatusCode::CONFLICT, "busy", e.message),
             ErrorKind::Waiting => ApiError::new(StatusCode::CONFLICT, "waiting", e.message),
-            ErrorKind::Interrupted | ErrorKind::Failed | ErrorKind::Internal => {
-                ApiError::internal(e.message)
-            }
+            ErrorKind::Interrupted
+            | ErrorKind::Cancelled
+            | ErrorKind::Failed
+            | ErrorKind::Internal => ApiError::internal(e.message),
         };
         match e.place {
             Some(place) => api.with_details(serde_json::json!({"place": place})),

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wfhost_store::{Bundle, CancelError, StoreError};
+use wfhost_store::{Bundle, CancelError, Cancellation, StoreError};
 
 use crate::AppState;
 use crate::body::JsonBody;
@@ -23,6 +23,9 @@ pub const MAX_CANCEL_WAIT_S: u64 = 600;
 pub struct CancelBody {
     /// Recorded with the cancellation.
     reason: Option<String>,
+    /// Who asks, as the client names itself (`the dashboard`, `ci`):
+    /// recorded as `<by> through the HTTP API`.
+    by: Option<String>,
     /// How long to wait for a live run's process to stop (default 60).
     wait_s: Option<u64>,
 }
@@ -39,13 +42,17 @@ pub async fn cancel(
         ))
         .with_details(json!({"pointer": "/wait_s", "maximum": MAX_CANCEL_WAIT_S})));
     }
+    let cancellation = Cancellation {
+        by: who_cancels(body.by.as_deref())?,
+        reason: body.reason,
+    };
     let stores = state.stores.clone();
     let runner = state.runner.clone();
     blocking(move || {
         let mut store = stores.existing()?;
         exact_run(&store, &id)?;
         let reason = store
-            .cancel(&id, body.reason.as_deref(), Duration::from_secs(wait))
+            .cancel(&id, &cancellation, Duration::from_secs(wait))
             .map_err(cancel_error)?;
         // The run's session files say so too: no decision left pending.
         if let Some(runner) = runner {
@@ -55,10 +62,28 @@ pub async fn cancel(
             }
         }
         Ok(Json(
-            json!({"run_id": id, "status": "failed", "reason": reason}),
+            json!({"run_id": id, "status": "cancelled", "reason": reason}),
         ))
     })
     .await
+}
+
+/// The longest name a client may give itself when it cancels.
+const MAX_BY: usize = 100;
+
+/// Who a cancellation is recorded as coming from: the API, and the
+/// client's own name for itself when it gives one (one short line).
+fn who_cancels(by: Option<&str>) -> Result<String, ApiError> {
+    let Some(by) = by.map(str::trim).filter(|b| !b.is_empty()) else {
+        return Ok("the HTTP API".to_string());
+    };
+    if by.chars().count() > MAX_BY || by.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "`by` must be one line of at most {MAX_BY} characters"
+        ))
+        .with_details(json!({"pointer": "/by", "maximum": MAX_BY})));
+    }
+    Ok(format!("{by} through the HTTP API"))
 }
 
 fn cancel_error(e: CancelError) -> ApiError {

@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.8.2";
+pub const API_VERSION: &str = "0.9.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -93,7 +93,7 @@ pub fn spec() -> Value {
         "paths": both(json!({
             "/health": get("Liveness and the server clock.", vec![], ok("Up.", "Health")),
             "/runs": both(get("Runs, newest first.", vec![
-                param("status", "string", "running, waiting, succeeded, failed or interrupted."),
+                param("status", "string", "running, waiting, succeeded, failed, cancelled or interrupted."),
                 param("workflow", "string", "Only runs of this workflow id."),
                 param("session", "string", "Only runs of this session."),
                 param("q", "string", "Only runs whose id, workflow id, workspace or session id contains this text (case-insensitive)."),
@@ -129,7 +129,7 @@ pub fn spec() -> Value {
                 }
             }},
             "/runs/{id}/cancel": post(
-                "Cancel the run for good: a live run's process is asked to stop (it stops its block's processes, containers and jobs), then the run is recorded as failed with `cancelled: <reason>`.",
+                "Cancel the run for good: a live run's process is asked to stop (it stops its block's processes, containers and jobs), then the run is recorded as `cancelled`, by `<by> through the HTTP API` (or `the HTTP API`) with the reason given. Its own process says who cancelled it and why, and exits with 5.",
                 vec![run_id()],
                 json!({"$ref": "#/components/schemas/CancelRequest"}),
                 "200",
@@ -260,9 +260,10 @@ fn run_schemas() -> Value {
         }},
         "CancelRequest": {"type": "object", "additionalProperties": false, "properties": {
             "reason": {"type": "string", "description": "Recorded with the cancellation."},
+            "by": {"type": "string", "maxLength": 100, "description": "Who asks, as the client names itself (one line): recorded as `<by> through the HTTP API`."},
             "wait_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "How long to wait for a live run's process to stop (default 60)."}
         }},
-        "Cancelled": {"type": "object", "properties": {"run_id": {"type": "string"}, "status": {"const": "failed"}, "reason": {"type": "string"}}},
+        "Cancelled": {"type": "object", "properties": {"run_id": {"type": "string"}, "status": {"const": "cancelled"}, "reason": {"type": "string", "description": "What was recorded: `cancelled by <who>: <reason>`."}}},
         "Bundle": {"type": "object", "required": ["format", "version", "event_format", "run", "definition", "events", "checksum"], "properties": {
             "format": {"const": "wfhost-run-bundle"}, "version": {"type": "integer"}, "event_format": {"type": "integer"},
             "run": {"type": "object"}, "definition": {"type": "string", "description": "The pinned definition, canonical JSON."},

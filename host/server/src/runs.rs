@@ -61,7 +61,14 @@ pub struct ListQuery {
     after: Option<String>,
 }
 
-const STATUSES: &[&str] = &["running", "waiting", "succeeded", "failed", "interrupted"];
+const STATUSES: &[&str] = &[
+    "running",
+    "waiting",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "interrupted",
+];
 
 /// A run in a listing.
 #[derive(Debug, Serialize)]
@@ -196,10 +203,9 @@ pub async fn show(
             .find(|b| b.branch == branch)
             .map(|b| b.status.clone())
             .unwrap_or_default();
+        // Why it did not succeed: a failure's reason, or who cancelled it.
         let failure = match &state.phase {
-            wfhost_core::run::state::Phase::Finished(
-                wfhost_core::run::event::Outcome::Failed { reason },
-            ) => Some(reason.clone()),
+            wfhost_core::run::state::Phase::Finished(outcome) => outcome.unsuccessful_reason(),
             _ => None,
         };
         let stages = stage_statuses(store.home(), &run.id, &state);

@@ -174,7 +174,7 @@ function renderRuns() {
   const ul = $('run-list');
   const current = view.run && view.run.id;
   ul.replaceChildren(...list.runs.map((r, i) => {
-    const finished = ['succeeded', 'failed'].includes(r.status);
+    const finished = ['succeeded', 'failed', 'cancelled'].includes(r.status);
     return h('li', {
       role: 'option',
       id: `run-${r.id}`,
@@ -417,7 +417,7 @@ function rowsOf(events) {
         break;
       case 'inputs_merged': if (last) last.events.push(e); break;
       case 'run_started': open(e, 'marker', { text: `run started: ${ev.workflow_id}` }); break;
-      case 'run_finished': open(e, 'marker', { text: ev.outcome.status === 'succeeded' ? 'run succeeded' : `run failed: ${ev.outcome.reason}`, outcome: ev.outcome.status }); break;
+      case 'run_finished': open(e, 'marker', { text: finishedText(ev.outcome), outcome: ev.outcome.status }); break;
       case 'resumed': open(e, 'marker', { text: ev.interrupted ? `resumed; step ${ev.interrupted.step} runs again` : 'resumed' }); break;
       case 'forked': open(e, 'marker', { text: `branch ${e.branch} forked from ${ev.from_snapshot}` }); break;
       default: open(e, 'marker', { text: ev.type });
@@ -496,7 +496,7 @@ function runHeader(r, status) {
         ' · workspace ', h('code', {}, r.workspace),
         r.session ? [' · session ', h('a', { href: `#/sessions/${enc(r.session)}` }, r.session)] : null)),
     h('div', { class: 'actions' },
-      live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun, title: 'Stop it and record it as failed, for good' }, 'Cancel run') : null,
+      live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun, title: 'Stop it for good and record it as cancelled' }, 'Cancel run') : null,
       resumable ? h('button', { type: 'button', onclick: resumeRun }, 'Resume') : null,
       h('button', { type: 'button', onclick: () => download(`/runs/${enc(r.id)}/report?branch=${view.branch}`, `${r.id}.md`).catch(failed) }, 'Export Markdown'),
       h('button', { type: 'button', onclick: () => download(`/runs/${enc(r.id)}/export`, `${r.id}.bundle.json`).catch(failed) }, 'Export bundle')));
@@ -781,10 +781,18 @@ function gatePanel(row) {
   return h('section', { class: 'gate-panel', 'aria-label': `Gate ${g.id}` }, panel);
 }
 
+// How a run ended, in words: `run succeeded`, `run failed: …`,
+// `run cancelled by … : …`.
+function finishedText(outcome) {
+  if (outcome.status === 'succeeded') return 'run succeeded';
+  if (outcome.status === 'cancelled') return `run cancelled by ${outcome.by}${outcome.reason ? `: ${outcome.reason}` : ''}`;
+  return `run failed: ${outcome.reason}`;
+}
+
 async function cancelRun() {
   if (!confirm(`Cancel run ${view.run.id} for good?`)) return;
   try {
-    await api(`/runs/${enc(view.run.id)}/cancel`, { json: { reason: 'cancelled from the dashboard', wait_s: 30 } });
+    await api(`/runs/${enc(view.run.id)}/cancel`, { json: { by: 'the dashboard', wait_s: 30 } });
     toast('Cancelled.');
     await openRun(view.run.id, view.branch);
   } catch (e) { failed(e); }

@@ -1,16 +1,79 @@
 //! Cancelling a run for good: a live run's process is asked to stop, then
 //! the run's end is recorded under its lock. Shared by `wfhost cancel` and
 //! the HTTP API.
+//!
+//! Before a live run's process is signalled, the cancellation is written
+//! beside the store (`<home>/cancelling/<run>.json`), so the process can
+//! say who stopped it and why instead of offering to resume; the note goes
+//! once the end is recorded or the cancellation gave up.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde::{Deserialize, Serialize};
 use wfhost_core::run::event::{Event, EventSink, Outcome};
 use wfhost_core::run::state::Phase;
 
 use crate::{RunId, RunLock, Store, StoreError};
 
-/// The prefix of a cancelled run's failure reason.
+/// The prefix of a cancelled run's failure reason in logs written before
+/// event format 8 (a cancelled run is [`Outcome::Cancelled`] since).
 pub const CANCELLED: &str = "cancelled";
+
+/// Who stops a run and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancellation {
+    /// `alice with wfhost cancel`, `the HTTP API (token ci)`.
+    pub by: String,
+    pub reason: Option<String>,
+}
+
+impl Cancellation {
+    /// `cancelled by BY: REASON`.
+    pub fn text(&self) -> String {
+        Outcome::cancelled_text(&self.by, self.reason.as_deref())
+    }
+
+    /// The cancellation under way of run `run_id` in `home`, if one is:
+    /// what a run process stopped by a signal reads to say why.
+    pub fn pending(home: &Path, run_id: &RunId) -> Option<Cancellation> {
+        let text = std::fs::read(note_path(home, run_id)).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+}
+
+fn note_path(home: &Path, run_id: &RunId) -> PathBuf {
+    home.join("cancelling").join(format!("{run_id}.json"))
+}
+
+/// The note of a cancellation under way, removed when dropped.
+struct Note(Option<PathBuf>);
+
+impl Note {
+    /// Written whole or not at all (a temporary file renamed): a run
+    /// process never reads half of it. Not written is no harm: the run
+    /// process then says it was interrupted.
+    fn write(home: &Path, run_id: &RunId, cancellation: &Cancellation) -> Note {
+        let path = note_path(home, run_id);
+        let tmp = path.with_extension("json.tmp");
+        let written = path
+            .parent()
+            .is_some_and(|dir| std::fs::create_dir_all(dir).is_ok())
+            && serde_json::to_vec(cancellation)
+                .ok()
+                .is_some_and(|bytes| std::fs::write(&tmp, bytes).is_ok())
+            && std::fs::rename(&tmp, &path).is_ok();
+        Note(written.then_some(path))
+    }
+}
+
+impl Drop for Note {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
 
 /// Why a run was not cancelled.
 #[derive(Debug, thiserror::Error)]
@@ -36,26 +99,23 @@ impl Store {
     /// Cancel run `run_id` (an exact id): ask a live run's process to stop
     /// (SIGTERM: it stops its block's processes, containers and jobs,
     /// records what it decided and exits), wait at most `wait` for its
-    /// lock, and record the run as failed with `cancelled: <why>`. Returns
-    /// the reason recorded.
+    /// lock, and record the run as cancelled. Returns what was recorded
+    /// (`cancelled by BY: REASON`).
     pub fn cancel(
         &mut self,
         run_id: &str,
-        why: Option<&str>,
+        cancellation: &Cancellation,
         wait: Duration,
     ) -> Result<String, CancelError> {
         self.not_finished(run_id)?;
-        let _lock = self.stop_and_lock(run_id, wait)?;
+        let (_lock, _note) = self.stop_and_lock(run_id, cancellation, wait)?;
         // The live run may have finished on its own while it was asked to stop.
         self.not_finished(run_id)?;
         let branch = self.current_branch(run_id)?;
-        let reason = match why {
-            Some(why) => format!("{CANCELLED}: {why}"),
-            None => format!("{CANCELLED} by the user"),
-        };
         let finished = Event::RunFinished {
-            outcome: Outcome::Failed {
-                reason: reason.clone(),
+            outcome: Outcome::Cancelled {
+                by: cancellation.by.clone(),
+                reason: cancellation.reason.clone(),
             },
         };
         self.writer(run_id, branch)?
@@ -65,8 +125,9 @@ impl Store {
                 message: e.to_string(),
             })?;
         // Agents running one of its blocks lose their lease and stop.
-        self.cancel_jobs_of_run(run_id, &reason, crate::time::now_ms())?;
-        Ok(reason)
+        let text = cancellation.text();
+        self.cancel_jobs_of_run(run_id, &text, crate::time::now_ms())?;
+        Ok(text)
     }
 
     fn not_finished(&self, run_id: &str) -> Result<(), CancelError> {
@@ -78,6 +139,7 @@ impl Store {
                 "was cancelled"
             }
             Phase::Finished(Outcome::Failed { .. }) => "failed",
+            Phase::Finished(Outcome::Cancelled { .. }) => "was cancelled",
             _ => return Ok(()),
         };
         Err(CancelError::Finished {
@@ -86,10 +148,17 @@ impl Store {
         })
     }
 
-    fn stop_and_lock(&self, run_id: &str, wait: Duration) -> Result<RunLock, CancelError> {
+    /// The run's lock, once its live process (if any) stopped, and the
+    /// note that told that process why.
+    fn stop_and_lock(
+        &self,
+        run_id: &str,
+        cancellation: &Cancellation,
+        wait: Duration,
+    ) -> Result<(RunLock, Note), CancelError> {
         let run_id = &RunId::parse(run_id).map_err(StoreError::from)?;
         let pid = match self.lock_run(run_id) {
-            Ok(lock) => return Ok(lock),
+            Ok(lock) => return Ok((lock, Note(None))),
             Err(StoreError::Busy { pid, .. }) => pid,
             Err(e) => return Err(e.into()),
         };
@@ -98,6 +167,7 @@ impl Store {
                 run_id: run_id.to_string(),
             });
         };
+        let note = Note::write(self.home(), run_id, cancellation);
         // SAFETY: sending a signal; ESRCH (already gone) is fine.
         unsafe {
             libc::kill(pid, libc::SIGTERM);
@@ -105,7 +175,7 @@ impl Store {
         let deadline = Instant::now() + wait;
         loop {
             match self.lock_run(run_id) {
-                Ok(lock) => return Ok(lock),
+                Ok(lock) => return Ok((lock, note)),
                 Err(StoreError::Busy { .. }) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(50));
                 }

@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 
 pub use acks::{Ack, NewAck};
 pub use bundle::{BUNDLE_FORMAT, BUNDLE_VERSION, Bundle};
-pub use cancel::{CANCELLED, CancelError};
+pub use cancel::{CANCELLED, CancelError, Cancellation};
 pub use config::{CONFIG_FILE, DEFAULT_RETENTION, HomeConfig};
 pub use error::StoreError;
 pub use gc::GcCandidate;

@@ -58,7 +58,8 @@ pub struct BranchInfo {
     pub events: u64,
     /// When the branch was last written, unix ms.
     pub last_at: i64,
-    /// `succeeded`, `failed`, `waiting`, `running` or `interrupted`.
+    /// `succeeded`, `failed`, `cancelled`, `waiting`, `running` or
+    /// `interrupted`.
     pub status: String,
 }
 
@@ -601,6 +602,7 @@ impl Store {
             Some(Event::RunFinished { outcome }) => match outcome {
                 wfhost_core::run::event::Outcome::Succeeded => "succeeded",
                 wfhost_core::run::event::Outcome::Failed { .. } => "failed",
+                wfhost_core::run::event::Outcome::Cancelled { .. } => "cancelled",
             },
             Some(Event::ActionTaken {
                 gate_id: Some(_), ..

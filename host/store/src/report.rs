@@ -218,6 +218,10 @@ fn outcome(out: &mut String, status: &str, chain: &[StoredEvent]) {
         Some(Outcome::Failed { reason }) => {
             let _ = writeln!(out, "Failed: {}", one_line(reason));
         }
+        Some(Outcome::Cancelled { by, reason }) => {
+            let text = Outcome::cancelled_text(by, reason.as_deref());
+            let _ = writeln!(out, "Cancelled: {}", one_line(&text));
+        }
         // A run also ends with its `end` command, recorded as an action.
         _ if status == "succeeded" => out.push_str("Succeeded.\n"),
         Some(Outcome::Succeeded) => out.push_str("Succeeded.\n"),

@@ -735,22 +735,32 @@ impl SessionProjection {
                 }
             }
             Outcome::Failed { reason } => {
-                self.phase = RunPhase::Failed;
-                for key in [self.running.take(), self.deciding.take()]
-                    .into_iter()
-                    .flatten()
-                {
-                    self.set_status(&key, TaskStatus::Blocked);
-                }
+                self.block_unfinished_tasks();
                 self.run_issue = Some(format!("run failed: {reason}"));
                 self.blocker = blocker_of(reason).map(str::to_string);
+            }
+            Outcome::Cancelled { by, reason } => {
+                self.block_unfinished_tasks();
+                let text = Outcome::cancelled_text(by, reason.as_deref());
+                self.run_issue = Some(format!("run {text}"));
             }
         }
     }
 
+    /// The run ended without success: the tasks under way are blocked.
+    fn block_unfinished_tasks(&mut self) {
+        self.phase = RunPhase::Failed;
+        for key in [self.running.take(), self.deciding.take()]
+            .into_iter()
+            .flatten()
+        {
+            self.set_status(&key, TaskStatus::Blocked);
+        }
+    }
+
     /// The run ended while decisions were pending: none is left
-    /// `pending`. A run the user cancelled (`wfhost cancel`, a reason
-    /// starting `cancelled`) cancels them — the user cancelled the
+    /// `pending`. A run the user cancelled (`wfhost cancel`; before event
+    /// format 8, a failure whose reason starts `cancelled`) cancels them — the user cancelled the
     /// decision with the run; any other end skips them, the question no
     /// longer applying once the run is over (seed 001's `skipped`).
     fn resolve_pending(&mut self, outcome: &Outcome, at: &str) {
@@ -758,6 +768,13 @@ impl SessionProjection {
             Outcome::Failed { reason } if reason.starts_with(CANCELLED) => {
                 (DecisionStatus::Cancelled, format!("the run was {reason}"))
             }
+            Outcome::Cancelled { by, reason } => (
+                DecisionStatus::Cancelled,
+                format!(
+                    "the run was {}",
+                    Outcome::cancelled_text(by, reason.as_deref())
+                ),
+            ),
             Outcome::Failed { reason } => (
                 DecisionStatus::Skipped,
                 format!("no longer applicable: the run failed ({reason})"),

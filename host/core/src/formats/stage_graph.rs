@@ -945,6 +945,11 @@ fn current_stage(stages: &[StageInfo], state: &RunState) -> (Option<usize>, &'st
             (find(&format!("{node}.{block}")), "needs_human")
         }
         Phase::Finished(Outcome::Succeeded) => (None, "succeeded"),
+        // The stage statuses have no `cancelled`: the stage under way when
+        // the run was stopped did not complete.
+        Phase::Finished(Outcome::Cancelled { .. }) => {
+            (state.previous.as_deref().and_then(find), "failed")
+        }
         Phase::Finished(Outcome::Failed { reason }) => {
             let named = named_block(reason).and_then(find);
             (

@@ -308,6 +308,11 @@ pub enum RunStatus {
     Failed {
         reason: String,
     },
+    /// Stopped for good by someone before this process went on with it.
+    Cancelled {
+        by: String,
+        reason: Option<String>,
+    },
     /// Paused at a human gate.
     WaitingAtGate {
         gate_id: String,
@@ -725,6 +730,10 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
     let status = match &state.phase {
         Phase::Finished(Outcome::Succeeded) => RunStatus::Succeeded,
         Phase::Finished(Outcome::Failed { reason }) => RunStatus::Failed {
+            reason: reason.clone(),
+        },
+        Phase::Finished(Outcome::Cancelled { by, reason }) => RunStatus::Cancelled {
+            by: by.clone(),
             reason: reason.clone(),
         },
         Phase::Waiting {

@@ -41,7 +41,11 @@ use crate::text::count;
 /// - 7: free answers (`text`): a gate that asks a plain question ("Use
 ///   sqlite or postgres?") takes any answer that is none of the other
 ///   forms. Formats 1 to 6 are subsets.
-pub const EVENT_FORMAT: u32 = 7;
+/// - 8: a run stopped for good by someone is `cancelled` (`run_finished`
+///   with `{"status": "cancelled", "by": …, "reason": …}`), no longer a
+///   failure whose reason starts with `cancelled`. Formats 1 to 7 are
+///   subsets (their cancelled runs stay failed).
+pub const EVENT_FORMAT: u32 = 8;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -406,6 +410,9 @@ impl Event {
             Event::RunFinished { outcome } => match outcome {
                 Outcome::Succeeded => "run succeeded".to_string(),
                 Outcome::Failed { reason } => format!("run failed: {reason}"),
+                Outcome::Cancelled { by, reason } => {
+                    format!("run {}", Outcome::cancelled_text(by, reason.as_deref()))
+                }
             },
             Event::Resumed { interrupted: None } => "resumed".to_string(),
             Event::Resumed {
@@ -556,7 +563,40 @@ pub struct InterruptedBlock {
 #[serde(tag = "status", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Outcome {
     Succeeded,
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
+    /// Stopped for good by someone (`wfhost cancel`, the HTTP API): not a
+    /// failure of the workflow, and never continued.
+    Cancelled {
+        /// Who: `alice with wfhost cancel`, `the HTTP API (token ci)`.
+        by: String,
+        /// Why, when they said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+impl Outcome {
+    /// `cancelled by BY` and `: REASON` when one was given.
+    pub fn cancelled_text(by: &str, reason: Option<&str>) -> String {
+        match reason {
+            Some(reason) => format!("cancelled by {by}: {reason}"),
+            None => format!("cancelled by {by}"),
+        }
+    }
+
+    /// Why the run did not succeed: a failure's reason, or who cancelled
+    /// it and why; `None` for a success.
+    pub fn unsuccessful_reason(&self) -> Option<String> {
+        match self {
+            Outcome::Succeeded => None,
+            Outcome::Failed { reason } => Some(reason.clone()),
+            Outcome::Cancelled { by, reason } => {
+                Some(Outcome::cancelled_text(by, reason.as_deref()))
+            }
+        }
+    }
 }
 
 /// The new payload as a change of the old one: keep the first `keep`

@@ -64,6 +64,7 @@ impl Phase {
             Phase::Waiting { .. } | Phase::Awaiting { .. } => "waiting",
             Phase::Finished(Outcome::Succeeded) => "succeeded",
             Phase::Finished(Outcome::Failed { .. }) => "failed",
+            Phase::Finished(Outcome::Cancelled { .. }) => "cancelled",
         }
     }
 }
