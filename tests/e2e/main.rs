@@ -14,6 +14,7 @@ mod distribution;
 mod durable;
 mod examples;
 mod exec;
+mod finding;
 mod hostile_registry;
 mod inputs;
 mod inspect;

@@ -17,7 +17,7 @@ impl Drop for Served {
     }
 }
 
-fn serve(scratch: &Path) -> Served {
+pub(super) fn serve(scratch: &Path) -> Served {
     serve_with(scratch, &[])
 }
 

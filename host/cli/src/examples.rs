@@ -33,7 +33,9 @@ Examples:
 pub const RUNS: &str = "\
 Examples:
   wfhost runs
-  wfhost runs --json | jq '.[] | select(.status == \"failed\")'";
+  wfhost runs --status failed --since 1d
+  wfhost runs --workflow release --limit 5
+  wfhost runs --grep /srv/ws --json | jq -r '.[].id'";
 
 pub const SHOW: &str = "\
 Examples:

@@ -193,8 +193,9 @@ enum Command {
     /// Answer a gate (`approved` or `changes-requested:<text>`; a fan-in gate: `use-lane:<lane>`, `use-lane:<file>=<lane>,...` or `resolved`) and continue the run.
     #[command(after_help = examples::GATE)]
     Gate(With<resume::GateArgs, Durable>),
-    /// List the runs in the store.
-    #[command(after_help = examples::RUNS)]
+    /// List the runs in the store, newest first (filter by status,
+    /// workflow, text and start time).
+    #[command(after_help = examples::RUNS, visible_aliases = ["ps", "status"])]
     Runs(With<runs::RunsArgs, Home>),
     /// Show a run: branches, steps, signals, gates, statistics.
     #[command(after_help = examples::SHOW)]

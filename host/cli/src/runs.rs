@@ -4,7 +4,6 @@
 use std::path::Path;
 
 use clap::Args;
-use serde::Serialize;
 use wfhost_core::formats;
 use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::time::format_utc;
@@ -18,7 +17,24 @@ use crate::{Global, builtin_names, exit, store_error};
 
 #[derive(Args)]
 pub struct RunsArgs {
-    /// Print JSON.
+    /// Only runs with this status.
+    #[arg(long, value_name = "STATUS", value_parser = clap::builder::PossibleValuesParser::new(wfhost_store::RUN_STATUSES))]
+    status: Option<String>,
+    /// Only runs of this workflow id.
+    #[arg(long, value_name = "ID")]
+    workflow: Option<String>,
+    /// Only runs whose id, workflow id, workspace or session contains
+    /// this text (case-insensitive).
+    #[arg(long, value_name = "TEXT")]
+    grep: Option<String>,
+    /// Only runs started since: an age (`30m`, `12h`, `7d`, `2w`) or a UTC
+    /// date or time (`2026-11-20`, `2026-11-20T08:30:00Z`).
+    #[arg(long, value_name = "WHEN")]
+    since: Option<String>,
+    /// At most this many runs, newest first.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 50)]
+    limit: usize,
+    /// Print JSON: an array of runs, each as the HTTP API lists it.
     #[arg(long)]
     json: bool,
 }
@@ -64,62 +80,75 @@ fn store_for_listing(global: &Global) -> Result<Option<Store>, u8> {
     }
 }
 
-#[derive(Serialize)]
-struct RunLine {
-    id: String,
-    workflow: String,
-    status: String,
-    started: String,
-    started_ms: i64,
-    branches: usize,
-}
-
 pub fn runs(args: RunsArgs, global: &Global) -> u8 {
-    let store = match store_for_listing(global) {
-        Ok(s) => s,
+    let since_ms = match &args.since {
+        Some(since) => match wfhost_store::time::parse_since(since, wfhost_store::time::now_ms()) {
+            Ok(ms) => Some(ms),
+            Err(e) => {
+                crate::report_error(format!("--since: {e}"));
+                return exit::BAD_INPUT;
+            }
+        },
+        None => None,
+    };
+    if args.limit == 0 {
+        crate::report_error("--limit must be at least 1");
+        return exit::BAD_INPUT;
+    }
+    let filtered = args.status.is_some()
+        || args.workflow.is_some()
+        || args.grep.is_some()
+        || since_ms.is_some();
+    let filter = wfhost_store::RunFilter {
+        status: args.status,
+        workflow: args.workflow,
+        text: args.grep,
+        since_ms,
+        ..Default::default()
+    };
+    let page = match store_for_listing(global) {
+        Ok(None) => wfhost_store::RunPage {
+            runs: Vec::new(),
+            next_after: None,
+        },
+        Ok(Some(store)) => match store.list_runs(&filter, args.limit) {
+            Ok(page) => page,
+            Err(wfhost_store::ListError::Store(e)) => return store_error(e),
+            Err(e) => {
+                crate::report_error(e.to_string());
+                return exit::BAD_INPUT;
+            }
+        },
         Err(code) => return code,
     };
-    let mut lines = Vec::new();
-    if let Some(store) = &store {
-        let runs = match store.runs() {
-            Ok(r) => r,
-            Err(e) => return store_error(e),
-        };
-        for run in runs {
-            let (branches, current) = match (store.branches(&run.id), store.current_branch(&run.id))
-            {
-                (Ok(b), Ok(c)) => (b, c),
-                (Err(e), _) | (_, Err(e)) => return store_error(e),
-            };
-            let status = branches
-                .iter()
-                .find(|b| b.branch == current)
-                .map(|b| b.status.clone())
-                .unwrap_or_default();
-            lines.push(RunLine {
-                id: run.id.to_string(),
-                workflow: run.workflow_id,
-                status,
-                started: format_utc(run.created_at),
-                started_ms: run.created_at,
-                branches: branches.len(),
-            });
-        }
-    }
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&lines).unwrap_or_default()
+            serde_json::to_string_pretty(&page.runs).unwrap_or_default()
         );
         return exit::SUCCESS;
     }
-    if lines.is_empty() {
-        println!("no runs yet");
-        return exit::SUCCESS;
+    print_runs(&page, args.limit, filtered);
+    exit::SUCCESS
+}
+
+/// The runs as a table, and a line saying when there are more.
+fn print_runs(page: &wfhost_store::RunPage, limit: usize, filtered: bool) {
+    if page.runs.is_empty() {
+        println!(
+            "{}",
+            if filtered {
+                "no runs match"
+            } else {
+                "no runs yet"
+            }
+        );
+        return;
     }
-    let width = lines
+    let width = page
+        .runs
         .iter()
-        .map(|l| l.workflow.len())
+        .map(|r| r.run.workflow_id.len())
         .max()
         .unwrap_or(8)
         .max(8);
@@ -127,13 +156,19 @@ pub fn runs(args: RunsArgs, global: &Global) -> u8 {
         "{:<26}  {:<width$}  {:<11}  {:<20}  branches",
         "RUN", "WORKFLOW", "STATUS", "STARTED"
     );
-    for l in &lines {
+    for r in &page.runs {
         println!(
             "{:<26}  {:<width$}  {:<11}  {:<20}  {}",
-            l.id, l.workflow, l.status, l.started, l.branches
+            r.run.id,
+            escape(&r.run.workflow_id),
+            r.status,
+            format_utc(r.run.created_at),
+            r.branches
         );
     }
-    exit::SUCCESS
+    if page.next_after.is_some() {
+        println!("(the newest {limit}; `--limit N` shows more)");
+    }
 }
 
 /// Whether the manifest on disk still pins to the run's hash: `None` when

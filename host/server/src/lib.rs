@@ -27,6 +27,8 @@ mod guard;
 pub mod jobs;
 mod manage;
 mod openapi;
+/// The OpenAPI document of `/v1`, as `/v1/openapi.json` serves it.
+pub use openapi::spec as openapi_spec;
 mod runner;
 mod runs;
 mod sessions;

@@ -97,6 +97,7 @@ pub fn spec() -> Value {
                 param("workflow", "string", "Only runs of this workflow id."),
                 param("session", "string", "Only runs of this session."),
                 param("q", "string", "Only runs whose id, workflow id, workspace or session id contains this text (case-insensitive)."),
+                param("since", "string", "Only runs started since: an age (`30m`, `12h`, `7d`, `2w`) or a UTC date or time (`2026-11-20`, `2026-11-20T08:30:00Z`)."),
                 limit("1000 (default 50)"),
                 param("after", "string", "The last run id of the previous page (its next_after)."),
             ], ok("A page of runs.", "RunPage")), post(
@@ -207,10 +208,14 @@ fn run_schemas() -> Value {
             "details": {"description": "Structured extras, or null."}
         }},
         "Health": {"type": "object", "properties": {"status": {"const": "ok"}, "version": {"type": "string"}, "server_now_ms": {"type": "integer"}}},
-        "RunSummary": {"type": "object", "properties": {
+        "RunSummary": {"type": "object", "description": "A run as every listing shows it: `GET /v1/runs`, `/runs/{id}/summary`, a session's runs, and `wfhost runs --json`.",
+            "required": ["id", "workflow_id", "workflow_hash", "manifest", "workspace", "created_at", "status", "branch", "branches", "last_at", "session"],
+            "additionalProperties": false,
+            "properties": {
             "id": {"type": "string"}, "workflow_id": {"type": "string"}, "workflow_hash": {"type": "string"},
-            "manifest": {"type": "string"}, "workspace": {"type": "string"}, "created_at": {"type": "integer"},
-            "status": {"type": "string"}, "branch": {"type": "integer"}, "branches": {"type": "integer"}, "last_at": {"type": "integer"},
+            "manifest": {"type": "string", "description": "The manifest file the run was started from."}, "workspace": {"type": "string"},
+            "created_at": {"type": "integer", "description": "Unix ms."},
+            "status": {"enum": wfhost_store::RUN_STATUSES, "description": "Of the current branch."}, "branch": {"type": "integer", "description": "The current branch: the one written most recently."}, "branches": {"type": "integer"}, "last_at": {"type": "integer", "description": "Unix ms of the last event."},
             "session": {"type": ["string", "null"], "description": "The session the run belongs to."}
         }},
         "Bundles": {"type": "object", "properties": {
@@ -270,7 +275,15 @@ fn run_schemas() -> Value {
             "events": {"type": "array", "items": {"type": "object"}}, "checksum": {"type": "string"}
         }},
         "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
-        "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"type": "object"}}}}
+        "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"$ref": "#/components/schemas/OpenGate"}}}},
+        "OpenGate": {"type": "object", "description": "A gate waiting for an answer, as `GET /v1/gates` and `wfhost gates --json` list it.",
+            "required": ["run_id", "workflow_id", "branch", "gate_id", "node", "block", "prompt", "opened_at"],
+            "additionalProperties": false,
+            "properties": {
+                "run_id": {"type": "string"}, "workflow_id": {"type": "string"}, "branch": {"type": "integer"},
+                "gate_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
+                "prompt": {"type": "string"}, "opened_at": {"type": "integer", "description": "Unix ms."}
+            }}
     })
 }
 

@@ -4,9 +4,11 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
-use wfhost_store::{BranchInfo, ChainPage, RunRecord, Store};
+use wfhost_store::{
+    BranchInfo, ChainPage, ListError, RUN_STATUSES, RunFilter, RunRecord, RunSummary, Store,
+};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -56,33 +58,11 @@ pub struct ListQuery {
     /// Text every listed run contains (case-insensitively) in its id,
     /// workflow id, workspace or session id.
     q: Option<String>,
+    /// Runs started since: an age (`2h`, `7d`) or a UTC date or time.
+    since: Option<String>,
     limit: Option<usize>,
     /// The id of the last run of the previous page.
     after: Option<String>,
-}
-
-const STATUSES: &[&str] = &[
-    "running",
-    "waiting",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "interrupted",
-];
-
-/// A run in a listing.
-#[derive(Debug, Serialize)]
-pub(crate) struct RunSummary {
-    #[serde(flatten)]
-    run: RunRecord,
-    /// Of the current branch (the one written most recently).
-    status: String,
-    branch: u32,
-    branches: usize,
-    /// Unix ms of the last event.
-    last_at: i64,
-    /// The session (workstream) the run belongs to, if any.
-    session: Option<String>,
 }
 
 pub(crate) fn summary(
@@ -90,30 +70,7 @@ pub(crate) fn summary(
     run: RunRecord,
     session: Option<String>,
 ) -> Result<RunSummary, ApiError> {
-    let current = store.current_branch(&run.id)?;
-    let branches = store.branches(&run.id)?;
-    let head = branches.iter().find(|b| b.branch == current);
-    Ok(RunSummary {
-        status: head.map(|b| b.status.clone()).unwrap_or_default(),
-        last_at: branches.iter().map(|b| b.last_at).max().unwrap_or(0),
-        branch: current,
-        branches: branches.len(),
-        session,
-        run,
-    })
-}
-
-/// Whether `run` (in `session`) contains `text`, lowercased.
-fn matches_text(run: &RunRecord, session: Option<&String>, text: &str) -> bool {
-    [
-        Some(run.id.as_str()),
-        Some(run.workflow_id.as_str()),
-        Some(run.workspace.as_str()),
-        session.map(String::as_str),
-    ]
-    .into_iter()
-    .flatten()
-    .any(|field| field.to_lowercase().contains(text))
+    Ok(store.run_summary(run, session)?)
 }
 
 /// `GET /v1/runs`: newest first.
@@ -123,50 +80,36 @@ pub async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let q = query(q)?;
     let limit = page_size(q.limit, 50)?;
+    let since_ms = match &q.since {
+        Some(since) => Some(
+            wfhost_store::time::parse_since(since, wfhost_store::time::now_ms())
+                .map_err(|e| ApiError::bad_request(format!("since: {e}")))?,
+        ),
+        None => None,
+    };
     if let Some(status) = &q.status
-        && !STATUSES.contains(&status.as_str())
+        && !RUN_STATUSES.contains(&status.as_str())
     {
         return Err(ApiError::bad_request(format!("unknown status `{status}`"))
-            .with_details(json!({"allowed": STATUSES})));
+            .with_details(json!({"allowed": RUN_STATUSES})));
     }
+    let filter = RunFilter {
+        status: q.status,
+        workflow: q.workflow,
+        session: q.session,
+        text: q.q,
+        since_ms,
+        after: q.after,
+    };
     with_store(
         &app.stores,
         Some(json!({"runs": [], "next_after": null})),
         move |store| {
-            let mut runs = store.runs()?;
-            if let Some(after) = &q.after {
-                let Some(at) = runs.iter().position(|r| &r.id == after) else {
-                    return Err(ApiError::bad_request(format!(
-                        "`after` names no run: `{after}`"
-                    )));
-                };
-                runs.drain(..=at);
-            }
-            let sessions = store.run_session_ids()?;
-            let text = q.q.as_ref().map(|t| t.to_lowercase());
-            let mut page = Vec::new();
-            for run in runs {
-                let session = sessions.get(run.id.as_str());
-                if q.workflow.as_ref().is_some_and(|w| *w != run.workflow_id)
-                    || q.session.as_ref().is_some_and(|s| Some(s) != session)
-                    || text
-                        .as_ref()
-                        .is_some_and(|t| !matches_text(&run, session, t))
-                {
-                    continue;
-                }
-                let session = session.cloned();
-                let s = summary(store, run, session)?;
-                if q.status.as_ref().is_some_and(|st| *st != s.status) {
-                    continue;
-                }
-                if page.len() == limit {
-                    let next = page.last().map(|p: &RunSummary| p.run.id.clone());
-                    return Ok(json!({"runs": page, "next_after": next}));
-                }
-                page.push(s);
-            }
-            Ok(json!({"runs": page, "next_after": null}))
+            let page = store.list_runs(&filter, limit).map_err(|e| match e {
+                ListError::Store(e) => e.into(),
+                other => ApiError::bad_request(other.to_string()),
+            })?;
+            serde_json::to_value(page).map_err(|e| ApiError::internal(e.to_string()))
         },
     )
     .await

@@ -547,9 +547,10 @@ fn a_cancel_records_the_end_once_and_says_why_it_cannot() {
         br#"{"reason": "api"}"#,
     );
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["reason"], "cancelled: api");
+    assert_eq!(body["reason"], "cancelled by the HTTP API: api");
+    assert_eq!(body["status"], "cancelled");
     let (_, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a0a");
-    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(run["status"], "cancelled", "{run}");
     // Again, or a run that ended by itself: a conflict that says how it ended.
     let (status, body) = post(
         server.addr,
@@ -1331,7 +1332,7 @@ fn the_dashboard_is_served_and_web_pages_cannot_act_through_the_browser() {
     );
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     let (_, run) = get(server.addr, "/v1/runs/run-20260101-000000-000a01");
-    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(run["status"], "cancelled", "{run}");
 }
 
 // Connections: caps, timeouts, and authentication before anything else.

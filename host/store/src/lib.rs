@@ -28,6 +28,7 @@ mod gc;
 mod ids;
 mod job_telemetry;
 mod jobs;
+mod listing;
 mod lock;
 mod log;
 pub mod report;
@@ -48,6 +49,7 @@ pub use cancel::{CANCELLED, CancelError, Cancellation};
 pub use config::{CONFIG_FILE, DEFAULT_RETENTION, HomeConfig};
 pub use error::StoreError;
 pub use gc::GcCandidate;
+pub use listing::{ListError, RUN_STATUSES, RunFilter, RunPage, RunSummary};
 #[doc(hidden)]
 pub mod forgery;
 pub use ids::{RunId, is_run_id, new_run_id, snapshot_id};
