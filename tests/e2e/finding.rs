@@ -9,9 +9,16 @@ use super::{repo, stderr, stdout, wfhost, workspace_in};
 /// The schema the OpenAPI document publishes for `name`.
 fn schema_of(name: &str) -> jsonschema::Validator {
     let spec = wfhost_server::openapi_spec();
-    let schema = &spec["components"]["schemas"][name];
-    assert!(schema.is_object(), "no schema {name}");
-    jsonschema::validator_for(schema).unwrap()
+    assert!(
+        spec["components"]["schemas"][name].is_object(),
+        "no schema {name}"
+    );
+    // Its references resolve within the document's components.
+    let schema = serde_json::json!({
+        "$ref": format!("#/components/schemas/{name}"),
+        "components": spec["components"],
+    });
+    jsonschema::validator_for(&schema).unwrap()
 }
 
 fn assert_valid(validator: &jsonschema::Validator, what: &str, value: &serde_json::Value) {
@@ -142,4 +149,58 @@ fn runs_has_aliases_bad_filters_are_refused_and_typos_get_a_suggestion() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
+}
+
+#[test]
+fn a_served_run_with_no_agent_says_its_job_waits_for_one() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let ws = workspace_in(s);
+    let served = super::serve::serve_with(s, &["--local-agents", "0"]);
+    let hello = repo().join("examples/hello/workflow.json");
+    let (code, started) = super::serve::http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"workflow": hello, "workspace": ws}),
+    );
+    assert_eq!(code, 202, "{started}");
+    let id = started["run_id"].as_str().unwrap().to_string();
+    let mut summary = serde_json::Value::Null;
+    super::wait_until("the run's job is queued", || {
+        summary = http_get(&served.addr, &format!("/v1/runs/{id}/summary")).1;
+        summary["open_jobs"]
+            .as_array()
+            .is_some_and(|j| !j.is_empty())
+    });
+    assert_valid(
+        &schema_of("RunSummary"),
+        "a running run's summary",
+        &summary,
+    );
+    let job = &summary["open_jobs"][0];
+    assert_eq!(job["state"], "queued", "{summary:#}");
+    assert_eq!(job["node"], "main", "{summary:#}");
+    assert_eq!(job["attempt"], 1, "{summary:#}");
+    let (_, shown) = http_get(&served.addr, &format!("/v1/runs/{id}"));
+    assert_eq!(shown["open_jobs"], summary["open_jobs"], "{shown:#}");
+    // The CLI says so in words, and in its JSON.
+    let show = wfhost(&["show", &id], s);
+    let text = stdout(&show);
+    assert!(
+        text.contains(&format!(
+            "waiting     for an agent: job {} (main.",
+            job["job"]
+        )) && text.contains("attempt 1) queued since "),
+        "{text}"
+    );
+    let shown: serde_json::Value =
+        serde_json::from_slice(&wfhost(&["show", &id, "--json"], s).stdout).unwrap();
+    assert_eq!(shown["open_jobs"], summary["open_jobs"]);
+    // A finished run waits for nothing.
+    let listed = json(&["runs", "--json"], s);
+    assert_eq!(listed[0]["open_jobs"], summary["open_jobs"], "{listed:#}");
+    let cancel = wfhost(&["cancel", &id], s);
+    assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
+    let listed = json(&["runs", "--json"], s);
+    assert_eq!(listed[0]["open_jobs"], serde_json::json!([]), "{listed:#}");
 }

@@ -171,6 +171,48 @@ fn print_runs(page: &wfhost_store::RunPage, limit: usize, filtered: bool) {
     }
 }
 
+/// The jobs a served run waits for: queued for an agent, or leased by one.
+fn print_open_jobs(jobs: &[wfhost_store::OpenJob]) {
+    let now = wfhost_store::time::now_ms();
+    for job in jobs {
+        let lane = match job.lane.as_str() {
+            "" => String::new(),
+            lane => format!(" lane {}", escape(lane)),
+        };
+        let what = format!(
+            "job {} ({}.{}{lane}, attempt {})",
+            job.job,
+            escape(&job.node),
+            escape(&job.block),
+            job.attempt
+        );
+        let since = format!(
+            "since {} ({} ago)",
+            format_utc(job.since_ms),
+            ago(now - job.since_ms)
+        );
+        match (job.state, &job.agent) {
+            (wfhost_store::JobState::Leased, Some(agent)) => {
+                println!(
+                    "  job         {what} runs on agent {} {since}",
+                    escape(agent)
+                );
+            }
+            _ => println!("  waiting     for an agent: {what} queued {since}"),
+        }
+    }
+}
+
+/// `4 s`, `3 min`, `2 h`.
+fn ago(ms: i64) -> String {
+    let s = ms.max(0) / 1000;
+    match s {
+        0..120 => format!("{s} s"),
+        120..7200 => format!("{} min", s / 60),
+        _ => format!("{} h", s / 3600),
+    }
+}
+
 /// Whether the manifest on disk still pins to the run's hash: `None` when
 /// it cannot be read any more.
 fn manifest_changed(manifest_path: &str, pinned: &str) -> Option<bool> {
@@ -227,12 +269,18 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         _ => None,
     };
     let start_snapshot = chain.first().and_then(|e| e.snapshot.clone());
+    // What a served run that seems idle waits for.
+    let open_jobs = match status.as_str() {
+        "running" => store.open_jobs(&run.id).unwrap_or_default(),
+        _ => Vec::new(),
+    };
 
     if args.json {
         let out = serde_json::json!({
             "run": run,
             "branch": branch,
             "status": status,
+            "open_jobs": open_jobs,
             "failure": failure,
             "inputs": state.inputs,
             "warnings": warning.iter().collect::<Vec<_>>(),
@@ -261,6 +309,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     println!("  workspace   {}", run.workspace);
     println!("  started     {}", format_utc(run.created_at));
     println!("  status      {status} (branch {branch})");
+    print_open_jobs(&open_jobs);
     if let Some(reason) = &failure {
         println!("  failure     {}", style.bad(reason));
     }

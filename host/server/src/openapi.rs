@@ -209,14 +209,23 @@ fn run_schemas() -> Value {
         }},
         "Health": {"type": "object", "properties": {"status": {"const": "ok"}, "version": {"type": "string"}, "server_now_ms": {"type": "integer"}}},
         "RunSummary": {"type": "object", "description": "A run as every listing shows it: `GET /v1/runs`, `/runs/{id}/summary`, a session's runs, and `wfhost runs --json`.",
-            "required": ["id", "workflow_id", "workflow_hash", "manifest", "workspace", "created_at", "status", "branch", "branches", "last_at", "session"],
+            "required": ["id", "workflow_id", "workflow_hash", "manifest", "workspace", "created_at", "status", "branch", "branches", "last_at", "session", "open_jobs"],
             "additionalProperties": false,
             "properties": {
             "id": {"type": "string"}, "workflow_id": {"type": "string"}, "workflow_hash": {"type": "string"},
             "manifest": {"type": "string", "description": "The manifest file the run was started from."}, "workspace": {"type": "string"},
             "created_at": {"type": "integer", "description": "Unix ms."},
             "status": {"enum": wfhost_store::RUN_STATUSES, "description": "Of the current branch."}, "branch": {"type": "integer", "description": "The current branch: the one written most recently."}, "branches": {"type": "integer"}, "last_at": {"type": "integer", "description": "Unix ms of the last event."},
-            "session": {"type": ["string", "null"], "description": "The session the run belongs to."}
+            "session": {"type": ["string", "null"], "description": "The session the run belongs to."},
+            "open_jobs": {"type": "array", "description": "What a running run started over the API waits for: its blocks' jobs queued for an agent (`queued`, since when) or leased by one (`leased`, which agent, since when). Empty for other runs.",
+                "items": {"$ref": "#/components/schemas/OpenJob"}}
+        }},
+        "OpenJob": {"type": "object", "required": ["job", "node", "block", "lane", "state", "attempt", "agent", "since_ms"], "additionalProperties": false, "properties": {
+            "job": {"type": "integer"}, "node": {"type": "string"}, "block": {"type": "string"},
+            "lane": {"type": "string", "description": "The lane's key; empty outside a parallel block."},
+            "state": {"enum": ["queued", "leased"]}, "attempt": {"type": "integer"},
+            "agent": {"type": ["string", "null"], "description": "The agent holding the lease."},
+            "since_ms": {"type": "integer", "description": "When the job was queued (or queued again) or leased, unix ms."}
         }},
         "Bundles": {"type": "object", "properties": {
             "bundles": {"type": "array", "items": {"type": "object", "properties": {

@@ -152,10 +152,16 @@ pub async fn show(
             _ => None,
         };
         let stages = stage_statuses(store.home(), &run.id, &state);
+        // What a running run waits for: its jobs queued or leased.
+        let open_jobs = match status.as_str() {
+            "running" => store.open_jobs(&run.id)?,
+            _ => Vec::new(),
+        };
         Ok(json!({
             "run": run,
             "branch": branch,
             "status": status,
+            "open_jobs": open_jobs,
             "stages": stages,
             "failure": failure,
             "inputs": state.inputs,

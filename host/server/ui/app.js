@@ -483,6 +483,17 @@ function renderRun() {
   }
 }
 
+// What a running run waits for: its jobs queued for an agent or leased.
+function openJobs(jobs) {
+  return jobs.map((j) => {
+    const what = `job ${j.job} (${j.node}.${j.block}${j.lane ? ` lane ${j.lane}` : ''}, attempt ${j.attempt})`;
+    const since = h('time', { title: stamp(j.since_ms) }, ago(j.since_ms));
+    return j.state === 'leased'
+      ? h('p', { class: 'queue s-running' }, `${what} runs on agent ${j.agent || '?'}, leased `, since)
+      : h('p', { class: 'queue s-waiting' }, `Waiting for an agent: ${what} queued `, since);
+  });
+}
+
 function runHeader(r, status) {
   const live = ['running', 'waiting', 'interrupted'].includes(status);
   const resumable = ['interrupted'].includes(status);
@@ -494,7 +505,8 @@ function runHeader(r, status) {
         ' · started ', h('time', { title: stamp(r.created_at) }, ago(r.created_at)),
         ' · last event ', h('time', { title: stamp(r.last_at) }, ago(r.last_at)),
         ' · workspace ', h('code', {}, r.workspace),
-        r.session ? [' · session ', h('a', { href: `#/sessions/${enc(r.session)}` }, r.session)] : null)),
+        r.session ? [' · session ', h('a', { href: `#/sessions/${enc(r.session)}` }, r.session)] : null),
+      status === 'running' ? openJobs(r.open_jobs || []) : null),
     h('div', { class: 'actions' },
       live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun, title: 'Stop it for good and record it as cancelled' }, 'Cancel run') : null,
       resumable ? h('button', { type: 'button', onclick: resumeRun }, 'Resume') : null,

@@ -103,6 +103,24 @@ pub struct Job {
     pub result: Option<String>,
 }
 
+/// A job of a run that is not final: queued for an agent, or leased by
+/// one. What a run that seems idle is waiting for.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenJob {
+    pub job: i64,
+    pub node: String,
+    pub block: String,
+    /// The lane's key, empty outside a parallel block.
+    pub lane: String,
+    /// `queued` or `leased`.
+    pub state: JobState,
+    pub attempt: u32,
+    /// The agent that holds the lease.
+    pub agent: Option<String>,
+    /// When the job entered its state (queued, requeued or leased), unix ms.
+    pub since_ms: i64,
+}
+
 /// A lease handed to an agent.
 #[derive(Debug, Clone)]
 pub struct Lease {
@@ -763,6 +781,38 @@ impl Store {
             cancelled += usize::from(self.cancel_job(job, why, now_ms)?);
         }
         Ok(cancelled)
+    }
+
+    /// The jobs of `run_id` that are queued or leased, oldest first: a few
+    /// rows, found through the run's index whatever the store's size.
+    pub fn open_jobs(&self, run_id: &str) -> Result<Vec<OpenJob>, StoreError> {
+        let num = self.run_num(run_id)?;
+        self.conn
+            .prepare_cached(
+                "SELECT j.id, j.node, j.block, j.lane, j.state, j.attempt, j.agent, \
+                        coalesce((SELECT max(e.at) FROM job_events e WHERE e.job = j.id), j.created_at) \
+                 FROM jobs j WHERE j.run = ?1 AND j.state IN ('queued', 'leased') ORDER BY j.id",
+            )
+            .and_then(|mut s| {
+                s.query_map([num], |r| {
+                    let state: String = r.get(4)?;
+                    Ok(OpenJob {
+                        job: r.get(0)?,
+                        node: r.get(1)?,
+                        block: r.get(2)?,
+                        lane: r.get(3)?,
+                        state: match state.as_str() {
+                            "leased" => JobState::Leased,
+                            _ => JobState::Queued,
+                        },
+                        attempt: r.get(5)?,
+                        agent: r.get(6)?,
+                        since_ms: r.get(7)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<_>>()
+            })
+            .map_err(|e| self.err(e))
     }
 
     /// Job `id`, if there is one.

@@ -54,7 +54,7 @@ pub use listing::{ListError, RUN_STATUSES, RunFilter, RunPage, RunSummary};
 pub mod forgery;
 pub use ids::{RunId, is_run_id, new_run_id, snapshot_id};
 pub use job_telemetry::{JobTelemetry, TelemetryCaps, TelemetryTaken};
-pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob};
+pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob, OpenJob};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, ChainPage, OpenGate, StoredEvent};
 pub use schema::SCHEMA_VERSION;

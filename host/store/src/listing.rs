@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::{RunRecord, Store, StoreError};
+use crate::{OpenJob, RunRecord, Store, StoreError};
 
 /// The statuses a run can have, as listings show them.
 pub const RUN_STATUSES: &[&str] = &[
@@ -29,6 +29,9 @@ pub struct RunSummary {
     pub last_at: i64,
     /// The session (workstream) the run belongs to, if any.
     pub session: Option<String>,
+    /// What a running run served by `wfhost serve` waits for: its blocks'
+    /// jobs queued for an agent or leased by one. Empty otherwise.
+    pub open_jobs: Vec<OpenJob>,
 }
 
 /// Which runs to list; every field left out matches all.
@@ -103,8 +106,14 @@ impl Store {
         let current = self.current_branch(&run.id)?;
         let branches = self.branches(&run.id)?;
         let head = branches.iter().find(|b| b.branch == current);
+        let status = head.map(|b| b.status.clone()).unwrap_or_default();
+        let open_jobs = match status.as_str() {
+            "running" => self.open_jobs(&run.id)?,
+            _ => Vec::new(),
+        };
         Ok(RunSummary {
-            status: head.map(|b| b.status.clone()).unwrap_or_default(),
+            status,
+            open_jobs,
             last_at: branches.iter().map(|b| b.last_at).max().unwrap_or(0),
             branch: current,
             branches: branches.len(),
