@@ -72,8 +72,11 @@ pub struct ResumeArgs {
 pub struct ForkArgs {
     /// The run: its id, or any part of it that is unique.
     run: String,
-    /// The snapshot to continue from (`wfhost show` lists them).
-    #[arg(long, value_name = "SNAPSHOT")]
+    /// Where to continue from: a snapshot (`sn-…`, the state after the
+    /// step `wfhost show` lists it on), a step number (the state before
+    /// that step, which runs again), or a block (`node.block`, or a block
+    /// name unique in the run: before its last execution).
+    #[arg(long, value_name = "SNAPSHOT|STEP|BLOCK")]
     at: String,
     #[command(flatten)]
     exec: ExecOptions,
@@ -245,6 +248,19 @@ pub fn fork(args: ForkArgs, global: &Global) -> u8 {
     fork_run(&args.run, &args.at, &args.exec, global, &mut |_| {}).unwrap_or_else(fail)
 }
 
+/// The snapshot `at` names on the run's current branch (a snapshot id, a
+/// step number or a block).
+fn fork_point(store: &wfhost_store::Store, run_id: &str, at: &str) -> Result<String, AppError> {
+    let branch = store
+        .current_branch(run_id)
+        .map_err(wfhost_app::store_error)?;
+    let chain = store
+        .chain(run_id, branch)
+        .map_err(wfhost_app::store_error)?;
+    wfhost_store::view::fork_point(&chain, at)
+        .map_err(|e| AppError::bad_input(format!("run {run_id}: --at {e}")).at(run_id))
+}
+
 /// A new branch of run `id` from snapshot `at`, continued; `accepted` is
 /// told once the branch exists.
 pub fn fork_run(
@@ -260,6 +276,7 @@ pub fn fork_run(
         store.home(),
         &exec.cache(),
     )?;
+    let at = &fork_point(&store, &run.id, at)?;
     let branch = store.fork(&run.id, at).map_err(wfhost_app::store_error)?;
     accepted(&Accepted {
         branch: Some(branch),

@@ -334,8 +334,9 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         );
     }
     println!();
+    println!("steps (branch {branch}; the snapshot on a step's line is the state after it)");
     println!(
-        "steps (branch {branch}; fork from a snapshot with `wfhost fork {} --at SNAPSHOT`)",
+        "  to run step N again as a new branch: `wfhost fork {} --at N` (or --at BLOCK, or --at SNAPSHOT)",
         run.id
     );
     if let Some(s) = &start_snapshot {

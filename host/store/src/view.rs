@@ -62,6 +62,68 @@ pub struct LaneLine {
     pub failure: Option<String>,
 }
 
+/// The snapshot a fork at `at` continues from, on the branch `chain` is:
+/// a snapshot id (`sn-…`) as given; a step number `N`: the state before
+/// step N ran (after step N-1's action; step 0: the run's start), so the
+/// fork runs step N again; a block (`node.block`, or a block name that is
+/// unique on the branch): before its last execution on the branch.
+pub fn fork_point(chain: &[StoredEvent], at: &str) -> Result<String, String> {
+    let at = at.trim();
+    if at.starts_with("sn-") {
+        return Ok(at.to_string());
+    }
+    let steps = steps_of(chain);
+    let step = match at.parse::<u64>() {
+        Ok(n) => n,
+        Err(_) => last_step_of_block(&steps, at)?,
+    };
+    let last = steps.iter().map(|l| l.step).max();
+    if last.is_none_or(|last| step > last) {
+        return Err(match last {
+            Some(last) => format!("step {step}: the branch has steps 0 to {last}"),
+            None => format!("step {step}: no step ran on the branch yet"),
+        });
+    }
+    let before = match step {
+        0 => chain.first().and_then(|e| e.snapshot.clone()),
+        n => steps
+            .iter()
+            .rev()
+            .find(|l| l.step == n - 1)
+            .and_then(|l| l.snapshot.clone()),
+    };
+    before.ok_or_else(|| {
+        format!("step {step}: the state before it has no snapshot (the step before it ended the run or opened a gate); fork at an earlier step")
+    })
+}
+
+/// The step of the last execution of the block `name` names: `node.block`,
+/// or a block name no other node's block shares.
+fn last_step_of_block(steps: &[StepLine], name: &str) -> Result<u64, String> {
+    let matches = |block: &str| block == name || block.split_once('.').is_some_and(|(_, b)| b == name);
+    let mut blocks: Vec<&str> = steps
+        .iter()
+        .filter(|l| matches(&l.block))
+        .map(|l| l.block.as_str())
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    match blocks.as_slice() {
+        [] => Err(format!(
+            "`{name}` is neither a snapshot (sn-…), a step number nor a block that ran on the branch"
+        )),
+        [_] => Ok(steps
+            .iter()
+            .rev()
+            .find(|l| matches(&l.block))
+            .map_or(0, |l| l.step)),
+        several => Err(format!(
+            "`{name}` names several blocks ({}): write NODE.BLOCK",
+            several.join(", ")
+        )),
+    }
+}
+
 /// The steps of a branch from its events (see [`crate::Store::chain`]).
 pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
     let mut steps: Vec<StepLine> = Vec::new();
