@@ -75,6 +75,7 @@ fn long_run(home: &Path, steps: u64) -> String {
         max_call_depth: 8,
         default_executor: String::new(),
         inputs: Default::default(),
+        rerun_of: None,
     };
     store.create_run(&record, "{}", &started).unwrap();
     let mut w = store.writer(&id, 1).unwrap();

@@ -24,6 +24,7 @@ mod observe;
 mod parallel;
 mod plugin;
 mod presets;
+mod rerun;
 mod run;
 mod secrets;
 mod serve;

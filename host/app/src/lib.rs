@@ -32,6 +32,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod plugin_refs;
 pub mod plugins;
+pub mod rerun;
 pub mod run;
 pub mod session_files;
 pub mod start;

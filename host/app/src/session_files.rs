@@ -500,6 +500,7 @@ mod tests {
             max_call_depth: 4,
             default_executor: String::new(),
             inputs: Default::default(),
+            rerun_of: None,
         };
         vec![StoredEvent {
             seq: 1,

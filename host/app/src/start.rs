@@ -29,6 +29,9 @@ pub struct NewRun<'a> {
     /// Where exec blocks that name no executor run.
     pub executor: wfhost_exec::Executor,
     pub slurm_watcher: Option<wfhost_exec::slurm::JobWatcher>,
+    /// The definition itself, when not read from `manifest` (a rerun of a
+    /// run's pinned definition).
+    pub definition: Option<LoadedWorkflow>,
 }
 
 /// A workflow checked for a new run: nothing is recorded yet.
@@ -48,8 +51,11 @@ pub fn check(
     inputs: impl FnOnce(&wfhost_core::manifest::Workflow) -> Result<Inputs, String>,
 ) -> Result<Checked, AppError> {
     let place = || new.manifest.display().to_string();
-    let workflow = formats::load(new.manifest, &builtin_names())
-        .map_err(|errors| AppError::bad_input(errors).at(place()))?;
+    let workflow = match new.definition {
+        Some(workflow) => workflow,
+        None => formats::load(new.manifest, &builtin_names())
+            .map_err(|errors| AppError::bad_input(errors).at(place()))?,
+    };
     crate::checks::slurm_options(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
     crate::checks::agent_presets(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
     let inputs = inputs(&workflow.workflow).map_err(|e| AppError::bad_input(e).at("inputs"))?;
@@ -84,6 +90,8 @@ pub struct Recording {
     pub session: Option<SessionTag>,
     /// Run even if another run is using the workspace.
     pub shared_workspace: bool,
+    /// Where a rerun starts and what it starts with.
+    pub rerun: Option<crate::rerun::Seed>,
 }
 
 /// A run recorded and held, ready to be driven from `state`.
@@ -127,6 +135,10 @@ pub fn record(store: &mut Store, checked: Checked, how: Recording) -> Result<Rec
         other => other.to_string(),
     };
     options.inputs = inputs;
+    if let Some(seed) = how.rerun {
+        options.start_at = seed.start_at;
+        options.rerun_of = Some(seed.rerun_of);
+    }
     let started = engine::started_event(&workflow.workflow, &options);
     let lock = store.lock_run(&record.id).map_err(crate::store_error)?;
     let workspace_lock = workspace.lock(&record.id, store.home(), how.shared_workspace)?;

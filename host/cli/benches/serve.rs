@@ -160,6 +160,7 @@ fn started(run_id: &str) -> Event {
         max_call_depth: 64,
         default_executor: String::new(),
         inputs: Default::default(),
+        rerun_of: None,
     }
 }
 

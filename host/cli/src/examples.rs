@@ -15,7 +15,9 @@ Examples:
 pub const FORK: &str = "\
 Examples:
   wfhost show 3c1f0a                   # lists each step's snapshot id
-  wfhost fork 3c1f0a --at sn-5d2c9a1e  # continue from there as a new branch";
+  wfhost fork 3c1f0a --at sn-5d2c9a1e  # continue from there as a new branch
+  wfhost fork 3c1f0a --at 4            # run step 4 again as a new branch
+  wfhost fork 3c1f0a --at main.review  # run the block's last execution again";
 
 pub const GATES: &str = "\
 Examples:
@@ -36,6 +38,13 @@ Examples:
   wfhost runs --status failed --since 1d
   wfhost runs --workflow release --limit 5
   wfhost runs --grep /srv/ws --json | jq -r '.[].id'";
+
+pub const RERUN: &str = "\
+Examples:
+  wfhost rerun 3c1f0a
+  wfhost rerun 3c1f0a --from 4
+  wfhost rerun 3c1f0a --from main.build
+  wfhost rerun 3c1f0a --definition pinned";
 
 pub const SHOW: &str = "\
 Examples:

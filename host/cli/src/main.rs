@@ -20,6 +20,7 @@ mod mcp;
 mod options;
 mod plugin;
 mod progress;
+mod rerun;
 mod resume;
 mod run;
 mod runs;
@@ -187,6 +188,11 @@ enum Command {
     /// Continue a run from an older snapshot, as a new branch.
     #[command(after_help = examples::FORK)]
     Fork(With<resume::ForkArgs, Durable>),
+    /// Run a run again after a fix: a new run with its inputs, workspace
+    /// and executor, under the manifest as it is now, from the beginning
+    /// or from one of its steps (`--from`).
+    #[command(after_help = examples::RERUN)]
+    Rerun(With<rerun::RerunArgs, Durable>),
     /// List the gates waiting for a human answer.
     #[command(after_help = examples::GATES)]
     Gates(With<runs::GatesArgs, Home>),
@@ -392,6 +398,7 @@ fn main() -> ExitCode {
         Command::Run(w) => run::run(w.args, &(&w.store).into()),
         Command::Resume(w) => resume::resume(w.args, &(&w.store).into()),
         Command::Fork(w) => resume::fork(w.args, &(&w.store).into()),
+        Command::Rerun(w) => rerun::rerun(w.args, &(&w.store).into()),
         Command::Gate(w) => resume::gate(w.args, &(&w.store).into()),
         Command::Gates(w) => runs::gates(w.args, &(&w.store).into()),
         Command::Runs(w) => runs::runs(w.args, &(&w.store).into()),

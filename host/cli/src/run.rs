@@ -84,6 +84,10 @@ pub struct RunSpec {
     pub executor: wfhost_exec::Executor,
     pub session: Option<wfhost_store::SessionTag>,
     pub run_id: Option<wfhost_store::RunId>,
+    /// The definition itself, when not read from `manifest` (a rerun).
+    pub definition: Option<wfhost_core::manifest::LoadedWorkflow>,
+    /// Where a rerun starts and what it starts with.
+    pub rerun: Option<wfhost_app::rerun::Seed>,
 }
 
 impl From<RunArgs> for RunSpec {
@@ -102,6 +106,8 @@ impl From<RunArgs> for RunSpec {
             executor: args.executor,
             session: args.session,
             run_id: args.run_id,
+            definition: None,
+            rerun: None,
         }
     }
 }
@@ -124,6 +130,8 @@ impl RunSpec {
             executor: wfhost_exec::Executor::Local,
             session: None,
             run_id: Some(run_id),
+            definition: None,
+            rerun: None,
         }
     }
 }
@@ -150,6 +158,7 @@ pub fn start(
         runtime: &spec.runtime,
         executor: spec.executor.clone(),
         slurm_watcher: Some(crate::progress::slurm_watcher()),
+        definition: spec.definition,
     };
     let checked = wfhost_app::start::check(new, &home, |workflow| match &spec.inputs {
         InputSource::Args { file, set } => crate::inputs::read(workflow, file.as_deref(), set),
@@ -177,6 +186,7 @@ pub fn start(
         max_steps: spec.max_steps,
         session: spec.session,
         shared_workspace: spec.shared_workspace,
+        rerun: spec.rerun,
     };
     let Recorded {
         record,

@@ -269,6 +269,13 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         _ => None,
     };
     let start_snapshot = chain.first().and_then(|e| e.snapshot.clone());
+    // The run this one repeats (`wfhost rerun`), without its seed.
+    let rerun_of = chain.first().and_then(|e| match &e.event {
+        wfhost_core::run::event::Event::RunStarted {
+            rerun_of: Some(r), ..
+        } => Some((r.run_id.clone(), r.from_step)),
+        _ => None,
+    });
     // What a served run that seems idle waits for.
     let open_jobs = match status.as_str() {
         "running" => store.open_jobs(&run.id).unwrap_or_default(),
@@ -281,6 +288,7 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
             "branch": branch,
             "status": status,
             "open_jobs": open_jobs,
+            "rerun_of": rerun_of.as_ref().map(|(run, step)| serde_json::json!({"run_id": run, "from_step": step})),
             "failure": failure,
             "inputs": state.inputs,
             "warnings": warning.iter().collect::<Vec<_>>(),
@@ -308,6 +316,12 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     }
     println!("  workspace   {}", run.workspace);
     println!("  started     {}", format_utc(run.created_at));
+    if let Some((old, step)) = &rerun_of {
+        let from = step.map_or(" from the beginning".to_string(), |s| {
+            format!(" from its step {s}")
+        });
+        println!("  rerun of    {old}{from}");
+    }
     println!("  status      {status} (branch {branch})");
     print_open_jobs(&open_jobs);
     if let Some(reason) = &failure {

@@ -181,6 +181,7 @@ mod tests {
             max_call_depth: 8,
             default_executor: String::new(),
             inputs: Default::default(),
+            rerun_of: None,
         };
         store.create_run(&record, "{}", &started).unwrap();
     }

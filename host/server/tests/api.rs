@@ -23,6 +23,7 @@ fn started(run_id: &str, workflow: &str) -> Event {
         max_call_depth: 8,
         default_executor: String::new(),
         inputs: Default::default(),
+        rerun_of: None,
     }
 }
 

@@ -21,6 +21,7 @@ fn started(run_id: &str, max_steps: u64) -> Event {
         max_call_depth: 64,
         default_executor: String::new(),
         inputs: Default::default(),
+        rerun_of: None,
     }
 }
 

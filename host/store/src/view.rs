@@ -72,6 +72,13 @@ pub fn fork_point(chain: &[StoredEvent], at: &str) -> Result<String, String> {
     if at.starts_with("sn-") {
         return Ok(at.to_string());
     }
+    before_step(chain, at).map(|(_, snapshot)| snapshot)
+}
+
+/// The step `at` names on the branch `chain` is (a step number, or a
+/// block: its last execution), and the snapshot of the state before it.
+pub fn before_step(chain: &[StoredEvent], at: &str) -> Result<(u64, String), String> {
+    let at = at.trim();
     let steps = steps_of(chain);
     let step = match at.parse::<u64>() {
         Ok(n) => n,
@@ -92,15 +99,16 @@ pub fn fork_point(chain: &[StoredEvent], at: &str) -> Result<String, String> {
             .find(|l| l.step == n - 1)
             .and_then(|l| l.snapshot.clone()),
     };
-    before.ok_or_else(|| {
-        format!("step {step}: the state before it has no snapshot (the step before it ended the run or opened a gate); fork at an earlier step")
+    before.map(|snapshot| (step, snapshot)).ok_or_else(|| {
+        format!("step {step}: the state before it has no snapshot (the step before it ended the run or opened a gate); choose an earlier step")
     })
 }
 
 /// The step of the last execution of the block `name` names: `node.block`,
 /// or a block name no other node's block shares.
 fn last_step_of_block(steps: &[StepLine], name: &str) -> Result<u64, String> {
-    let matches = |block: &str| block == name || block.split_once('.').is_some_and(|(_, b)| b == name);
+    let matches =
+        |block: &str| block == name || block.split_once('.').is_some_and(|(_, b)| b == name);
     let mut blocks: Vec<&str> = steps
         .iter()
         .filter(|l| matches(&l.block))

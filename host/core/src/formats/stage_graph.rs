@@ -1318,6 +1318,7 @@ mod tests {
             max_call_depth: 8,
             default_executor: String::new(),
             inputs: Default::default(),
+            rerun_of: None,
         })
         .unwrap()
     }

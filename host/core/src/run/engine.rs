@@ -374,6 +374,11 @@ pub struct RunOptions {
     pub default_executor: String,
     /// The run's validated inputs (see [`crate::run::inputs::resolve`]).
     pub inputs: crate::run::inputs::Inputs,
+    /// Where the run starts (`node`, `block`) when not at the workflow's
+    /// start: a rerun from a step.
+    pub start_at: Option<(String, String)>,
+    /// The run this one reruns, and what it starts with.
+    pub rerun_of: Option<crate::run::event::RerunOf>,
 }
 
 impl RunOptions {
@@ -386,6 +391,8 @@ impl RunOptions {
             max_call_depth: 64,
             default_executor: String::new(),
             inputs: crate::run::inputs::Inputs::new(),
+            start_at: None,
+            rerun_of: None,
         }
     }
 }
@@ -421,21 +428,26 @@ pub async fn run<W: WorkerHost, A: ActionInterpreter>(
 
 /// The first event of a new run.
 pub fn started_event(workflow: &Workflow, options: &RunOptions) -> Event {
+    let (start_node, start_block) = options.start_at.clone().unwrap_or_else(|| {
+        let entry = workflow
+            .nodes
+            .get(&workflow.start_node)
+            .map(|n| n.entry_block.clone())
+            .unwrap_or_default();
+        (workflow.start_node.clone(), entry)
+    });
     Event::RunStarted {
         run_id: options.run_id.clone(),
         workflow_id: workflow.id.clone(),
         workflow_hash: options.workflow_hash.clone(),
         plugins: options.plugins.clone(),
-        start_node: workflow.start_node.clone(),
-        start_block: workflow
-            .nodes
-            .get(&workflow.start_node)
-            .map(|n| n.entry_block.clone())
-            .unwrap_or_default(),
+        start_node,
+        start_block,
         max_steps: options.max_steps,
         max_call_depth: options.max_call_depth,
         default_executor: options.default_executor.clone(),
         inputs: options.inputs.clone(),
+        rerun_of: options.rerun_of.clone(),
     }
 }
 

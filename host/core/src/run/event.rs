@@ -76,6 +76,10 @@ pub enum Event {
         /// of runs without inputs (and of older wfhost versions).
         #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
         inputs: serde_json::Map<String, serde_json::Value>,
+        /// Set when the run is a rerun of another (`wfhost rerun`): which
+        /// run, and from which of its steps with what it had then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rerun_of: Option<RerunOf>,
     },
     /// A block is about to execute. Without a matching
     /// [`Event::BlockCompleted`] the execution was interrupted and runs again.
@@ -556,6 +560,24 @@ pub struct InterruptedBlock {
     pub step: u64,
     pub node: String,
     pub block: String,
+}
+
+/// The run a rerun repeats, and what it starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RerunOf {
+    pub run_id: String,
+    /// The step of that run the rerun starts at (`--from`); absent when
+    /// it starts from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_step: Option<u64>,
+    /// The payload that run had before that step, which the rerun starts
+    /// with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub payload: ExecutionPayload,
+    /// The block outputs (artifacts) it had then.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub artifacts: BTreeMap<String, String>,
 }
 
 /// How a run ended.

@@ -250,6 +250,7 @@ impl RunState {
             max_call_depth,
             default_executor,
             inputs,
+            rerun_of,
         } = started
         else {
             return Err(ReplayError {
@@ -271,9 +272,16 @@ impl RunState {
                 node: start_node.clone(),
                 block: start_block.clone(),
             },
-            payload: Vec::new(),
+            // A rerun from a step starts with what its run had then.
+            payload: rerun_of
+                .as_ref()
+                .map(|r| r.payload.clone())
+                .unwrap_or_default(),
             stack: Vec::new(),
-            artifacts: BTreeMap::new(),
+            artifacts: rerun_of
+                .as_ref()
+                .map(|r| r.artifacts.clone())
+                .unwrap_or_default(),
             previous: None,
             steps: 0,
             last_step: 0,

@@ -16,6 +16,7 @@ pub fn started(run_id: &str) -> Event {
         max_call_depth: 8,
         default_executor: String::new(),
         inputs: Default::default(),
+        rerun_of: None,
     }
 }
 

@@ -1904,6 +1904,7 @@ fn events_of_an_external_block_fold_strictly() {
         max_call_depth: 4,
         default_executor: String::new(),
         inputs: serde_json::Map::new(),
+        rerun_of: None,
     };
     let mut state = RunState::start(&started).unwrap();
     let merged = Event::InputsMerged {
