@@ -147,6 +147,19 @@ fn two_agents_share_the_jobs_of_concurrent_runs_and_none_is_recorded_twice() {
         a.said(),
         b.said()
     );
+    // Each agent said a line per job it ran: which, and what it came to.
+    for (name, agent) in [("a", &a), ("b", &b)] {
+        let said = agent.said();
+        let lines = said
+            .lines()
+            .filter(|l| {
+                l.starts_with(&format!("agent {name}: job "))
+                    && l.contains(", attempt 1): SIGNAL:SUCCESS in ")
+                    && l.ends_with(" s")
+            })
+            .count();
+        assert_eq!(lines, by_agent[name], "{said}");
+    }
 }
 
 #[test]

@@ -185,6 +185,7 @@ fn start_local_agents(
         concurrency,
         cache_dir,
         cache_disabled,
+        report_jobs: false,
     };
     tokio::spawn(async move {
         // Nobody asks them to stop: they end with the server's process.

@@ -38,6 +38,9 @@ pub struct AgentConfig {
     pub concurrency: usize,
     pub cache_dir: Option<PathBuf>,
     pub cache_disabled: bool,
+    /// Say a line per job it ran (`wfhost agent`; a server's local agents
+    /// stay quiet).
+    pub report_jobs: bool,
 }
 
 /// What asks an agent to stop: its value becomes the reason (a signal's
@@ -347,6 +350,7 @@ async fn run_leased(
     let job = job.clone();
     // Asked to stop while the job runs: the job's future is dropped (its
     // processes, containers and Slurm jobs stop) and the job handed back.
+    let started = std::time::Instant::now();
     let result = tokio::select! {
         result = execute(shared, &lease, &job) => result,
         why = stopping(stop) => {
@@ -372,7 +376,37 @@ async fn run_leased(
             super::request::MAX_JOB_TELEMETRY_BYTES >> 10
         ));
     }
+    if shared.config.report_jobs {
+        crate::warnings::note(&job_line(name, &lease, &job, &result, started.elapsed()));
+    }
     complete(shared, client, &lease, result).await;
+}
+
+/// `agent a1: job 12 (run-…, main.build, attempt 1): SIGNAL:SUCCESS in
+/// 1.2 s`, or `failed in 0.3 s: <why>`.
+fn job_line(name: &str, lease: &Leased, job: &Value, result: &JobResult, took: Duration) -> String {
+    let text = |key: &str| job.get(key).and_then(Value::as_str).unwrap_or("?");
+    let lane = job
+        .get("lane")
+        .and_then(Value::as_str)
+        .filter(|l| !l.is_empty())
+        .map(|l| format!(" lane {l}"))
+        .unwrap_or_default();
+    let what = format!(
+        "agent {name}: job {} ({}, {}.{}{lane}, attempt {})",
+        lease.id,
+        text("run_id"),
+        text("node"),
+        text("block"),
+        lease.attempt
+    );
+    let took = format!("{:.1} s", took.as_secs_f64());
+    let line = match (&result.output, &result.failure) {
+        (Some(output), _) => format!("{what}: {} in {took}", output.signal),
+        (None, Some(why)) => format!("{what}: failed in {took}: {why}"),
+        (None, None) => format!("{what}: failed in {took}"),
+    };
+    wfhost_core::text::escape(&line)
 }
 
 /// Give the job of `lease` back to the server without a result: it is
@@ -808,6 +842,7 @@ mod heartbeat_tests {
                 concurrency: 1,
                 cache_dir: None,
                 cache_disabled: true,
+                report_jobs: false,
             },
             runtimes: Default::default(),
             loaded: Default::default(),

@@ -108,6 +108,7 @@ fn agent_config(args: AgentArgs) -> Result<agent::AgentConfig, String> {
         concurrency: args.runner.concurrency,
         cache_dir: args.runner.cache.cache_dir,
         cache_disabled: args.runner.cache.no_cache,
+        report_jobs: true,
     })
 }
 
