@@ -607,3 +607,49 @@ fn logs_follow_shows_a_running_commands_output_as_it_is_written() {
     // Shown once: not again under the bundle when the block ends.
     assert!(!rest.contains("stdout| started-work"), "{rest}");
 }
+
+/// Every file under `dir` whose name is `name`.
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if e.file_name() == name {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn logs_show_an_interrupted_execution_as_interrupted_with_what_it_wrote() {
+    let s = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let gate = s.path().join("go");
+    let manifest = waiting_manifest(s.path(), &gate);
+    let (mut run, id) = start_in_background(s.path(), &manifest, ws.path());
+    super::wait_until("the command's first line", || {
+        files_named(ws.path(), "cmd-1.stdout")
+            .iter()
+            .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("started-work")))
+    });
+    // The run's process dies mid-command: its bundle has no manifest.
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let logs = wfhost(&["logs", &id], s.path());
+    // The orphaned command ends once the gate exists.
+    std::fs::write(&gate, "").unwrap();
+    let text = stdout(&logs);
+    assert_eq!(logs.status.code(), Some(0), "{}", stderr(&logs));
+    assert!(
+        text.contains("(interrupted: its commands did not finish"),
+        "{text}"
+    );
+    assert!(text.contains("command 1:"), "{text}");
+    assert!(text.contains("started-work"), "{text}");
+    assert!(!text.contains("cannot read it"), "{text}");
+}

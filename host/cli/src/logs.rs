@@ -73,6 +73,7 @@ pub fn logs(args: LogsArgs, global: &Global) -> u8 {
         filter: args.block,
         style: Style::stdout(),
         current: None,
+        open: None,
         lanes: Vec::new(),
         live: None,
     };
@@ -110,6 +111,9 @@ fn follow(
         if live {
             printer.running();
         }
+    }
+    if !store.is_running(&run.id) {
+        printer.interrupted_at_end(&run.id);
     }
     Ok(())
 }
@@ -149,6 +153,8 @@ struct Printer {
     style: Style,
     /// Step and `node.block` of the block started last.
     current: Option<(u64, String)>,
+    /// The same while that block has not completed.
+    open: Option<(u64, String)>,
     /// The lanes of the running parallel block, in step order.
     lanes: Vec<String>,
     /// The output of the running block's commands shown so far (follow).
@@ -166,6 +172,7 @@ impl Printer {
                 step, node, block, ..
             } => {
                 self.current = Some((*step, format!("{node}.{block}")));
+                self.open = self.current.clone();
                 self.lanes.clear();
             }
             Event::LanesStarted { lanes, .. } => self.lanes = lanes.clone(),
@@ -181,6 +188,7 @@ impl Printer {
                 ..
             } => {
                 let name = format!("{node}.{block}");
+                self.open = None;
                 if !self.wanted(&name) {
                     return;
                 }
@@ -214,6 +222,24 @@ impl Printer {
             }
             _ => {}
         }
+    }
+
+    /// The log ends with a block that started and never completed, and
+    /// the run is not executing: it was interrupted there. What its
+    /// commands wrote before they stopped is shown with it.
+    fn interrupted_at_end(&self, run_id: &str) {
+        let Some((step, name)) = &self.open else {
+            return;
+        };
+        if !self.wanted(name) {
+            return;
+        }
+        println!(
+            "[{step}] {} -> {} (the run stopped while it ran; `wfhost resume {run_id}` runs it again)",
+            escape(name),
+            self.style.bad("interrupted")
+        );
+        self.bundles(*step, name, false);
     }
 
     fn heading(&self, what: &str, signal: &str, duration_us: u64) {
@@ -303,6 +329,11 @@ fn print_live(lines: &[LiveLine]) {
 /// Print a bundle's commands and their captured output (unless it was
 /// `shown` live already).
 fn print_bundle(dir: &Path, shown: bool) -> Result<(), String> {
+    // The manifest is written when the execution ends: without it, the
+    // execution was interrupted (a crash, a cancel, a lost lease).
+    if !dir.join("manifest.json").exists() {
+        return print_interrupted_bundle(dir, shown);
+    }
     let (text, _) = read_file(dir, "manifest.json")?;
     let manifest: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| format!("manifest.json: {e}"))?;
@@ -323,6 +354,38 @@ fn print_bundle(dir: &Path, shown: bool) -> Result<(), String> {
                 Ok((text, more)) => print_stream(stream, &text, more),
                 Err(e) => println!("    {stream}: (cannot read it: {})", escape(&e)),
             }
+        }
+    }
+    Ok(())
+}
+
+/// An interrupted execution's bundle: what its commands wrote before
+/// they stopped, command by command.
+fn print_interrupted_bundle(dir: &Path, shown: bool) -> Result<(), String> {
+    println!(
+        "    (interrupted: its commands did not finish; what they wrote before they stopped follows)"
+    );
+    if shown {
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| e.to_string())?;
+    let mut streams: Vec<(u32, String, String)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (command, stream) = name.strip_prefix("cmd-")?.split_once('.')?;
+            let n: u32 = command.parse().ok()?;
+            matches!(stream, "stdout" | "stderr").then(|| (n, stream.to_string(), name.clone()))
+        })
+        .collect();
+    streams.sort();
+    for (n, stream, name) in streams {
+        match read_file(dir, &name) {
+            Ok((text, more)) => {
+                println!("  command {n}:");
+                print_stream(&stream, &text, more);
+            }
+            Err(e) => println!("    {stream}: (cannot read it: {})", escape(&e)),
         }
     }
     Ok(())
