@@ -104,6 +104,7 @@ fn long_run(home: &Path, steps: u64) -> String {
                     ..Default::default()
                 },
                 duration_us: 250,
+                queued_us: 0,
                 failure: None,
                 log: vec![format!("step {n}")],
             },

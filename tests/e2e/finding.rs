@@ -199,8 +199,33 @@ fn a_served_run_with_no_agent_says_its_job_waits_for_one() {
     // A finished run waits for nothing.
     let listed = json(&["runs", "--json"], s);
     assert_eq!(listed[0]["open_jobs"], summary["open_jobs"], "{listed:#}");
-    let cancel = wfhost(&["cancel", &id], s);
-    assert_eq!(cancel.status.code(), Some(0), "{}", stderr(&cancel));
+    // An agent comes: the time the job waited is reported apart from the
+    // block's duration.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let mut agent = super::command(s)
+        .args(["agent", "--server", &format!("http://{}", served.addr)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    super::wait_until("the run succeeds", || {
+        http_get(&served.addr, &format!("/v1/runs/{id}/summary")).1["status"] == "succeeded"
+    });
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let shown: serde_json::Value =
+        serde_json::from_slice(&wfhost(&["show", &id, "--json"], s).stdout).unwrap();
+    let step = &shown["steps"][0];
+    let queued = step["queued_ms"].as_f64().unwrap_or_default();
+    assert!(queued >= 600.0, "{step:#}");
+    assert!(step["duration_ms"].as_f64().unwrap() < queued, "{step:#}");
+    let block = &shown["blocks"][step["block"].as_str().unwrap()];
+    assert!(
+        block["queued_ms"].as_f64().unwrap_or_default() >= 600.0,
+        "{shown:#}"
+    );
+    let text = stdout(&wfhost(&["show", &id], s));
+    assert!(text.contains("ms waiting for an agent)"), "{text}");
     let listed = json(&["runs", "--json"], s);
     assert_eq!(listed[0]["open_jobs"], serde_json::json!([]), "{listed:#}");
 }

@@ -529,6 +529,7 @@ mod tests {
                 artifact: None,
                 statistics: Statistics::default(),
                 duration_us: 1,
+                queued_us: 0,
                 failure: None,
                 log: vec![],
             },

@@ -284,6 +284,7 @@ fn step(n: u64) -> [Event; 3] {
             artifact: None,
             statistics: Statistics::default(),
             duration_us: 10,
+            queued_us: 0,
             failure: None,
             log: vec!["step done".into()],
         },

@@ -331,12 +331,17 @@ pub fn usage_note(usage: &wfhost_core::run::payload::ModelUsage) -> String {
 pub fn print_block_statistics(state: &RunState) {
     for (name, b) in state.blocks_in_run_order() {
         println!(
-            "  {name}: {}, {}{}, {}, {}{}",
+            "  {name}: {}, {}{}, {}, {}{}{}",
             count(b.attempts, "run"),
             count(b.tokens_used, "token"),
             usage_note(&b.usage),
             count(b.lines_written, "line"),
             ms(b.duration),
+            if b.queued.is_zero() {
+                String::new()
+            } else {
+                format!(" (+{} queued)", ms(b.queued))
+            },
             if b.failures > 0 {
                 format!(", {} failed", b.failures)
             } else {

@@ -395,7 +395,7 @@ fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
         .map(|s| format!(" (no transition: {} -> {FAIL_DEFAULT})", escape(s)))
         .unwrap_or_default();
     println!(
-        "  {:<15} [{}] {} #{} -> {}{fallback}  {}{} ({:.1} ms){}{}",
+        "  {:<15} [{}] {} #{} -> {}{fallback}  {}{} ({:.1} ms{}){}{}",
         l.snapshot.as_deref().unwrap_or("-"),
         l.step,
         l.block,
@@ -407,6 +407,9 @@ fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
             .map(|c| format!(": {}", escape(c)))
             .unwrap_or_default(),
         l.duration_ms,
+        l.queued_ms
+            .map(|q| format!(", after {q:.1} ms waiting for an agent"))
+            .unwrap_or_default(),
         l.failure
             .as_ref()
             .map(|f| format!("; {}", style.bad(&format!("failed: {f}"))))

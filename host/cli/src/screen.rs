@@ -235,6 +235,7 @@ mod tests {
             artifact: None,
             statistics: Statistics::default(),
             duration_us: 1500,
+            queued_us: 0,
             failure: None,
             log: vec!["one\x1b[2J".into()],
         }

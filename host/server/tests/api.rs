@@ -44,6 +44,7 @@ fn step(n: u64, last: bool) -> Vec<Event> {
             artifact: None,
             statistics: Statistics::default(),
             duration_us: 10,
+            queued_us: 0,
             failure: None,
             log: vec![],
         },

@@ -54,6 +54,7 @@ fn step(n: u64, keep: usize) -> [Event; 3] {
                 ..Default::default()
             },
             duration_us: 1500,
+            queued_us: 0,
             failure: None,
             log: vec!["answering with response 0".into()],
         },

@@ -19,6 +19,10 @@ pub struct StepLine {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     pub duration_ms: f64,
+    /// How long it waited for an agent before it ran (not in
+    /// `duration_ms`); absent when it did not wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queued_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
     /// Set when the block had no transition for its signal and took its
@@ -165,6 +169,7 @@ pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                 block,
                 signal,
                 duration_us,
+                queued_us,
                 failure,
                 log,
                 ..
@@ -178,6 +183,7 @@ pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                     action: None,
                     command: None,
                     duration_ms: *duration_us as f64 / 1000.0,
+                    queued_ms: (*queued_us > 0).then(|| *queued_us as f64 / 1000.0),
                     failure: failure.clone(),
                     fallback_for: None,
                     interrupted: std::mem::take(&mut interrupted),

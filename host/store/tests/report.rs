@@ -36,6 +36,7 @@ fn completed(step: u64, block: &str, artifact: Option<&str>) -> Event {
         artifact: artifact.map(String::from),
         statistics: Statistics::default(),
         duration_us: 1500,
+        queued_us: 0,
         failure: None,
         log: vec![],
     }

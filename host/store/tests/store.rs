@@ -38,6 +38,7 @@ fn step(n: u64) -> Vec<Event> {
                 ..Default::default()
             },
             duration_us: 10,
+            queued_us: 0,
             failure: None,
             log: vec![],
         },

@@ -47,6 +47,9 @@ pub struct RunJobs<'p> {
     waiting: Mutex<HashMap<i64, Attribution>>,
     /// The last row of the store's job telemetry read.
     telemetry_read: Mutex<i64>,
+    /// How long the job of each step's block waited for an agent, until
+    /// the engine asks.
+    queued: Mutex<HashMap<u64, Duration>>,
     /// The run's doorbell, rung when one of its jobs becomes final (None:
     /// it could not be bound; jobs are then looked at on a timer).
     bell: Option<RunBell>,
@@ -144,6 +147,7 @@ impl<'p> RunJobs<'p> {
             telemetry: Mutex::new(Vec::new()),
             waiting: Mutex::new(HashMap::new()),
             telemetry_read: Mutex::new(telemetry_read),
+            queued: Mutex::new(HashMap::new()),
             bell,
         })
     }
@@ -287,7 +291,34 @@ impl<'p> RunJobs<'p> {
         std::mem::forget(guard);
         let outcome = self.outcome(&job, result);
         lock(&self.waiting).remove(&id);
+        if lane.is_none() {
+            let queued = self.time_queued(id);
+            lock(&self.queued).insert(step, queued);
+        }
         outcome
+    }
+
+    /// How long job `id` waited to be leased, over all its attempts: from
+    /// each time it was queued (or queued again) to the lease that
+    /// followed. Zero when its history cannot be read.
+    fn time_queued(&self, id: i64) -> Duration {
+        let Ok(history) = self.store().job_history(id) else {
+            return Duration::ZERO;
+        };
+        let mut waiting_since = None;
+        let mut total_ms = 0;
+        for event in history {
+            match event.kind.as_str() {
+                "queued" | "requeued" => waiting_since = Some(event.at_ms),
+                "leased" => {
+                    if let Some(since) = waiting_since.take() {
+                        total_ms += (event.at_ms - since).max(0);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Duration::from_millis(u64::try_from(total_ms).unwrap_or(0))
     }
 
     /// The telemetry agents reported for the jobs waited for since the
@@ -398,6 +429,10 @@ impl BlockRunner for RunJobs<'_> {
 
     fn job_for(&self, request: &BlockRequest) -> Option<QueuedJob> {
         self.queued_job(request)
+    }
+
+    fn queued_time(&self, step: u64) -> Duration {
+        lock(&self.queued).remove(&step).unwrap_or_default()
     }
 }
 

@@ -981,6 +981,7 @@ mod tests {
             artifact: None,
             statistics: Statistics::default(),
             duration_us: 10,
+            queued_us: 0,
             failure: failure.map(str::to_string),
             log: vec![],
         }
@@ -1104,6 +1105,7 @@ mod tests {
                 artifact: None,
                 statistics: Statistics::default(),
                 duration_us: 1,
+                queued_us: 0,
                 failure: None,
                 log: vec![],
             },

@@ -1342,6 +1342,7 @@ mod tests {
                 artifact: None,
                 statistics: Statistics::default(),
                 duration_us: 10,
+                queued_us: 0,
                 failure: None,
                 log: vec![],
             },

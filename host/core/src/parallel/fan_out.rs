@@ -567,6 +567,7 @@ impl<W: WorkerHost> Fan<'_, W> {
             artifact: Some(artifact),
             statistics,
             duration_us: micros(self.started),
+            queued_us: 0,
             failure,
             log: Vec::new(),
         }

@@ -124,6 +124,15 @@ pub trait BlockRunner {
         let _ = request;
         None
     }
+
+    /// How long the execution of the block at `step` that just ended
+    /// waited in a queue before it ran (a job waiting for an agent to
+    /// lease it): recorded apart from its duration. Zero (the default)
+    /// for a host that runs blocks at once.
+    fn queued_time(&self, step: u64) -> Duration {
+        let _ = step;
+        Duration::ZERO
+    }
 }
 
 /// The isolated workspaces of a parallel group's lanes. The defaults: no
@@ -956,12 +965,14 @@ async fn execute_block<W: WorkerHost>(
         },
     }
     .checked();
-    let duration = block_started.elapsed();
+    let queued = workers.queued_time(step);
+    let duration = block_started.elapsed().saturating_sub(queued);
     let done = Done {
         step,
         node_id,
         block_id,
         duration,
+        queued,
         merged,
     };
     complete(state, sink, schemas.get(&key), done, result)
@@ -973,6 +984,8 @@ struct Done {
     node_id: String,
     block_id: String,
     duration: std::time::Duration,
+    /// How long it waited in a queue before it ran (not in `duration`).
+    queued: std::time::Duration,
     /// The inputs a control block merged.
     merged: Option<serde_json::Map<String, serde_json::Value>>,
 }
@@ -990,6 +1003,7 @@ fn complete(
         node_id,
         block_id,
         duration,
+        queued,
         merged,
     } = done;
     let Settled {
@@ -1015,6 +1029,7 @@ fn complete(
         artifact,
         statistics,
         duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
+        queued_us: u64::try_from(queued.as_micros()).unwrap_or(u64::MAX),
         failure,
         log: result.log,
     };

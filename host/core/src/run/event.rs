@@ -102,7 +102,12 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         artifact: Option<String>,
         statistics: Statistics,
+        /// How long the block ran (not counting `queued_us`).
         duration_us: u64,
+        /// How long it waited in a queue before it ran (a job waiting for
+        /// an agent); absent when it did not wait.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        queued_us: u64,
         /// Why the worker produced no output, if it did not.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure: Option<String>,
@@ -560,6 +565,10 @@ pub struct InterruptedBlock {
     pub step: u64,
     pub node: String,
     pub block: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The run a rerun repeats, and what it starts with.

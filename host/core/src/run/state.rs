@@ -84,6 +84,14 @@ pub struct BlockStatistics {
     /// serialized.
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
     pub duration: Duration,
+    /// Total time its executions waited in a queue before they ran (jobs
+    /// waiting for an agent), apart from `duration`; absent when none.
+    #[serde(
+        rename = "queued_ms",
+        serialize_with = "as_millis",
+        skip_serializing_if = "Duration::is_zero"
+    )]
+    pub queued: Duration,
     /// Executions whose worker failed.
     pub failures: u32,
     /// The step at which the block first ran, to list blocks in the order
@@ -410,6 +418,7 @@ impl RunState {
             artifact,
             statistics,
             duration_us,
+            queued_us,
             failure,
             log: _,
         } = event
@@ -442,6 +451,7 @@ impl RunState {
         per_block.lines_written += statistics.lines_written;
         per_block.usage.add(statistics.usage);
         per_block.duration += Duration::from_micros(*duration_us);
+        per_block.queued += Duration::from_micros(*queued_us);
         per_block.failures += u32::from(failure.is_some());
         // Each lane of a parallel block had its own step index.
         let lanes = match self.fan_out.take() {
