@@ -90,6 +90,70 @@ pub fn slurm_options(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest
     }
 }
 
+/// The exec safety policy ([`wfhost_core::policy::exec::check`], the
+/// executors' own check before each command) over the commands of the
+/// built-in `exec` worker's blocks and lanes, so that `validate` refuses a
+/// shell the block would refuse at its first command, naming the command
+/// by its JSON pointer. A command with an input placeholder is left to the
+/// executor, which sees it expanded; a config the plugin cannot read is
+/// left to the plugin, which says why.
+pub fn exec_policy(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::ManifestErrors> {
+    use wfhost_core::policy::exec::{ExecSpec, check, config::ExecConfig};
+    let wf = &workflow.workflow;
+    if !builtin(wf, "exec") {
+        return Ok(());
+    }
+    let mut errors = Vec::new();
+    for (node_id, node) in &wf.nodes {
+        for (block_id, block) in &node.blocks {
+            if block.worker != "exec" {
+                continue;
+            }
+            let mut configs = vec![(vec![], block.config.clone())];
+            if let Some(group) = &block.parallel {
+                for (lane, spec) in &group.lanes {
+                    let at = vec!["parallel", "lanes", lane.as_str(), "config"];
+                    configs.push((at, block.for_lane(spec).config));
+                }
+            }
+            for (at, config) in configs {
+                let Ok(config) = ExecConfig::from_value(&config) else {
+                    continue;
+                };
+                let Err(refused) = check(&ExecSpec::of_config(&config)) else {
+                    continue;
+                };
+                if refused.shown.contains("{{") {
+                    continue;
+                }
+                let index = refused.index.checked_sub(1).map(|i| i.to_string());
+                let mut parts = vec!["nodes", node_id.as_str(), "blocks", block_id.as_str()];
+                parts.extend(if at.is_empty() { vec!["config"] } else { at });
+                parts.push("commands");
+                parts.extend(index.as_deref());
+                errors.push(manifest::ManifestError {
+                    file: workflow.file.clone(),
+                    location: Some(json_pointer::pointer(&parts)),
+                    message: format!("the exec safety policy refuses it: {refused}"),
+                });
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(manifest::ManifestErrors(errors))
+    }
+}
+
+/// Whether `worker` is the built-in plugin of that name (the workflow
+/// does not declare its own under the name).
+fn builtin(wf: &manifest::Workflow, worker: &str) -> bool {
+    wf.plugins
+        .get(worker)
+        .is_none_or(|p| p.path.is_none() && p.reference.is_none())
+}
+
 /// The preset settings of the built-in `agent` worker's blocks and lanes
 /// (`config.preset`, `model`, `resume`, `home`): a preset the host knows
 /// ([`wfhost_core::agents::presets`]; the error lists those it does), and
