@@ -132,8 +132,12 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     let local_agents = args.local_agents;
     let cache = (args.cache.cache_dir, args.cache.no_cache);
     let served = runtime.block_on(wfhost_server::serve(config, move |addr| {
-        // One line a script can wait for.
-        println!("wfhost: serving http://{addr}/v1 (store in {home_shown})");
+        // A line a script can wait for, with the API's base (the first
+        // `http://` a script finds); the dashboard on the next. One write,
+        // so a reader that stops after the first line misses nothing.
+        println!(
+            "wfhost: serving http://{addr}/v1 (store in {home_shown})\nwfhost: dashboard at http://{addr}/"
+        );
         if local_agents > 0 {
             start_local_agents(addr, agent_token.flatten(), local_agents, cache);
         }
