@@ -115,6 +115,15 @@ Examples:
   wfhost completions zsh > \"${fpath[1]}/_wfhost\"
   wfhost completions fish > ~/.config/fish/completions/wfhost.fish";
 
+/// The examples of `wfhost` itself, on its manual page.
+pub const WFHOST: &str = "\
+Examples:
+  mkdir -p /tmp/hello && wfhost run examples/hello/workflow.json --workspace /tmp/hello
+  wfhost validate workflow.json          # check a workflow and its plugins
+  wfhost runs                            # the runs in the store
+  wfhost resume 3c1f0a                   # continue a run whose host stopped
+  wfhost serve                           # the HTTP API and the dashboard";
+
 pub const MAN: &str = "\
 Examples:
   wfhost man | man -l -
