@@ -109,14 +109,7 @@ pub fn exec_policy(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::
             if block.worker != "exec" {
                 continue;
             }
-            let mut configs = vec![(vec![], block.config.clone())];
-            if let Some(group) = &block.parallel {
-                for (lane, spec) in &group.lanes {
-                    let at = vec!["parallel", "lanes", lane.as_str(), "config"];
-                    configs.push((at, block.for_lane(spec).config));
-                }
-            }
-            for (at, config) in configs {
+            for (at, config) in exec_configs(block) {
                 let Ok(config) = ExecConfig::from_value(&config) else {
                     continue;
                 };
@@ -128,12 +121,20 @@ pub fn exec_policy(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::
                 }
                 let index = refused.index.checked_sub(1).map(|i| i.to_string());
                 let mut parts = vec!["nodes", node_id.as_str(), "blocks", block_id.as_str()];
-                parts.extend(if at.is_empty() { vec!["config"] } else { at });
+                parts.extend(at);
                 parts.push("commands");
                 parts.extend(index.as_deref());
+                let location = Some(json_pointer::pointer(&parts));
+                // Lanes that share the block's commands: said once.
+                if errors
+                    .iter()
+                    .any(|e: &manifest::ManifestError| e.location == location)
+                {
+                    continue;
+                }
                 errors.push(manifest::ManifestError {
                     file: workflow.file.clone(),
-                    location: Some(json_pointer::pointer(&parts)),
+                    location,
                     message: format!("the exec safety policy refuses it: {refused}"),
                 });
             }
@@ -144,6 +145,26 @@ pub fn exec_policy(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::
     } else {
         Err(manifest::ManifestErrors(errors))
     }
+}
+
+/// The configs an exec block's commands run with, each with where its
+/// commands were written: a parallel block runs its lanes only, each with
+/// the block's config under its own.
+fn exec_configs(block: &manifest::Block) -> Vec<(Vec<&str>, serde_json::Value)> {
+    let Some(group) = &block.parallel else {
+        return vec![(vec!["config"], block.config.clone())];
+    };
+    group
+        .lanes
+        .iter()
+        .map(|(lane, spec)| {
+            let at = match spec.config.get("commands") {
+                Some(_) => vec!["parallel", "lanes", lane.as_str(), "config"],
+                None => vec!["config"],
+            };
+            (at, block.for_lane(spec).config)
+        })
+        .collect()
 }
 
 /// Whether `worker` is the built-in plugin of that name (the workflow
