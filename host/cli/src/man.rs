@@ -62,6 +62,7 @@ fn page(command: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
     };
     let has_args = command.get_arguments().any(|a| !a.is_hide_set());
     let has_subcommands = command.get_subcommands().any(|s| !s.is_hide_set());
+    let has_version = command.get_version().is_some() || command.get_long_version().is_some();
     let man = clap_mangen::Man::new(command);
     man.render_title(out)?;
     man.render_name_section(out)?;
@@ -79,7 +80,10 @@ fn page(command: clap::Command, out: &mut dyn Write) -> std::io::Result<()> {
     out.write_all(exit_status_section().as_bytes())?;
     out.write_all(environment_section().as_bytes())?;
     out.write_all(files_section().as_bytes())?;
-    man.render_version_section(out)
+    match has_version {
+        true => man.render_version_section(out),
+        false => Ok(()),
+    }
 }
 
 /// Text as roff shows it: backslashes and dashes escaped, and a line
