@@ -11,7 +11,7 @@ use crate::RuntimeChoice;
 #[derive(Args, Clone, Debug, Default)]
 pub struct CacheOptions {
     /// Where compiled plugins are cached (default: $WFHOST_CACHE_DIR, else
-    /// ~/.cache/wfhost/components).
+    /// $XDG_CACHE_HOME/wfhost/components, else ~/.cache/wfhost/components).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Compile plugins without reading or writing the cache.
