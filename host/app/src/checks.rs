@@ -284,3 +284,74 @@ pub fn check_references(
         false => Err(AppError::bad_input(missing.join("\n"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn loaded(block: serde_json::Value) -> manifest::LoadedWorkflow {
+        let wf = json!({
+            "id": "t", "start_node": "main",
+            "plugins": {"exec": {"grants": ["exec"]}},
+            "nodes": {"main": {"entry_block": "x", "blocks": {"x": block}}}
+        });
+        let file = std::path::Path::new("wf.json");
+        let parsed = manifest::parse(file, &wf.to_string()).unwrap();
+        manifest::finish(file, parsed, &crate::plugins::builtin_names()).unwrap()
+    }
+
+    fn refusals(block: serde_json::Value) -> Vec<(String, String)> {
+        match exec_policy(&loaded(block)) {
+            Ok(()) => vec![],
+            Err(errors) => errors
+                .0
+                .into_iter()
+                .map(|e| (e.location.unwrap_or_default(), e.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_exec_policy_names_the_refused_command() {
+        let shell = json!({"worker": "exec", "config": {"commands": [
+            {"argv": ["make"]}, {"argv": ["sh", "-c", "make"]}]}});
+        let refused = refusals(shell);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].0, "/nodes/main/blocks/x/config/commands/1");
+        assert!(
+            refused[0]
+                .1
+                .contains("set `\"allow_shell\": true` in the block's `config`"),
+            "{refused:?}"
+        );
+        let allowed = json!({"worker": "exec", "config": {"allow_shell": true, "commands": [
+            {"argv": ["sh", "-c", "make"]}]}});
+        assert_eq!(refusals(allowed), vec![]);
+        // Other workers' configs are not exec blocks.
+        let echo = json!({"worker": "echo", "config": {"message": "sh -c x"}});
+        assert_eq!(refusals(echo), vec![]);
+    }
+
+    #[test]
+    fn a_parallel_exec_block_is_checked_lane_by_lane() {
+        // The block's own config has no commands: its lanes do.
+        let lanes = json!({"worker": "exec", "config": {"allow_shell": false},
+        "parallel": {"lanes": {
+            "a": {"config": {"commands": [{"argv": ["make"]}]}},
+            "b": {"config": {"commands": [{"argv": ["bash", "-c", "make"]}]}}
+        }}});
+        let refused = refusals(lanes);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(
+            refused[0].0,
+            "/nodes/main/blocks/x/parallel/lanes/b/config/commands/0"
+        );
+        // Commands shared from the block are refused once, at the block.
+        let shared = json!({"worker": "exec", "config": {"commands": [{"argv": ["bash"]}]},
+            "parallel": {"lanes": {"a": {"config": {}}, "b": {"config": {}}}}});
+        let refused = refusals(shared);
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].0, "/nodes/main/blocks/x/config/commands/0");
+    }
+}
