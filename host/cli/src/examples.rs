@@ -131,11 +131,15 @@ Examples:
 
 pub const MCP: &str = "\
 Examples:
-  wfhost mcp --workflows ./workflows --workspace .   # what an MCP client starts
+  wfhost mcp --workflows ./workflows --workspace .   # by hand, in a project
   wfhost mcp rotate-key                              # sign new tokens with a new key
+  /home/me/.cargo/bin/wfhost mcp --workflows /home/me/proj/workflows \\
+      --workspace /home/me/proj --home /home/me/.local/share/wfhost   # as a client's configuration says
 
-An MCP client (Claude Code, Cursor, the MCP SDKs) starts `wfhost mcp` and
-speaks MCP over its standard input and output. Its tools: workflow_list,
+An MCP client (Claude Code, Cursor, the MCP SDKs) starts `wfhost mcp` in a
+directory of its choosing and speaks MCP over its standard input and
+output: its configuration names the binary, --workflows, --workspace and
+--home (or WFHOST_HOME) with absolute paths. Its tools: workflow_list,
 workflow_inspect, workflow_start, workflow_advance, workflow_checkpoint, and
 WorkRail's names for them. See docs/guide/mcp.md.";
 
