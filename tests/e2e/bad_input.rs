@@ -180,7 +180,25 @@ fn a_missing_workspace() {
         case.dir.path(),
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("/nonexistent/ws"));
+    let err = stderr(&out);
+    assert!(
+        err.contains("workspace /nonexistent/ws does not exist")
+            && err.contains("`mkdir -p /nonexistent/ws`"),
+        "{err}"
+    );
+    assert!(!case.dir.path().join("home").exists(), "nothing recorded");
+    // A name a shell would split is quoted in the hint.
+    let odd = case.dir.path().join("my ws's");
+    let out = wfhost(
+        &["run", path.to_str().unwrap(), "-w", odd.to_str().unwrap()],
+        case.dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let quoted = format!(
+        "`mkdir -p '{}'`",
+        odd.display().to_string().replace('\'', "'\\''")
+    );
+    assert!(stderr(&out).contains(&quoted), "{}", stderr(&out));
 }
 
 #[test]

@@ -89,6 +89,52 @@ fn completions_and_manual_pages() {
     }
 }
 
+#[test]
+fn manual_pages_have_examples_exit_status_environment_and_files() {
+    let scratch = tempfile::tempdir().unwrap();
+    let sections = [
+        ".SH EXAMPLES",
+        ".SH \"EXIT STATUS\"",
+        ".SH ENVIRONMENT",
+        ".SH FILES",
+    ];
+    let man = wfhost(&["man"], scratch.path());
+    assert_eq!(man.status.code(), Some(0));
+    let top = stdout(&man);
+    for section in sections {
+        assert!(top.contains(section), "wfhost.1: no {section}");
+    }
+    for word in [
+        "\\fB130\\fR",
+        "\\fBWFHOST_HOME\\fR",
+        "\\fBNO_COLOR\\fR",
+        "wfhost.db",
+    ] {
+        assert!(top.contains(word), "wfhost.1: no {word}");
+    }
+    assert!(!top.contains(".SH EXTRA"), "{top}");
+    let dir = scratch.path().join("man1");
+    let out = wfhost(&["man", "--dir", dir.to_str().unwrap()], scratch.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for page in ["wfhost.1", "wfhost-run.1", "wfhost-man.1"] {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        for section in sections {
+            assert!(text.contains(section), "{page}: no {section}");
+        }
+        assert!(!text.contains(".SH EXTRA"), "{page}");
+    }
+    let run = std::fs::read_to_string(dir.join("wfhost-run.1")).unwrap();
+    assert!(
+        run.contains("wfhost run examples/hello/workflow.json \\-\\-workspace /tmp/hello"),
+        "{run}"
+    );
+    // The man command has its description (in its page and its help).
+    let man_page = std::fs::read_to_string(dir.join("wfhost-man.1")).unwrap();
+    assert!(man_page.contains("Print the manual page"), "{man_page}");
+    let help = stdout(&wfhost(&["man", "--help"], scratch.path()));
+    assert!(help.starts_with("Print the manual page"), "{help}");
+}
+
 /// A reader that goes away (`wfhost … | head`) ends wfhost quietly with
 /// the status a shell shows for a broken pipe, not a panic.
 #[test]

@@ -78,6 +78,51 @@ fn invariants(show: &serde_json::Value) -> serde_json::Value {
     })
 }
 
+/// The guide's recipe: the durable example thinking longer (`--set
+/// think_ms=…`) is killed mid-block, shows as interrupted, and `wfhost
+/// resume` runs the cut block again to the run's end.
+#[test]
+fn the_durable_example_killed_mid_block_is_resumed() {
+    use std::io::BufRead;
+    let scratch = tempfile::tempdir().unwrap();
+    let ws = workspace_in(scratch.path());
+    let manifest = example("durable");
+    let mut child = command(scratch.path())
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .args(["--set", "think_ms=1500"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first line names the run once it is recorded; the first block
+    // then thinks for 1.5 s.
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("run run-"), "{first}");
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let id = only_run(scratch.path()).expect("the run was recorded");
+    let runs = json_of(&wfhost(&["runs", "--json"], scratch.path()));
+    assert_eq!(runs[0]["status"], "interrupted", "{runs}");
+    let out = wfhost(&["resume", &id], scratch.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("[0] main.intake was interrupted and runs again"),
+        "{}",
+        stdout(&out)
+    );
+    let show = json_of(&wfhost(&["show", &id, "--json"], scratch.path()));
+    assert_eq!(show["status"], "succeeded", "{show}");
+    assert_eq!(show["steps"][0]["interrupted"], 1, "{show}");
+}
+
 /// A small xorshift generator: the test prints its seed so a failure can
 /// be replayed with WFHOST_CRASH_SEED.
 struct Rng(u64);

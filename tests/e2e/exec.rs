@@ -131,34 +131,47 @@ fn a_failing_test_fails_the_run_and_keeps_the_evidence() {
 }
 
 #[test]
-fn the_policy_refuses_shells_and_the_message_names_the_rule() {
+fn the_policy_refuses_shells_before_the_run_and_validate_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = exec_manifest(
         dir.path(),
-        serde_json::json!({"config": {"commands": [{"argv": ["/usr/bin/env", "bash", "-c", "echo hi"]}]},
+        serde_json::json!({"config": {"commands": [{"argv": ["ls"]}, {"argv": ["/usr/bin/env", "bash", "-c", "echo hi"]}]},
                            "transitions": end_on_success()}),
         true,
     );
-    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
-    assert_eq!(out.status.code(), Some(1));
-    let err = stderr(&out);
+    let pointer = "/nodes/main/blocks/x/config/commands/1";
+    let hint = "set `\"allow_shell\": true` in the block's `config`";
+    let checked = wfhost(&["validate", manifest.to_str().unwrap()], dir.path());
+    assert_eq!(checked.status.code(), Some(2), "{}", stdout(&checked));
+    let err = stderr(&checked);
     assert!(
-        err.contains("refused by rule `no-shell`") && err.contains("allow_shell"),
+        err.contains(pointer) && err.contains("refused by rule `no-shell`") && err.contains(hint),
         "{err}"
     );
+    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains(pointer) && err.contains(hint), "{err}");
     assert!(
-        !dir.path().join("ws/.output/exec").exists(),
+        !dir.path().join("ws/.output").exists(),
         "nothing ran, no bundle"
     );
+    // Allowed in the block's config, the same commands pass.
+    let allowed = exec_manifest(
+        dir.path(),
+        serde_json::json!({"config": {"commands": [{"argv": ["/usr/bin/env", "bash", "-c", "echo hi"]}],
+                                      "allow_shell": true},
+                           "transitions": end_on_success()}),
+        true,
+    );
+    let checked = wfhost(&["validate", allowed.to_str().unwrap()], dir.path());
+    assert_eq!(checked.status.code(), Some(0), "{}", stderr(&checked));
 }
 
 #[test]
-fn bad_commands_fail_the_block_with_a_clear_message() {
+fn bad_commands_are_refused_before_the_run_or_fail_the_block() {
+    // The policy's refusals are known before anything runs (exit 2).
     for (command, expected) in [
-        (
-            serde_json::json!({"argv": ["no-such-program-xyz"]}),
-            "program `no-such-program-xyz` not found",
-        ),
         (
             serde_json::json!({"argv": ["ls"], "env": {"A": "x\u{0}y"}}),
             "is not a valid environment override",
@@ -179,13 +192,28 @@ fn bad_commands_fail_the_block_with_a_clear_message() {
             true,
         );
         let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
-        assert_eq!(out.status.code(), Some(1), "{expected}");
+        assert_eq!(out.status.code(), Some(2), "{expected}");
+        let err = stderr(&out);
         assert!(
-            stderr(&out).contains(expected),
-            "{expected}: {}",
-            stderr(&out)
+            err.contains(expected) && err.contains("/nodes/main/blocks/x/config/commands/0"),
+            "{expected}: {err}"
         );
     }
+    // A program that is not there is known only when the command starts.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = exec_manifest(
+        dir.path(),
+        serde_json::json!({"config": {"commands": [{"argv": ["no-such-program-xyz"]}]},
+                           "transitions": end_on_success()}),
+        true,
+    );
+    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("program `no-such-program-xyz` not found"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -20,6 +20,28 @@ fn inspect_renders_the_graph_in_each_format() {
 }
 
 #[test]
+fn inspect_lists_the_inputs_of_a_workflow() {
+    let cache = tempfile::tempdir().unwrap();
+    let manifest = repo().join("examples/inputs/workflow.json");
+    let out = wfhost(&["inspect", manifest.to_str().unwrap()], cache.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for line in [
+        "inputs:\n",
+        "  project (string, required): The project released.\n",
+        "  version (string, required): The version released, MAJOR.MINOR.PATCH.\n",
+        "  audience (string, default \"users\", one of \"users\", \"developers\")\n",
+        "  highlights (array of string, default [])\n",
+    ] {
+        assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
+    // A workflow without inputs has no such section.
+    let hello = repo().join("examples/hello/workflow.json");
+    let text = stdout(&wfhost(&["inspect", hello.to_str().unwrap()], cache.path()));
+    assert!(!text.contains("inputs"), "{text}");
+}
+
+#[test]
 fn list_finds_workflows_and_reports_broken_ones() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("a/b")).unwrap();

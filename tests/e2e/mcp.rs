@@ -579,3 +579,125 @@ fn an_mcp_run_and_a_cli_run_exclude_each_other_on_one_workspace() {
     drop(stdin);
     let _ = mcp.wait();
 }
+
+/// The client configurations of `docs/guide/mcp.md`, as a client runs
+/// them: from the user's home directory, with a home and workspace of
+/// their own (its `/home/me` made a scratch directory).
+#[test]
+fn the_guides_client_configurations_work_from_the_users_home() {
+    use serde_json::json;
+    let guide = std::fs::read_to_string(repo().join("docs/guide/mcp.md")).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let me = scratch.path().join("me");
+    let project = me.join("project");
+    std::fs::create_dir_all(project.join("workflows")).unwrap();
+    for file in ["triage.json", "review.json"] {
+        std::fs::copy(
+            repo().join("examples/mcp/workflows").join(file),
+            project.join("workflows").join(file),
+        )
+        .unwrap();
+    }
+    let configs: Vec<serde_json::Value> = guide
+        .split("```json\n")
+        .skip(1)
+        .filter_map(|block| block.split("\n```").next())
+        .filter(|block| block.contains("mcpServers"))
+        .map(|block| {
+            let block = block.replace("/home/me", me.to_str().unwrap());
+            serde_json::from_str(&block).unwrap_or_else(|e| panic!("{e}: {block}"))
+        })
+        .collect();
+    assert!(configs.len() >= 2, "{configs:?}");
+    let start = |server: &serde_json::Value, args: &[String]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wfhost"));
+        cmd.args(args)
+            .current_dir(&me)
+            .env("HOME", &me)
+            .env("WFHOST_CACHE_DIR", scratch.path().join("cache"))
+            .env_remove("WFHOST_HOME")
+            .env_remove("XDG_DATA_HOME");
+        for (k, v) in server["env"].as_object().into_iter().flatten() {
+            cmd.env(k, v.as_str().unwrap());
+        }
+        mcp_start(cmd)
+    };
+    for config in &configs {
+        let server = &config["mcpServers"]["wfhost"];
+        assert!(
+            server["command"].as_str().unwrap().starts_with('/'),
+            "{server}"
+        );
+        let args: Vec<String> = serde_json::from_value(server["args"].clone()).unwrap();
+        let after = |flag: &str| args.iter().skip_while(|a| *a != flag).nth(1).cloned();
+        for flag in ["--workflows", "--workspace"] {
+            assert!(
+                after(flag).is_some_and(|p| p.starts_with('/')),
+                "{flag}: {server}"
+            );
+        }
+        let home =
+            after("--home").or_else(|| server["env"]["WFHOST_HOME"].as_str().map(String::from));
+        assert!(
+            home.is_some_and(|h| h.starts_with('/')),
+            "no absolute home: {server}"
+        );
+        let answer = start(server, &args);
+        assert!(
+            answer["structuredContent"]["code"].is_null(),
+            "{server}: {answer}"
+        );
+    }
+    // Without them, the workspace is the user's home, which holds the
+    // default wfhost home: refused, as the guide says.
+    let bare = [
+        "mcp".to_string(),
+        "--workflows".into(),
+        project.join("workflows").display().to_string(),
+    ];
+    let answer = start(&json!({}), &bare);
+    assert_eq!(
+        answer["structuredContent"]["code"], "PRECONDITION_FAILED",
+        "{answer}"
+    );
+    assert!(
+        answer.to_string().contains("contains the wfhost home"),
+        "{answer}"
+    );
+}
+
+/// Start the workflow `triage` through the `wfhost mcp` that `cmd` runs;
+/// the tool call's result.
+fn mcp_start(mut cmd: Command) -> serde_json::Value {
+    use serde_json::json;
+    use std::io::{BufRead, Write};
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let client = json!({"name": "e2e", "version": "1"});
+    for request in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params":
+            {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": client}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params":
+            {"name": "workflow_start", "arguments": {"workflowId": "triage"}}}),
+    ] {
+        writeln!(stdin, "{request}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answer = serde_json::Value::Null;
+    for _ in 0..2 {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        answer = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(answer["id"], 2, "{answer}");
+    answer["result"].clone()
+}

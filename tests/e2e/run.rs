@@ -85,6 +85,97 @@ fn a_failed_run_exits_non_zero_naming_block_and_signal() {
 }
 
 #[test]
+fn quiet_prints_only_where_the_run_came_to_rest() {
+    let manifest = repo().join("examples/hello/workflow.json");
+    for flag in ["-q", "--quiet"] {
+        let ws = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let args = [
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.path().to_str().unwrap(),
+            flag,
+        ];
+        let out = wfhost(&args, cache.path());
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{flag}: {text}");
+        assert!(
+            lines[0].starts_with("run run-") && lines[0].contains(" succeeded: 4 steps"),
+            "{flag}: {text}"
+        );
+    }
+    // A failed run: its last line and the error, nothing else.
+    let dir = tempfile::tempdir().unwrap();
+    let failing = write_manifest(
+        dir.path(),
+        serde_json::json!({
+            "id": "fails", "start_node": "main",
+            "nodes": {"main": {"entry_block": "a", "blocks": {
+                "a": {"worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "FAIL:no good"}]}
+            }}}
+        }),
+    );
+    let ws = workspace_in(dir.path());
+    let out = wfhost(
+        &[
+            "run",
+            failing.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+            "-q",
+        ],
+        dir.path(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+    assert!(stderr(&out).contains("no good"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_failure_reason_is_printed_once_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = write_manifest(
+        dir.path(),
+        serde_json::json!({
+            "id": "plan", "start_node": "main",
+            "nodes": {"main": {"entry_block": "plan", "blocks": {
+                "plan": {"worker": "scripted",
+                         "config": {"responses": ["not a plan"], "signal": "SIGNAL:INVALID"},
+                         "transitions": [{"on_signal": "SIGNAL:INVALID", "action": "FAIL:the plan is not valid"}]}
+            }}}
+        }),
+    );
+    let out = run_workflow(&manifest, &workspace_in(dir.path()), dir.path());
+    assert_eq!(out.status.code(), Some(1));
+    let both = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(both.contains("FAIL:the plan is not valid"), "{both}");
+    for line in both.lines() {
+        assert!(
+            line.matches("the plan is not valid").count() <= 1,
+            "repeated: {line}"
+        );
+    }
+    let run = stdout(&out).split_whitespace().nth(1).unwrap().to_string();
+    for listing in [["events", &run], ["show", &run]] {
+        let out = wfhost(&listing, dir.path());
+        assert!(
+            stdout(&out).contains("FAIL:the plan is not valid"),
+            "{}",
+            stdout(&out)
+        );
+        for line in stdout(&out).lines() {
+            assert!(
+                line.matches("the plan is not valid").count() <= 1,
+                "{listing:?} repeats it: {line}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_write_outside_the_restrictions_is_refused_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();

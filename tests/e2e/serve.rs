@@ -110,6 +110,37 @@ fn the_api_serves_the_runs_wfhost_run_records() {
 }
 
 #[test]
+fn serve_names_the_api_first_and_the_dashboard_next() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut child = command(scratch.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let (mut api, mut dashboard) = (String::new(), String::new());
+    out.read_line(&mut api).unwrap();
+    out.read_line(&mut dashboard).unwrap();
+    let served = Served {
+        child,
+        addr: api
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {api:?}"))
+            .to_string(),
+    };
+    let addr = &served.addr;
+    assert!(
+        api.starts_with(&format!("wfhost: serving http://{addr}/v1 (store in ")),
+        "{api}"
+    );
+    assert_eq!(dashboard, format!("wfhost: dashboard at http://{addr}/\n"));
+    let (status, _) = http_get(addr, "/");
+    assert_eq!(status, 200);
+}
+
+#[test]
 fn serving_beyond_loopback_without_tokens_is_refused() {
     let scratch = tempfile::tempdir().unwrap();
     let out = wfhost(&["serve", "--listen", "0.0.0.0:0"], scratch.path());

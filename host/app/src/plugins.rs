@@ -190,6 +190,28 @@ pub fn plugin_digests(plugins: &PluginSet) -> BTreeMap<String, String> {
 mod tests {
     use super::*;
 
+    /// `docs/guide/builtin-workers.md` has a section, with an example, for
+    /// every built-in plugin and every worker the engine performs itself.
+    #[test]
+    fn the_guide_describes_every_builtin_worker() {
+        let page =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/guide/builtin-workers.md");
+        let text = std::fs::read_to_string(&page).unwrap();
+        let mut names = builtin_names();
+        names.extend(wfhost_core::manifest::ENGINE_WORKERS);
+        for name in names {
+            let heading = format!("\n## `{name}`\n");
+            let Some((_, section)) = text.split_once(&heading) else {
+                panic!("{} has no section `{heading}`", page.display());
+            };
+            let section = section.split("\n## ").next().unwrap_or_default();
+            assert!(
+                section.contains("```json"),
+                "the section of `{name}` has no example"
+            );
+        }
+    }
+
     #[test]
     fn a_run_goes_on_only_with_the_plugins_it_pinned() {
         let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {

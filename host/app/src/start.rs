@@ -58,6 +58,7 @@ pub fn check(
     };
     crate::checks::slurm_options(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
     crate::checks::agent_presets(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
+    crate::checks::exec_policy(&workflow).map_err(|e| AppError::bad_input(e).at(place()))?;
     let inputs = inputs(&workflow.workflow).map_err(|e| AppError::bad_input(e).at("inputs"))?;
     let given = chosen_workspace(new.workspace, &workflow)?;
     let workspace = Workspace::open(&given, home, new.runtime)?;

@@ -48,6 +48,14 @@ impl Workspace {
                 ))
                 .at(given.display().to_string()));
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let shown = given.display().to_string();
+                return Err(AppError::bad_input(format!(
+                    "workspace {shown} does not exist: create it first: `mkdir -p {}`",
+                    wfhost_core::text::shell_word(&shown)
+                ))
+                .at(shown));
+            }
             Err(e) => {
                 return Err(
                     AppError::bad_input(format!("workspace {}: {e}", given.display()))

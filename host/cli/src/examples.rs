@@ -126,6 +126,15 @@ Examples:
   wfhost completions zsh > \"${fpath[1]}/_wfhost\"
   wfhost completions fish > ~/.config/fish/completions/wfhost.fish";
 
+/// The examples of `wfhost` itself, on its manual page.
+pub const WFHOST: &str = "\
+Examples:
+  mkdir -p /tmp/hello && wfhost run examples/hello/workflow.json --workspace /tmp/hello
+  wfhost validate workflow.json          # check a workflow and its plugins
+  wfhost runs                            # the runs in the store
+  wfhost resume 3c1f0a                   # continue a run whose host stopped
+  wfhost serve                           # the HTTP API and the dashboard";
+
 pub const MAN: &str = "\
 Examples:
   wfhost man | man -l -
@@ -133,11 +142,15 @@ Examples:
 
 pub const MCP: &str = "\
 Examples:
-  wfhost mcp --workflows ./workflows --workspace .   # what an MCP client starts
+  wfhost mcp --workflows ./workflows --workspace .   # by hand, in a project
   wfhost mcp rotate-key                              # sign new tokens with a new key
+  /home/me/.cargo/bin/wfhost mcp --workflows /home/me/proj/workflows \\
+      --workspace /home/me/proj --home /home/me/.local/share/wfhost   # as a client's configuration says
 
-An MCP client (Claude Code, Cursor, the MCP SDKs) starts `wfhost mcp` and
-speaks MCP over its standard input and output. Its tools: workflow_list,
+An MCP client (Claude Code, Cursor, the MCP SDKs) starts `wfhost mcp` in a
+directory of its choosing and speaks MCP over its standard input and
+output: its configuration names the binary, --workflows, --workspace and
+--home (or WFHOST_HOME) with absolute paths. Its tools: workflow_list,
 workflow_inspect, workflow_start, workflow_advance, workflow_checkpoint, and
 WorkRail's names for them. See docs/guide/mcp.md.";
 

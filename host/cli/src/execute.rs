@@ -27,11 +27,21 @@ use wfhost_app::session_files::{Recorded, SessionSink};
 pub struct Output {
     pub verbose: bool,
     pub json: bool,
-    /// Only where the run came to rest: no line per block, no status line.
+    /// Only where the run came to rest: no line per block, no status line,
+    /// no line naming the run first, no statistics per block.
     pub quiet: bool,
+    /// A run process of `wfhost serve`: quiet, but its log still names the
+    /// run first and ends with the statistics per block.
+    pub served: bool,
 }
 
 impl Output {
+    /// Whether the line naming the run (`run … of …`, `… continues`) and
+    /// the statistics per block are printed.
+    pub fn header(self) -> bool {
+        !self.json && (!self.quiet || self.served)
+    }
+
     /// Whether a line per event is printed.
     fn events(self) -> bool {
         !self.json && !self.quiet
@@ -313,7 +323,9 @@ pub fn report_run(
             );
         }
     }
-    print_block_statistics(&report.state);
+    if output.header() {
+        print_block_statistics(&report.state);
+    }
     code
 }
 

@@ -418,12 +418,7 @@ fn command_line(command: &serde_json::Value) -> String {
 /// `arg` as a shell would need it: as it is when plain, else in single
 /// quotes.
 fn quoted(arg: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_./=:,+-@%".contains(c);
-    if !arg.is_empty() && arg.chars().all(plain) {
-        arg.to_string()
-    } else {
-        format!("'{}'", arg.replace('\'', "'\\''"))
-    }
+    wfhost_core::text::shell_word(arg)
 }
 
 fn print_stream(stream: &str, text: &str, more: bool) {

@@ -6,6 +6,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 mod bundle;
 mod cancel;
+mod environment;
 mod examples;
 mod execute;
 mod gc;
@@ -56,6 +57,45 @@ pub mod exit {
     pub const CANCELLED: u8 = 5;
     /// The run was interrupted (Ctrl-C, SIGTERM); it can be resumed.
     pub const INTERRUPTED: u8 = 130;
+    /// The reader of the output went away (128 + SIGPIPE, as a shell
+    /// shows a process a closed pipe ended).
+    pub const CLOSED_OUTPUT: u8 = 128 + libc::SIGPIPE as u8;
+
+    /// Every exit code with its meaning, for the manual page.
+    pub const DESCRIBED: &[(u8, &str)] = &[
+        (
+            SUCCESS,
+            "Success: the run succeeded, or the command did what it was asked.",
+        ),
+        (
+            RUN_FAILED,
+            "The run executed and failed (or validate --strict found warnings).",
+        ),
+        (
+            BAD_INPUT,
+            "Bad input: manifest, plugin, workspace, inputs or usage. Nothing ran and nothing was recorded.",
+        ),
+        (
+            WAITING_AT_GATE,
+            "The run paused: at a gate waiting for a person (wfhost gate), or at an external block until an MCP client performs it.",
+        ),
+        (
+            BUSY,
+            "Busy: another wfhost process is executing the run, another run is using the workspace, or the store stayed locked too long.",
+        ),
+        (
+            CANCELLED,
+            "Someone cancelled the run for good (wfhost cancel, the HTTP API, the dashboard); it is not continued.",
+        ),
+        (
+            INTERRUPTED,
+            "The run was interrupted (Ctrl-C, SIGTERM); wfhost resume continues it.",
+        ),
+        (
+            CLOSED_OUTPUT,
+            "The reader of wfhost's output went away (a closed pipe, as in: wfhost run ... | head).",
+        ),
+    ];
 }
 
 #[derive(Parser)]
@@ -270,7 +310,7 @@ enum Command {
     /// Check a workflow and its plugins without running it.
     #[command(after_help = examples::VALIDATE)]
     Validate(validate::ValidateArgs),
-    /// Show a workflow's graph as text, Mermaid or DOT.
+    /// Show a workflow's graph as text (its inputs first), Mermaid or DOT.
     #[command(after_help = examples::INSPECT)]
     Inspect(inspect::InspectArgs),
     /// List the workflows found under a directory.
@@ -285,12 +325,12 @@ enum Command {
         /// The shell: bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the manual page (roff), or write one per command into a directory.
     /// A run process of `wfhost serve`: one request on standard input,
     /// its answer on standard output (the server's protocol, not for
     /// people).
     #[command(name = "serve-run", hide = true)]
     ServeRun(Durable),
+    /// Print the manual page (roff), or write one per command into a directory.
     #[command(after_help = examples::MAN)]
     Man {
         /// Write `wfhost.1` and `wfhost-<command>.1` into this directory.
@@ -315,7 +355,7 @@ fn quiet_on_closed_stdout() {
             .or_else(|| payload.downcast_ref::<&str>().copied())
             .unwrap_or_default();
         if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(128 + libc::SIGPIPE);
+            std::process::exit(exit::CLOSED_OUTPUT.into());
         }
         default(info);
     }));

@@ -11,7 +11,7 @@ use crate::RuntimeChoice;
 #[derive(Args, Clone, Debug, Default)]
 pub struct CacheOptions {
     /// Where compiled plugins are cached (default: $WFHOST_CACHE_DIR, else
-    /// ~/.cache/wfhost/components).
+    /// $XDG_CACHE_HOME/wfhost/components, else ~/.cache/wfhost/components).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Compile plugins without reading or writing the cache.
@@ -37,8 +37,9 @@ pub struct OutputOptions {
     /// Also print plugin loads and every block's log.
     #[arg(long, short, conflicts_with = "json")]
     pub verbose: bool,
-    /// Print only where the run came to rest: no line per block, no live
-    /// status line.
+    /// Print only where the run came to rest (its last line; errors and
+    /// warnings on stderr): no line naming the run, no line per block, no
+    /// live status line, no statistics per block.
     #[arg(long, short, conflicts_with_all = ["json", "verbose"])]
     pub quiet: bool,
     /// Print only a JSON report of the run (status, statistics per run and
@@ -53,6 +54,7 @@ impl From<OutputOptions> for crate::execute::Output {
             verbose: o.verbose,
             json: o.json,
             quiet: o.quiet,
+            served: false,
         }
     }
 }

@@ -31,6 +31,9 @@ pub struct ExecOptions {
     /// Run even if another run is using the workspace.
     #[arg(long)]
     shared_workspace: bool,
+    /// A run process of `wfhost serve` (see [`Output::served`]).
+    #[arg(skip)]
+    served: bool,
 }
 
 impl ExecOptions {
@@ -45,11 +48,15 @@ impl ExecOptions {
             },
             executor: None,
             shared_workspace: false,
+            served: true,
         }
     }
 
     fn output(&self) -> Output {
-        self.output.into()
+        Output {
+            served: self.served,
+            ..self.output.into()
+        }
     }
 
     fn cache(&self) -> RuntimeChoice {
@@ -230,7 +237,7 @@ fn continue_prepared(
             .map_err(wfhost_app::store_error)?;
         return Err(AppError::failed(end.describe()));
     }
-    if !output.json {
+    if output.header() {
         println!(
             "run {} branch {branch} of {} continues",
             run.id, run.workflow_id
@@ -284,7 +291,7 @@ pub fn fork_run(
     let state = store
         .state(&run.id, branch)
         .map_err(wfhost_app::store_error)?;
-    if !exec.output.json {
+    if exec.output().header() {
         println!("run {} branch {branch} forked from {at}", run.id);
     }
     if let Phase::Waiting {
@@ -343,7 +350,7 @@ pub fn answer_gate(
     accepted(&Accepted {
         branch: Some(answer.branch),
     });
-    if !exec.output().json {
+    if exec.output().header() {
         println!(
             "gate {} of run {} answered: {}",
             answer.gate, run.id, answer.decision

@@ -125,6 +125,7 @@ impl RunSpec {
                 verbose: false,
                 json: false,
                 quiet: true,
+                served: true,
             },
             inputs: InputSource::Given(None),
             executor: wfhost_exec::Executor::Local,
@@ -195,7 +196,7 @@ pub fn start(
         lock,
     } = wfhost_app::start::record(&mut store, checked, how)?;
     accepted(&Accepted { branch: Some(1) });
-    if !output.json {
+    if output.header() {
         println!(
             "run {} of {} ({}) in {}",
             record.id,

@@ -9,6 +9,7 @@ use wfhost_core::manifest::pinning::PinnedDefinition;
 use wfhost_store::time::format_utc;
 use wfhost_store::{Store, StoredEvent};
 
+use wfhost_core::run::event::action_line;
 use wfhost_core::run::transitions::FAIL_DEFAULT;
 use wfhost_core::text::{count, escape};
 
@@ -395,17 +396,17 @@ fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
         .map(|s| format!(" (no transition: {} -> {FAIL_DEFAULT})", escape(s)))
         .unwrap_or_default();
     println!(
-        "  {:<15} [{}] {} #{} -> {}{fallback}  {}{} ({:.1} ms{}){}{}",
+        "  {:<15} [{}] {} #{} -> {}{fallback}  {} ({:.1} ms{}){}{}",
         l.snapshot.as_deref().unwrap_or("-"),
         l.step,
         l.block,
         l.attempt,
         style.signal(&l.signal),
-        escape(l.action.as_deref().unwrap_or("(no transition)")),
-        l.command
-            .as_ref()
-            .map(|c| format!(": {}", escape(c)))
-            .unwrap_or_default(),
+        escape(&match (&l.action, &l.command) {
+            (Some(action), Some(command)) => action_line(action, command),
+            (Some(action), None) => action.clone(),
+            (None, _) => "(no transition)".into(),
+        }),
         l.duration_ms,
         l.queued_ms
             .map(|q| format!(", after {q:.1} ms waiting for an agent"))

@@ -208,11 +208,11 @@ impl Screen {
                 escape(signal)
             ));
         }
-        let what = match gate_id {
-            Some(id) => format!("gate {id} opened"),
-            None => command.to_string(),
+        let shown = match gate_id {
+            Some(id) => format!("{action}: gate {id} opened"),
+            None => command.after(action),
         };
-        lines.push(format!("{UNDER}{}", escape(&format!("{action}: {what}"))));
+        lines.push(format!("{UNDER}{}", escape(&shown)));
         lines
     }
 }
@@ -316,7 +316,8 @@ mod tests {
             lines[0].contains("SIGNAL:VALIDATION_FAIL -> SIGNAL:FAIL_DEFAULT"),
             "{lines:?}"
         );
-        assert_eq!(lines[1], "        FAIL:no: fail: no");
+        // The reason is shown once.
+        assert_eq!(lines[1], "        FAIL:no");
         screen.lines(&completed(1, "b", "SIGNAL:SUCCESS", vec![]));
         assert_eq!(screen.cause(), None);
     }

@@ -1,6 +1,7 @@
 //! `wfhost serve`: the HTTP API over this home's run store
 //! (`wfhost_server`).
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -132,8 +133,15 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     let local_agents = args.local_agents;
     let cache = (args.cache.cache_dir, args.cache.no_cache);
     let served = runtime.block_on(wfhost_server::serve(config, move |addr| {
-        // One line a script can wait for.
-        println!("wfhost: serving http://{addr}/v1 (store in {home_shown})");
+        // A line a script can wait for, with the API's base (the first
+        // `http://` a script finds); the dashboard on the next. One write
+        // of both, so that a reader that stops after the first line (and
+        // closes the pipe) never makes the second fail.
+        let lines = format!(
+            "wfhost: serving http://{addr}/v1 (store in {home_shown})\nwfhost: dashboard at http://{addr}/\n"
+        );
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());
         if local_agents > 0 {
             start_local_agents(addr, agent_token.flatten(), local_agents, cache);
         }

@@ -20,7 +20,7 @@ pub struct ValidateArgs {
     cache: crate::options::CacheOptions,
 }
 
-use wfhost_app::checks::{agent_presets, signal_warnings, slurm_options};
+use wfhost_app::checks::{agent_presets, exec_policy, signal_warnings, slurm_options};
 
 pub fn validate(args: ValidateArgs) -> u8 {
     let workflow = match formats::load(&args.manifest, &builtin_names()) {
@@ -35,6 +35,10 @@ pub fn validate(args: ValidateArgs) -> u8 {
         return exit::BAD_INPUT;
     }
     if let Err(errors) = agent_presets(&workflow) {
+        report_error(errors);
+        return exit::BAD_INPUT;
+    }
+    if let Err(errors) = exec_policy(&workflow) {
         report_error(errors);
         return exit::BAD_INPUT;
     }

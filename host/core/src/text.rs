@@ -56,8 +56,29 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// `word` as `sh` reads it back as one word: as it is when it is plain
+/// (letters, digits and `_./=:,+-@%`), else in single quotes, each `'`
+/// written `'\''`. For commands a message suggests.
+pub fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./=:,+-@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn shell_words_survive_a_shell() {
+        use super::shell_word;
+        assert_eq!(shell_word("/tmp/ws-1"), "/tmp/ws-1");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("my dir"), "'my dir'");
+        assert_eq!(shell_word("it's $HOME"), "'it'\\''s $HOME'");
+    }
+
     use super::*;
 
     #[test]

@@ -7,7 +7,9 @@
 //!   response — capped at the last one.
 //! - `signal` (default `SIGNAL:SUCCESS`), `tokens_per_response` (default 0).
 //! - `delay_ms` (default 0): think for this long before answering, like a
-//!   real agent would; crash tests use it to stop the host mid-block.
+//!   real agent would; crash tests use it to stop the host mid-block. A
+//!   whole number, or text holding one, so that an input can set it
+//!   (`"delay_ms": "{{inputs.think_ms}}"`).
 //!
 //! The answer is appended as an `AI_RESPONSE` segment and returned as the
 //! structured output, which the host validates when the block has a schema.
@@ -23,8 +25,25 @@ pub struct Config {
     signal: Option<String>,
     #[serde(default)]
     tokens_per_response: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "milliseconds")]
     delay_ms: u64,
+}
+
+/// A whole number of milliseconds, or text holding one (what an
+/// `{{inputs.NAME}}` placeholder becomes).
+fn milliseconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Whole(u64),
+        Text(String),
+    }
+    match Number::deserialize(d)? {
+        Number::Whole(n) => Ok(n),
+        Number::Text(text) => text.trim().parse().map_err(|_| {
+            serde::de::Error::custom(format!("`{text}` is not a whole number of milliseconds"))
+        }),
+    }
 }
 
 pub struct Scripted;
@@ -89,6 +108,19 @@ mod tests {
             out.structured_output.as_deref(),
             Some("second"),
             "capped at the last"
+        );
+    }
+
+    #[test]
+    fn a_delay_may_be_text_holding_a_number() {
+        let ctx = BlockContext::for_test("d", json!({"responses": ["x"], "delay_ms": "1"}));
+        assert!(Scripted::run(ctx, vec![]).is_ok());
+        let ctx = BlockContext::for_test("d", json!({"responses": ["x"], "delay_ms": "soon"}));
+        let e = Scripted::run(ctx, vec![]).unwrap_err();
+        assert!(
+            e.message.contains("`soon` is not a whole number"),
+            "{}",
+            e.message
         );
     }
 

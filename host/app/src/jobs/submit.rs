@@ -137,15 +137,9 @@ pub fn absolute(what: &str, path: &Path) -> Result<String, String> {
     Ok(text)
 }
 
-/// `'…'` for `sh`.
+/// `'…'` for `sh` ([`wfhost_core::text::shell_word`]).
 fn sh_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.,:=/@%+".contains(&b))
-    {
-        return s.to_string();
-    }
-    format!("'{}'", s.replace('\'', r"'\''"))
+    wfhost_core::text::shell_word(s)
 }
 
 /// A word of an `#SBATCH` line: as is when plain, else in double quotes

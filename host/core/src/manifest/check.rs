@@ -226,12 +226,10 @@ impl Checker<'_> {
             self.err(
                 place.at(&["worker"]),
                 format!(
-                    "unknown worker `{}`: neither built in ({}, {}, {}, {}) nor declared in `plugins`",
+                    "unknown worker `{}`: neither built in ({}, {}) nor declared in `plugins`",
                     block.worker,
                     self.builtin_plugins.join(", "),
-                    super::EXTERNAL_WORKER,
-                    crate::control::WHEN_WORKER,
-                    crate::control::LOOP_WORKER,
+                    super::ENGINE_WORKERS.join(", "),
                 ),
             );
         }

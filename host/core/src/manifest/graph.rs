@@ -97,7 +97,8 @@ fn all_edges(wf: &Workflow) -> Vec<(String, Edge)> {
     out
 }
 
-/// Indented text: nodes, their blocks, each transition.
+/// Indented text: the inputs (when the workflow declares them), nodes,
+/// their blocks, each transition.
 pub fn text(wf: &Workflow) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -110,6 +111,16 @@ pub fn text(wf: &Workflow) -> String {
             .unwrap_or_default(),
         wf.start_node
     );
+    if let Some(schema) = &wf.inputs {
+        let inputs = crate::run::inputs::describe(schema);
+        match inputs.is_empty() {
+            true => out.push_str("inputs: none\n"),
+            false => out.push_str("inputs:\n"),
+        }
+        for line in inputs {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     for (node_id, node) in &wf.nodes {
         let _ = writeln!(
             out,

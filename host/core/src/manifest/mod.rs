@@ -41,8 +41,15 @@ pub const EXTERNAL_WORKER: &str = "external";
 
 /// Workers the engine performs or awaits itself: `external` and the
 /// control blocks (`crate::control`). No component is loaded for them.
+pub const ENGINE_WORKERS: &[&str] = &[
+    EXTERNAL_WORKER,
+    crate::control::WHEN_WORKER,
+    crate::control::LOOP_WORKER,
+];
+
+/// Whether `name` is one of [`ENGINE_WORKERS`].
 pub fn is_engine_worker(name: &str) -> bool {
-    name == EXTERNAL_WORKER || crate::control::is_control(name)
+    ENGINE_WORKERS.contains(&name)
 }
 
 /// A workflow: the whole manifest.

@@ -394,6 +394,10 @@ pub fn check_command(
     check_program(program, args, allow_shell).map_err(|(rule, reason)| refuse(rule, reason))
 }
 
+/// How a block allows shells: `allow_shell` is a field of the exec
+/// block's `config` (of the stage-graph form's `exec`), not of the block.
+const ALLOW_SHELL_HINT: &str = "set `\"allow_shell\": true` in the block's `config`";
+
 /// The rules about one program and its arguments; also applied to the
 /// resolved executable right before execution.
 pub fn check_program(
@@ -405,14 +409,14 @@ pub fn check_program(
     if SHELLS.contains(&lower.as_str()) && !allow_shell {
         return Err((
             "no-shell",
-            format!("`{program}` is a shell; set `allow_shell: true` on the block to run shells"),
+            format!("`{program}` is a shell; {ALLOW_SHELL_HINT} to run shells"),
         ));
     }
     if !allow_shell && let Some(how) = command_runner(&lower, args) {
         return Err((
             "no-shell",
             format!(
-                "`{program}` {how}, which runs arbitrary commands like a shell; set `allow_shell: true` on the block to allow it"
+                "`{program}` {how}, which runs arbitrary commands like a shell; {ALLOW_SHELL_HINT} to allow it"
             ),
         ));
     }
@@ -641,7 +645,7 @@ mod tests {
         let message = check(&spec).unwrap_err().to_string();
         assert_eq!(
             message,
-            "command 2 (`env bash -c x`) refused by rule `no-shell`: `bash` is a shell; set `allow_shell: true` on the block to run shells"
+            "command 2 (`env bash -c x`) refused by rule `no-shell`: `bash` is a shell; set `\"allow_shell\": true` in the block's `config` to run shells"
         );
     }
 }

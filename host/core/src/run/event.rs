@@ -397,7 +397,7 @@ impl Event {
                     .unwrap_or_default();
                 match gate_id {
                     Some(id) => format!("[{step}] {fallback}{action}: gate {id} opened"),
-                    None => format!("[{step}] {fallback}{action}: {command}"),
+                    None => format!("[{step}] {fallback}{}", command.after(action)),
                 }
             }
             Event::GateAnswered { gate_id, decision } => {
@@ -1008,6 +1008,28 @@ pub enum CommandRecord {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         questions: Vec<crate::run::questions::GateQuestion>,
     },
+}
+
+impl CommandRecord {
+    /// The line that says what `action` did ([`action_line`]).
+    pub fn after(&self, action: &str) -> String {
+        action_line(action, &self.to_string())
+    }
+}
+
+/// `ACTION: COMMAND` — an action and what it did, as [`CommandRecord`]
+/// displays it — or the action alone when the command only repeats it
+/// (`FAIL:reason` failing with that reason), so a reason is shown once.
+pub fn action_line(action: &str, command: &str) -> String {
+    let repeats = action.strip_prefix("FAIL:").is_some_and(|reason| {
+        command
+            .strip_prefix("fail: ")
+            .is_some_and(|c| c.trim() == reason.trim())
+    });
+    match repeats {
+        true => action.to_string(),
+        false => format!("{action}: {command}"),
+    }
 }
 
 impl std::fmt::Display for CommandRecord {

@@ -91,6 +91,52 @@ pub fn properties(schema: &Value) -> impl Iterator<Item = (&String, &Value)> {
         .flatten()
 }
 
+/// The declared inputs as a person reads them, one line each, by name:
+/// `NAME (TYPE, required|optional|default VALUE[, one of …]): DESCRIPTION`.
+/// Text from the manifest is escaped.
+pub fn describe(schema: &Value) -> Vec<String> {
+    let required = required(schema);
+    properties(schema)
+        .map(|(name, spec)| {
+            let mut facts = vec![type_of(spec)];
+            match spec.get("default") {
+                Some(default) => facts.push(format!("default {default}")),
+                None if required.contains(&name.as_str()) => facts.push("required".into()),
+                None => facts.push("optional".into()),
+            }
+            if let Some(choices) = spec.get("enum").and_then(Value::as_array) {
+                let choices: Vec<String> = choices.iter().map(Value::to_string).collect();
+                facts.push(format!("one of {}", choices.join(", ")));
+            }
+            let description = spec
+                .get("description")
+                .and_then(Value::as_str)
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            crate::text::escape(&format!("{name} ({}){description}", facts.join(", ")))
+        })
+        .collect()
+}
+
+/// An input's type as written: `string`, `string | null`, `array of
+/// string`; `any` when the schema names none.
+fn type_of(spec: &Value) -> String {
+    let names = |t: &Value| match t {
+        Value::String(s) => s.clone(),
+        Value::Array(list) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ => "any".into(),
+    };
+    let kind = spec.get("type").map(names).unwrap_or_else(|| "any".into());
+    match spec.get("items").and_then(|i| i.get("type")) {
+        Some(item) if kind == "array" => format!("array of {}", names(item)),
+        _ => kind,
+    }
+}
+
 fn required(schema: &Value) -> Vec<&str> {
     schema
         .get("required")
@@ -255,6 +301,32 @@ pub(crate) fn kind_of(value: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn declared_inputs_are_described_one_per_line() {
+        let schema = json!({
+            "type": "object",
+            "required": ["topic"],
+            "properties": {
+                "topic": {"type": "string", "description": "What to write about.\u{1b}[2J"},
+                "count": {"type": "integer", "default": 3},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "tone": {"enum": ["dry", "warm"], "default": "dry"},
+                "note": {"type": ["string", "null"]}
+            }
+        });
+        let lines = describe(&schema);
+        assert_eq!(
+            lines,
+            [
+                "count (integer, default 3)",
+                "note (string | null, optional)",
+                "tags (array of string, optional)",
+                "tone (any, default \"dry\", one of \"dry\", \"warm\")",
+                "topic (string, required): What to write about.\\e[2J",
+            ]
+        );
+    }
 
     fn schema() -> Value {
         json!({
