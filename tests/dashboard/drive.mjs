@@ -166,6 +166,11 @@ try {
   await page.waitForSelector('tr.marker:has-text("branch 2 forked from")');
   await page.waitForSelector('tr.step td:nth-child(2):has-text("main.ship")', { timeout: 60000 });
   await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 60000 });
+  // A finished run shows what it produced.
+  await page.waitForSelector('.result-panel .result-text');
+  const produced = await page.textContent('.result-panel .meta');
+  check(/ from step \d+ \(main\.\w+\)/.test(produced), `the result names its step and block (${produced})`);
+  await shot('07a-result');
   // Cancel from the page: a waiting run, for good.
   await page.goto(`${base}#/runs/${scenario.cancel}`);
   await page.waitForSelector('.gate-panel');

@@ -107,6 +107,7 @@ fn long_run(home: &Path, steps: u64) -> String {
                 queued_us: 0,
                 failure: None,
                 log: vec![format!("step {n}")],
+                written: Vec::new(),
             },
             Event::ActionTaken {
                 step: n,

@@ -25,6 +25,7 @@ mod parallel;
 mod plugin;
 mod presets;
 mod rerun;
+mod results;
 mod run;
 mod secrets;
 mod serve;

@@ -532,6 +532,7 @@ mod tests {
                 queued_us: 0,
                 failure: None,
                 log: vec![],
+                written: Vec::new(),
             },
             Event::ActionTaken {
                 step: 0,

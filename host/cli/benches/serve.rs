@@ -287,6 +287,7 @@ fn step(n: u64) -> [Event; 3] {
             queued_us: 0,
             failure: None,
             log: vec!["step done".into()],
+            written: Vec::new(),
         },
         Event::ActionTaken {
             step: n,

@@ -266,6 +266,11 @@ pub fn report_run(
             "payload": report.payload(),
             "host_costs": wfhost_app::costs::now(),
         });
+        if let (Some(out), serde_json::Value::Object(extra)) =
+            (out.as_object_mut(), crate::result::json(&report.state))
+        {
+            out.extend(extra);
+        }
         if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
             out.extend(extra);
         }
@@ -325,6 +330,7 @@ pub fn report_run(
     }
     if output.header() {
         print_block_statistics(&report.state);
+        crate::result::print(&report.state, run.id.as_str());
     }
     code
 }

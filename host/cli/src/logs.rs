@@ -185,6 +185,7 @@ impl Printer {
                 failure,
                 log,
                 duration_us,
+                written,
                 ..
             } => {
                 let name = format!("{node}.{block}");
@@ -197,6 +198,11 @@ impl Printer {
                 self.problem("error", failure.as_deref());
                 let validation = payload.push.iter().find(|s| s.kind == "VALIDATION_ERROR");
                 self.problem("validation error", validation.map(|s| s.content.as_str()));
+                print_outputs(&payload.push);
+                if !written.is_empty() {
+                    let written: Vec<String> = written.iter().map(|p| escape(p)).collect();
+                    println!("  wrote: {}", written.join(", "));
+                }
                 print_log(log);
                 self.bundles(*step, &name, shown);
             }
@@ -301,6 +307,30 @@ impl Printer {
             if let Err(e) = print_bundle(&dir, shown) {
                 println!("    (cannot read it: {})", escape(&e));
             }
+        }
+    }
+}
+
+/// The most lines of one output segment `logs` prints.
+const MAX_OUTPUT_LINES: usize = 20;
+
+/// What a block added to the payload: `output (KIND): …`, each segment
+/// at most [`MAX_OUTPUT_LINES`] lines (validation errors are shown as
+/// problems).
+fn print_outputs(pushed: &[wfhost_core::run::payload::ContextSegment]) {
+    for segment in pushed.iter().filter(|s| s.kind != "VALIDATION_ERROR") {
+        let lines: Vec<&str> = segment.content.lines().collect();
+        let first = lines.first().copied().unwrap_or_default();
+        println!(
+            "  output ({}): {}",
+            escape(&segment.kind),
+            escape_keeping_tabs(first)
+        );
+        for line in lines.iter().skip(1).take(MAX_OUTPUT_LINES - 1) {
+            println!("    {}", escape_keeping_tabs(line));
+        }
+        if lines.len() > MAX_OUTPUT_LINES {
+            println!("    … {} more lines", lines.len() - MAX_OUTPUT_LINES);
         }
     }
 }
@@ -432,7 +462,7 @@ fn print_stream(stream: &str, text: &str, more: bool) {
 }
 
 /// A captured line, escaped, its tabs left as tabs.
-fn escape_keeping_tabs(line: &str) -> String {
+pub(crate) fn escape_keeping_tabs(line: &str) -> String {
     line.split('\t').map(escape).collect::<Vec<_>>().join("\t")
 }
 

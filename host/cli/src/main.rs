@@ -22,6 +22,7 @@ mod options;
 mod plugin;
 mod progress;
 mod rerun;
+mod result;
 mod resume;
 mod run;
 mod runs;

@@ -300,6 +300,8 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
             "statistics": state.statistics,
             "blocks": state.blocks,
             "payload": state.payload,
+            "result": state.result(),
+            "written": state.written,
             "events": chain.len(),
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -385,6 +387,8 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         count(state.statistics.lines_written, "line")
     );
     crate::execute::print_block_statistics(&state);
+    println!();
+    crate::result::print(&state, run.id.as_str());
     exit::SUCCESS
 }
 

@@ -238,6 +238,7 @@ mod tests {
             queued_us: 0,
             failure: None,
             log: vec!["one\x1b[2J".into()],
+            written: Vec::new(),
         }
     }
 

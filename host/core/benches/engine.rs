@@ -31,6 +31,7 @@ impl BlockRunner for Noop {
             signal: if last { "SIGNAL:DONE" } else { "SIGNAL:AGAIN" }.into(),
             structured_output: Some("{\"ok\": true, \"notes\": [\"fine\"]}".into()),
             statistics: Default::default(),
+            written: Vec::new(),
         };
         async move {
             BlockResult {

@@ -552,7 +552,11 @@ impl PluginSet {
         let log = drain_log(&mut store);
         drop(store);
         match sandbox.finish(outcome.is_ok(), &limits) {
-            Ok(_) => {}
+            Ok(applied) => {
+                if let Ok(output) = &mut outcome {
+                    output.written = applied;
+                }
+            }
             Err(message) => outcome = Err(BlockFailure { message }),
         }
         BlockResult { outcome, log }
@@ -625,6 +629,7 @@ impl PluginSet {
                 lines_written: output.statistics.lines_written,
                 ..Default::default()
             },
+            written: Vec::new(),
         })
     }
 

@@ -171,6 +171,8 @@ pub async fn show(
             "statistics": state.statistics,
             "blocks": state.blocks,
             "payload": state.payload,
+            "result": state.result(),
+            "written": state.written,
             "events": state.events,
             "server_now_ms": now_ms(),
         }))

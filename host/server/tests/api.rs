@@ -47,6 +47,7 @@ fn step(n: u64, last: bool) -> Vec<Event> {
             queued_us: 0,
             failure: None,
             log: vec![],
+            written: Vec::new(),
         },
         Event::ActionTaken {
             step: n,

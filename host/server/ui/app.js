@@ -344,6 +344,34 @@ async function loadEarlier() {
 
 // The loaded events grouped into the timeline's rows: one per block
 // execution (with its lanes, gate and telemetry), plus markers.
+// What the run produced, from the events loaded (the newest page first):
+// the last segment a block added to the payload, and the files its blocks
+// wrote. Shown once the run has ended.
+function resultPanel(events, status) {
+  if (!['succeeded', 'failed', 'cancelled'].includes(status)) return null;
+  let result = null;
+  const written = [];
+  for (const e of events) {
+    const ev = e.event;
+    if (ev.type !== 'block_completed') continue;
+    const pushed = (ev.payload && ev.payload.push) || [];
+    const shown = pushed.filter((s) => s.type !== 'VALIDATION_ERROR');
+    if (shown.length) result = { segment: shown[shown.length - 1], block: `${ev.node}.${ev.block}`, step: ev.step };
+    for (const path of ev.written || []) if (!written.includes(path)) written.push(path);
+  }
+  if (!result && !written.length) return null;
+  return h('section', { class: 'result-panel', 'aria-label': 'Result' },
+    h('h3', {}, 'Result'),
+    result ? [
+      h('p', { class: 'meta' }, `${result.segment.type} from step ${result.step} (${result.block})`),
+      h('pre', { class: 'result-text' }, result.segment.content),
+    ] : null,
+    written.length ? [
+      h('h4', {}, `Files written (${written.length})`),
+      h('ul', { class: 'written' }, ...written.map((p) => h('li', {}, h('code', {}, p)))),
+    ] : null);
+}
+
 function rowsOf(events) {
   const rows = [];
   const byStep = new Map();
@@ -458,6 +486,7 @@ function renderRun() {
     runHeader(r, status),
     branchGraph(),
     openGate ? gatePanel(openGate) : null,
+    resultPanel(view.events, status),
     h('div', { class: 'run-body' },
       h('section', { class: 'timeline', 'aria-label': `Timeline of branch ${view.branch}` },
         h('div', { class: 'timeline-scroll', tabindex: '0' },

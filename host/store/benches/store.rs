@@ -57,6 +57,7 @@ fn step(n: u64, keep: usize) -> [Event; 3] {
             queued_us: 0,
             failure: None,
             log: vec!["answering with response 0".into()],
+            written: Vec::new(),
         },
         Event::ActionTaken {
             step: n,

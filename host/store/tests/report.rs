@@ -39,6 +39,7 @@ fn completed(step: u64, block: &str, artifact: Option<&str>) -> Event {
         queued_us: 0,
         failure: None,
         log: vec![],
+        written: Vec::new(),
     }
 }
 

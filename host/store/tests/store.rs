@@ -41,6 +41,7 @@ fn step(n: u64) -> Vec<Event> {
             queued_us: 0,
             failure: None,
             log: vec![],
+            written: Vec::new(),
         },
         Event::ActionTaken {
             step: n,

@@ -984,6 +984,7 @@ mod tests {
             queued_us: 0,
             failure: failure.map(str::to_string),
             log: vec![],
+            written: Vec::new(),
         }
     }
 
@@ -1108,6 +1109,7 @@ mod tests {
                 queued_us: 0,
                 failure: None,
                 log: vec![],
+                written: Vec::new(),
             },
             action(1, CommandRecord::Return, None),
             start(2, "done", 1),

@@ -1345,6 +1345,7 @@ mod tests {
                 queued_us: 0,
                 failure: None,
                 log: vec![],
+                written: Vec::new(),
             },
         ];
         for event in &events {

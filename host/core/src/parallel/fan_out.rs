@@ -570,6 +570,7 @@ impl<W: WorkerHost> Fan<'_, W> {
             queued_us: 0,
             failure,
             log: Vec::new(),
+            written: Vec::new(),
         }
     }
 }

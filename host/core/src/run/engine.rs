@@ -836,6 +836,7 @@ async fn artifact_gates<W: SessionReads>(
             signal: transitions::BLOCKED.to_string(),
             structured_output: None,
             statistics: Statistics::default(),
+            written: Vec::new(),
         }),
         log: vec![message],
     })
@@ -1006,6 +1007,11 @@ fn complete(
         queued,
         merged,
     } = done;
+    let mut written = match &result.outcome {
+        Ok(output) => output.written.clone(),
+        Err(_) => Vec::new(),
+    };
+    written.truncate(crate::run::event::MAX_WRITTEN_LISTED);
     let Settled {
         signal,
         payload,
@@ -1032,6 +1038,7 @@ fn complete(
         queued_us: u64::try_from(queued.as_micros()).unwrap_or(u64::MAX),
         failure,
         log: result.log,
+        written,
     };
     let events = match merged {
         Some(inputs) => vec![Event::InputsMerged { inputs }, completed],
@@ -1257,6 +1264,7 @@ fn decided(
                 signal: d.signal,
                 structured_output: None,
                 statistics: Statistics::default(),
+                written: Vec::new(),
             }
         }),
         log: Vec::new(),
@@ -1280,6 +1288,7 @@ fn answered(request: BlockRequest, answer: ExternalAnswer, step: u64) -> BlockRe
             signal: answer.signal,
             structured_output: answer.structured_output,
             statistics: Statistics::default(),
+            written: Vec::new(),
         }),
         log: Vec::new(),
     }

@@ -113,6 +113,11 @@ pub enum Event {
         failure: Option<String>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         log: Vec<String>,
+        /// The workspace files the block wrote, as the host applied its
+        /// staged changes (blocks with file restrictions); at most
+        /// [`MAX_WRITTEN_LISTED`].
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        written: Vec<String>,
     },
     /// The transition chosen for a block's signal, and what its action
     /// handler decided.
@@ -570,6 +575,9 @@ pub struct InterruptedBlock {
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
+
+/// The most written files one `block_completed` lists.
+pub const MAX_WRITTEN_LISTED: usize = 100;
 
 /// The run a rerun repeats, and what it starts with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -149,4 +149,8 @@ pub struct WorkerOutput {
     pub signal: String,
     pub structured_output: Option<String>,
     pub statistics: Statistics,
+    /// The workspace files the block's changes wrote (workspace-relative),
+    /// as the host applied them; set by the host, not the worker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub written: Vec<String>,
 }

@@ -231,7 +231,13 @@ pub struct RunState {
     pub fan_out: Option<FanOut>,
     /// Events applied.
     pub events: u64,
+    /// The workspace files the run's blocks wrote, first write first,
+    /// each once (at most [`MAX_WRITTEN_KEPT`]).
+    pub written: Vec<String>,
 }
+
+/// The most written files a run's state keeps.
+pub const MAX_WRITTEN_KEPT: usize = 1000;
 
 /// An event that does not fit the run's state.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -244,6 +250,12 @@ pub struct ReplayError {
 }
 
 impl RunState {
+    /// What the run produced so far: its payload's last segment (the
+    /// output of the last block that added one).
+    pub fn result(&self) -> Option<&ContextSegment> {
+        self.payload.last()
+    }
+
     /// The state right after `started`, which must be a
     /// [`Event::RunStarted`].
     pub fn start(started: &Event) -> Result<RunState, ReplayError> {
@@ -299,6 +311,7 @@ impl RunState {
             gates: BTreeMap::new(),
             fan_out: None,
             events: 1,
+            written: Vec::new(),
         })
     }
 
@@ -421,6 +434,7 @@ impl RunState {
             queued_us,
             failure,
             log: _,
+            written,
         } = event
         else {
             return Err("not a block_completed event".into());
@@ -452,6 +466,11 @@ impl RunState {
         per_block.usage.add(statistics.usage);
         per_block.duration += Duration::from_micros(*duration_us);
         per_block.queued += Duration::from_micros(*queued_us);
+        for path in written {
+            if self.written.len() < MAX_WRITTEN_KEPT && !self.written.contains(path) {
+                self.written.push(path.clone());
+            }
+        }
         per_block.failures += u32::from(failure.is_some());
         // Each lane of a parallel block had its own step index.
         let lanes = match self.fan_out.take() {

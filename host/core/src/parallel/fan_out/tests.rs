@@ -122,6 +122,7 @@ impl BlockRunner for MemoryLanes {
                         lines_written: 2,
                         ..Default::default()
                     },
+                    written: Vec::new(),
                 }),
                 log: Vec::new(),
             }

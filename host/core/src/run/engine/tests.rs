@@ -111,6 +111,7 @@ fn tagger(ctx: &BlockContext, payload: &ExecutionPayload) -> Result<WorkerOutput
             lines_written: 1,
             ..Default::default()
         },
+        written: Vec::new(),
     })
 }
 
@@ -1137,6 +1138,7 @@ async fn needs_decision_opens_a_gate_with_the_agents_question_unless_routed() {
             signal: crate::run::transitions::NEEDS_DECISION.into(),
             structured_output: None,
             statistics: Statistics::default(),
+            written: Vec::new(),
         })
     };
     let wf = workflow(serde_json::json!({
@@ -1223,6 +1225,7 @@ async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
             signal: crate::run::transitions::NEEDS_DECISION.into(),
             structured_output: None,
             statistics: Statistics::default(),
+            written: Vec::new(),
         })
     };
     let wf = workflow(serde_json::json!({
@@ -1245,6 +1248,7 @@ async fn a_decision_with_questions_asks_each_and_keeps_security_ones_open() {
                 signal: "SIGNAL:SUCCESS".into(),
                 structured_output: None,
                 statistics: Statistics::default(),
+                written: Vec::new(),
             })
         },
     );
