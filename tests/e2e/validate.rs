@@ -274,3 +274,55 @@ fn reserved_sbatch_options_are_refused_in_every_spelling() {
     let out = wfhost(&["validate", path.to_str().unwrap()], dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn validate_json_reports_counts_errors_and_warnings_with_their_places() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path();
+    let json_of = |args: &[&str]| {
+        let out = wfhost(args, s);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {}{}", stdout(&out), stderr(&out)));
+        (out.status.code(), report)
+    };
+    let hello = repo().join("examples/hello/workflow.json");
+    let (code, report) = json_of(&["validate", hello.to_str().unwrap(), "--json"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["workflow"]["id"], "hello", "{report:#}");
+    assert_eq!(report["workflow"]["blocks"], 4, "{report:#}");
+    assert_eq!(report["errors"], serde_json::json!([]), "{report:#}");
+
+    // A warning, and --strict makes it fail (exit 1, ok false).
+    let lost = s.join("lost.json");
+    std::fs::write(
+        &lost,
+        serde_json::json!({"id": "w", "start_node": "main", "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]},
+            "lost": {"worker": "echo", "transitions": [{"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "END"}]}
+        }}}})
+        .to_string(),
+    )
+    .unwrap();
+    let (code, report) = json_of(&["validate", lost.to_str().unwrap(), "--json", "--strict"]);
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(report["ok"], false, "{report:#}");
+    assert!(
+        report["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["location"] == "/nodes/main/blocks/lost"
+                && w["message"].as_str().unwrap().contains("unreachable")),
+        "{report:#}"
+    );
+
+    // Errors: each with its place; no summary; exit 2.
+    let bad = s.join("bad.json");
+    std::fs::write(&bad, "{\"id\": \"w\",\n  \"start_node\": }").unwrap();
+    let (code, report) = json_of(&["validate", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(code, Some(2), "{report:#}");
+    assert_eq!(report["ok"], false);
+    assert_eq!(report["workflow"], serde_json::Value::Null);
+    assert_eq!(report["errors"][0]["location"], "2:17", "{report:#}");
+}
