@@ -8,6 +8,7 @@ mod bad_input;
 mod budgets;
 mod cli;
 mod cli_presets;
+mod config;
 mod dashboard;
 mod deadlines;
 mod distribution;

@@ -24,6 +24,7 @@
 //! - [`warnings`]: what a person should be told, through the surface.
 
 pub mod checks;
+pub mod config;
 pub mod costs;
 pub mod gates;
 pub mod gc;

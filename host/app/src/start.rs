@@ -163,15 +163,22 @@ pub fn record(store: &mut Store, checked: Checked, how: Recording) -> Result<Rec
 
 /// The workspace a run uses: `--workspace`, else the manifest's
 /// `workspace` (relative to the manifest). Never a silent default.
+/// The workspace when neither `--workspace` nor the manifest names one.
+pub const WORKSPACE_ENV: &str = "WFHOST_WORKSPACE";
+
 fn chosen_workspace(flag: Option<&Path>, workflow: &LoadedWorkflow) -> Result<PathBuf, AppError> {
     if let Some(dir) = flag {
         return Ok(dir.to_path_buf());
     }
     match &workflow.workflow.workspace {
         Some(dir) => Ok(workflow.base_dir().join(dir)),
-        None => Err(AppError::bad_input(format!(
-            "no workspace: pass --workspace DIR (the directory the blocks work in), or name one in {} (\"workspace\": \"DIR\", relative to the manifest)",
-            workflow.file.display()
-        ))),
+        // The project's or user's default (`workspace` in wfhost.toml).
+        None => match std::env::var_os(WORKSPACE_ENV).filter(|v| !v.is_empty()) {
+            Some(dir) => Ok(PathBuf::from(dir)),
+            None => Err(AppError::bad_input(format!(
+                "no workspace: pass --workspace DIR (the directory the blocks work in), name one in {} (\"workspace\": \"DIR\", relative to the manifest), or set `workspace` in wfhost.toml",
+                workflow.file.display()
+            ))),
+        },
     }
 }

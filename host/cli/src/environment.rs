@@ -35,6 +35,26 @@ pub const VARIABLES: &[Variable] = &[
         default: "full",
     },
     Variable {
+        name: "WFHOST_EXECUTOR",
+        meaning: "Where exec blocks that name no executor run: local, container:IMAGE or slurm[:PARTITION] (run --executor overrides it; executor in wfhost.toml sets it).",
+        default: "local",
+    },
+    Variable {
+        name: "WFHOST_WORKSPACE",
+        meaning: "The workspace of a run when neither --workspace nor the manifest names one (workspace in wfhost.toml sets it).",
+        default: "the run is refused: no workspace",
+    },
+    Variable {
+        name: "WFHOST_LISTEN",
+        meaning: "The address wfhost serve listens on (--listen overrides it; serve.listen in wfhost.toml sets it).",
+        default: "127.0.0.1:7464",
+    },
+    Variable {
+        name: "WFHOST_LOCAL_AGENTS",
+        meaning: "How many agents run inside wfhost serve (--local-agents overrides it; serve.local_agents in wfhost.toml sets it).",
+        default: "1",
+    },
+    Variable {
         name: "WFHOST_LOG",
         meaning: "The spans and events logged on stderr, in tracing's EnvFilter syntax (debug, wfhost_core=trace,info, ...).",
         default: "warnings only, as bare messages",

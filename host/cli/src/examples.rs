@@ -46,6 +46,19 @@ Examples:
   wfhost rerun 3c1f0a --from main.build
   wfhost rerun 3c1f0a --definition pinned";
 
+pub const CONFIG: &str = "\
+Examples:
+  wfhost config
+  wfhost config --json | jq -r '.[] | select(.source != \"built-in\") | .key'
+
+A wfhost.toml in the project (this directory or one above it):
+  durability = \"normal\"
+  workspace = \"work\"          # relative to the file
+  executor = \"container:python:3.12\"
+  [serve]
+  listen = \"127.0.0.1:7464\"
+  local_agents = 2";
+
 pub const SHOW: &str = "\
 Examples:
   wfhost show 3c1f0a

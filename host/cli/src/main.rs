@@ -6,6 +6,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 mod bundle;
 mod cancel;
+mod config;
 mod environment;
 mod examples;
 mod execute;
@@ -320,6 +321,12 @@ enum Command {
     /// Print the JSON Schema of the workflow manifest.
     #[command(after_help = examples::SCHEMA)]
     Schema,
+    /// Show the defaults in effect here: each key of `wfhost.toml` (the
+    /// project's) and of the user's configuration file, its value and
+    /// where it comes from (flag > environment > project > user >
+    /// built-in).
+    #[command(after_help = examples::CONFIG)]
+    Config(config::ConfigArgs),
     /// Print a shell completion script.
     #[command(after_help = examples::COMPLETIONS)]
     Completions {
@@ -428,6 +435,13 @@ where
 }
 
 fn main() -> ExitCode {
+    // The project's and user's defaults go into the environment first,
+    // where the environment has none; then the flags are read.
+    let command = std::env::args().nth(1);
+    if let Err(e) = config::apply(command.as_deref()) {
+        report_error(e);
+        return ExitCode::from(exit::BAD_INPUT);
+    }
     quiet_on_closed_stdout();
     init_tracing();
     wfhost_app::warnings::set_sink(|level, message| match level {
@@ -460,6 +474,7 @@ fn main() -> ExitCode {
         Command::Plugin { command, home } => plugin::plugin(command, home.home),
         Command::Secret(w) => secret::secret(w.args, &(&w.store).into()),
         Command::Validate(args) => validate::validate(args),
+        Command::Config(args) => config::config(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
         Command::Schema => {

@@ -135,6 +135,14 @@ fn environment_section() -> String {
 /// Where wfhost keeps what it keeps.
 const FILES: &[(&str, &str)] = &[
     (
+        "wfhost.toml",
+        "The project's defaults (home, cache_dir, durability, executor, workspace, serve.listen, serve.local_agents), in the current directory or the nearest above it; below the flags and the environment (wfhost config shows them).",
+    ),
+    (
+        "$XDG_CONFIG_HOME/wfhost/config.toml",
+        "The user's defaults, the same keys, below the project's (else ~/.config/wfhost/config.toml).",
+    ),
+    (
         "HOME",
         "The wfhost home: --home, else $WFHOST_HOME, else $XDG_DATA_HOME/wfhost, else ~/.local/share/wfhost.",
     ),

@@ -44,7 +44,12 @@ pub struct RunArgs {
     set: Vec<String>,
     /// Where exec blocks that name no executor run: `local`,
     /// `container:IMAGE` (a local image) or `slurm[:PARTITION]`.
-    #[arg(long, default_value = "local", value_name = "EXECUTOR")]
+    #[arg(
+        long,
+        default_value = "local",
+        env = "WFHOST_EXECUTOR",
+        value_name = "EXECUTOR"
+    )]
     executor: wfhost_exec::Executor,
     /// The session (workstream) the run belongs to: its runs are listed,
     /// kept and exported together (`wfhost session`). 1–256 characters,

@@ -13,7 +13,7 @@ use crate::{Global, exit, report_error};
 pub struct ServeArgs {
     /// The address to listen on; anything but loopback needs
     /// --auth-token-file.
-    #[arg(long, default_value = wfhost_server::DEFAULT_LISTEN, value_name = "ADDR:PORT")]
+    #[arg(long, default_value = wfhost_server::DEFAULT_LISTEN, env = "WFHOST_LISTEN", value_name = "ADDR:PORT")]
     listen: SocketAddr,
     /// A JSON file `{"clients": ["<token>"], "agents": ["<token>"]}`,
     /// readable only by its owner; every request must then carry
@@ -23,7 +23,12 @@ pub struct ServeArgs {
     /// Agents run inside this process (all capabilities: wasm, exec,
     /// container, slurm), so one command serves a laptop; 0 leaves every
     /// job to `wfhost agent`s.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(
+        long,
+        default_value_t = 1,
+        env = "WFHOST_LOCAL_AGENTS",
+        value_name = "N"
+    )]
     local_agents: usize,
     /// How long a job's lease lasts without a heartbeat, in milliseconds
     /// (agents send one every sixth of it).
