@@ -148,7 +148,13 @@ fn ensure_wasm_target() {
     let toolchain = env::var("RUSTUP_TOOLCHAIN").ok();
     let dir = env::current_dir().unwrap();
     if let Err(message) = wasm_target::ensure(&dir, &rustc, toolchain.as_deref(), |note| {
-        println!("cargo:warning={note}")
+        println!("cargo:warning={note}");
+        // Cargo shows a build script's warnings again on every build that
+        // reuses its output: a path that never exists makes the next build
+        // run this script again, and its output (the target is there now)
+        // carries no warning to show.
+        let never = PathBuf::from(env::var_os("OUT_DIR").unwrap()).join("run-again-once");
+        println!("cargo:rerun-if-changed={}", never.display());
     }) {
         panic!("{message}");
     }

@@ -132,6 +132,29 @@ fn a_new_worker_tests_builds_calls_and_runs() {
     ok(&out, "plugin call");
     let shown = stdout(&out);
     assert!(shown.contains("signal: SIGNAL:SUCCESS"), "{shown}");
+    // In the crate (or below it), the component is the one its
+    // wfhost-plugin.toml names.
+    let inside = wfhost_in(
+        &krate.join("src"),
+        scratch.path(),
+        &["plugin", "call", "--block-config", r#"{"greeting": "hi"}"#],
+    );
+    ok(&inside, "plugin call without a path, in the crate");
+    assert_eq!(stdout(&inside), shown, "the same component answers");
+    assert!(
+        stderr(&inside).contains("plugin: ")
+            && stderr(&inside).contains("target/wfhost/greeter.wasm"),
+        "{}",
+        stderr(&inside)
+    );
+    // Outside any plugin crate: what to pass.
+    let outside = wfhost_in(scratch.path(), scratch.path(), &["plugin", "call"]);
+    assert_eq!(outside.status.code(), Some(2));
+    assert!(
+        stderr(&outside).contains("no plugin given, and no wfhost-plugin.toml here or above"),
+        "{}",
+        stderr(&outside)
+    );
     assert!(
         shown.contains("[GREETING] greeting-0: hi from main.call"),
         "{shown}"

@@ -18,8 +18,10 @@ use crate::{exit, report_error};
 /// Run one block with a plugin component.
 #[derive(clap::Args)]
 pub struct CallArgs {
-    /// The plugin component (`.wasm`).
-    pub plugin: PathBuf,
+    /// The plugin component (`.wasm`); default: the `component` of the
+    /// `wfhost-plugin.toml` in this directory or the nearest one above it
+    /// (in a plugin's crate, what `wfhost plugin build` made).
+    pub plugin: Option<PathBuf>,
     /// The block's `config`, JSON (default: none).
     #[arg(long, value_name = "JSON", default_value = "null")]
     pub block_config: String,
@@ -66,7 +68,42 @@ pub fn call(args: CallArgs) -> u8 {
     }
 }
 
+/// The component to call: the one given, else the plugin crate's (its
+/// `wfhost-plugin.toml`'s `component`), which must be built.
+fn component(given: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(path) = given {
+        return Ok(path.to_path_buf());
+    }
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let Some(manifest) = cwd
+        .ancestors()
+        .map(|d| d.join(wfhost_distribution::manifest::SOURCE_FILE))
+        .find(|p| p.is_file())
+    else {
+        return Err(format!(
+            "no plugin given, and no {} here or above: pass the component (`wfhost plugin call PLUGIN.wasm`)",
+            wfhost_distribution::manifest::SOURCE_FILE
+        ));
+    };
+    let source = wfhost_distribution::manifest::ManifestSource::read(&manifest)?;
+    let path = manifest
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(&source.component);
+    if !path.is_file() {
+        return Err(format!(
+            "{}: its component {} is not built yet: run `wfhost plugin build`",
+            manifest.display(),
+            path.display()
+        ));
+    }
+    eprintln!("plugin: {} (from {})", path.display(), manifest.display());
+    Ok(path)
+}
+
 fn call_plugin(args: &CallArgs) -> Result<u8, String> {
+    let plugin = component(args.plugin.as_deref())?;
     let world = if args.action.is_some() {
         World::ActionHandler
     } else {
@@ -96,7 +133,7 @@ fn call_plugin(args: &CallArgs) -> Result<u8, String> {
     }
     let runtime = crate::start_runtime(&Default::default(), wfhost_exec::Executor::default(), None)
         .map_err(|e| e.message)?;
-    let set = load(runtime, args, world, &workspace)?;
+    let set = load(runtime, &plugin, args, world, &workspace)?;
     let tokio = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -136,13 +173,14 @@ fn check_workspace(workspace: &Path) -> Result<(), String> {
 
 fn load(
     runtime: Arc<WasmRuntime>,
+    plugin: &Path,
     args: &CallArgs,
     world: World,
     workspace: &Path,
 ) -> Result<PluginSet, String> {
     let request = PluginRequest {
         name: "plugin".into(),
-        source: PluginSource::File(args.plugin.clone()),
+        source: PluginSource::File(plugin.to_path_buf()),
         world,
         grants: args.grants.clone(),
     };
