@@ -230,23 +230,50 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         Ok(r) => r,
         Err(e) => return store_error(e),
     };
-    let branch = match args.branch {
-        Some(b) => b,
-        None => match store.current_branch(&run.id) {
-            Ok(b) => b,
-            Err(e) => return store_error(e),
-        },
-    };
-    let (branches, chain) = match (store.branches(&run.id), store.chain(&run.id, branch)) {
-        (Ok(b), Ok(c)) => (b, c),
-        (Err(e), _) | (_, Err(e)) => return store_error(e),
-    };
-    let state = match store.state(&run.id, branch) {
-        Ok(s) => s,
+    let shown = match gather(&store, run, args.branch) {
+        Ok(shown) => shown,
         Err(e) => return store_error(e),
     };
-    let changed = manifest_changed(&run.manifest, &run.workflow_hash);
-    let warning = match changed {
+    if args.json {
+        print_json(&shown);
+    } else {
+        print_text(&shown);
+    }
+    exit::SUCCESS
+}
+
+/// Everything `show` prints of a run's branch.
+struct Shown {
+    run: wfhost_store::RunRecord,
+    branch: u32,
+    branches: Vec<wfhost_store::BranchInfo>,
+    chain_len: usize,
+    state: wfhost_core::run::state::RunState,
+    warning: Option<String>,
+    status: String,
+    steps: Vec<wfhost_store::view::StepLine>,
+    /// Why it did not succeed: a failure's reason, or who cancelled it.
+    failure: Option<String>,
+    start_snapshot: Option<String>,
+    /// The run this one repeats (`wfhost rerun`) and from which step.
+    rerun_of: Option<(String, Option<u64>)>,
+    /// What a served run that seems idle waits for.
+    open_jobs: Vec<wfhost_store::OpenJob>,
+}
+
+fn gather(
+    store: &Store,
+    run: wfhost_store::RunRecord,
+    branch: Option<u32>,
+) -> Result<Shown, wfhost_store::StoreError> {
+    let branch = match branch {
+        Some(b) => b,
+        None => store.current_branch(&run.id)?,
+    };
+    let branches = store.branches(&run.id)?;
+    let chain = store.chain(&run.id, branch)?;
+    let state = store.state(&run.id, branch)?;
+    let warning = match manifest_changed(&run.manifest, &run.workflow_hash) {
         Some(true) => Some(format!(
             "the manifest {} has changed since the run started; the run keeps executing its pinned definition {}",
             run.manifest, run.workflow_hash
@@ -262,123 +289,84 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         .find(|b| b.branch == branch)
         .map(|b| b.status.clone())
         .unwrap_or_default();
-    let steps = wfhost_store::view::steps_of(&chain);
-    let gates: Vec<_> = state.gates.values().cloned().collect();
-    // Why it did not succeed: a failure's reason, or who cancelled it.
     let failure = match &state.phase {
         wfhost_core::run::state::Phase::Finished(outcome) => outcome.unsuccessful_reason(),
         _ => None,
     };
-    let start_snapshot = chain.first().and_then(|e| e.snapshot.clone());
-    // The run this one repeats (`wfhost rerun`), without its seed.
     let rerun_of = chain.first().and_then(|e| match &e.event {
         wfhost_core::run::event::Event::RunStarted {
             rerun_of: Some(r), ..
         } => Some((r.run_id.clone(), r.from_step)),
         _ => None,
     });
-    // What a served run that seems idle waits for.
     let open_jobs = match status.as_str() {
         "running" => store.open_jobs(&run.id).unwrap_or_default(),
         _ => Vec::new(),
     };
+    Ok(Shown {
+        steps: wfhost_store::view::steps_of(&chain),
+        start_snapshot: chain.first().and_then(|e| e.snapshot.clone()),
+        chain_len: chain.len(),
+        run,
+        branch,
+        branches,
+        state,
+        warning,
+        status,
+        failure,
+        rerun_of,
+        open_jobs,
+    })
+}
 
-    if args.json {
-        let out = serde_json::json!({
-            "run": run,
-            "branch": branch,
-            "status": status,
-            "open_jobs": open_jobs,
-            "rerun_of": rerun_of.as_ref().map(|(run, step)| serde_json::json!({"run_id": run, "from_step": step})),
-            "failure": failure,
-            "inputs": state.inputs,
-            "warnings": warning.iter().collect::<Vec<_>>(),
-            "start_snapshot": start_snapshot,
-            "branches": branches,
-            "steps": steps,
-            "gates": gates,
-            "statistics": state.statistics,
-            "blocks": state.blocks,
-            "payload": state.payload,
-            "result": state.result(),
-            "written": state.written,
-            "events": chain.len(),
-        });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
-        return exit::SUCCESS;
-    }
+fn print_json(s: &Shown) {
+    let gates: Vec<_> = s.state.gates.values().collect();
+    let out = serde_json::json!({
+        "run": s.run,
+        "branch": s.branch,
+        "status": s.status,
+        "open_jobs": s.open_jobs,
+        "rerun_of": s.rerun_of.as_ref().map(|(run, step)| serde_json::json!({"run_id": run, "from_step": step})),
+        "failure": s.failure,
+        "inputs": s.state.inputs,
+        "warnings": s.warning.iter().collect::<Vec<_>>(),
+        "start_snapshot": s.start_snapshot,
+        "branches": s.branches,
+        "steps": s.steps,
+        "gates": gates,
+        "statistics": s.state.statistics,
+        "blocks": s.state.blocks,
+        "payload": s.state.payload,
+        "result": s.state.result(),
+        "written": s.state.written,
+        "events": s.chain_len,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+}
 
+fn print_text(s: &Shown) {
     let style = Style::stdout();
-    println!("run {}  (workflow {})", run.id, run.workflow_id);
-    println!(
-        "  definition  {} pinned from {}",
-        run.workflow_hash, run.manifest
-    );
-    if let Some(w) = &warning {
-        println!("  warning: {w}");
-    }
-    println!("  workspace   {}", run.workspace);
-    println!("  started     {}", format_utc(run.created_at));
-    if let Some((old, step)) = &rerun_of {
-        let from = step.map_or(" from the beginning".to_string(), |s| {
-            format!(" from its step {s}")
-        });
-        println!("  rerun of    {old}{from}");
-    }
-    println!("  status      {status} (branch {branch})");
-    print_open_jobs(&open_jobs);
-    if let Some(reason) = &failure {
-        println!("  failure     {}", style.bad(reason));
-    }
-    for (i, (name, value)) in state.inputs.iter().enumerate() {
-        let label = if i == 0 { "inputs" } else { "" };
-        println!("  {label:<11} {name} = {value}");
-    }
+    print_head(s, style);
     println!();
     println!("branches");
-    for b in &branches {
+    for b in &s.branches {
         println!(
             "  {} {:<3} {:<11} {}{}  last written {}",
-            if b.branch == branch { "*" } else { " " },
+            if b.branch == s.branch { "*" } else { " " },
             b.branch,
             b.status,
             count(b.events, "event"),
             b.forked_from
                 .as_ref()
-                .map(|s| format!(", forked from {s}"))
+                .map(|f| format!(", forked from {f}"))
                 .unwrap_or_default(),
             format_utc(b.last_at)
         );
     }
     println!();
-    println!("steps (branch {branch}; the snapshot on a step's line is the state after it)");
-    println!(
-        "  to run step N again as a new branch: `wfhost fork {} --at N` (or --at BLOCK, or --at SNAPSHOT)",
-        run.id
-    );
-    if let Some(s) = &start_snapshot {
-        println!("  {:<15} (start)", s);
-    }
-    for l in &steps {
-        print_step(l, style);
-    }
-    if !gates.is_empty() {
-        println!();
-        println!("gates");
-        for g in &gates {
-            println!(
-                "  {:<6} {}.{} \"{}\": {}",
-                g.gate_id,
-                g.node,
-                g.block,
-                escape(&g.prompt),
-                g.decision
-                    .as_ref()
-                    .map_or("open".to_string(), |d| d.to_string())
-            );
-        }
-    }
+    print_steps(s, style);
     println!();
+    let state = &s.state;
     println!(
         "statistics: {}, {}{}, {} written",
         count(state.steps, "step"),
@@ -386,10 +374,74 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         crate::execute::usage_note(&state.statistics.usage),
         count(state.statistics.lines_written, "line")
     );
-    crate::execute::print_block_statistics(&state);
+    crate::execute::print_block_statistics(state);
     println!();
-    crate::result::print(&state, run.id.as_str());
-    exit::SUCCESS
+    crate::result::print(state, s.run.id.as_str());
+}
+
+/// The run's identity, where it stands and its inputs.
+fn print_head(s: &Shown, style: Style) {
+    let run = &s.run;
+    println!("run {}  (workflow {})", run.id, run.workflow_id);
+    println!(
+        "  definition  {} pinned from {}",
+        run.workflow_hash, run.manifest
+    );
+    if let Some(w) = &s.warning {
+        println!("  warning: {w}");
+    }
+    println!("  workspace   {}", run.workspace);
+    println!("  started     {}", format_utc(run.created_at));
+    if let Some((old, step)) = &s.rerun_of {
+        let from = step.map_or(" from the beginning".to_string(), |n| {
+            format!(" from its step {n}")
+        });
+        println!("  rerun of    {old}{from}");
+    }
+    println!("  status      {} (branch {})", s.status, s.branch);
+    print_open_jobs(&s.open_jobs);
+    if let Some(reason) = &s.failure {
+        println!("  failure     {}", style.bad(reason));
+    }
+    for (i, (name, value)) in s.state.inputs.iter().enumerate() {
+        let label = if i == 0 { "inputs" } else { "" };
+        println!("  {label:<11} {name} = {value}");
+    }
+}
+
+/// The branch's steps with their snapshots, and its gates.
+fn print_steps(s: &Shown, style: Style) {
+    println!(
+        "steps (branch {}; the snapshot on a step's line is the state after it)",
+        s.branch
+    );
+    println!(
+        "  to run step N again as a new branch: `wfhost fork {} --at N` (or --at BLOCK, or --at SNAPSHOT)",
+        s.run.id
+    );
+    if let Some(snapshot) = &s.start_snapshot {
+        println!("  {snapshot:<15} (start)");
+    }
+    for l in &s.steps {
+        print_step(l, style);
+    }
+    if s.state.gates.is_empty() {
+        return;
+    }
+    println!();
+    println!("gates");
+    for g in s.state.gates.values() {
+        println!(
+            "  {:<6} {}.{} \"{}\": {}",
+            g.gate_id,
+            g.node,
+            g.block,
+            escape(&g.prompt),
+            g.decision
+                .as_ref()
+                .map_or("open".to_string(), |d| d.to_string())
+        );
+    }
 }
 
 /// One line of `show`'s steps.

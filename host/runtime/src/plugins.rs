@@ -551,14 +551,7 @@ impl PluginSet {
         }
         let log = drain_log(&mut store);
         drop(store);
-        match sandbox.finish(outcome.is_ok(), &limits) {
-            Ok(applied) => {
-                if let Ok(output) = &mut outcome {
-                    output.written = applied;
-                }
-            }
-            Err(message) => outcome = Err(BlockFailure { message }),
-        }
+        apply_changes(sandbox, &mut outcome, &limits);
         BlockResult { outcome, log }
     }
 
@@ -1014,6 +1007,24 @@ fn deadline_after(timeout: Duration) -> std::time::Instant {
     now.checked_add(timeout)
         .or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600)))
         .unwrap_or(now)
+}
+
+/// A successful block's staged changes applied, the files they wrote
+/// recorded with its output; a refusal (a write outside its restrictions,
+/// over its limits) fails the block instead.
+fn apply_changes(
+    sandbox: crate::sandbox::Sandbox,
+    outcome: &mut Result<WorkerOutput, BlockFailure>,
+    limits: &wfhost_core::manifest::WriteLimits,
+) {
+    match sandbox.finish(outcome.is_ok(), limits) {
+        Ok(applied) => {
+            if let Ok(output) = outcome {
+                output.written = applied;
+            }
+        }
+        Err(message) => *outcome = Err(BlockFailure { message }),
+    }
 }
 
 #[cfg(test)]
