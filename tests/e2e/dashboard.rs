@@ -194,6 +194,39 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     assert_eq!(choose["status"], "waiting", "{choose}");
     let choose = choose["run_id"].as_str().unwrap().to_string();
 
+    // Workflows the page lists and starts from a form built from their
+    // inputs: one with every kind of input and a long block name (its
+    // timeline must not clip at any width), and one that does not load.
+    let long =
+        "announce_the_greeting_to_everyone_who_is_listening_right_now_in_the_whole_wide_world";
+    let greet = serde_json::json!({
+        "id": "greet",
+        "description": "Greet someone, then announce it",
+        "inputs": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "description": "Who to greet"},
+            "times": {"type": "integer", "default": 2, "description": "How often"},
+            "loud": {"type": "boolean"},
+            "tone": {"enum": ["dry", "warm"], "default": "warm"},
+            "tags": {"type": "array", "items": {"type": "string"}}
+        }},
+        "start_node": "main",
+        "nodes": {"main": {"entry_block": "greet", "blocks": {
+            "greet": {"worker": "echo", "config": {"message": "hello"},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": format!("JUMP:{long}")}]},
+            long: {"worker": "echo", "config": {"message": "everyone knows"},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "JUMP:greet"}]}
+        }}}
+    });
+    std::fs::write(flows.join("greet.json"), greet.to_string()).unwrap();
+    std::fs::write(
+        flows.join("broken.json"),
+        r#"{"id": "broken", "start_node": "main", "nodes": 7}"#,
+    )
+    .unwrap();
+    let greet_ws = scratch.path().join("greet-ws");
+    std::fs::create_dir_all(&greet_ws).unwrap();
+
     // An exec block whose command fails, leaving its output in a bundle.
     let exec_ws = scratch.path().join("exec-ws");
     std::fs::create_dir_all(&exec_ws).unwrap();
@@ -243,7 +276,14 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
 
     // Two local agents: the ticking run's block holds one while the
     // others' blocks run.
-    let mut served = serve_with(scratch.path(), &["--local-agents", "2"]);
+    let flows_root = flows.to_str().unwrap().to_string();
+    let serve_args = [
+        "--local-agents",
+        "2",
+        "--projects-root",
+        flows_root.as_str(),
+    ];
+    let mut served = serve_with(scratch.path(), &serve_args);
     let ws = workspace_in(scratch.path());
     let gate_flow = repo().join("examples/review-gate/workflow.json");
     let start = || {
@@ -311,6 +351,8 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let cancel = start();
     // The run the page follows across a restart of the server.
     let across = start();
+    // The run whose gate the page answers from the list of open gates.
+    let inbox = start();
     // A run whose block prints a line every tenth of a second while the
     // page looks at it (cancelled at the end).
     let ticking = super::run::write_manifest(
@@ -348,6 +390,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
             "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec, "choose": choose,
             "across": across, "handshake": handshake, "cancel": cancel, "live": live, "quiet": quiet,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
+            "inbox": inbox, "greet_ws": greet_ws, "long_block": long,
         })
         .to_string(),
     )
@@ -382,7 +425,8 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
             .output()
             .unwrap();
         assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
-        served = serve_with(scratch.path(), &["--listen", &addr, "--local-agents", "2"]);
+        let again = [&["--listen", addr.as_str()][..], &serve_args[..]].concat();
+        served = serve_with(scratch.path(), &again);
         assert_eq!(served.addr, addr);
         std::fs::write(handshake.join("resumed"), "").unwrap();
     }
@@ -405,6 +449,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     // fan-in with the lane the page chose for the conflicting file.
     await_status(&served.addr, &waiting, "succeeded");
     await_status(&served.addr, &choose, "succeeded");
+    await_status(&served.addr, &inbox, "succeeded");
     assert_eq!(
         std::fs::read_to_string(choose_ws.join("docs/shared.py")).unwrap(),
         "VERSION = \"1.1-ui\"\n"
