@@ -245,6 +245,27 @@ try {
   check(labels.includes('SUCCESS') && labels.includes('FAIL_DEFAULT'), `edges are labeled by signal (${labels.join(', ')})`);
   await shot('13-graph');
 
+  // A graph of 29 blocks stays readable: layers wrap, no box overlaps
+  // another, nothing scrolls sideways.
+  await page.goto(`${base}#/runs/${scenario.wide}`);
+  await page.waitForSelector('svg.wf-graph g.block[data-block="review.r10"]');
+  check(await page.locator('svg.wf-graph g.block').count() === 29, 'every block of a wide workflow is drawn');
+  check(await page.getAttribute('svg.wf-graph g.block[data-block="main.join"]', 'data-order') === '3', 'the wide run\'s path is numbered');
+  check(await page.locator('svg.wf-graph path.edge.walked').count() === 3, 'the wide run\'s transitions are drawn as walked');
+  const overlaps = await page.evaluate(() => {
+    const boxes = [...document.querySelectorAll('svg.wf-graph g.block rect')].map((r) => r.getBoundingClientRect());
+    const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    let n = 0;
+    boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b) => { if (hit(a, b)) n++; }));
+    const s = document.querySelector('.graph-scroll');
+    return { n, sideways: s.scrollWidth > s.clientWidth + 1, smallest: Math.min(...boxes.map((b) => b.width)) };
+  });
+  check(overlaps.n === 0 && !overlaps.sideways, `the wide graph is laid out (${JSON.stringify(overlaps)})`);
+  check(overlaps.smallest >= 100, `the wide graph's boxes stay readable (${overlaps.smallest} px)`);
+  await shot('13a-wide-graph');
+  await page.goto(`${base}#/runs/${greetRun}`);
+  await page.waitForSelector('svg.wf-graph g.block');
+
   // No timeline cell is clipped at common widths; long actions wrap,
   // their whole text in a title.
   check(await page.locator(`td.action .action-text[title="JUMP:${scenario.long_block}"]`).count() === 1, 'a long action has its full text in a title');
@@ -257,6 +278,8 @@ try {
         .map((c) => `column ${c.cellIndex + 1}: ${c.textContent.slice(0, 40)} (${c.scrollWidth} > ${c.clientWidth})`);
       const s = document.querySelector('.timeline-scroll');
       if (s.scrollWidth > s.clientWidth + 1) bad.push(`the timeline scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
+      const m = document.querySelector('main');
+      if (m.scrollWidth > m.clientWidth + 1) bad.push(`the page scrolls sideways (${m.scrollWidth} > ${m.clientWidth})`);
       return bad;
     });
     check(clipped.length === 0, `at ${width} px: ${clipped.join(' | ')}`);

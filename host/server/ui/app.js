@@ -1079,7 +1079,8 @@ function inputControl(name, p, kind, id) {
 
 function inputField(name, p, required, id = `input-${name}`) {
   const kind = fieldKind(p);
-  const facts = [kind === 'lines' ? 'list of text' : kind, required ? 'required' : 'optional'];
+  const named = { lines: 'list of text, one a line', enum: 'one of the choices', json: 'JSON' };
+  const facts = [named[kind] || kind, required ? 'required' : 'optional'];
   return h('div', { class: 'field', dataset: { input: name, kind } },
     h('label', { for: id }, name, required ? h('span', { class: 'required', title: 'required' }, ' *') : null),
     inputControl(name, p, kind, id),
@@ -1335,15 +1336,17 @@ function workflowGraph(rows, status) {
   };
   const [W, H, GX, GY, PER_ROW] = [170, 38, 30, 56, 5];
   const { pos, rows: nRows } = layout(def, g, PER_ROW);
-  const width = PER_ROW * (W + GX) + GX;
-  const at = (b) => { const p = pos.get(b); const x0 = (width - p.of * (W + GX) + GX) / 2; return { x: x0 + p.col * (W + GX), y: 16 + p.row * (H + GY) }; };
+  const widest = Math.max(1, ...[...pos.values()].map((p) => p.of));
+  const width = widest * (W + GX) + GX + 90; // room for the labels of edges that bend right
+  const at = (b) => { const p = pos.get(b); const x0 = (width - 90 - p.of * (W + GX) + GX) / 2; return { x: x0 + p.col * (W + GX), y: 16 + p.row * (H + GY) }; };
   const path = executedPath(rows);
   const order = new Map();
   path.forEach((b, i) => order.set(b, [...(order.get(b) || []), i + 1]));
   const walked = new Set(path.slice(1).map((b, i) => `${path[i]}>${b}`));
   const lastBlock = path[path.length - 1];
   const endState = status === 'failed' ? 'failed' : (['running', 'waiting', 'interrupted'].includes(status) ? 'current' : null);
-  const out = svg('svg', { class: 'wf-graph', viewBox: `0 0 ${width} ${16 + nRows * (H + GY)}`, role: 'img', 'aria-label': `Workflow graph: ${g.blocks.length} blocks, ${path.length} executed` },
+  const height = 16 + nRows * (H + GY) - GY + 16;
+  const out = svg('svg', { class: 'wf-graph', width, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `Workflow graph: ${g.blocks.length} blocks, ${path.length} executed` },
     svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 8 8', refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L8,4 L0,8 z', class: 'arrow-head' }))));
   for (const e of g.edges) {
     if (!pos.has(e.to)) continue;
