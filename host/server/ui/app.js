@@ -1322,64 +1322,80 @@ function executedPath(rows) {
   return rows.filter((r) => r.kind === 'block' && r.block).map((r) => r.block);
 }
 
+// An SVG element; strings among `kids` become text nodes.
+function svgEl(tag, attrs, ...kids) {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) el.setAttribute(k, String(v));
+  for (const k of kids) el.append(typeof k === 'string' ? document.createTextNode(k) : k);
+  return el;
+}
+
+const BOX = { W: 170, H: 38, GX: 30, GY: 56, PER_ROW: 5, LABELS: 90 };
+
+// One transition: its curve, and its label (drawn later, over the boxes).
+// A label sits where its edge enters the target, in the gap between
+// rows (where no box is): above the target for an edge going down, right
+// of the bend below it for one going back.
+function edgeShape(e, a, b, walked) {
+  const { W, H } = BOX;
+  const self = e.from === e.to;
+  const down = b.y > a.y;
+  const [x1, y1] = self ? [a.x + W, a.y + 10] : [a.x + W / 2, down ? a.y + H : a.y];
+  const [x2, y2] = self ? [a.x + W, a.y + H - 10] : [b.x + W / 2, down ? b.y : b.y + H];
+  const bend = self ? 40 : (down ? 0 : 60);
+  const d = `M${x1},${y1} C${x1 + bend},${y1 + (down ? 20 : -20)} ${x2 + bend},${y2 + (down ? -20 : 20)} ${x2},${y2}`;
+  const forward = down && !self;
+  const t = forward ? (y2 - 16 - y1) / (y2 - y1) : 0;
+  return {
+    path: svgEl('path', { d, class: `edge ${walked ? 'walked' : ''}`, 'marker-end': 'url(#arrow)' }),
+    label: svgEl('text', {
+      x: forward ? x1 + (x2 - x1) * t : x2 + bend * 0.6 + 6,
+      y: forward ? y2 - 12 : y2 + (self ? -8 : 14),
+      class: 'edge-label',
+      'text-anchor': forward ? 'middle' : 'start',
+    }, e.labels.join(', ')),
+  };
+}
+
+// One block: its box, name, and the steps it ran at on this branch.
+function blockShape(b, p, seen, mark) {
+  const { W, H } = BOX;
+  const name = b.length > 22 ? `${b.slice(0, 21)}…` : b;
+  return svgEl('g', { class: ['block', seen ? 'visited' : '', mark || ''].join(' '), 'data-block': b, 'data-order': seen ? seen.join(',') : null },
+    svgEl('title', {}, `${b}${seen ? `: step ${seen.join(', ')} of this branch` : ': not executed'}`),
+    svgEl('rect', { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
+    svgEl('text', { x: p.x + 8, y: p.y + 16, class: 'block-name' }, name),
+    seen ? svgEl('text', { x: p.x + 8, y: p.y + 31, class: 'block-order' }, `#${seen.slice(0, 4).join(', #')}${seen.length > 4 ? ' …' : ''}`) : '');
+}
+
+// The branch's path: each block's positions in it, the transitions taken,
+// and how its last block is marked (current while live, or failed).
+function pathMarks(rows, status) {
+  const path = executedPath(rows);
+  const order = new Map();
+  path.forEach((b, i) => order.set(b, [...(order.get(b) || []), i + 1]));
+  const walked = new Set(path.slice(1).map((b, i) => `${path[i]}>${b}`));
+  const mark = status === 'failed' ? 'failed' : (['running', 'waiting', 'interrupted'].includes(status) ? 'current' : null);
+  return { length: path.length, order, walked, last: path[path.length - 1], mark };
+}
+
 function workflowGraph(rows, status) {
   const def = view.run && definitions.get(view.run.id);
   if (!def || !def.nodes) return null;
   const g = graphOf(def);
   if (!g.blocks.length) return null;
-  const NS = 'http://www.w3.org/2000/svg';
-  const svg = (tag, attrs, ...kids) => {
-    const el = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) el.setAttribute(k, String(v));
-    for (const k of kids) el.append(typeof k === 'string' ? document.createTextNode(k) : k);
-    return el;
-  };
-  const [W, H, GX, GY, PER_ROW] = [170, 38, 30, 56, 5];
+  const { W, H, GX, GY, PER_ROW, LABELS } = BOX;
   const { pos, rows: nRows } = layout(def, g, PER_ROW);
-  const widest = Math.max(1, ...[...pos.values()].map((p) => p.of));
-  const width = widest * (W + GX) + GX + 90; // room for the labels of edges that bend right
-  const at = (b) => { const p = pos.get(b); const x0 = (width - 90 - p.of * (W + GX) + GX) / 2; return { x: x0 + p.col * (W + GX), y: 16 + p.row * (H + GY) }; };
-  const path = executedPath(rows);
-  const order = new Map();
-  path.forEach((b, i) => order.set(b, [...(order.get(b) || []), i + 1]));
-  const walked = new Set(path.slice(1).map((b, i) => `${path[i]}>${b}`));
-  const lastBlock = path[path.length - 1];
-  const endState = status === 'failed' ? 'failed' : (['running', 'waiting', 'interrupted'].includes(status) ? 'current' : null);
-  const height = 16 + nRows * (H + GY) - GY + 16;
-  const out = svg('svg', { class: 'wf-graph', width, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `Workflow graph: ${g.blocks.length} blocks, ${path.length} executed` },
-    svg('defs', {}, svg('marker', { id: 'arrow', viewBox: '0 0 8 8', refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L8,4 L0,8 z', class: 'arrow-head' }))));
-  for (const e of g.edges) {
-    if (!pos.has(e.to)) continue;
-    const [a, b] = [at(e.from), at(e.to)];
-    const self = e.from === e.to;
-    const down = b.y > a.y;
-    const [x1, y1] = self ? [a.x + W, a.y + 10] : [a.x + W / 2, down ? a.y + H : a.y];
-    const [x2, y2] = self ? [a.x + W, a.y + H - 10] : [b.x + W / 2, down ? b.y : b.y + H];
-    const bend = self ? 40 : (down ? 0 : 60);
-    const d = `M${x1},${y1} C${x1 + bend},${y1 + (down ? 20 : -20)} ${x2 + bend},${y2 + (down ? -20 : 20)} ${x2},${y2}`;
-    const cls = `edge ${walked.has(`${e.from}>${e.to}`) ? 'walked' : ''}`;
-    // Labels of forward edges to the left of their line, of the others
-    // to the right of their bend: the two directions do not overlap.
-    const forward = down && !self;
-    const label = svg('text', {
-      x: forward ? (x1 + x2) / 2 - 4 : Math.max(x1, x2) + bend * 0.75 + 4,
-      y: (y1 + y2) / 2 + 3,
-      class: 'edge-label',
-      'text-anchor': forward ? 'end' : 'start',
-    }, e.labels.join(', '));
-    out.append(svg('path', { d, class: cls, 'marker-end': 'url(#arrow)' }), label);
-  }
-  for (const b of g.blocks) {
-    const p = at(b);
-    const seen = order.get(b);
-    const cls = ['block', seen ? 'visited' : '', b === lastBlock && endState ? endState : ''].join(' ');
-    const label = b.length > 22 ? `${b.slice(0, 21)}…` : b;
-    out.append(svg('g', { class: cls, 'data-block': b, 'data-order': seen ? seen.join(',') : null },
-      svg('title', {}, `${b}${seen ? `: step ${seen.join(', ')} of this branch` : ': not executed'}`),
-      svg('rect', { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
-      svg('text', { x: p.x + 8, y: p.y + 16, class: 'block-name' }, label),
-      seen ? svg('text', { x: p.x + 8, y: p.y + 31, class: 'block-order' }, `#${seen.slice(0, 4).join(', #')}${seen.length > 4 ? ' …' : ''}`) : ''));
-  }
+  const width = Math.max(1, ...[...pos.values()].map((p) => p.of)) * (W + GX) + GX + LABELS;
+  const at = (b) => { const p = pos.get(b); const x0 = (width - LABELS - p.of * (W + GX) + GX) / 2; return { x: x0 + p.col * (W + GX), y: 16 + p.row * (H + GY) }; };
+  const marks = pathMarks(rows, status);
+  const height = 32 + nRows * (H + GY) - GY;
+  const out = svgEl('svg', { class: 'wf-graph', width, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `Workflow graph: ${g.blocks.length} blocks, ${marks.length} executed` },
+    svgEl('defs', {}, svgEl('marker', { id: 'arrow', viewBox: '0 0 8 8', refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svgEl('path', { d: 'M0,0 L8,4 L0,8 z', class: 'arrow-head' }))));
+  const edges = g.edges.filter((e) => pos.has(e.to)).map((e) => edgeShape(e, at(e.from), at(e.to), marks.walked.has(`${e.from}>${e.to}`)));
+  out.append(...edges.map((e) => e.path));
+  for (const b of g.blocks) out.append(blockShape(b, at(b), marks.order.get(b), b === marks.last ? marks.mark : null));
+  out.append(...edges.map((e) => e.label));
   return h('details', { class: 'graph-panel', open: view.graphOpen !== false, ontoggle: (ev) => { view.graphOpen = ev.target.open; } },
     h('summary', {}, `Workflow graph (${g.blocks.length} blocks)`),
     h('div', { class: 'graph-scroll' }, out));
