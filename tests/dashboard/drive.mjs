@@ -4,7 +4,8 @@
 // failed check throws (non-zero exit, with the reason).
 //
 // Usage: node drive.mjs BASE_URL SCENARIO_JSON SHOTS_DIR
-//   SCENARIO_JSON: {"waiting": RUN, "forked": RUN, "big": RUN, "big_events": N, "lanes": RUN}
+//   SCENARIO_JSON: {"waiting": RUN, "forked": RUN, "big": RUN, "big_events": N, "lanes": RUN,
+//                   "inbox": RUN, "greet_ws": DIR, "long_block": NAME, ...}
 import { chromium } from 'playwright-core';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,9 +25,12 @@ const problems = [];
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 // While the server is made to go away, its dropped connections are expected.
 let serverAway = false;
+// While the page submits a form the server refuses, its 400s are expected.
+let refusals = false;
 page.on('console', (m) => {
   if (m.type() !== 'error') return;
   if (serverAway && /net::ERR_/.test(m.text())) return;
+  if (refusals && /status of 400/.test(m.text())) return;
   problems.push(`console: ${m.text()}`);
 });
 // The page asks before it forks or cancels: say yes.
@@ -190,6 +194,112 @@ try {
   await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 60000 });
   await page.waitForSelector('.merge .conflict:has-text("→ ui, chosen at gate")');
   check(await page.locator('tr.step td:nth-child(2):has-text("dev.implement")').count() === 1, 'the answered fan-in stays one execution');
+
+  // Workflows: the list, a form built from the inputs schema, the
+  // server's refusals next to their fields, and the run it starts.
+  await page.click('#tab-workflows');
+  await page.waitForSelector('#workflow-list li[data-path="greet.json"]');
+  check(await page.locator('#workflow-list li.broken[data-path="broken.json"] .error').count() === 1, 'a workflow that does not load is listed with its error');
+  await page.click('#workflow-list li[data-path="greet.json"]');
+  await page.waitForSelector('form.start-form');
+  check(await page.inputValue('#input-times') === '2', 'an integer input shows its default');
+  check(await page.inputValue('#input-tone') === '"warm"', 'an enum input is a choice with its default');
+  check(await page.locator('.field[data-input="name"] .required').count() === 1, 'a required input is marked');
+  check(/Who to greet/.test(await page.textContent('.field[data-input="name"] .hint')), 'the description is the hint');
+  check(await page.locator('#input-loud[type="checkbox"]').count() === 1, 'a boolean input is a checkbox');
+  check(await page.locator('textarea#input-tags').count() === 1, 'a list of text is one item a line');
+  const unlabelled = await page.evaluate(() => [...document.querySelectorAll('form.start-form input, form.start-form select, form.start-form textarea')]
+    .filter((el) => !el.labels?.length).map((el) => el.id));
+  check(unlabelled.length === 0, `form controls without a label: ${unlabelled.join(', ')}`);
+  await page.fill('#start-workspace', scenario.greet_ws);
+  refusals = true;
+  await page.click('form.start-form button[type="submit"]');
+  await page.waitForSelector('.field[data-input="name"].invalid .field-error:not(:empty)');
+  check(/name/.test(await page.textContent('.field[data-input="name"] .field-error')), 'the missing input is named next to its field');
+  await shot('12-form-refused');
+  await page.fill('#input-name', 'Ada');
+  await page.fill('#input-times', 'lots');
+  await page.click('form.start-form button[type="submit"]');
+  await page.waitForSelector('.field[data-input="times"].invalid .field-error:not(:empty)');
+  check(await page.locator('.field[data-input="name"].invalid').count() === 0, 'a fixed field is no longer marked');
+  refusals = false;
+  await page.fill('#input-times', '3');
+  await page.check('#input-loud');
+  await page.fill('#input-tags', 'a\nb');
+  await page.click('form.start-form button[type="submit"]');
+  await page.waitForFunction(() => /^#\/runs\/run-/.test(location.hash), null, { timeout: 30000 });
+  const greetRun = decodeURIComponent((await page.evaluate(() => location.hash)).slice('#/runs/'.length));
+  await page.waitForSelector('.run-head .badge.s-succeeded', { timeout: 60000 });
+  const firstEvents = await page.evaluate(async (id) => (await (await fetch(`/v1/runs/${id}/events?limit=1`)).json()).events, greetRun);
+  const given = firstEvents[0].event.inputs;
+  const wanted = { loud: true, name: 'Ada', tags: ['a', 'b'], times: 3, tone: 'warm' };
+  check(Object.keys(wanted).every((k) => JSON.stringify(given[k]) === JSON.stringify(wanted[k])), `the run got the form's inputs (${JSON.stringify(given)})`);
+
+  // The workflow graph with the branch's path on it.
+  await page.waitForSelector('svg.wf-graph g.block');
+  check(await page.locator('svg.wf-graph g.block').count() === 2, 'the graph has the workflow\'s blocks');
+  check(await page.getAttribute('svg.wf-graph g.block[data-block="main.greet"]', 'data-order') === '1', 'the first block executed is numbered 1');
+  check(await page.getAttribute(`svg.wf-graph g.block[data-block="main.${scenario.long_block}"]`, 'data-order') === '2', 'the second block executed is numbered 2');
+  check(await page.locator('svg.wf-graph path.edge.walked').count() === 1, 'the transition taken is drawn as walked');
+  const labels = await page.locator('svg.wf-graph text.edge-label').allTextContents();
+  check(labels.includes('SUCCESS') && labels.includes('FAIL_DEFAULT'), `edges are labeled by signal (${labels.join(', ')})`);
+  await shot('13-graph');
+
+  // A graph of 29 blocks stays readable: layers wrap, no box overlaps
+  // another, nothing scrolls sideways.
+  await page.goto(`${base}#/runs/${scenario.wide}`);
+  await page.waitForSelector('svg.wf-graph g.block[data-block="review.r10"]');
+  check(await page.locator('svg.wf-graph g.block').count() === 29, 'every block of a wide workflow is drawn');
+  check(await page.getAttribute('svg.wf-graph g.block[data-block="main.join"]', 'data-order') === '3', 'the wide run\'s path is numbered');
+  check(await page.locator('svg.wf-graph path.edge.walked').count() === 3, 'the wide run\'s transitions are drawn as walked');
+  const overlaps = await page.evaluate(() => {
+    const boxes = [...document.querySelectorAll('svg.wf-graph g.block rect')].map((r) => r.getBoundingClientRect());
+    const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    let n = 0;
+    boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b) => { if (hit(a, b)) n++; }));
+    const s = document.querySelector('.graph-scroll');
+    return { n, sideways: s.scrollWidth > s.clientWidth + 1, smallest: Math.min(...boxes.map((b) => b.width)) };
+  });
+  check(overlaps.n === 0 && !overlaps.sideways, `the wide graph is laid out (${JSON.stringify(overlaps)})`);
+  check(overlaps.smallest >= 100, `the wide graph's boxes stay readable (${overlaps.smallest} px)`);
+  await shot('13a-wide-graph');
+  await page.goto(`${base}#/runs/${greetRun}`);
+  await page.waitForSelector('svg.wf-graph g.block');
+
+  // No timeline cell is clipped at common widths; long actions wrap,
+  // their whole text in a title.
+  check(await page.locator(`td.action .action-text[title="JUMP:${scenario.long_block}"]`).count() === 1, 'a long action has its full text in a title');
+  for (const width of [1024, 1280, 1400, 1920]) {
+    await page.setViewportSize({ width, height: 900 });
+    await page.waitForTimeout(300);
+    const clipped = await page.evaluate(() => {
+      const bad = [...document.querySelectorAll('table.steps td, table.steps th')]
+        .filter((c) => c.scrollWidth > c.clientWidth + 1)
+        .map((c) => `column ${c.cellIndex + 1}: ${c.textContent.slice(0, 40)} (${c.scrollWidth} > ${c.clientWidth})`);
+      const s = document.querySelector('.timeline-scroll');
+      if (s.scrollWidth > s.clientWidth + 1) bad.push(`the timeline scrolls sideways (${s.scrollWidth} > ${s.clientWidth})`);
+      const m = document.querySelector('main');
+      if (m.scrollWidth > m.clientWidth + 1) bad.push(`the page scrolls sideways (${m.scrollWidth} > ${m.clientWidth})`);
+      return bad;
+    });
+    check(clipped.length === 0, `at ${width} px: ${clipped.join(' | ')}`);
+    await shot(`14-width-${width}`);
+  }
+  await page.setViewportSize({ width: 1400, height: 900 });
+
+  // Gates waiting for you, across runs, answered from the list.
+  await page.goto(`${base}#/runs/${scenario.inbox}`);
+  await page.waitForSelector('svg.wf-graph g.block.current[data-block="main.draft"]');
+  await page.goto(`${base}#/gates`);
+  await page.waitForSelector(`.gate-card[data-run="${scenario.inbox}"]`);
+  const open = await page.locator('.gate-card').count();
+  check(open >= 2, `every open gate is listed (${open})`);
+  const card = await page.textContent(`.gate-card[data-run="${scenario.inbox}"]`);
+  check(/review-gate/.test(card) && /Approve the plan\?/.test(card) && /waiting/.test(card), `a gate shows its workflow, prompt and age (${card})`);
+  check(await page.textContent('#gate-count') !== '', 'the Gates tab counts the open gates');
+  await shot('15-gates');
+  await page.click(`.gate-card[data-run="${scenario.inbox}"] button.primary`);
+  await page.waitForFunction((id) => !document.querySelector(`.gate-card[data-run="${id}"]`) && document.querySelector('.gate-cards'), scenario.inbox, { timeout: 30000 });
 
   // Dark theme.
   await page.keyboard.press('t');

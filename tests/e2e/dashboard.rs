@@ -128,6 +128,137 @@ fn long_run(home: &Path, steps: u64) -> String {
     id.to_string()
 }
 
+/// A workflow of 29 blocks in two nodes: a start fanning out to eight
+/// blocks by signal, joined, fanned out again, and a called node of ten.
+fn wide_definition() -> serde_json::Value {
+    use serde_json::json;
+    let jump =
+        |signal: &str, to: &str| json!({"on_signal": signal, "action": format!("JUMP:{to}")});
+    let mut main = serde_json::Map::new();
+    let fan = |to: &str| {
+        (1..=8)
+            .map(|i| {
+                jump(
+                    &format!("SIGNAL:{}{i}", &to[..1].to_uppercase()),
+                    &format!("{to}{i}"),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    main.insert(
+        "start".into(),
+        json!({"worker": "echo", "transitions": fan("a")}),
+    );
+    for i in 1..=8 {
+        main.insert(
+            format!("a{i}"),
+            json!({"worker": "echo", "transitions": [jump("SIGNAL:SUCCESS", "join")]}),
+        );
+        main.insert(
+            format!("b{i}"),
+            json!({"worker": "echo", "transitions": [jump("SIGNAL:SUCCESS", "finish")]}),
+        );
+    }
+    let mut join = fan("b");
+    join.push(json!({"on_signal": "SIGNAL:REVIEW", "action": "CALL:review"}));
+    main.insert(
+        "join".into(),
+        json!({"worker": "echo", "transitions": join}),
+    );
+    main.insert("finish".into(), json!({"worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}, jump("SIGNAL:AGAIN", "start")]}));
+    let mut review = serde_json::Map::new();
+    for i in 1..=10 {
+        let next = if i == 10 {
+            json!({"on_signal": "SIGNAL:SUCCESS", "action": "RETURN"})
+        } else {
+            jump("SIGNAL:SUCCESS", &format!("r{}", i + 1))
+        };
+        review.insert(
+            format!("r{i}"),
+            json!({"worker": "echo", "transitions": [next]}),
+        );
+    }
+    json!({"id": "wide", "start_node": "main", "nodes": {
+        "main": {"entry_block": "start", "blocks": main},
+        "review": {"entry_block": "r1", "blocks": review}
+    }})
+}
+
+/// A run of [`wide_definition`] written into the store, four blocks in.
+fn wide_run(home: &Path) -> String {
+    let definition = wide_definition().to_string();
+    let mut store = Store::open(home, Durability::Normal).unwrap();
+    let id = wfhost_store::new_run_id(wfhost_store::time::now_ms());
+    let record = RunRecord {
+        id: id.clone(),
+        workflow_id: "wide".into(),
+        workflow_hash: wfhost_core::manifest::pinning::hash_of(&definition),
+        manifest: "/nowhere/wide.json".into(),
+        workspace: "/tmp".into(),
+        created_at: wfhost_store::time::now_ms(),
+    };
+    let started = Event::RunStarted {
+        run_id: id.to_string(),
+        workflow_id: "wide".into(),
+        workflow_hash: record.workflow_hash.clone(),
+        plugins: Default::default(),
+        start_node: "main".into(),
+        start_block: "start".into(),
+        max_steps: 100,
+        max_call_depth: 8,
+        default_executor: String::new(),
+        inputs: Default::default(),
+        rerun_of: None,
+    };
+    store.create_run(&record, &definition, &started).unwrap();
+    let mut w = store.writer(&id, 1).unwrap();
+    for (n, (block, signal, to)) in [
+        ("start", "SIGNAL:A3", "main.a3"),
+        ("a3", "SIGNAL:SUCCESS", "main.join"),
+        ("join", "SIGNAL:B5", "main.b5"),
+        ("b5", "SIGNAL:SUCCESS", "main.finish"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let n = n as u64;
+        w.append(&[
+            Event::BlockStarted {
+                step: n,
+                node: "main".into(),
+                block: block.into(),
+                attempt: 1,
+            },
+            Event::BlockCompleted {
+                step: n,
+                node: "main".into(),
+                block: block.into(),
+                signal: signal.into(),
+                payload: PayloadDelta {
+                    keep: 0,
+                    push: Vec::new(),
+                },
+                artifact: None,
+                statistics: Statistics::default(),
+                duration_us: 100,
+                queued_us: 0,
+                failure: None,
+                log: Vec::new(),
+                written: Vec::new(),
+            },
+            Event::ActionTaken {
+                step: n,
+                action: format!("JUMP:{to}"),
+                command: CommandRecord::Jump { to: to.into() },
+                gate_id: None,
+                fallback_for: None,
+            },
+        ])
+        .unwrap();
+    }
+    id.to_string()
+}
+
 #[test]
 fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let driver = match driver() {
@@ -194,6 +325,39 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     assert_eq!(choose["status"], "waiting", "{choose}");
     let choose = choose["run_id"].as_str().unwrap().to_string();
 
+    // Workflows the page lists and starts from a form built from their
+    // inputs: one with every kind of input and a long block name (its
+    // timeline must not clip at any width), and one that does not load.
+    let long =
+        "announce_the_greeting_to_everyone_who_is_listening_right_now_in_the_whole_wide_world";
+    let greet = serde_json::json!({
+        "id": "greet",
+        "description": "Greet someone, then announce it",
+        "inputs": {"type": "object", "required": ["name"], "properties": {
+            "name": {"type": "string", "description": "Who to greet"},
+            "times": {"type": "integer", "default": 2, "description": "How often"},
+            "loud": {"type": "boolean"},
+            "tone": {"enum": ["dry", "warm"], "default": "warm"},
+            "tags": {"type": "array", "items": {"type": "string"}}
+        }},
+        "start_node": "main",
+        "nodes": {"main": {"entry_block": "greet", "blocks": {
+            "greet": {"worker": "echo", "config": {"message": "hello"},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": format!("JUMP:{long}")}]},
+            long: {"worker": "echo", "config": {"message": "everyone knows"},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                    {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "JUMP:greet"}]}
+        }}}
+    });
+    std::fs::write(flows.join("greet.json"), greet.to_string()).unwrap();
+    std::fs::write(
+        flows.join("broken.json"),
+        r#"{"id": "broken", "start_node": "main", "nodes": 7}"#,
+    )
+    .unwrap();
+    let greet_ws = scratch.path().join("greet-ws");
+    std::fs::create_dir_all(&greet_ws).unwrap();
+
     // An exec block whose command fails, leaving its output in a bundle.
     let exec_ws = scratch.path().join("exec-ws");
     std::fs::create_dir_all(&exec_ws).unwrap();
@@ -240,10 +404,18 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
 
     let big_steps = 33_333; // 1 + 3 × 33,333 = 100,000 events
     let big = long_run(&home, big_steps);
+    let wide = wide_run(&home);
 
     // Two local agents: the ticking run's block holds one while the
     // others' blocks run.
-    let mut served = serve_with(scratch.path(), &["--local-agents", "2"]);
+    let flows_root = flows.to_str().unwrap().to_string();
+    let serve_args = [
+        "--local-agents",
+        "2",
+        "--projects-root",
+        flows_root.as_str(),
+    ];
+    let mut served = serve_with(scratch.path(), &serve_args);
     let ws = workspace_in(scratch.path());
     let gate_flow = repo().join("examples/review-gate/workflow.json");
     let start = || {
@@ -311,6 +483,8 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let cancel = start();
     // The run the page follows across a restart of the server.
     let across = start();
+    // The run whose gate the page answers from the list of open gates.
+    let inbox = start();
     // A run whose block prints a line every tenth of a second while the
     // page looks at it (cancelled at the end).
     let ticking = super::run::write_manifest(
@@ -348,6 +522,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
             "waiting": waiting, "forked": forked, "big": big, "lanes": lanes, "exec": exec, "choose": choose,
             "across": across, "handshake": handshake, "cancel": cancel, "live": live, "quiet": quiet,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
+            "inbox": inbox, "greet_ws": greet_ws, "long_block": long, "wide": wide,
         })
         .to_string(),
     )
@@ -382,7 +557,8 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
             .output()
             .unwrap();
         assert_eq!(answered.status.code(), Some(0), "{}", stderr(&answered));
-        served = serve_with(scratch.path(), &["--listen", &addr, "--local-agents", "2"]);
+        let again = [&["--listen", addr.as_str()][..], &serve_args[..]].concat();
+        served = serve_with(scratch.path(), &again);
         assert_eq!(served.addr, addr);
         std::fs::write(handshake.join("resumed"), "").unwrap();
     }
@@ -405,6 +581,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     // fan-in with the lane the page chose for the conflicting file.
     await_status(&served.addr, &waiting, "succeeded");
     await_status(&served.addr, &choose, "succeeded");
+    await_status(&served.addr, &inbox, "succeeded");
     assert_eq!(
         std::fs::read_to_string(choose_ws.join("docs/shared.py")).unwrap(),
         "VERSION = \"1.1-ui\"\n"

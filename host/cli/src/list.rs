@@ -1,9 +1,9 @@
 //! `wfhost list`: the workflows found under a directory.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
-use wfhost_core::formats::{self, workrail};
+use wfhost_core::formats::discover;
 
 use crate::{exit, report_error};
 
@@ -18,66 +18,35 @@ pub struct ListArgs {
     json: bool,
 }
 
-const MAX_DEPTH: usize = 8;
-
-fn candidates(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        // Never follow symlinks: a workspace may hold links that lead out.
-        let Ok(ft) = entry.file_type() else { continue };
-        if ft.is_dir() {
-            if depth < MAX_DEPTH
-                && !name.starts_with('.')
-                && name != "target"
-                && name != "node_modules"
-            {
-                candidates(&entry.path(), depth + 1, out);
-            }
-        } else if ft.is_file() && name.ends_with(".json") {
-            out.push(entry.path());
-        }
-    }
-}
-
 pub fn list(args: ListArgs) -> u8 {
     if !args.dir.is_dir() {
         report_error(format!("{} is not a directory", args.dir.display()));
         return exit::BAD_INPUT;
     }
-    let mut files = Vec::new();
-    candidates(&args.dir, 0, &mut files);
-    let mut rows = Vec::new();
-    for file in files {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        // Only files that look like workflows are listed (or reported broken).
-        let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
-        let manifest = value.get("nodes").is_some() && value.get("start_node").is_some();
-        if !manifest && !workrail::is_workrail(&value) {
-            continue;
-        }
-        match formats::parse_any(&file, &text) {
-            Ok(wf) => rows.push(serde_json::json!({
-                "id": wf.id,
-                "version": wf.version,
-                "path": file.display().to_string(),
-                "description": wf.description.as_deref().and_then(|d| d.lines().next()).unwrap_or(""),
-            })),
-            Err(e) => rows.push(serde_json::json!({
-                "path": file.display().to_string(),
-                "error": e.to_string(),
-            })),
-        }
+    let found = discover::discover(&args.dir);
+    if found.truncated {
+        eprintln!(
+            "note: only the first {} JSON files under {} were looked at",
+            discover::MAX_FILES,
+            args.dir.display()
+        );
     }
+    let rows: Vec<_> = found
+        .workflows
+        .into_iter()
+        .map(|f| {
+            let path = args.dir.join(&f.path).display().to_string();
+            match f.error {
+                Some(error) => serde_json::json!({"path": path, "error": error}),
+                None => serde_json::json!({
+                    "id": f.id,
+                    "version": f.version,
+                    "path": path,
+                    "description": f.description.unwrap_or_default(),
+                }),
+            }
+        })
+        .collect();
     if args.json {
         println!(
             "{}",

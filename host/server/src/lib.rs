@@ -37,6 +37,7 @@ mod store;
 mod stream;
 mod trace;
 mod ui;
+mod workflows;
 
 pub use auth::Tokens;
 pub use conn::ConnectionLimits;
@@ -191,6 +192,8 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/runs/{id}/export", get(manage::export))
         .route("/runs/{id}/report", get(runs::report))
         .route("/runs/{id}/bundles", get(runs::bundles))
+        .route("/runs/{id}/definition", get(workflows::definition))
+        .route("/workflows", get(workflows::list))
         .route("/sessions", get(sessions::list))
         .route("/sessions/{id}", get(sessions::show))
         .route("/sessions/{id}/export", get(sessions::export))

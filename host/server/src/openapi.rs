@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.9.0";
+pub const API_VERSION: &str = "0.10.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -189,13 +189,36 @@ pub fn spec() -> Value {
             "/sessions/{id}": get("One session's runs, oldest first, as the runs listing shows them.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The session.", "Session")),
             "/sessions/{id}/export": get("The session as a bundle (`wfhost session import` takes it): one run bundle per run and a checksum over the whole.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The bundle.", "SessionBundle")),
             "/gates": get("Gates waiting for an answer, in every run.", vec![], ok("Open gates.", "Gates")),
+            "/workflows": get("The workflow files under the server's projects root (`wfhost serve --projects-root`), as `wfhost list` finds them: searched without following symbolic links, 8 directories deep and over at most 2,000 JSON files (`truncated` when more were left). Each has its path relative to `root`, its id, description and `inputs` (the JSON Schema of its inputs), or the `error` that keeps it from loading. 501 when the server has no projects root.", vec![], ok("The workflows.", "Workflows")),
+            "/runs/{id}/definition": get("The workflow definition the run pinned when it started (its nodes, blocks and transitions), whatever became of the file since.", vec![run_id()], ok("The pinned definition.", "PinnedDefinition")),
             "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
         }), job_paths()),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": both(run_schemas(), job_schemas())
+            "schemas": both(both(run_schemas(), workflow_schemas()), job_schemas())
         },
         "security": [{"bearer": []}, {}]
+    })
+}
+
+/// The schemas of the workflows' endpoints.
+fn workflow_schemas() -> Value {
+    json!({
+        "Workflows": {"type": "object", "required": ["root", "workflows", "truncated"], "properties": {
+            "root": {"type": "string", "description": "The projects root (absolute); a workflow's absolute path is `root/path`."},
+            "truncated": {"type": "boolean"},
+            "workflows": {"type": "array", "items": {"type": "object", "required": ["path"], "properties": {
+                "path": {"type": "string", "description": "Relative to root."},
+                "id": {"type": "string"}, "version": {"type": "string"},
+                "description": {"type": "string", "description": "The first line of the workflow's description."},
+                "inputs": {"description": "The JSON Schema of the workflow's inputs, when it declares them."},
+                "error": {"type": "string", "description": "Why the file does not load (too large, not a valid workflow)."}
+            }}}
+        }},
+        "PinnedDefinition": {"type": "object", "required": ["hash", "definition"], "properties": {
+            "hash": {"type": "string", "description": "`sha256:<hex>` of the definition's canonical JSON."},
+            "definition": {"type": "object", "description": "The workflow as pinned: `start_node`, `nodes` (each with `entry_block` and `blocks`, each with `transitions`)."}
+        }}
     })
 }
 

@@ -178,6 +178,36 @@ fn workflow_of(
     }
 }
 
+/// The inputs against the workflow file's schema, each problem at its
+/// input's pointer (`/inputs/<name>`), so that a form can show it next to
+/// its field. A file that does not load is left to the run's own checks.
+fn check_inputs(file: &std::path::Path, inputs: &Map<String, Value>) -> Result<(), ApiError> {
+    use wfhost_core::run::inputs::problems_of;
+    let Ok(workflow) = wfhost_core::manifest::read(file)
+        .and_then(|text| wfhost_core::formats::parse_any(file, &text))
+    else {
+        return Ok(());
+    };
+    let problems = problems_of(workflow.inputs.as_ref(), inputs);
+    let Some(first) = problems.first() else {
+        return Ok(());
+    };
+    let pointer = |name: &str| match name {
+        "" => "/inputs".to_string(),
+        name => format!("/inputs/{}", wfhost_core::json_pointer::escape(name)),
+    };
+    let listed: Vec<Value> = problems
+        .iter()
+        .map(|p| json!({"pointer": pointer(&p.name), "message": p.message}))
+        .collect();
+    let message = problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect::<Vec<_>>();
+    Err(ApiError::bad_request(message.join("; "))
+        .with_details(json!({"pointer": pointer(&first.name), "problems": listed})))
+}
+
 /// `POST /v1/runs`: check the request, then start the run under an id
 /// chosen here; answered once the run is recorded (or refused).
 pub async fn start(
@@ -189,6 +219,10 @@ pub async fn start(
     let given = state.stores.home().join("serve-manifests");
     let root = state.projects_root.as_deref().map(|p| p.as_path());
     let (manifest, workspace) = workflow_of(&body, &given, &run_id, root)?;
+    if matches!(body.workflow, Some(Value::String(_))) {
+        let (file, inputs) = (manifest.clone(), body.inputs.clone().unwrap_or_default());
+        blocking(move || check_inputs(std::path::Path::new(&file), &inputs)).await?;
+    }
     let request = RunRequest::Start {
         manifest,
         workspace,

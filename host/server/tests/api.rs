@@ -128,6 +128,16 @@ fn start_running(
     limits: ConnectionLimits,
     runner: Option<std::sync::Arc<dyn wfhost_server::RunService>>,
 ) -> Server {
+    start_rooted(home, tokens, limits, runner, Path::new(PROJECTS_ROOT))
+}
+
+fn start_rooted(
+    home: &Path,
+    tokens: Option<Tokens>,
+    limits: ConnectionLimits,
+    runner: Option<std::sync::Arc<dyn wfhost_server::RunService>>,
+    root: &Path,
+) -> Server {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let config = ServerConfig {
@@ -137,7 +147,7 @@ fn start_running(
         runner,
         lease: wfhost_server::jobs::DEFAULT_LEASE,
         limits,
-        projects_root: Some(PROJECTS_ROOT.into()),
+        projects_root: Some(root.to_path_buf()),
     };
     rt.spawn(async move {
         wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
@@ -464,6 +474,8 @@ fn the_openapi_document_describes_every_endpoint() {
         "/runs/{id}/export",
         "/runs/{id}/report",
         "/runs/{id}/bundles",
+        "/runs/{id}/definition",
+        "/workflows",
         "/sessions",
         "/sessions/{id}",
         "/sessions/{id}/export",
@@ -1680,4 +1692,109 @@ fn a_relative_project_path_is_resolved_under_the_projects_root() {
             "{bad} reached the runner"
         );
     }
+}
+
+/// A workflow with declared inputs: `topic` required, `count` an integer.
+const WITH_INPUTS: &str = r#"{"id": "hello", "description": "Say hello\nat length",
+  "inputs": {"type": "object", "required": ["topic"], "properties": {
+    "topic": {"type": "string", "description": "What about"},
+    "count": {"type": "integer", "default": 2}}},
+  "start_node": "main", "nodes": {"main": {"entry_block": "a", "blocks": {"a": {
+    "worker": "echo", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}}}}}"#;
+
+#[test]
+fn the_workflows_under_the_projects_root_are_listed_with_their_inputs() {
+    let home = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("team/flows")).unwrap();
+    std::fs::write(root.path().join("team/flows/hello.json"), WITH_INPUTS).unwrap();
+    std::fs::write(
+        root.path().join("broken.json"),
+        r#"{"start_node": 1, "nodes": []}"#,
+    )
+    .unwrap();
+    std::fs::write(root.path().join("package.json"), r#"{"name": "x"}"#).unwrap();
+    std::fs::write(outside.path().join("secret.json"), WITH_INPUTS).unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("escape")).unwrap();
+    let server = start_rooted(
+        home.path(),
+        None,
+        ConnectionLimits::default(),
+        None,
+        root.path(),
+    );
+    let (status, body) = get(server.addr, "/v1/workflows");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["root"], root.path().display().to_string());
+    assert_eq!(body["truncated"], false);
+    let listed = body["workflows"].as_array().unwrap();
+    let paths: Vec<&str> = listed.iter().map(|w| w["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["broken.json", "team/flows/hello.json"], "{body}");
+    assert!(listed[0]["error"].is_string(), "{body}");
+    let hello = &listed[1];
+    assert_eq!(hello["id"], "hello");
+    assert_eq!(hello["description"], "Say hello");
+    assert_eq!(hello["inputs"]["properties"]["count"]["default"], 2);
+}
+
+#[test]
+fn a_runs_pinned_definition_is_served() {
+    let home = tempfile::tempdir().unwrap();
+    let id = "run-20260101-000000-000c0c";
+    add_run(home.path(), id, "w", 1, true);
+    let server = start(home.path(), None);
+    let (status, body) = get(server.addr, &format!("/v1/runs/{id}/definition"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["hash"], wfhost_core::manifest::pinning::hash_of("{}"));
+    assert_eq!(body["definition"], json!({}));
+    let (status, _) = get(
+        server.addr,
+        "/v1/runs/run-20260101-000000-000c0d/definition",
+    );
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn a_start_with_bad_inputs_names_the_input_and_starts_nothing() {
+    use wfhost_protocol::Accepted;
+    use wfhost_server::Submitted;
+    let home = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let flow = root.path().join("hello.json");
+    std::fs::write(&flow, WITH_INPUTS).unwrap();
+    let fake = std::sync::Arc::new(FakeRuns::default());
+    fake.answers
+        .lock()
+        .unwrap()
+        .push_back(Ok(Submitted::Accepted(Accepted { branch: None })));
+    let server = start_rooted(
+        home.path(),
+        None,
+        ConnectionLimits::default(),
+        Some(fake.clone()),
+        root.path(),
+    );
+    let body =
+        |inputs: Value| json!({"workflow": flow, "workspace": "/ws", "inputs": inputs}).to_string();
+    for (inputs, pointer) in [
+        (json!({"count": 1}), "/inputs/topic"),
+        (json!({"topic": "x", "count": "many"}), "/inputs/count"),
+        (json!({"topic": "x", "nope": 1}), "/inputs/nope"),
+    ] {
+        let (status, err) = post(server.addr, "/v1/runs", body(inputs.clone()).as_bytes());
+        assert_eq!(status, 400, "{inputs}: {err}");
+        assert_eq!(err["details"]["pointer"], pointer, "{err}");
+        assert_eq!(err["details"]["problems"][0]["pointer"], pointer, "{err}");
+    }
+    assert!(
+        fake.seen.lock().unwrap().is_empty(),
+        "a bad start reached the runner"
+    );
+    let (status, body) = post(
+        server.addr,
+        "/v1/runs",
+        body(json!({"topic": "x"})).as_bytes(),
+    );
+    assert_eq!(status, 202, "{body}");
 }

@@ -298,7 +298,7 @@ async function openRun(id, branch) {
     const listed = list.runs.findIndex((x) => x.id === id);
     if (listed >= 0) list.runs[listed] = summary;
     view.selectedRow = null;
-    await loadTail();
+    await Promise.all([loadTail(), loadDefinition(id)]);
     renderRun();
     renderRuns();
     if (!view.follow) startFollowing(id);
@@ -485,6 +485,7 @@ function renderRun() {
   fill(main,
     runHeader(r, status),
     branchGraph(),
+    workflowGraph(rows, status),
     openGate ? gatePanel(openGate) : null,
     resultPanel(view.events, status),
     h('div', { class: 'run-body' },
@@ -600,10 +601,10 @@ function timelineTable(rows) {
       onkeydown: (ev) => { if (ev.key === 'Enter') selectRow(row.seq, true); },
     },
     h('td', { class: 'num' }, row.step),
-    h('td', {}, h('code', {}, row.block), row.external && !c ? h('span', { class: 'tag' }, 'awaiting client') : null),
+    h('td', { class: 'block' }, h('code', { title: row.block }, row.block), row.external && !c ? h('span', { class: 'tag' }, 'awaiting client') : null),
     h('td', { class: 'num' }, row.attempt || ''),
-    h('td', {}, row.signal ? h('span', { class: `signal ${/FAIL/.test(row.signal) ? 'bad' : ''}` }, row.signal.replace('SIGNAL:', '')) : ''),
-    h('td', {}, row.action ? `${row.action.action}` : '', row.gate ? h('span', { class: 'tag gate' }, row.gate.answer ? `${row.gate.id}: ${decisionText(row.gate.answer)}` : `${row.gate.id} open`) : null),
+    h('td', { class: 'signal-cell' }, row.signal ? h('span', { class: `signal ${/FAIL/.test(row.signal) ? 'bad' : ''}` }, row.signal.replace('SIGNAL:', '')) : ''),
+    h('td', { class: 'action' }, row.action ? h('span', { class: 'action-text', title: row.action.action }, row.action.action) : '', row.gate ? h('span', { class: 'tag gate' }, row.gate.answer ? `${row.gate.id}: ${decisionText(row.gate.answer)}` : `${row.gate.id} open`) : null),
     h('td', { class: 'num' }, c ? duration(c.duration_us) : ''),
     h('td', { class: 'num', title: c && c.statistics.usage ? `tokens: ${usageText(c.statistics.usage)}` : 'tokens' }, c ? c.statistics.tokens_used : ''),
     h('td', { class: 'num', title: 'lines written' }, c ? c.statistics.lines_written : ''),
@@ -776,8 +777,7 @@ function gatePanel(row) {
   const runId = view.run.id;
   const send = async (answer) => {
     try {
-      await api(`/runs/${enc(runId)}/gates/${enc(g.id)}`, { json: { answer } });
-      toast(`Gate ${g.id}: ${answer}`);
+      await answerGate(runId, g.id, answer);
       await openRun(runId, view.branch);
     } catch (e) { failed(e); }
   };
@@ -1000,6 +1000,407 @@ async function refreshHead() {
   } catch { /* the next event tries again */ }
 }
 
+// ---------- workflows: the list and a form to start a run ----------
+
+const workflows = { root: null, list: [], loaded: false };
+
+async function fetchWorkflows() {
+  const body = await api('/workflows');
+  workflows.root = body.root;
+  workflows.list = body.workflows;
+  workflows.truncated = body.truncated;
+  workflows.loaded = true;
+}
+
+async function loadWorkflows() {
+  const ul = $('workflow-list');
+  try {
+    await fetchWorkflows();
+    ul.replaceChildren(...workflows.list.map(workflowItem));
+    if (!workflows.list.length) ul.append(h('li', { class: 'none' }, 'No workflow files under the projects root.'));
+    if (workflows.truncated) ul.append(h('li', { class: 'none' }, 'Only the first files found are listed.'));
+  } catch (e) {
+    if (e.status !== 401) ul.replaceChildren(h('li', { class: 'none error' }, e.message));
+  }
+}
+
+function workflowItem(w) {
+  const open = () => { location.hash = `#/workflows/${enc(w.path)}`; };
+  if (w.error) {
+    return h('li', { class: 'broken', dataset: { path: w.path }, title: w.error },
+      h('div', { class: 'line1' }, h('span', { class: 'wf' }, w.path), h('span', { class: 'badge s-failed' }, 'invalid')),
+      h('div', { class: 'line3 error' }, w.error));
+  }
+  return h('li', { dataset: { path: w.path }, tabindex: '0', onclick: open, onkeydown: (ev) => { if (ev.key === 'Enter') open(); } },
+    h('div', { class: 'line1' }, h('span', { class: 'wf' }, w.id)),
+    h('div', { class: 'line2' }, h('code', {}, w.path)),
+    w.description ? h('div', { class: 'line3', title: w.description }, w.description) : null);
+}
+
+async function openWorkflow(path) {
+  const main = $('main');
+  main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
+  try {
+    if (!workflows.loaded) await fetchWorkflows();
+    const w = workflows.list.find((x) => x.path === path);
+    if (!w) throw new Error(`no workflow ${path} under the projects root`);
+    if (w.error) throw new Error(`${path}: ${w.error}`);
+    fill(main, startForm(w));
+  } catch (e) {
+    main.replaceChildren(h('p', { class: 'error' }, e.message));
+  }
+}
+
+// The kind of form control an input's schema asks for.
+function fieldKind(p) {
+  if (Array.isArray(p.enum)) return 'enum';
+  const type = Array.isArray(p.type) ? p.type.find((t) => t !== 'null') : p.type;
+  if (type === 'array' && p.items && p.items.type === 'string') return 'lines';
+  if (['string', 'number', 'integer', 'boolean'].includes(type)) return type;
+  return 'json';
+}
+
+function inputControl(name, p, kind, id) {
+  const attrs = { id, name, 'aria-describedby': `${id}-hint ${id}-error` };
+  const d = p.default;
+  switch (kind) {
+    case 'enum': {
+      const sel = h('select', attrs, p.default === undefined ? h('option', { value: '' }, '—') : null,
+        p.enum.map((v) => h('option', { value: JSON.stringify(v) }, typeof v === 'string' ? v : JSON.stringify(v))));
+      if (d !== undefined) sel.value = JSON.stringify(d);
+      return sel;
+    }
+    case 'boolean': return h('input', { ...attrs, type: 'checkbox', checked: d === true });
+    case 'lines': return h('textarea', { ...attrs, rows: 3, placeholder: 'one per line' }, Array.isArray(d) ? d.join('\n') : '');
+    case 'json': return h('textarea', { ...attrs, rows: 3, placeholder: 'JSON' }, d === undefined ? '' : JSON.stringify(d));
+    default: return h('input', { ...attrs, type: 'text', inputmode: kind === 'string' ? null : 'decimal', value: d === undefined ? '' : String(d) });
+  }
+}
+
+function inputField(name, p, required, id = `input-${name}`) {
+  const kind = fieldKind(p);
+  const named = { lines: 'list of text, one a line', enum: 'one of the choices', json: 'JSON' };
+  const facts = [named[kind] || kind, required ? 'required' : 'optional'];
+  return h('div', { class: 'field', dataset: { input: name, kind } },
+    h('label', { for: id }, name, required ? h('span', { class: 'required', title: 'required' }, ' *') : null),
+    inputControl(name, p, kind, id),
+    h('small', { id: `${id}-hint`, class: 'hint' }, p.description ? `${p.description} ` : '', h('span', { class: 'muted' }, `(${facts.join(', ')})`)),
+    h('p', { id: `${id}-error`, class: 'field-error', role: 'alert' }));
+}
+
+// A field's value as the request carries it; undefined leaves it out.
+// Numbers that do not parse go as text: the server says what is wrong.
+function fieldValue(field) {
+  const el = field.querySelector('input, select, textarea');
+  const text = el.value;
+  switch (field.dataset.kind) {
+    case 'boolean': return el.checked;
+    case 'enum': return text === '' ? undefined : JSON.parse(text);
+    case 'lines': return text.trim() === '' ? undefined : text.split('\n').map((l) => l.trim()).filter(Boolean);
+    case 'number': case 'integer': return text.trim() === '' ? undefined : (Number.isFinite(Number(text)) ? Number(text) : text);
+    case 'json': try { return text.trim() === '' ? undefined : JSON.parse(text); } catch { return text; }
+    default: return text === '' ? undefined : text;
+  }
+}
+
+function startForm(w) {
+  const schema = w.inputs || {};
+  const required = new Set(schema.required || []);
+  const fields = Object.entries(schema.properties || {}).map(([name, p]) => inputField(name, p || {}, required.has(name)));
+  const workspace = inputField('workspace', { type: 'string', description: 'The directory on the server the run works in (absolute path).' }, true, 'start-workspace');
+  delete workspace.dataset.input;
+  workspace.id = 'workspace-field';
+  const form = h('form', { class: 'start-form', novalidate: true, 'aria-label': `Start ${w.id}` },
+    fields.length ? h('fieldset', {}, h('legend', {}, 'Inputs'), fields) : h('p', { class: 'muted' }, 'This workflow declares no inputs.'),
+    workspace,
+    h('p', { class: 'field-error form-error', role: 'alert' }),
+    h('div', { class: 'buttons' }, h('button', { type: 'submit', class: 'primary' }, 'Start run')));
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); submitStart(w, form); });
+  return h('section', { class: 'workflow-view' },
+    h('header', { class: 'run-head' }, h('div', { class: 'title' },
+      h('h2', {}, w.id, w.version ? h('span', { class: 'muted' }, ` ${w.version}`) : null),
+      h('div', { class: 'meta' }, h('code', {}, w.path), w.description ? ` · ${w.description}` : ''))),
+    form);
+}
+
+function showStartError(form, e) {
+  for (const el of form.querySelectorAll('.field-error')) el.textContent = '';
+  for (const el of form.querySelectorAll('.field.invalid')) el.classList.remove('invalid');
+  const details = (e.body && e.body.details) || {};
+  const problems = details.problems || (details.pointer ? [{ pointer: details.pointer, message: e.message }] : []);
+  let shown = false;
+  for (const p of problems) {
+    const m = /^\/inputs\/([^/]+)/.exec(p.pointer || '');
+    const name = m ? m[1].replace(/~1/g, '/').replace(/~0/g, '~') : null;
+    const field = name !== null
+      ? [...form.querySelectorAll('.field')].find((f) => f.dataset.input === name)
+      : (p.pointer === '/workspace' ? form.querySelector('#workspace-field') : null);
+    if (!field) continue;
+    field.classList.add('invalid');
+    field.querySelector('.field-error').textContent = p.message;
+    shown = true;
+  }
+  if (!shown) form.querySelector('.form-error').textContent = e.message;
+}
+
+async function submitStart(w, form) {
+  const inputs = {};
+  for (const field of form.querySelectorAll('fieldset .field')) {
+    const v = fieldValue(field);
+    if (v !== undefined) inputs[field.dataset.input] = v;
+  }
+  const workspace = form.querySelector('#workspace-field input').value.trim();
+  const body = { workflow: `${workflows.root.replace(/\/$/, '')}/${w.path}`, inputs };
+  if (workspace) body.workspace = workspace;
+  const button = form.querySelector('button[type="submit"]');
+  button.disabled = true;
+  try {
+    const started = await api('/runs', { json: body });
+    toast(`Started ${started.run_id}`);
+    showTab('runs');
+    location.hash = `#/runs/${enc(started.run_id)}`;
+    loadRuns(true);
+  } catch (e) {
+    if (e instanceof ApiError) showStartError(form, e); else failed(e);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// ---------- gates waiting for you, across runs ----------
+
+async function answerGate(runId, gateId, answer) {
+  await api(`/runs/${enc(runId)}/gates/${enc(gateId)}`, { json: { answer } });
+  toast(`Gate ${gateId}: ${answer}`);
+}
+
+async function countGates() {
+  try {
+    const { gates } = await api('/gates');
+    $('gate-count').textContent = gates.length ? String(gates.length) : '';
+  } catch { /* the next tick tries again */ }
+}
+
+async function loadGates() {
+  const ul = $('gate-list');
+  try {
+    const { gates } = await api('/gates');
+    $('gate-count').textContent = gates.length ? String(gates.length) : '';
+    ul.replaceChildren(...gates.map((g) => h('li', { onclick: () => { location.hash = `#/runs/${enc(g.run_id)}`; } },
+      h('div', { class: 'line1' }, h('span', { class: 'wf' }, g.workflow_id), h('span', { class: 'badge s-waiting' }, g.gate_id)),
+      h('div', { class: 'line3' }, h('code', {}, g.run_id), ` · ${ago(g.opened_at)}`))));
+    if (!gates.length) ul.append(h('li', { class: 'none' }, 'No gate is waiting.'));
+  } catch (e) {
+    if (e.status !== 401) failed(e);
+  }
+}
+
+// Once the run has recorded the answer, the gate is no longer open.
+async function gateClosed(g) {
+  for (let i = 0; i < 40; i++) {
+    const { gates } = await api('/gates');
+    if (!gates.some((x) => x.run_id === g.run_id && x.gate_id === g.gate_id)) return;
+    await sleep(250);
+  }
+}
+
+function gateCard(g) {
+  const text = h('textarea', { rows: 2, 'aria-label': `What should change (${g.gate_id}, ${g.run_id})`, placeholder: 'What should change?' });
+  const send = async (answer) => {
+    try {
+      await answerGate(g.run_id, g.gate_id, answer);
+      await gateClosed(g);
+      await openGates();
+    } catch (e) { failed(e); }
+  };
+  return h('li', { class: 'gate-card', dataset: { run: g.run_id, gate: g.gate_id } },
+    h('div', { class: 'gate-meta' },
+      h('strong', {}, g.workflow_id), ' ', h('span', { class: 'badge s-waiting' }, g.gate_id),
+      ' · ', h('a', { href: `#/runs/${enc(g.run_id)}${g.branch > 1 ? `/branches/${g.branch}` : ''}` }, h('code', {}, g.run_id)),
+      g.branch > 1 ? ` branch ${g.branch}` : '',
+      ' · ', h('code', {}, `${g.node}.${g.block}`),
+      ' · waiting ', h('time', { title: stamp(g.opened_at) }, ago(g.opened_at))),
+    h('pre', { class: 'prompt' }, g.prompt || ''),
+    text,
+    h('div', { class: 'buttons' },
+      h('a', { href: `#/runs/${enc(g.run_id)}`, class: 'button-link' }, 'Open the run'),
+      h('button', { type: 'button', class: 'primary', onclick: () => send('approved') }, 'Approve'),
+      h('button', {
+        type: 'button',
+        onclick: () => {
+          const t = text.value.trim();
+          if (!t) { toast('Say what should change first.', 'error'); text.focus(); return; }
+          send(`changes-requested:${t}`);
+        },
+      }, 'Request changes')));
+}
+
+async function openGates() {
+  const main = $('main');
+  try {
+    const { gates } = await api('/gates');
+    gates.sort((a, b) => a.opened_at - b.opened_at);
+    $('gate-count').textContent = gates.length ? String(gates.length) : '';
+    fill(main,
+      h('header', { class: 'run-head' }, h('h2', {}, 'Gates waiting for you')),
+      gates.length
+        ? h('ul', { class: 'gate-cards', 'aria-label': 'Open gates, oldest first' }, gates.map(gateCard))
+        : h('p', { class: 'muted' }, 'No gate is waiting for an answer.'));
+    loadGates();
+  } catch (e) {
+    main.replaceChildren(h('p', { class: 'error' }, e.message));
+  }
+}
+
+// ---------- the workflow graph, with the branch's path on it ----------
+
+const definitions = new Map(); // run id -> the pinned definition (or null)
+
+async function loadDefinition(runId) {
+  if (definitions.has(runId)) return;
+  try {
+    definitions.set(runId, (await api(`/runs/${enc(runId)}/definition`)).definition);
+  } catch {
+    definitions.set(runId, null);
+  }
+}
+
+// The target block of an action from `node`, or null (END, FAIL, GATE…).
+function actionTarget(def, node, action) {
+  const [verb, arg] = [action.split(':')[0], action.slice(action.indexOf(':') + 1).trim()];
+  const entry = (n) => (def.nodes[n] ? `${n}.${def.nodes[n].entry_block}` : null);
+  if (verb === 'CALL') return entry(arg.split('@')[0]);
+  if (verb !== 'JUMP' || !action.includes(':')) return null;
+  if (arg.includes('.')) return arg;
+  if (def.nodes[node] && def.nodes[node].blocks && def.nodes[node].blocks[arg]) return `${node}.${arg}`;
+  return entry(arg);
+}
+
+// Blocks and labeled edges of a definition.
+function graphOf(def) {
+  const blocks = [];
+  const edges = new Map(); // "from>to" -> {from, to, labels}
+  for (const [node, n] of Object.entries(def.nodes || {})) {
+    for (const [block, b] of Object.entries(n.blocks || {})) {
+      const id = `${node}.${block}`;
+      blocks.push(id);
+      for (const t of (b && b.transitions) || []) {
+        const to = actionTarget(def, node, String(t.action || ''));
+        if (!to) continue;
+        const key = `${id}>${to}`;
+        if (!edges.has(key)) edges.set(key, { from: id, to, labels: [] });
+        edges.get(key).labels.push(String(t.on_signal || '').replace('SIGNAL:', ''));
+      }
+    }
+  }
+  return { blocks, edges: [...edges.values()] };
+}
+
+// Layers by distance from the start block; wide layers wrap into rows.
+function layout(def, g, perRow) {
+  const start = def.nodes && def.nodes[def.start_node] ? `${def.start_node}.${def.nodes[def.start_node].entry_block}` : g.blocks[0];
+  const depth = new Map([[start, 0]]);
+  const queue = [start];
+  while (queue.length) {
+    const b = queue.shift();
+    for (const e of g.edges) {
+      if (e.from === b && !depth.has(e.to) && g.blocks.includes(e.to)) { depth.set(e.to, depth.get(b) + 1); queue.push(e.to); }
+    }
+  }
+  const last = Math.max(0, ...depth.values());
+  for (const b of g.blocks) if (!depth.has(b)) depth.set(b, last + 1);
+  const layers = [];
+  for (const b of g.blocks) (layers[depth.get(b)] = layers[depth.get(b)] || []).push(b);
+  const rows = layers.filter(Boolean).flatMap((l) => Array.from({ length: Math.ceil(l.length / perRow) }, (_, i) => l.slice(i * perRow, (i + 1) * perRow)));
+  const pos = new Map();
+  rows.forEach((row, r) => row.forEach((b, i) => pos.set(b, { row: r, col: i, of: row.length })));
+  return { pos, rows: rows.length };
+}
+
+// The executed blocks of the loaded branch, in order.
+function executedPath(rows) {
+  return rows.filter((r) => r.kind === 'block' && r.block).map((r) => r.block);
+}
+
+// An SVG element; strings among `kids` become text nodes.
+function svgEl(tag, attrs, ...kids) {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) el.setAttribute(k, String(v));
+  for (const k of kids) el.append(typeof k === 'string' ? document.createTextNode(k) : k);
+  return el;
+}
+
+const BOX = { W: 170, H: 38, GX: 30, GY: 56, PER_ROW: 5, LABELS: 90 };
+
+// One transition: its curve, and its label (drawn later, over the boxes).
+// A label sits where its edge enters the target, in the gap between
+// rows (where no box is): above the target for an edge going down, right
+// of the bend below it for one going back.
+function edgeShape(e, a, b, walked) {
+  const { W, H } = BOX;
+  const self = e.from === e.to;
+  const down = b.y > a.y;
+  const [x1, y1] = self ? [a.x + W, a.y + 10] : [a.x + W / 2, down ? a.y + H : a.y];
+  const [x2, y2] = self ? [a.x + W, a.y + H - 10] : [b.x + W / 2, down ? b.y : b.y + H];
+  const bend = self ? 40 : (down ? 0 : 60);
+  const d = `M${x1},${y1} C${x1 + bend},${y1 + (down ? 20 : -20)} ${x2 + bend},${y2 + (down ? -20 : 20)} ${x2},${y2}`;
+  const forward = down && !self;
+  const t = forward ? (y2 - 16 - y1) / (y2 - y1) : 0;
+  return {
+    path: svgEl('path', { d, class: `edge ${walked ? 'walked' : ''}`, 'marker-end': 'url(#arrow)' }),
+    label: svgEl('text', {
+      x: forward ? x1 + (x2 - x1) * t : x2 + bend * 0.6 + 6,
+      y: forward ? y2 - 12 : y2 + (self ? -8 : 14),
+      class: 'edge-label',
+      'text-anchor': forward ? 'middle' : 'start',
+    }, e.labels.join(', ')),
+  };
+}
+
+// One block: its box, name, and the steps it ran at on this branch.
+function blockShape(b, p, seen, mark) {
+  const { W, H } = BOX;
+  const name = b.length > 22 ? `${b.slice(0, 21)}…` : b;
+  return svgEl('g', { class: ['block', seen ? 'visited' : '', mark || ''].join(' '), 'data-block': b, 'data-order': seen ? seen.join(',') : null },
+    svgEl('title', {}, `${b}${seen ? `: step ${seen.join(', ')} of this branch` : ': not executed'}`),
+    svgEl('rect', { x: p.x, y: p.y, width: W, height: H, rx: 6 }),
+    svgEl('text', { x: p.x + 8, y: p.y + 16, class: 'block-name' }, name),
+    seen ? svgEl('text', { x: p.x + 8, y: p.y + 31, class: 'block-order' }, `#${seen.slice(0, 4).join(', #')}${seen.length > 4 ? ' …' : ''}`) : '');
+}
+
+// The branch's path: each block's positions in it, the transitions taken,
+// and how its last block is marked (current while live, or failed).
+function pathMarks(rows, status) {
+  const path = executedPath(rows);
+  const order = new Map();
+  path.forEach((b, i) => order.set(b, [...(order.get(b) || []), i + 1]));
+  const walked = new Set(path.slice(1).map((b, i) => `${path[i]}>${b}`));
+  const mark = status === 'failed' ? 'failed' : (['running', 'waiting', 'interrupted'].includes(status) ? 'current' : null);
+  return { length: path.length, order, walked, last: path[path.length - 1], mark };
+}
+
+function workflowGraph(rows, status) {
+  const def = view.run && definitions.get(view.run.id);
+  if (!def || !def.nodes) return null;
+  const g = graphOf(def);
+  if (!g.blocks.length) return null;
+  const { W, H, GX, GY, PER_ROW, LABELS } = BOX;
+  const { pos, rows: nRows } = layout(def, g, PER_ROW);
+  const width = Math.max(1, ...[...pos.values()].map((p) => p.of)) * (W + GX) + GX + LABELS;
+  const at = (b) => { const p = pos.get(b); const x0 = (width - LABELS - p.of * (W + GX) + GX) / 2; return { x: x0 + p.col * (W + GX), y: 16 + p.row * (H + GY) }; };
+  const marks = pathMarks(rows, status);
+  const height = 32 + nRows * (H + GY) - GY;
+  const out = svgEl('svg', { class: 'wf-graph', width, viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `Workflow graph: ${g.blocks.length} blocks, ${marks.length} executed` },
+    svgEl('defs', {}, svgEl('marker', { id: 'arrow', viewBox: '0 0 8 8', refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svgEl('path', { d: 'M0,0 L8,4 L0,8 z', class: 'arrow-head' }))));
+  const edges = g.edges.filter((e) => pos.has(e.to)).map((e) => edgeShape(e, at(e.from), at(e.to), marks.walked.has(`${e.from}>${e.to}`)));
+  out.append(...edges.map((e) => e.path));
+  for (const b of g.blocks) out.append(blockShape(b, at(b), marks.order.get(b), b === marks.last ? marks.mark : null));
+  out.append(...edges.map((e) => e.label));
+  return h('details', { class: 'graph-panel', open: view.graphOpen !== false, ontoggle: (ev) => { view.graphOpen = ev.target.open; } },
+    h('summary', {}, `Workflow graph (${g.blocks.length} blocks)`),
+    h('div', { class: 'graph-scroll' }, out));
+}
+
 // ---------- routing, keys, theme ----------
 
 function route() {
@@ -1010,20 +1411,35 @@ function route() {
   } else if ((m = /^#\/sessions\/(.+)$/.exec(hash))) {
     showTab('sessions');
     openSession(decodeURIComponent(m[1]));
+  } else if ((m = /^#\/workflows\/(.+)$/.exec(hash))) {
+    leaveRun();
+    showTab('workflows');
+    openWorkflow(decodeURIComponent(m[1]));
+  } else if (hash === '#/gates') {
+    leaveRun();
+    showTab('gates');
+    openGates();
   } else {
-    stopFollowing();
-    view.run = null;
+    leaveRun();
     $('main').replaceChildren(h('div', { class: 'empty' }, h('p', {}, 'Select a run on the left, or press ', h('kbd', {}, 'j'), ' / ', h('kbd', {}, 'k'), ' and ', h('kbd', {}, 'Enter'), '.')));
   }
 }
 
+function leaveRun() {
+  stopFollowing();
+  view.run = null;
+}
+
+const TABS = ['runs', 'sessions', 'workflows', 'gates'];
+
 function showTab(which) {
-  const runs = which === 'runs';
-  $('tab-runs').setAttribute('aria-selected', String(runs));
-  $('tab-sessions').setAttribute('aria-selected', String(!runs));
-  $('runs-panel').hidden = !runs;
-  $('sessions-panel').hidden = runs;
-  if (!runs) loadSessions();
+  for (const t of TABS) {
+    $(`tab-${t}`).setAttribute('aria-selected', String(t === which));
+    $(`${t}-panel`).hidden = t !== which;
+  }
+  if (which === 'sessions') loadSessions();
+  if (which === 'workflows') loadWorkflows();
+  if (which === 'gates') loadGates();
 }
 
 function applyTheme(theme) {
@@ -1088,6 +1504,8 @@ function init() {
   });
   $('tab-runs').addEventListener('click', () => showTab('runs'));
   $('tab-sessions').addEventListener('click', () => showTab('sessions'));
+  $('tab-workflows').addEventListener('click', () => showTab('workflows'));
+  $('tab-gates').addEventListener('click', () => { if (location.hash === '#/gates') route(); else location.hash = '#/gates'; });
   let typingTimer = null;
   const refilter = () => { clearTimeout(typingTimer); typingTimer = setTimeout(() => { list.selected = -1; loadRuns(true); }, 150); };
   $('filter-q').addEventListener('input', refilter);
@@ -1100,6 +1518,8 @@ function init() {
   loadRuns(true);
   route();
   setInterval(refreshRuns, 5000);
+  countGates();
+  setInterval(countGates, 10000);
 }
 
 document.addEventListener('DOMContentLoaded', init);

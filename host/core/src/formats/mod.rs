@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::manifest::{self, LoadedWorkflow, ManifestErrors, Workflow};
 
+pub mod discover;
 pub mod stage_graph;
 pub mod workrail;
 

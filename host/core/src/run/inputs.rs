@@ -256,10 +256,34 @@ pub fn resolve(
 
 /// Validate complete inputs against the schema.
 fn validate(schema: &Value, inputs: &Inputs) -> Result<(), String> {
-    let mut errors: Vec<String> = required(schema)
+    let errors: Vec<String> = problems(schema, inputs)?
+        .into_iter()
+        .map(|p| p.message)
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// What is wrong with one input (`name`; empty for the inputs as a whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputProblem {
+    pub name: String,
+    pub message: String,
+}
+
+/// Each problem of complete inputs against the schema, by input.
+fn problems(schema: &Value, inputs: &Inputs) -> Result<Vec<InputProblem>, String> {
+    let problem = |name: &str, message: String| InputProblem {
+        name: name.to_string(),
+        message,
+    };
+    let mut errors: Vec<InputProblem> = required(schema)
         .into_iter()
         .filter(|name| !inputs.contains_key(*name))
-        .map(|name| format!("missing required input `{name}`"))
+        .map(|name| problem(name, format!("missing required input `{name}`")))
         .collect();
     let validator = crate::limits::schema(schema).map_err(|e| format!("inputs schema: {e}"))?;
     let instance = Value::Object(inputs.clone());
@@ -272,17 +296,44 @@ fn validate(schema: &Value, inputs: &Inputs) -> Result<(), String> {
                 e.kind(),
                 jsonschema::error::ValidationErrorKind::Required { .. }
             ) {
-                errors.push(format!("inputs: {e}"));
+                errors.push(problem("", format!("inputs: {e}")));
             }
         } else {
-            errors.push(format!("input `{name}`: {e}"));
+            errors.push(problem(name, format!("input `{name}`: {e}")));
         }
     }
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors.join("; "))
+    Ok(errors)
+}
+
+/// The problems of `given` inputs against `schema`, each naming its input
+/// (for a form to show next to its field): what [`resolve`] refuses.
+pub fn problems_of(schema: Option<&Value>, given: &Inputs) -> Vec<InputProblem> {
+    if let Some(key) = given
+        .keys()
+        .find(|k| schema.is_none_or(|s| !is_open(s) && !properties(s).any(|(n, _)| n == *k)))
+    {
+        return vec![InputProblem {
+            name: key.clone(),
+            message: undeclared(schema, key),
+        }];
     }
+    let Some(schema) = schema else {
+        return Vec::new();
+    };
+    let mut inputs = given.clone();
+    for (name, property) in properties(schema) {
+        if let Some(default) = property.get("default")
+            && !inputs.contains_key(name)
+        {
+            inputs.insert(name.clone(), default.clone());
+        }
+    }
+    problems(schema, &inputs).unwrap_or_else(|message| {
+        vec![InputProblem {
+            name: String::new(),
+            message,
+        }]
+    })
 }
 
 /// What kind of JSON value `value` is, with its article ("a string").
@@ -301,6 +352,28 @@ pub(crate) fn kind_of(value: &Value) -> &'static str {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn problems_name_the_input_they_are_about() {
+        let schema = json!({
+            "type": "object",
+            "required": ["topic"],
+            "properties": {
+                "topic": {"type": "string"},
+                "count": {"type": "integer", "default": 3}
+            }
+        });
+        let given = |v: serde_json::Value| v.as_object().unwrap().clone();
+        let names = |v| {
+            problems_of(Some(&schema), &given(v))
+                .into_iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(json!({"count": "many"})), ["topic", "count"]);
+        assert_eq!(names(json!({"topic": "x", "nope": 1})), ["nope"]);
+        assert!(names(json!({"topic": "x"})).is_empty());
+    }
 
     #[test]
     fn declared_inputs_are_described_one_per_line() {
