@@ -382,10 +382,16 @@ impl<S: EventSink + Recorded> SessionSink<S> {
     /// When changed user decisions cannot be persisted, the run ends
     /// BLOCKED: its end is recorded and the engine stopped with the error.
     fn record(&mut self, events: &[Event]) -> Result<(), SinkError> {
+        let times = self.inner.recorded_at();
+        self.record_at(events, &times)
+    }
+
+    /// [`Self::record`] with `times` the events' times (empty: now).
+    fn record_at(&mut self, events: &[Event], times: &[i64]) -> Result<(), SinkError> {
         let Some(files) = &mut self.files else {
             return Ok(());
         };
-        let Err(e) = files.record(events, &self.inner.recorded_at()) else {
+        let Err(e) = files.record(events, times) else {
             return Ok(());
         };
         if !files.finished() {
@@ -422,8 +428,14 @@ impl<S: EventSink + Recorded> EventSink for SessionSink<S> {
     }
 
     fn append_with_job(&mut self, events: &[Event], job: &QueuedJob) -> Result<(), SinkError> {
-        self.inner.append_with_job(events, job)?;
-        self.record(events)
+        // The job can be leased the moment it is committed, by an agent
+        // that compares the session files before and after its block (a
+        // tasks.yaml it may not edit freely): they are brought up to date
+        // with the block's start first, so they never change under it. Should
+        // the commit then fail, the run stops there, and the files are made
+        // again from its log when it goes on.
+        self.record_at(events, &[])?;
+        self.inner.append_with_job(events, job)
     }
 
     fn new_gate_id(&mut self) -> Result<String, SinkError> {
@@ -546,6 +558,66 @@ mod tests {
 
     fn status(dir: &Path) -> SessionStatus {
         serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap()
+    }
+
+    /// A sink that looks at the session folder's `tasks.yaml` when a job
+    /// is committed: what an agent leasing it at once would see.
+    struct Peeking {
+        log: MemoryLog,
+        dir: std::path::PathBuf,
+        seen: Vec<String>,
+    }
+
+    impl EventSink for Peeking {
+        fn append(&mut self, events: &[Event]) -> Result<(), SinkError> {
+            self.log.append(events)
+        }
+
+        fn append_with_job(&mut self, events: &[Event], _: &QueuedJob) -> Result<(), SinkError> {
+            self.seen
+                .push(std::fs::read_to_string(self.dir.join("tasks.yaml")).unwrap());
+            self.log.append(events)
+        }
+
+        fn new_gate_id(&mut self) -> Result<String, SinkError> {
+            self.log.new_gate_id()
+        }
+    }
+
+    impl Recorded for Peeking {
+        fn recorded_at(&self) -> Vec<i64> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_blocks_job_is_committed_after_the_files_show_its_start() {
+        let ws = tempfile::tempdir().unwrap();
+        let mut files =
+            SessionFiles::for_history(ws.path(), &run(ws.path()), 1, &workflow(), &history());
+        files.write().unwrap();
+        let dir = files.dir.clone();
+        let peeking = Peeking {
+            log: MemoryLog::default(),
+            dir: dir.clone(),
+            seen: Vec::new(),
+        };
+        let mut sink = SessionSink::new(peeking, Some(files));
+        let job = QueuedJob {
+            step: 0,
+            node: "main".into(),
+            block: "a".into(),
+            requires: Vec::new(),
+            request: "{}".into(),
+        };
+        sink.append_with_job(&the_rest()[..1], &job).unwrap();
+        let seen = &sink.inner.seen;
+        assert_eq!(seen.len(), 1);
+        assert!(
+            seen[0].contains("status: in-progress"),
+            "the job was visible before its start was in the files: {}",
+            seen[0]
+        );
     }
 
     #[test]
