@@ -494,6 +494,17 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let across = start();
     // The run whose gate the page answers from the list of open gates.
     let inbox = start();
+    let (_, open) = http_get(&served.addr, "/v1/gates");
+    let kind_of = |run: &str| {
+        open["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["run_id"] == run)
+            .map(|g| g["kind"].clone())
+    };
+    assert_eq!(kind_of(&choose), Some("fan-in".into()), "{open}");
+    assert_eq!(kind_of(&inbox), Some("gate".into()), "{open}");
     // A run whose block prints a line every tenth of a second while the
     // page looks at it (cancelled at the end).
     let ticking = super::run::write_manifest(

@@ -309,12 +309,14 @@ fn run_schemas() -> Value {
         "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
         "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"$ref": "#/components/schemas/OpenGate"}}}},
         "OpenGate": {"type": "object", "description": "A gate waiting for an answer, as `GET /v1/gates` and `wfhost gates --json` list it.",
-            "required": ["run_id", "workflow_id", "branch", "gate_id", "node", "block", "prompt", "opened_at"],
+            "required": ["run_id", "workflow_id", "branch", "gate_id", "node", "block", "prompt", "kind", "opened_at"],
             "additionalProperties": false,
             "properties": {
                 "run_id": {"type": "string"}, "workflow_id": {"type": "string"}, "branch": {"type": "integer"},
                 "gate_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
-                "prompt": {"type": "string"}, "opened_at": {"type": "integer", "description": "Unix ms."}
+                "prompt": {"type": "string"},
+                "kind": {"enum": ["gate", "fan-in"], "description": "`gate`: answered with `approved`, `changes-requested:<text>` or a question gate's answers; `fan-in`: lanes whose changes conflict, answered with `use-lane:…` or `resolved`."},
+                "opened_at": {"type": "integer", "description": "Unix ms."}
             }}
     })
 }

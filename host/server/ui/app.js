@@ -1223,7 +1223,17 @@ function gateCard(g) {
       ' · ', h('code', {}, `${g.node}.${g.block}`),
       ' · waiting ', h('time', { title: stamp(g.opened_at) }, ago(g.opened_at))),
     h('pre', { class: 'prompt' }, g.prompt || ''),
-    text,
+    g.kind === 'fan-in' ? fanInNote(g) : gateAnswers(g, text, send));
+}
+
+// A fan-in gate's lanes are picked where the lanes are shown.
+function fanInNote(g) {
+  return h('p', { class: 'muted' }, 'Lanes changed the same files: ',
+    h('a', { href: `#/runs/${enc(g.run_id)}${g.branch > 1 ? `/branches/${g.branch}` : ''}` }, 'pick the lane each file comes from on the run\'s page'), '.');
+}
+
+function gateAnswers(g, text, send) {
+  return [text,
     h('div', { class: 'buttons' },
       h('a', { href: `#/runs/${enc(g.run_id)}`, class: 'button-link' }, 'Open the run'),
       h('button', { type: 'button', class: 'primary', onclick: () => send('approved') }, 'Approve'),
@@ -1234,7 +1244,7 @@ function gateCard(g) {
           if (!t) { toast('Say what should change first.', 'error'); text.focus(); return; }
           send(`changes-requested:${t}`);
         },
-      }, 'Request changes')));
+      }, 'Request changes'))];
 }
 
 async function openGates() {
