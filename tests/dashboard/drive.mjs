@@ -211,11 +211,16 @@ try {
   const unlabelled = await page.evaluate(() => [...document.querySelectorAll('form.start-form input, form.start-form select, form.start-form textarea')]
     .filter((el) => !el.labels?.length).map((el) => el.id));
   check(unlabelled.length === 0, `form controls without a label: ${unlabelled.join(', ')}`);
-  await page.fill('#start-workspace', scenario.greet_ws);
   refusals = true;
+  await page.fill('#start-workspace', 'not/absolute');
+  await page.click('form.start-form button[type="submit"]');
+  await page.waitForSelector('#workspace-field.invalid .field-error:not(:empty)');
+  check(/absolute/.test(await page.textContent('#workspace-field .field-error')), 'a refused workspace is shown at its field');
+  await page.fill('#start-workspace', scenario.greet_ws);
   await page.click('form.start-form button[type="submit"]');
   await page.waitForSelector('.field[data-input="name"].invalid .field-error:not(:empty)');
   check(/name/.test(await page.textContent('.field[data-input="name"] .field-error')), 'the missing input is named next to its field');
+  check(await page.locator('#workspace-field.invalid').count() === 0, 'the fixed workspace is no longer marked');
   await shot('12-form-refused');
   await page.fill('#input-name', 'Ada');
   await page.fill('#input-times', 'lots');

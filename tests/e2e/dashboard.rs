@@ -441,11 +441,20 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     };
     // A run answered, then forked back to its gate: two branches.
     let forked = start();
-    let (status, answered) = http_post(
-        &served.addr,
-        &format!("/v1/runs/{forked}/gates/UD-1"),
-        &serde_json::json!({"answer": "approved"}),
-    );
+    // Its process may hold the workspace a moment after `waiting` too.
+    let mut tries = 0;
+    let (status, answered) = loop {
+        let (status, answered) = http_post(
+            &served.addr,
+            &format!("/v1/runs/{forked}/gates/UD-1"),
+            &serde_json::json!({"answer": "approved"}),
+        );
+        tries += 1;
+        if status != 409 || tries == 100 {
+            break (status, answered);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert_eq!(status, 202, "{answered}");
     await_status(&served.addr, &forked, "succeeded");
     let (_, events) = http_get(&served.addr, &format!("/v1/runs/{forked}/events"));
@@ -485,6 +494,17 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let across = start();
     // The run whose gate the page answers from the list of open gates.
     let inbox = start();
+    let (_, open) = http_get(&served.addr, "/v1/gates");
+    let kind_of = |run: &str| {
+        open["gates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["run_id"] == run)
+            .map(|g| g["kind"].clone())
+    };
+    assert_eq!(kind_of(&choose), Some("fan-in".into()), "{open}");
+    assert_eq!(kind_of(&inbox), Some("gate".into()), "{open}");
     // A run whose block prints a line every tenth of a second while the
     // page looks at it (cancelled at the end).
     let ticking = super::run::write_manifest(

@@ -55,8 +55,9 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_IDLE_TIMEOUT.as_millis() as u64, value_name = "MS")]
     idle_timeout_ms: u64,
     /// Where a stage graph's relative `project_path` (such as `.`) is
-    /// resolved; by default the directory the server is started in. A
-    /// relative path may not go above it (`..`).
+    /// resolved, and where `GET /v1/workflows` (the dashboard's Workflows
+    /// tab) finds workflow files; by default the directory the server is
+    /// started in. A relative path may not go above it (`..`).
     #[arg(long, value_name = "DIR")]
     projects_root: Option<PathBuf>,
 }

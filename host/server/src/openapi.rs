@@ -189,7 +189,7 @@ pub fn spec() -> Value {
             "/sessions/{id}": get("One session's runs, oldest first, as the runs listing shows them.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The session.", "Session")),
             "/sessions/{id}/export": get("The session as a bundle (`wfhost session import` takes it): one run bundle per run and a checksum over the whole.", vec![json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The session id."})], ok("The bundle.", "SessionBundle")),
             "/gates": get("Gates waiting for an answer, in every run.", vec![], ok("Open gates.", "Gates")),
-            "/workflows": get("The workflow files under the server's projects root (`wfhost serve --projects-root`), as `wfhost list` finds them: searched without following symbolic links, 8 directories deep and over at most 2,000 JSON files (`truncated` when more were left). Each has its path relative to `root`, its id, description and `inputs` (the JSON Schema of its inputs), or the `error` that keeps it from loading. 501 when the server has no projects root.", vec![], ok("The workflows.", "Workflows")),
+            "/workflows": get("The workflow files under the server's projects root (`wfhost serve --projects-root`), as `wfhost list` finds them: searched without following symbolic links, 8 directories deep and over at most 2,000 JSON files (`truncated` when more were left). Each has its path relative to `root`, its id, description and `inputs` (the JSON Schema of its inputs), or the `error` that keeps it from loading (too large, not a valid workflow, an inputs schema over 64 KiB). 501 when the server has no projects root.", vec![], ok("The workflows.", "Workflows")),
             "/runs/{id}/definition": get("The workflow definition the run pinned when it started (its nodes, blocks and transitions), whatever became of the file since.", vec![run_id()], ok("The pinned definition.", "PinnedDefinition")),
             "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
         }), job_paths()),
@@ -309,12 +309,14 @@ fn run_schemas() -> Value {
         "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
         "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"$ref": "#/components/schemas/OpenGate"}}}},
         "OpenGate": {"type": "object", "description": "A gate waiting for an answer, as `GET /v1/gates` and `wfhost gates --json` list it.",
-            "required": ["run_id", "workflow_id", "branch", "gate_id", "node", "block", "prompt", "opened_at"],
+            "required": ["run_id", "workflow_id", "branch", "gate_id", "node", "block", "prompt", "kind", "opened_at"],
             "additionalProperties": false,
             "properties": {
                 "run_id": {"type": "string"}, "workflow_id": {"type": "string"}, "branch": {"type": "integer"},
                 "gate_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
-                "prompt": {"type": "string"}, "opened_at": {"type": "integer", "description": "Unix ms."}
+                "prompt": {"type": "string"},
+                "kind": {"enum": ["gate", "fan-in"], "description": "`gate`: answered with `approved`, `changes-requested:<text>` or a question gate's answers; `fan-in`: lanes whose changes conflict, answered with `use-lane:…` or `resolved`."},
+                "opened_at": {"type": "integer", "description": "Unix ms."}
             }}
     })
 }

@@ -1053,7 +1053,7 @@ async function openWorkflow(path) {
 
 // The kind of form control an input's schema asks for.
 function fieldKind(p) {
-  if (Array.isArray(p.enum)) return 'enum';
+  if (Array.isArray(p.enum) && p.enum.length) return 'enum';
   const type = Array.isArray(p.type) ? p.type.find((t) => t !== 'null') : p.type;
   if (type === 'array' && p.items && p.items.type === 'string') return 'lines';
   if (['string', 'number', 'integer', 'boolean'].includes(type)) return type;
@@ -1104,9 +1104,11 @@ function fieldValue(field) {
 }
 
 function startForm(w) {
-  const schema = w.inputs || {};
-  const required = new Set(schema.required || []);
-  const fields = Object.entries(schema.properties || {}).map(([name, p]) => inputField(name, p || {}, required.has(name)));
+  // The schema comes from a file on the server: anything may be in it.
+  const schema = w.inputs && typeof w.inputs === 'object' ? w.inputs : {};
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const properties = schema.properties && typeof schema.properties === 'object' ? schema.properties : {};
+  const fields = Object.entries(properties).map(([name, p]) => inputField(name, p && typeof p === 'object' ? p : {}, required.has(name)));
   const workspace = inputField('workspace', { type: 'string', description: 'The directory on the server the run works in (absolute path).' }, true, 'start-workspace');
   delete workspace.dataset.input;
   workspace.id = 'workspace-field';
@@ -1221,7 +1223,17 @@ function gateCard(g) {
       ' · ', h('code', {}, `${g.node}.${g.block}`),
       ' · waiting ', h('time', { title: stamp(g.opened_at) }, ago(g.opened_at))),
     h('pre', { class: 'prompt' }, g.prompt || ''),
-    text,
+    g.kind === 'fan-in' ? fanInNote(g) : gateAnswers(g, text, send));
+}
+
+// A fan-in gate's lanes are picked where the lanes are shown.
+function fanInNote(g) {
+  return h('p', { class: 'muted' }, 'Lanes changed the same files: ',
+    h('a', { href: `#/runs/${enc(g.run_id)}${g.branch > 1 ? `/branches/${g.branch}` : ''}` }, 'pick the lane each file comes from on the run\'s page'), '.');
+}
+
+function gateAnswers(g, text, send) {
+  return [text,
     h('div', { class: 'buttons' },
       h('a', { href: `#/runs/${enc(g.run_id)}`, class: 'button-link' }, 'Open the run'),
       h('button', { type: 'button', class: 'primary', onclick: () => send('approved') }, 'Approve'),
@@ -1232,7 +1244,7 @@ function gateCard(g) {
           if (!t) { toast('Say what should change first.', 'error'); text.focus(); return; }
           send(`changes-requested:${t}`);
         },
-      }, 'Request changes')));
+      }, 'Request changes'))];
 }
 
 async function openGates() {

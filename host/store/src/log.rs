@@ -73,6 +73,10 @@ pub struct OpenGate {
     pub node: String,
     pub block: String,
     pub prompt: String,
+    /// `gate` (answered with `approved` or `changes-requested:…`, or a
+    /// question gate's answers) or `fan-in` (lanes whose changes conflict:
+    /// answered with the lane each file comes from).
+    pub kind: &'static str,
     /// Unix ms.
     pub opened_at: i64,
 }
@@ -399,14 +403,14 @@ impl Store {
             }
             _ => (opener, Vec::new()),
         };
-        let (gate_id, prompt, step) = match &opener.event {
+        let (gate_id, prompt, step, kind) = match &opener.event {
             Event::ActionTaken {
                 gate_id: Some(gate),
                 command: CommandRecord::Gate { prompt, questions },
                 step,
                 ..
             } => match still_open(gate, prompt, questions, &answers) {
-                Some(prompt) => (gate.clone(), prompt, *step),
+                Some(prompt) => (gate.clone(), prompt, *step, "gate"),
                 None => return Ok(None),
             },
             Event::FanInWaiting { .. } if !answers.is_empty() => return Ok(None),
@@ -414,7 +418,7 @@ impl Store {
                 gate_id,
                 prompt,
                 step,
-            } => (gate_id.clone(), prompt.clone(), *step),
+            } => (gate_id.clone(), prompt.clone(), *step, "fan-in"),
             _ => return Ok(None),
         };
         let (node, block) = self
@@ -432,6 +436,7 @@ impl Store {
             node,
             block,
             prompt,
+            kind,
             opened_at: opener.at,
         }))
     }

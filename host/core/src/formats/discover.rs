@@ -14,6 +14,10 @@ use crate::formats::{parse_any, workrail};
 pub const MAX_DEPTH: usize = 8;
 /// How many `.json` files are looked at, at most.
 pub const MAX_FILES: usize = 2000;
+/// The largest inputs schema listed (as JSON); a larger one is an error.
+pub const MAX_INPUTS_BYTES: usize = 64 << 10;
+/// The longest description line listed (in characters); longer ones are cut.
+pub const MAX_DESCRIPTION_CHARS: usize = 300;
 
 /// A workflow file found under the root.
 #[derive(Debug, Clone, Serialize)]
@@ -99,14 +103,30 @@ fn examine(root: &Path, file: &Path) -> Option<Found> {
                 .description
                 .as_deref()
                 .and_then(|d| d.lines().next())
-                .map(str::to_string);
+                .map(|line| line.chars().take(MAX_DESCRIPTION_CHARS).collect());
             found.id = Some(wf.id);
             found.version = wf.version;
-            found.inputs = wf.inputs;
+            found.inputs = bounded_inputs(wf.inputs, &mut found.error);
         }
         Err(e) => found.error = Some(e.to_string()),
     }
     Some(found)
+}
+
+/// The inputs schema, unless it is larger than [`MAX_INPUTS_BYTES`] (then
+/// `error` says so).
+fn bounded_inputs(
+    inputs: Option<serde_json::Value>,
+    error: &mut Option<String>,
+) -> Option<serde_json::Value> {
+    let size = inputs.as_ref().map_or(0, |v| v.to_string().len());
+    if size > MAX_INPUTS_BYTES {
+        *error = Some(format!(
+            "its inputs schema is {size} bytes, more than the {MAX_INPUTS_BYTES} listed"
+        ));
+        return None;
+    }
+    inputs
 }
 
 /// The workflows under `root`, paths relative to it.
@@ -156,6 +176,38 @@ mod tests {
         assert_eq!(
             hello.inputs.as_ref().unwrap()["properties"]["name"]["type"],
             "string"
+        );
+    }
+
+    #[test]
+    fn the_search_stops_at_its_file_cap_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..=MAX_FILES {
+            std::fs::write(dir.path().join(format!("f{i:05}.json")), "{}").unwrap();
+        }
+        std::fs::write(dir.path().join("z.json"), FLOW).unwrap();
+        let found = discover(dir.path());
+        assert!(found.truncated);
+        assert!(found.workflows.is_empty());
+    }
+
+    #[test]
+    fn a_huge_inputs_schema_is_an_error_not_a_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = "x".repeat(MAX_INPUTS_BYTES);
+        let flow = FLOW.replace(
+            r#""type":"string""#,
+            &format!(r#""type":"string","description":"{big}""#),
+        );
+        std::fs::write(dir.path().join("big.json"), flow).unwrap();
+        let found = discover(dir.path());
+        assert!(found.workflows[0].inputs.is_none());
+        assert!(
+            found.workflows[0]
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("inputs schema")
         );
     }
 
