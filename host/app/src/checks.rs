@@ -33,11 +33,7 @@ pub fn signal_warnings(
 /// is left to the plugin, which says why.
 pub fn slurm_options(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::ManifestErrors> {
     let wf = &workflow.workflow;
-    let builtin_exec = wf
-        .plugins
-        .get("exec")
-        .is_none_or(|p| p.path.is_none() && p.reference.is_none());
-    if !builtin_exec {
+    if !builtin(wf, "exec") {
         return Ok(());
     }
     let mut errors = Vec::new();
@@ -181,11 +177,7 @@ fn builtin(wf: &manifest::Workflow, worker: &str) -> bool {
 /// settings of the right kind.
 pub fn agent_presets(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::ManifestErrors> {
     let wf = &workflow.workflow;
-    let builtin_agent = wf
-        .plugins
-        .get("agent")
-        .is_none_or(|p| p.path.is_none() && p.reference.is_none());
-    if !builtin_agent {
+    if !builtin(wf, "agent") {
         return Ok(());
     }
     let mut errors = Vec::new();

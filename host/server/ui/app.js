@@ -808,16 +808,7 @@ function gatePanel(row) {
           },
         }, 'Apply these lanes')));
   } else {
-    panel.push(text, h('div', { class: 'buttons' },
-      h('button', { type: 'button', class: 'primary', onclick: () => send('approved') }, 'Approve'),
-      h('button', {
-        type: 'button',
-        onclick: () => {
-          const t = text.value.trim();
-          if (!t) { toast('Say what should change first.', 'error'); text.focus(); return; }
-          send(`changes-requested:${t}`);
-        },
-      }, 'Request changes')));
+    panel.push(text, approveOrChange(text, send));
   }
   return h('section', { class: 'gate-panel', 'aria-label': `Gate ${g.id}` }, panel);
 }
@@ -1233,18 +1224,23 @@ function fanInNote(g) {
 }
 
 function gateAnswers(g, text, send) {
-  return [text,
-    h('div', { class: 'buttons' },
-      h('a', { href: `#/runs/${enc(g.run_id)}`, class: 'button-link' }, 'Open the run'),
-      h('button', { type: 'button', class: 'primary', onclick: () => send('approved') }, 'Approve'),
-      h('button', {
-        type: 'button',
-        onclick: () => {
-          const t = text.value.trim();
-          if (!t) { toast('Say what should change first.', 'error'); text.focus(); return; }
-          send(`changes-requested:${t}`);
-        },
-      }, 'Request changes'))];
+  return [text, approveOrChange(text, send, h('a', { href: `#/runs/${enc(g.run_id)}`, class: 'button-link' }, 'Open the run'))];
+}
+
+// An ordinary gate's two answers (after `first`, when given): approve, or
+// request the changes the text box says.
+function approveOrChange(text, send, first) {
+  return h('div', { class: 'buttons' },
+    first || null,
+    h('button', { type: 'button', class: 'primary', onclick: () => send('approved') }, 'Approve'),
+    h('button', {
+      type: 'button',
+      onclick: () => {
+        const t = text.value.trim();
+        if (!t) { toast('Say what should change first.', 'error'); text.focus(); return; }
+        send(`changes-requested:${t}`);
+      },
+    }, 'Request changes'));
 }
 
 async function openGates() {
