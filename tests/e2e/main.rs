@@ -22,6 +22,7 @@ mod inspect;
 mod leases;
 mod mcp;
 mod observe;
+mod otlp;
 mod parallel;
 mod plugin;
 mod presets;

@@ -84,12 +84,15 @@ fn wfhost_log_writes_the_runs_spans_to_stderr_and_leaves_stdout_alone() {
     );
     assert!(
         log.lines().any(|l| l.contains(&run_span)
-            && l.contains("block{node=main block=greet step=0 attempt=1}")),
+            && l.contains(&format!(
+                "block{{run_id={traced_id} node=main block=greet step=0 attempt=1}}"
+            ))),
         "{log}"
     );
     assert!(
-        log.lines()
-            .any(|l| l.contains("block{node=main block=done step=3 attempt=1}")),
+        log.lines().any(|l| l.contains(&format!(
+            "block{{run_id={traced_id} node=main block=done step=3 attempt=1}}"
+        ))),
         "{log}"
     );
     assert!(!traced_out.contains("run_id="), "{traced_out}");

@@ -115,13 +115,16 @@ pub fn drive<S: EventSink + Recorded>(
     // The engine's `run` span goes under this one, which names the branch
     // and the process, so a run is followed across the processes that
     // drive it (a crash, a resume, a gate answered elsewhere).
-    let _span = tracing::info_span!(
+    // Its parent, when traces are exported, is the span that handed the
+    // run over (a server's request, the caller's `TRACEPARENT`).
+    let span = tracing::info_span!(
         "drive",
         run_id = %run.id,
         branch,
         pid = std::process::id(),
-    )
-    .entered();
+    );
+    wfhost_protocol::trace::adopt(&span, wfhost_protocol::trace::inbound());
+    let _span = span.entered();
     let wf = &prepared.loaded.workflow;
     let plugins = &prepared.plugins;
     if let Some(folder) = sink.session_folder() {

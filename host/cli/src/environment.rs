@@ -159,6 +159,61 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "The rustc whose wasm32-wasip2 standard library wfhost plugin build checks (and installs with rustup when missing).",
         default: "rustc on PATH",
     },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+        meaning: "The OTLP/HTTP collector traces are exported to, as a base URL (/v1/traces is added); --otlp-endpoint sets it for wfhost and the processes it starts.",
+        default: "no traces are exported",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        meaning: "The full URL traces are posted to; wins over OTEL_EXPORTER_OTLP_ENDPOINT (--otlp-endpoint wins over both).",
+        default: "OTEL_EXPORTER_OTLP_ENDPOINT",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_HEADERS",
+        meaning: "Headers sent with each export (key=value,...), such as a collector's API key; OTEL_EXPORTER_OTLP_TRACES_HEADERS wins over it.",
+        default: "none",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_TIMEOUT",
+        meaning: "How long one export may take, in milliseconds; OTEL_EXPORTER_OTLP_TRACES_TIMEOUT wins over it.",
+        default: "10000",
+    },
+    Variable {
+        name: "OTEL_EXPORTER_OTLP_PROTOCOL",
+        meaning: "Only http/protobuf is spoken; another value is warned about and http/protobuf used.",
+        default: "http/protobuf",
+    },
+    Variable {
+        name: "OTEL_SERVICE_NAME",
+        meaning: "The service.name of the exported spans.",
+        default: "wfhost",
+    },
+    Variable {
+        name: "OTEL_RESOURCE_ATTRIBUTES",
+        meaning: "More resource attributes of the exported spans (key=value,...).",
+        default: "service.version, wfhost.command and process.pid only",
+    },
+    Variable {
+        name: "OTEL_SDK_DISABLED",
+        meaning: "true: no traces are exported, whatever endpoint is set.",
+        default: "exported when an endpoint is set",
+    },
+    Variable {
+        name: "OTEL_TRACES_EXPORTER",
+        meaning: "A list without otlp (none, for one): no traces are exported.",
+        default: "otlp",
+    },
+    Variable {
+        name: "OTEL_BSP_SCHEDULE_DELAY",
+        meaning: "How often a long-lived process (serve, agent) sends its spans, in milliseconds; every command sends the rest as it ends.",
+        default: "5000",
+    },
+    Variable {
+        name: "TRACEPARENT",
+        meaning: "A W3C trace context (00-TRACE-SPAN-FLAGS): the run a command starts or continues is traced under that span (a CI job's, a script's); ignored unless traces are exported.",
+        default: "the run starts a trace of its own",
+    },
 ];
 
 /// `WFHOST_*` names in the source that are not read by wfhost itself, and

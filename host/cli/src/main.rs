@@ -20,6 +20,7 @@ mod logs;
 mod man;
 mod mcp;
 mod options;
+mod otel;
 mod plugin;
 mod progress;
 mod rerun;
@@ -110,6 +111,12 @@ pub mod exit {
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Export traces (runs, steps, blocks, host calls, jobs, HTTP
+    /// requests) over OTLP/HTTP to this collector, e.g.
+    /// http://127.0.0.1:4318 (default: $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    /// else $OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set).
+    #[arg(long, value_name = "URL", global = true)]
+    otlp_endpoint: Option<String>,
 }
 
 /// Where the run store lives, for commands that read or write runs.
@@ -379,10 +386,16 @@ const LOG_ENV: &str = "WFHOST_LOG";
 /// `eprintln!` it replaced printed it: a command's stderr is the same as
 /// before tracing. With it, the filter it gives, every span's opening and
 /// closing (with its fields and timings) and every event under it.
-fn init_tracing() {
+fn init_tracing(
+    otlp_endpoint: Option<&str>,
+    command: &str,
+) -> Result<Option<otel::Export>, String> {
     use tracing_subscriber::EnvFilter;
-    use tracing_subscriber::filter::LevelFilter;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::fmt::format::FmtSpan;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
 
     let spec = std::env::var(LOG_ENV).unwrap_or_default();
     let filter = match spec.trim() {
@@ -395,22 +408,48 @@ fn init_tracing() {
             }
         },
     };
-    let installed = match filter {
-        Some(filter) => tracing_subscriber::fmt()
+    let stderr = match filter {
+        Some(filter) => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(false)
-            .with_env_filter(filter)
             .with_span_events(FmtSpan::NEW | FmtSpan::CLOSE)
-            .try_init(),
-        None => tracing_subscriber::fmt()
+            .with_filter(filter)
+            .boxed(),
+        None => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
             .with_ansi(false)
-            .with_max_level(LevelFilter::WARN)
             .event_format(BareMessage)
-            .try_init(),
+            .with_filter(LevelFilter::WARN)
+            .boxed(),
+    };
+    // Exported: wfhost's own spans and events at INFO and above, never
+    // those of the libraries under it (the exporter's HTTP client among
+    // them, which would trace its own exports).
+    let (export, otlp) = match otel::endpoint(otlp_endpoint)? {
+        Some(_) => {
+            let (export, layer) = otel::start(command)?;
+            let only_ours = Targets::new().with_target("wfhost", LevelFilter::INFO);
+            (Some(export), Some(layer.with_filter(only_ours)))
+        }
+        None => (None, None),
     };
     // Only fails when a subscriber is already set: keep that one.
-    let _ = installed;
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(otlp)
+        .try_init();
+    // The caller's span (a CI job's, a script's) is the run's parent; a
+    // run process takes its parent from its request instead.
+    if command != served_run_command()
+        && let Ok(parent) = std::env::var(wfhost_protocol::trace::TRACEPARENT_ENV)
+    {
+        wfhost_protocol::trace::set_inbound(parent.trim());
+    }
+    Ok(export)
+}
+
+fn served_run_command() -> &'static str {
+    wfhost_server::SERVE_RUN
 }
 
 /// An event printed as its fields alone (the message first): no time,
@@ -443,12 +482,24 @@ fn main() -> ExitCode {
         return ExitCode::from(exit::BAD_INPUT);
     }
     quiet_on_closed_stdout();
-    init_tracing();
     wfhost_app::warnings::set_sink(|level, message| match level {
         wfhost_app::warnings::Level::Warning => eprintln!("warning: {message}"),
         wfhost_app::warnings::Level::Note => eprintln!("{message}"),
     });
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // Sends the last spans when main returns.
+    let subcommand = matches.subcommand_name().unwrap_or_default();
+    let _export = match init_tracing(cli.otlp_endpoint.as_deref(), subcommand) {
+        Ok(export) => export,
+        Err(e) => {
+            report_error(e);
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    };
     let code = match cli.command {
         Command::Run(w) => run::run(w.args, &(&w.store).into()),
         Command::Resume(w) => resume::resume(w.args, &(&w.store).into()),

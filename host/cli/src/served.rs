@@ -10,7 +10,7 @@
 use std::io::{BufRead, Read, Write};
 
 use wfhost_app::{AppError, ErrorKind};
-use wfhost_protocol::{Accepted, Reply, RunRequest};
+use wfhost_protocol::{Accepted, Reply, RequestLine, RunRequest};
 
 use crate::resume::{ExecOptions, GateAnswer};
 use crate::run::{InputSource, RunSpec};
@@ -92,9 +92,13 @@ fn read_request() -> Result<Option<RunRequest>, AppError> {
     if read == 0 {
         return Ok(None);
     }
-    serde_json::from_str(line.trim_end())
-        .map(Some)
-        .map_err(|e| AppError::bad_input(format!("the request is not a run request: {e}")))
+    let line: RequestLine = serde_json::from_str(line.trim_end())
+        .map_err(|e| AppError::bad_input(format!("the request is not a run request: {e}")))?;
+    // The run's spans go under the span of the server that sent it.
+    if let Some(parent) = &line.traceparent {
+        wfhost_protocol::trace::set_inbound(parent);
+    }
+    Ok(Some(line.request))
 }
 
 /// Make the run's runtime on a thread of the lowest priority, so that the

@@ -39,12 +39,18 @@ pub struct Fetched {
     pub signatures: Vec<SignatureEntry>,
 }
 
+/// Make rustls's ring provider the process's (once): the HTTP clients of
+/// this process (reqwest, built without a provider of its own) use it.
+pub fn install_tls_provider() {
+    static TLS: Once = Once::new();
+    TLS.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 impl Registry {
     pub fn new(target: &PluginRef) -> Result<Registry, String> {
-        static TLS: Once = Once::new();
-        TLS.call_once(|| {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        });
+        install_tls_provider();
         let plain_http =
             is_loopback(&target.registry) || insecure_registries().contains(&target.registry);
         let client = oci::Client::new(

@@ -9,9 +9,10 @@
 
 mod error;
 mod request;
+pub mod trace;
 
 pub use error::{AppError, ErrorKind};
-pub use request::{Accepted, Reply, RunRequest};
+pub use request::{Accepted, Reply, RequestLine, RunRequest};
 
 /// Set (to `1`) in the environment of the processes that execute runs for
 /// `wfhost serve`: their blocks are queued as jobs for agents instead of

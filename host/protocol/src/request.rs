@@ -61,6 +61,17 @@ impl RunRequest {
     }
 }
 
+/// A request as a run process reads it: the request, and the trace
+/// context of the span that sent it (when traces are exported), whose
+/// child the run's spans become.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestLine {
+    #[serde(flatten)]
+    pub request: RunRequest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
 /// What was made durable for an accepted request.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accepted {
@@ -82,6 +93,32 @@ pub enum Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_line_carries_its_trace_context_beside_the_request() {
+        let request = RunRequest::Resume {
+            run_id: "run-1".into(),
+            branch: Some(2),
+        };
+        let traced = RequestLine {
+            request: request.clone(),
+            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        };
+        let line = serde_json::to_string(&traced).unwrap();
+        assert_eq!(
+            line,
+            r#"{"op":"resume","run_id":"run-1","branch":2,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}"#
+        );
+        assert_eq!(serde_json::from_str::<RequestLine>(&line).unwrap(), traced);
+        // Without one, the line is the request's own.
+        let plain = RequestLine {
+            request: request.clone(),
+            traceparent: None,
+        };
+        let line = serde_json::to_string(&plain).unwrap();
+        assert_eq!(line, serde_json::to_string(&request).unwrap());
+        assert_eq!(serde_json::from_str::<RequestLine>(&line).unwrap(), plain);
+    }
 
     #[test]
     fn requests_and_replies_are_one_json_line_each() {

@@ -100,7 +100,7 @@ pub const LEASE_FALLBACK: Duration = Duration::from_millis(250);
 
 /// `POST /v1/agent/lease`: the oldest queued job this agent can run,
 /// leased to it; `job: null` when none came within `wait_ms`.
-#[tracing::instrument(name = "job.lease", skip_all, fields(agent = tracing::field::Empty, wait_ms = body.wait_ms))]
+#[tracing::instrument(name = "job.lease", skip_all, fields(agent = tracing::field::Empty, wait_ms = body.wait_ms, job_id = tracing::field::Empty, run_id = tracing::field::Empty))]
 pub(crate) async fn lease(
     State(state): State<AppState>,
     JsonBody(body): JsonBody<LeaseBody>,
@@ -127,6 +127,14 @@ pub(crate) async fn lease(
         })
         .await?;
         if let Some(answer) = found {
+            let job = &answer["job"];
+            let span = tracing::Span::current();
+            if let Some(id) = job["id"].as_i64() {
+                span.record("job_id", id);
+            }
+            if let Some(run) = job["run_id"].as_str() {
+                span.record("run_id", run);
+            }
             break answer;
         }
         let now = Instant::now();

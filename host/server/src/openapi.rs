@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.10.0";
+pub const API_VERSION: &str = "0.11.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -400,7 +400,7 @@ fn job_schemas() -> Value {
                         "run_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
                         "requires": {"type": "array", "items": {"type": "string"}},
                         "expires_at_ms": {"type": "integer"}, "lease_ms": {"type": "integer"}, "heartbeat_ms": {"type": "integer"},
-                        "request": {"type": "object", "description": "The block execution (format 2): the run's pinned definition by hash (workflow_hash: fetch it from /definitions/{hash}), workspace and its identity, executor, plugin digests, worker, block context, payload, timeout, lane, and the run's session folder (session_folder, `.agents-work/<session>`, when the run keeps one)."}
+                        "request": {"type": "object", "description": "The block execution (format 2): the run's pinned definition by hash (workflow_hash: fetch it from /definitions/{hash}), workspace and its identity, executor, plugin digests, worker, block context, payload, timeout, lane, the run's session folder (session_folder, `.agents-work/<session>`, when the run keeps one), and the W3C trace context of the block's span (traceparent, when the run exports traces: the agent's job span goes under it)."}
                     }},
                     "server_now_ms": {"type": "integer"}
                 }},

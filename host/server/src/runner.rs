@@ -16,7 +16,7 @@ use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use wfhost_protocol::{Accepted, AppError, Reply, RunRequest};
+use wfhost_protocol::{Accepted, AppError, Reply, RequestLine, RunRequest};
 use wfhost_store::RunId;
 
 /// How long a request waits for its process to get going.
@@ -238,7 +238,12 @@ impl RunService for ProcessRunner {
         let run_id =
             RunId::parse(request.run_id()).map_err(|e| AppError::bad_input(e).at("/run_id"))?;
         let log_path = logs_dir(home)?.join(format!("{run_id}.log"));
-        let line = serde_json::to_string(request)
+        // The run's spans go under the span that asked (the request's).
+        let line = RequestLine {
+            request: request.clone(),
+            traceparent: wfhost_protocol::trace::current(),
+        };
+        let line = serde_json::to_string(&line)
             .map_err(|e| AppError::internal(format!("cannot encode the request: {e}")))?;
         self.starting.fetch_add(1, Ordering::SeqCst);
         let reply = self

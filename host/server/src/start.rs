@@ -111,7 +111,9 @@ fn runner(state: &AppState) -> Result<std::sync::Arc<dyn RunService>, ApiError> 
 async fn submit(state: &AppState, request: RunRequest) -> Result<Submitted, ApiError> {
     let runner = runner(state)?;
     let home = state.stores.home().to_path_buf();
-    blocking(move || runner.submit(&home, &request).map_err(ApiError::from)).await
+    // Under the request's span, which the blocking pool does not carry.
+    let span = tracing::Span::current();
+    blocking(move || span.in_scope(|| runner.submit(&home, &request).map_err(ApiError::from))).await
 }
 
 fn accepted(run_id: &str, submitted: &Submitted, extra: Value) -> (StatusCode, Json<Value>) {

@@ -22,7 +22,17 @@ pub(crate) async fn request_span(request: Request, next: Next) -> Response {
         path = %path,
         status = tracing::field::Empty,
         latency_ms = tracing::field::Empty,
+        // As exported traces name and kind a server's request span.
+        otel.name = %format_args!("{} {path}", request.method()),
+        otel.kind = "server",
     );
+    // A client that traces its calls (an agent, a tool) sends the span it
+    // made the call in: this request's span goes under it.
+    let parent = request
+        .headers()
+        .get(wfhost_protocol::trace::TRACEPARENT)
+        .and_then(|v| v.to_str().ok());
+    wfhost_protocol::trace::adopt(&span, parent);
     let started = Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
     let latency_ms = started.elapsed().as_secs_f64() * 1000.0;

@@ -151,6 +151,10 @@ impl Client {
         if let Some(token) = &self.server.token {
             request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
         }
+        // The server's span of this call goes under the caller's (a job's).
+        if let Some(parent) = wfhost_protocol::trace::current() {
+            request = request.header(wfhost_protocol::trace::TRACEPARENT, parent);
+        }
         let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
         let response = conn
             .send_request(request)

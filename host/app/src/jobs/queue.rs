@@ -169,6 +169,8 @@ impl<'p> RunJobs<'p> {
             context: request.context,
             payload: request.payload,
             session_folder: self.plugins.session_folder(),
+            // Queued with the block's start, under its span.
+            traceparent: wfhost_protocol::trace::current(),
         }
     }
 

@@ -50,6 +50,10 @@ pub struct JobRequest {
     /// one: the block's agents get it as `SESSION_DIR`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_folder: Option<String>,
+    /// The W3C trace context of the block's span, when the run exports
+    /// traces: the agent's `job` span goes under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl JobRequest {

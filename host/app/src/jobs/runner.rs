@@ -336,6 +336,12 @@ async fn run_job(shared: &Shared, client: &mut Client, job: Value, stop: &mut St
         node = text("node"),
         block = text("block"),
     );
+    // Under the block's span in the run's process, across the server.
+    let parent = job
+        .get("request")
+        .and_then(|r| r.get(wfhost_protocol::trace::TRACEPARENT))
+        .and_then(Value::as_str);
+    wfhost_protocol::trace::adopt(&span, parent);
     tracing::Instrument::instrument(run_leased(shared, client, &job, lease, stop), span).await;
 }
 

@@ -843,7 +843,7 @@ async fn artifact_gates<W: SessionReads>(
 }
 
 #[allow(clippy::too_many_arguments)] // the run loop's state, passed apart for borrowing
-#[tracing::instrument(name = "block", skip_all, fields(node = %node_id, block = %block_id, step = tracing::field::Empty, attempt = tracing::field::Empty))]
+#[tracing::instrument(name = "block", skip_all, fields(run_id = %state.run_id, node = %node_id, block = %block_id, step = tracing::field::Empty, attempt = tracing::field::Empty))]
 async fn execute_block<W: WorkerHost>(
     workflow: &Workflow,
     workers: &W,

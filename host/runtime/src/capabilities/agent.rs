@@ -424,7 +424,6 @@ fn mismatch_text(outcome: &AgentOutcome) -> Option<String> {
 impl agent::Host for AgentCtxView<'_> {
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/agent", function = "run")
     )]

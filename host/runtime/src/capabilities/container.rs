@@ -48,7 +48,6 @@ fn to_wit_state(state: ContainerState) -> container::ContainerState {
 impl container::Host for ContainerCtxView<'_> {
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/container", function = "run")
     )]
@@ -83,7 +82,6 @@ impl container::Host for ContainerCtxView<'_> {
 
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/container", function = "status")
     )]
@@ -98,7 +96,6 @@ impl container::Host for ContainerCtxView<'_> {
 
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/container", function = "logs")
     )]
@@ -110,7 +107,6 @@ impl container::Host for ContainerCtxView<'_> {
 
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/container", function = "pause")
     )]
@@ -122,7 +118,6 @@ impl container::Host for ContainerCtxView<'_> {
 
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/container", function = "unpause")
     )]
@@ -134,7 +129,6 @@ impl container::Host for ContainerCtxView<'_> {
 
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/container", function = "remove")
     )]

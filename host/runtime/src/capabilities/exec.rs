@@ -40,7 +40,6 @@ pub(crate) fn link<T: ExecView + 'static>(linker: &mut Linker<T>) -> wasmtime::R
 impl exec::Host for ExecCtxView<'_> {
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/exec", function = "run")
     )]

@@ -74,7 +74,6 @@ impl SlurmJobs {
 impl slurm::Host for SlurmCtxView<'_> {
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/slurm", function = "submit")
     )]
@@ -118,7 +117,6 @@ impl slurm::Host for SlurmCtxView<'_> {
 
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/slurm", function = "status")
     )]
@@ -167,7 +165,6 @@ impl slurm::Host for SlurmCtxView<'_> {
 
     #[tracing::instrument(
         name = "host_call",
-        level = "debug",
         skip_all,
         fields(interface = "wfhost:plugin/slurm", function = "cancel")
     )]
