@@ -213,8 +213,7 @@ fn a_served_run_with_no_agent_says_its_job_waits_for_one() {
     });
     let _ = agent.kill();
     let _ = agent.wait();
-    let shown: serde_json::Value =
-        serde_json::from_slice(&wfhost(&["show", &id, "--json"], s).stdout).unwrap();
+    let shown = super::shown_with_steps(&["show", &id, "--json"], s);
     let step = &shown["steps"][0];
     let queued = step["queued_ms"].as_f64().unwrap_or_default();
     assert!(queued >= 600.0, "{step:#}");

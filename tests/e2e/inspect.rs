@@ -89,5 +89,22 @@ fn list_finds_workflows_and_reports_broken_ones() {
         .stdout,
     )
     .unwrap();
-    assert_eq!(json.as_array().unwrap().len(), 2);
+    // The object GET /v1/workflows answers: paths relative to the root.
+    let listed = json["workflows"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{json:#}");
+    assert_eq!(
+        json["root"].as_str().unwrap(),
+        dir.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    assert!(
+        listed
+            .iter()
+            .any(|w| w["path"] == "a/b/hello.json" && w["id"] == "hello")
+    );
+    assert!(
+        listed
+            .iter()
+            .any(|w| w["path"] == "broken.json" && w["error"].is_string())
+    );
+    assert_eq!(json["truncated"], false);
 }

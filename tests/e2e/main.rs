@@ -19,6 +19,7 @@ mod finding;
 mod hostile_registry;
 mod inputs;
 mod inspect;
+mod json_shapes;
 mod leases;
 mod mcp;
 mod observe;
@@ -174,4 +175,21 @@ fn tree(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// `wfhost ARGS` (a `show RUN … --json`) with the run's `steps` count
+/// replaced by its step rows (`show … --json --steps`): what tests that
+/// compare steps read.
+fn shown_with_steps(args: &[&str], scratch: &Path) -> serde_json::Value {
+    let read = |args: &[&str]| -> serde_json::Value {
+        let out = wfhost(args, scratch);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}", stdout(&out)))
+    };
+    let mut shown = read(args);
+    let mut with_steps = args.to_vec();
+    with_steps.push("--steps");
+    shown["steps"] = read(&with_steps)["steps"].clone();
+    shown
 }

@@ -99,8 +99,7 @@ fn check_workspace_strategy(as_git: bool) {
     let run = report["run_id"].as_str().unwrap().to_string();
     assert!(!lanes_left(&run));
     // The parallel block's transition belongs to its step.
-    let shown = wfhost(&["show", &run, "--json"], scratch.path());
-    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let shown = shown_with_steps(&["show", &run, "--json"], scratch.path());
     assert_eq!(shown["steps"][0]["action"], "END", "{shown}");
     let contents: Vec<&str> = report["payload"]
         .as_array()

@@ -41,7 +41,7 @@ fn newest(s: &Path) -> String {
 }
 
 fn shown(id: &str, s: &Path) -> serde_json::Value {
-    serde_json::from_slice(&wfhost(&["show", id, "--json"], s).stdout).unwrap()
+    super::shown_with_steps(&["show", id, "--json"], s)
 }
 
 #[test]

@@ -77,8 +77,85 @@ pub(super) fn http(
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
     let status = raw[9..12].parse().unwrap();
-    let body = raw.split_once("\r\n\r\n").unwrap().1;
-    (status, serde_json::from_str(body).unwrap_or_default())
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let body: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    if head
+        .to_ascii_lowercase()
+        .contains("content-type: application/json")
+    {
+        check_against_spec(method, path, status, &body);
+    }
+    (status, body)
+}
+
+/// Fail unless `body`, the answer `status` to `method path`, is what the
+/// API's OpenAPI document says that answer is: every JSON answer any test
+/// gets is checked against the published schemas.
+pub(super) fn check_against_spec(method: &str, path: &str, status: u16, body: &serde_json::Value) {
+    static SPEC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    let spec = SPEC.get_or_init(wfhost_server::openapi_spec);
+    let route = path.split('?').next().unwrap_or(path);
+    let Some(route) = route.strip_prefix("/v1") else {
+        return;
+    };
+    let template = spec["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .find(|t| matches_template(t, route))
+        .unwrap_or_else(|| panic!("{method} {path}: no such path in the OpenAPI document"));
+    let operation = &spec["paths"][template][method.to_ascii_lowercase()];
+    let response = &operation["responses"][status.to_string()];
+    assert!(
+        response.is_object(),
+        "{method} {path}: answered {status}, which the OpenAPI document does not list: {body}"
+    );
+    let Some(schema) = response.pointer("/content/application~1json/schema") else {
+        return;
+    };
+    let document = serde_json::json!({
+        "allOf": [schema],
+        "components": spec["components"],
+    });
+    let validator = jsonschema::validator_for(&document).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(body)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .take(5)
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{method} {path} -> {status}: not the documented answer: {errors:?}\n{body:#}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "not the documented answer")]
+fn an_answer_unlike_its_documented_schema_fails_the_test_that_got_it() {
+    // Health always has its version and the server's clock.
+    check_against_spec(
+        "GET",
+        "/v1/health",
+        200,
+        &serde_json::json!({"status": "ok"}),
+    );
+}
+
+#[test]
+#[should_panic(expected = "does not list")]
+fn an_answer_with_an_undocumented_status_fails_the_test_that_got_it() {
+    check_against_spec("GET", "/v1/runs?limit=1", 418, &serde_json::json!({}));
+}
+
+/// Whether `route` (`/runs/run-1/jobs`) is an instance of `template`
+/// (`/runs/{id}/jobs`).
+fn matches_template(template: &str, route: &str) -> bool {
+    let (t, r): (Vec<&str>, Vec<&str>) =
+        (template.split('/').collect(), route.split('/').collect());
+    t.len() == r.len()
+        && t.iter()
+            .zip(&r)
+            .all(|(t, r)| (t.starts_with('{') && !r.is_empty()) || t == r)
 }
 
 pub(super) fn http_get(addr: &str, path: &str) -> (u16, serde_json::Value) {

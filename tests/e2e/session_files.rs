@@ -251,7 +251,7 @@ fn a_fork_writes_its_own_folder() {
     let (out, id) = start(w, s);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     // Where the run waits at its gate.
-    let show = json_of(&wfhost(&["show", &id, "--json"], s));
+    let show = shown_with_steps(&["show", &id, "--json"], s);
     let at_gate = show["steps"][0]["snapshot"].as_str().unwrap().to_string();
     let out = wfhost(&["gate", &id, "UD-1", "approved"], s);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -185,9 +185,7 @@ fn continuing_a_run_with_the_cache_inside_its_workspace_is_refused_and_records_n
     let runs: serde_json::Value =
         serde_json::from_str(&stdout(&wfhost(&["runs", "--json"], s))).unwrap();
     let id = runs[0]["id"].as_str().unwrap().to_string();
-    let show = |s: &Path| -> serde_json::Value {
-        serde_json::from_str(&stdout(&wfhost(&["show", &id, "--json"], s))).unwrap()
-    };
+    let show = |s: &Path| -> serde_json::Value { shown_with_steps(&["show", &id, "--json"], s) };
     let before = show(s);
     let events = run_events(s, &id).len();
     let at = before["steps"][0]["snapshot"].as_str().unwrap().to_string();

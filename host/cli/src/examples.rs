@@ -131,7 +131,10 @@ Examples:
 
 pub const SCHEMA: &str = "\
 Examples:
-  wfhost schema > workflow.schema.json   # point an editor at it with \"$schema\"";
+  wfhost schema > workflow.schema.json   # point an editor at it with \"$schema\"
+  wfhost schema --list                   # the objects --json commands print
+  wfhost schema Run                      # what `wfhost show RUN --json` prints
+  wfhost runs --json | jq '.[0]'         # a RunSummary (wfhost schema RunSummary)";
 
 pub const COMPLETIONS: &str = "\
 Examples:

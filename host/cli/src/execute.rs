@@ -254,6 +254,7 @@ pub fn report_run(
         let mut out = serde_json::json!({
             "run_id": run.id,
             "branch": branch,
+            "workflow_id": run.workflow_id,
             "workflow": run.workflow_id,
             "workflow_hash": run.workflow_hash,
             "manifest": run.manifest,

@@ -13,7 +13,8 @@ pub struct ListArgs {
     /// `node_modules` are skipped).
     #[arg(default_value = ".")]
     dir: PathBuf,
-    /// Print the list as JSON.
+    /// Print the list as JSON: `{root, workflows, truncated}`, as
+    /// `GET /v1/workflows` answers it.
     #[arg(long)]
     json: bool,
 }
@@ -24,6 +25,18 @@ pub fn list(args: ListArgs) -> u8 {
         return exit::BAD_INPUT;
     }
     let found = discover::discover(&args.dir);
+    if args.json {
+        // The object `GET /v1/workflows` answers (the API's `Workflows`):
+        // paths relative to `root`.
+        let root = std::fs::canonicalize(&args.dir).unwrap_or_else(|_| args.dir.clone());
+        let out = serde_json::json!({
+            "root": root.display().to_string(),
+            "workflows": found.workflows,
+            "truncated": found.truncated,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return exit::SUCCESS;
+    }
     if found.truncated {
         eprintln!(
             "note: only the first {} JSON files under {} were looked at",
@@ -47,13 +60,6 @@ pub fn list(args: ListArgs) -> u8 {
             }
         })
         .collect();
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
-        );
-        return exit::SUCCESS;
-    }
     if rows.is_empty() {
         println!("no workflows under {}", args.dir.display());
     }

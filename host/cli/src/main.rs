@@ -28,6 +28,7 @@ mod result;
 mod resume;
 mod run;
 mod runs;
+mod schemas;
 mod screen;
 mod secret;
 mod serve;
@@ -325,9 +326,16 @@ enum Command {
     /// List the workflows found under a directory.
     #[command(after_help = examples::LIST)]
     List(list::ListArgs),
-    /// Print the JSON Schema of the workflow manifest.
+    /// Print the JSON Schema of the workflow manifest, or of an object
+    /// the --json commands print (`Run`, `RunSummary`, `RunReport`, …).
     #[command(after_help = examples::SCHEMA)]
-    Schema,
+    Schema {
+        /// The object (see --list); none: the workflow manifest.
+        name: Option<String>,
+        /// List the objects and which command prints each.
+        #[arg(long, conflicts_with = "name")]
+        list: bool,
+    },
     /// Show the defaults in effect here: each key of `wfhost.toml` (the
     /// project's) and of the user's configuration file, its value and
     /// where it comes from (flag > environment > project > user >
@@ -473,6 +481,42 @@ where
     }
 }
 
+/// `wfhost schema [NAME | --list]`.
+fn schema(name: Option<&str>, list: bool) -> u8 {
+    if list {
+        for name in schemas::names() {
+            let printed_by: Vec<String> = schemas::OUTPUTS
+                .iter()
+                .filter(|(_, schema, _)| *schema == name)
+                .map(|(command, _, layout)| format!("wfhost {command} ({})", layout.words()))
+                .collect();
+            match printed_by.is_empty() {
+                true => println!("{name}"),
+                false => println!("{name:<16} {}", printed_by.join("; ")),
+            }
+        }
+        return exit::SUCCESS;
+    }
+    let schema = match name {
+        None => wfhost_core::manifest::json_schema(),
+        Some(name) => match schemas::standalone(name) {
+            Some(schema) => schema,
+            None => {
+                report_error(format!(
+                    "no object {name:?}; `wfhost schema --list` lists them: {}",
+                    schemas::names().join(", ")
+                ));
+                return exit::BAD_INPUT;
+            }
+        },
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&schema).unwrap_or_default()
+    );
+    exit::SUCCESS
+}
+
 fn main() -> ExitCode {
     // The project's and user's defaults go into the environment first,
     // where the environment has none; then the flags are read.
@@ -528,14 +572,7 @@ fn main() -> ExitCode {
         Command::Config(args) => config::config(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::List(args) => list::list(args),
-        Command::Schema => {
-            let schema = wfhost_core::manifest::json_schema();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&schema).unwrap_or_default()
-            );
-            exit::SUCCESS
-        }
+        Command::Schema { name, list } => schema(name.as_deref(), list),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "wfhost", &mut std::io::stdout());
             exit::SUCCESS

@@ -47,9 +47,14 @@ pub struct ShowArgs {
     /// The branch to show (default: the one written last).
     #[arg(long)]
     branch: Option<u32>,
-    /// Print JSON.
+    /// Print the run as JSON: the object `GET /v1/runs/{id}` answers
+    /// (the API's `Run` schema).
     #[arg(long)]
     json: bool,
+    /// With --json: print the branch's steps instead, one row each, as
+    /// `GET /v1/runs/{id}/steps` does (`{branch, steps}`).
+    #[arg(long, requires = "json")]
+    steps: bool,
 }
 
 #[derive(Args)]
@@ -221,6 +226,21 @@ fn manifest_changed(manifest_path: &str, pinned: &str) -> Option<bool> {
     Some(PinnedDefinition::of(&loaded).hash != pinned)
 }
 
+/// Why the run's manifest on disk is not what it pinned, if it is not.
+fn manifest_warning(run: &wfhost_store::RunRecord) -> Option<String> {
+    match manifest_changed(&run.manifest, &run.workflow_hash) {
+        Some(true) => Some(format!(
+            "the manifest {} has changed since the run started; the run keeps executing its pinned definition {}",
+            run.manifest, run.workflow_hash
+        )),
+        None => Some(format!(
+            "the manifest {} cannot be loaded any more; the run keeps executing its pinned definition",
+            run.manifest
+        )),
+        Some(false) => None,
+    }
+}
+
 pub fn show(args: ShowArgs, global: &Global) -> u8 {
     let store = match global.existing_store() {
         Ok(s) => s,
@@ -230,15 +250,17 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
         Ok(r) => r,
         Err(e) => return store_error(e),
     };
+    if args.json {
+        return match print_json(&store, run, args.branch, args.steps) {
+            Ok(()) => exit::SUCCESS,
+            Err(e) => store_error(e),
+        };
+    }
     let shown = match gather(&store, run, args.branch) {
         Ok(shown) => shown,
         Err(e) => return store_error(e),
     };
-    if args.json {
-        print_json(&shown);
-    } else {
-        print_text(&shown);
-    }
+    print_text(&shown);
     exit::SUCCESS
 }
 
@@ -247,7 +269,6 @@ struct Shown {
     run: wfhost_store::RunRecord,
     branch: u32,
     branches: Vec<wfhost_store::BranchInfo>,
-    chain_len: usize,
     state: wfhost_core::run::state::RunState,
     warning: Option<String>,
     status: String,
@@ -273,17 +294,7 @@ fn gather(
     let branches = store.branches(&run.id)?;
     let chain = store.chain(&run.id, branch)?;
     let state = store.state(&run.id, branch)?;
-    let warning = match manifest_changed(&run.manifest, &run.workflow_hash) {
-        Some(true) => Some(format!(
-            "the manifest {} has changed since the run started; the run keeps executing its pinned definition {}",
-            run.manifest, run.workflow_hash
-        )),
-        None => Some(format!(
-            "the manifest {} cannot be loaded any more; the run keeps executing its pinned definition",
-            run.manifest
-        )),
-        Some(false) => None,
-    };
+    let warning = manifest_warning(&run);
     let status = branches
         .iter()
         .find(|b| b.branch == branch)
@@ -306,7 +317,6 @@ fn gather(
     Ok(Shown {
         steps: wfhost_store::view::steps_of(&chain),
         start_snapshot: chain.first().and_then(|e| e.snapshot.clone()),
-        chain_len: chain.len(),
         run,
         branch,
         branches,
@@ -319,29 +329,29 @@ fn gather(
     })
 }
 
-fn print_json(s: &Shown) {
-    let gates: Vec<_> = s.state.gates.values().collect();
-    let out = serde_json::json!({
-        "run": s.run,
-        "branch": s.branch,
-        "status": s.status,
-        "open_jobs": s.open_jobs,
-        "rerun_of": s.rerun_of.as_ref().map(|(run, step)| serde_json::json!({"run_id": run, "from_step": step})),
-        "failure": s.failure,
-        "inputs": s.state.inputs,
-        "warnings": s.warning.iter().collect::<Vec<_>>(),
-        "start_snapshot": s.start_snapshot,
-        "branches": s.branches,
-        "steps": s.steps,
-        "gates": gates,
-        "statistics": s.state.statistics,
-        "blocks": s.state.blocks,
-        "payload": s.state.payload,
-        "result": s.state.result(),
-        "written": s.state.written,
-        "events": s.chain_len,
-    });
+/// The run as the API's `Run` object (with the manifest check the API
+/// does not make), or its steps as the API's `Steps`.
+fn print_json(
+    store: &Store,
+    run: wfhost_store::RunRecord,
+    branch: Option<u32>,
+    steps: bool,
+) -> Result<(), wfhost_store::StoreError> {
+    let branch = match branch {
+        Some(b) => b,
+        None => store.current_branch(&run.id)?,
+    };
+    let out = if steps {
+        let chain = store.chain(&run.id, branch)?;
+        serde_json::json!({"branch": branch, "steps": wfhost_store::view::steps_of(&chain)})
+    } else {
+        let warning = manifest_warning(&run);
+        let (mut detail, _) = wfhost_store::detail::RunDetail::gather(store, run, branch)?;
+        detail.warnings.extend(warning);
+        serde_json::to_value(detail).unwrap_or_default()
+    };
     println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    Ok(())
 }
 
 fn print_text(s: &Shown) {

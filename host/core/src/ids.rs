@@ -56,6 +56,20 @@ impl IdError {
 #[serde(try_from = "String", into = "String")]
 pub struct RunId(String);
 
+impl schemars::JsonSchema for RunId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RunId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^run-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$",
+            "description": "A run id: `run-YYYYMMDD-HHMMSS-xxxxxx` (UTC start time, six hex digits)."
+        })
+    }
+}
+
 impl RunId {
     /// Check `text` against the run id grammar.
     pub fn parse(text: &str) -> Result<RunId, IdError> {

@@ -204,82 +204,70 @@ pub fn spec() -> Value {
 /// The schemas of the workflows' endpoints.
 fn workflow_schemas() -> Value {
     json!({
-        "Workflows": {"type": "object", "required": ["root", "workflows", "truncated"], "properties": {
+        "Workflows": {"type": "object", "required": ["root", "workflows", "truncated"], "unevaluatedProperties": false, "properties": {
             "root": {"type": "string", "description": "The projects root (absolute); a workflow's absolute path is `root/path`."},
             "truncated": {"type": "boolean"},
-            "workflows": {"type": "array", "items": {"type": "object", "required": ["path"], "properties": {
-                "path": {"type": "string", "description": "Relative to root."},
-                "id": {"type": "string"}, "version": {"type": "string"},
-                "description": {"type": "string", "description": "The first line of the workflow's description."},
-                "inputs": {"description": "The JSON Schema of the workflow's inputs, when it declares them."},
-                "error": {"type": "string", "description": "Why the file does not load (too large, not a valid workflow)."}
-            }}}
+            "workflows": {"type": "array", "items": {"$ref": "#/components/schemas/WorkflowFile"}}
         }},
-        "PinnedDefinition": {"type": "object", "required": ["hash", "definition"], "properties": {
+        "WorkflowFile": {"type": "object", "description": "A workflow file found under a directory, as `GET /v1/workflows` and `wfhost list --json` list it: what it is, or why it does not load.", "required": ["path"], "unevaluatedProperties": false, "properties": {
+            "path": {"type": "string", "description": "Relative to the directory searched."},
+            "id": {"type": "string"}, "version": {"type": "string"},
+            "description": {"type": "string", "description": "The first line of the workflow's description."},
+            "inputs": {"description": "The JSON Schema of the workflow's inputs, when it declares them."},
+            "error": {"type": "string", "description": "Why the file does not load (too large, not a valid workflow)."}
+        }},
+        "PinnedDefinition": {"type": "object", "required": ["hash", "definition"], "unevaluatedProperties": false, "properties": {
             "hash": {"type": "string", "description": "`sha256:<hex>` of the definition's canonical JSON."},
             "definition": {"type": "object", "description": "The workflow as pinned: `start_node`, `nodes` (each with `entry_block` and `blocks`, each with `transitions`)."}
         }}
     })
 }
 
-/// The schemas of the runs' endpoints (the jobs' are [`job_schemas`]).
+/// The schemas of the runs' endpoints (the jobs' are [`job_schemas`]);
+/// the objects the store prints (`Run`, `RunSummary`, `OpenGate`, …) are
+/// generated from their types ([`wfhost_store::shapes`]).
 fn run_schemas() -> Value {
-    json!({
-        "Error": {"type": "object", "required": ["code", "message", "details"], "properties": {
+    let closed = |required: &[&str], properties: Value| -> Value {
+        json!({"type": "object", "required": required, "unevaluatedProperties": false, "properties": properties})
+    };
+    let array_of = |name: &str| json!({"type": "array", "items": {"$ref": format!("#/components/schemas/{name}")}});
+    let now = json!({"type": "integer", "description": "The server's clock, unix ms."});
+    let mut schemas = json!({
+        "Error": closed(&["code", "message", "details"], json!({
             "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, waiting, finished, exists, not_waiting, not_available, store_locked, internal"},
             "message": {"type": "string"},
             "details": {"description": "Structured extras, or null."}
-        }},
-        "Health": {"type": "object", "properties": {"status": {"const": "ok"}, "version": {"type": "string"}, "server_now_ms": {"type": "integer"}}},
-        "RunSummary": {"type": "object", "description": "A run as every listing shows it: `GET /v1/runs`, `/runs/{id}/summary`, a session's runs, and `wfhost runs --json`.",
-            "required": ["id", "workflow_id", "workflow_hash", "manifest", "workspace", "created_at", "status", "branch", "branches", "last_at", "session", "open_jobs"],
-            "additionalProperties": false,
-            "properties": {
-            "id": {"type": "string"}, "workflow_id": {"type": "string"}, "workflow_hash": {"type": "string"},
-            "manifest": {"type": "string", "description": "The manifest file the run was started from."}, "workspace": {"type": "string"},
-            "created_at": {"type": "integer", "description": "Unix ms."},
-            "status": {"enum": wfhost_store::RUN_STATUSES, "description": "Of the current branch."}, "branch": {"type": "integer", "description": "The current branch: the one written most recently."}, "branches": {"type": "integer"}, "last_at": {"type": "integer", "description": "Unix ms of the last event."},
-            "session": {"type": ["string", "null"], "description": "The session the run belongs to."},
-            "open_jobs": {"type": "array", "description": "What a running run started over the API waits for: its blocks' jobs queued for an agent (`queued`, since when) or leased by one (`leased`, which agent, since when). Empty for other runs.",
-                "items": {"$ref": "#/components/schemas/OpenJob"}}
-        }},
-        "OpenJob": {"type": "object", "required": ["job", "node", "block", "lane", "state", "attempt", "agent", "since_ms"], "additionalProperties": false, "properties": {
-            "job": {"type": "integer"}, "node": {"type": "string"}, "block": {"type": "string"},
-            "lane": {"type": "string", "description": "The lane's key; empty outside a parallel block."},
-            "state": {"enum": ["queued", "leased"]}, "attempt": {"type": "integer"},
-            "agent": {"type": ["string", "null"], "description": "The agent holding the lease."},
-            "since_ms": {"type": "integer", "description": "When the job was queued (or queued again) or leased, unix ms."}
-        }},
-        "Bundles": {"type": "object", "properties": {
-            "bundles": {"type": "array", "items": {"type": "object", "properties": {
+        })),
+        "Health": closed(&["status", "version", "server_now_ms"], json!({"status": {"const": "ok"}, "version": {"type": "string"}, "server_now_ms": now})),
+        "Bundles": closed(&["bundles", "unreadable"], json!({
+            "bundles": {"type": "array", "items": closed(&["dir", "commands"], json!({
                 "dir": {"type": "string"},
-                "commands": {"type": "array", "items": {"type": "object", "properties": {
-                    "command": {"type": "object"},
+                "commands": {"type": "array", "items": closed(&["command", "stdout", "stderr"], json!({
+                    "command": {"type": "object", "description": "The command as its bundle's manifest records it."},
                     "stdout": {"type": "object", "description": "{text, truncated} or {error}"},
                     "stderr": {"type": "object", "description": "{text, truncated} or {error}"}
-                }}}
-            }}},
+                }))}
+            }))},
             "unreadable": {"type": "array", "items": {"type": "string"}}
-        }},
-        "Sessions": {"type": "object", "properties": {"sessions": {"type": "array", "items": {"type": "object", "properties": {
-            "id": {"type": "string"}, "source": {"enum": ["client", "git"]}, "git_branch": {"type": ["string", "null"]},
-            "runs": {"type": "integer"}, "created_at": {"type": "integer"}, "last_at": {"type": "integer"}
-        }}}}},
-        "Session": {"type": "object", "properties": {"session": {"type": "string"}, "runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}}},
+        })),
+        "Sessions": closed(&["sessions"], json!({"sessions": array_of("SessionSummary")})),
+        "Session": closed(&["session", "runs"], json!({"session": {"type": "string"}, "runs": array_of("RunSummary")})),
         "SessionBundle": {"type": "object", "description": "format `wfhost-session-bundle`, version, session, runs (run bundles), checksum."},
-        "RunPage": {"type": "object", "properties": {"runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}}, "next_after": {"type": ["string", "null"]}}},
-        "Run": {"type": "object", "description": "The run record, the branch shown, its status and failure, inputs, branches, step count, gates, statistics, per-block statistics, payload, event count and server_now_ms."},
-        "Branches": {"type": "object", "properties": {"branches": {"type": "array", "items": {"type": "object", "properties": {
-            "branch": {"type": "integer"}, "forked_from": {"type": "string", "description": "The snapshot the branch was forked from."},
-            "forked_at": {"type": "integer", "description": "That snapshot's sequence number."}, "forked_from_branch": {"type": "integer", "description": "The branch that snapshot is on."},
-            "head": {"type": "integer"}, "events": {"type": "integer"}, "last_at": {"type": "integer"}, "status": {"type": "string"}
-        }}}}},
-        "Steps": {"type": "object", "properties": {"branch": {"type": "integer"}, "steps": {"type": "array", "items": {"type": "object"}}}},
-        "StoredEvent": {"type": "object", "required": ["seq", "branch", "at", "event"], "properties": {
+        "RunPage": closed(&["runs", "next_after"], json!({"runs": array_of("RunSummary"), "next_after": {"type": ["string", "null"], "description": "The `after` of the next page; null on the last."}})),
+        "Branches": closed(&["branches"], json!({"branches": array_of("BranchInfo")})),
+        "Steps": closed(&["branch", "steps"], json!({"branch": {"type": "integer"}, "steps": array_of("StepLine")})),
+        "StoredEvent": closed(&["seq", "branch", "parent", "at", "event"], json!({
             "seq": {"type": "integer"}, "branch": {"type": "integer"}, "parent": {"type": ["integer", "null"]},
-            "at": {"type": "integer"}, "snapshot": {"type": "string"}, "event": {"type": "object", "description": "A run event, as documented in docs/guide/durable-runs.md."}
-        }},
-        "EventPage": {"type": "object", "properties": {"events": {"type": "array", "items": {"$ref": "#/components/schemas/StoredEvent"}}, "branch": {"type": "integer", "description": "With `branch`: the branch paged."}, "next_after": {"type": ["integer", "null"]}, "next_before": {"type": ["integer", "null"], "description": "With `before`: where the previous page ends, null at the start."}}},
+            "at": {"type": "integer", "description": "Unix ms."},
+            "snapshot": {"type": "string", "description": "The state after this event, to fork from (events that leave a state to fork from)."},
+            "event": {"type": "object", "required": ["type"], "description": "A run event, as documented in docs/guide/durable-runs.md: `type` and its fields."}
+        })),
+        "EventPage": closed(&["events", "next_after"], json!({
+            "events": array_of("StoredEvent"),
+            "branch": {"type": "integer", "description": "With `branch`: the branch paged."},
+            "next_after": {"type": ["integer", "null"]},
+            "next_before": {"type": ["integer", "null"], "description": "With `before`: where the previous page ends, null at the start."}
+        })),
         "StartRequest": {"type": "object", "additionalProperties": false, "properties": {
             "workflow": {"description": "An absolute path on the server (or give manifest), or a stage graph: {name?, description?, intent?: {goal}, nodes: [{id, type: exec_block|gate, exec: {executor, workdir, env, max_attempts, allow_shell, commands: [{name, argv, timeout_sec, allow_failure}]} | config: {requires_approval, message}}], edges: [{from, to}]}, translated to a workflow (a graph that does not translate is a 400 naming the stage in details.node).", "oneOf": [{"type": "string"}, {"type": "object"}]},
             "project_path": {"type": "string", "description": "A stage graph's project directory (its default workspace): absolute, or relative to the server's projects root (`wfhost serve --projects-root`, by default its working directory), never above it."},
@@ -290,35 +278,30 @@ fn run_schemas() -> Value {
             "max_steps": {"type": "integer", "minimum": 0},
             "executor": {"type": "string", "description": "local, container:IMAGE or slurm[:PARTITION]."}
         }},
-        "Launched": {"type": "object", "required": ["run_id", "starting"], "properties": {
+        "Launched": closed(&["run_id", "starting"], json!({
             "run_id": {"type": "string"},
             "starting": {"type": "boolean", "description": "True when the process had not done what was asked within 30 s (it goes on); watch the run."},
-            "gate": {"type": "string"}, "answer": {"type": "string"}, "branch": {"type": ["integer", "null"]}
-        }},
+            "gate": {"type": "string"}, "answer": {"description": "The answer given (text, or a question gate's answers)."},
+            "branch": {"type": ["integer", "null"]}
+        })),
         "CancelRequest": {"type": "object", "additionalProperties": false, "properties": {
             "reason": {"type": "string", "description": "Recorded with the cancellation."},
             "by": {"type": "string", "maxLength": 100, "description": "Who asks, as the client names itself (one line): recorded as `<by> through the HTTP API`."},
             "wait_s": {"type": "integer", "minimum": 0, "maximum": 600, "description": "How long to wait for a live run's process to stop (default 60)."}
         }},
-        "Cancelled": {"type": "object", "properties": {"run_id": {"type": "string"}, "status": {"const": "cancelled"}, "reason": {"type": "string", "description": "What was recorded: `cancelled by <who>: <reason>`."}}},
+        "Cancelled": closed(&["run_id", "status", "reason"], json!({"run_id": {"type": "string"}, "status": {"const": "cancelled"}, "reason": {"type": "string", "description": "What was recorded: `cancelled by <who>: <reason>`."}})),
         "Bundle": {"type": "object", "required": ["format", "version", "event_format", "run", "definition", "events", "checksum"], "properties": {
             "format": {"const": "wfhost-run-bundle"}, "version": {"type": "integer"}, "event_format": {"type": "integer"},
             "run": {"type": "object"}, "definition": {"type": "string", "description": "The pinned definition, canonical JSON."},
             "events": {"type": "array", "items": {"type": "object"}}, "checksum": {"type": "string"}
         }},
-        "Imported": {"type": "object", "properties": {"run_id": {"type": "string"}, "events": {"type": "integer"}}},
-        "Gates": {"type": "object", "properties": {"gates": {"type": "array", "items": {"$ref": "#/components/schemas/OpenGate"}}}},
-        "OpenGate": {"type": "object", "description": "A gate waiting for an answer, as `GET /v1/gates` and `wfhost gates --json` list it.",
-            "required": ["run_id", "workflow_id", "branch", "gate_id", "node", "block", "prompt", "kind", "opened_at"],
-            "additionalProperties": false,
-            "properties": {
-                "run_id": {"type": "string"}, "workflow_id": {"type": "string"}, "branch": {"type": "integer"},
-                "gate_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
-                "prompt": {"type": "string"},
-                "kind": {"enum": ["gate", "fan-in"], "description": "`gate`: answered with `approved`, `changes-requested:<text>` or a question gate's answers; `fan-in`: lanes whose changes conflict, answered with `use-lane:…` or `resolved`."},
-                "opened_at": {"type": "integer", "description": "Unix ms."}
-            }}
-    })
+        "Imported": closed(&["run_id", "events"], json!({"run_id": {"type": "string"}, "events": {"type": "integer"}})),
+        "Gates": closed(&["gates"], json!({"gates": array_of("OpenGate")}))
+    });
+    if let Value::Object(map) = &mut schemas {
+        map.extend(wfhost_store::shapes::schemas());
+    }
+    schemas
 }
 
 /// The endpoints of jobs and agents.
@@ -375,45 +358,54 @@ fn job_paths() -> Value {
 }
 
 fn job_schemas() -> Value {
+    let closed = |required: &[&str], properties: Value| -> Value {
+        json!({"type": "object", "required": required, "unevaluatedProperties": false, "properties": properties})
+    };
+    let int = || json!({"type": "integer"});
     json!({
-                "Job": {"type": "object", "properties": {
-                    "id": {"type": "integer"}, "run_id": {"type": "string"}, "branch": {"type": "integer"}, "step": {"type": "integer"},
-                    "lane": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
+        "Job": closed(
+            &["id", "run_id", "branch", "step", "lane", "node", "block", "requires", "state", "outcome", "attempt", "agent", "expires_at_ms", "created_at_ms"],
+            json!({
+                "id": int(), "run_id": {"type": "string"}, "branch": int(), "step": int(),
+                "lane": {"type": "string", "description": "The lane's key; empty outside a parallel block."},
+                "node": {"type": "string"}, "block": {"type": "string"},
+                "requires": {"type": "array", "items": {"type": "string"}},
+                "state": {"enum": ["queued", "leased", "succeeded", "failed", "cancelled"], "description": "The lease's: `succeeded` once a job runner ran it and reported back, whatever the block came to."},
+                "outcome": {"enum": ["succeeded", "failed", null], "description": "What the block came to: `succeeded` when it signalled SIGNAL:SUCCESS, `failed` otherwise; null while the job is not final or was cancelled."},
+                "attempt": int(), "agent": {"type": ["string", "null"]},
+                "expires_at_ms": {"type": ["integer", "null"]}, "created_at_ms": int()
+            }),
+        ),
+        "JobPage": closed(&["jobs", "next_after", "server_now_ms"], json!({"jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}}, "next_after": {"type": ["integer", "null"]}, "server_now_ms": int()})),
+        "JobShown": closed(&["job", "history", "server_now_ms"], json!({"job": {"$ref": "#/components/schemas/Job"}, "history": {"type": "array", "items": {"$ref": "#/components/schemas/JobEvent"}}, "server_now_ms": int()})),
+        "LeaseRequest": {"type": "object", "required": ["agent", "capabilities"], "additionalProperties": false, "properties": {
+            "agent": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
+            "capabilities": {"type": "array", "items": {"enum": ["wasm", "exec", "container", "slurm"]}},
+            "wait_ms": {"type": "integer", "minimum": 0, "maximum": 30000}
+        }},
+        "Leased": closed(&["job", "server_now_ms"], json!({
+            "job": {"oneOf": [{"type": "null"}, closed(
+                &["id", "attempt", "token", "run_id", "node", "block", "requires", "expires_at_ms", "lease_ms", "heartbeat_ms", "request"],
+                json!({
+                    "id": int(), "attempt": int(), "token": {"type": "string"},
+                    "run_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
                     "requires": {"type": "array", "items": {"type": "string"}},
-                    "state": {"enum": ["queued", "leased", "succeeded", "failed", "cancelled"], "description": "The lease's: `succeeded` once a job runner ran it and reported back, whatever the block came to."},
-                    "outcome": {"enum": ["succeeded", "failed", null], "description": "What the block came to: `succeeded` when it signalled SIGNAL:SUCCESS, `failed` otherwise; null while the job is not final or was cancelled."},
-                    "attempt": {"type": "integer"}, "agent": {"type": ["string", "null"]},
-                    "expires_at_ms": {"type": ["integer", "null"]}, "created_at_ms": {"type": "integer"}
-                }},
-                "JobPage": {"type": "object", "properties": {"jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}}, "next_after": {"type": ["integer", "null"]}, "server_now_ms": {"type": "integer"}}},
-                "JobShown": {"type": "object", "properties": {"job": {"$ref": "#/components/schemas/Job"}, "history": {"type": "array", "items": {"type": "object", "properties": {
-                    "at_ms": {"type": "integer"}, "kind": {"type": "string"}, "attempt": {"type": "integer"}, "agent": {"type": ["string", "null"]}, "detail": {"type": "string"}
-                }}}, "server_now_ms": {"type": "integer"}}},
-                "LeaseRequest": {"type": "object", "required": ["agent", "capabilities"], "additionalProperties": false, "properties": {
-                    "agent": {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$"},
-                    "capabilities": {"type": "array", "items": {"enum": ["wasm", "exec", "container", "slurm"]}},
-                    "wait_ms": {"type": "integer", "minimum": 0, "maximum": 30000}
-                }},
-                "Leased": {"type": "object", "required": ["job", "server_now_ms"], "properties": {
-                    "job": {"type": ["object", "null"], "properties": {
-                        "id": {"type": "integer"}, "attempt": {"type": "integer"}, "token": {"type": "string"},
-                        "run_id": {"type": "string"}, "node": {"type": "string"}, "block": {"type": "string"},
-                        "requires": {"type": "array", "items": {"type": "string"}},
-                        "expires_at_ms": {"type": "integer"}, "lease_ms": {"type": "integer"}, "heartbeat_ms": {"type": "integer"},
-                        "request": {"type": "object", "description": "The block execution (format 2): the run's pinned definition by hash (workflow_hash: fetch it from /definitions/{hash}), workspace and its identity, executor, plugin digests, worker, block context, payload, timeout, lane, the run's session folder (session_folder, `.agents-work/<session>`, when the run keeps one), and the W3C trace context of the block's span (traceparent, when the run exports traces: the agent's job span goes under it)."}
-                    }},
-                    "server_now_ms": {"type": "integer"}
-                }},
-                "Heartbeat": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "expires_at_ms": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
-                "Definition": {"type": "object", "description": "The workflow as pinned when its run started."},
-                "TelemetryTaken": {"type": "object", "properties": {"job": {"type": "integer"}, "accepted": {"type": "integer"}, "dropped": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
-                "CompleteRequest": {"type": "object", "required": ["attempt", "token", "succeeded", "result"], "additionalProperties": false, "properties": {
-                    "attempt": {"type": "integer"}, "token": {"type": "string"},
-                    "succeeded": {"type": "boolean", "description": "Whether the block produced an output."},
-                    "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>}, and log: [lines]; telemetry: [objects the block's agents sent its TELEMETRY_URL, at most 256 KiB] and telemetry_dropped: <count>, both optional."}
-                }},
-                "Released": {"type": "object", "properties": {"job": {"type": "integer"}, "state": {"const": "queued"}, "attempt": {"type": "integer"}, "server_now_ms": {"type": "integer"}}},
-                "Completed": {"type": "object", "properties": {"job": {"type": "integer"}, "attempt": {"type": "integer"}, "state": {"enum": ["succeeded", "failed"]}, "server_now_ms": {"type": "integer"}}}
+                    "expires_at_ms": {"type": ["integer", "null"]}, "lease_ms": int(), "heartbeat_ms": int(),
+                    "request": {"type": "object", "description": "The block execution (format 2): the run's pinned definition by hash (workflow_hash: fetch it from /definitions/{hash}), workspace and its identity, executor, plugin digests, worker, block context, payload, timeout, lane, the run's session folder (session_folder, `.agents-work/<session>`, when the run keeps one), and the W3C trace context of the block's span (traceparent, when the run exports traces: the agent's job span goes under it)."}
+                }),
+            )]},
+            "server_now_ms": int()
+        })),
+        "Heartbeat": closed(&["job", "attempt", "expires_at_ms", "server_now_ms"], json!({"job": int(), "attempt": int(), "expires_at_ms": int(), "server_now_ms": int()})),
+        "Definition": {"type": "object", "description": "The workflow as pinned when its run started."},
+        "TelemetryTaken": closed(&["job", "accepted", "dropped", "server_now_ms"], json!({"job": int(), "accepted": int(), "dropped": int(), "server_now_ms": int()})),
+        "CompleteRequest": {"type": "object", "required": ["attempt", "token", "succeeded", "result"], "additionalProperties": false, "properties": {
+            "attempt": int(), "token": {"type": "string"},
+            "succeeded": {"type": "boolean", "description": "Whether the block produced an output."},
+            "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>}, and log: [lines]; telemetry: [objects the block's agents sent its TELEMETRY_URL, at most 256 KiB] and telemetry_dropped: <count>, both optional."}
+        }},
+        "Released": closed(&["job", "state", "attempt", "server_now_ms"], json!({"job": int(), "state": {"const": "queued"}, "attempt": int(), "server_now_ms": int()})),
+        "Completed": closed(&["job", "attempt", "state", "server_now_ms"], json!({"job": int(), "attempt": int(), "state": {"enum": ["succeeded", "failed"]}, "server_now_ms": int()}))
     })
 }
 

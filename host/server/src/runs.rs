@@ -6,9 +6,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wfhost_store::{
-    BranchInfo, ChainPage, ListError, RUN_STATUSES, RunFilter, RunRecord, RunSummary, Store,
-};
+use wfhost_store::{ChainPage, ListError, RUN_STATUSES, RunFilter, RunRecord, RunSummary, Store};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -139,43 +137,8 @@ pub async fn show(
     with_store(&app.stores, None, move |store| {
         let run = exact_run(store, &id)?;
         let branch = branch_of(store, &run.id, q.branch)?;
-        let branches: Vec<BranchInfo> = store.branches(&run.id)?;
-        let state = store.state(&run.id, branch)?;
-        let status = branches
-            .iter()
-            .find(|b| b.branch == branch)
-            .map(|b| b.status.clone())
-            .unwrap_or_default();
-        // Why it did not succeed: a failure's reason, or who cancelled it.
-        let failure = match &state.phase {
-            wfhost_core::run::state::Phase::Finished(outcome) => outcome.unsuccessful_reason(),
-            _ => None,
-        };
-        let stages = stage_statuses(store.home(), &run.id, &state);
-        // What a running run waits for: its jobs queued or leased.
-        let open_jobs = match status.as_str() {
-            "running" => store.open_jobs(&run.id)?,
-            _ => Vec::new(),
-        };
-        Ok(json!({
-            "run": run,
-            "branch": branch,
-            "status": status,
-            "open_jobs": open_jobs,
-            "stages": stages,
-            "failure": failure,
-            "inputs": state.inputs,
-            "branches": branches,
-            "steps": state.steps,
-            "gates": state.gates.values().collect::<Vec<_>>(),
-            "statistics": state.statistics,
-            "blocks": state.blocks,
-            "payload": state.payload,
-            "result": state.result(),
-            "written": state.written,
-            "events": state.events,
-            "server_now_ms": now_ms(),
-        }))
+        let (detail, _) = wfhost_store::detail::RunDetail::gather(store, run, branch)?;
+        Ok(serde_json::to_value(detail).unwrap_or_default())
     })
     .await
     .map(Json)
@@ -289,36 +252,6 @@ pub async fn gates(State(app): State<AppState>) -> Result<Json<Value>, ApiError>
     })
     .await
     .map(Json)
-}
-
-/// For a run started from a stage graph: each stage and its status
-/// (`pending`, `running`, `succeeded`, `failed`, `needs_human`, `skipped`);
-/// null for other runs.
-fn stage_statuses(
-    home: &std::path::Path,
-    run_id: &wfhost_store::RunId,
-    state: &wfhost_core::run::state::RunState,
-) -> Value {
-    let Some(stages) = stages(home, run_id) else {
-        return Value::Null;
-    };
-    wfhost_core::formats::stage_graph::stage_statuses(&stages, state)
-        .into_iter()
-        .map(|(id, status)| json!({"id": id, "status": status}))
-        .collect()
-}
-
-/// The stages of a run started from a stage graph (kept beside its
-/// translated manifest), or None.
-pub(crate) fn stages(
-    home: &std::path::Path,
-    run_id: &wfhost_store::RunId,
-) -> Option<Vec<wfhost_core::formats::stage_graph::StageInfo>> {
-    let file = home
-        .join("serve-manifests")
-        .join(format!("{run_id}.stages.json"));
-    let bytes = wfhost_core::workspace::regular_file::read_regular(&file, 1 << 20).ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 /// `GET /v1/runs/{id}/report?branch=N`: the branch as a Markdown report

@@ -282,7 +282,7 @@ fn open_gate_id(
     if let Some(gate) = open.iter().find(|g| g.gate_id == named) {
         return Ok(Some(gate.gate_id.clone()));
     }
-    let Some(stage) = crate::runs::stages(home, run_id)
+    let Some(stage) = wfhost_store::detail::stages(home, run_id)
         .and_then(|stages| stages.into_iter().find(|s| s.id == named))
     else {
         return Ok(None);

@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::{Store, StoreError};
 
 /// A job's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     Queued,
@@ -83,7 +83,7 @@ pub struct NewJob<'a> {
 }
 
 /// A job as stored.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Job {
     pub id: i64,
     pub run_id: String,
@@ -105,7 +105,7 @@ pub struct Job {
 
 /// A job of a run that is not final: queued for an agent, or leased by
 /// one. What a run that seems idle is waiting for.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct OpenJob {
     pub job: i64,
     pub node: String,
@@ -130,7 +130,7 @@ pub struct Lease {
 }
 
 /// One line of a job's history.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct JobEvent {
     pub at_ms: i64,
     pub kind: String,

@@ -23,6 +23,7 @@ mod bundle;
 mod cancel;
 mod config;
 pub mod counters;
+pub mod detail;
 mod error;
 mod gc;
 mod ids;
@@ -35,6 +36,7 @@ pub mod report;
 mod schema;
 pub mod secrets;
 mod sessions;
+pub mod shapes;
 pub mod time;
 pub mod view;
 
@@ -123,7 +125,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// A run's identity, recorded once when it starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunRecord {
     /// Checked on the way in (a bundle, a row), so it is safe in paths.

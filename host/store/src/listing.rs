@@ -17,7 +17,7 @@ pub const RUN_STATUSES: &[&str] = &[
 ];
 
 /// A run in a listing: its record, and where its current branch stands.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunSummary {
     #[serde(flatten)]
     pub run: RunRecord,

@@ -39,7 +39,7 @@ pub struct StoredEvent {
 }
 
 /// One branch of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct BranchInfo {
     /// 1 is the branch the run started on.
     pub branch: u32,
@@ -64,7 +64,7 @@ pub struct BranchInfo {
 }
 
 /// A gate waiting for a human.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct OpenGate {
     pub run_id: String,
     pub workflow_id: String,
@@ -76,6 +76,7 @@ pub struct OpenGate {
     /// `gate` (answered with `approved` or `changes-requested:…`, or a
     /// question gate's answers) or `fan-in` (lanes whose changes conflict:
     /// answered with the lane each file comes from).
+    #[schemars(extend("enum" = ["gate", "fan-in"]))]
     pub kind: &'static str,
     /// Unix ms.
     pub opened_at: i64,

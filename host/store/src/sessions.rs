@@ -18,7 +18,7 @@ pub const SESSION_BUNDLE_VERSION: u32 = 1;
 pub const MAX_SESSION_ID: usize = 256;
 
 /// Where a session's name comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionSource {
     /// The client named it.
@@ -98,7 +98,7 @@ fn check_id(id: &str) -> Result<(), String> {
 }
 
 /// A session as `wfhost session list` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct SessionSummary {
     pub id: String,
     pub source: SessionSource,

@@ -8,7 +8,7 @@ use wfhost_core::run::event::Event;
 use crate::StoredEvent;
 
 /// One executed step of a branch, as `show` lists it and the API returns it.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Debug, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct StepLine {
     pub step: u64,
     pub block: String,
@@ -57,7 +57,7 @@ pub fn warnings_of(log: &[String]) -> Vec<String> {
 }
 
 /// One lane of a parallel block's step.
-#[derive(Debug, Serialize, PartialEq)]
+#[derive(Debug, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct LaneLine {
     pub lane: String,
     pub signal: String,

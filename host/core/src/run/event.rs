@@ -675,14 +675,14 @@ impl PayloadDelta {
     }
 }
 
-/// A human's answer at a gate (seed 001's decision protocol): `approved`
+/// A human's answer at a gate: `approved`
 /// or `changes-requested:<text>`; at a fan-in gate (parallel lanes that
 /// changed the same files under `fail-on-conflict`), `use-lane:<lane>` for
 /// every conflicting file, `use-lane:<file>=<lane>,<file>=<lane>` per file,
 /// or `resolved` (the user settled the conflicting files in the workspace by
 /// hand; no lane's version of them is applied). At an ordinary gate any
 /// other text is a free answer ([`Decision::Text`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "answer", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Decision {
     Approved,
@@ -728,7 +728,7 @@ pub enum Decision {
 }
 
 /// The canonical answers to `UD-REVIEW-STRATEGY`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReviewStrategy {
     PerBatch,

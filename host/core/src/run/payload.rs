@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One ordered piece of the execution payload (seed 004's `ContextSegment`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One ordered piece of the execution payload (a `ContextSegment`: its id, semantic type and content).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ContextSegment {
     pub id: String,
     /// The semantic type, e.g. `SYSTEM_INSTRUCTION`, `WORKER_ERROR`.
@@ -31,7 +31,9 @@ impl ContextSegment {
 pub type ExecutionPayload = Vec<ContextSegment>;
 
 /// Counters reported by workers and aggregated per run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Statistics {
     pub tokens_used: u64,
     pub lines_written: u64,
@@ -50,7 +52,9 @@ impl Statistics {
 }
 
 /// The model's work as agent CLIs report it, summed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ModelUsage {
     #[serde(default)]
     pub input_tokens: u64,

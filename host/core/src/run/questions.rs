@@ -35,7 +35,7 @@ pub const NO_RESPONSE: &str = "no response provided";
 pub const ANSWER_FORMS: &str = "answer with a JSON object of answers by question id or number";
 
 /// One question of a gate that asks several.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GateQuestion {
     /// Its decision id, `UD-<N>`.
@@ -47,7 +47,7 @@ pub struct GateQuestion {
 }
 
 /// Where one question of an open or closed gate stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum QuestionState {
     Pending,
@@ -56,7 +56,7 @@ pub enum QuestionState {
 }
 
 /// A question and where it stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AskedQuestion {
     #[serde(flatten)]
     pub question: GateQuestion,

@@ -70,7 +70,7 @@ impl Phase {
 }
 
 /// What one block did over a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct BlockStatistics {
     /// How many times the block ran to completion (interrupted executions
     /// are not counted: they run again).
@@ -83,6 +83,7 @@ pub struct BlockStatistics {
     /// Total wall-clock time of its executions, in milliseconds when
     /// serialized.
     #[serde(rename = "duration_ms", serialize_with = "as_millis")]
+    #[schemars(with = "f64")]
     pub duration: Duration,
     /// Total time its executions waited in a queue before they ran (jobs
     /// waiting for an agent), apart from `duration`; absent when none.
@@ -91,6 +92,7 @@ pub struct BlockStatistics {
         serialize_with = "as_millis",
         skip_serializing_if = "Duration::is_zero"
     )]
+    #[schemars(with = "f64")]
     pub queued: Duration,
     /// Executions whose worker failed.
     pub failures: u32,
@@ -105,7 +107,7 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
 }
 
 /// A gate opened in this run's history.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct GateRecord {
     pub gate_id: String,
     pub node: String,
