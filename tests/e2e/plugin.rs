@@ -88,8 +88,54 @@ fn scaffold_and_build(
         .unwrap();
     ok(&out, "cargo test in the new crate");
     assert!(stdout(&out).contains("test result: ok"), "{}", stdout(&out));
-    let out = wfhost_in(&krate, scratch, &["plugin", "build"]);
+    // What the tests built for this machine, cargo's own account of it.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut listed = Command::new(&cargo);
+    cargo_env(&mut listed);
+    let out = listed
+        .current_dir(&krate)
+        .args(["test", "--no-run", "--message-format=json"])
+        .output()
+        .unwrap();
+    ok(&out, "cargo test --no-run");
+    let tested = host_tools(&stdout(&out));
+    assert!(
+        tested.iter().any(|f| f.contains("wit_bindgen_rust_macro")),
+        "{tested:?}"
+    );
+    // `plugin build` through a cargo that keeps its messages.
+    let log = scratch.join(format!("{name}-build.jsonl"));
+    let wrapper = scratch.join("cargo-keeping-messages");
+    std::fs::write(
+        &wrapper,
+        "#!/bin/bash\nset -o pipefail\n\"$REAL_CARGO\" \"$@\" | tee -a \"$CARGO_MESSAGES\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let mut build = command(scratch);
+    cargo_env(&mut build);
+    let out = build
+        .current_dir(&krate)
+        .args(["plugin", "build"])
+        .env("CARGO", &wrapper)
+        .env("REAL_CARGO", &cargo)
+        .env("CARGO_MESSAGES", &log)
+        .output()
+        .unwrap();
     ok(&out, "plugin build");
+    // The component is built with the macros the tests built: one compile
+    // of the tools both need.
+    let built = host_tools(&std::fs::read_to_string(&log).unwrap());
+    assert!(!built.is_empty(), "no macro in plugin build's messages");
+    let again: Vec<&String> = built.iter().filter(|f| !tested.contains(*f)).collect();
+    assert!(
+        again.is_empty(),
+        "plugin build compiled these again: {again:?}\n(the tests built {tested:?})"
+    );
     let component = krate.join(stdout(&out).trim());
     assert!(component.is_file(), "{}", stdout(&out));
     // Its wfhost-plugin.toml tells the truth: the crate packs as it is.
@@ -97,7 +143,48 @@ fn scaffold_and_build(
     ok(&out, "plugin pack of the new crate");
     let package = krate.join(format!("target/wfhost-package/{name}-0.1.0/index.json"));
     assert!(package.is_file(), "{}", stdout(&out));
+    // A dev build is packed with a word on the release build.
+    assert!(
+        stderr(&out).contains("carries debug information")
+            && stderr(&out).contains("wfhost plugin build --release"),
+        "{}",
+        stderr(&out)
+    );
+    if world == "worker" {
+        let out = wfhost_in(&krate, scratch, &["plugin", "build", "--release"]);
+        ok(&out, "plugin build --release");
+        let out = wfhost_in(&krate, scratch, &["plugin", "pack"]);
+        ok(&out, "plugin pack of the release build");
+        assert!(
+            !stderr(&out).contains("debug information"),
+            "{}",
+            stderr(&out)
+        );
+    }
     (krate, component)
+}
+
+/// The procedural macros cargo's JSON messages say it built (their files,
+/// whose names carry the build's hash of their settings).
+fn host_tools(messages: &str) -> Vec<String> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter(|m| {
+            m["target"]["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "proc-macro"))
+        })
+        .flat_map(|m| {
+            m["filenames"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+        })
+        .collect()
 }
 
 #[test]

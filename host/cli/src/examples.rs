@@ -226,8 +226,9 @@ Examples:
 
 pub const PLUGIN_BUILD: &str = "\
 Examples:
-  wfhost plugin build                   # in the crate; prints target/wfhost/<name>.wasm
-  wfhost plugin build --dir greeter --debug";
+  wfhost plugin build                   # in the crate, after cargo test; prints target/wfhost/<name>.wasm
+  wfhost plugin build --release         # the optimized component, to pack and publish
+  wfhost plugin build --dir greeter";
 
 pub const PLUGIN_CALL: &str = "\
 Examples:

@@ -19,8 +19,13 @@ pub struct BuildArgs {
     /// The plugin crate (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
-    /// Build without optimizations (faster to build, larger and slower).
+    /// Build the optimized component to publish (cargo's release
+    /// profile). Without it, the dev profile `cargo test` builds too: the
+    /// component builds in seconds after the tests, larger and slower.
     #[arg(long)]
+    pub release: bool,
+    /// The dev profile (the default; kept for scripts that ask for it).
+    #[arg(long, hide = true, conflicts_with = "release")]
     pub debug: bool,
 }
 
@@ -28,7 +33,7 @@ pub struct BuildArgs {
 pub const OUTPUT_DIR: &str = "target/wfhost";
 
 pub fn build(args: BuildArgs) -> u8 {
-    match build_crate(&args.dir, !args.debug) {
+    match build_crate(&args.dir, args.release) {
         Ok(component) => {
             println!("{}", component.display());
             exit::SUCCESS

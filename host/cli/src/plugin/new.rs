@@ -180,6 +180,10 @@ fn files(name: &str, world: WorldArg) -> Vec<(String, String)> {
             ".gitignore".into(),
             include_str!("template/gitignore").into(),
         ),
+        (
+            ".cargo/config.toml".into(),
+            include_str!("template/cargo-config.toml").into(),
+        ),
         ("README.md".into(), fill(include_str!("template/README.md"))),
         (
             "wfhost-plugin.toml".into(),

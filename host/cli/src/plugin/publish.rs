@@ -143,6 +143,14 @@ pub fn pack(args: PackArgs) -> Result<(), String> {
     })?;
     let info =
         component::inspect(&bytes).map_err(|e| format!("{}: {e}", component_path.display()))?;
+    if carries_debug_info(&bytes) {
+        eprintln!(
+            "warning: {} carries debug information: it was built with the dev profile \
+             (`wfhost plugin build`); `wfhost plugin build --release` makes the smaller, \
+             faster component to publish",
+            component_path.display()
+        );
+    }
     let plugin = source.manifest(&info.wit_version);
     super::check_served(&plugin).map_err(|e| format!("{}: {e}", component_path.display()))?;
     let package = Package::build(bytes, &plugin).map_err(|e| format!("{}: {e}", toml.display()))?;
@@ -262,4 +270,12 @@ pub fn push(args: PushArgs) -> Result<(), String> {
     );
     println!("  {}", reference.with_digest(&digest));
     Ok(())
+}
+
+/// Whether a component has DWARF sections (a dev-profile build): their
+/// names are in the custom sections' headers.
+fn carries_debug_info(bytes: &[u8]) -> bool {
+    [&b".debug_info"[..], b".debug_line"]
+        .iter()
+        .any(|name| bytes.windows(name.len()).any(|w| w == *name))
 }
