@@ -38,6 +38,7 @@ mod session_files;
 mod slurm_agents;
 mod slurm_arrays;
 mod team;
+mod timers;
 mod tracing_logs;
 mod trust;
 mod validate;

@@ -155,10 +155,21 @@ pub fn drive<S: EventSink + Recorded>(
             ));
         }
         let engine = async {
-            match &jobs {
+            let mut report = match &jobs {
                 Some(jobs) => enter(wf, jobs, plugins, entry, sink).await,
                 None => enter(wf, plugins, plugins, entry, sink).await,
+            }?;
+            // A run resting at a `sleep` block: this process waits for it
+            // (its due time is durable: an interruption loses nothing), but
+            // not one serving a server, which wakes it when due.
+            while let engine::RunStatus::Sleeping { due_at_ms, .. } = &report.status
+                && jobs.is_none()
+            {
+                let wait = due_at_ms.saturating_sub(wfhost_core::time::now_ms());
+                tokio::time::sleep(std::time::Duration::from_millis(wait.max(0) as u64)).await;
+                report = engine::drive(wf, plugins, plugins, report.state, sink).await?;
             }
+            Ok(report)
         };
         // Ctrl-C or SIGTERM: the engine future is dropped, which kills the
         // running block's processes (their groups and every descendant) and

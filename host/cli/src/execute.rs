@@ -220,9 +220,9 @@ pub fn report_run(
         RunStatus::Succeeded => exit::SUCCESS,
         RunStatus::Failed { .. } => exit::RUN_FAILED,
         RunStatus::Cancelled { .. } => exit::CANCELLED,
-        RunStatus::WaitingAtGate { .. } | RunStatus::AwaitingExternal { .. } => {
-            exit::WAITING_AT_GATE
-        }
+        RunStatus::WaitingAtGate { .. }
+        | RunStatus::AwaitingExternal { .. }
+        | RunStatus::Sleeping { .. } => exit::WAITING_AT_GATE,
     };
     if output.json {
         let (status, detail) = match &report.status {
@@ -249,6 +249,15 @@ pub fn report_run(
             } => (
                 "waiting",
                 serde_json::json!({ "external": { "step": step, "node": node, "block": block, "prompt": prompt } }),
+            ),
+            RunStatus::Sleeping {
+                step,
+                node,
+                block,
+                due_at_ms,
+            } => (
+                "sleeping",
+                serde_json::json!({ "timer": { "step": step, "node": node, "block": block, "due_at_ms": due_at_ms } }),
             ),
         };
         let mut out = serde_json::json!({
@@ -316,6 +325,22 @@ pub fn report_run(
                 "answer with: wfhost gate {} {gate_id} {}",
                 run.id,
                 report.state.answer_forms(gate_id)
+            );
+        }
+        RunStatus::Sleeping {
+            node,
+            block,
+            due_at_ms,
+            ..
+        } => {
+            println!(
+                "run {} sleeping at {node}.{block} until {} ({summary})",
+                run.id,
+                wfhost_core::time::iso_utc(*due_at_ms)
+            );
+            println!(
+                "a running `wfhost serve` on this home wakes it then; or `wfhost resume {}`",
+                run.id
             );
         }
         RunStatus::AwaitingExternal { node, block, .. } => {

@@ -179,7 +179,9 @@ pub fn resume_run(
             );
             return Ok(exit::WAITING_AT_GATE);
         }
-        Phase::Ready { .. } | Phase::Deciding { .. } => {}
+        // A sleeping run goes on: woken at once when due, else once the
+        // wait is over (this process waits, unless it serves).
+        Phase::Ready { .. } | Phase::Deciding { .. } | Phase::Sleeping { .. } => {}
     }
     let prepared = prepared(&store, &run, &state, exec)?;
     accepted(&Accepted {

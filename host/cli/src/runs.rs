@@ -409,6 +409,19 @@ fn print_head(s: &Shown, style: Style) {
         println!("  rerun of    {old}{from}");
     }
     println!("  status      {} (branch {})", s.status, s.branch);
+    if let wfhost_core::run::state::Phase::Sleeping {
+        node,
+        block,
+        due_at_ms,
+        ..
+    } = &s.state.phase
+    {
+        println!(
+            "  sleeping    at {node}.{block} until {} (a running `wfhost serve` wakes it then; else `wfhost resume {}`)",
+            format_utc(*due_at_ms),
+            s.run.id
+        );
+    }
     print_open_jobs(&s.open_jobs);
     if let Some(reason) = &s.failure {
         println!("  failure     {}", style.bad(reason));

@@ -85,7 +85,7 @@ fn cli_only() -> Map<String, Value> {
                 "workflow": {"type": "string", "description": "The same as workflow_id (the name this report had first)."},
                 "workflow_hash": {"type": "string"}, "manifest": {"type": "string"},
                 "execution_id": {"type": "string", "description": "The same as run_id: what the run's blocks see as their execution id."},
-                "status": {"enum": ["succeeded", "failed", "cancelled", "waiting"]},
+                "status": {"enum": ["succeeded", "failed", "cancelled", "waiting", "sleeping"]},
                 "steps": {"type": "integer"},
                 "duration_ms": {"type": "number", "description": "This command's part of the run."},
                 "statistics": reference("Statistics"),
@@ -100,7 +100,11 @@ fn cli_only() -> Map<String, Value> {
                 "reason": {"type": "string", "description": "failed or cancelled: why."},
                 "cancelled_by": {"type": "string", "description": "cancelled: who."},
                 "gate": gate,
-                "external": external
+                "external": external,
+                "timer": closed(&["step", "node", "block", "due_at_ms"], json!({
+                    "step": {"type": "integer"}, "node": {"type": "string"}, "block": {"type": "string"},
+                    "due_at_ms": {"type": "integer", "description": "When the `sleep` block the run rests at is due, unix ms."}
+                }))
             }
         },
         "ValidateReport": closed(&["file", "ok", "workflow", "errors", "warnings"], json!({

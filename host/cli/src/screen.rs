@@ -91,6 +91,7 @@ impl Screen {
             | Event::FanInWaiting { .. }
             | Event::FanInCompleted { .. }
             | Event::ExternalAwaited { .. }
+            | Event::TimerStarted { .. }
             | Event::InputsMerged { .. }
             | Event::Checkpointed { .. } => vec![format!("  {}", event.describe())],
             // Agents may send many: shown with `--verbose` only.

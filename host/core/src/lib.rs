@@ -46,5 +46,6 @@ pub mod limits;
 pub mod random;
 pub mod text;
 pub mod time;
+pub mod timers;
 
 pub use wfhost_actions::{command, grammar as actions};

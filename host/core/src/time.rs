@@ -41,8 +41,22 @@ pub fn iso_utc_millis(ms: i64) -> String {
     )
 }
 
+thread_local! {
+    /// A clock a test sets on its thread ([`set_test_clock`]).
+    static TEST_CLOCK: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Make [`now_ms`] answer `ms` on this thread (None: the real clock
+/// again): what tests of time-dependent logic (timers) run on.
+pub fn set_test_clock(ms: Option<i64>) {
+    TEST_CLOCK.with(|c| c.set(ms));
+}
+
 /// Now, in unix milliseconds.
 pub fn now_ms() -> i64 {
+    if let Some(ms) = TEST_CLOCK.with(std::cell::Cell::get) {
+        return ms;
+    }
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -30,13 +30,15 @@ pub struct StepReply {
     /// Whether the run is over (succeeded, failed or cancelled).
     pub is_complete: bool,
     /// `waiting` (for the client), `waiting_at_gate` (for a person),
+    /// `sleeping` (a `sleep` block waits; `failure` says until when),
     /// `succeeded`, `failed` or `cancelled` (someone stopped it for good;
     /// `failure` says who and why).
     pub status: String,
     /// The step the client is to perform, when the run waits for it.
     pub pending: Option<Pending>,
     /// `perform_pending_then_continue`, `await_user_confirmation`,
-    /// `rehydrate_only` (a rehydrate's reply), `await_gate` or `complete`.
+    /// `rehydrate_only` (a rehydrate's reply), `await_gate`, `await_timer`
+    /// or `complete`.
     pub next_intent: String,
     /// The call that goes on, with its parameters filled in.
     pub next_call: Option<NextCall>,

@@ -19,7 +19,7 @@ use rmcp::model::{
 };
 
 /// The version of the MCP contract (docs/api/MCP-CHANGELOG.md).
-pub const MCP_CONTRACT_VERSION: &str = "2.1.0";
+pub const MCP_CONTRACT_VERSION: &str = "2.2.0";
 
 /// The resource of the workflow tags (WorkRail's name for it).
 pub const TAGS_URI: &str = "workrail://tags";

@@ -1143,6 +1143,16 @@ impl<E: Executor> Service<E> {
                 reply.is_complete = true;
                 reply.failure = outcome.unsuccessful_reason();
             }
+            Phase::Sleeping { due_at_ms, .. } => {
+                // A `sleep` block: `wfhost resume` (or a server) wakes it.
+                reply.status = "sleeping".into();
+                reply.next_intent = "await_timer".into();
+                reply.failure = Some(format!(
+                    "sleeping until {}: `wfhost resume {}` continues it then",
+                    wfhost_core::time::iso_utc(*due_at_ms),
+                    run.id
+                ));
+            }
             Phase::Ready { .. } | Phase::Deciding { .. } => {
                 reply.status = "interrupted".into();
                 reply.next_intent = "resume".into();

@@ -35,6 +35,7 @@ mod sessions;
 mod start;
 mod store;
 mod stream;
+mod timers;
 mod trace;
 mod ui;
 mod workflows;
@@ -235,6 +236,7 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     let every = (config.lease / 4).min(std::time::Duration::from_secs(1));
     let state = AppState::new(&config);
     let reconcile = tokio::spawn(jobs::reconcile(state.stores.clone(), every));
+    let timers = tokio::spawn(timers::watch(state.clone()));
     let (limits, lowered) = config.limits.fitted();
     if let Some(note) = lowered {
         eprintln!("note: {note}");
@@ -247,6 +249,7 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     };
     conn::serve(listener, routes(state, &config), tokens, limits, stop).await;
     reconcile.abort();
+    timers.abort();
     Ok(())
 }
 

@@ -93,7 +93,7 @@ pub fn spec() -> Value {
         "paths": both(json!({
             "/health": get("Liveness and the server clock.", vec![], ok("Up.", "Health")),
             "/runs": both(get("Runs, newest first.", vec![
-                param("status", "string", "running, waiting, succeeded, failed, cancelled or interrupted."),
+                param("status", "string", "running, waiting, sleeping, succeeded, failed, cancelled or interrupted."),
                 param("workflow", "string", "Only runs of this workflow id."),
                 param("session", "string", "Only runs of this session."),
                 param("q", "string", "Only runs whose id, workflow id, workspace or session id contains this text (case-insensitive)."),

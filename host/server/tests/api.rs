@@ -251,7 +251,7 @@ fn runs_are_listed_filtered_and_paged() {
     assert_eq!(second["next_after"], Value::Null);
 
     // Errors are data with the right status.
-    let (status, err) = get(server.addr, "/v1/runs?status=sleeping");
+    let (status, err) = get(server.addr, "/v1/runs?status=snoozing");
     assert_eq!((status, err["code"].as_str()), (400, Some("bad_request")));
     assert!(err["details"]["allowed"].is_array(), "{err}");
     let (status, err) = get(server.addr, "/v1/runs?limit=0");

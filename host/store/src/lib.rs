@@ -38,6 +38,7 @@ pub mod secrets;
 mod sessions;
 pub mod shapes;
 pub mod time;
+mod timers;
 pub mod view;
 
 use std::path::{Path, PathBuf};
@@ -65,6 +66,7 @@ pub use sessions::{
     MAX_SESSION_ID, SESSION_BUNDLE_FORMAT, SESSION_BUNDLE_VERSION, SessionBundle, SessionImport,
     SessionSource, SessionSummary, SessionTag,
 };
+pub use timers::Timer;
 
 /// The store file's name inside the wfhost home.
 pub const STORE_FILE: &str = "wfhost.db";

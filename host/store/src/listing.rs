@@ -10,6 +10,7 @@ use crate::{OpenJob, RunRecord, Store, StoreError};
 pub const RUN_STATUSES: &[&str] = &[
     "running",
     "waiting",
+    "sleeping",
     "succeeded",
     "failed",
     "cancelled",

@@ -624,6 +624,8 @@ impl Store {
             }) => "failed",
             // At an external block, until an MCP client performs it.
             Some(Event::ExternalAwaited { .. } | Event::Checkpointed { .. }) => "waiting",
+            // At a `sleep` block, until it is due.
+            Some(Event::TimerStarted { .. }) => "sleeping",
             // An invalid answer asked again, or answers that leave
             // security questions open: the gate may still wait.
             Some(Event::GateReasked { .. } | Event::GateAnswered { .. }) => {
@@ -750,6 +752,13 @@ impl Store {
                 "run {run_id} has no branch {branch}"
             )));
         };
+        // A branch whose head is a `timer_started` has a timer to remove
+        // with whatever it appends next.
+        let armed = self
+            .conn
+            .prepare_cached("SELECT kind = 'timer_started' FROM events WHERE key = (?1 << 32) + ?2")
+            .and_then(|mut s| s.query_row((run, head), |r| r.get::<_, bool>(0)))
+            .map_err(|e| self.err(e))?;
         let last: i64 = self
             .conn
             .prepare_cached(
@@ -766,6 +775,7 @@ impl Store {
             last: last as u64,
             gates: None,
             written: Vec::new(),
+            armed,
         })
     }
 
@@ -844,6 +854,8 @@ pub struct BranchWriter<'s> {
     /// (most writers open none).
     gates: Option<usize>,
     written: Vec<StoredEvent>,
+    /// The branch rests at a `sleep` block: it has a row in `timers`.
+    armed: bool,
 }
 
 impl BranchWriter<'_> {
@@ -957,6 +969,10 @@ impl BranchWriter<'_> {
                 });
             }
         }
+        if let Err(e) = keep_timer(conn, (self.run, self.branch), &mut self.armed, events) {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(err(e));
+        }
         if let Extra::Job(job) = extra {
             let new = NewJob {
                 run_id: &self.run_id,
@@ -986,6 +1002,34 @@ impl BranchWriter<'_> {
         self.store.ring_servers();
         Ok(())
     }
+}
+
+/// Keep a branch's row of `timers` in step with `events`, in their
+/// transaction: written when they end with a `timer_started`, removed when
+/// they follow one (`armed`). Costs nothing for the appends of a branch
+/// that never sleeps.
+fn keep_timer(
+    conn: &rusqlite::Connection,
+    (run, branch): (i64, u32),
+    armed: &mut bool,
+    events: &[Event],
+) -> Result<(), rusqlite::Error> {
+    match events.last() {
+        Some(Event::TimerStarted { due_at_ms, .. }) => {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO timers (run, branch, due_at) VALUES (?1, ?2, ?3)",
+            )?
+            .execute((run, branch, due_at_ms))?;
+            *armed = true;
+        }
+        Some(_) if *armed => {
+            conn.prepare_cached("DELETE FROM timers WHERE run = ?1 AND branch = ?2")?
+                .execute((run, branch))?;
+            *armed = false;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn is_constraint(e: &rusqlite::Error) -> bool {

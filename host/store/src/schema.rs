@@ -20,11 +20,15 @@
 //!
 //! Version 6 adds `run_sessions`: the session (workstream) each run belongs
 //! to, named by the MCP client or derived from the workspace's git branch.
+//!
+//! Version 7 adds `timers`: each branch resting at a `sleep` block and when
+//! it is due, kept in the commit of the events that start and end the
+//! sleep, so a server finds what to wake without reading any run's log.
 
 use rusqlite::Connection;
 
 /// The schema this wfhost writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 pub(crate) enum MigrateError {
     Sqlite(rusqlite::Error),
@@ -173,6 +177,18 @@ CREATE TABLE run_sessions (
 CREATE INDEX run_sessions_by_session ON run_sessions (session, run);
 ";
 
+const V7: &str = "
+-- A branch resting at a `sleep` block: due at `due_at` (unix ms). Written
+-- with the branch's `timer_started`, removed with whatever follows it.
+CREATE TABLE timers (
+    run    INTEGER NOT NULL REFERENCES runs(num),
+    branch INTEGER NOT NULL,
+    due_at INTEGER NOT NULL,
+    PRIMARY KEY (run, branch)
+) WITHOUT ROWID;
+CREATE INDEX timers_by_due ON timers (due_at);
+";
+
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in
 /// the order they were created.
 const V1_TO_V2: &str = "
@@ -213,12 +229,13 @@ fn upgrade(conn: &Connection) -> Result<(), MigrateError> {
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
-        5 => V6.to_string(),
-        4 => format!("{V5} {V6}"),
-        3 => format!("{V4} {V5} {V6}"),
-        2 => format!("{V3} {V4} {V5} {V6}"),
-        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5} {V6}"),
-        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5} {V6}"),
+        6 => V7.to_string(),
+        5 => format!("{V6} {V7}"),
+        4 => format!("{V5} {V6} {V7}"),
+        3 => format!("{V4} {V5} {V6} {V7}"),
+        2 => format!("{V3} {V4} {V5} {V6} {V7}"),
+        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5} {V6} {V7}"),
+        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5} {V6} {V7}"),
     };
     conn.execute_batch(&format!(
         "{steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

@@ -639,13 +639,13 @@ fn a_store_being_created_is_either_absent_or_whole_to_others() {
 }
 
 #[test]
-fn a_version_3_store_gains_the_job_telemetry_ack_and_session_tables() {
+fn a_version_3_store_gains_the_job_telemetry_ack_session_and_timer_tables() {
     let (home, store) = new_store();
     let path = store.path().to_path_buf();
     drop(store);
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE job_telemetry; DROP TABLE mcp_acks; DROP TABLE run_sessions; PRAGMA user_version = 3;",
+        "DROP TABLE job_telemetry; DROP TABLE mcp_acks; DROP TABLE run_sessions; DROP TABLE timers; PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);
@@ -654,6 +654,7 @@ fn a_version_3_store_gains_the_job_telemetry_ack_and_session_tables() {
     assert_eq!(store.next_ack_attempt("nope", 1).unwrap(), 1);
     assert_eq!(store.session_of(R1).unwrap(), None);
     assert!(store.sessions().unwrap().is_empty());
+    assert_eq!(store.next_timer_due().unwrap(), None);
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))

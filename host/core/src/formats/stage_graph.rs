@@ -940,7 +940,9 @@ fn current_stage(stages: &[StageInfo], state: &RunState) -> (Option<usize>, &'st
             let busy = state.in_flight.is_some() || state.attempts(node, block) > 0 || ran;
             (at, if busy { "running" } else { "pending" })
         }
-        Phase::Deciding { node, block, .. } => (find(&format!("{node}.{block}")), "running"),
+        Phase::Deciding { node, block, .. } | Phase::Sleeping { node, block, .. } => {
+            (find(&format!("{node}.{block}")), "running")
+        }
         Phase::Waiting { node, block, .. } | Phase::Awaiting { node, block, .. } => {
             (find(&format!("{node}.{block}")), "needs_human")
         }

@@ -233,7 +233,9 @@ impl Checker<'_> {
                 ),
             );
         }
-        if let Err((at, why)) = crate::control::check_config(&block.worker, &block.config) {
+        if let Err((at, why)) = crate::control::check_config(&block.worker, &block.config)
+            .and_then(|()| crate::timers::check_config(&block.worker, &block.config))
+        {
             self.err(format!("{}{at}", place.at(&["config"])), why);
         }
         self.block_settings(place, block);
@@ -244,7 +246,9 @@ impl Checker<'_> {
                     place.at(&["parallel"]),
                     "an `external` block is performed by one MCP client: it cannot fan out into lanes".into(),
                 );
-            } else if crate::control::is_control(&block.worker) {
+            } else if crate::control::is_control(&block.worker)
+                || block.worker == crate::timers::SLEEP_WORKER
+            {
                 self.err(
                     place.at(&["parallel"]),
                     format!(
@@ -268,6 +272,7 @@ impl Checker<'_> {
         }
         let at = place.at(&["artifact_gates"]);
         if block.worker == super::EXTERNAL_WORKER
+            || block.worker == crate::timers::SLEEP_WORKER
             || crate::control::is_control(&block.worker)
             || block.parallel.is_some()
         {

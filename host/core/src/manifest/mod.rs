@@ -39,10 +39,11 @@ pub const DEFAULT_ACTION_HANDLER: &str = "actions-core";
 /// plugin: no component is loaded for it, and no plugin may take its name.
 pub const EXTERNAL_WORKER: &str = "external";
 
-/// Workers the engine performs or awaits itself: `external` and the
-/// control blocks (`crate::control`). No component is loaded for them.
+/// Workers the engine performs or awaits itself: `external`, `sleep`
+/// (`crate::timers`) and the control blocks (`crate::control`). No component is loaded for them.
 pub const ENGINE_WORKERS: &[&str] = &[
     EXTERNAL_WORKER,
+    crate::timers::SLEEP_WORKER,
     crate::control::WHEN_WORKER,
     crate::control::LOOP_WORKER,
 ];

@@ -337,6 +337,14 @@ pub enum RunStatus {
         block: String,
         prompt: String,
     },
+    /// A `sleep` block waits until `due_at_ms` (unix ms): [`drive`] again
+    /// once it is due completes the block and goes on.
+    Sleeping {
+        step: u64,
+        node: String,
+        block: String,
+        due_at_ms: i64,
+    },
 }
 
 /// The outcome of executing a run until it rests.
@@ -745,6 +753,19 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
                 )
                 .await?
             }
+            Phase::Sleeping {
+                step,
+                node,
+                block,
+                due_at_ms,
+                ..
+            } => {
+                let now = crate::time::now_ms();
+                if now < due_at_ms {
+                    break;
+                }
+                wake(&mut state, sink, step, node, block, due_at_ms, now)?;
+            }
             Phase::Waiting { .. } | Phase::Awaiting { .. } | Phase::Finished(_) => break,
         }
     }
@@ -779,6 +800,18 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
             node: node.clone(),
             block: block.clone(),
             prompt: prompt.clone(),
+        },
+        Phase::Sleeping {
+            step,
+            node,
+            block,
+            due_at_ms,
+            ..
+        } => RunStatus::Sleeping {
+            step: *step,
+            node: node.clone(),
+            block: block.clone(),
+            due_at_ms: *due_at_ms,
         },
         Phase::Ready { .. } | Phase::Deciding { .. } => unreachable!("the loop runs until rest"),
     };
@@ -925,8 +958,9 @@ async fn execute_block<W: WorkerHost>(
         &state.inputs,
         &state.artifacts,
     );
+    let sleep = block.worker == crate::timers::SLEEP_WORKER;
     let job = match block.parallel {
-        None if !external && control.is_none() => workers.job_for(&request),
+        None if !external && !sleep && control.is_none() => workers.job_for(&request),
         _ => None,
     };
     emit_with_job(
@@ -951,6 +985,38 @@ async fn execute_block<W: WorkerHost>(
             request,
         )
         .await;
+    }
+    if sleep {
+        // The block waits: its due time is recorded and the run rests;
+        // a time that does not parse (a template filled at run time)
+        // fails the block instead.
+        match crate::timers::due_at(&block.config, crate::time::now_ms()) {
+            Ok(due_at_ms) => {
+                let timer = Event::TimerStarted {
+                    step,
+                    node: node_id,
+                    block: block_id,
+                    attempt,
+                    due_at_ms,
+                };
+                return emit(state, sink, vec![timer]);
+            }
+            Err(message) => {
+                let done = Done {
+                    step,
+                    node_id,
+                    block_id,
+                    duration: std::time::Duration::ZERO,
+                    queued: std::time::Duration::ZERO,
+                    merged: None,
+                };
+                let failed = BlockResult {
+                    outcome: Err(BlockFailure { message }),
+                    log: Vec::new(),
+                };
+                return complete(state, sink, schemas.get(&key), done, failed);
+            }
+        }
     }
     let block_started = Instant::now();
     let mut merged = None;
@@ -977,6 +1043,43 @@ async fn execute_block<W: WorkerHost>(
         merged,
     };
     complete(state, sink, schemas.get(&key), done, result)
+}
+
+/// A sleeping block's time has come (`now`, its due time `due_at_ms`): it
+/// completes with `SIGNAL:SUCCESS`, the payload as it was, and a log line
+/// saying how late it woke.
+fn wake(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    step: u64,
+    node_id: String,
+    block_id: String,
+    due_at_ms: i64,
+    now: i64,
+) -> Result<(), EngineError> {
+    let late = now.saturating_sub(due_at_ms);
+    let result = BlockResult {
+        outcome: Ok(crate::run::payload::WorkerOutput {
+            payload: state.payload.clone(),
+            signal: transitions::SUCCESS.to_string(),
+            structured_output: None,
+            statistics: Statistics::default(),
+            written: Vec::new(),
+        }),
+        log: vec![format!(
+            "slept until {} (woke {late} ms after)",
+            crate::time::iso_utc_millis(due_at_ms)
+        )],
+    };
+    let done = Done {
+        step,
+        node_id,
+        block_id,
+        duration: std::time::Duration::ZERO,
+        queued: std::time::Duration::ZERO,
+        merged: None,
+    };
+    complete(state, sink, None, done, result)
 }
 
 /// What is known of a block execution that just ended.

@@ -45,7 +45,10 @@ use crate::text::count;
 ///   with `{"status": "cancelled", "by": …, "reason": …}`), no longer a
 ///   failure whose reason starts with `cancelled`. Formats 1 to 7 are
 ///   subsets (their cancelled runs stay failed).
-pub const EVENT_FORMAT: u32 = 8;
+/// - 9: durable timers (`timer_started`: a `sleep` block's start records
+///   when it is due; the run rests until then and the block completes
+///   once). Formats 1 to 8 are subsets.
+pub const EVENT_FORMAT: u32 = 9;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -157,6 +160,16 @@ pub enum Event {
         attempt: u32,
         /// The block's assembled prompt, as the client was given it.
         prompt: String,
+    },
+    /// A `sleep` block (its `block_started` just before) waits until
+    /// `due_at_ms` (unix ms): the run rests, whatever becomes of its
+    /// process, and the block completes with `SIGNAL:SUCCESS` once due.
+    TimerStarted {
+        step: u64,
+        node: String,
+        block: String,
+        attempt: u32,
+        due_at_ms: i64,
     },
     /// Facts the client of an external block supplied (`context`), merged
     /// key by key into the run's inputs before the block's completion.
@@ -304,6 +317,7 @@ impl Event {
             Event::GateAnswered { .. } => "gate_answered",
             Event::GateReasked { .. } => "gate_reasked",
             Event::ExternalAwaited { .. } => "external_awaited",
+            Event::TimerStarted { .. } => "timer_started",
             Event::InputsMerged { .. } => "inputs_merged",
             Event::Checkpointed { .. } => "checkpointed",
             Event::RunFinished { .. } => "run_finished",
@@ -327,7 +341,8 @@ impl Event {
             Event::RunStarted { .. }
             | Event::Forked { .. }
             | Event::FanInWaiting { .. }
-            | Event::ExternalAwaited { .. } => true,
+            | Event::ExternalAwaited { .. }
+            | Event::TimerStarted { .. } => true,
             Event::ActionTaken { command, .. } => {
                 !matches!(command, CommandRecord::End | CommandRecord::Fail { .. })
             }
@@ -369,6 +384,16 @@ impl Event {
                 block,
                 attempt,
             } => format!("[{step}] {node}.{block} started (attempt {attempt})"),
+            Event::TimerStarted {
+                step,
+                node,
+                block,
+                due_at_ms,
+                ..
+            } => format!(
+                "[{step}] {node}.{block} sleeps until {}",
+                crate::time::iso_utc(*due_at_ms)
+            ),
             Event::BlockCompleted {
                 step,
                 node,

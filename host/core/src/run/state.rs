@@ -44,6 +44,15 @@ pub enum Phase {
         block: String,
         prompt: String,
     },
+    /// A `sleep` block waits until `due_at_ms` (unix ms); once due, it
+    /// completes with `SIGNAL:SUCCESS` (see [`crate::timers`]).
+    Sleeping {
+        step: u64,
+        node: String,
+        block: String,
+        attempt: u32,
+        due_at_ms: i64,
+    },
     /// Paused until an MCP client performs the external block
     /// `node.block` (see [`crate::manifest::EXTERNAL_WORKER`]).
     Awaiting {
@@ -62,6 +71,7 @@ impl Phase {
         match self {
             Phase::Ready { .. } | Phase::Deciding { .. } => "unfinished",
             Phase::Waiting { .. } | Phase::Awaiting { .. } => "waiting",
+            Phase::Sleeping { .. } => "sleeping",
             Phase::Finished(Outcome::Succeeded) => "succeeded",
             Phase::Finished(Outcome::Failed { .. }) => "failed",
             Phase::Finished(Outcome::Cancelled { .. }) => "cancelled",
@@ -354,6 +364,7 @@ impl RunState {
             Event::RunFinished { .. } => self.run_finished(event),
             Event::Resumed { .. } => self.resumed(event),
             Event::ExternalAwaited { .. } => self.external_awaited(event),
+            Event::TimerStarted { .. } => self.timer_started(event),
             Event::InputsMerged { .. } => self.inputs_merged(event),
             Event::Checkpointed { .. } => self.checkpointed(event),
             Event::Forked { .. } => self.forked(event),
@@ -441,6 +452,20 @@ impl RunState {
         else {
             return Err("not a block_completed event".into());
         };
+        if let Phase::Sleeping {
+            step: s,
+            node: n,
+            block: b,
+            ..
+        } = &self.phase
+            && (s, n, b) == (step, node, block)
+        {
+            // The timer fired: the sleeping block completes.
+            self.phase = Phase::Ready {
+                node: node.clone(),
+                block: block.clone(),
+            };
+        }
         self.expect_ready(node, block)?;
         self.expect_step(*step)?;
         payload.apply(&mut self.payload).ok_or_else(|| {
@@ -771,6 +796,41 @@ impl RunState {
             block: block.clone(),
             attempt: *attempt,
             prompt: prompt.clone(),
+        };
+        Ok(())
+    }
+
+    /// The running `sleep` block waits: the run rests until it is due. It
+    /// is no longer in flight (a resumption does not run it again: it
+    /// keeps its due time).
+    fn timer_started(&mut self, event: &Event) -> Result<(), String> {
+        let Event::TimerStarted {
+            step,
+            node,
+            block,
+            attempt,
+            due_at_ms,
+        } = event
+        else {
+            return Err("not a timer_started event".into());
+        };
+        self.expect_ready(node, block)?;
+        self.expect_step(*step)?;
+        let running = InterruptedBlock {
+            step: *step,
+            node: node.clone(),
+            block: block.clone(),
+        };
+        if self.in_flight.as_ref() != Some(&running) {
+            return Err(format!("{node}.{block} sleeps without having started"));
+        }
+        self.in_flight = None;
+        self.phase = Phase::Sleeping {
+            step: *step,
+            node: node.clone(),
+            block: block.clone(),
+            attempt: *attempt,
+            due_at_ms: *due_at_ms,
         };
         Ok(())
     }

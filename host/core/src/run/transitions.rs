@@ -27,6 +27,9 @@ pub const NEEDS_DECISION: &str = "SIGNAL:NEEDS_DECISION";
 /// A block could not start its work: an artifact gate failed, or (from an
 /// agent) the agent reported `BLOCKED`.
 pub const BLOCKED: &str = "SIGNAL:BLOCKED";
+
+/// The signal of a block that did what it was for.
+pub const SUCCESS: &str = "SIGNAL:SUCCESS";
 /// The payload segment kind that carries a `NEEDS_DECISION` question.
 pub const DECISION_REQUEST: &str = "DECISION_REQUEST";
 /// The payload segment kind of one question of a `NEEDS_DECISION`, pushed

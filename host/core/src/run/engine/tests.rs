@@ -2348,3 +2348,115 @@ async fn invalid_answers_are_reasked_three_times_then_the_run_ends_blocked() {
     assert!(reason.contains("no valid answer"), "{reason}");
     assert_eq!(RunState::replay(&log.events).unwrap(), report.state);
 }
+
+/// `a` (a tagger) → `nap` (a `sleep` block, `config` as given) → `b`.
+fn sleepy_workflow(config: serde_json::Value) -> Workflow {
+    workflow(serde_json::json!({
+        "id": "sleepy", "start_node": "main",
+        "nodes": {"main": {"entry_block": "a", "blocks": {
+            "a": {"worker": "tag", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:nap"}]},
+            "nap": {"worker": "sleep", "config": config,
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "JUMP:b"},
+                                {"on_signal": "SIGNAL:WORKER_ERROR", "action": "FAIL:the nap failed"}]},
+            "b": {"worker": "tag", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}
+        }}}
+    }))
+}
+
+#[tokio::test]
+async fn a_sleep_block_rests_the_run_until_it_is_due_then_completes_once() {
+    crate::time::set_test_clock(Some(1_000_000));
+    let wf = sleepy_workflow(serde_json::json!({"for": "10m"}));
+    let workers = FakeWorkers::default().with("tag", tagger);
+    let mut log = MemoryLog::default();
+    let rested = run(&wf, &workers, &CoreActions, &RunOptions::new("x"), &mut log)
+        .await
+        .unwrap();
+    let due = 1_000_000 + 600_000;
+    assert!(
+        matches!(&rested.status, RunStatus::Sleeping { step: 1, node, block, due_at_ms }
+            if node == "main" && block == "nap" && *due_at_ms == due),
+        "{:?}",
+        rested.status
+    );
+    let last = log.events.last().unwrap();
+    assert!(matches!(last, Event::TimerStarted { .. }) && last.is_snapshot());
+    assert_eq!(rested.state.phase.status(), "sleeping");
+    assert_eq!(
+        rested.state.in_flight, None,
+        "a resumption does not restart it"
+    );
+    assert_eq!(RunState::replay(&log.events).unwrap(), rested.state);
+
+    // Driven again before it is due (a resume, a restarted server): it
+    // rests again, recording nothing.
+    crate::time::set_test_clock(Some(due - 1));
+    let written = log.events.len();
+    let again = resume(&wf, &workers, &CoreActions, rested.state.clone(), &mut log)
+        .await
+        .unwrap();
+    assert!(matches!(again.status, RunStatus::Sleeping { .. }));
+    assert_eq!(log.events.len(), written, "{:?}", &log.events[written..]);
+
+    // Once due: the block completes with success, then the run goes on.
+    crate::time::set_test_clock(Some(due + 250));
+    let woke = resume(&wf, &workers, &CoreActions, again.state, &mut log)
+        .await
+        .unwrap();
+    crate::time::set_test_clock(None);
+    assert!(
+        matches!(woke.status, RunStatus::Succeeded),
+        "{:?}",
+        woke.status
+    );
+    assert_eq!(
+        workers.visited(),
+        ["main.a", "main.b"],
+        "the sleep ran no worker"
+    );
+    let completions: Vec<&Event> = log
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::BlockCompleted { block, .. } if block == "nap"))
+        .collect();
+    assert_eq!(completions.len(), 1);
+    let Event::BlockCompleted {
+        signal, log: lines, ..
+    } = completions[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(signal, "SIGNAL:SUCCESS");
+    assert!(lines[0].contains("woke 250 ms after"), "{lines:?}");
+    assert_eq!(RunState::replay(&log.events).unwrap(), woke.state);
+}
+
+#[tokio::test]
+async fn a_sleep_until_a_time_that_does_not_parse_at_run_time_fails_the_block() {
+    let wf = workflow(serde_json::json!({
+        "id": "sleepy", "start_node": "main",
+        "inputs": {"type": "object", "properties": {"when": {"type": "string"}}},
+        "nodes": {"main": {"entry_block": "nap", "blocks": {
+            "nap": {"worker": "sleep", "config": {"until": "{{inputs.when}}"},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                                {"on_signal": "SIGNAL:WORKER_ERROR", "action": "FAIL:the nap failed"}]}
+        }}}
+    }));
+    let workers = FakeWorkers::default();
+    let mut options = RunOptions::new("x");
+    options.inputs.insert("when".into(), "next tuesday".into());
+    let mut log = MemoryLog::default();
+    let report = run(&wf, &workers, &CoreActions, &options, &mut log)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.status, RunStatus::Failed { reason } if reason.contains("the nap failed")),
+        "{:?}",
+        report.status
+    );
+    let failure = log.events.iter().find_map(|e| match e {
+        Event::BlockCompleted { failure, .. } => failure.clone(),
+        _ => None,
+    });
+    assert!(failure.unwrap().contains("`next tuesday` is not a time"));
+}
