@@ -448,6 +448,7 @@ function rowsOf(events) {
       case 'run_finished': open(e, 'marker', { text: finishedText(ev.outcome), outcome: ev.outcome.status }); break;
       case 'resumed': open(e, 'marker', { text: ev.interrupted ? `resumed; step ${ev.interrupted.step} runs again` : 'resumed' }); break;
       case 'forked': open(e, 'marker', { text: `branch ${e.branch} forked from ${ev.from_snapshot}` }); break;
+      case 'timer_started': open(e, 'marker', { text: `[${ev.step}] ${ev.node}.${ev.block} sleeps until ${stamp(ev.due_at_ms)}` }); break;
       default: open(e, 'marker', { text: ev.type });
     }
   }
@@ -525,7 +526,7 @@ function openJobs(jobs) {
 }
 
 function runHeader(r, status) {
-  const live = ['running', 'waiting', 'interrupted'].includes(status);
+  const live = ['running', 'waiting', 'sleeping', 'interrupted'].includes(status);
   const resumable = ['interrupted'].includes(status);
   return h('header', { class: 'run-head' },
     h('div', { class: 'title' },
@@ -1383,7 +1384,7 @@ function pathMarks(rows, status) {
   const order = new Map();
   path.forEach((b, i) => order.set(b, [...(order.get(b) || []), i + 1]));
   const walked = new Set(path.slice(1).map((b, i) => `${path[i]}>${b}`));
-  const mark = status === 'failed' ? 'failed' : (['running', 'waiting', 'interrupted'].includes(status) ? 'current' : null);
+  const mark = status === 'failed' ? 'failed' : (['running', 'waiting', 'sleeping', 'interrupted'].includes(status) ? 'current' : null);
   return { length: path.length, order, walked, last: path[path.length - 1], mark };
 }
 
