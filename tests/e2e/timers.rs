@@ -251,3 +251,57 @@ fn cancelling_a_sleeping_run_cancels_its_timer() {
     assert_eq!(runs[0]["status"], "cancelled");
     assert_eq!(nap_events(s, &run).1, 0, "the nap never completed");
 }
+
+#[test]
+fn a_fork_where_the_run_slept_sleeps_until_the_same_time() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let ws = workspace_in(s);
+    let manifest = write(s, &napping(json!({"for": "2s"})));
+    let mut child = command(s)
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = loop {
+        let runs: Value =
+            serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap_or_default();
+        if runs[0]["status"] == "sleeping" {
+            break runs[0]["id"].as_str().unwrap().to_string();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let events = stdout(&wfhost(&["events", &run, "--json"], s));
+    let at = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["event"]["type"] == "timer_started")
+        .unwrap()["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let due = nap_events(s, &run).0[0];
+    // The fork goes on in this process: it waits for the same due time.
+    let out = wfhost(&["fork", &run, "--at", &at], s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let now = wfhost_core::time::now_ms();
+    assert!(now >= due && now < due + 1_500, "woke at {now}, due {due}");
+    let shown = shown_with_steps(&["show", &run, "--json"], s);
+    assert_eq!(
+        (shown["branch"].as_u64(), shown["status"].as_str()),
+        (Some(2), Some("succeeded"))
+    );
+    // The original branch still sleeps, its timer kept; the fork's is gone.
+    let first = shown_with_steps(&["show", &run, "--branch", "1", "--json"], s);
+    assert_eq!(first["status"], "sleeping");
+    let store = wfhost_store::Store::open_existing(&s.join("home")).unwrap();
+    assert_eq!(store.next_timer_due().unwrap(), Some(due));
+}

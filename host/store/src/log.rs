@@ -634,6 +634,9 @@ impl Store {
                     None => self.live_status(run_id),
                 }
             }
+            Some(Event::Forked { .. }) if self.has_timer(self.run_num(run_id)?, branch)? => {
+                "sleeping"
+            }
             Some(Event::Forked { .. }) => match self.waiting_at(run_id, branch, &last[0])? {
                 Some(_) => "waiting",
                 None if self.forked_from_external(run_id, &last[0])? => "waiting",
@@ -752,13 +755,10 @@ impl Store {
                 "run {run_id} has no branch {branch}"
             )));
         };
-        // A branch whose head is a `timer_started` has a timer to remove
-        // with whatever it appends next.
-        let armed = self
-            .conn
-            .prepare_cached("SELECT kind = 'timer_started' FROM events WHERE key = (?1 << 32) + ?2")
-            .and_then(|mut s| s.query_row((run, head), |r| r.get::<_, bool>(0)))
-            .map_err(|e| self.err(e))?;
+        // A branch resting at a `sleep` block (its head a `timer_started`,
+        // or a fork of one) has a timer to remove with whatever it appends
+        // next.
+        let armed = self.has_timer(run, branch)?;
         let last: i64 = self
             .conn
             .prepare_cached(
@@ -783,18 +783,28 @@ impl Store {
     /// that older state and the branch it came from stays as it is.
     /// Returns the new branch's number. Hold the run's lock.
     pub fn fork(&mut self, run_id: &str, snapshot: &str) -> Result<u32, StoreError> {
-        let found: Option<(String, i64)> = self
+        let found: Option<(String, i64, String, String)> = self
             .conn
             .query_row(
-                "SELECT r.id, e.seq FROM events e JOIN runs r ON r.num = e.run WHERE e.snapshot = ?1",
+                "SELECT r.id, e.seq, e.kind, e.body FROM events e JOIN runs r ON r.num = e.run WHERE e.snapshot = ?1",
                 [snapshot],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
             .optional()
             .map_err(|e| self.err(e))?;
+        // A fork where the run slept sleeps until the same time.
+        let due = match &found {
+            Some((_, _, kind, body)) if kind == "timer_started" => {
+                match serde_json::from_str::<Event>(body) {
+                    Ok(Event::TimerStarted { due_at_ms, .. }) => Some(due_at_ms),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
         let seq = match found {
-            Some((owner, seq)) if owner == run_id => seq as u64,
-            Some((owner, _)) => {
+            Some((owner, seq, ..)) if owner == run_id => seq as u64,
+            Some((owner, ..)) => {
                 return Err(StoreError::Usage(format!(
                     "snapshot {snapshot} belongs to run {owner}, not to run {run_id}"
                 )));
@@ -829,9 +839,24 @@ impl Store {
             &forked,
         )
         .map_err(err)?;
+        if let Some(due_at) = due {
+            tx.execute(
+                "INSERT OR REPLACE INTO timers (run, branch, due_at) VALUES (?1, ?2, ?3)",
+                (run, branch, due_at),
+            )
+            .map_err(err)?;
+        }
         tx.commit().map_err(err)?;
         self.ring_servers();
         Ok(branch)
+    }
+
+    /// Whether the branch rests at a `sleep` block (has a row in `timers`).
+    fn has_timer(&self, run: i64, branch: u32) -> Result<bool, StoreError> {
+        self.conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM timers WHERE run = ?1 AND branch = ?2)")
+            .and_then(|mut s| s.query_row((run, branch), |r| r.get(0)))
+            .map_err(|e| self.err(e))
     }
 }
 

@@ -871,7 +871,10 @@ impl RunState {
         };
         if !matches!(
             self.phase,
-            Phase::Ready { .. } | Phase::Waiting { .. } | Phase::Awaiting { .. }
+            Phase::Ready { .. }
+                | Phase::Waiting { .. }
+                | Phase::Awaiting { .. }
+                | Phase::Sleeping { .. }
         ) {
             return Err("a branch can only start where the run was at rest".into());
         }
