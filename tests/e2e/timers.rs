@@ -41,6 +41,32 @@ fn nap_events(scratch: &Path, run: &str) -> (Vec<i64>, usize) {
     (due, completed)
 }
 
+/// `wfhost run MANIFEST` in the background, once its run sleeps: the
+/// process and the run.
+fn started_sleeping(s: &Path, manifest: &Path, ws: &Path) -> (std::process::Child, String) {
+    let child = command(s)
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let runs: Value =
+            serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap_or_default();
+        if runs[0]["status"] == "sleeping" {
+            return (child, runs[0]["id"].as_str().unwrap().to_string());
+        }
+        assert!(Instant::now() < deadline, "the run never slept: {runs}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn wfhost_run_waits_for_a_sleep_block_and_goes_on() {
     let scratch = tempfile::tempdir().unwrap();
@@ -69,26 +95,7 @@ fn a_run_killed_while_it_sleeps_keeps_its_due_time_and_resume_wakes_it_once() {
     let s = scratch.path();
     let ws = workspace_in(s);
     let manifest = write(s, &napping(json!({"for": "3s"})));
-    let mut child = command(s)
-        .args([
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Once it sleeps: killed outright.
-    let run = loop {
-        let listed = wfhost(&["runs", "--json"], s);
-        let runs: Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
-        if runs[0]["status"] == "sleeping" {
-            break runs[0]["id"].as_str().unwrap().to_string();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, run) = started_sleeping(s, &manifest, &ws);
     child.kill().unwrap();
     child.wait().unwrap();
     let (due, completed) = nap_events(s, &run);
@@ -222,25 +229,7 @@ fn cancelling_a_sleeping_run_cancels_its_timer() {
     let s = scratch.path();
     let ws = workspace_in(s);
     let manifest = write(s, &napping(json!({"for": "1h"})));
-    let child = command(s)
-        .args([
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let run = loop {
-        let runs: Value =
-            serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap_or_default();
-        if runs[0]["status"] == "sleeping" {
-            break runs[0]["id"].as_str().unwrap().to_string();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (child, run) = started_sleeping(s, &manifest, &ws);
     let out = wfhost(&["cancel", &run, "--reason", "not today"], s);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let ended = child.wait_with_output().unwrap();
@@ -258,25 +247,7 @@ fn a_fork_where_the_run_slept_sleeps_until_the_same_time() {
     let s = scratch.path();
     let ws = workspace_in(s);
     let manifest = write(s, &napping(json!({"for": "2s"})));
-    let mut child = command(s)
-        .args([
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let run = loop {
-        let runs: Value =
-            serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap_or_default();
-        if runs[0]["status"] == "sleeping" {
-            break runs[0]["id"].as_str().unwrap().to_string();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, run) = started_sleeping(s, &manifest, &ws);
     child.kill().unwrap();
     child.wait().unwrap();
     let events = stdout(&wfhost(&["events", &run, "--json"], s));

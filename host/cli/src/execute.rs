@@ -225,66 +225,7 @@ pub fn report_run(
         | RunStatus::Sleeping { .. } => exit::WAITING_AT_GATE,
     };
     if output.json {
-        let (status, detail) = match &report.status {
-            RunStatus::Succeeded => ("succeeded", serde_json::Value::Null),
-            RunStatus::Failed { reason } => ("failed", serde_json::json!({ "reason": reason })),
-            RunStatus::Cancelled { by, reason } => (
-                "cancelled",
-                serde_json::json!({ "cancelled_by": by, "reason": reason }),
-            ),
-            RunStatus::WaitingAtGate {
-                gate_id,
-                node,
-                block,
-                prompt,
-            } => (
-                "waiting",
-                serde_json::json!({ "gate": { "id": gate_id, "node": node, "block": block, "prompt": prompt } }),
-            ),
-            RunStatus::AwaitingExternal {
-                step,
-                node,
-                block,
-                prompt,
-            } => (
-                "waiting",
-                serde_json::json!({ "external": { "step": step, "node": node, "block": block, "prompt": prompt } }),
-            ),
-            RunStatus::Sleeping {
-                step,
-                node,
-                block,
-                due_at_ms,
-            } => (
-                "sleeping",
-                serde_json::json!({ "timer": { "step": step, "node": node, "block": block, "due_at_ms": due_at_ms } }),
-            ),
-        };
-        let mut out = serde_json::json!({
-            "run_id": run.id,
-            "branch": branch,
-            "workflow_id": run.workflow_id,
-            "workflow": run.workflow_id,
-            "workflow_hash": run.workflow_hash,
-            "manifest": run.manifest,
-            "execution_id": run.id,
-            "status": status,
-            "steps": report.steps,
-            "duration_ms": report.duration.as_secs_f64() * 1000.0,
-            "statistics": report.statistics,
-            "blocks": report.blocks(),
-            "payload": report.payload(),
-            "host_costs": wfhost_app::costs::now(),
-        });
-        if let (Some(out), serde_json::Value::Object(extra)) =
-            (out.as_object_mut(), crate::result::json(&report.state))
-        {
-            out.extend(extra);
-        }
-        if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
-            out.extend(extra);
-        }
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        print_report_json(run, branch, report);
         return code;
     }
     let style = Style::stdout();
@@ -359,6 +300,70 @@ pub fn report_run(
         crate::result::print(&report.state, run.id.as_str());
     }
     code
+}
+
+/// The run's report as `RunReport` JSON (`wfhost schema RunReport`).
+fn print_report_json(run: &RunRecord, branch: u32, report: &RunReport) {
+    let (status, detail) = match &report.status {
+        RunStatus::Succeeded => ("succeeded", serde_json::Value::Null),
+        RunStatus::Failed { reason } => ("failed", serde_json::json!({ "reason": reason })),
+        RunStatus::Cancelled { by, reason } => (
+            "cancelled",
+            serde_json::json!({ "cancelled_by": by, "reason": reason }),
+        ),
+        RunStatus::WaitingAtGate {
+            gate_id,
+            node,
+            block,
+            prompt,
+        } => (
+            "waiting",
+            serde_json::json!({ "gate": { "id": gate_id, "node": node, "block": block, "prompt": prompt } }),
+        ),
+        RunStatus::AwaitingExternal {
+            step,
+            node,
+            block,
+            prompt,
+        } => (
+            "waiting",
+            serde_json::json!({ "external": { "step": step, "node": node, "block": block, "prompt": prompt } }),
+        ),
+        RunStatus::Sleeping {
+            step,
+            node,
+            block,
+            due_at_ms,
+        } => (
+            "sleeping",
+            serde_json::json!({ "timer": { "step": step, "node": node, "block": block, "due_at_ms": due_at_ms } }),
+        ),
+    };
+    let mut out = serde_json::json!({
+        "run_id": run.id,
+        "branch": branch,
+        "workflow_id": run.workflow_id,
+        "workflow": run.workflow_id,
+        "workflow_hash": run.workflow_hash,
+        "manifest": run.manifest,
+        "execution_id": run.id,
+        "status": status,
+        "steps": report.steps,
+        "duration_ms": report.duration.as_secs_f64() * 1000.0,
+        "statistics": report.statistics,
+        "blocks": report.blocks(),
+        "payload": report.payload(),
+        "host_costs": wfhost_app::costs::now(),
+    });
+    if let (Some(out), serde_json::Value::Object(extra)) =
+        (out.as_object_mut(), crate::result::json(&report.state))
+    {
+        out.extend(extra);
+    }
+    if let (Some(out), serde_json::Value::Object(extra)) = (out.as_object_mut(), detail) {
+        out.extend(extra);
+    }
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
 }
 
 /// ` (in 1200 · out 80 · cache 700 read · $0.0123)`: what agent CLIs

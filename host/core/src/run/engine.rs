@@ -987,36 +987,8 @@ async fn execute_block<W: WorkerHost>(
         .await;
     }
     if sleep {
-        // The block waits: its due time is recorded and the run rests;
-        // a time that does not parse (a template filled at run time)
-        // fails the block instead.
-        match crate::timers::due_at(&block.config, crate::time::now_ms()) {
-            Ok(due_at_ms) => {
-                let timer = Event::TimerStarted {
-                    step,
-                    node: node_id,
-                    block: block_id,
-                    attempt,
-                    due_at_ms,
-                };
-                return emit(state, sink, vec![timer]);
-            }
-            Err(message) => {
-                let done = Done {
-                    step,
-                    node_id,
-                    block_id,
-                    duration: std::time::Duration::ZERO,
-                    queued: std::time::Duration::ZERO,
-                    merged: None,
-                };
-                let failed = BlockResult {
-                    outcome: Err(BlockFailure { message }),
-                    log: Vec::new(),
-                };
-                return complete(state, sink, schemas.get(&key), done, failed);
-            }
-        }
+        let at = (step, attempt, node_id, block_id);
+        return start_sleep(state, sink, &block.config, schemas.get(&key), at);
     }
     let block_started = Instant::now();
     let mut merged = None;
@@ -1043,6 +1015,45 @@ async fn execute_block<W: WorkerHost>(
         merged,
     };
     complete(state, sink, schemas.get(&key), done, result)
+}
+
+/// A `sleep` block just started (`at`: its step, attempt, node and
+/// block): its due time is recorded and the run rests; a time that does
+/// not parse (a template filled at run time) fails the block instead.
+fn start_sleep(
+    state: &mut RunState,
+    sink: &mut dyn EventSink,
+    config: &serde_json::Value,
+    schema: Option<&OutputSchema>,
+    (step, attempt, node_id, block_id): (u64, u32, String, String),
+) -> Result<(), EngineError> {
+    match crate::timers::due_at(config, crate::time::now_ms()) {
+        Ok(due_at_ms) => {
+            let timer = Event::TimerStarted {
+                step,
+                node: node_id,
+                block: block_id,
+                attempt,
+                due_at_ms,
+            };
+            emit(state, sink, vec![timer])
+        }
+        Err(message) => {
+            let done = Done {
+                step,
+                node_id,
+                block_id,
+                duration: std::time::Duration::ZERO,
+                queued: std::time::Duration::ZERO,
+                merged: None,
+            };
+            let failed = BlockResult {
+                outcome: Err(BlockFailure { message }),
+                log: Vec::new(),
+            };
+            complete(state, sink, schema, done, failed)
+        }
+    }
 }
 
 /// A sleeping block's time has come (`now`, its due time `due_at_ms`): it
