@@ -44,7 +44,7 @@ fn nap_events(scratch: &Path, run: &str) -> (Vec<i64>, usize) {
 /// `wfhost run MANIFEST` in the background, once its run sleeps: the
 /// process and the run.
 fn started_sleeping(s: &Path, manifest: &Path, ws: &Path) -> (std::process::Child, String) {
-    let child = command(s)
+    let mut child = command(s)
         .args([
             "run",
             manifest.to_str().unwrap(),
@@ -62,7 +62,11 @@ fn started_sleeping(s: &Path, manifest: &Path, ws: &Path) -> (std::process::Chil
         if runs[0]["status"] == "sleeping" {
             return (child, runs[0]["id"].as_str().unwrap().to_string());
         }
-        assert!(Instant::now() < deadline, "the run never slept: {runs}");
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run never slept: {runs}");
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
