@@ -19,8 +19,12 @@ fn caller() -> String {
     format!("00-{TRACE}-{CALLER_SPAN}-01")
 }
 
-/// Python with `opentelemetry-proto`, or why not.
+/// Python with `opentelemetry-proto`, or why not. Made once per process
+/// (`cargo test` runs these tests as threads of one), aside and renamed
+/// into place across processes (nextest runs each in its own).
 fn receiver_python() -> Result<PathBuf, String> {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let requirements = repo().join("tests/otlp/requirements.txt");
     let wanted = std::fs::read_to_string(&requirements).map_err(|e| e.to_string())?;
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("otlp-venv");
