@@ -94,7 +94,10 @@ fn examine(root: &Path, file: &Path) -> Option<Found> {
     };
     let value = serde_json::from_str::<serde_json::Value>(&text).ok()?;
     let manifest = value.get("nodes").is_some() && value.get("start_node").is_some();
-    if !manifest && !workrail::is_workrail(&value) {
+    // A WorkRail workflow's `steps` is a list: other JSON with a `steps`
+    // (a run's report, a package's) is not a workflow gone wrong.
+    let workrail = workrail::is_workrail(&value) && value["steps"].is_array();
+    if !manifest && !workrail {
         return None;
     }
     match parse_any(file, &text) {
@@ -161,6 +164,11 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.path().join("junk.json"), "not json").unwrap();
+        std::fs::write(
+            dir.path().join("report.json"),
+            "{\"run_id\":\"r\",\"steps\":4,\"status\":\"succeeded\"}",
+        )
+        .unwrap();
         let found = discover(dir.path());
         assert!(!found.truncated);
         let paths: Vec<_> = found
