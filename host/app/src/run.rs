@@ -161,11 +161,14 @@ pub fn drive<S: EventSink + Recorded>(
             }?;
             // A run resting at a `sleep` block: this process waits for it
             // (its due time is durable: an interruption loses nothing), but
-            // not one serving a server, which wakes it when due.
-            while let engine::RunStatus::Sleeping { due_at_ms, .. } = &report.status
-                && jobs.is_none()
-            {
+            // one serving a server only for a timer due within
+            // `SERVED_TIMER_HORIZON_MS` (the server resumes runs that much
+            // ahead, so they wake on time); the server wakes the others.
+            while let engine::RunStatus::Sleeping { due_at_ms, .. } = &report.status {
                 let wait = due_at_ms.saturating_sub(wfhost_core::time::now_ms());
+                if jobs.is_some() && wait > wfhost_protocol::SERVED_TIMER_HORIZON_MS {
+                    break;
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(wait.max(0) as u64)).await;
                 report = engine::drive(wf, plugins, plugins, report.state, sink).await?;
             }

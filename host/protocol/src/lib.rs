@@ -23,3 +23,13 @@ pub const RUN_BLOCKS_AS_JOBS: &str = "WFHOST_RUN_BLOCKS_AS_JOBS";
 /// logs: once a process has read its request, its standard error (and
 /// output) go to `<dir>/<run>.log`, appended to.
 pub const SERVE_LOG_DIR_ENV: &str = "WFHOST_SERVE_LOG_DIR";
+
+/// How far ahead of a timer's due time `wfhost serve` resumes a sleeping
+/// run, and how near its due time a run process of a server waits for a
+/// timer itself instead of ending (ms): the process's start is paid before
+/// the timer is due, not after.
+pub const SERVED_TIMER_HORIZON_MS: i64 = 1_000;
+
+/// How far ahead of its due time the server resumes a sleeping run (ms),
+/// within [`SERVED_TIMER_HORIZON_MS`].
+pub const TIMER_LEAD_MS: i64 = 500;

@@ -1,6 +1,7 @@
 //! Waking sleeping runs: every branch resting at a `sleep` block is resumed
-//! in its own run process once due — at the due time while the server is
-//! up, at start for a timer that came due while it was down. The block's
+//! in its own run process once due — [`wfhost_protocol::TIMER_LEAD_MS`]
+//! ahead of its due time while the server is up (the process waits the
+//! rest), at start for a timer that came due while it was down. The block's
 //! completion is recorded once whoever wakes it (the run's lock and its
 //! log): a resume asked twice finds the run awake, or busy.
 
@@ -37,7 +38,9 @@ pub(crate) async fn watch(state: AppState) {
         }
         let stores = state.stores.clone();
         let due = blocking(move || match stores.if_any()? {
-            Some(store) => Ok(store.due_timers(now_ms(), BATCH)?),
+            // A little ahead: the run's process starts before the time
+            // and waits the rest itself.
+            Some(store) => Ok(store.due_timers(now_ms() + wfhost_protocol::TIMER_LEAD_MS, BATCH)?),
             None => Ok(Vec::new()),
         })
         .await;
