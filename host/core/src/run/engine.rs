@@ -1039,14 +1039,7 @@ fn start_sleep(
             emit(state, sink, vec![timer])
         }
         Err(message) => {
-            let done = Done {
-                step,
-                node_id,
-                block_id,
-                duration: std::time::Duration::ZERO,
-                queued: std::time::Duration::ZERO,
-                merged: None,
-            };
+            let done = Done::at_once(step, node_id, block_id);
             let failed = BlockResult {
                 outcome: Err(BlockFailure { message }),
                 log: Vec::new(),
@@ -1082,15 +1075,13 @@ fn wake(
             crate::time::iso_utc_millis(due_at_ms)
         )],
     };
-    let done = Done {
-        step,
-        node_id,
-        block_id,
-        duration: std::time::Duration::ZERO,
-        queued: std::time::Duration::ZERO,
-        merged: None,
-    };
-    complete(state, sink, None, done, result)
+    complete(
+        state,
+        sink,
+        None,
+        Done::at_once(step, node_id, block_id),
+        result,
+    )
 }
 
 /// What is known of a block execution that just ended.
@@ -1103,6 +1094,21 @@ struct Done {
     queued: std::time::Duration,
     /// The inputs a control block merged.
     merged: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Done {
+    /// A block the engine settled itself, taking no time (a `sleep`
+    /// block's start that failed, its wake).
+    fn at_once(step: u64, node_id: String, block_id: String) -> Done {
+        Done {
+            step,
+            node_id,
+            block_id,
+            duration: std::time::Duration::ZERO,
+            queued: std::time::Duration::ZERO,
+            merged: None,
+        }
+    }
 }
 
 /// Record a block's end: its outcome settled against its output schema.
