@@ -264,22 +264,12 @@ pub fn show(args: ShowArgs, global: &Global) -> u8 {
     exit::SUCCESS
 }
 
-/// Everything `show` prints of a run's branch.
+/// Everything `show` prints of a run's branch: the run as the API shows
+/// it, its state, and its step rows.
 struct Shown {
-    run: wfhost_store::RunRecord,
-    branch: u32,
-    branches: Vec<wfhost_store::BranchInfo>,
+    detail: wfhost_store::detail::RunDetail,
     state: wfhost_core::run::state::RunState,
-    warning: Option<String>,
-    status: String,
     steps: Vec<wfhost_store::view::StepLine>,
-    /// Why it did not succeed: a failure's reason, or who cancelled it.
-    failure: Option<String>,
-    start_snapshot: Option<String>,
-    /// The run this one repeats (`wfhost rerun`) and from which step.
-    rerun_of: Option<(String, Option<u64>)>,
-    /// What a served run that seems idle waits for.
-    open_jobs: Vec<wfhost_store::OpenJob>,
 }
 
 fn gather(
@@ -291,41 +281,14 @@ fn gather(
         Some(b) => b,
         None => store.current_branch(&run.id)?,
     };
-    let branches = store.branches(&run.id)?;
-    let chain = store.chain(&run.id, branch)?;
-    let state = store.state(&run.id, branch)?;
     let warning = manifest_warning(&run);
-    let status = branches
-        .iter()
-        .find(|b| b.branch == branch)
-        .map(|b| b.status.clone())
-        .unwrap_or_default();
-    let failure = match &state.phase {
-        wfhost_core::run::state::Phase::Finished(outcome) => outcome.unsuccessful_reason(),
-        _ => None,
-    };
-    let rerun_of = chain.first().and_then(|e| match &e.event {
-        wfhost_core::run::event::Event::RunStarted {
-            rerun_of: Some(r), ..
-        } => Some((r.run_id.clone(), r.from_step)),
-        _ => None,
-    });
-    let open_jobs = match status.as_str() {
-        "running" => store.open_jobs(&run.id).unwrap_or_default(),
-        _ => Vec::new(),
-    };
+    let chain = store.chain(&run.id, branch)?;
+    let (mut detail, state) = wfhost_store::detail::RunDetail::gather(store, run, branch)?;
+    detail.warnings.extend(warning);
     Ok(Shown {
-        steps: wfhost_store::view::steps_of(&chain),
-        start_snapshot: chain.first().and_then(|e| e.snapshot.clone()),
-        run,
-        branch,
-        branches,
+        detail,
         state,
-        warning,
-        status,
-        failure,
-        rerun_of,
-        open_jobs,
+        steps: wfhost_store::view::steps_of(&chain),
     })
 }
 
@@ -359,10 +322,14 @@ fn print_text(s: &Shown) {
     print_head(s, style);
     println!();
     println!("branches");
-    for b in &s.branches {
+    for b in &s.detail.branches {
         println!(
             "  {} {:<3} {:<11} {}{}  last written {}",
-            if b.branch == s.branch { "*" } else { " " },
+            if b.branch == s.detail.branch {
+                "*"
+            } else {
+                " "
+            },
             b.branch,
             b.status,
             count(b.events, "event"),
@@ -386,29 +353,30 @@ fn print_text(s: &Shown) {
     );
     crate::execute::print_block_statistics(state);
     println!();
-    crate::result::print(state, s.run.id.as_str());
+    crate::result::print(state, s.detail.run.id.as_str());
 }
 
 /// The run's identity, where it stands and its inputs.
 fn print_head(s: &Shown, style: Style) {
-    let run = &s.run;
+    let (d, run) = (&s.detail, &s.detail.run);
     println!("run {}  (workflow {})", run.id, run.workflow_id);
     println!(
         "  definition  {} pinned from {}",
         run.workflow_hash, run.manifest
     );
-    if let Some(w) = &s.warning {
+    for w in &d.warnings {
         println!("  warning: {w}");
     }
     println!("  workspace   {}", run.workspace);
     println!("  started     {}", format_utc(run.created_at));
-    if let Some((old, step)) = &s.rerun_of {
+    if let Some(rerun) = &d.rerun_of {
+        let (old, step) = (&rerun.run_id, rerun.from_step);
         let from = step.map_or(" from the beginning".to_string(), |n| {
             format!(" from its step {n}")
         });
         println!("  rerun of    {old}{from}");
     }
-    println!("  status      {} (branch {})", s.status, s.branch);
+    println!("  status      {} (branch {})", d.status, d.branch);
     if let wfhost_core::run::state::Phase::Sleeping {
         node,
         block,
@@ -419,11 +387,11 @@ fn print_head(s: &Shown, style: Style) {
         println!(
             "  sleeping    at {node}.{block} until {} (a running `wfhost serve` wakes it then; else `wfhost resume {}`)",
             format_utc(*due_at_ms),
-            s.run.id
+            run.id
         );
     }
-    print_open_jobs(&s.open_jobs);
-    if let Some(reason) = &s.failure {
+    print_open_jobs(&d.open_jobs);
+    if let Some(reason) = &d.failure {
         println!("  failure     {}", style.bad(reason));
     }
     for (i, (name, value)) in s.state.inputs.iter().enumerate() {
@@ -436,13 +404,13 @@ fn print_head(s: &Shown, style: Style) {
 fn print_steps(s: &Shown, style: Style) {
     println!(
         "steps (branch {}; the snapshot on a step's line is the state after it)",
-        s.branch
+        s.detail.branch
     );
     println!(
         "  to run step N again as a new branch: `wfhost fork {} --at N` (or --at BLOCK, or --at SNAPSHOT)",
-        s.run.id
+        s.detail.run.id
     );
-    if let Some(snapshot) = &s.start_snapshot {
+    if let Some(snapshot) = &s.detail.start_snapshot {
         println!("  {snapshot:<15} (start)");
     }
     for l in &s.steps {
