@@ -170,7 +170,11 @@ pub fn drive<S: EventSink + Recorded>(
                     break;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(wait.max(0) as u64)).await;
-                report = engine::drive(wf, plugins, plugins, report.state, sink).await?;
+                // Woken, the blocks go on as they ran: as jobs for a server.
+                report = match &jobs {
+                    Some(jobs) => engine::drive(wf, jobs, plugins, report.state, sink).await,
+                    None => engine::drive(wf, plugins, plugins, report.state, sink).await,
+                }?;
             }
             Ok(report)
         };

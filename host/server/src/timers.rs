@@ -1,4 +1,5 @@
-//! Waking sleeping runs: every branch resting at a `sleep` block is resumed
+//! Waking sleeping runs: every branch resting at a `sleep` block or
+//! waiting to retry a failed block is resumed
 //! in its own run process once due — [`wfhost_protocol::TIMER_LEAD_MS`]
 //! ahead of its due time while the server is up (the process waits the
 //! rest), at start for a timer that came due while it was down. The block's
@@ -20,7 +21,9 @@ use crate::store::blocking;
 /// slept, by a run process, is seen within this).
 const LOOK_EVERY: Duration = Duration::from_millis(100);
 
-/// How long a wake asked for is left to take before it is asked again.
+/// How long a wake asked for is left to take before it is asked again
+/// (for the same timer: a branch's next timer, a later `sleep` or retry,
+/// is asked for at once).
 const RETRY_AFTER: Duration = Duration::from_secs(30);
 
 /// At most this many runs woken per look.
@@ -31,7 +34,7 @@ pub(crate) async fn watch(state: AppState) {
     let Some(runner) = state.runner.clone() else {
         return;
     };
-    let mut asked: HashMap<(String, u32), Instant> = HashMap::new();
+    let mut asked: HashMap<(String, u32, i64), Instant> = HashMap::new();
     loop {
         if state.stopping.begun() {
             return;
@@ -53,7 +56,7 @@ pub(crate) async fn watch(state: AppState) {
         };
         asked.retain(|_, at| at.elapsed() < RETRY_AFTER);
         for timer in due {
-            let key = (timer.run_id.to_string(), timer.branch);
+            let key = (timer.run_id.to_string(), timer.branch, timer.due_at_ms);
             if asked.contains_key(&key) {
                 continue;
             }
