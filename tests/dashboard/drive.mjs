@@ -72,6 +72,19 @@ try {
     await page.waitForSelector('#run-list li[data-run]');
   }
 
+  // A run waiting to retry its failed block: when, and why.
+  if (scenario.retrying) {
+    await page.goto(`${base}#/runs/${scenario.retrying}`, { waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('p.timer');
+    const due = await page.locator('p.timer').textContent();
+    check(/Retry 1 of main\.build is due \d{4}-\d\d-\d\d/.test(due), `the header says which retry is due when (${due})`);
+    const marker = await page.locator('tr.marker.retry').first().textContent();
+    check(/main\.build attempt 1 → SIGNAL:EXEC_FAILED; retry 1 in 3600\.00 s/.test(marker), `the steps show the retry and its wait (${marker})`);
+    await shot('00-retry-due');
+    await page.goto(base, { waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('#run-list li[data-run]');
+  }
+
   // Every control has an accessible name.
   const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea')]
     .filter((el) => !el.hidden && !(el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.length))

@@ -106,6 +106,7 @@ fn long_run(home: &Path, steps: u64) -> String {
                 duration_us: 250,
                 queued_us: 0,
                 failure: None,
+                permanent: false,
                 log: vec![format!("step {n}")],
                 written: Vec::new(),
             },
@@ -243,6 +244,7 @@ fn wide_run(home: &Path) -> String {
                 duration_us: 100,
                 queued_us: 0,
                 failure: None,
+                permanent: false,
                 log: Vec::new(),
                 written: Vec::new(),
             },
@@ -531,6 +533,25 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     let live = live["run_id"].as_str().unwrap().to_string();
     let handshake = scratch.path().join("handshake");
     std::fs::create_dir_all(&handshake).unwrap();
+    // A run whose failed block waits an hour for its retry.
+    let retry_ws = scratch.path().join("retry-ws");
+    std::fs::create_dir_all(&retry_ws).unwrap();
+    let (status, retrying) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"workspace": retry_ws, "manifest": {
+            "id": "retrying", "plugins": {"exec": {"grants": ["exec"]}},
+            "start_node": "main",
+            "nodes": {"main": {"entry_block": "build", "blocks": {"build": {
+                "worker": "exec", "config": {"commands": [{"argv": ["false"]}]},
+                "retry": {"initial": "1h", "jitter": 0},
+                "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]
+            }}}}
+        }}),
+    );
+    assert_eq!(status, 202, "{retrying}");
+    let retrying = retrying["run_id"].as_str().unwrap().to_string();
+    await_status(&served.addr, &retrying, "sleeping");
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-shots");
     let _ = std::fs::remove_dir_all(&shots);
@@ -543,6 +564,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
             "across": across, "handshake": handshake, "cancel": cancel, "live": live, "quiet": quiet,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
             "inbox": inbox, "greet_ws": greet_ws, "long_block": long, "wide": wide,
+            "retrying": retrying,
         })
         .to_string(),
     )

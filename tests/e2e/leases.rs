@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A `wfhost agent` process, killed on drop; its stderr goes to a file.
-struct Agent {
+pub(super) struct Agent {
     child: std::process::Child,
     log: PathBuf,
 }
@@ -21,7 +21,7 @@ impl Drop for Agent {
 }
 
 impl Agent {
-    fn start(scratch: &Path, served: &Served, name: &str) -> Agent {
+    pub(super) fn start(scratch: &Path, served: &Served, name: &str) -> Agent {
         let log = scratch.join(format!("{name}.log"));
         let child = command(scratch)
             .args(["agent", "--server", &format!("http://{}", served.addr)])
@@ -41,7 +41,7 @@ impl Agent {
         assert!(ok.success());
     }
 
-    fn said(&self) -> String {
+    pub(super) fn said(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }

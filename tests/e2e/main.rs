@@ -29,6 +29,7 @@ mod plugin;
 mod presets;
 mod rerun;
 mod results;
+mod retries;
 mod run;
 mod secrets;
 mod serve;

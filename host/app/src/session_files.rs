@@ -543,6 +543,7 @@ mod tests {
                 duration_us: 1,
                 queued_us: 0,
                 failure: None,
+                permanent: false,
                 log: vec![],
                 written: Vec::new(),
             },

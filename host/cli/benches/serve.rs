@@ -286,6 +286,7 @@ fn step(n: u64) -> [Event; 3] {
             duration_us: 10,
             queued_us: 0,
             failure: None,
+            permanent: false,
             log: vec!["step done".into()],
             written: Vec::new(),
         },

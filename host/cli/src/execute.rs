@@ -272,13 +272,15 @@ pub fn report_run(
             node,
             block,
             due_at_ms,
+            retry,
             ..
         } => {
-            println!(
-                "run {} sleeping at {node}.{block} until {} ({summary})",
-                run.id,
-                wfhost_core::time::iso_utc(*due_at_ms)
-            );
+            let due = wfhost_core::time::iso_utc(*due_at_ms);
+            let what = match retry {
+                Some(n) => format!("until retry {n} of {node}.{block} at {due}"),
+                None => format!("at {node}.{block} until {due}"),
+            };
+            println!("run {} sleeping {what} ({summary})", run.id);
             println!(
                 "a running `wfhost serve` on this home wakes it then; or `wfhost resume {}`",
                 run.id
@@ -334,9 +336,10 @@ fn print_report_json(run: &RunRecord, branch: u32, report: &RunReport) {
             node,
             block,
             due_at_ms,
+            retry,
         } => (
             "sleeping",
-            serde_json::json!({ "timer": { "step": step, "node": node, "block": block, "due_at_ms": due_at_ms } }),
+            serde_json::json!({ "timer": { "step": step, "node": node, "block": block, "due_at_ms": due_at_ms, "retry": retry } }),
         ),
     };
     let mut out = serde_json::json!({

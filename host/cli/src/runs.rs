@@ -377,16 +377,14 @@ fn print_head(s: &Shown, style: Style) {
         println!("  rerun of    {old}{from}");
     }
     println!("  status      {} (branch {})", d.status, d.branch);
-    if let wfhost_core::run::state::Phase::Sleeping {
-        node,
-        block,
-        due_at_ms,
-        ..
-    } = &s.state.phase
-    {
+    if let Some(timer) = &d.timer {
+        let (node, block, due) = (&timer.node, &timer.block, format_utc(timer.due_at_ms));
+        let what = match timer.retry {
+            Some(n) => format!("retry {n} of {node}.{block} due at {due}"),
+            None => format!("at {node}.{block} until {due}"),
+        };
         println!(
-            "  sleeping    at {node}.{block} until {} (a running `wfhost serve` wakes it then; else `wfhost resume {}`)",
-            format_utc(*due_at_ms),
+            "  sleeping    {what} (a running `wfhost serve` wakes it then; else `wfhost resume {}`)",
             run.id
         );
     }
@@ -452,7 +450,14 @@ fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
         escape(&match (&l.action, &l.command) {
             (Some(action), Some(command)) => action_line(action, command),
             (Some(action), None) => action.clone(),
-            (None, _) => "(no transition)".into(),
+            (None, _) => match &l.retry {
+                Some(r) => format!(
+                    "retry {} in {}",
+                    r.retry,
+                    wfhost_core::text::wait(r.wait_ms)
+                ),
+                None => "(no transition)".into(),
+            },
         }),
         l.duration_ms,
         l.queued_ms
@@ -477,12 +482,16 @@ fn print_step(l: &wfhost_store::view::StepLine, style: Style) {
     }
     for lane in &l.lanes {
         println!(
-            "  {:<15} [{}.{}] -> {} ({:.1} ms){}",
+            "  {:<15} [{}.{}] -> {} ({:.1} ms{}){}",
             "",
             l.step,
             escape(&lane.lane),
             style.signal(&lane.signal),
             lane.duration_ms,
+            match lane.retries {
+                0 => String::new(),
+                n => format!(", after {} failed", wfhost_core::text::count(n, "attempt")),
+            },
             lane.failure
                 .as_ref()
                 .map(|f| format!("; {}", style.bad(&format!("failed: {f}"))))

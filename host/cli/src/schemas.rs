@@ -101,9 +101,10 @@ fn cli_only() -> Map<String, Value> {
                 "cancelled_by": {"type": "string", "description": "cancelled: who."},
                 "gate": gate,
                 "external": external,
-                "timer": closed(&["step", "node", "block", "due_at_ms"], json!({
+                "timer": closed(&["step", "node", "block", "due_at_ms", "retry"], json!({
                     "step": {"type": "integer"}, "node": {"type": "string"}, "block": {"type": "string"},
-                    "due_at_ms": {"type": "integer", "description": "When the `sleep` block the run rests at is due, unix ms."}
+                    "due_at_ms": {"type": "integer", "description": "When the `sleep` block the run rests at, or the failed block's next attempt, is due, unix ms."},
+                    "retry": {"type": ["integer", "null"], "description": "Which retry of the failed block is due (1 for the first); null for a `sleep` block."}
                 }))
             }
         },

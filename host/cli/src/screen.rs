@@ -92,6 +92,7 @@ impl Screen {
             | Event::FanInCompleted { .. }
             | Event::ExternalAwaited { .. }
             | Event::TimerStarted { .. }
+            | Event::RetryScheduled { .. }
             | Event::InputsMerged { .. }
             | Event::Checkpointed { .. } => vec![format!("  {}", event.describe())],
             // Agents may send many: shown with `--verbose` only.
@@ -238,6 +239,7 @@ mod tests {
             duration_us: 1500,
             queued_us: 0,
             failure: None,
+            permanent: false,
             log: vec!["one\x1b[2J".into()],
             written: Vec::new(),
         }

@@ -44,6 +44,7 @@ pub mod ids;
 pub mod json_pointer;
 pub mod limits;
 pub mod random;
+pub mod retry;
 pub mod text;
 pub mod time;
 pub mod timers;

@@ -68,6 +68,15 @@ pub fn shell_word(word: &str) -> String {
     }
 }
 
+/// `1.5 s`, `250 ms`: a wait in milliseconds as people read it.
+pub fn wait(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

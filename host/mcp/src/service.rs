@@ -1143,13 +1143,24 @@ impl<E: Executor> Service<E> {
                 reply.is_complete = true;
                 reply.failure = outcome.unsuccessful_reason();
             }
-            Phase::Sleeping { due_at_ms, .. } => {
-                // A `sleep` block: `wfhost resume` (or a server) wakes it.
+            Phase::Sleeping {
+                due_at_ms,
+                retry,
+                node,
+                block,
+                ..
+            } => {
+                // A `sleep` block or a retry's wait: `wfhost resume` (or a
+                // server) wakes it.
                 reply.status = "sleeping".into();
                 reply.next_intent = "await_timer".into();
+                let due = wfhost_core::time::iso_utc(*due_at_ms);
+                let what = match retry {
+                    Some(n) => format!("retry {n} of {node}.{block} is due at {due}"),
+                    None => format!("sleeping until {due}"),
+                };
                 reply.failure = Some(format!(
-                    "sleeping until {}: `wfhost resume {}` continues it then",
-                    wfhost_core::time::iso_utc(*due_at_ms),
+                    "{what}: `wfhost resume {}` continues it then",
                     run.id
                 ));
             }

@@ -25,7 +25,7 @@ impl BlockRunner for InProcess {
         let message = format!("no worker `{}` in this test", request.worker);
         async move {
             BlockResult {
-                outcome: Err(BlockFailure { message }),
+                outcome: Err(BlockFailure::new(message)),
                 log: Vec::new(),
             }
         }

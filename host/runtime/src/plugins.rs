@@ -410,7 +410,7 @@ impl PluginSet {
     async fn run_worker_in(&self, request: BlockRequest, view: &GuestView) -> BlockResult {
         let name = request.worker.clone();
         let failed = |message: String| BlockResult {
-            outcome: Err(BlockFailure { message }),
+            outcome: Err(BlockFailure::new(message)),
             log: Vec::new(),
         };
         let Some(pre) = self.workers.get(&name) else {
@@ -534,12 +534,13 @@ impl PluginSet {
         }
         let mut outcome = match call {
             Ok(Ok(output)) => self.accept_output(&name, output),
-            Ok(Err(e)) => Err(BlockFailure {
-                message: format!("plugin `{name}` failed: {}: {}", e.code, e.message),
-            }),
-            Err(e) => Err(BlockFailure {
-                message: describe_trap(&name, &e, store.data(), timeout),
-            }),
+            Ok(Err(e)) => Err(plugin_failure(&name, &e)),
+            Err(e) => Err(BlockFailure::new(describe_trap(
+                &name,
+                &e,
+                store.data(),
+                timeout,
+            ))),
         };
         // What the block's agents consumed counts with what the guest
         // reports itself.
@@ -598,16 +599,14 @@ impl PluginSet {
             + output.structured_output.as_ref().map_or(0, String::len);
         let cap = self.runtime.config.max_output_bytes;
         if size > cap {
-            return Err(BlockFailure {
-                message: format!(
-                    "plugin `{name}` returned {size} bytes of output, over the cap of {cap} bytes"
-                ),
-            });
+            return Err(BlockFailure::new(format!(
+                "plugin `{name}` returned {size} bytes of output, over the cap of {cap} bytes"
+            )));
         }
         if output.signal.trim().is_empty() {
-            return Err(BlockFailure {
-                message: format!("plugin `{name}` returned an empty signal"),
-            });
+            return Err(BlockFailure::new(format!(
+                "plugin `{name}` returned an empty signal"
+            )));
         }
         Ok(WorkerOutput {
             payload: output
@@ -741,6 +740,11 @@ impl Lanes for PluginSet {
 
     fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
         crate::lanes::remove_step(&self.workspace, run_id, step)
+    }
+
+    fn wait_until(&self, due_at_ms: i64) -> impl Future<Output = ()> + Send {
+        let left = due_at_ms.saturating_sub(wfhost_core::time::now_ms());
+        tokio::time::sleep(Duration::from_millis(u64::try_from(left).unwrap_or(0)))
     }
 }
 
@@ -915,6 +919,15 @@ async fn within_deadline<T>(
 }
 
 /// Turn a wasmtime error into a failure message that says what happened.
+/// The block failure of a worker that returned plugin error `e`: a
+/// `bad-config` one is permanent (no retry mends it).
+fn plugin_failure(name: &str, e: &wit::PluginError) -> BlockFailure {
+    BlockFailure::of_plugin_error(
+        &e.code,
+        format!("plugin `{name}` failed: {}: {}", e.code, e.message),
+    )
+}
+
 fn describe_trap(
     plugin: &str,
     error: &wasmtime::Error,
@@ -1023,7 +1036,7 @@ fn apply_changes(
                 output.written = applied;
             }
         }
-        Err(message) => *outcome = Err(BlockFailure { message }),
+        Err(message) => *outcome = Err(BlockFailure::new(message)),
     }
 }
 

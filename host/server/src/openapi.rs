@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.11.0";
+pub const API_VERSION: &str = "0.12.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -402,7 +402,7 @@ fn job_schemas() -> Value {
         "CompleteRequest": {"type": "object", "required": ["attempt", "token", "succeeded", "result"], "additionalProperties": false, "properties": {
             "attempt": int(), "token": {"type": "string"},
             "succeeded": {"type": "boolean", "description": "Whether the block produced an output."},
-            "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>}, and log: [lines]; telemetry: [objects the block's agents sent its TELEMETRY_URL, at most 256 KiB] and telemetry_dropped: <count>, both optional."}
+            "result": {"type": "object", "description": "{output: {payload, signal, structured_output, statistics}} or {failure: <message>, failure_permanent?: true when no retry mends it (the worker's bad-config)}, and log: [lines]; telemetry: [objects the block's agents sent its TELEMETRY_URL, at most 256 KiB] and telemetry_dropped: <count>, both optional."}
         }},
         "Released": closed(&["job", "state", "attempt", "server_now_ms"], json!({"job": int(), "state": {"const": "queued"}, "attempt": int(), "server_now_ms": int()})),
         "Completed": closed(&["job", "attempt", "state", "server_now_ms"], json!({"job": int(), "attempt": int(), "state": {"enum": ["succeeded", "failed"]}, "server_now_ms": int()}))

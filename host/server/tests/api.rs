@@ -46,6 +46,7 @@ fn step(n: u64, last: bool) -> Vec<Event> {
             duration_us: 10,
             queued_us: 0,
             failure: None,
+            permanent: false,
             log: vec![],
             written: Vec::new(),
         },

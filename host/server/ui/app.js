@@ -380,7 +380,8 @@ function rowsOf(events) {
   const open = (e, kind, extra) => {
     const row = { kind, step: e.event.step, seq: e.seq, at: e.at, events: [e], lanes: [], conflicts: [], telemetry: [], notes: [], ...extra };
     rows.push(row);
-    if (row.step !== undefined) byStep.set(row.step, row);
+    // A marker (a timer, a retry) never stands for its step's block.
+    if (row.step !== undefined && kind !== 'marker') byStep.set(row.step, row);
     last = row;
     return row;
   };
@@ -449,6 +450,12 @@ function rowsOf(events) {
       case 'resumed': open(e, 'marker', { text: ev.interrupted ? `resumed; step ${ev.interrupted.step} runs again` : 'resumed' }); break;
       case 'forked': open(e, 'marker', { text: `branch ${e.branch} forked from ${ev.from_snapshot}` }); break;
       case 'timer_started': open(e, 'marker', { text: `[${ev.step}] ${ev.node}.${ev.block} sleeps until ${stamp(ev.due_at_ms)}` }); break;
+      case 'retry_scheduled':
+        open(e, 'marker', { text: `[${ev.step}] ${ev.node}.${ev.block} attempt ${ev.attempt} → ${ev.signal}; retry ${ev.retry} in ${duration(ev.wait_ms * 1000)}, at ${stamp(ev.due_at_ms)}${ev.failure ? `: ${ev.failure}` : ''}`, retry: true });
+        break;
+      case 'lane_retried':
+        open(e, 'marker', { text: `[${ev.step}] lane ${ev.lane} attempt ${ev.attempt} → ${ev.signal}, runs again${ev.wait_ms != null ? ` in ${duration(ev.wait_ms * 1000)}` : ''}${ev.failure ? `: ${ev.failure}` : ''}`, retry: true });
+        break;
       default: open(e, 'marker', { text: ev.type });
     }
   }
@@ -525,6 +532,25 @@ function openJobs(jobs) {
   });
 }
 
+// The timer a sleeping run rests on: the run's own `timer` when the page
+// has it, else the branch's last event (a `timer_started` or a
+// `retry_scheduled`).
+function restingOn(r) {
+  if (r.timer) return r.timer;
+  const last = view.events.length ? view.events[view.events.length - 1].event : null;
+  if (!last || last.due_at_ms == null) return null;
+  return { node: last.node, block: last.block, due_at_ms: last.due_at_ms, retry: last.type === 'retry_scheduled' ? last.retry : null };
+}
+
+// What a sleeping run waits for: a `sleep` block, or a failed block's retry.
+function timerLine(t) {
+  if (!t) return null;
+  const what = t.retry
+    ? `Retry ${t.retry} of ${t.node}.${t.block} is due `
+    : `${t.node}.${t.block} sleeps; due `;
+  return h('p', { class: 'queue s-sleeping timer' }, what, h('time', { title: stamp(t.due_at_ms) }, stamp(t.due_at_ms)));
+}
+
 function runHeader(r, status) {
   const live = ['running', 'waiting', 'sleeping', 'interrupted'].includes(status);
   const resumable = ['interrupted'].includes(status);
@@ -537,7 +563,8 @@ function runHeader(r, status) {
         ' · last event ', h('time', { title: stamp(r.last_at) }, ago(r.last_at)),
         ' · workspace ', h('code', {}, r.workspace),
         r.session ? [' · session ', h('a', { href: `#/sessions/${enc(r.session)}` }, r.session)] : null),
-      status === 'running' ? openJobs(r.open_jobs || []) : null),
+      status === 'running' ? openJobs(r.open_jobs || []) : null,
+      status === 'sleeping' ? timerLine(restingOn(r)) : null),
     h('div', { class: 'actions' },
       live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun, title: 'Stop it for good and record it as cancelled' }, 'Cancel run') : null,
       resumable ? h('button', { type: 'button', onclick: resumeRun }, 'Resume') : null,
@@ -588,7 +615,7 @@ function branchGraph() {
 function timelineTable(rows) {
   const body = rows.map((row, i) => {
     if (row.kind === 'marker') {
-      return h('tr', { class: `marker ${row.outcome ? `s-${row.outcome}` : ''}`, dataset: { seq: row.seq } },
+      return h('tr', { class: `marker ${row.outcome ? `s-${row.outcome}` : ''} ${row.retry ? 'retry' : ''}`, dataset: { seq: row.seq } },
         h('td', { colspan: 9 }, h('span', { class: 'marker-text' }, row.text), ' ', h('time', { class: 'muted', title: stamp(row.at) }, stamp(row.at))));
     }
     const c = row.completed;

@@ -56,6 +56,7 @@ fn step(n: u64, keep: usize) -> [Event; 3] {
             duration_us: 1500,
             queued_us: 0,
             failure: None,
+            permanent: false,
             log: vec!["answering with response 0".into()],
             written: Vec::new(),
         },

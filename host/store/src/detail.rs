@@ -18,6 +18,44 @@ pub struct RerunOf {
     pub from_step: Option<u64>,
 }
 
+/// The timer a sleeping run rests on: a `sleep` block's, or the wait
+/// before a failed block's retry.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct RestingTimer {
+    /// The step of the sleeping block, or of the failed attempt.
+    pub step: u64,
+    pub node: String,
+    pub block: String,
+    /// When it is due, unix ms.
+    pub due_at_ms: i64,
+    /// Which retry of the block is due then (1 for the first); null for a
+    /// `sleep` block.
+    pub retry: Option<u32>,
+}
+
+impl RestingTimer {
+    /// The timer `phase` rests on, if it is sleeping.
+    pub fn of(phase: &Phase) -> Option<RestingTimer> {
+        match phase {
+            Phase::Sleeping {
+                step,
+                node,
+                block,
+                due_at_ms,
+                retry,
+                ..
+            } => Some(RestingTimer {
+                step: *step,
+                node: node.clone(),
+                block: block.clone(),
+                due_at_ms: *due_at_ms,
+                retry: *retry,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// One stage of a run started from a stage graph, and its status.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StageStatus {
@@ -37,6 +75,8 @@ pub struct RunDetail {
     pub failure: Option<String>,
     /// What a running run waits for: its blocks' jobs, queued or leased.
     pub open_jobs: Vec<OpenJob>,
+    /// What a sleeping run waits for; null for runs in other states.
+    pub timer: Option<RestingTimer>,
     pub rerun_of: Option<RerunOf>,
     /// The snapshot of the run's first event: forking there starts over.
     pub start_snapshot: Option<String>,
@@ -105,6 +145,7 @@ impl RunDetail {
             status,
             failure,
             open_jobs,
+            timer: RestingTimer::of(&state.phase),
             rerun_of,
             start_snapshot: first.and_then(|e| e.snapshot),
             inputs: state.inputs.clone(),

@@ -624,8 +624,8 @@ impl Store {
             }) => "failed",
             // At an external block, until an MCP client performs it.
             Some(Event::ExternalAwaited { .. } | Event::Checkpointed { .. }) => "waiting",
-            // At a `sleep` block, until it is due.
-            Some(Event::TimerStarted { .. }) => "sleeping",
+            // At a `sleep` block or waiting to retry one, until it is due.
+            Some(Event::TimerStarted { .. } | Event::RetryScheduled { .. }) => "sleeping",
             // An invalid answer asked again, or answers that leave
             // security questions open: the gate may still wait.
             Some(Event::GateReasked { .. } | Event::GateAnswered { .. }) => {
@@ -794,11 +794,10 @@ impl Store {
             .map_err(|e| self.err(e))?;
         // A fork where the run slept sleeps until the same time.
         let due = match &found {
-            Some((_, _, kind, body)) if kind == "timer_started" => {
-                match serde_json::from_str::<Event>(body) {
-                    Ok(Event::TimerStarted { due_at_ms, .. }) => Some(due_at_ms),
-                    _ => None,
-                }
+            Some((_, _, kind, body)) if kind == "timer_started" || kind == "retry_scheduled" => {
+                serde_json::from_str::<Event>(body)
+                    .ok()
+                    .and_then(|e| e.due_at_ms())
             }
             _ => None,
         };
@@ -1039,8 +1038,8 @@ fn keep_timer(
     armed: &mut bool,
     events: &[Event],
 ) -> Result<(), rusqlite::Error> {
-    match events.last() {
-        Some(Event::TimerStarted { due_at_ms, .. }) => {
+    match events.last().map(|e| (e, e.due_at_ms())) {
+        Some((_, Some(due_at_ms))) => {
             conn.prepare_cached(
                 "INSERT OR REPLACE INTO timers (run, branch, due_at) VALUES (?1, ?2, ?3)",
             )?

@@ -42,6 +42,21 @@ pub struct StepLine {
     /// the block succeeded.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Set when the block's retry policy ran it again after this step
+    /// instead of taking a transition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryLine>,
+}
+
+/// The retry a failed step was given.
+#[derive(Debug, Serialize, PartialEq, schemars::JsonSchema)]
+pub struct RetryLine {
+    /// Which retry of the block (1 for the first).
+    pub retry: u32,
+    /// The wait drawn before it, in milliseconds.
+    pub wait_ms: u64,
+    /// When the retry was due, unix ms.
+    pub due_at_ms: i64,
 }
 
 /// The lines of a block's log that are warnings or errors, without their
@@ -64,6 +79,13 @@ pub struct LaneLine {
     pub duration_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Failed attempts of the lane before this one, each run again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The snapshot a fork at `at` continues from, on the branch `chain` is:
@@ -142,11 +164,30 @@ pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
     let mut started: Option<(u64, u32)> = None;
     let mut interrupted = 0;
     let mut lanes = Vec::new();
+    let mut lane_retries: std::collections::BTreeMap<String, u32> = Default::default();
     for e in chain {
         match &e.event {
             Event::BlockStarted { step, attempt, .. } => {
                 started = Some((*step, *attempt));
                 lanes.clear();
+                lane_retries.clear();
+            }
+            Event::LaneRetried { lane, .. } => *lane_retries.entry(lane.clone()).or_default() += 1,
+            Event::RetryScheduled {
+                step,
+                retry,
+                wait_ms,
+                due_at_ms,
+                ..
+            } => {
+                if let Some(line) = steps.iter_mut().rev().find(|l| l.step == *step) {
+                    line.snapshot = e.snapshot.clone();
+                    line.retry = Some(RetryLine {
+                        retry: *retry,
+                        wait_ms: *wait_ms,
+                        due_at_ms: *due_at_ms,
+                    });
+                }
             }
             Event::LaneCompleted {
                 lane,
@@ -159,6 +200,7 @@ pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                 signal: signal.clone(),
                 duration_ms: *duration_us as f64 / 1000.0,
                 failure: failure.clone(),
+                retries: lane_retries.get(lane).copied().unwrap_or(0),
             }),
             Event::Resumed {
                 interrupted: Some(_),
@@ -190,6 +232,7 @@ pub fn steps_of(chain: &[StoredEvent]) -> Vec<StepLine> {
                     snapshot: None,
                     lanes: std::mem::take(&mut lanes),
                     warnings: warnings_of(log),
+                    retry: None,
                 });
             }
             Event::ActionTaken {

@@ -38,6 +38,7 @@ fn completed(step: u64, block: &str, artifact: Option<&str>) -> Event {
         duration_us: 1500,
         queued_us: 0,
         failure: None,
+        permanent: false,
         log: vec![],
         written: Vec::new(),
     }

@@ -40,6 +40,7 @@ fn step(n: u64) -> Vec<Event> {
             duration_us: 10,
             queued_us: 0,
             failure: None,
+            permanent: false,
             log: vec![],
             written: Vec::new(),
         },

@@ -402,7 +402,7 @@ fn finished(job: &wfhost_store::Job) -> Option<Finished> {
 
 fn failure(message: String) -> BlockResult {
     BlockResult {
-        outcome: Err(BlockFailure { message }),
+        outcome: Err(BlockFailure::new(message)),
         log: Vec::new(),
     }
 }
@@ -464,6 +464,10 @@ impl Lanes for RunJobs<'_> {
 
     fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
         self.plugins.remove_lanes(run_id, step)
+    }
+
+    fn wait_until(&self, due_at_ms: i64) -> impl Future<Output = ()> + Send {
+        self.plugins.wait_until(due_at_ms)
     }
 }
 

@@ -87,6 +87,9 @@ pub struct JobResult {
     pub output: Option<WorkerOutput>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The failure is one no retry mends (the worker's `bad-config`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failure_permanent: bool,
     #[serde(default)]
     pub log: Vec<String>,
     /// What the block's agents sent their `TELEMETRY_URL`, oldest first
@@ -108,13 +111,14 @@ fn is_zero(n: &usize) -> bool {
 
 impl JobResult {
     pub fn of(result: BlockResult) -> JobResult {
-        let (output, failure) = match result.outcome {
-            Ok(output) => (Some(output), None),
-            Err(failure) => (None, Some(failure.message)),
+        let (output, failure, failure_permanent) = match result.outcome {
+            Ok(output) => (Some(output), None, false),
+            Err(failure) => (None, Some(failure.message), failure.permanent),
         };
         JobResult {
             output,
             failure,
+            failure_permanent,
             log: result.log,
             telemetry: Vec::new(),
             telemetry_dropped: 0,
@@ -123,9 +127,7 @@ impl JobResult {
 
     pub fn failed(message: impl Into<String>) -> JobResult {
         JobResult::of(BlockResult {
-            outcome: Err(BlockFailure {
-                message: message.into(),
-            }),
+            outcome: Err(BlockFailure::new(message.into())),
             log: Vec::new(),
         })
     }
@@ -168,10 +170,13 @@ impl JobResult {
     pub fn into_block_result(self) -> BlockResult {
         let outcome = match (self.output, self.failure) {
             (Some(output), None) => Ok(output),
-            (_, Some(message)) => Err(BlockFailure { message }),
-            (None, None) => Err(BlockFailure {
-                message: "the agent reported neither an output nor a failure".into(),
+            (_, Some(message)) => Err(BlockFailure {
+                message,
+                permanent: self.failure_permanent,
             }),
+            (None, None) => Err(BlockFailure::new(
+                "the agent reported neither an output nor a failure",
+            )),
         };
         BlockResult {
             outcome,
@@ -414,6 +419,7 @@ mod tests {
                 ..Default::default()
             }),
             failure: None,
+            failure_permanent: false,
             log: vec![],
             telemetry: vec![],
             telemetry_dropped: 0,

@@ -487,12 +487,10 @@ async fn contained(
     match std::panic::AssertUnwindSafe(block).catch_unwind().await {
         Ok(result) => result,
         Err(panic) => wfhost_core::run::engine::BlockResult {
-            outcome: Err(wfhost_core::run::engine::BlockFailure {
-                message: format!(
-                    "the host failed while running the block: {}",
-                    wfhost_core::limits::panic_message(panic.as_ref())
-                ),
-            }),
+            outcome: Err(wfhost_core::run::engine::BlockFailure::new(format!(
+                "the host failed while running the block: {}",
+                wfhost_core::limits::panic_message(panic.as_ref())
+            ))),
             log: Vec::new(),
         },
     }

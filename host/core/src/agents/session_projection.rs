@@ -983,6 +983,7 @@ mod tests {
             duration_us: 10,
             queued_us: 0,
             failure: failure.map(str::to_string),
+            permanent: false,
             log: vec![],
             written: Vec::new(),
         }
@@ -1108,6 +1109,7 @@ mod tests {
                 duration_us: 1,
                 queued_us: 0,
                 failure: None,
+                permanent: false,
                 log: vec![],
                 written: Vec::new(),
             },

@@ -1346,6 +1346,7 @@ mod tests {
                 duration_us: 10,
                 queued_us: 0,
                 failure: None,
+                permanent: false,
                 log: vec![],
                 written: Vec::new(),
             },

@@ -311,6 +311,11 @@ impl Checker<'_> {
                 "max_attempts must be at least 1".into(),
             );
         }
+        if let Some(policy) = &block.retry {
+            for (at, why) in policy.problems() {
+                self.err(format!("{}{at}", place.at(&["retry"])), why);
+            }
+        }
         if let Err((i, e)) = crate::run::merge::parse_all(&block.payload_merge_strategy) {
             self.err(
                 place.at(&["payload_merge_strategy", &i.to_string()]),

@@ -215,6 +215,11 @@ pub struct Block {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_attempts: Option<u32>,
+    /// Run the block again when it fails, after a wait that grows with
+    /// each attempt; its transition is taken only once the policy gives
+    /// up. On a parallel block, each lane is retried on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::retry::RetryPolicy>,
     /// Wall-clock limit for one execution of the block, e.g. `"30s"`,
     /// `"500ms"`, `"2m"`.
     #[serde(

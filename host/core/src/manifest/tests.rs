@@ -97,6 +97,56 @@ fn bad_merge_instructions_name_their_place() {
 }
 
 #[test]
+fn a_bad_retry_policy_names_each_field_with_its_pointer() {
+    let with = |retry: &str| {
+        minimal("END").replacen(
+            "\"worker\":\"echo\",",
+            &format!("\"worker\":\"echo\",\"retry\":{retry},"),
+            1,
+        )
+    };
+    let err = manifest(&with(
+        r#"{"max_attempts":0,"multiplier":0.5,"jitter":1.5,"on":["SIGNAL:FAIL_DEFAULT"]}"#,
+    ))
+    .unwrap_err();
+    let at: Vec<&str> = err.0.iter().filter_map(|e| e.location.as_deref()).collect();
+    assert_eq!(
+        at,
+        [
+            "/nodes/main/blocks/a/retry/max_attempts",
+            "/nodes/main/blocks/a/retry/multiplier",
+            "/nodes/main/blocks/a/retry/jitter",
+            "/nodes/main/blocks/a/retry/on/0"
+        ],
+        "{err}"
+    );
+    // A duration that does not parse, or an unknown field, is refused as
+    // the manifest is read, naming its path.
+    for (retry, path, says) in [
+        (
+            r#"{"initial":"soon"}"#,
+            "retry.initial",
+            "is not a duration",
+        ),
+        (
+            r#"{"max_interval":"90"}"#,
+            "retry.max_interval",
+            "is not a duration",
+        ),
+        (r#"{"tries":3}"#, "retry", "unknown field `tries`"),
+    ] {
+        let err = manifest(&with(retry)).unwrap_err().to_string();
+        assert!(err.contains(path) && err.contains(says), "{retry}: {err}");
+    }
+    assert!(
+        manifest(&with(
+            r#"{"max_attempts":5,"initial":"1m30s","never":["SIGNAL:X"]}"#
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
 fn an_invalid_schema_is_a_manifest_error() {
     let text = minimal("END").replacen(
         "\"worker\":\"echo\",",

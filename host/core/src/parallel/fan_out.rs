@@ -294,11 +294,9 @@ impl<W: WorkerHost> Fan<'_, W> {
             .lanes_starting(&starting, self.group.max_concurrent);
         let mut running = FuturesUnordered::new();
         for lane in &starting {
-            running.push(run_lane(
-                self.workers,
-                lane.clone(),
-                self.request_for(&lane.lane),
-            ));
+            // A lane resumed while its retry waited still waits.
+            let due = fan_out.retry_due.get(&lane.lane).copied();
+            running.push(self.lane_after(lane.lane.clone(), due));
         }
         loop {
             let next = running.next();
@@ -307,35 +305,63 @@ impl<W: WorkerHost> Fan<'_, W> {
             else {
                 break;
             };
-            if let Some(lane) = self.lane_finished(state, sink, run)? {
-                running.push(run_lane(
-                    self.workers,
-                    self.key(&lane),
-                    self.request_for(&lane),
-                ));
+            if let Some((lane, due)) = self.lane_finished(state, sink, run)? {
+                running.push(self.lane_after(lane, due));
             }
         }
         Ok(())
     }
 
-    /// Record a lane's attempt: `lane_retried` (and the lane to run again)
-    /// when it failed and has attempts left, else `lane_completed`.
+    /// Run `lane`, once `due` (unix ms) has come if it is given.
+    async fn lane_after(&self, lane: String, due: Option<i64>) -> LaneRun {
+        if let Some(due) = due {
+            self.workers.wait_until(due).await;
+        }
+        run_lane(self.workers, self.key(&lane), self.request_for(&lane)).await
+    }
+
+    /// Whether a lane that ended with `signal` after `failed` failed
+    /// attempts runs again, and when: the block's retry policy decides
+    /// (its signals, attempts and waits), else any unusable result does,
+    /// at once, while the group's `max_attempts` allow. A lane's or the
+    /// group's `max_attempts` wins over the policy's.
+    fn retry_of(&self, lane: &str, signal: &str, failed: u32) -> Option<Option<(u64, i64)>> {
+        let policy = self.block.retry.as_ref();
+        let allowed = self.group.lanes[lane]
+            .max_attempts
+            .or(self.group.max_attempts)
+            .or(policy.map(|p| p.max_attempts))
+            .unwrap_or(1);
+        let retried = match policy {
+            Some(p) => p.verdict(signal) == crate::retry::Verdict::Retry,
+            None => !mergeable(signal),
+        };
+        if !retried || failed + 1 >= allowed {
+            return None;
+        }
+        Some(policy.map(|p| {
+            let wait = p.wait(failed + 1, crate::retry::random_unit());
+            let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+            let due =
+                crate::time::now_ms().saturating_add(i64::try_from(wait_ms).unwrap_or(i64::MAX));
+            (wait_ms, due)
+        }))
+    }
+
+    /// Record a lane's attempt: `lane_retried` (and the lane to run again,
+    /// with when) when it failed and may run again, else `lane_completed`.
     fn lane_finished(
         &self,
         state: &mut RunState,
         sink: &mut dyn crate::run::event::EventSink,
         run: LaneRun,
-    ) -> Result<Option<String>, EngineError> {
+    ) -> Result<Option<(String, Option<i64>)>, EngineError> {
         let failed_attempts = state
             .fan_out
             .as_ref()
             .and_then(|f| f.retries.get(&run.lane).copied())
             .unwrap_or(0);
-        let allowed = self.group.lanes[&run.lane]
-            .max_attempts
-            .or(self.group.max_attempts)
-            .unwrap_or(1);
-        if !mergeable(&run.result.signal) && failed_attempts + 1 < allowed {
+        if let Some(wait) = self.retry_of(&run.lane, &run.result.signal, failed_attempts) {
             emit(
                 state,
                 sink,
@@ -345,9 +371,11 @@ impl<W: WorkerHost> Fan<'_, W> {
                     attempt: failed_attempts + 1,
                     signal: run.result.signal.clone(),
                     failure: run.result.failure.clone(),
+                    wait_ms: wait.map(|(ms, _)| ms),
+                    due_at_ms: wait.map(|(_, due)| due),
                 }],
             )?;
-            return Ok(Some(run.lane));
+            return Ok(Some((run.lane, wait.map(|(_, due)| due))));
         }
         let r = run.result;
         emit(
@@ -569,6 +597,7 @@ impl<W: WorkerHost> Fan<'_, W> {
             duration_us: micros(self.started),
             queued_us: 0,
             failure,
+            permanent: false,
             log: Vec::new(),
             written: Vec::new(),
         }

@@ -76,6 +76,40 @@ const NO_LANES: &str = "this host cannot run parallel groups";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockFailure {
     pub message: String,
+    /// Whether running the block again cannot mend it (its worker said
+    /// its config is wrong: `bad-config`): a retry policy does not retry
+    /// it.
+    pub permanent: bool,
+}
+
+/// The plugin error code of a failure no retry mends: the block's config
+/// is wrong.
+pub const BAD_CONFIG: &str = "bad-config";
+
+impl BlockFailure {
+    /// A failure a retry may mend.
+    pub fn new(message: impl Into<String>) -> BlockFailure {
+        BlockFailure {
+            message: message.into(),
+            permanent: false,
+        }
+    }
+
+    /// A failure no retry mends.
+    pub fn permanent(message: impl Into<String>) -> BlockFailure {
+        BlockFailure {
+            message: message.into(),
+            permanent: true,
+        }
+    }
+
+    /// The failure of a worker that returned plugin error `code`.
+    pub fn of_plugin_error(code: &str, message: impl Into<String>) -> BlockFailure {
+        BlockFailure {
+            message: message.into(),
+            permanent: code == BAD_CONFIG,
+        }
+    }
 }
 
 /// The result of executing one block, with the lines it logged.
@@ -94,7 +128,7 @@ impl BlockResult {
         if let Ok(output) = &self.outcome
             && let Err(message) = transitions::check_signal(&output.signal)
         {
-            self.outcome = Err(BlockFailure { message });
+            self.outcome = Err(BlockFailure::new(message));
         }
         self
     }
@@ -183,6 +217,15 @@ pub trait Lanes {
     /// Remove every lane workspace of the parallel block at `step`.
     fn remove_lanes(&self, run_id: &str, step: u64) -> impl Future<Output = ()> + Send {
         let _ = (run_id, step);
+        async {}
+    }
+
+    /// Wait until `due_at_ms` (unix ms): a failed lane's retry waits so
+    /// before it runs again, while the other lanes go on. The default
+    /// returns at once (the core has no clock to wait on): a host that
+    /// runs lanes waits for real.
+    fn wait_until(&self, due_at_ms: i64) -> impl Future<Output = ()> + Send {
+        let _ = due_at_ms;
         async {}
     }
 }
@@ -338,12 +381,15 @@ pub enum RunStatus {
         prompt: String,
     },
     /// A `sleep` block waits until `due_at_ms` (unix ms): [`drive`] again
-    /// once it is due completes the block and goes on.
+    /// once it is due completes the block and goes on. With `retry`, the
+    /// block failed and its retry policy runs it again then (retry
+    /// `retry`, 1 for the first).
     Sleeping {
         step: u64,
         node: String,
         block: String,
         due_at_ms: i64,
+        retry: Option<u32>,
     },
 }
 
@@ -747,24 +793,42 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
                 block,
                 signal,
                 failure,
+                ..
             } => {
-                take_transition(
-                    workflow, actions, &mut state, sink, node, block, signal, failure,
-                )
-                .await?
+                let retry = lookup(workflow, &node, &block).and_then(|(_, b)| {
+                    let ended = (signal.as_str(), failure.as_deref());
+                    let now = crate::time::now_ms();
+                    crate::retry::schedule(b, &state, ended, now, crate::retry::random_unit())
+                });
+                match retry {
+                    Some(scheduled) => emit(&mut state, sink, vec![scheduled])?,
+                    None => {
+                        take_transition(
+                            workflow, actions, &mut state, sink, node, block, signal, failure,
+                        )
+                        .await?
+                    }
+                }
             }
             Phase::Sleeping {
                 step,
                 node,
                 block,
                 due_at_ms,
+                retry,
                 ..
             } => {
                 let now = crate::time::now_ms();
                 if now < due_at_ms {
                     break;
                 }
-                wake(&mut state, sink, step, node, block, due_at_ms, now)?;
+                match retry {
+                    None => wake(&mut state, sink, step, node, block, due_at_ms, now)?,
+                    Some(_) => {
+                        let (w, s) = (workers, &mut schemas);
+                        execute_block(workflow, w, &mut state, sink, s, node, block, None).await?
+                    }
+                }
             }
             Phase::Waiting { .. } | Phase::Awaiting { .. } | Phase::Finished(_) => break,
         }
@@ -806,12 +870,14 @@ async fn drive_steps<W: WorkerHost, A: ActionInterpreter>(
             node,
             block,
             due_at_ms,
+            retry,
             ..
         } => RunStatus::Sleeping {
             step: *step,
             node: node.clone(),
             block: block.clone(),
             due_at_ms: *due_at_ms,
+            retry: *retry,
         },
         Phase::Ready { .. } | Phase::Deciding { .. } => unreachable!("the loop runs until rest"),
     };
@@ -1041,7 +1107,7 @@ fn start_sleep(
         Err(message) => {
             let done = Done::at_once(step, node_id, block_id);
             let failed = BlockResult {
-                outcome: Err(BlockFailure { message }),
+                outcome: Err(BlockFailure::new(message)),
                 log: Vec::new(),
             };
             complete(state, sink, schema, done, failed)
@@ -1137,6 +1203,7 @@ fn complete(
         payload,
         artifact,
         failure,
+        permanent,
         statistics,
     } = settle_output(
         result.outcome,
@@ -1157,6 +1224,7 @@ fn complete(
         duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
         queued_us: u64::try_from(queued.as_micros()).unwrap_or(u64::MAX),
         failure,
+        permanent,
         log: result.log,
         written,
     };
@@ -1294,6 +1362,7 @@ fn settle_output(
     step: u64,
     name: &str,
 ) -> Settled {
+    let mut permanent = false;
     let (signal, payload, artifact, failure, statistics) = match outcome {
         Ok(output) => {
             let mut signal = output.signal;
@@ -1333,6 +1402,7 @@ fn settle_output(
             (signal, payload, artifact, None, output.statistics)
         }
         Err(failure) => {
+            permanent = failure.permanent;
             let mut payload = before.clone();
             payload.push(ContextSegment::new(
                 format!("worker-error-{step}"),
@@ -1353,6 +1423,7 @@ fn settle_output(
         payload,
         artifact,
         failure,
+        permanent,
         statistics,
     }
 }
@@ -1363,6 +1434,8 @@ struct Settled {
     payload: ExecutionPayload,
     artifact: Option<String>,
     failure: Option<String>,
+    /// The failure is one no retry mends.
+    permanent: bool,
     statistics: Statistics,
 }
 
@@ -1373,7 +1446,7 @@ fn decided(
     decision: Result<crate::control::Decision, String>,
     merged: &mut Option<serde_json::Map<String, serde_json::Value>>,
 ) -> BlockResult {
-    let outcome = decision.map_err(|message| BlockFailure { message });
+    let outcome = decision.map_err(BlockFailure::new);
     BlockResult {
         outcome: outcome.map(|d| {
             if !d.inputs.is_empty() {

@@ -48,7 +48,10 @@ use crate::text::count;
 /// - 9: durable timers (`timer_started`: a `sleep` block's start records
 ///   when it is due; the run rests until then and the block completes
 ///   once). Formats 1 to 8 are subsets.
-pub const EVENT_FORMAT: u32 = 9;
+/// - 10: retry policies (`retry_scheduled`: a failed block runs again
+///   once due; `lane_retried` may carry the `wait_ms` and `due_at_ms` of a
+///   lane's retry). Formats 1 to 9 are subsets.
+pub const EVENT_FORMAT: u32 = 10;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
@@ -114,6 +117,10 @@ pub enum Event {
         /// Why the worker produced no output, if it did not.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure: Option<String>,
+        /// The failure is one no retry mends (the worker said its config
+        /// is wrong); absent when false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        permanent: bool,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         log: Vec<String>,
         /// The workspace files the block wrote, as the host applied its
@@ -171,6 +178,24 @@ pub enum Event {
         attempt: u32,
         due_at_ms: i64,
     },
+    /// The block that just completed (step `step`, attempt `attempt`)
+    /// failed with `signal`, and its retry policy runs it again: the run
+    /// rests until `due_at_ms` (unix ms), then the block starts its next
+    /// attempt. `retry` counts the retries of this failure in a row (1 for
+    /// the first); the wait drawn is `wait_ms`.
+    RetryScheduled {
+        step: u64,
+        node: String,
+        block: String,
+        attempt: u32,
+        retry: u32,
+        signal: String,
+        /// The worker's failure, when the signal is `SIGNAL:WORKER_ERROR`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+        wait_ms: u64,
+        due_at_ms: i64,
+    },
     /// Facts the client of an external block supplied (`context`), merged
     /// key by key into the run's inputs before the block's completion.
     InputsMerged {
@@ -213,6 +238,13 @@ pub enum Event {
         signal: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure: Option<String>,
+        /// The wait before the lane runs again, drawn by the block's
+        /// retry policy (absent: at once).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wait_ms: Option<u64>,
+        /// When the lane runs again (unix ms), with `wait_ms`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        due_at_ms: Option<i64>,
     },
     /// One lane of the running parallel block finished (in completion
     /// order).
@@ -318,6 +350,7 @@ impl Event {
             Event::GateReasked { .. } => "gate_reasked",
             Event::ExternalAwaited { .. } => "external_awaited",
             Event::TimerStarted { .. } => "timer_started",
+            Event::RetryScheduled { .. } => "retry_scheduled",
             Event::InputsMerged { .. } => "inputs_merged",
             Event::Checkpointed { .. } => "checkpointed",
             Event::RunFinished { .. } => "run_finished",
@@ -342,11 +375,23 @@ impl Event {
             | Event::Forked { .. }
             | Event::FanInWaiting { .. }
             | Event::ExternalAwaited { .. }
-            | Event::TimerStarted { .. } => true,
+            | Event::TimerStarted { .. }
+            | Event::RetryScheduled { .. } => true,
             Event::ActionTaken { command, .. } => {
                 !matches!(command, CommandRecord::End | CommandRecord::Fail { .. })
             }
             _ => false,
+        }
+    }
+
+    /// When the run wakes, if this event puts it to rest on a timer: a
+    /// `sleep` block's or a retry's due time (unix ms).
+    pub fn due_at_ms(&self) -> Option<i64> {
+        match self {
+            Event::TimerStarted { due_at_ms, .. } | Event::RetryScheduled { due_at_ms, .. } => {
+                Some(*due_at_ms)
+            }
+            _ => None,
         }
     }
 
@@ -394,6 +439,27 @@ impl Event {
                 "[{step}] {node}.{block} sleeps until {}",
                 crate::time::iso_utc(*due_at_ms)
             ),
+            Event::RetryScheduled {
+                step,
+                node,
+                block,
+                attempt,
+                retry,
+                signal,
+                failure,
+                wait_ms,
+                due_at_ms,
+            } => {
+                let mut s = format!(
+                    "[{step}] {node}.{block} attempt {attempt} -> {signal}; retry {retry} in {}, at {}",
+                    crate::text::wait(*wait_ms),
+                    crate::time::iso_utc(*due_at_ms)
+                );
+                if let Some(why) = failure {
+                    s.push_str(&format!(": {why}"));
+                }
+                s
+            }
             Event::BlockCompleted {
                 step,
                 node,
@@ -506,9 +572,14 @@ impl Event {
                 attempt,
                 signal,
                 failure,
+                wait_ms,
+                ..
             } => {
-                let mut s =
-                    format!("[{step}] lane {lane} attempt {attempt} -> {signal}, runs again");
+                let again = match wait_ms {
+                    Some(ms) => format!("runs again in {}", crate::text::wait(*ms)),
+                    None => "runs again".to_string(),
+                };
+                let mut s = format!("[{step}] lane {lane} attempt {attempt} -> {signal}, {again}");
                 if let Some(why) = failure {
                     s.push_str(&format!(": {why}"));
                 }

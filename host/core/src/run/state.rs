@@ -36,6 +36,8 @@ pub enum Phase {
         signal: String,
         /// The worker's failure, when the signal is `SIGNAL:WORKER_ERROR`.
         failure: Option<String>,
+        /// The failure is one no retry mends.
+        permanent: bool,
     },
     /// Paused until a human answers gate `gate_id`.
     Waiting {
@@ -45,13 +47,16 @@ pub enum Phase {
         prompt: String,
     },
     /// A `sleep` block waits until `due_at_ms` (unix ms); once due, it
-    /// completes with `SIGNAL:SUCCESS` (see [`crate::timers`]).
+    /// completes with `SIGNAL:SUCCESS` (see [`crate::timers`]). Or, with
+    /// `retry`, the block (step `step`, attempt `attempt`) failed and runs
+    /// again once due: its retry number `retry` (see [`crate::retry`]).
     Sleeping {
         step: u64,
         node: String,
         block: String,
         attempt: u32,
         due_at_ms: i64,
+        retry: Option<u32>,
     },
     /// Paused until an MCP client performs the external block
     /// `node.block` (see [`crate::manifest::EXTERNAL_WORKER`]).
@@ -184,6 +189,9 @@ pub struct FanOut {
     pub fanned_in: bool,
     /// Failed attempts of lanes that ran again.
     pub retries: BTreeMap<String, u32>,
+    /// When lanes retried under the block's retry policy run again (unix
+    /// ms): a resumed fan-out still waits for them.
+    pub retry_due: BTreeMap<String, i64>,
 }
 
 impl FanOut {
@@ -246,6 +254,9 @@ pub struct RunState {
     /// The workspace files the run's blocks wrote, first write first,
     /// each once (at most [`MAX_WRITTEN_KEPT`]).
     pub written: Vec<String>,
+    /// Retries scheduled in a row for the block whose failure is being
+    /// decided (0 once its transition is taken).
+    pub retries: u32,
 }
 
 /// The most written files a run's state keeps.
@@ -324,6 +335,7 @@ impl RunState {
             fan_out: None,
             events: 1,
             written: Vec::new(),
+            retries: 0,
         })
     }
 
@@ -365,6 +377,7 @@ impl RunState {
             Event::Resumed { .. } => self.resumed(event),
             Event::ExternalAwaited { .. } => self.external_awaited(event),
             Event::TimerStarted { .. } => self.timer_started(event),
+            Event::RetryScheduled { .. } => self.retry_scheduled(event),
             Event::InputsMerged { .. } => self.inputs_merged(event),
             Event::Checkpointed { .. } => self.checkpointed(event),
             Event::Forked { .. } => self.forked(event),
@@ -408,6 +421,21 @@ impl RunState {
                 block: block.clone(),
             };
         }
+        if let Phase::Sleeping {
+            node: n,
+            block: b,
+            retry: Some(_),
+            ..
+        } = &self.phase
+            && n == node
+            && b == block
+        {
+            // A retry is due: the block's next attempt starts.
+            self.phase = Phase::Ready {
+                node: node.clone(),
+                block: block.clone(),
+            };
+        }
         self.expect_ready(node, block)?;
         self.expect_step(*step)?;
         let due = self.attempts(node, block) + 1;
@@ -446,6 +474,7 @@ impl RunState {
             duration_us,
             queued_us,
             failure,
+            permanent,
             log: _,
             written,
         } = event
@@ -456,6 +485,7 @@ impl RunState {
             step: s,
             node: n,
             block: b,
+            retry: None,
             ..
         } = &self.phase
             && (s, n, b) == (step, node, block)
@@ -526,6 +556,7 @@ impl RunState {
             block: block.clone(),
             signal: signal.clone(),
             failure: failure.clone(),
+            permanent: *permanent,
         };
         Ok(())
     }
@@ -555,6 +586,7 @@ impl RunState {
             ));
         }
         let (node, block) = (node.clone(), block.clone());
+        self.retries = 0;
         self.phase = match command {
             CommandRecord::Jump { to } => ready(to)?,
             CommandRecord::Call {
@@ -673,6 +705,7 @@ impl RunState {
                 block,
                 signal: decision.signal().to_string(),
                 failure: None,
+                permanent: false,
             };
             return Ok(());
         }
@@ -708,6 +741,7 @@ impl RunState {
                 block,
                 signal: decision.signal().to_string(),
                 failure: None,
+                permanent: false,
             }
         };
         Ok(())
@@ -831,6 +865,58 @@ impl RunState {
             block: block.clone(),
             attempt: *attempt,
             due_at_ms: *due_at_ms,
+            retry: None,
+        };
+        Ok(())
+    }
+
+    /// The block whose failure is being decided runs again once due: the
+    /// run rests until then.
+    fn retry_scheduled(&mut self, event: &Event) -> Result<(), String> {
+        let Event::RetryScheduled {
+            step,
+            node,
+            block,
+            attempt,
+            retry,
+            due_at_ms,
+            ..
+        } = event
+        else {
+            return Err("not a retry_scheduled event".into());
+        };
+        let Phase::Deciding {
+            node: n, block: b, ..
+        } = &self.phase
+        else {
+            return Err("no block is awaiting its transition".into());
+        };
+        if (n, b) != (node, block) || *step != self.last_step {
+            return Err(format!(
+                "a retry of [{step}] {node}.{block}, but [{}] {n}.{b} is deciding",
+                self.last_step
+            ));
+        }
+        let ran = self.attempts(node, block);
+        if *attempt != ran {
+            return Err(format!(
+                "a retry after attempt {attempt} of {node}.{block}, which ran {ran} times"
+            ));
+        }
+        if *retry != self.retries + 1 {
+            return Err(format!(
+                "retry {retry} of {node}.{block}, expected {}",
+                self.retries + 1
+            ));
+        }
+        self.retries = *retry;
+        self.phase = Phase::Sleeping {
+            step: *step,
+            node: node.clone(),
+            block: block.clone(),
+            attempt: *attempt,
+            due_at_ms: *due_at_ms,
+            retry: Some(*retry),
         };
         Ok(())
     }
@@ -919,6 +1005,7 @@ impl RunState {
             choice: None,
             fanned_in: false,
             retries: BTreeMap::new(),
+            retry_due: BTreeMap::new(),
         });
         Ok(())
     }
@@ -929,6 +1016,7 @@ impl RunState {
             step,
             lane,
             attempt,
+            due_at_ms,
             ..
         } = event
         else {
@@ -946,6 +1034,9 @@ impl RunState {
             ));
         }
         *retries += 1;
+        if let Some(due) = due_at_ms {
+            fan_out.retry_due.insert(lane.clone(), *due);
+        }
         Ok(())
     }
 

@@ -35,6 +35,8 @@ struct MemoryLanes {
     broken: Vec<String>,
     /// What `lanes_starting` was told: lane names and the limit.
     starting: Mutex<Vec<(Vec<String>, Option<u32>)>>,
+    /// The times `wait_until` was asked to wait for (a lane's retry).
+    waits: Mutex<Vec<i64>>,
 }
 
 impl MemoryLanes {
@@ -85,9 +87,7 @@ impl BlockRunner for MemoryLanes {
             }
             if config.get("fail").is_some() {
                 return BlockResult {
-                    outcome: Err(BlockFailure {
-                        message: "the worker crashed".into(),
-                    }),
+                    outcome: Err(BlockFailure::new("the worker crashed")),
                     log: Vec::new(),
                 };
             }
@@ -131,6 +131,11 @@ impl BlockRunner for MemoryLanes {
 }
 
 impl Lanes for MemoryLanes {
+    fn wait_until(&self, due_at_ms: i64) -> impl Future<Output = ()> + Send {
+        self.waits.lock().unwrap().push(due_at_ms);
+        async {}
+    }
+
     fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
         let names = lanes.iter().map(|l| l.lane.clone()).collect();
         self.starting.lock().unwrap().push((names, max_concurrent));
@@ -587,6 +592,81 @@ async fn a_failed_lane_runs_again_alone_up_to_its_max_attempts() {
         )]
     );
     // A replayed log folds to the same retries.
+    let state = RunState::replay(&log.events).unwrap();
+    assert_eq!(state, report.state);
+}
+
+/// Under the block's retry policy, a lane failing with a signal it
+/// retries runs again after the policy's wait (recorded, and waited for by
+/// the host), up to the policy's attempts; a signal the policy does not
+/// retry stands at once.
+#[tokio::test]
+async fn a_lane_follows_the_blocks_retry_policy_and_waits_between_attempts() {
+    crate::time::set_test_clock(Some(10_000));
+    let json = serde_json::json!({
+        "id": "fan", "start_node": "dev",
+        "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "lane",
+            "retry": {"max_attempts": 3, "initial": "2s", "multiplier": 2, "jitter": 0,
+                      "never": ["SIGNAL:NOPE"]},
+            "parallel": {"merge_strategy": "workspace", "lanes": {
+                "flaky": {"config": {"write": {"src/flaky.rs": "f"}, "fail_runs": 2}},
+                "refused": {"config": {"signal": "SIGNAL:NOPE"}},
+                "hopeless": {"config": {"fail_runs": 9}, "max_attempts": 2}
+            }},
+            "transitions": [
+                {"on_signal": "SIGNAL:PARTIAL", "action": "END"},
+                {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL:lanes failed"}
+            ]
+        }}}}
+    });
+    let wf = manifest::parse(std::path::Path::new("t.json"), &json.to_string()).unwrap();
+    let problems = manifest::check(
+        std::path::Path::new("t.json"),
+        &wf,
+        &["actions-core", "lane"],
+    );
+    assert!(problems.is_empty(), "{problems:?}");
+    let host = MemoryLanes::with_main(&[]);
+    let mut log = MemoryLog::default();
+    let report = start(&wf, &host, &mut log).await;
+    crate::time::set_test_clock(None);
+    assert_eq!(report.status, RunStatus::Succeeded);
+    assert_eq!(
+        (
+            host.runs("flaky"),
+            host.runs("refused"),
+            host.runs("hopeless")
+        ),
+        (3, 1, 2),
+        "the policy's 3 attempts, none for a signal in `never`, the lane's own max_attempts"
+    );
+    let mut retried: Vec<(String, u32, Option<u64>, Option<i64>)> = log
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::LaneRetried {
+                lane,
+                attempt,
+                wait_ms,
+                due_at_ms,
+                ..
+            } => Some((lane.clone(), *attempt, *wait_ms, *due_at_ms)),
+            _ => None,
+        })
+        .collect();
+    retried.sort();
+    assert_eq!(
+        retried,
+        [
+            ("flaky".into(), 1, Some(2000), Some(12_000)),
+            ("flaky".into(), 2, Some(4000), Some(14_000)),
+            ("hopeless".into(), 1, Some(2000), Some(12_000)),
+        ]
+    );
+    let mut waits = host.waits.lock().unwrap().clone();
+    waits.sort();
+    assert_eq!(waits, [12_000, 12_000, 14_000]);
     let state = RunState::replay(&log.events).unwrap();
     assert_eq!(state, report.state);
 }

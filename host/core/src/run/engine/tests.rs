@@ -261,9 +261,7 @@ async fn worker_failure_becomes_a_signal_and_keeps_the_message() {
     let workers = FakeWorkers::default()
         .with("tag", tagger)
         .with("boom", |_, _| {
-            Err(BlockFailure {
-                message: "guest panicked: kaput".into(),
-            })
+            Err(BlockFailure::new("guest panicked: kaput"))
         });
     let report = execute(&wf, &workers).await;
     assert_eq!(report.status, RunStatus::Succeeded);
@@ -2374,7 +2372,7 @@ async fn a_sleep_block_rests_the_run_until_it_is_due_then_completes_once() {
         .unwrap();
     let due = 1_000_000 + 600_000;
     assert!(
-        matches!(&rested.status, RunStatus::Sleeping { step: 1, node, block, due_at_ms }
+        matches!(&rested.status, RunStatus::Sleeping { step: 1, node, block, due_at_ms, retry: None }
             if node == "main" && block == "nap" && *due_at_ms == due),
         "{:?}",
         rested.status
@@ -2460,3 +2458,5 @@ async fn a_sleep_until_a_time_that_does_not_parse_at_run_time_fails_the_block() 
     });
     assert!(failure.unwrap().contains("`next tuesday` is not a time"));
 }
+
+mod retries;
