@@ -31,6 +31,7 @@ mod rerun;
 mod results;
 mod retries;
 mod run;
+mod schedules;
 mod secrets;
 mod serve;
 mod serve_abuse;

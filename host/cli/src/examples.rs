@@ -101,6 +101,16 @@ Examples:
   wfhost session export chat-42 -o chat-42.session.json
   wfhost session import chat-42.session.json";
 
+pub const SCHEDULE: &str = "\
+Examples:
+  wfhost schedule add nightly --cron '0 2 * * *' --tz Europe/Berlin build.json -w ~/src/app
+  wfhost schedule add report --cron '@hourly' report.json --set channel=ops --overlap queue
+  wfhost schedule ls
+  wfhost schedule show nightly
+  wfhost schedule pause nightly && wfhost schedule resume nightly
+  wfhost schedule trigger nightly
+  wfhost schedule rm nightly";
+
 pub const GC: &str = "\
 Examples:
   wfhost gc --dry-run

@@ -28,6 +28,7 @@ mod result;
 mod resume;
 mod run;
 mod runs;
+mod schedule;
 mod schemas;
 mod screen;
 mod secret;
@@ -280,6 +281,10 @@ enum Command {
     /// MCP client's session id, or the git branch they started on).
     #[command(after_help = examples::SESSION)]
     Session(With<session::SessionArgs, Durable>),
+    /// Start a workflow on a cron expression's ticks: `wfhost serve` starts
+    /// the runs when due (add, ls, show, pause, resume, rm, trigger).
+    #[command(after_help = examples::SCHEDULE)]
+    Schedule(With<schedule::ScheduleArgs, Durable>),
     /// Remove runs older than the retention age (config.json `retention`,
     /// default 60d).
     #[command(after_help = examples::GC)]
@@ -560,6 +565,7 @@ fn main() -> ExitCode {
         Command::Export(w) => bundle::export(w.args, &(&w.store).into()),
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
         Command::Session(w) => session::session(w.args, &(&w.store).into()),
+        Command::Schedule(w) => schedule::schedule(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::ServeRun(durable) => served::serve_run(&(&durable).into()),

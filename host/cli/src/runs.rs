@@ -376,6 +376,18 @@ fn print_head(s: &Shown, style: Style) {
         });
         println!("  rerun of    {old}{from}");
     }
+    if let Some(t) = &d.trigger {
+        let how = if t.manual {
+            "triggered by hand"
+        } else {
+            "tick"
+        };
+        println!(
+            "  started by  schedule {} ({how} {})",
+            t.schedule,
+            format_utc(t.tick_ms)
+        );
+    }
     println!("  status      {} (branch {})", d.status, d.branch);
     if let Some(timer) = &d.timer {
         let (node, block, due) = (&timer.node, &timer.block, format_utc(timer.due_at_ms));

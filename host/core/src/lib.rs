@@ -45,6 +45,7 @@ pub mod json_pointer;
 pub mod limits;
 pub mod random;
 pub mod retry;
+pub mod schedule;
 pub mod text;
 pub mod time;
 pub mod timers;

@@ -31,6 +31,7 @@ mod openapi;
 pub use openapi::spec as openapi_spec;
 mod runner;
 mod runs;
+mod schedules;
 mod sessions;
 mod start;
 mod store;
@@ -199,6 +200,20 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/sessions/{id}", get(sessions::show))
         .route("/sessions/{id}/export", get(sessions::export))
         .route("/gates", get(runs::gates))
+        .route(
+            "/schedules",
+            get(schedules::routes::list).post(schedules::routes::add),
+        )
+        .route(
+            "/schedules/{name}",
+            get(schedules::routes::show).delete(schedules::routes::remove),
+        )
+        .route("/schedules/{name}/pause", post(schedules::routes::pause))
+        .route("/schedules/{name}/resume", post(schedules::routes::resume))
+        .route(
+            "/schedules/{name}/trigger",
+            post(schedules::routes::trigger),
+        )
         .route("/jobs/{id}", get(jobs::show))
         .route("/runs/{id}/jobs", get(jobs::of_run))
         .with_state(state)
@@ -237,6 +252,7 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     let state = AppState::new(&config);
     let reconcile = tokio::spawn(jobs::reconcile(state.stores.clone(), every));
     let timers = tokio::spawn(timers::watch(state.clone()));
+    let schedules = tokio::spawn(schedules::watch(state.clone()));
     let (limits, lowered) = config.limits.fitted();
     if let Some(note) = lowered {
         eprintln!("note: {note}");
@@ -250,6 +266,7 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     conn::serve(listener, routes(state, &config), tokens, limits, stop).await;
     reconcile.abort();
     timers.abort();
+    schedules.abort();
     Ok(())
 }
 

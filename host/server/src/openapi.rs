@@ -192,10 +192,10 @@ pub fn spec() -> Value {
             "/workflows": get("The workflow files under the server's projects root (`wfhost serve --projects-root`), as `wfhost list` finds them: searched without following symbolic links, 8 directories deep and over at most 2,000 JSON files (`truncated` when more were left). Each has its path relative to `root`, its id, description and `inputs` (the JSON Schema of its inputs), or the `error` that keeps it from loading (too large, not a valid workflow, an inputs schema over 64 KiB). 501 when the server has no projects root.", vec![], ok("The workflows.", "Workflows")),
             "/runs/{id}/definition": get("The workflow definition the run pinned when it started (its nodes, blocks and transitions), whatever became of the file since.", vec![run_id()], ok("The pinned definition.", "PinnedDefinition")),
             "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
-        }), job_paths()),
+        }), both(job_paths(), schedule_paths())),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": both(both(run_schemas(), workflow_schemas()), job_schemas())
+            "schemas": both(both(run_schemas(), workflow_schemas()), both(job_schemas(), schedule_schemas()))
         },
         "security": [{"bearer": []}, {}]
     })
@@ -305,6 +305,69 @@ fn run_schemas() -> Value {
 }
 
 /// The endpoints of jobs and agents.
+/// The schedules' endpoints.
+fn schedule_paths() -> Value {
+    let name = || json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The schedule's name."});
+    let view = || ok("The schedule.", "ScheduleView");
+    json!({
+        "/schedules": both(
+            get("The schedules, by name.", vec![], ok("The schedules.", "Schedules")),
+            post(
+                "Add a schedule: the workflow file started on the ticks of a cron expression (five fields, or six with seconds first; `@hourly` …) in a time zone (`tz`, IANA, default UTC), by this server (and any serving the same store). Checked like `wfhost schedule add`: a bad name, expression, zone or catch-up, a workflow that does not read, or inputs the workflow's `inputs` schema refuses (a required one missing) is a 400 whose details name the `field` and the `pointer` (`/inputs/<name>` for an input).",
+                vec![],
+                json!({"$ref": "#/components/schemas/ScheduleRequest"}),
+                "201",
+                ok("The schedule added, its next tick the first after now.", "ScheduleCreated"),
+                "A schedule of that name exists (code `exists`).",
+            ),
+        ),
+        "/schedules/{name}": both(
+            get("The schedule and its last 20 ticks, newest first: each started a run (`started`, its `run_id`), waits for the schedule's run going (`queued`), started nothing (`skipped`, `reason`), or could not start its run (`failed`, `reason`).", vec![name()], json!({"description": "The schedule and its ticks.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ScheduleView"}}}})),
+            json!({"delete": {
+                "summary": "Remove the schedule and its ticks; its runs stay.",
+                "parameters": [name()],
+                "responses": {
+                    "200": {"description": "Removed.", "content": {"application/json": {"schema": {"type": "object", "required": ["removed"], "unevaluatedProperties": false, "properties": {"removed": {"type": "string"}}}}}},
+                    "401": error_response("A bearer token is required and was missing or wrong; the connection is closed."),
+                    "404": error_response("No such schedule."),
+                }
+            }}),
+        ),
+        "/schedules/{name}/pause": post("Pause the schedule: its ticks start nothing until it is resumed (and are not caught up then).", vec![name()], json!({"type": "object"}), "200", view(), "Never."),
+        "/schedules/{name}/resume": post("Resume the schedule from its first tick after now.", vec![name()], json!({"type": "object"}), "200", view(), "Never."),
+        "/schedules/{name}/trigger": post("Start a run of the schedule now, recorded as a manual tick with the run's id before the run exists; the server starts it at its next look (a quarter second).", vec![name()], json!({"type": "object"}), "202", ok("The run to start.", "ScheduleTriggered"), "Never."),
+    })
+}
+
+/// The schemas of the schedules' endpoints (`Schedule` and `Tick` are
+/// generated from their types).
+fn schedule_schemas() -> Value {
+    let sched = json!({"$ref": "#/components/schemas/Schedule"});
+    json!({
+        "Schedules": {"type": "object", "required": ["schedules", "server_now_ms"], "unevaluatedProperties": false, "properties": {
+            "schedules": {"type": "array", "items": sched}, "server_now_ms": {"type": "integer"}
+        }},
+        "ScheduleCreated": {"type": "object", "required": ["schedule"], "unevaluatedProperties": false, "properties": {"schedule": sched}},
+        "ScheduleView": {"type": "object", "required": ["schedule"], "unevaluatedProperties": false, "properties": {
+            "schedule": sched,
+            "ticks": {"type": "array", "items": {"$ref": "#/components/schemas/Tick"}}
+        }},
+        "ScheduleTriggered": {"type": "object", "required": ["schedule", "run_id", "tick_ms"], "unevaluatedProperties": false, "properties": {
+            "schedule": {"type": "string"}, "run_id": {"type": "string"}, "tick_ms": {"type": "integer"}
+        }},
+        "ScheduleRequest": {"type": "object", "required": ["name", "cron", "workflow", "workspace"], "additionalProperties": false, "properties": {
+            "name": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$"},
+            "cron": {"type": "string", "description": "Five fields (minute hour day month weekday), or six with seconds first; `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`."},
+            "tz": {"type": "string", "description": "An IANA time zone (default UTC)."},
+            "workflow": {"type": "string", "description": "The workflow file on the server (absolute)."},
+            "workspace": {"type": "string", "description": "The runs' workspace (absolute); `{run}` in it stands for each run's id."},
+            "inputs": {"type": "object", "description": "The runs' inputs, checked against the workflow's `inputs` schema."},
+            "overlap": {"enum": ["skip", "queue", "allow"], "description": "What a tick does while the schedule's run still goes (default skip)."},
+            "catch_up": {"type": "integer", "minimum": 0, "maximum": 100, "description": "Runs started for ticks missed while no server looked (default 1)."}
+        }},
+    })
+}
+
 fn job_paths() -> Value {
     json!({
             "/runs/{id}/jobs": get("The run's jobs (its block executions handed to agents), oldest first.", vec![

@@ -207,6 +207,72 @@ function moveCursor(delta) {
   }
 }
 
+// ---------- schedules ----------
+
+async function loadSchedules() {
+  try {
+    const { schedules } = await api('/schedules');
+    const ul = $('schedule-list');
+    ul.replaceChildren(...schedules.map((s) => h('li', { dataset: { schedule: s.name }, onclick: () => { location.hash = `#/schedules/${enc(s.name)}`; } },
+      h('div', { class: 'line1' }, h('span', { class: 'wf' }, s.name), badge(s.paused ? 'paused' : 'scheduled')),
+      h('div', { class: 'line2' }, h('code', {}, s.cron), ` (${s.tz})`),
+      h('div', { class: 'line3' }, s.paused ? 'paused' : (s.next_tick_ms ? `next ${stamp(s.next_tick_ms)}` : 'no tick left')))));
+    if (!schedules.length) ul.append(h('li', { class: 'none' }, 'No schedules: `wfhost schedule add` or POST /v1/schedules adds one.'));
+  } catch (e) {
+    if (e.status !== 401) failed(e);
+  }
+}
+
+async function openSchedule(name) {
+  stopFollowing();
+  view.run = null;
+  const main = $('main');
+  main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
+  try {
+    const { schedule: s, ticks } = await api(`/schedules/${enc(name)}`);
+    const act = (path, what) => async () => {
+      try {
+        await api(`/schedules/${enc(name)}/${path}`, { json: {} });
+        toast(what);
+        loadSchedules();
+        openSchedule(name);
+      } catch (e) { failed(e); }
+    };
+    const remove = async () => {
+      if (!confirm(`Remove schedule ${name}? Its runs stay.`)) return;
+      try {
+        await api(`/schedules/${enc(name)}`, { method: 'DELETE' });
+        loadSchedules();
+        location.hash = '#/';
+      } catch (e) { failed(e); }
+    };
+    const tickRow = (t) => h('tr', { class: `tick s-${t.state}` },
+      h('td', {}, stamp(t.tick_ms), t.manual ? ' (triggered)' : ''),
+      h('td', {}, badge(t.state)),
+      h('td', {}, t.run_id && t.state === 'started' ? h('a', { href: `#/runs/${enc(t.run_id)}` }, t.run_id) : (t.run_id || '')),
+      h('td', {}, t.reason || ''));
+    main.replaceChildren(h('section', { class: 'schedule' },
+      h('header', { class: 'run-head' },
+        h('div', { class: 'title' },
+          h('h2', {}, s.name, ' ', badge(s.paused ? 'paused' : 'scheduled')),
+          h('div', { class: 'meta' }, h('code', {}, s.cron), ` in ${s.tz} · overlap ${s.overlap} · catch-up ${s.catch_up}`),
+          h('p', { class: 'next' }, s.paused ? 'Paused: its ticks start nothing.' : (s.next_tick_ms ? ['Next run ', h('time', {}, stamp(s.next_tick_ms))] : 'No tick left.')),
+          h('div', { class: 'meta' }, 'workflow ', h('code', {}, s.workflow), ' · workspace ', h('code', {}, s.workspace)),
+          s.missed ? h('p', { class: 'muted' }, `${s.missed} tick(s) missed while no server looked`) : null),
+        h('div', { class: 'actions' },
+          s.paused
+            ? h('button', { type: 'button', onclick: act('resume', 'Schedule resumed') }, 'Resume')
+            : h('button', { type: 'button', onclick: act('pause', 'Schedule paused') }, 'Pause'),
+          h('button', { type: 'button', onclick: act('trigger', 'Run triggered') }, 'Run now'),
+          h('button', { type: 'button', class: 'danger', onclick: remove }, 'Remove'))),
+      h('table', { class: 'ticks', 'aria-label': 'Ticks, newest first' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Tick'), h('th', {}, 'State'), h('th', {}, 'Run'), h('th', {}, 'Reason'))),
+        h('tbody', {}, ticks.map(tickRow)))));
+  } catch (e) {
+    main.replaceChildren(h('p', { class: 'error' }, e.message || String(e)));
+  }
+}
+
 // ---------- sessions ----------
 
 async function loadSessions() {
@@ -1451,6 +1517,9 @@ function route() {
     leaveRun();
     showTab('workflows');
     openWorkflow(decodeURIComponent(m[1]));
+  } else if ((m = /^#\/schedules\/(.+)$/.exec(hash))) {
+    showTab('schedules');
+    openSchedule(decodeURIComponent(m[1]));
   } else if (hash === '#/gates') {
     leaveRun();
     showTab('gates');
@@ -1466,7 +1535,7 @@ function leaveRun() {
   view.run = null;
 }
 
-const TABS = ['runs', 'sessions', 'workflows', 'gates'];
+const TABS = ['runs', 'sessions', 'workflows', 'gates', 'schedules'];
 
 function showTab(which) {
   for (const t of TABS) {
@@ -1476,6 +1545,7 @@ function showTab(which) {
   if (which === 'sessions') loadSessions();
   if (which === 'workflows') loadWorkflows();
   if (which === 'gates') loadGates();
+  if (which === 'schedules') loadSchedules();
 }
 
 function applyTheme(theme) {
@@ -1541,6 +1611,7 @@ function init() {
   $('tab-runs').addEventListener('click', () => showTab('runs'));
   $('tab-sessions').addEventListener('click', () => showTab('sessions'));
   $('tab-workflows').addEventListener('click', () => showTab('workflows'));
+  $('tab-schedules').addEventListener('click', () => showTab('schedules'));
   $('tab-gates').addEventListener('click', () => { if (location.hash === '#/gates') route(); else location.hash = '#/gates'; });
   let typingTimer = null;
   const refilter = () => { clearTimeout(typingTimer); typingTimer = setTimeout(() => { list.selected = -1; loadRuns(true); }, 150); };

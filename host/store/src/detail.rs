@@ -56,6 +56,16 @@ impl RestingTimer {
     }
 }
 
+/// What started a run, when a schedule did: the schedule and its tick.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct RunTrigger {
+    pub schedule: String,
+    /// The tick's time, unix ms.
+    pub tick_ms: i64,
+    /// Triggered by hand (`schedule trigger`), not by the clock.
+    pub manual: bool,
+}
+
 /// One stage of a run started from a stage graph, and its status.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct StageStatus {
@@ -77,6 +87,8 @@ pub struct RunDetail {
     pub open_jobs: Vec<OpenJob>,
     /// What a sleeping run waits for; null for runs in other states.
     pub timer: Option<RestingTimer>,
+    /// The schedule tick that started the run; null for other runs.
+    pub trigger: Option<RunTrigger>,
     pub rerun_of: Option<RerunOf>,
     /// The snapshot of the run's first event: forking there starts over.
     pub start_snapshot: Option<String>,
@@ -146,6 +158,11 @@ impl RunDetail {
             failure,
             open_jobs,
             timer: RestingTimer::of(&state.phase),
+            trigger: store.tick_of_run(&run.id)?.map(|t| RunTrigger {
+                schedule: t.schedule,
+                tick_ms: t.tick_ms,
+                manual: t.manual,
+            }),
             rerun_of,
             start_snapshot: first.and_then(|e| e.snapshot),
             inputs: state.inputs.clone(),

@@ -33,6 +33,7 @@ mod listing;
 mod lock;
 mod log;
 pub mod report;
+pub mod schedules;
 mod schema;
 pub mod secrets;
 mod sessions;

@@ -24,11 +24,15 @@
 //! Version 7 adds `timers`: each branch resting at a `sleep` block and when
 //! it is due, kept in the commit of the events that start and end the
 //! sleep, so a server finds what to wake without reading any run's log.
+//!
+//! Version 8 adds `schedules` and `schedule_ticks`: workflows started on a
+//! cron expression's ticks, and each tick handled (once: its row and the
+//! schedule's next tick move in one transaction).
 
 use rusqlite::Connection;
 
 /// The schema this wfhost writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 pub(crate) enum MigrateError {
     Sqlite(rusqlite::Error),
@@ -189,6 +193,40 @@ CREATE TABLE timers (
 CREATE INDEX timers_by_due ON timers (due_at);
 ";
 
+const V8: &str = "
+-- A workflow started on a cron expression's ticks (`next_tick`: the next
+-- to handle, unix ms; null when there is none left).
+CREATE TABLE schedules (
+    name       TEXT PRIMARY KEY,
+    cron       TEXT NOT NULL,
+    tz         TEXT NOT NULL,
+    workflow   TEXT NOT NULL,
+    workspace  TEXT NOT NULL,
+    inputs     TEXT NOT NULL,
+    overlap    TEXT NOT NULL,
+    catch_up   INTEGER NOT NULL,
+    paused     INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    next_tick  INTEGER,
+    missed     INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE INDEX schedules_by_next ON schedules (next_tick) WHERE paused = 0;
+-- Each tick handled: the run it starts (its id chosen before the run
+-- exists), or why it started none.
+CREATE TABLE schedule_ticks (
+    schedule TEXT NOT NULL,
+    tick     INTEGER NOT NULL,
+    manual   INTEGER NOT NULL DEFAULT 0,
+    state    TEXT NOT NULL,
+    run_id   TEXT,
+    reason   TEXT,
+    at       INTEGER NOT NULL,
+    PRIMARY KEY (schedule, tick, manual)
+) WITHOUT ROWID;
+CREATE INDEX schedule_ticks_by_run ON schedule_ticks (run_id);
+CREATE INDEX schedule_ticks_open ON schedule_ticks (state) WHERE state IN ('starting', 'queued');
+";
+
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in
 /// the order they were created.
 const V1_TO_V2: &str = "
@@ -229,13 +267,14 @@ fn upgrade(conn: &Connection) -> Result<(), MigrateError> {
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
-        6 => V7.to_string(),
-        5 => format!("{V6} {V7}"),
-        4 => format!("{V5} {V6} {V7}"),
-        3 => format!("{V4} {V5} {V6} {V7}"),
-        2 => format!("{V3} {V4} {V5} {V6} {V7}"),
-        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5} {V6} {V7}"),
-        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5} {V6} {V7}"),
+        7 => V8.to_string(),
+        6 => format!("{V7} {V8}"),
+        5 => format!("{V6} {V7} {V8}"),
+        4 => format!("{V5} {V6} {V7} {V8}"),
+        3 => format!("{V4} {V5} {V6} {V7} {V8}"),
+        2 => format!("{V3} {V4} {V5} {V6} {V7} {V8}"),
+        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5} {V6} {V7} {V8}"),
+        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5} {V6} {V7} {V8}"),
     };
     conn.execute_batch(&format!(
         "{steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"

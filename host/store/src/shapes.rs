@@ -30,6 +30,8 @@ pub fn schemas() -> Map<String, Value> {
     generator.subschema_for::<crate::view::StepLine>();
     generator.subschema_for::<crate::JobEvent>();
     generator.subschema_for::<crate::SessionSummary>();
+    generator.subschema_for::<crate::schedules::Schedule>();
+    generator.subschema_for::<crate::schedules::Tick>();
     let mut definitions = generator.take_definitions(true);
     for schema in definitions.values_mut() {
         close(schema);
