@@ -85,6 +85,24 @@ try {
     await page.waitForSelector('#run-list li[data-run]');
   }
 
+  // A schedule: listed in its tab, its page paused from a button.
+  if (scenario.schedule) {
+    await page.click('#tab-schedules');
+    await page.waitForSelector(`#schedule-list li[data-schedule="${scenario.schedule}"]`);
+    const listed = await page.locator(`#schedule-list li[data-schedule="${scenario.schedule}"]`).textContent();
+    check(/0 3 \* \* \*/.test(listed) && /Europe\/Berlin/.test(listed) && /next /.test(listed), `the schedule is listed with its expression and next tick (${listed})`);
+    await page.click(`#schedule-list li[data-schedule="${scenario.schedule}"]`);
+    await page.waitForSelector('section.schedule h2');
+    await page.click('section.schedule button:has-text("Pause")');
+    await page.waitForSelector('section.schedule button:has-text("Resume")');
+    const head = await page.locator('section.schedule h2').textContent();
+    check(/paused/.test(head), `the page shows the schedule paused (${head})`);
+    await shot('00-schedule');
+    await page.click('#tab-runs');
+    await page.goto(base, { waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('#run-list li[data-run]');
+  }
+
   // Every control has an accessible name.
   const unnamed = await page.evaluate(() => [...document.querySelectorAll('button, input, select, textarea')]
     .filter((el) => !el.hidden && !(el.getAttribute('aria-label') || el.textContent.trim() || el.labels?.length))

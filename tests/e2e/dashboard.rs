@@ -552,6 +552,14 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
     assert_eq!(status, 202, "{retrying}");
     let retrying = retrying["run_id"].as_str().unwrap().to_string();
     await_status(&served.addr, &retrying, "sleeping");
+    // A schedule the page pauses.
+    let (status, schedule) = http_post(
+        &served.addr,
+        "/v1/schedules",
+        &serde_json::json!({"name": "nightly", "cron": "0 3 * * *", "tz": "Europe/Berlin",
+            "workflow": repo().join("examples/hello/workflow.json"), "workspace": retry_ws}),
+    );
+    assert_eq!(status, 201, "{schedule}");
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-shots");
     let _ = std::fs::remove_dir_all(&shots);
@@ -564,7 +572,7 @@ fn the_dashboard_shows_runs_forks_lanes_and_answers_a_gate_in_a_real_browser() {
             "across": across, "handshake": handshake, "cancel": cancel, "live": live, "quiet": quiet,
             "big_events": 1 + 3 * big_steps, "session": "dashboard-demo",
             "inbox": inbox, "greet_ws": greet_ws, "long_block": long, "wide": wide,
-            "retrying": retrying,
+            "retrying": retrying, "schedule": "nightly",
         })
         .to_string(),
     )

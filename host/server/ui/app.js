@@ -267,7 +267,7 @@ async function openSchedule(name) {
           h('button', { type: 'button', class: 'danger', onclick: remove }, 'Remove'))),
       h('table', { class: 'ticks', 'aria-label': 'Ticks, newest first' },
         h('thead', {}, h('tr', {}, h('th', {}, 'Tick'), h('th', {}, 'State'), h('th', {}, 'Run'), h('th', {}, 'Reason'))),
-        h('tbody', {}, ticks.map(tickRow)))));
+        h('tbody', {}, ticks.length ? ticks.map(tickRow) : h('tr', {}, h('td', { colspan: 4, class: 'muted' }, 'No ticks yet.'))))));
   } catch (e) {
     main.replaceChildren(h('p', { class: 'error' }, e.message || String(e)));
   }
