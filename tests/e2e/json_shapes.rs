@@ -115,6 +115,30 @@ fn every_json_command_prints_its_documented_shape() {
     }
     take("RunSummary", &["runs", "--json"], 0);
     take("SessionSummary", &["session", "list", "--json"], 0);
+    let hello_file = hello.to_str().unwrap();
+    let out = wfhost(
+        &[
+            "schedule", "add", "nightly", "--cron", "@daily", "-w", ws, hello_file,
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    wfhost(&["schedule", "trigger", "nightly"], s);
+    take("Schedules", &["schedule", "ls", "--json"], 0);
+    take(
+        "ScheduleView",
+        &["schedule", "show", "nightly", "--json"],
+        0,
+    );
+    let out = wfhost(
+        &[
+            "hook", "add", "open", hello_file, "--format", "unsigned", "--map", "x=/x", "-w", ws,
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    take("Hooks", &["hook", "ls", "--json"], 0);
+    take("HookView", &["hook", "show", "open", "--json"], 0);
     take(
         "Workflows",
         &["list", repo().join("examples").to_str().unwrap(), "--json"],

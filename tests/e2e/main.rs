@@ -16,6 +16,7 @@ mod durable;
 mod examples;
 mod exec;
 mod finding;
+mod hooks;
 mod hostile_registry;
 mod inputs;
 mod inspect;

@@ -111,6 +111,15 @@ Examples:
   wfhost schedule trigger nightly
   wfhost schedule rm nightly";
 
+pub const HOOK: &str = "\
+Examples:
+  wfhost secret set GITHUB_HOOK
+  wfhost hook add deploy deploy.json --secret GITHUB_HOOK --map branch=/ref --map repo=/repository/full_name -w '/srv/runs/{run}'
+  wfhost hook add ci build.json --format sha256 --secret CI_HOOK --set env=staging
+  wfhost hook ls
+  wfhost hook show deploy
+  wfhost hook rm deploy";
+
 pub const GC: &str = "\
 Examples:
   wfhost gc --dry-run

@@ -11,6 +11,7 @@ mod environment;
 mod examples;
 mod execute;
 mod gc;
+mod hook;
 mod inputs;
 mod inspect;
 mod jobs;
@@ -285,6 +286,10 @@ enum Command {
     /// the runs when due (add, ls, show, pause, resume, rm, trigger).
     #[command(after_help = examples::SCHEDULE)]
     Schedule(With<schedule::ScheduleArgs, Durable>),
+    /// Start a workflow from a signed HTTP delivery (GitHub's, or any
+    /// sender's): named endpoints of `wfhost serve` (add, ls, show, rm).
+    #[command(after_help = examples::HOOK)]
+    Hook(With<hook::HookArgs, Durable>),
     /// Remove runs older than the retention age (config.json `retention`,
     /// default 60d).
     #[command(after_help = examples::GC)]
@@ -566,6 +571,7 @@ fn main() -> ExitCode {
         Command::Import(w) => bundle::import(w.args, &(&w.store).into()),
         Command::Session(w) => session::session(w.args, &(&w.store).into()),
         Command::Schedule(w) => schedule::schedule(w.args, &(&w.store).into()),
+        Command::Hook(w) => hook::hook(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::ServeRun(durable) => served::serve_run(&(&durable).into()),

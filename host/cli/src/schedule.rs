@@ -181,7 +181,7 @@ fn list(json: bool, global: &Global) -> u8 {
         Err(e) => return store_error(e),
     };
     if json {
-        let out = serde_json::json!({ "schedules": schedules });
+        let out = serde_json::json!({ "schedules": schedules, "server_now_ms": now_ms() });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return exit::SUCCESS;
     }

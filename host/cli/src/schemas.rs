@@ -25,6 +25,10 @@ pub const OUTPUTS: &[(&str, &str, Layout)] = &[
     ("config --json", "ConfigSetting", Layout::Array),
     ("gc --json", "GcReport", Layout::Object),
     ("session list --json", "SessionSummary", Layout::Array),
+    ("schedule ls --json", "Schedules", Layout::Object),
+    ("schedule show NAME --json", "ScheduleView", Layout::Object),
+    ("hook ls --json", "Hooks", Layout::Object),
+    ("hook show NAME --json", "HookView", Layout::Object),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -49,5 +49,6 @@ pub mod schedule;
 pub mod text;
 pub mod time;
 pub mod timers;
+pub mod webhook;
 
 pub use wfhost_actions::{command, grammar as actions};

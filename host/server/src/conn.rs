@@ -462,7 +462,8 @@ impl Connection {
         };
         state.request_started(authorized);
         let ended = RequestEnded(state);
-        let public = crate::ui::is_public(request.uri().path());
+        let public = crate::ui::is_public(request.uri().path())
+            || crate::hooks::is_delivery(request.method(), request.uri().path());
         let mut response = if authorized || public {
             self.app
                 .clone()

@@ -24,6 +24,7 @@ mod changes;
 pub mod conn;
 pub mod error;
 mod guard;
+pub(crate) mod hooks;
 pub mod jobs;
 mod manage;
 mod openapi;
@@ -216,14 +217,21 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         )
         .route("/jobs/{id}", get(jobs::show))
         .route("/runs/{id}/jobs", get(jobs::of_run))
-        .with_state(state)
+        .route("/hooks", get(hooks::list))
+        .with_state(state.clone())
         .route("/openapi.json", get(openapi::document))
         .route("/health", get(runs::health))
         .layer(axum::middleware::from_fn_with_state(
             tokens,
             auth::require_client,
         ))
-        .merge(agents);
+        .merge(agents)
+        // Deliveries are authenticated by their signature, not a token.
+        .merge(
+            Router::new()
+                .route("/hooks/{name}", post(hooks::deliver))
+                .with_state(state),
+        );
     Router::new()
         .nest("/v1", v1)
         .merge(ui::routes())

@@ -192,7 +192,7 @@ pub fn spec() -> Value {
             "/workflows": get("The workflow files under the server's projects root (`wfhost serve --projects-root`), as `wfhost list` finds them: searched without following symbolic links, 8 directories deep and over at most 2,000 JSON files (`truncated` when more were left). Each has its path relative to `root`, its id, description and `inputs` (the JSON Schema of its inputs), or the `error` that keeps it from loading (too large, not a valid workflow, an inputs schema over 64 KiB). 501 when the server has no projects root.", vec![], ok("The workflows.", "Workflows")),
             "/runs/{id}/definition": get("The workflow definition the run pinned when it started (its nodes, blocks and transitions), whatever became of the file since.", vec![run_id()], ok("The pinned definition.", "PinnedDefinition")),
             "/openapi.json": {"get": {"summary": "This document.", "responses": {"200": {"description": "OpenAPI 3.1", "content": {"application/json": {}}}}}},
-        }), both(job_paths(), schedule_paths())),
+        }), both(job_paths(), both(schedule_paths(), hook_paths()))),
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": both(both(run_schemas(), workflow_schemas()), both(job_schemas(), schedule_schemas()))
@@ -305,6 +305,31 @@ fn run_schemas() -> Value {
 }
 
 /// The endpoints of jobs and agents.
+/// The webhook triggers' endpoints.
+fn hook_paths() -> Value {
+    json!({
+        "/hooks": get("The webhook triggers (`wfhost hook add`), by name.", vec![], ok("The hooks.", "Hooks")),
+        "/hooks/{name}": {"post": {
+            "summary": "A delivery to the hook: starts a run of its workflow. Authenticated by its signature, never by a bearer token: `github` hooks take GitHub's `X-Hub-Signature-256: sha256=<HMAC-SHA256 of the body>` and `X-GitHub-Delivery`; `sha256` hooks `X-Wfhost-Signature: sha256=<HMAC-SHA256 of \"<X-Wfhost-Timestamp>.<body>\">`, `X-Wfhost-Timestamp` (unix seconds, within the hook's window) and `X-Wfhost-Delivery`; `unsigned` hooks check nothing. The JSON body is mapped to the run's inputs (the hook's `mapping`: input → JSON pointer) over its fixed `inputs`, and checked against the workflow's `inputs` schema. A delivery id is taken once: a replay starts nothing.",
+            "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The hook's name."}],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {}}}},
+            "security": [{}],
+            "responses": {
+                "202": {"description": "The run is starting.", "content": {"application/json": {"schema": {"type": "object", "required": ["hook", "run_id", "delivery"], "unevaluatedProperties": false, "properties": {
+                    "hook": {"type": "string"}, "run_id": {"type": "string"}, "delivery": {"type": ["string", "null"]}
+                }}}}},
+                "400": error_response("A body that is not JSON, or no or a bad delivery id (`no_delivery`, `bad_delivery`)."),
+                "401": error_response("No signature, or one that does not match the body and the hook's secret (`bad_signature`), or a timestamp outside the hook's window (`stale`). Nothing started."),
+                "404": error_response("No such hook."),
+                "409": error_response("The delivery id was taken already (`duplicate_delivery`; details.run_id is the run it started). Nothing started."),
+                "413": error_response("A body over 1 MiB (details.limit_bytes)."),
+                "422": error_response("The inputs mapped from the body do not fit the workflow's `inputs` schema (`invalid_inputs`): details.pointer names the first (`/inputs/<name>`), details.problems each. Nothing started."),
+                "500": error_response("The hook's secret is not set on the server (`no_secret`)."),
+            }
+        }},
+    })
+}
+
 /// The schedules' endpoints.
 fn schedule_paths() -> Value {
     let name = || json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The schedule's name."});
@@ -346,6 +371,13 @@ fn schedule_schemas() -> Value {
     json!({
         "Schedules": {"type": "object", "required": ["schedules", "server_now_ms"], "unevaluatedProperties": false, "properties": {
             "schedules": {"type": "array", "items": sched}, "server_now_ms": {"type": "integer"}
+        }},
+        "Hooks": {"type": "object", "required": ["hooks"], "unevaluatedProperties": false, "properties": {
+            "hooks": {"type": "array", "items": {"$ref": "#/components/schemas/Hook"}}
+        }},
+        "HookView": {"type": "object", "description": "A hook and its last 20 deliveries, newest first (`wfhost hook show --json`).", "required": ["hook", "deliveries"], "unevaluatedProperties": false, "properties": {
+            "hook": {"$ref": "#/components/schemas/Hook"},
+            "deliveries": {"type": "array", "items": {"$ref": "#/components/schemas/Delivery"}}
         }},
         "ScheduleCreated": {"type": "object", "required": ["schedule"], "unevaluatedProperties": false, "properties": {"schedule": sched}},
         "ScheduleView": {"type": "object", "required": ["schedule"], "unevaluatedProperties": false, "properties": {

@@ -97,7 +97,7 @@ fn write_json(path: &std::path::Path, value: &Value) -> Result<(), ApiError> {
         .map_err(|e| ApiError::internal(format!("cannot write {}: {e}", path.display())))
 }
 
-fn runner(state: &AppState) -> Result<std::sync::Arc<dyn RunService>, ApiError> {
+pub(crate) fn runner(state: &AppState) -> Result<std::sync::Arc<dyn RunService>, ApiError> {
     state.runner.clone().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_IMPLEMENTED,
@@ -108,7 +108,7 @@ fn runner(state: &AppState) -> Result<std::sync::Arc<dyn RunService>, ApiError> 
 }
 
 /// [`RunService::submit`] on the blocking pool; its refusal is the answer.
-async fn submit(state: &AppState, request: RunRequest) -> Result<Submitted, ApiError> {
+pub(crate) async fn submit(state: &AppState, request: RunRequest) -> Result<Submitted, ApiError> {
     let runner = runner(state)?;
     let home = state.stores.home().to_path_buf();
     // Under the request's span, which the blocking pool does not carry.
@@ -183,7 +183,10 @@ fn workflow_of(
 /// The inputs against the workflow file's schema, each problem at its
 /// input's pointer (`/inputs/<name>`), so that a form can show it next to
 /// its field. A file that does not load is left to the run's own checks.
-fn check_inputs(file: &std::path::Path, inputs: &Map<String, Value>) -> Result<(), ApiError> {
+pub(crate) fn check_inputs(
+    file: &std::path::Path,
+    inputs: &Map<String, Value>,
+) -> Result<(), ApiError> {
     use wfhost_core::run::inputs::problems_of;
     let Ok(workflow) = wfhost_core::manifest::read(file)
         .and_then(|text| wfhost_core::formats::parse_any(file, &text))

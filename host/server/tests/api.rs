@@ -504,6 +504,21 @@ fn the_openapi_document_describes_every_endpoint() {
         Some("s1"),
     );
     let job = queue_job(home.path(), "run-20260101-000000-000a00");
+    let hello =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello/workflow.json");
+    let schedule = wfhost_store::schedules::Spec {
+        name: "s1".into(),
+        cron: "@daily".into(),
+        workflow: hello,
+        workspace: "/tmp".into(),
+        ..Default::default()
+    }
+    .define(0)
+    .unwrap();
+    wfhost_store::Store::open_existing(home.path())
+        .unwrap()
+        .add_schedule(&schedule)
+        .unwrap();
     for p in paths {
         if p.ends_with("/stream") || doc["paths"][p.as_str()].get("get").is_none() {
             continue;
@@ -516,7 +531,10 @@ fn the_openapi_document_describes_every_endpoint() {
             "run-20260101-000000-000a00".into()
         };
         let hash = wfhost_core::manifest::pinning::hash_of("{}");
-        let mut path = p.replace("{id}", &id).replace("{hash}", &hash);
+        let mut path = p
+            .replace("{id}", &id)
+            .replace("{hash}", &hash)
+            .replace("{name}", "s1");
         if p.ends_with("/bundles") {
             path.push_str("?step=0&block=main.a");
         }

@@ -26,6 +26,7 @@ pub mod counters;
 pub mod detail;
 mod error;
 mod gc;
+pub mod hooks;
 mod ids;
 mod job_telemetry;
 mod jobs;

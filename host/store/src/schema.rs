@@ -27,7 +27,8 @@
 //!
 //! Version 8 adds `schedules` and `schedule_ticks`: workflows started on a
 //! cron expression's ticks, and each tick handled (once: its row and the
-//! schedule's next tick move in one transaction).
+//! schedule's next tick move in one transaction); and `hooks` and
+//! `hook_deliveries`: webhook triggers and the deliveries they took.
 
 use rusqlite::Connection;
 
@@ -225,6 +226,28 @@ CREATE TABLE schedule_ticks (
 ) WITHOUT ROWID;
 CREATE INDEX schedule_ticks_by_run ON schedule_ticks (run_id);
 CREATE INDEX schedule_ticks_open ON schedule_ticks (state) WHERE state IN ('starting', 'queued');
+-- A webhook trigger: `POST /v1/hooks/{name}` starts a run of `workflow`
+-- from a delivery signed as `format` says with the home secret `secret`.
+CREATE TABLE hooks (
+    name       TEXT PRIMARY KEY,
+    workflow   TEXT NOT NULL,
+    workspace  TEXT NOT NULL,
+    format     TEXT NOT NULL,
+    secret     TEXT,
+    mapping    TEXT NOT NULL,
+    inputs     TEXT NOT NULL,
+    window_s   INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+-- Each delivery a hook took, by the sender's id: a replay starts nothing.
+CREATE TABLE hook_deliveries (
+    hook     TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    run_id   TEXT,
+    state    TEXT NOT NULL,
+    at       INTEGER NOT NULL,
+    PRIMARY KEY (hook, delivery)
+) WITHOUT ROWID;
 ";
 
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in

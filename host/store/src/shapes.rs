@@ -32,6 +32,8 @@ pub fn schemas() -> Map<String, Value> {
     generator.subschema_for::<crate::SessionSummary>();
     generator.subschema_for::<crate::schedules::Schedule>();
     generator.subschema_for::<crate::schedules::Tick>();
+    generator.subschema_for::<crate::hooks::Hook>();
+    generator.subschema_for::<crate::hooks::Delivery>();
     let mut definitions = generator.take_definitions(true);
     for schema in definitions.values_mut() {
         close(schema);
