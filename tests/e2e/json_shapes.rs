@@ -139,6 +139,19 @@ fn every_json_command_prints_its_documented_shape() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     take("Hooks", &["hook", "ls", "--json"], 0);
     take("HookView", &["hook", "show", "open", "--json"], 0);
+    let out = wfhost(
+        &[
+            "notify",
+            "add",
+            "ops",
+            "http://127.0.0.1:9/in",
+            "--on",
+            "run.failed",
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    take("NotifyTargets", &["notify", "ls", "--json"], 0);
     take(
         "Workflows",
         &["list", repo().join("examples").to_str().unwrap(), "--json"],

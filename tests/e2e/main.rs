@@ -23,6 +23,7 @@ mod inspect;
 mod json_shapes;
 mod leases;
 mod mcp;
+mod notify;
 mod observe;
 mod otlp;
 mod parallel;

@@ -120,6 +120,14 @@ Examples:
   wfhost hook show deploy
   wfhost hook rm deploy";
 
+pub const NOTIFY: &str = "\
+Examples:
+  wfhost notify add ops https://hooks.slack.com/services/T000/B000/XXXX --format slack --on run.failed,gate.opened
+  wfhost secret set NOTIFY_KEY && wfhost notify add ci https://ci.example.com/wfhost --secret NOTIFY_KEY
+  wfhost notify add nightly-only http://127.0.0.1:9000/hook --workflow nightly-build
+  wfhost notify ls
+  wfhost notify rm ops";
+
 pub const GC: &str = "\
 Examples:
   wfhost gc --dry-run

@@ -20,6 +20,7 @@ mod live_output;
 mod logs;
 mod man;
 mod mcp;
+mod notify;
 mod options;
 mod otel;
 mod plugin;
@@ -290,6 +291,10 @@ enum Command {
     /// sender's): named endpoints of `wfhost serve` (add, ls, show, rm).
     #[command(after_help = examples::HOOK)]
     Hook(With<hook::HookArgs, Durable>),
+    /// Send outgoing webhooks when a run ends, a gate opens or a timer
+    /// fires: `wfhost serve` delivers them (add, ls, rm).
+    #[command(after_help = examples::NOTIFY)]
+    Notify(With<notify::NotifyArgs, Durable>),
     /// Remove runs older than the retention age (config.json `retention`,
     /// default 60d).
     #[command(after_help = examples::GC)]
@@ -572,6 +577,7 @@ fn main() -> ExitCode {
         Command::Session(w) => session::session(w.args, &(&w.store).into()),
         Command::Schedule(w) => schedule::schedule(w.args, &(&w.store).into()),
         Command::Hook(w) => hook::hook(w.args, &(&w.store).into()),
+        Command::Notify(w) => notify::notify(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::ServeRun(durable) => served::serve_run(&(&durable).into()),

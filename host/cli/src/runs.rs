@@ -401,6 +401,14 @@ fn print_head(s: &Shown, style: Style) {
         );
     }
     print_open_jobs(&d.open_jobs);
+    for n in &d.notifications {
+        let how = match (n.state.as_str(), &n.last_error) {
+            ("delivered", _) => format!("delivered after {} attempt(s)", n.attempts),
+            (state, Some(e)) => format!("{state} after {} attempt(s): {e}", n.attempts),
+            (state, None) => state.to_string(),
+        };
+        println!("  notified    {} to {}: {how}", n.event, n.target);
+    }
     if let Some(reason) = &d.failure {
         println!("  failure     {}", style.bad(reason));
     }

@@ -29,6 +29,7 @@ pub const OUTPUTS: &[(&str, &str, Layout)] = &[
     ("schedule show NAME --json", "ScheduleView", Layout::Object),
     ("hook ls --json", "Hooks", Layout::Object),
     ("hook show NAME --json", "HookView", Layout::Object),
+    ("notify ls --json", "NotifyTargets", Layout::Object),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

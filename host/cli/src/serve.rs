@@ -79,6 +79,8 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    // Notifications to https targets go over rustls.
+    wfhost_distribution::registry::install_tls_provider();
     // Runs started over the API execute in this same executable.
     let runner = std::env::current_exe().ok().map(|exe| {
         let runner = wfhost_server::ProcessRunner::new(

@@ -27,6 +27,7 @@ mod guard;
 pub(crate) mod hooks;
 pub mod jobs;
 mod manage;
+mod notify;
 mod openapi;
 /// The OpenAPI document of `/v1`, as `/v1/openapi.json` serves it.
 pub use openapi::spec as openapi_spec;
@@ -185,6 +186,7 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
         .route("/runs/{id}/branches", get(runs::branches))
         .route("/runs/{id}/summary", get(runs::summary_of))
         .route("/runs/{id}/steps", get(runs::steps))
+        .route("/runs/{id}/notifications", get(runs::notifications))
         .route("/runs/{id}/events", get(runs::events))
         .route("/runs/{id}/events/stream", get(stream::events))
         .route("/runs/import", post(manage::import))
@@ -261,6 +263,7 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     let reconcile = tokio::spawn(jobs::reconcile(state.stores.clone(), every));
     let timers = tokio::spawn(timers::watch(state.clone()));
     let schedules = tokio::spawn(schedules::watch(state.clone()));
+    let notifications = tokio::spawn(notify::deliver(state.clone(), format!("http://{bound}")));
     let (limits, lowered) = config.limits.fitted();
     if let Some(note) = lowered {
         eprintln!("note: {note}");
@@ -275,6 +278,7 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     reconcile.abort();
     timers.abort();
     schedules.abort();
+    notifications.abort();
     Ok(())
 }
 

@@ -308,6 +308,7 @@ fn run_schemas() -> Value {
 /// The webhook triggers' endpoints.
 fn hook_paths() -> Value {
     json!({
+        "/runs/{id}/notifications": get("The run's notifications (outgoing webhooks to the targets of `wfhost notify add`), oldest first: each with its delivery id, its state (`pending`, `delivered`, or `failed` once given up), its attempts and last error.", vec![run_id()], ok("The notifications.", "Notifications")),
         "/hooks": get("The webhook triggers (`wfhost hook add`), by name.", vec![], ok("The hooks.", "Hooks")),
         "/hooks/{name}": {"post": {
             "summary": "A delivery to the hook: starts a run of its workflow. Authenticated by its signature, never by a bearer token: `github` hooks take GitHub's `X-Hub-Signature-256: sha256=<HMAC-SHA256 of the body>` and `X-GitHub-Delivery`; `sha256` hooks `X-Wfhost-Signature: sha256=<HMAC-SHA256 of \"<X-Wfhost-Timestamp>.<body>\">`, `X-Wfhost-Timestamp` (unix seconds, within the hook's window) and `X-Wfhost-Delivery`; `unsigned` hooks check nothing. The JSON body is mapped to the run's inputs (the hook's `mapping`: input → JSON pointer) over its fixed `inputs`, and checked against the workflow's `inputs` schema. A delivery id is taken once: a replay starts nothing.",
@@ -371,6 +372,12 @@ fn schedule_schemas() -> Value {
     json!({
         "Schedules": {"type": "object", "required": ["schedules", "server_now_ms"], "unevaluatedProperties": false, "properties": {
             "schedules": {"type": "array", "items": sched}, "server_now_ms": {"type": "integer"}
+        }},
+        "Notifications": {"type": "object", "required": ["notifications"], "unevaluatedProperties": false, "properties": {
+            "notifications": {"type": "array", "items": {"$ref": "#/components/schemas/Notification"}}
+        }},
+        "NotifyTargets": {"type": "object", "description": "The notification targets (`wfhost notify ls --json`).", "required": ["targets"], "unevaluatedProperties": false, "properties": {
+            "targets": {"type": "array", "items": {"$ref": "#/components/schemas/Target"}}
         }},
         "Hooks": {"type": "object", "required": ["hooks"], "unevaluatedProperties": false, "properties": {
             "hooks": {"type": "array", "items": {"$ref": "#/components/schemas/Hook"}}

@@ -173,6 +173,20 @@ pub async fn branches(
     .map(Json)
 }
 
+/// `GET /v1/runs/{id}/notifications`: the run's notifications and how
+/// their delivery went.
+pub async fn notifications(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    with_store(&app.stores, None, move |store| {
+        let run = exact_run(store, &id)?;
+        Ok(json!({"notifications": store.notifications_of(&run.id)?}))
+    })
+    .await
+    .map(Json)
+}
+
 /// `GET /v1/runs/{id}/steps?branch=N`: the executed steps of a branch.
 pub async fn steps(
     State(app): State<AppState>,

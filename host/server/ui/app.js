@@ -354,10 +354,12 @@ async function openRun(id, branch) {
   const main = $('main');
   if (!same) main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
   try {
-    const [summary, branches] = await Promise.all([
+    const [summary, branches, notified] = await Promise.all([
       api(`/runs/${enc(id)}/summary`),
       api(`/runs/${enc(id)}/branches`),
+      api(`/runs/${enc(id)}/notifications`).catch(() => ({ notifications: [] })),
     ]);
+    summary.notifications = notified.notifications;
     view.run = summary;
     view.branches = branches.branches;
     view.branch = branch || summary.branch;
@@ -608,6 +610,14 @@ function restingOn(r) {
   return { node: last.node, block: last.block, due_at_ms: last.due_at_ms, retry: last.type === 'retry_scheduled' ? last.retry : null };
 }
 
+// A notification the run gave, and how its delivery went.
+function notificationLine(n) {
+  const how = n.state === 'delivered'
+    ? `delivered after ${n.attempts} attempt${n.attempts === 1 ? '' : 's'}`
+    : `${n.state}${n.attempts ? ` after ${n.attempts} attempt${n.attempts === 1 ? '' : 's'}` : ''}${n.last_error ? `: ${n.last_error}` : ''}`;
+  return h('p', { class: `notification s-${n.state === 'delivered' ? 'succeeded' : (n.state === 'failed' ? 'failed' : 'waiting')}` }, `Notified ${n.event} to ${n.target}: ${how}`);
+}
+
 // What a sleeping run waits for: a `sleep` block, or a failed block's retry.
 function timerLine(t) {
   if (!t) return null;
@@ -630,7 +640,8 @@ function runHeader(r, status) {
         ' · workspace ', h('code', {}, r.workspace),
         r.session ? [' · session ', h('a', { href: `#/sessions/${enc(r.session)}` }, r.session)] : null),
       status === 'running' ? openJobs(r.open_jobs || []) : null,
-      status === 'sleeping' ? timerLine(restingOn(r)) : null),
+      status === 'sleeping' ? timerLine(restingOn(r)) : null,
+      (r.notifications || []).map(notificationLine)),
     h('div', { class: 'actions' },
       live ? h('button', { type: 'button', class: 'danger', onclick: cancelRun, title: 'Stop it for good and record it as cancelled' }, 'Cancel run') : null,
       resumable ? h('button', { type: 'button', onclick: resumeRun }, 'Resume') : null,

@@ -89,6 +89,9 @@ pub struct RunDetail {
     pub timer: Option<RestingTimer>,
     /// The schedule tick that started the run; null for other runs.
     pub trigger: Option<RunTrigger>,
+    /// The notifications the run gave, oldest first, and how their
+    /// delivery went.
+    pub notifications: Vec<crate::notify::Notification>,
     pub rerun_of: Option<RerunOf>,
     /// The snapshot of the run's first event: forking there starts over.
     pub start_snapshot: Option<String>,
@@ -158,6 +161,7 @@ impl RunDetail {
             failure,
             open_jobs,
             timer: RestingTimer::of(&state.phase),
+            notifications: store.notifications_of(&run.id)?,
             trigger: store.tick_of_run(&run.id)?.map(|t| RunTrigger {
                 schedule: t.schedule,
                 tick_ms: t.tick_ms,

@@ -33,6 +33,7 @@ mod jobs;
 mod listing;
 mod lock;
 mod log;
+pub mod notify;
 pub mod report;
 pub mod schedules;
 mod schema;

@@ -759,6 +759,14 @@ impl Store {
         // or a fork of one) has a timer to remove with whatever it appends
         // next.
         let armed = self.has_timer(run, branch)?;
+        // The notification targets that want this run's events (most
+        // homes have none: nothing more to do per append).
+        let workflow_id: String = self
+            .conn
+            .prepare_cached("SELECT workflow_id FROM runs WHERE num = ?1")
+            .and_then(|mut s| s.query_row([run], |r| r.get(0)))
+            .map_err(|e| self.err(e))?;
+        let wanted = self.wanted(&workflow_id)?;
         let last: i64 = self
             .conn
             .prepare_cached(
@@ -776,6 +784,7 @@ impl Store {
             gates: None,
             written: Vec::new(),
             armed,
+            wanted,
         })
     }
 
@@ -880,6 +889,8 @@ pub struct BranchWriter<'s> {
     written: Vec<StoredEvent>,
     /// The branch rests at a `sleep` block: it has a row in `timers`.
     armed: bool,
+    /// The notification targets that want this run's events.
+    wanted: crate::notify::Wanted,
 }
 
 impl BranchWriter<'_> {
@@ -993,9 +1004,19 @@ impl BranchWriter<'_> {
                 });
             }
         }
+        let was_armed = self.armed;
         if let Err(e) = keep_timer(conn, (self.run, self.branch), &mut self.armed, events) {
             let _ = conn.execute_batch("ROLLBACK");
             return Err(err(e));
+        }
+        if self.wanted.any() {
+            let at_seq = (self.run_id.as_str(), self.branch, self.last + 1);
+            if let Err(e) =
+                crate::notify::queue(conn, &self.wanted, at_seq, events, (was_armed, at))
+            {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(err(e));
+            }
         }
         if let Extra::Job(job) = extra {
             let new = NewJob {

@@ -28,7 +28,9 @@
 //! Version 8 adds `schedules` and `schedule_ticks`: workflows started on a
 //! cron expression's ticks, and each tick handled (once: its row and the
 //! schedule's next tick move in one transaction); and `hooks` and
-//! `hook_deliveries`: webhook triggers and the deliveries they took.
+//! `hook_deliveries`: webhook triggers and the deliveries they took; and
+//! `notify_targets` and `notifications`: where notifications go, and the
+//! outbox they are delivered from.
 
 use rusqlite::Connection;
 
@@ -239,6 +241,33 @@ CREATE TABLE hooks (
     window_s   INTEGER NOT NULL,
     created_at INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- Where notifications go: a URL, the events it wants, maybe one workflow.
+CREATE TABLE notify_targets (
+    name       TEXT PRIMARY KEY,
+    url        TEXT NOT NULL,
+    secret     TEXT,
+    format     TEXT NOT NULL,
+    events     TEXT NOT NULL,
+    workflow   TEXT,
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+-- The outbox: each notification written in the commit of the events that
+-- gave it, delivered (at least once) by a server.
+CREATE TABLE notifications (
+    id         INTEGER PRIMARY KEY,
+    target     TEXT NOT NULL,
+    delivery   TEXT NOT NULL UNIQUE,
+    event      TEXT NOT NULL,
+    run_id     TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    state      TEXT NOT NULL,
+    attempts   INTEGER NOT NULL,
+    next_at    INTEGER NOT NULL,
+    last_error TEXT,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX notifications_due ON notifications (next_at) WHERE state = 'pending';
+CREATE INDEX notifications_by_run ON notifications (run_id);
 -- Each delivery a hook took, by the sender's id: a replay starts nothing.
 CREATE TABLE hook_deliveries (
     hook     TEXT NOT NULL,

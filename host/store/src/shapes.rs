@@ -34,6 +34,7 @@ pub fn schemas() -> Map<String, Value> {
     generator.subschema_for::<crate::schedules::Tick>();
     generator.subschema_for::<crate::hooks::Hook>();
     generator.subschema_for::<crate::hooks::Delivery>();
+    generator.subschema_for::<crate::notify::Target>();
     let mut definitions = generator.take_definitions(true);
     for schema in definitions.values_mut() {
         close(schema);

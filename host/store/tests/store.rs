@@ -640,7 +640,7 @@ fn a_store_being_created_is_either_absent_or_whole_to_others() {
 }
 
 #[test]
-fn a_version_3_store_gains_the_job_telemetry_ack_session_timer_schedule_and_hook_tables() {
+fn a_version_3_store_gains_every_later_table() {
     let (home, store) = new_store();
     let path = store.path().to_path_buf();
     drop(store);
@@ -648,6 +648,7 @@ fn a_version_3_store_gains_the_job_telemetry_ack_session_timer_schedule_and_hook
     conn.execute_batch(
         "DROP TABLE job_telemetry; DROP TABLE mcp_acks; DROP TABLE run_sessions; DROP TABLE timers; \
          DROP TABLE schedule_ticks; DROP TABLE schedules; DROP TABLE hook_deliveries; DROP TABLE hooks; \
+         DROP TABLE notifications; DROP TABLE notify_targets; \
          PRAGMA user_version = 3;",
     )
     .unwrap();
@@ -660,6 +661,8 @@ fn a_version_3_store_gains_the_job_telemetry_ack_session_timer_schedule_and_hook
     assert_eq!(store.next_timer_due().unwrap(), None);
     assert!(store.schedules().unwrap().is_empty() && store.open_ticks().unwrap().is_empty());
     assert!(store.hooks().unwrap().is_empty());
+    assert!(store.notify_targets().unwrap().is_empty());
+    assert!(store.notifications_of(R1).unwrap().is_empty());
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
