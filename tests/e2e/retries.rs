@@ -369,3 +369,40 @@ fn validate_names_a_bad_retry_policy_with_its_pointer() {
         assert!(text.contains(pointer) && text.contains(words), "{text}");
     }
 }
+
+#[test]
+fn an_agent_block_whose_agent_reports_failure_is_retried() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let ws = workspace_in(s);
+    // An agent that reports `failed` on its first run, `completed` after.
+    let agent = repo().join("examples/agents/scripted_agent.py");
+    let wrapper = s.join("flaky_agent.py");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/usr/bin/env python3\nimport os, sys\nmark = {mark:?}\nstatus = 'completed' if os.path.exists(mark) else 'failed'\nopen(mark, 'a').close()\nos.execv(sys.executable, [sys.executable, {agent:?}, '--status', status] + sys.argv[1:])\n",
+            mark = s.join("ran-once").display().to_string(),
+            agent = agent.display().to_string()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wf = json!({"id": "agent-retry", "plugins": {"agent": {"grants": ["agent"]}},
+        "start_node": "dev", "nodes": {"dev": {"entry_block": "implement", "blocks": {"implement": {
+            "worker": "agent", "timeout": "60s",
+            "config": {"command": [wrapper.display().to_string()]},
+            "retry": {"initial": "200ms", "jitter": 0},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"},
+                            {"on_signal": "SIGNAL:FAIL_DEFAULT", "action": "FAIL:the agent gave up"}]}}}}});
+    let manifest = s.join("agent.json");
+    std::fs::write(&manifest, wf.to_string()).unwrap();
+    let (code, report) = run_report(&manifest, &ws, s);
+    assert_eq!(code, Some(0), "{report:#}");
+    let events = run_events(s, report["run_id"].as_str().unwrap());
+    let retries = of_type(&events, "retry_scheduled");
+    assert_eq!(retries.len(), 1, "{events:#?}");
+    assert_eq!(retries[0]["signal"], "SIGNAL:FAILED");
+    assert_eq!(of_type(&events, "block_started").len(), 2);
+}
