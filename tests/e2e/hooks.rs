@@ -332,3 +332,89 @@ fn a_hook_needs_a_secret_unless_it_is_added_unsigned_and_a_delivery_needs_no_tok
     assert_eq!(status, 202, "{started}");
     assert!(started["run_id"].as_str().is_some());
 }
+
+#[test]
+fn a_hook_that_answers_gates_answers_the_one_its_delivery_names() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    set_secret(s, "CHATOPS");
+    let out = wfhost(
+        &[
+            "hook",
+            "add",
+            "approve",
+            "--answers-gates",
+            "--secret",
+            "CHATOPS",
+        ],
+        s,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let hello = repo()
+        .join("examples/hello/workflow.json")
+        .display()
+        .to_string();
+    let out = wfhost(
+        &[
+            "hook",
+            "add",
+            "bad",
+            &hello,
+            "--answers-gates",
+            "--secret",
+            "CHATOPS",
+        ],
+        s,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a hook that answers starts nothing"
+    );
+    let served = serve_with(s, &[]);
+    let ws = workspace_in(s);
+    let gate_flow = repo().join("examples/review-gate/workflow.json");
+    let (status, started) = super::serve::http_post(
+        &served.addr,
+        "/v1/runs",
+        &json!({"workflow": gate_flow, "workspace": ws}),
+    );
+    assert_eq!(status, 202, "{started}");
+    let run = started["run_id"].as_str().unwrap().to_string();
+    super::serve::await_status(&served.addr, &run, "waiting");
+    // No gate named: 422, nothing answered; a gate the run does not wait
+    // at: 409.
+    let partial = serde_json::to_vec(&json!({"run_id": run, "answer": "approved"})).unwrap();
+    let (status, refused) = deliver(&served.addr, "approve", &github(&partial, "a-1"), &partial);
+    assert_eq!(
+        (status, &refused["details"]["pointer"]),
+        (422, &json!("/gate")),
+        "{refused}"
+    );
+    let elsewhere =
+        serde_json::to_vec(&json!({"run_id": run, "gate": "UD-9", "answer": "approved"})).unwrap();
+    let (status, refused) = deliver(
+        &served.addr,
+        "approve",
+        &github(&elsewhere, "a-2"),
+        &elsewhere,
+    );
+    assert_eq!(
+        (status, &refused["code"]),
+        (409, &json!("not_waiting")),
+        "{refused}"
+    );
+    let body =
+        serde_json::to_vec(&json!({"run_id": run, "gate": "UD-1", "answer": "approved"})).unwrap();
+    let (status, answered) = deliver(&served.addr, "approve", &github(&body, "a-3"), &body);
+    assert_eq!(status, 202, "{answered}");
+    assert_eq!(
+        (&answered["gate"], &answered["hook"]),
+        (&json!("UD-1"), &json!("approve"))
+    );
+    super::serve::await_status(&served.addr, &run, "succeeded");
+    assert_eq!(
+        deliver(&served.addr, "approve", &github(&body, "a-3"), &body).0,
+        409
+    );
+}

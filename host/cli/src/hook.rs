@@ -42,8 +42,12 @@ enum Action {
 struct AddArgs {
     /// The hook's name (its URL: `/v1/hooks/NAME`).
     name: String,
-    /// The workflow file to run.
-    workflow: PathBuf,
+    /// The workflow file to run (none with --answers-gates).
+    workflow: Option<PathBuf>,
+    /// A delivery answers a gate instead of starting a run: its `run_id`,
+    /// `gate` and `answer` (at those pointers, or where --map says).
+    #[arg(long)]
+    answers_gates: bool,
     /// How deliveries are signed: `github` (X-Hub-Signature-256, the
     /// default), `sha256` (X-Wfhost-Signature over the timestamp and the
     /// body) or `unsigned` (anyone who can reach the server starts runs).
@@ -107,10 +111,28 @@ fn add(args: AddArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    let workflow = match (&args.workflow, args.answers_gates) {
+        (Some(w), false) => w.clone(),
+        (None, true) => PathBuf::new(),
+        (None, false) => {
+            report_error(format!(
+                "hook {}: give the WORKFLOW its deliveries start (or --answers-gates)",
+                args.name
+            ));
+            return exit::BAD_INPUT;
+        }
+        (Some(_), true) => {
+            report_error(format!(
+                "hook {}: a hook that answers gates starts no workflow",
+                args.name
+            ));
+            return exit::BAD_INPUT;
+        }
+    };
     let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let spec = HookSpec {
         name: args.name.clone(),
-        workflow: absolute(&args.workflow),
+        workflow: absolute(&workflow),
         workspace: absolute(
             args.workspace
                 .as_deref()
@@ -121,6 +143,7 @@ fn add(args: AddArgs, global: &Global) -> u8 {
         mapping,
         inputs,
         window_s: args.window,
+        answers_gates: args.answers_gates,
     };
     let hook = match spec.define(now_ms()) {
         Ok(h) => h,
@@ -147,9 +170,13 @@ fn add(args: AddArgs, global: &Global) -> u8 {
     if let Err(e) = store.add_hook(&hook) {
         return store_error(e);
     }
+    let does = match hook.action.as_str() {
+        "answer" => "answers the gate its delivery names".to_string(),
+        _ => format!("starts {}", hook.workflow),
+    };
     println!(
-        "hook {} added: POST /v1/hooks/{} on `wfhost serve` starts {} ({} deliveries)",
-        hook.name, hook.name, hook.workflow, hook.format
+        "hook {} added: POST /v1/hooks/{} on `wfhost serve` {does} ({} deliveries)",
+        hook.name, hook.name, hook.format
     );
     exit::SUCCESS
 }
@@ -179,7 +206,11 @@ fn list(json: bool, global: &Global) -> u8 {
             h.name,
             h.format,
             h.secret.as_deref().unwrap_or("-"),
-            h.workflow
+            if h.action == "answer" {
+                "(answers gates)"
+            } else {
+                h.workflow.as_str()
+            }
         );
     }
     exit::SUCCESS

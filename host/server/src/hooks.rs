@@ -41,12 +41,44 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError
     .await
 }
 
-/// A delivery checked and recorded: the run to start.
+/// A delivery checked and recorded: the run to start, or the gate to
+/// answer.
 struct Accepted {
     hook: Hook,
     run_id: String,
     inputs: serde_json::Map<String, Value>,
     delivery: Option<String>,
+    /// For a hook that answers gates: the gate and the answer.
+    answer: Option<(String, String)>,
+}
+
+/// What a hook that answers gates takes from `payload`: the run, the gate
+/// and the answer, at the hook's pointers (or `/run_id`, `/gate`,
+/// `/answer`); 422 naming the one missing.
+fn answer_of(hook: &Hook, payload: &Value) -> Result<(String, String, String), ApiError> {
+    let mut found = Vec::new();
+    for field in wfhost_store::hooks::ANSWER_FIELDS {
+        let pointer = hook
+            .mapping
+            .get(*field)
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("/{field}"), str::to_string);
+        let text = match payload.pointer(&pointer) {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(v @ Value::Object(_)) if *field == "answer" => v.to_string(),
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_inputs",
+                    format!("the delivery has no `{field}` at {pointer}"),
+                )
+                .with_details(json!({"pointer": pointer})));
+            }
+        };
+        found.push(text);
+    }
+    let [run, gate, answer]: [String; 3] = found.try_into().expect("three fields");
+    Ok((run, gate, answer))
 }
 
 /// `POST /v1/hooks/{name}`.
@@ -84,13 +116,18 @@ pub async fn deliver(
         .map_err(refused)?;
         let payload: Value = serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request(format!("the delivery's body is not JSON: {e}")))?;
-        let inputs = webhook::inputs_of(&hook.mapping, &hook.inputs, &payload);
-        check_inputs(std::path::Path::new(&hook.workflow), &inputs).map_err(|mut e| {
-            e.status = StatusCode::UNPROCESSABLE_ENTITY;
-            e.code = "invalid_inputs";
-            e
-        })?;
-        let run_id = wfhost_store::new_run_id(now).to_string();
+        let (run_id, inputs, answer) = if hook.action == "answer" {
+            let (run, gate, answer) = answer_of(&hook, &payload)?;
+            (run, serde_json::Map::new(), Some((gate, answer)))
+        } else {
+            let inputs = webhook::inputs_of(&hook.mapping, &hook.inputs, &payload);
+            check_inputs(std::path::Path::new(&hook.workflow), &inputs).map_err(|mut e| {
+                e.status = StatusCode::UNPROCESSABLE_ENTITY;
+                e.code = "invalid_inputs";
+                e
+            })?;
+            (wfhost_store::new_run_id(now).to_string(), inputs, None)
+        };
         if let Some(id) = &checked.delivery
             && let Some(before) = store.claim_delivery(&hook.name, id, &run_id, now)?
         {
@@ -106,16 +143,25 @@ pub async fn deliver(
             run_id,
             inputs,
             delivery: checked.delivery,
+            answer,
         })
     })
     .await?;
     start(&state, accepted).await
 }
 
-/// Start the accepted delivery's run; a start that fails forgets the
-/// delivery, so that the sender's redelivery can start it.
+/// Start the accepted delivery's run (or answer its gate); one that fails
+/// forgets the delivery, so that the sender's redelivery can.
 async fn start(state: &AppState, a: Accepted) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let workspace = a.hook.workspace.replace("{run}", &a.run_id);
+    if let Some((gate, answer)) = a.answer.clone() {
+        let answered = crate::start::answer(state, a.run_id.clone(), gate, answer).await;
+        settle(state, &a, answered.is_ok()).await?;
+        let (status, Json(mut body)) = answered?;
+        body["hook"] = json!(a.hook.name);
+        body["delivery"] = json!(a.delivery);
+        return Ok((status, Json(body)));
+    }
+    let workspace = workspace_of(&a);
     if workspace != a.hook.workspace {
         std::fs::create_dir(&workspace).map_err(|e| {
             ApiError::internal(format!("cannot make the run's workspace {workspace}: {e}"))
@@ -125,17 +171,32 @@ async fn start(state: &AppState, a: Accepted) -> Result<(StatusCode, Json<Value>
         manifest: a.hook.workflow.clone(),
         workspace,
         run_id: a.run_id.clone(),
-        inputs: Some(a.inputs),
+        inputs: Some(a.inputs.clone()),
         max_steps: None,
         executor: None,
     };
     let submitted = submit(state, request).await;
+    settle(state, &a, submitted.is_ok()).await?;
+    submitted?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"hook": a.hook.name, "run_id": a.run_id, "delivery": a.delivery})),
+    ))
+}
+
+/// The run's workspace: the hook's, `{run}` replaced by the run's id.
+fn workspace_of(a: &Accepted) -> String {
+    a.hook.workspace.replace("{run}", &a.run_id)
+}
+
+/// Record the delivery's run started, or forget the delivery (`ok`
+/// false) so that it may come again.
+async fn settle(state: &AppState, a: &Accepted, ok: bool) -> Result<(), ApiError> {
     let (stores, hook, delivery) = (
         state.stores.clone(),
         a.hook.name.clone(),
         a.delivery.clone(),
     );
-    let ok = submitted.is_ok();
     blocking(move || {
         if let Some(id) = &delivery {
             let mut store = stores.create()?;
@@ -146,12 +207,7 @@ async fn start(state: &AppState, a: Accepted) -> Result<(StatusCode, Json<Value>
         }
         Ok(())
     })
-    .await?;
-    submitted?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"hook": a.hook.name, "run_id": a.run_id, "delivery": a.delivery})),
-    ))
+    .await
 }
 
 fn refused(r: webhook::Refusal) -> ApiError {

@@ -311,18 +311,19 @@ fn hook_paths() -> Value {
         "/runs/{id}/notifications": get("The run's notifications (outgoing webhooks to the targets of `wfhost notify add`), oldest first: each with its delivery id, its state (`pending`, `delivered`, or `failed` once given up), its attempts and last error.", vec![run_id()], ok("The notifications.", "Notifications")),
         "/hooks": get("The webhook triggers (`wfhost hook add`), by name.", vec![], ok("The hooks.", "Hooks")),
         "/hooks/{name}": {"post": {
-            "summary": "A delivery to the hook: starts a run of its workflow. Authenticated by its signature, never by a bearer token: `github` hooks take GitHub's `X-Hub-Signature-256: sha256=<HMAC-SHA256 of the body>` and `X-GitHub-Delivery`; `sha256` hooks `X-Wfhost-Signature: sha256=<HMAC-SHA256 of \"<X-Wfhost-Timestamp>.<body>\">`, `X-Wfhost-Timestamp` (unix seconds, within the hook's window) and `X-Wfhost-Delivery`; `unsigned` hooks check nothing. The JSON body is mapped to the run's inputs (the hook's `mapping`: input → JSON pointer) over its fixed `inputs`, and checked against the workflow's `inputs` schema. A delivery id is taken once: a replay starts nothing.",
+            "summary": "A delivery to the hook: starts a run of its workflow. Authenticated by its signature, never by a bearer token: `github` hooks take GitHub's `X-Hub-Signature-256: sha256=<HMAC-SHA256 of the body>` and `X-GitHub-Delivery`; `sha256` hooks `X-Wfhost-Signature: sha256=<HMAC-SHA256 of \"<X-Wfhost-Timestamp>.<body>\">`, `X-Wfhost-Timestamp` (unix seconds, within the hook's window) and `X-Wfhost-Delivery`; `unsigned` hooks check nothing. The JSON body is mapped to the run's inputs (the hook's `mapping`: input → JSON pointer) over its fixed `inputs`, and checked against the workflow's `inputs` schema; a hook added with `--answers-gates` instead answers the gate the body names (`run_id`, `gate`, `answer`, at those pointers or its mapping's). A delivery id is taken once: a replay starts nothing.",
             "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}, "description": "The hook's name."}],
             "requestBody": {"required": true, "content": {"application/json": {"schema": {}}}},
             "security": [{}],
             "responses": {
-                "202": {"description": "The run is starting.", "content": {"application/json": {"schema": {"type": "object", "required": ["hook", "run_id", "delivery"], "unevaluatedProperties": false, "properties": {
-                    "hook": {"type": "string"}, "run_id": {"type": "string"}, "delivery": {"type": ["string", "null"]}
+                "202": {"description": "The run is starting; for a hook that answers gates, the answer is recorded (`gate`, `answer`, `starting` as `POST /v1/runs/{id}/gates/{gate}` answers).", "content": {"application/json": {"schema": {"type": "object", "required": ["hook", "run_id", "delivery"], "unevaluatedProperties": false, "properties": {
+                    "hook": {"type": "string"}, "run_id": {"type": "string"}, "delivery": {"type": ["string", "null"]},
+                    "starting": {"type": "boolean"}, "gate": {"type": "string"}, "answer": {"type": "string"}
                 }}}}},
                 "400": error_response("A body that is not JSON, or no or a bad delivery id (`no_delivery`, `bad_delivery`)."),
                 "401": error_response("No signature, or one that does not match the body and the hook's secret (`bad_signature`), or a timestamp outside the hook's window (`stale`). Nothing started."),
                 "404": error_response("No such hook."),
-                "409": error_response("The delivery id was taken already (`duplicate_delivery`; details.run_id is the run it started). Nothing started."),
+                "409": error_response("The delivery id was taken already (`duplicate_delivery`; details.run_id is the run it started), or — a hook that answers gates — the run does not wait at that gate (`not_waiting`). Nothing started."),
                 "413": error_response("A body over 1 MiB (details.limit_bytes)."),
                 "422": error_response("The inputs mapped from the body do not fit the workflow's `inputs` schema (`invalid_inputs`): details.pointer names the first (`/inputs/<name>`), details.problems each. Nothing started."),
                 "500": error_response("The hook's secret is not set on the server (`no_secret`)."),

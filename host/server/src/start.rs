@@ -303,7 +303,19 @@ pub async fn answer_gate(
     Path((id, gate)): Path<(String, String)>,
     JsonBody(body): JsonBody<GateBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    runner(&state)?;
+    answer(&state, id, gate, body.answer.text()).await
+}
+
+/// Answer gate `gate` (its id, or a stage's name) of run `id` with
+/// `answer`: 202 once recorded, 409 `not_waiting` when the run does not
+/// wait there.
+pub(crate) async fn answer(
+    state: &AppState,
+    id: String,
+    gate: String,
+    answer: String,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    runner(state)?;
     let (run, g) = (id.clone(), gate.clone());
     let home = state.stores.home().to_path_buf();
     let (record, gate) = with_store(&state.stores, None, move |store| {
@@ -323,13 +335,13 @@ pub async fn answer_gate(
     let request = RunRequest::Answer {
         run_id: record.id.to_string(),
         gate: gate.clone(),
-        answer: body.answer.text(),
+        answer: answer.clone(),
     };
-    let submitted = submit(&state, request).await?;
+    let submitted = submit(state, request).await?;
     Ok(accepted(
         &id,
         &submitted,
-        json!({"gate": gate, "answer": body.answer.text()}),
+        json!({"gate": gate, "answer": answer}),
     ))
 }
 

@@ -11,6 +11,10 @@ use crate::{Store, StoreError};
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Hook {
     pub name: String,
+    /// `start` (a delivery starts a run of `workflow`) or `answer` (a
+    /// delivery answers a gate: `run_id`, `gate` and `answer` from its
+    /// payload, by `mapping` or at the pointers of the same names).
+    pub action: String,
     /// The workflow file its runs run (absolute).
     pub workflow: String,
     /// Their workspace (absolute); `{run}` stands for the run's id.
@@ -45,7 +49,7 @@ pub struct Delivery {
 }
 
 const HOOK_COLUMNS: &str =
-    "name, workflow, workspace, format, secret, mapping, inputs, window_s, created_at";
+    "name, workflow, workspace, format, secret, mapping, inputs, window_s, created_at, action";
 
 fn hook_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Hook> {
     let object = |i: usize| -> rusqlite::Result<serde_json::Map<String, serde_json::Value>> {
@@ -62,6 +66,7 @@ fn hook_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Hook> {
         inputs: object(6)?,
         window_s: r.get(7)?,
         created_at_ms: r.get(8)?,
+        action: r.get(9)?,
     })
 }
 
@@ -86,7 +91,7 @@ impl Store {
         }
         tx.execute(
             &format!(
-                "INSERT INTO hooks ({HOOK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                "INSERT INTO hooks ({HOOK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
             ),
             params![
                 hook.name,
@@ -98,6 +103,7 @@ impl Store {
                 serde_json::Value::Object(hook.inputs.clone()).to_string(),
                 hook.window_s,
                 hook.created_at_ms,
+                hook.action,
             ],
         )
         .map_err(err)?;
@@ -216,6 +222,9 @@ fn delivery_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
     })
 }
 
+/// What a hook that answers gates takes from a delivery.
+pub const ANSWER_FIELDS: &[&str] = &["run_id", "gate", "answer"];
+
 /// A hook as asked for (`wfhost hook add`).
 #[derive(Debug, Clone, Default)]
 pub struct HookSpec {
@@ -229,6 +238,8 @@ pub struct HookSpec {
     pub inputs: serde_json::Map<String, serde_json::Value>,
     /// Absent: 300 s.
     pub window_s: Option<i64>,
+    /// A delivery answers a gate instead of starting a run.
+    pub answers_gates: bool,
 }
 
 impl HookSpec {
@@ -271,6 +282,30 @@ impl HookSpec {
         }
         wfhost_core::webhook::check_mapping(&self.mapping)
             .map_err(|(input, why)| ("map", format!("{input}: {why}")))?;
+        if self.answers_gates {
+            if let Some(bad) = self
+                .mapping
+                .keys()
+                .find(|k| !ANSWER_FIELDS.contains(&k.as_str()))
+            {
+                return Err((
+                    "map",
+                    format!("`{bad}`: a hook that answers gates maps only run_id, gate and answer"),
+                ));
+            }
+            return Ok(Hook {
+                name: self.name.clone(),
+                action: "answer".into(),
+                workflow: String::new(),
+                workspace: String::new(),
+                format,
+                secret: self.secret.clone(),
+                mapping: self.mapping.clone(),
+                inputs: serde_json::Map::new(),
+                window_s,
+                created_at_ms: now_ms,
+            });
+        }
         let mut paths = Vec::new();
         for (field, path) in [("workflow", &self.workflow), ("workspace", &self.workspace)] {
             if !path.is_absolute() {
@@ -290,6 +325,7 @@ impl HookSpec {
             .map_err(|e| ("workflow", e.to_string()))?;
         Ok(Hook {
             name: self.name.clone(),
+            action: "start".into(),
             workflow: paths[0].clone(),
             workspace: paths[1].clone(),
             format,

@@ -232,6 +232,7 @@ CREATE INDEX schedule_ticks_open ON schedule_ticks (state) WHERE state IN ('star
 -- from a delivery signed as `format` says with the home secret `secret`.
 CREATE TABLE hooks (
     name       TEXT PRIMARY KEY,
+    action     TEXT NOT NULL,
     workflow   TEXT NOT NULL,
     workspace  TEXT NOT NULL,
     format     TEXT NOT NULL,
