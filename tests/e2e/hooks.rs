@@ -9,7 +9,6 @@ use super::*;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
 
 const SECRET: &str = "hook secret, not in any log";
 
@@ -35,22 +34,6 @@ fn deliver(addr: &str, name: &str, headers: &[(&str, String)], body: &[u8]) -> (
         serde_json::from_str(raw.split_once("\r\n\r\n").unwrap().1).unwrap_or_default();
     check_against_spec("POST", &format!("/v1/hooks/{name}"), status, &body);
     (status, body)
-}
-
-fn set_secret(s: &Path, name: &str) {
-    let mut child = command(s)
-        .args(["secret", "set", name])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(SECRET.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
 }
 
 fn github(body: &[u8], delivery: &str) -> Vec<(&'static str, String)> {
@@ -81,7 +64,7 @@ fn inputs_workflow() -> String {
 fn a_github_delivery_starts_a_run_with_its_payload_as_inputs_and_nothing_else_does() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    set_secret(s, "GITHUB_HOOK");
+    set_secret(s, "GITHUB_HOOK", SECRET);
     let ws = s.join("ws-{run}").display().to_string();
     let out = wfhost(
         &[
@@ -196,7 +179,7 @@ fn a_github_delivery_starts_a_run_with_its_payload_as_inputs_and_nothing_else_do
 fn a_timestamped_delivery_is_refused_outside_the_hooks_window() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    set_secret(s, "CI_HOOK");
+    set_secret(s, "CI_HOOK", SECRET);
     let ws = s.join("ws-{run}").display().to_string();
     let hello = repo()
         .join("examples/hello/workflow.json")
@@ -337,7 +320,7 @@ fn a_hook_needs_a_secret_unless_it_is_added_unsigned_and_a_delivery_needs_no_tok
 fn a_hook_that_answers_gates_answers_the_one_its_delivery_names() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    set_secret(s, "CHATOPS");
+    set_secret(s, "CHATOPS", SECRET);
     let out = wfhost(
         &[
             "hook",

@@ -112,6 +112,24 @@ fn workspace_in(scratch: &Path) -> PathBuf {
     ws
 }
 
+/// `wfhost secret set NAME` with `value` on its standard input.
+fn set_secret(s: &Path, name: &str, value: &str) {
+    use std::io::Write;
+    let mut child = command(s)
+        .args(["secret", "set", name])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(value.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
 /// Run `wfhost` with a private cache and home inside `scratch`.
 fn wfhost(args: &[&str], scratch: &Path) -> Output {
     command(scratch).args(args).output().expect("wfhost runs")

@@ -7,7 +7,6 @@ use super::serve::{await_status, http_post, serve_with};
 use super::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -103,22 +102,6 @@ impl Receiver {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-fn set_secret(s: &Path, name: &str, value: &str) {
-    let mut child = command(s)
-        .args(["secret", "set", name])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(value.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
 }
 
 #[test]

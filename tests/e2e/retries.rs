@@ -8,7 +8,6 @@ use super::leases::Agent;
 use super::serve::{await_status, http_get, http_post, serve_with};
 use super::*;
 use serde_json::{Value, json};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Exits 3 while the counter file (its first argument) counts fewer runs
@@ -166,31 +165,7 @@ fn a_run_killed_during_its_retry_wait_keeps_the_due_time_and_resume_retries_once
     let counter = s.join("runs");
     let retry = json!({"initial": "3s", "jitter": 0});
     let (manifest, ws) = prepared(s, &flaky(&counter, 1, retry, None));
-    let mut child = command(s)
-        .args([
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let run = loop {
-        let runs: Value =
-            serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap_or_default();
-        if runs[0]["status"] == "sleeping" {
-            break runs[0]["id"].as_str().unwrap().to_string();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the run never waited to retry: {runs}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, run) = super::timers::started_sleeping(s, &manifest, &ws);
     child.kill().unwrap();
     child.wait().unwrap();
     let due = of_type(&run_events(s, &run), "retry_scheduled")[0]["due_at_ms"]

@@ -44,7 +44,11 @@ fn nap_events(scratch: &Path, run: &str) -> (Vec<i64>, usize) {
 /// `wfhost run MANIFEST` in the background, once its run sleeps: the
 /// process and the run.
 #[allow(clippy::zombie_processes)] // returned to the caller, which waits for it
-fn started_sleeping(s: &Path, manifest: &Path, ws: &Path) -> (std::process::Child, String) {
+pub(super) fn started_sleeping(
+    s: &Path,
+    manifest: &Path,
+    ws: &Path,
+) -> (std::process::Child, String) {
     let mut child = command(s)
         .args([
             "run",

@@ -409,28 +409,21 @@ impl RunState {
         else {
             return Err("not a block_started event".into());
         };
-        if let Phase::Awaiting {
-            node: n, block: b, ..
-        } = &self.phase
-            && n == node
-            && b == block
-        {
-            // The client's output arrived: the block runs now.
-            self.phase = Phase::Ready {
-                node: node.clone(),
-                block: block.clone(),
-            };
-        }
-        if let Phase::Sleeping {
-            node: n,
-            block: b,
-            retry: Some(_),
-            ..
-        } = &self.phase
-            && n == node
-            && b == block
-        {
-            // A retry is due: the block's next attempt starts.
+        // The block runs now: an awaited external block's output arrived,
+        // or a failed block's retry is due.
+        let resting_here = match &self.phase {
+            Phase::Awaiting {
+                node: n, block: b, ..
+            }
+            | Phase::Sleeping {
+                node: n,
+                block: b,
+                retry: Some(_),
+                ..
+            } => n == node && b == block,
+            _ => false,
+        };
+        if resting_here {
             self.phase = Phase::Ready {
                 node: node.clone(),
                 block: block.clone(),

@@ -36,6 +36,26 @@ fn failing(fails: u32, signal: &'static str) -> FakeWorkers {
     })
 }
 
+/// Drive a run resting on its retries on, the clock a second on each
+/// time, until it rests otherwise (at most 20 times).
+async fn awake(
+    wf: &Workflow,
+    workers: &FakeWorkers,
+    mut report: RunReport,
+    log: &mut MemoryLog,
+) -> RunReport {
+    for _ in 0..20 {
+        if !matches!(report.status, RunStatus::Sleeping { .. }) {
+            break;
+        }
+        crate::time::set_test_clock(Some(crate::time::now_ms() + 1_000));
+        report = resume(wf, workers, &CoreActions, report.state, log)
+            .await
+            .unwrap();
+    }
+    report
+}
+
 fn retries_of(log: &MemoryLog) -> Vec<(u32, u32, u64)> {
     log.events
         .iter()
@@ -125,18 +145,10 @@ async fn a_policy_out_of_attempts_takes_the_blocks_transition() {
     );
     let workers = failing(99, "SIGNAL:EXEC_FAILED");
     let mut log = MemoryLog::default();
-    let mut report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
         .await
         .unwrap();
-    for _ in 0..5 {
-        if !matches!(report.status, RunStatus::Sleeping { .. }) {
-            break;
-        }
-        crate::time::set_test_clock(Some(crate::time::now_ms() + 1_000));
-        report = resume(&wf, &workers, &CoreActions, report.state, &mut log)
-            .await
-            .unwrap();
-    }
+    let report = awake(&wf, &workers, report, &mut log).await;
     crate::time::set_test_clock(None);
     assert_eq!(
         report.status,
@@ -233,15 +245,10 @@ async fn the_blocks_max_attempts_caps_its_policy_and_a_new_visit_starts_a_new_se
     );
     let workers = failing(9, "SIGNAL:EXEC_FAILED");
     let mut log = MemoryLog::default();
-    let mut report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
         .await
         .unwrap();
-    while matches!(report.status, RunStatus::Sleeping { .. }) {
-        crate::time::set_test_clock(Some(crate::time::now_ms() + 1_000));
-        report = resume(&wf, &workers, &CoreActions, report.state, &mut log)
-            .await
-            .unwrap();
-    }
+    let report = awake(&wf, &workers, report, &mut log).await;
     assert!(matches!(report.status, RunStatus::Failed { .. }));
     assert_eq!(retries_of(&log), [(1, 1, 1)]);
 
@@ -256,15 +263,10 @@ async fn the_blocks_max_attempts_caps_its_policy_and_a_new_visit_starts_a_new_se
         }}}
     }));
     let mut log = MemoryLog::default();
-    let mut report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
+    let report = run(&wf, &workers, &CoreActions, &RunOptions::new("r"), &mut log)
         .await
         .unwrap();
-    while matches!(report.status, RunStatus::Sleeping { .. }) {
-        crate::time::set_test_clock(Some(crate::time::now_ms() + 1_000));
-        report = resume(&wf, &workers, &CoreActions, report.state, &mut log)
-            .await
-            .unwrap();
-    }
+    let report = awake(&wf, &workers, report, &mut log).await;
     crate::time::set_test_clock(None);
     let RunStatus::Failed { reason } = &report.status else {
         panic!("{:?}", report.status)
