@@ -1093,7 +1093,18 @@ async function refreshHead() {
     scheduleRender();
     const i = list.runs.findIndex((r) => r.id === id);
     if (i >= 0) { list.runs[i] = summary; renderRuns(); }
-  } catch { /* the next event tries again */ }
+    // The log ended the run but the status read still says it runs (read
+    // while its process let go): look again shortly.
+    const last = view.events.length ? view.events[view.events.length - 1].event : null;
+    const ended = last && (last.type === 'run_finished' || (last.type === 'action_taken' && ['end', 'fail'].includes(last.command && last.command.kind)));
+    if (ended && summary.status === 'running') refreshTimer = setTimeout(refreshHead, 500);
+  } catch (e) {
+    // No event may come to try again: look again in a second (not when
+    // asked for a token, or the run is gone).
+    if (e && (e.status === 401 || e.status === 404)) return;
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refreshHead, 1000);
+  }
 }
 
 // ---------- workflows: the list and a form to start a run ----------
