@@ -120,6 +120,17 @@ impl Store {
                 [run_id],
             )
             .map_err(err)?;
+            // A sleeping run's timer, its notifications and the schedule
+            // tick that started it go with it.
+            tx.execute(
+                "DELETE FROM timers WHERE run = (SELECT num FROM runs WHERE id = ?1)",
+                [run_id],
+            )
+            .map_err(err)?;
+            tx.execute("DELETE FROM notifications WHERE run_id = ?1", [run_id])
+                .map_err(err)?;
+            tx.execute("DELETE FROM schedule_ticks WHERE run_id = ?1", [run_id])
+                .map_err(err)?;
             tx.execute(
                 "DELETE FROM events WHERE run = (SELECT num FROM runs WHERE id = ?1)",
                 [run_id],

@@ -93,3 +93,38 @@ fn a_notification_is_leased_to_one_sender_retried_and_given_up() {
         "given up"
     );
 }
+
+#[test]
+fn removing_a_run_takes_its_timer_and_its_notifications() {
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(home.path(), Durability::Normal).unwrap();
+    store
+        .add_notify_target(&target("t", &["run.failed"], None))
+        .unwrap();
+    // A sleeping run: its branch has a row in `timers`.
+    store.create_run(&record(R1), "{}", &started(R1)).unwrap();
+    let sleep = [
+        Event::BlockStarted {
+            step: 0,
+            node: "main".into(),
+            block: "a".into(),
+            attempt: 1,
+        },
+        Event::TimerStarted {
+            step: 0,
+            node: "main".into(),
+            block: "a".into(),
+            attempt: 1,
+            due_at_ms: 5_000,
+        },
+    ];
+    store.writer(R1, 1).unwrap().append(&sleep).unwrap();
+    assert_eq!(store.next_timer_due().unwrap(), Some(5_000));
+    // A failed run: it has a notification.
+    store.create_run(&record(R2), "{}", &started(R2)).unwrap();
+    store.writer(R2, 1).unwrap().append(&[failed()]).unwrap();
+    assert_eq!(store.notifications_of(R2).unwrap().len(), 1);
+    assert_eq!(store.remove_runs(&[R1, R2]).unwrap(), 2);
+    assert_eq!(store.next_timer_due().unwrap(), None);
+    assert!(store.notifications_of(R2).unwrap().is_empty());
+}
