@@ -278,25 +278,10 @@ fn pause(name: &str, paused: bool, global: &Global) -> u8 {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let schedule = match store.schedule(name) {
-        Ok(Some(s)) => s,
+    match store.pause_schedule(name, paused, now_ms()) {
+        Ok(Some(_)) if paused => println!("schedule {name} paused"),
+        Ok(Some(resumed)) => println!("schedule {name} resumed: next run {}", next(&resumed)),
         Ok(None) => return unknown(name),
-        Err(e) => return store_error(e),
-    };
-    let next_tick = wfhost_core::schedule::Cron::parse(&schedule.cron, &schedule.tz)
-        .ok()
-        .and_then(|c| c.next_after(now_ms()));
-    match store.set_schedule_paused(name, paused, next_tick) {
-        Ok(true) if paused => println!("schedule {name} paused"),
-        Ok(true) => {
-            let resumed = Schedule {
-                paused: false,
-                next_tick_ms: next_tick,
-                ..schedule
-            };
-            println!("schedule {name} resumed: next run {}", next(&resumed));
-        }
-        Ok(false) => return unknown(name),
         Err(e) => return store_error(e),
     }
     exit::SUCCESS
@@ -322,22 +307,13 @@ fn trigger(name: &str, global: &Global) -> u8 {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let now = now_ms();
-    let run_id = wfhost_store::new_run_id(now).to_string();
-    let tick = Tick {
-        schedule: name.to_string(),
-        tick_ms: now,
-        state: tick_state::STARTING.into(),
-        run_id: Some(run_id.clone()),
-        reason: None,
-        manual: true,
-        at_ms: now,
+    let tick = match store.trigger_schedule(name, now_ms()) {
+        Ok(tick) => tick,
+        Err(e) => return store_error(e),
     };
-    if let Err(e) = store.add_manual_tick(&tick) {
-        return store_error(e);
-    }
     println!(
-        "run {run_id} of schedule {name} triggered: a running `wfhost serve` on this home starts it"
+        "run {} of schedule {name} triggered: a running `wfhost serve` on this home starts it",
+        tick.run_id.unwrap_or_default()
     );
     exit::SUCCESS
 }

@@ -211,6 +211,41 @@ impl Store {
         Ok(changed > 0)
     }
 
+    /// Pause or resume schedule `name` at `now_ms` (a resumed one from its
+    /// first tick after now): the schedule as it is then, None when there
+    /// is no such schedule.
+    pub fn pause_schedule(
+        &mut self,
+        name: &str,
+        paused: bool,
+        now_ms: i64,
+    ) -> Result<Option<Schedule>, StoreError> {
+        let Some(schedule) = self.schedule(name)? else {
+            return Ok(None);
+        };
+        let next = wfhost_core::schedule::Cron::parse(&schedule.cron, &schedule.tz)
+            .ok()
+            .and_then(|c| c.next_after(now_ms));
+        self.set_schedule_paused(name, paused, next)?;
+        self.schedule(name)
+    }
+
+    /// Record a run of schedule `name` asked for by hand at `now_ms`: a
+    /// manual tick, its run's id chosen now (a running server starts it).
+    pub fn trigger_schedule(&mut self, name: &str, now_ms: i64) -> Result<Tick, StoreError> {
+        let tick = Tick {
+            schedule: name.to_string(),
+            tick_ms: now_ms,
+            state: tick_state::STARTING.into(),
+            run_id: Some(crate::new_run_id(now_ms).to_string()),
+            reason: None,
+            manual: true,
+            at_ms: now_ms,
+        };
+        self.add_manual_tick(&tick)?;
+        Ok(tick)
+    }
+
     /// Remove schedule `name` and its ticks (its runs stay). False when
     /// there is no such schedule.
     pub fn remove_schedule(&mut self, name: &str) -> Result<bool, StoreError> {

@@ -5,9 +5,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use wfhost_core::schedule::Cron;
 use wfhost_store::Store;
-use wfhost_store::schedules::{Schedule, Spec, Tick, tick_state};
+use wfhost_store::schedules::{Schedule, Spec};
 use wfhost_store::time::now_ms;
 
 use crate::AppState;
@@ -144,12 +143,10 @@ async fn set_paused(state: AppState, name: String, paused: bool) -> Result<Json<
     let stores = state.stores.clone();
     blocking(move || {
         let mut store = stores.create()?;
-        let schedule = found(&store, &name)?;
-        let next = Cron::parse(&schedule.cron, &schedule.tz)
-            .ok()
-            .and_then(|c| c.next_after(now_ms()));
-        store.set_schedule_paused(&name, paused, next)?;
-        Ok(Json(json!({"schedule": found(&store, &name)?})))
+        match store.pause_schedule(&name, paused, now_ms())? {
+            Some(schedule) => Ok(Json(json!({"schedule": schedule}))),
+            None => Err(ApiError::not_found(format!("no schedule named `{name}`"))),
+        }
     })
     .await
 }
@@ -164,21 +161,10 @@ pub async fn trigger(
     blocking(move || {
         let mut store = stores.create()?;
         found(&store, &name)?;
-        let now = now_ms();
-        let run_id = wfhost_store::new_run_id(now).to_string();
-        let tick = Tick {
-            schedule: name.clone(),
-            tick_ms: now,
-            state: tick_state::STARTING.into(),
-            run_id: Some(run_id.clone()),
-            reason: None,
-            manual: true,
-            at_ms: now,
-        };
-        store.add_manual_tick(&tick)?;
+        let tick = store.trigger_schedule(&name, now_ms())?;
         Ok((
             StatusCode::ACCEPTED,
-            Json(json!({"schedule": name, "run_id": run_id, "tick_ms": now})),
+            Json(json!({"schedule": name, "run_id": tick.run_id, "tick_ms": tick.tick_ms})),
         ))
     })
     .await
