@@ -369,6 +369,11 @@ async function openRun(id, branch) {
     await Promise.all([loadTail(), loadDefinition(id)]);
     renderRun();
     renderRuns();
+    // Events written after the header was read (a run that went on, or
+    // ended, meanwhile): the stream will not send them again, so the
+    // header is read once more now.
+    const head = (view.branches.find((b) => b.branch === view.branch) || {}).head || 0;
+    if (view.lastSeq > head) refreshHead();
     if (!view.follow) startFollowing(id);
     const wanted = `#/runs/${enc(id)}${branch ? `/branches/${branch}` : ''}`;
     if (location.hash !== wanted) history.replaceState(null, '', wanted);
