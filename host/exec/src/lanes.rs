@@ -387,6 +387,16 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> String + '_ {
 
 const OUTPUT: &str = ".output";
 
+/// The result bundles of earlier blocks (`.output/exec/`,
+/// `.output/agent/`): not copied into a lane, which starts with the
+/// workspace's files and its blocks' outputs (`.output/block-*.json`)
+/// but not with every bundle the workspace ever collected — a fan-out of
+/// thousands of lanes would copy them thousands of times. A lane's own
+/// bundles are brought back at fan-in.
+fn earlier_bundles(rel: &str) -> bool {
+    wfhost_core::workspace::bundles::BUNDLE_DIRS.contains(&rel)
+}
+
 /// The per-worktree ref of the commit a worktree lane started from.
 const BASE_REF: &str = "refs/worktree/wfhost-base";
 
@@ -476,7 +486,7 @@ impl Lane {
                 lane
             }
             None => {
-                workspace::copy_tree(&main, &path, &|_| false)
+                workspace::copy_tree(&main, &path, &|rel| earlier_bundles(rel))
                     .map_err(io(&format!("copying the workspace to {}", path.display())))?;
                 Lane {
                     name: name.into(),
@@ -616,8 +626,10 @@ impl Lane {
         // commits (a ref of the lane's own, gone with the worktree).
         git(&self.path, &["update-ref", BASE_REF, base])?;
         if self.main.join(OUTPUT).is_dir() {
-            workspace::copy_tree(&self.main.join(OUTPUT), &self.path.join(OUTPUT), &|_| false)
-                .map_err(io("copying .output"))?;
+            workspace::copy_tree(&self.main.join(OUTPUT), &self.path.join(OUTPUT), &|rel| {
+                earlier_bundles(&format!("{OUTPUT}/{rel}"))
+            })
+            .map_err(io("copying .output"))?;
         }
         Ok(())
     }
