@@ -8,8 +8,11 @@
 //! them go in **one** `sbatch --array=0-(N-1)[%limit]` whose task *i* runs
 //! lane *i*'s script. Lanes with different Slurm options form one array
 //! per set of options, and an array never exceeds the cluster's
-//! `MaxArraySize`. A lane that comes late (after [`GATHER`], or a retry)
-//! is submitted alone. Slurm's log of task *i* (`%A_%a.log` in the array's
+//! `MaxArraySize`. The lanes expected are waited for while lanes keep
+//! arriving; a lane that comes late (after no lane arrived for
+//! [`GATHER`], or a retry) is submitted alone. A fan-out of more lanes
+//! than the host runs at once is expected window by window: the lanes
+//! that start as others finish go in further arrays. Slurm's log of task *i* (`%A_%a.log` in the array's
 //! directory) is copied into lane *i*'s bundle as `slurm/job.log`.
 
 use std::collections::{BTreeSet, HashMap};
@@ -43,6 +46,9 @@ struct Group {
     expected: BTreeSet<String>,
     limit: Option<u32>,
     pending: Vec<Pending>,
+    /// When a lane last arrived: the lanes still expected are waited for
+    /// while others keep arriving.
+    arrived: Option<std::time::Instant>,
 }
 
 /// Lanes waiting to be submitted as arrays, by parallel block.
@@ -127,6 +133,7 @@ impl ArrayBatcher {
             match groups.get_mut(group).filter(|g| g.expected.contains(lane)) {
                 Some(g) => {
                     g.expected.remove(lane);
+                    g.arrived = Some(std::time::Instant::now());
                     g.pending.push(Pending {
                         lane: lane.to_string(),
                         request: request.clone(),
@@ -151,25 +158,31 @@ impl ArrayBatcher {
             self.flush(slurm, pending, limit).await;
         }
         let mut rx = rx;
-        match tokio::time::timeout(GATHER, &mut rx).await {
-            Ok(reply) => return reply.unwrap_or_else(|_| Err(gone())),
-            Err(_) => {
-                // Lanes that never came: submit what is here.
-                let taken = {
-                    let mut groups = self.groups.lock().expect("batcher lock");
-                    groups.get_mut(group).map(|g| {
-                        g.expected.clear();
-                        (std::mem::take(&mut g.pending), g.limit)
-                    })
-                };
-                if let Some((pending, limit)) = taken
-                    && !pending.is_empty()
-                {
-                    self.flush(slurm, pending, limit).await;
-                }
+        loop {
+            if let Ok(reply) = tokio::time::timeout(GATHER, &mut rx).await {
+                return reply.unwrap_or_else(|_| Err(gone()));
             }
+            // Lanes that never came — none arrived for a while: submit
+            // what is here. While lanes keep arriving (a thousand lanes'
+            // workspaces take a while to make), wait on.
+            let taken = {
+                let mut groups = self.groups.lock().expect("batcher lock");
+                match groups.get_mut(group) {
+                    Some(g) if g.arrived.is_some_and(|t| t.elapsed() < GATHER) => continue,
+                    Some(g) => {
+                        g.expected.clear();
+                        Some((std::mem::take(&mut g.pending), g.limit))
+                    }
+                    None => None,
+                }
+            };
+            if let Some((pending, limit)) = taken
+                && !pending.is_empty()
+            {
+                self.flush(slurm, pending, limit).await;
+            }
+            return rx.await.unwrap_or_else(|_| Err(gone()));
         }
-        rx.await.unwrap_or_else(|_| Err(gone()))
     }
 
     async fn submit_alone(
@@ -217,7 +230,10 @@ impl ArrayBatcher {
             }
         }
         for (options, mut lanes) in by_options {
-            lanes.sort_by(|a, b| a.lane.cmp(&b.lane));
+            // Lanes over a list are numbered: task i is item i.
+            lanes.sort_by(|a, b| {
+                (a.lane.parse::<u64>().ok(), &a.lane).cmp(&(b.lane.parse::<u64>().ok(), &b.lane))
+            });
             while !lanes.is_empty() {
                 let rest = lanes.split_off(lanes.len().min(max));
                 let chunk = std::mem::replace(&mut lanes, rest);
