@@ -15,6 +15,7 @@ mod distribution;
 mod durable;
 mod examples;
 mod exec;
+mod fan_out_over;
 mod finding;
 mod hooks;
 mod hostile_registry;

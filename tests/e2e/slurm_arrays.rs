@@ -12,7 +12,7 @@ use super::*;
 
 /// A directory with an `sbatch` that logs its arguments (one call a line)
 /// to `calls`, then runs the real one.
-fn sbatch_shim(dir: &Path) -> (PathBuf, PathBuf) {
+pub(super) fn sbatch_shim(dir: &Path) -> (PathBuf, PathBuf) {
     let bin = dir.join("shim");
     std::fs::create_dir_all(&bin).unwrap();
     let calls = dir.join("sbatch-calls.log");
@@ -41,7 +41,7 @@ fn sbatch_shim(dir: &Path) -> (PathBuf, PathBuf) {
 /// does not exist yet; succeeds after.
 const FLAKY: &str = "import os, sys\np = sys.argv[1]\nok = os.path.exists(p)\nopen(p, 'w').close()\nsys.exit(0 if ok else 3)\n";
 
-fn with_shim(scratch: &Path, bin: &Path) -> std::process::Command {
+pub(super) fn with_shim(scratch: &Path, bin: &Path) -> std::process::Command {
     let mut cmd = command(scratch);
     let path = format!(
         "{}:{}",

@@ -145,9 +145,10 @@ pub fn exec_policy(workflow: &manifest::LoadedWorkflow) -> Result<(), manifest::
 
 /// The configs an exec block's commands run with, each with where its
 /// commands were written: a parallel block runs its lanes only, each with
-/// the block's config under its own.
+/// the block's config under its own (a block over a list, the block's
+/// config for every item).
 fn exec_configs(block: &manifest::Block) -> Vec<(Vec<&str>, serde_json::Value)> {
-    let Some(group) = &block.parallel else {
+    let Some(group) = block.parallel.as_ref().filter(|g| g.over.is_none()) else {
         return vec![(vec!["config"], block.config.clone())];
     };
     group

@@ -747,6 +747,7 @@ mod tests {
                     step: 0,
                     lanes: vec!["x".into(), "y".into()],
                     merge_strategy: Default::default(),
+                    over: None,
                 }],
                 &[T0 + 2000],
             )

@@ -228,6 +228,10 @@ const NOT_READ_BY_WFHOST: &[(&str, &str)] = &[
         "WFHOST_BLESS",
         "the test suite's: rewrite recorded expectations",
     ),
+    (
+        "WFHOST_SLURM_ITEMS",
+        "the test suite's: how many items the Slurm fan-out test runs",
+    ),
     ("WFHOST_BENCH_LARGE", "a bench's option"),
     ("WFHOST_BENCH_RUNS", "a bench's option"),
     ("WFHOST_BENCH_EVENTS", "a bench's option"),

@@ -227,6 +227,7 @@ mod tests {
                 step: 4,
                 lanes: vec!["a".into(), "b".into(), "c".into()],
                 merge_strategy: Default::default(),
+                over: None,
             },
             t0 + Duration::from_secs(2),
         );

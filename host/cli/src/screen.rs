@@ -72,13 +72,14 @@ impl Screen {
                 step,
                 lanes,
                 merge_strategy,
+                over,
             } => {
                 let last = step + lanes.len().saturating_sub(1) as u64;
                 vec![format!(
                     "  [{step}] {}: {} ({}), merge: {}; the lanes run as steps {step}-{last}",
                     escape(&self.current),
                     count(lanes.len() as u64, "lane"),
-                    escape(&lanes.join(", ")),
+                    escape(&wfhost_core::run::event::lane_list(lanes, over.as_deref())),
                     merge_strategy.as_str()
                 )]
             }
@@ -277,6 +278,7 @@ mod tests {
             step: 4,
             lanes: vec!["api".into(), "ui".into()],
             merge_strategy: MergeStrategy::Workspace,
+            over: None,
         };
         assert_eq!(
             screen.lines(&fan_out),

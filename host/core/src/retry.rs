@@ -255,7 +255,7 @@ pub(crate) fn schedule(
     let retry = state.retries + 1;
     if retry >= policy.max_attempts
         || block.max_attempts.is_some_and(|max| attempt >= max)
-        || state.steps >= state.max_steps
+        || state.blocks_run >= state.max_steps
     {
         tracing::debug!(%signal, attempt, "retry policy gives up");
         return None;

@@ -53,15 +53,36 @@ impl Default for RuntimeConfig {
             max_exec_output_bytes: 16 << 20,
             default_executor: wfhost_exec::Executor::Local,
             pooling: true,
-            // Every lane of the largest parallel block (64) at once, with
-            // room for the run's other plugins: a pool too small traps the
-            // lanes beyond it.
-            pool_instances: 2 * wfhost_core::manifest::MAX_LANES as u32 - 32,
+            // A window of Slurm lanes (1,024) at once, with room for the
+            // run's other plugins; lanes run no more than the pool holds
+            // ([`RuntimeConfig::lane_capacity`]).
+            pool_instances: (crate::lanes::SLURM_LANE_WINDOW + LANE_RESERVE) as u32,
             telemetry_url: std::env::var("WFHOST_TELEMETRY_URL")
                 .ok()
                 .filter(|u| !u.trim().is_empty()),
             slurm_watcher: None,
             secrets: Default::default(),
+        }
+    }
+}
+
+/// Plugin instances kept for a run's other plugins (its action handler,
+/// a block beside a fan-out) when lanes fill the pool.
+const LANE_RESERVE: usize = 64;
+
+/// The most lanes that run at once without a pool: a window of Slurm
+/// lanes.
+const UNPOOLED_LANES: usize = crate::lanes::SLURM_LANE_WINDOW;
+
+impl RuntimeConfig {
+    /// How many lanes of a parallel block may run at once: the pool's
+    /// instances less those kept for the run's other plugins.
+    pub fn lane_capacity(&self) -> usize {
+        if self.pooling {
+            let pool = self.pool_instances as usize;
+            pool.saturating_sub(LANE_RESERVE.min(pool / 2)).max(1)
+        } else {
+            UNPOOLED_LANES
         }
     }
 }

@@ -13,6 +13,37 @@ use wfhost_core::ids::RunId;
 use wfhost_core::run::engine::LaneKey;
 use wfhost_exec::lanes::{self, Lane, Source};
 
+/// How many lanes of a parallel block whose lanes go to Slurm are in
+/// flight at once when the group sets no `max_concurrent`: all of a
+/// 1,000-item list, so that they go in one job array (split at the
+/// cluster's `MaxArraySize`); the array's `%` limit is the group's
+/// `max_concurrent`.
+pub const SLURM_LANE_WINDOW: usize = 1024;
+
+/// How many of `block`'s lanes run at once here: on Slurm (the block's
+/// `executor`, else the run's default) a [`SLURM_LANE_WINDOW`] whatever
+/// `max_concurrent` says (that is the array's limit); elsewhere the
+/// group's `max_concurrent`, else the engine's default. Never more than
+/// `capacity`, the plugin instances that may run at once.
+pub fn window(
+    block: &wfhost_core::manifest::Block,
+    max_concurrent: Option<u32>,
+    default_executor: &wfhost_exec::Executor,
+    capacity: usize,
+) -> usize {
+    let on_slurm = match block.config.get("executor") {
+        Some(executor) => wfhost_core::policy::exec::config::Executor::from_value(executor)
+            .is_ok_and(|e| e.capability() == "slurm"),
+        None => matches!(default_executor, wfhost_exec::Executor::Slurm(_)),
+    };
+    let wanted = match (on_slurm, max_concurrent) {
+        (true, _) => SLURM_LANE_WINDOW,
+        (false, Some(n)) => n as usize,
+        (false, None) => wfhost_core::run::engine::DEFAULT_LANE_WINDOW,
+    };
+    wanted.clamp(1, capacity.max(1))
+}
+
 /// The run's lane directory holding `key`'s lane, if it exists (lanes are
 /// made in memory or on disk: see `wfhost_exec::lanes::lane_bases`).
 fn root_of(key: &LaneKey) -> Option<PathBuf> {

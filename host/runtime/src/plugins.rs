@@ -711,6 +711,20 @@ impl BlockRunner for PluginSet {
 }
 
 impl Lanes for PluginSet {
+    fn lane_window(
+        &self,
+        block: &wfhost_core::manifest::Block,
+        max_concurrent: Option<u32>,
+    ) -> usize {
+        let config = self.runtime.config();
+        crate::lanes::window(
+            block,
+            max_concurrent,
+            &config.default_executor,
+            config.lane_capacity(),
+        )
+    }
+
     fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
         self.resources.lanes_starting(lanes, max_concurrent);
     }

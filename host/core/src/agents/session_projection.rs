@@ -1616,6 +1616,7 @@ mod tests {
                 step: 0,
                 lanes: vec!["a".into(), "b".into()],
                 merge_strategy: crate::parallel::fan_in::MergeStrategy::default(),
+                over: None,
             },
             lane("b"),
         ];

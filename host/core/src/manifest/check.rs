@@ -331,7 +331,9 @@ impl Checker<'_> {
 
     fn parallel(&mut self, place: &BlockPlace<'_>, block: &Block, group: &ParallelGroup) {
         let lanes_at = place.at(&["parallel", "lanes"]);
-        if group.lanes.is_empty() {
+        if let Some(over) = &group.over {
+            self.over(place, group, over);
+        } else if group.lanes.is_empty() {
             self.err(
                 lanes_at.clone(),
                 "a parallel group needs at least one lane".into(),
@@ -377,6 +379,41 @@ impl Checker<'_> {
             {
                 self.err(at("file_restrictions"), e.to_string());
             }
+        }
+    }
+
+    /// `parallel.over` names a list the run can have: its form, an input
+    /// the schema declares, and no `lanes` beside it.
+    fn over(&mut self, place: &BlockPlace<'_>, group: &ParallelGroup, over: &str) {
+        let at = place.at(&["parallel", "over"]);
+        if !group.lanes.is_empty() {
+            self.err(
+                at.clone(),
+                "a parallel group has either `over` (one lane per item of a list) or `lanes`, not both".into(),
+            );
+        }
+        let parsed = match crate::parallel::items::Over::parse(over) {
+            Ok(parsed) => parsed,
+            Err(e) => return self.err(at, e),
+        };
+        if parsed.source != crate::parallel::items::Source::Inputs {
+            return;
+        }
+        let Some(schema) = &self.wf.inputs else {
+            return self.err(
+                at,
+                format!("`{over}` names an input, but the workflow declares no `inputs`"),
+            );
+        };
+        let declared = crate::run::inputs::properties(schema).any(|(k, _)| k == parsed.name);
+        if !declared && !crate::run::inputs::is_open(schema) {
+            self.err(
+                at,
+                format!(
+                    "`{over}`: the inputs schema declares no input `{}`",
+                    parsed.name
+                ),
+            );
         }
     }
 

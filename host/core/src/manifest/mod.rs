@@ -309,8 +309,14 @@ impl WriteLimits {
     }
 }
 
-/// The most lanes one parallel group may have.
+/// The most lanes one parallel group may name in its manifest.
 pub const MAX_LANES: usize = 64;
+
+/// The most items a parallel group's `over` list may have: one lane per
+/// item. Lanes are made as they start (at most the group's window at
+/// once), so what bounds a fan-out is the items' recorded results, not
+/// its lanes' workspaces or plugin instances.
+pub const MAX_ITEMS: usize = 100_000;
 
 /// A parallel group's lanes and how they are merged back.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -323,11 +329,23 @@ pub struct ParallelGroup {
     #[serde(default)]
     pub merge_strategy: crate::parallel::fan_in::MergeStrategy,
     /// Lane name → what differs in that lane. Each lane's `NODE_ID` is
-    /// `<node>.<block>.<lane>`.
+    /// `<node>.<block>.<lane>`. Absent when `over` makes the lanes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub lanes: BTreeMap<String, LaneSpec>,
-    /// At most this many lanes' work runs at once (absent: all of them).
-    /// On Slurm, the `%` limit of the lanes' job array; locally, the
-    /// lanes' exec commands wait for a free slot.
+    /// One lane per item of a list known only when the block starts:
+    /// `inputs.NAME[.KEY…]` (a list in the run's inputs) or
+    /// `payload.SEGMENT[.KEY…]` (the newest payload segment with that id,
+    /// read as JSON). The lanes are named `0`, `1`, … in item order; the
+    /// lane's config and prompt see its item as `{{item}}` (`{{item.KEY}}`
+    /// for a key of an object item) and its position as `{{item_index}}`.
+    /// Fan-in takes the lanes in item order. Instead of `lanes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over: Option<String>,
+    /// At most this many lanes' work runs at once. Absent: all of a
+    /// manifest's lanes; for `over`, 64 lanes at a time, or on Slurm as
+    /// many as one window of lanes (1,024) so that they go in one job
+    /// array. On Slurm also the `%` limit of the lanes' job array;
+    /// locally, the lanes' exec commands wait for a free slot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_concurrent: Option<u32>,

@@ -15,11 +15,12 @@
 //! recorded as discarded, never merged. Every lane's `.output/block-*.json`
 //! files are collected.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::Instant;
 
-use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use serde_json::Value;
 
 use crate::manifest::{Block, ParallelGroup};
 use crate::parallel::fan_in::{self, FanInPlan, LaneChanges};
@@ -138,7 +139,8 @@ fn micros(since: Instant) -> u64 {
 
 /// Run the lanes of `block` (whose `block_started` is recorded) and fan
 /// them in; ends with the block's completion, or with the run waiting at a
-/// fan-in gate.
+/// fan-in gate. A block over a list that is not one fails with the
+/// reason; over an empty list it succeeds with no lanes.
 pub(crate) async fn execute<W: WorkerHost>(
     rules: Option<&str>,
     workers: &W,
@@ -148,21 +150,43 @@ pub(crate) async fn execute<W: WorkerHost>(
     group: &ParallelGroup,
     base: BlockRequest,
 ) -> Result<(), EngineError> {
+    let started = Instant::now();
+    let (lanes, items) = match &group.over {
+        None => (group.lanes.keys().cloned().collect(), None),
+        Some(over) => match crate::parallel::items::resolve(over, &state.inputs, &base.payload) {
+            Ok(items) if items.is_empty() => {
+                let done = without_lanes(state, &base, over, started, Ok(()));
+                return emit(state, sink, vec![done]);
+            }
+            Ok(items) => (crate::parallel::items::lane_names(items.len()), Some(items)),
+            Err(reason) => {
+                let done = without_lanes(state, &base, over, started, Err(reason));
+                return emit(state, sink, vec![done]);
+            }
+        },
+    };
     let fan = Fan {
-        started: Instant::now(),
+        started,
         rules,
         workers,
         block,
         group,
         step: base.context.step_index,
-        lanes: group.lanes.keys().cloned().collect(),
+        index: lanes
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.clone(), i))
+            .collect(),
+        lanes,
+        items,
         base,
     };
     fan.record_start(state, sink)?;
     fan.run_lanes(state, sink).await?;
 
-    // Fan-in.
-    let fan_out = state.fan_out.clone().expect("still running");
+    // Fan-in, in completion order (item order for a fan-out over a list).
+    let mut fan_out = state.fan_out.clone().expect("still running");
+    fan_out.completed = fan_out.in_fan_in_order().into_iter().cloned().collect();
     let mut sorted = fan.sort(&fan_out);
     let settled = fan.settle_by_hand(&fan_out, &mut sorted.changes);
     let choices = chosen_lanes(&fan_out, &sorted.changes);
@@ -197,6 +221,46 @@ pub(crate) async fn execute<W: WorkerHost>(
     Ok(())
 }
 
+/// The completion of a block over a list that made no lanes: an empty
+/// list (success) or no list at all (a permanent failure: running the
+/// block again finds the same).
+fn without_lanes(
+    state: &RunState,
+    base: &BlockRequest,
+    over: &str,
+    started: Instant,
+    outcome: Result<(), String>,
+) -> Event {
+    let mut payload = base.payload.clone();
+    let step = base.context.step_index;
+    let (signal, failure) = match outcome {
+        Ok(()) => {
+            payload.push(ContextSegment::new(
+                format!("fan-in-{step}"),
+                "FAN_IN",
+                format!("{over} has no items: no lanes ran"),
+            ));
+            (LANES_SUCCEEDED, None)
+        }
+        Err(reason) => (transitions::WORKER_ERROR, Some(reason)),
+    };
+    Event::BlockCompleted {
+        step,
+        node: base.context.node_id.clone(),
+        block: base.context.block_id.clone(),
+        signal: signal.to_string(),
+        payload: PayloadDelta::between(&state.payload, &payload),
+        artifact: None,
+        statistics: Statistics::default(),
+        duration_us: micros(started),
+        queued_us: 0,
+        permanent: failure.is_some(),
+        failure,
+        log: Vec::new(),
+        written: Vec::new(),
+    }
+}
+
 /// One execution of a parallel block: what its steps share.
 struct Fan<'a, W> {
     /// When the block's lanes began (this time, if the run was resumed).
@@ -208,14 +272,18 @@ struct Fan<'a, W> {
     /// The block's own request, which each lane's is made from.
     base: BlockRequest,
     step: u64,
-    /// The lanes, in the manifest's order.
+    /// The lanes, in the manifest's order (item order over a list).
     lanes: Vec<String>,
+    /// Each lane's position in `lanes`.
+    index: HashMap<String, usize>,
+    /// The items of the list the block is over, one per lane.
+    items: Option<Vec<Value>>,
 }
 
 /// The finished lanes, sorted for the fan-in.
 struct Sorted<'f> {
     /// Lanes whose workspace still exists.
-    present: Vec<&'f str>,
+    present: HashSet<&'f str>,
     /// Lanes whose work was to be merged but whose workspace is gone.
     missing: Vec<&'f str>,
     /// What the lanes to merge changed.
@@ -237,8 +305,16 @@ impl<W: WorkerHost> Fan<'_, W> {
     /// The request of one lane: the block as the lane configures it, at
     /// its own step index.
     fn request_for(&self, lane: &str) -> BlockRequest {
-        let index = self.lanes.iter().position(|l| l == lane).unwrap_or(0);
-        let lane_block = self.block.for_lane(&self.group.lanes[lane]);
+        let index = self.index.get(lane).copied().unwrap_or(0);
+        let lane_block = match (&self.items, self.group.lanes.get(lane)) {
+            (Some(items), _) => {
+                let mut block = self.block.clone();
+                block.parallel = None;
+                crate::run::template::for_item(&block, index, &items[index])
+            }
+            (None, Some(spec)) => self.block.for_lane(spec),
+            (None, None) => self.block.for_lane(&Default::default()),
+        };
         let mut context = self.base.context.clone();
         context.step_index = self.step + index as u64;
         context.config = lane_block.config.clone();
@@ -270,33 +346,37 @@ impl<W: WorkerHost> Fan<'_, W> {
                     step: self.step,
                     lanes: self.lanes.clone(),
                     merge_strategy: self.group.merge_strategy,
+                    over: self.group.over.clone(),
                 }],
             )?;
         }
         Ok(())
     }
 
-    /// Fan-out: the lanes not finished yet, all at once, each run again
-    /// alone after a failed attempt while it has attempts.
+    /// Fan-out: the lanes not finished yet, in order, at most the host's
+    /// window of them at once (a lane starts as another finishes, so its
+    /// workspace is made only then), each run again alone after a failed
+    /// attempt while it has attempts.
     async fn run_lanes(
         &self,
         state: &mut RunState,
         sink: &mut dyn crate::run::event::EventSink,
     ) -> Result<(), EngineError> {
-        let fan_out = state.fan_out.clone().expect("recorded above");
-        let starting: Vec<LaneKey> = self
+        let fan_out = state.fan_out.as_ref().expect("recorded above");
+        let mut waiting: VecDeque<(String, Option<i64>)> = self
             .lanes
             .iter()
             .filter(|l| !fan_out.finished(l))
-            .map(|l| self.key(l))
-            .collect();
-        self.workers
-            .lanes_starting(&starting, self.group.max_concurrent);
-        let mut running = FuturesUnordered::new();
-        for lane in &starting {
             // A lane resumed while its retry waited still waits.
-            let due = fan_out.retry_due.get(&lane.lane).copied();
-            running.push(self.lane_after(lane.lane.clone(), due));
+            .map(|l| (l.clone(), fan_out.retry_due.get(l).copied()))
+            .collect();
+        let window = self
+            .workers
+            .lane_window(self.block, self.group.max_concurrent)
+            .max(1);
+        let mut running = FuturesUnordered::new();
+        for (lane, due) in self.admit(&mut waiting, window) {
+            running.push(self.lane_after(lane, due));
         }
         loop {
             let next = running.next();
@@ -305,11 +385,39 @@ impl<W: WorkerHost> Fan<'_, W> {
             else {
                 break;
             };
-            if let Some((lane, due)) = self.lane_finished(state, sink, run)? {
+            // Lanes that finished together free their slots together, so
+            // the lanes after them start (and are batched) together.
+            let mut finished = vec![run];
+            while let Some(Some(run)) = running.next().now_or_never() {
+                finished.push(run);
+            }
+            let mut freed = 0;
+            for run in finished {
+                match self.lane_finished(state, sink, run)? {
+                    Some((lane, due)) => running.push(self.lane_after(lane, due)),
+                    None => freed += 1,
+                }
+            }
+            for (lane, due) in self.admit(&mut waiting, freed) {
                 running.push(self.lane_after(lane, due));
             }
         }
         Ok(())
+    }
+
+    /// The next `n` waiting lanes, to start now: the host is told first.
+    fn admit(
+        &self,
+        waiting: &mut VecDeque<(String, Option<i64>)>,
+        n: usize,
+    ) -> Vec<(String, Option<i64>)> {
+        let batch: Vec<(String, Option<i64>)> = waiting.drain(..n.min(waiting.len())).collect();
+        if !batch.is_empty() {
+            let keys: Vec<LaneKey> = batch.iter().map(|(l, _)| self.key(l)).collect();
+            self.workers
+                .lanes_starting(&keys, self.group.max_concurrent);
+        }
+        batch
     }
 
     /// Run `lane`, once `due` (unix ms) has come if it is given.
@@ -327,8 +435,11 @@ impl<W: WorkerHost> Fan<'_, W> {
     /// group's `max_attempts` wins over the policy's.
     fn retry_of(&self, lane: &str, signal: &str, failed: u32) -> Option<Option<(u64, i64)>> {
         let policy = self.block.retry.as_ref();
-        let allowed = self.group.lanes[lane]
-            .max_attempts
+        let allowed = self
+            .group
+            .lanes
+            .get(lane)
+            .and_then(|l| l.max_attempts)
             .or(self.group.max_attempts)
             .or(policy.map(|p| p.max_attempts))
             .unwrap_or(1);
@@ -403,7 +514,7 @@ impl<W: WorkerHost> Fan<'_, W> {
     /// A lane that failed before its workspace existed has nothing to bring
     /// home.
     fn sort<'f>(&self, fan_out: &'f FanOut) -> Sorted<'f> {
-        let present: Vec<&str> = fan_out
+        let present: HashSet<&str> = fan_out
             .completed
             .iter()
             .filter(|r| self.workers.lane_exists(&self.key(&r.lane)))
@@ -412,13 +523,13 @@ impl<W: WorkerHost> Fan<'_, W> {
         let missing: Vec<&str> = fan_out
             .completed
             .iter()
-            .filter(|r| mergeable(&r.signal) && !present.contains(&r.lane.as_str()))
+            .filter(|r| mergeable(&r.signal) && !present.contains(r.lane.as_str()))
             .map(|r| r.lane.as_str())
             .collect();
         let changes: Vec<LaneChanges> = fan_out
             .completed
             .iter()
-            .filter(|r| mergeable(&r.signal) && !missing.contains(&r.lane.as_str()))
+            .filter(|r| mergeable(&r.signal) && present.contains(r.lane.as_str()))
             .map(|r| LaneChanges {
                 lane: r.lane.clone(),
                 changed: r.changed.clone(),
@@ -510,21 +621,21 @@ impl<W: WorkerHost> Fan<'_, W> {
         &self,
         fan_out: &FanOut,
         plan: &FanInPlan,
-        present: &[&str],
+        present: &HashSet<&str>,
     ) -> (Vec<String>, Option<String>) {
         let mut outputs = Vec::new();
         let mut merge_failure = None;
+        let planned: HashMap<&str, &Vec<String>> = plan
+            .apply
+            .iter()
+            .map(|(lane, files)| (lane.as_str(), files))
+            .collect();
         for r in &fan_out.completed {
-            if !present.contains(&r.lane.as_str()) {
+            if !present.contains(r.lane.as_str()) {
                 continue;
             }
-            let files = plan
-                .apply
-                .iter()
-                .find(|(lane, _)| *lane == r.lane)
-                .map(|(_, files)| files.clone())
-                .unwrap_or_default();
-            match self.workers.merge_lane(&self.key(&r.lane), &files).await {
+            let files = planned.get(r.lane.as_str()).map_or(&[][..], |f| &f[..]);
+            match self.workers.merge_lane(&self.key(&r.lane), files).await {
                 Ok(copied) => outputs.extend(copied),
                 Err(e) => {
                     merge_failure = Some(format!("fan-in of lane `{}` failed: {e}", r.lane));
@@ -624,8 +735,9 @@ fn chosen_lanes(fan_out: &FanOut, changes: &[LaneChanges]) -> BTreeMap<String, S
 /// failed or whose workspace is gone.
 fn discarded(fan_out: &FanOut, plan: &FanInPlan, missing: &[&str]) -> Vec<(String, Vec<String>)> {
     let mut discarded = plan.discarded.clone();
+    let missing: HashSet<&str> = missing.iter().copied().collect();
     for r in &fan_out.completed {
-        let dropped = !mergeable(&r.signal) || missing.contains(&r.lane.as_str());
+        let dropped = !mergeable(&r.signal) || missing.contains(r.lane.as_str());
         if dropped && !r.changed.is_empty() {
             discarded.push((r.lane.clone(), r.changed.clone()));
         }

@@ -71,6 +71,10 @@ impl LaneKey {
 
 const NO_LANES: &str = "this host cannot run parallel groups";
 
+/// How many lanes of a parallel block run at once when the group sets no
+/// `max_concurrent` (a manifest names at most as many lanes).
+pub const DEFAULT_LANE_WINDOW: usize = crate::manifest::MAX_LANES;
+
 /// Why a block produced no output: the worker trapped, returned an error,
 /// timed out, hit a limit, or could not be started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,8 +176,20 @@ pub trait BlockRunner {
 /// The isolated workspaces of a parallel group's lanes. The defaults: no
 /// lanes, so a host that keeps them at that runs no parallel group.
 pub trait Lanes {
-    /// The lanes of a parallel block are about to run, all at once
-    /// (`max_concurrent`: the group's limit on how many do their work at
+    /// How many of `block`'s lanes run at once: a lane starts (and its
+    /// workspace is made) only as another finishes. `max_concurrent` is
+    /// the group's limit. The default: that limit, else
+    /// [`DEFAULT_LANE_WINDOW`]; a host that batches lanes (a Slurm job
+    /// array) or cannot hold that many (a pool of plugin instances) says
+    /// otherwise.
+    fn lane_window(&self, block: &crate::manifest::Block, max_concurrent: Option<u32>) -> usize {
+        let _ = block;
+        max_concurrent.map_or(DEFAULT_LANE_WINDOW, |n| n as usize)
+    }
+
+    /// These lanes of a parallel block are about to run (the first window
+    /// of them, then the ones that start as others finish;
+    /// `max_concurrent`: the group's limit on how many do their work at
     /// once, for the host to apply). A host that submits work in batches
     /// (a Slurm job array) waits for these lanes. The default: nothing.
     fn lanes_starting(&self, lanes: &[LaneKey], max_concurrent: Option<u32>) {
@@ -1246,7 +1262,7 @@ fn admit(
     key: &(String, String),
 ) -> Result<(u32, Vec<crate::run::merge::MergeInstruction>), String> {
     let (node_id, block_id) = key;
-    if state.steps >= state.max_steps {
+    if state.blocks_run >= state.max_steps {
         return Err(format!(
             "step limit of {} reached at block `{node_id}.{block_id}`: the workflow probably loops",
             state.max_steps

@@ -51,10 +51,24 @@ use crate::text::count;
 /// - 10: retry policies (`retry_scheduled`: a failed block runs again
 ///   once due; `lane_retried` may carry the `wait_ms` and `due_at_ms` of a
 ///   lane's retry). Formats 1 to 9 are subsets.
-pub const EVENT_FORMAT: u32 = 10;
+/// - 11: fan-outs over a list (`lanes_started.over`: the lanes are the
+///   list's items, named `0`, `1`, … and fanned in in item order). Formats
+///   1 to 10 are subsets.
+pub const EVENT_FORMAT: u32 = 11;
 
 /// The oldest event format this build reads.
 pub const OLDEST_EVENT_FORMAT: u32 = 1;
+
+/// A fan-out's lanes for a message: their names, or for a fan-out over
+/// a list, the list and the range of its items' lanes.
+pub fn lane_list(lanes: &[String], over: Option<&str>) -> String {
+    match (over, lanes.len()) {
+        (Some(over), 0) => format!("no items of {over}"),
+        (Some(over), 1) => format!("the item of {over} (lane 0)"),
+        (Some(over), n) => format!("the items of {over} (lanes 0-{})", n - 1),
+        (None, _) => lanes.join(", "),
+    }
+}
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -227,6 +241,10 @@ pub enum Event {
         lanes: Vec<String>,
         /// `concatenate`, `workspace` or `fail-on-conflict`.
         merge_strategy: crate::parallel::fan_in::MergeStrategy,
+        /// The list the lanes are made from (`parallel.over`: one lane per
+        /// item, named `0`, `1`, …), absent for a manifest's lanes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        over: Option<String>,
     },
     /// An attempt of a lane of the running parallel block failed and the
     /// lane runs again (its `max_attempts` allows more): only that lane.
@@ -560,10 +578,11 @@ impl Event {
                 step,
                 lanes,
                 merge_strategy,
+                over,
             } => format!(
                 "[{step}] fan-out to {}: {} (merge: {})",
                 count(lanes.len() as u64, "lane"),
-                lanes.join(", "),
+                lane_list(lanes, over.as_deref()),
                 merge_strategy.as_str()
             ),
             Event::LaneRetried {

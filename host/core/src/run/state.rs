@@ -12,7 +12,7 @@
 //! how a damaged or hand-edited log is detected instead of silently
 //! producing a different run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::actions::WellKnownGate;
@@ -177,8 +177,15 @@ pub struct FanOut {
     pub block: String,
     pub step: u64,
     pub lanes: Vec<String>,
+    /// The list the lanes are the items of (`parallel.over`), if any: its
+    /// lanes are fanned in in item order.
+    pub over: Option<String>,
     pub merge_strategy: MergeStrategy,
     pub completed: Vec<LaneResult>,
+    /// The lanes, and those of them completed, for lookups in a fan-out
+    /// of thousands of lanes.
+    known: BTreeSet<String>,
+    done: BTreeSet<String>,
     /// Conflicting files waiting for a choice, with the lanes that changed
     /// them.
     pub unresolved: Vec<(String, Vec<String>)>,
@@ -200,7 +207,22 @@ impl FanOut {
     }
 
     pub fn finished(&self, lane: &str) -> bool {
-        self.completed.iter().any(|r| r.lane == lane)
+        self.done.contains(lane)
+    }
+
+    /// Whether `lane` is one of the fan-out's lanes.
+    pub fn has_lane(&self, lane: &str) -> bool {
+        self.known.contains(lane)
+    }
+
+    /// The finished lanes in the order fan-in takes them: completion order,
+    /// or item order for a fan-out over a list.
+    pub fn in_fan_in_order(&self) -> Vec<&LaneResult> {
+        let mut lanes: Vec<&LaneResult> = self.completed.iter().collect();
+        if self.over.is_some() {
+            lanes.sort_by_key(|r| r.lane.parse::<u64>().unwrap_or(u64::MAX));
+        }
+        lanes
     }
 }
 
@@ -238,6 +260,9 @@ pub struct RunState {
     /// Steps taken: one per block completed, one per lane of a parallel
     /// block.
     pub steps: u64,
+    /// Blocks completed, a parallel block once however many lanes it had:
+    /// what the run's `max_steps` bounds.
+    pub blocks_run: u64,
     /// The step of the block completed last, whose transition is next.
     pub last_step: u64,
     pub statistics: Statistics,
@@ -327,6 +352,7 @@ impl RunState {
                 .unwrap_or_default(),
             previous: None,
             steps: 0,
+            blocks_run: 0,
             last_step: 0,
             statistics: Statistics::default(),
             blocks: BTreeMap::new(),
@@ -541,6 +567,7 @@ impl RunState {
             None => 1,
         };
         self.steps += lanes.max(1);
+        self.blocks_run += 1;
         self.last_step = *step;
         self.previous = Some(key);
         self.in_flight = None;
@@ -967,6 +994,7 @@ impl RunState {
             step,
             lanes,
             merge_strategy,
+            over,
         } = event
         else {
             return Err("not a lanes_started event".into());
@@ -991,8 +1019,11 @@ impl RunState {
             block: running.block.clone(),
             step: *step,
             lanes: lanes.clone(),
+            over: over.clone(),
             merge_strategy: *merge_strategy,
             completed: Vec::new(),
+            known: lanes.iter().cloned().collect(),
+            done: BTreeSet::new(),
             unresolved: Vec::new(),
             gate: None,
             choice: None,
@@ -1016,7 +1047,7 @@ impl RunState {
             return Err("not a lane_retried event".into());
         };
         let fan_out = self.running_fan_out(*step)?;
-        if !fan_out.lanes.contains(lane) || fan_out.finished(lane) {
+        if !fan_out.has_lane(lane) || fan_out.finished(lane) {
             return Err(format!("lane `{lane}` is not running"));
         }
         let retries = fan_out.retries.entry(lane.clone()).or_default();
@@ -1051,12 +1082,13 @@ impl RunState {
             return Err("not a lane_completed event".into());
         };
         let fan_out = self.running_fan_out(*step)?;
-        if !fan_out.lanes.contains(lane) {
+        if !fan_out.has_lane(lane) {
             return Err(format!("lane `{lane}` is not one of the block's lanes"));
         }
         if fan_out.finished(lane) {
             return Err(format!("lane `{lane}` has already completed"));
         }
+        fan_out.done.insert(lane.clone());
         fan_out.completed.push(LaneResult {
             lane: lane.clone(),
             signal: signal.clone(),
@@ -1391,7 +1423,7 @@ fn check_lane_choice(gate_id: &str, decision: &Decision, fan_out: &FanOut) -> Re
         ));
     };
     if let Some(lane) = all
-        && !fan_out.lanes.contains(lane)
+        && !fan_out.has_lane(lane)
     {
         return Err(format!(
             "`{lane}` is not a lane of this fan-out (lanes: {})",

@@ -33,30 +33,71 @@ use crate::run::inputs::Inputs;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece<'a> {
     Text(&'a str),
-    /// A placeholder: the input's path, and the text for a missing value.
+    /// `{{{{`: a literal `{{`.
+    Escape,
+    /// A placeholder: the value's path, and the text for a missing value.
     Input(&'a str, Option<&'a str>),
+}
+
+/// Which placeholders a pass replaces: `{{inputs.NAME}}` (the run's
+/// inputs) or `{{item}}`, `{{item.KEY}}` and `{{item_index}}` (a lane's
+/// item, in a parallel block over a list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Space {
+    Inputs,
+    Item,
+}
+
+impl Space {
+    /// The placeholder's body (its path, up to the closing braces) when
+    /// the text after `{{` is one of this space's.
+    fn body(self, after: &str) -> Option<&str> {
+        let after = after.trim_start();
+        match self {
+            Space::Inputs => after.strip_prefix("inputs."),
+            Space::Item => {
+                let rest = after.strip_prefix("item")?;
+                let next = rest.chars().next()?;
+                (matches!(next, '.' | '|' | '}' | ' ') || rest.starts_with("_index"))
+                    .then_some(after)
+            }
+        }
+    }
+
+    /// How a placeholder of this space starts, for messages.
+    fn head(self) -> &'static str {
+        match self {
+            Space::Inputs => "inputs.",
+            Space::Item => "",
+        }
+    }
 }
 
 /// Split `text` into literal text and placeholders.
 fn parse(text: &str) -> Result<Vec<Piece<'_>>, String> {
+    parse_in(text, Space::Inputs)
+}
+
+fn parse_in(text: &str, space: Space) -> Result<Vec<Piece<'_>>, String> {
     let mut pieces = Vec::new();
     let mut rest = text;
+    let head = space.head();
     while let Some(at) = rest.find("{{") {
         pieces.push(Piece::Text(&rest[..at]));
         let after = &rest[at + 2..];
         if let Some(tail) = after.strip_prefix("{{") {
-            pieces.push(Piece::Text("{{"));
+            pieces.push(Piece::Escape);
             rest = tail;
             continue;
         }
-        let Some(body) = after.trim_start().strip_prefix("inputs.") else {
+        let Some(body) = space.body(after) else {
             pieces.push(Piece::Text("{{"));
             rest = after;
             continue;
         };
         let Some(end) = body.find("}}") else {
             return Err(format!(
-                "unterminated placeholder `{{{{inputs.{}` (write `{{{{{{{{` for a literal `{{{{`)",
+                "unterminated placeholder `{{{{{head}{}` (write `{{{{{{{{` for a literal `{{{{`)",
                 body.chars().take(20).collect::<String>()
             ));
         };
@@ -66,7 +107,7 @@ fn parse(text: &str) -> Result<Vec<Piece<'_>>, String> {
         };
         if !name.split('.').all(is_valid_id) {
             return Err(format!(
-                "malformed placeholder `{{{{inputs.{}}}}}`: an input name uses letters, digits, `_` and `-` (and `.` between the keys of a path into it)",
+                "malformed placeholder `{{{{{head}{}}}}}`: a name uses letters, digits, `_` and `-` (and `.` between the keys of a path into it)",
                 &body[..end]
             ));
         }
@@ -83,7 +124,7 @@ pub fn names(text: &str) -> Result<Vec<&str>, String> {
         .into_iter()
         .filter_map(|p| match p {
             Piece::Input(name, _) => Some(name),
-            Piece::Text(_) => None,
+            Piece::Text(_) | Piece::Escape => None,
         })
         .collect())
 }
@@ -91,14 +132,31 @@ pub fn names(text: &str) -> Result<Vec<&str>, String> {
 /// `text` with its placeholders replaced by the inputs. Malformed
 /// placeholders (refused by validation) are left as they are.
 pub fn render(text: &str, inputs: &Inputs) -> String {
-    let Ok(pieces) = parse(text) else {
+    render_in(text, inputs, Space::Inputs, false)
+}
+
+/// `text` as the lane of item `index` reads it: `{{item}}`,
+/// `{{item.KEY}}` and `{{item_index}}` replaced (as inputs are, with
+/// `|TEXT` for a missing key), `{{{{` a literal `{{`.
+pub fn render_item(text: &str, index: usize, item: &Value) -> String {
+    let mut values = Inputs::new();
+    values.insert("item".into(), item.clone());
+    values.insert("item_index".into(), Value::from(index));
+    render_in(text, &values, Space::Item, false)
+}
+
+/// `text` with its `space` placeholders replaced from `values`; with
+/// `keep_escapes`, `{{{{` stays as it is (for a later pass).
+fn render_in(text: &str, values: &Inputs, space: Space, keep_escapes: bool) -> String {
+    let Ok(pieces) = parse_in(text, space) else {
         return text.to_string();
     };
     let mut out = String::with_capacity(text.len());
     for piece in pieces {
         match piece {
             Piece::Text(t) => out.push_str(t),
-            Piece::Input(name, fallback) => match lookup(inputs, name).as_deref() {
+            Piece::Escape => out.push_str(if keep_escapes { "{{{{" } else { "{{" }),
+            Piece::Input(name, fallback) => match lookup(values, name).as_deref() {
                 Some(Value::String(s)) => out.push_str(s),
                 Some(Value::Null) if fallback.is_some() => {
                     out.push_str(fallback.unwrap_or_default())
@@ -132,25 +190,43 @@ fn lookup<'i>(inputs: &'i Inputs, name: &str) -> Option<Cow<'i, Value>> {
 
 /// Every string of a JSON value rendered (object keys are left alone).
 pub fn render_json(value: &Value, inputs: &Inputs) -> Value {
+    map_strings(value, &|s| render(s, inputs))
+}
+
+/// Every string of a JSON value passed through `f` (object keys are left
+/// alone).
+fn map_strings(value: &Value, f: &dyn Fn(&str) -> String) -> Value {
     match value {
-        Value::String(s) => Value::String(render(s, inputs)),
-        Value::Array(items) => Value::Array(items.iter().map(|v| render_json(v, inputs)).collect()),
+        Value::String(s) => Value::String(f(s)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| map_strings(v, f)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), render_json(v, inputs)))
+                .map(|(k, v)| (k.clone(), map_strings(v, f)))
                 .collect(),
         ),
         other => other.clone(),
     }
 }
 
-fn render_prompt(prompt: &mut BlockPrompt, inputs: &Inputs) {
+fn map_prompt(prompt: &mut BlockPrompt, f: &dyn Fn(&str) -> String) {
     for text in [&mut prompt.prefix, &mut prompt.task].into_iter().flatten() {
-        *text = render(text, inputs);
+        *text = f(text);
     }
     for item in &mut prompt.output_checklist {
-        *item = render(item, inputs);
+        *item = f(item);
     }
+}
+
+/// The block as the lane of item `index` of its `over` list runs it: the
+/// item's placeholders in its config and prompt replaced.
+pub fn for_item(block: &Block, index: usize, item: &Value) -> Block {
+    let f = |s: &str| render_item(s, index, item);
+    let mut block = block.clone();
+    block.config = map_strings(&block.config, &f);
+    if let Some(prompt) = &mut block.prompt {
+        map_prompt(prompt, &f);
+    }
+    block
 }
 
 /// The workflow as a run with `inputs` executes it: every placeholder
@@ -198,14 +274,18 @@ pub fn instantiate_rules<'w>(workflow: &'w Workflow, inputs: &Inputs) -> Option<
 }
 
 fn render_block(block: &mut Block, inputs: &Inputs) {
-    block.config = render_json(&block.config, inputs);
+    // A block over a list renders its items' placeholders later, lane by
+    // lane: its escapes are kept for that pass.
+    let keep = block.parallel.as_ref().is_some_and(|g| g.over.is_some());
+    let f = |s: &str| render_in(s, inputs, Space::Inputs, keep);
+    block.config = map_strings(&block.config, &f);
     if let Some(prompt) = &mut block.prompt {
-        render_prompt(prompt, inputs);
+        map_prompt(prompt, &f);
     }
     for lane in block.parallel.iter_mut().flat_map(|g| g.lanes.values_mut()) {
-        lane.config = render_json(&lane.config, inputs);
+        lane.config = map_strings(&lane.config, &f);
         if let Some(prompt) = &mut lane.prompt {
-            render_prompt(prompt, inputs);
+            map_prompt(prompt, &f);
         }
     }
 }

@@ -42,20 +42,22 @@ impl RunResources {
         }
     }
 
-    /// The lanes of the parallel block at `lane`'s group are about to run:
-    /// their Slurm work goes in one job array (`limit`: at most that many
-    /// tasks at once).
+    /// These lanes of the parallel block at `lane`'s group are about to
+    /// run: their Slurm work goes in one job array (`limit`: at most that
+    /// many tasks at once).
     pub fn lanes_starting(&self, lanes: &[wfhost_core::run::engine::LaneKey], limit: Option<u32>) {
         let Some(first) = lanes.first() else {
             return;
         };
         let names: Vec<String> = lanes.iter().map(|l| l.lane.clone()).collect();
         self.slurm.arrays.expect(&group_of(first), &names, limit);
+        // The lanes start window by window: one set of slots for all.
         if let Some(n) = limit {
-            self.lane_slots.lock().expect("not poisoned").insert(
-                group_of(first),
-                Arc::new(tokio::sync::Semaphore::new(n.max(1) as usize)),
-            );
+            self.lane_slots
+                .lock()
+                .expect("not poisoned")
+                .entry(group_of(first))
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(n.max(1) as usize)));
         }
     }
 

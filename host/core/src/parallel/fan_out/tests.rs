@@ -37,6 +37,10 @@ struct MemoryLanes {
     starting: Mutex<Vec<(Vec<String>, Option<u32>)>>,
     /// The times `wait_until` was asked to wait for (a lane's retry).
     waits: Mutex<Vec<i64>>,
+    /// Workers running now, and the most that ran at once.
+    in_flight: Mutex<(usize, usize)>,
+    /// What `lane_window` answers (absent: the trait's default).
+    window: Option<usize>,
 }
 
 impl MemoryLanes {
@@ -67,9 +71,20 @@ impl BlockRunner for MemoryLanes {
             request.context.file_restrictions.clone(),
         ));
         let config = request.context.config.clone();
-        let delay = config.get("delay_ms").and_then(|v| v.as_u64()).unwrap_or(0);
+        // A number, or a number in a string (an item's, through a
+        // placeholder).
+        let delay = config
+            .get("delay_ms")
+            .and_then(|v| v.as_u64().or_else(|| v.as_str()?.parse().ok()))
+            .unwrap_or(0);
         async move {
+            {
+                let mut n = self.in_flight.lock().unwrap();
+                n.0 += 1;
+                n.1 = n.1.max(n.0);
+            }
             tokio::time::sleep(Duration::from_millis(delay)).await;
+            self.in_flight.lock().unwrap().0 -= 1;
             if let Some(key) = &lane {
                 *self
                     .runs
@@ -77,12 +92,24 @@ impl BlockRunner for MemoryLanes {
                     .unwrap()
                     .entry(key.lane.clone())
                     .or_default() += 1;
-                if let Some(serde_json::Value::Object(writes)) = config.get("write") {
+                // `write: {path: content}`, and `writes: [[path, content]]`
+                // (paths made of placeholders: keys are not rendered).
+                let mut writes: Vec<(String, String)> = Vec::new();
+                if let Some(serde_json::Value::Object(w)) = config.get("write") {
+                    for (path, content) in w {
+                        writes.push((path.clone(), content.as_str().unwrap().to_string()));
+                    }
+                }
+                if let Some(serde_json::Value::Array(w)) = config.get("writes") {
+                    for pair in w {
+                        let text = |i: usize| pair[i].as_str().unwrap().to_string();
+                        writes.push((text(0), text(1)));
+                    }
+                }
+                if !writes.is_empty() {
                     let mut lanes = self.lanes.lock().unwrap();
                     let files = lanes.get_mut(key).expect("lane created before it runs");
-                    for (path, content) in writes {
-                        files.insert(path.clone(), content.as_str().unwrap().to_string());
-                    }
+                    files.extend(writes);
                 }
             }
             if config.get("fail").is_some() {
@@ -97,6 +124,14 @@ impl BlockRunner for MemoryLanes {
                 _ => false,
             };
             let mut payload = request.payload.clone();
+            // `push: {kind, content}`: a segment for a later block to read.
+            if let Some(push) = config.get("push") {
+                payload.push(ContextSegment::new(
+                    "pushed",
+                    push["kind"].as_str().unwrap(),
+                    push["content"].as_str().unwrap(),
+                ));
+            }
             let name = lane.as_ref().map_or("main".to_string(), |k| k.lane.clone());
             payload.push(ContextSegment::new(
                 format!("out-{name}"),
@@ -131,6 +166,16 @@ impl BlockRunner for MemoryLanes {
 }
 
 impl Lanes for MemoryLanes {
+    fn lane_window(&self, block: &manifest::Block, max_concurrent: Option<u32>) -> usize {
+        match self.window {
+            Some(n) => n,
+            None => {
+                let _ = block;
+                max_concurrent.map_or(crate::run::engine::DEFAULT_LANE_WINDOW, |n| n as usize)
+            }
+        }
+    }
+
     fn wait_until(&self, due_at_ms: i64) -> impl Future<Output = ()> + Send {
         self.waits.lock().unwrap().push(due_at_ms);
         async {}
@@ -584,13 +629,16 @@ async fn a_failed_lane_runs_again_alone_up_to_its_max_attempts() {
         host.main().keys().collect::<Vec<_>>(),
         ["src/flaky.rs", "src/steady.rs"]
     );
+    // Two lanes at once (a retried lane keeps its slot); the third
+    // starts when one of them is done.
     assert_eq!(
         *host.starting.lock().unwrap(),
-        [(
-            vec!["broken".to_string(), "flaky".into(), "steady".into()],
-            Some(2)
-        )]
+        [
+            (vec!["broken".to_string(), "flaky".into()], Some(2)),
+            (vec!["steady".to_string()], Some(2))
+        ]
     );
+    assert!(host.in_flight.lock().unwrap().1 <= 2);
     // A replayed log folds to the same retries.
     let state = RunState::replay(&log.events).unwrap();
     assert_eq!(state, report.state);
@@ -891,3 +939,5 @@ fn aggregate_signals() {
         "SIGNAL:FAILED"
     );
 }
+
+mod over;
