@@ -1,6 +1,6 @@
 //! A parallel block over a list given at run time (`parallel.over`)
 //! through the binary: a thousand items as exec lanes locally, and as one
-//! job array on the real one-node Slurm cluster (100 items, or
+//! job array on the real one-node Slurm cluster (40 items, or
 //! `WFHOST_SLURM_ITEMS`: 1,000 passed, in 524 s); a list that is not one
 //! and an `over` the schema does not declare refused with the reason.
 
@@ -137,7 +137,7 @@ fn a_thousand_items_run_as_lanes_through_wfhost_run() {
 }
 
 /// How many items the Slurm test fans out over: `WFHOST_SLURM_ITEMS`,
-/// else 100. The one-node test cluster runs about two trivial array tasks
+/// else 40. The one-node test cluster runs about two trivial array tasks
 /// a second (see docs/dev/benchmarks.md), so 1,000 items keep it busy for
 /// eight minutes — long enough for the other Slurm tests running beside
 /// this one to time out behind them. `WFHOST_SLURM_ITEMS=1000` runs the
@@ -146,7 +146,15 @@ fn slurm_items() -> usize {
     std::env::var("WFHOST_SLURM_ITEMS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(100)
+        .unwrap_or(40)
+}
+
+/// The array's `%` limit: 1 at the default size, so that the array holds
+/// one of the cluster's two CPUs and the other Slurm tests' jobs are not
+/// queued behind it (a task held back by the array's limit does not hold
+/// the queue).
+fn slurm_limit(items: usize) -> usize {
+    if items <= 100 { 1 } else { 200 }
 }
 
 #[test]
@@ -159,10 +167,11 @@ fn items_on_slurm_are_one_job_array() {
     let ws = workspace_in(scratch.path());
     std::fs::create_dir(ws.join("out")).unwrap();
     let (bin, calls) = sbatch_shim(scratch.path());
+    let limit = slurm_limit(n);
     let manifest = over_manifest(
         scratch.path(),
         true,
-        serde_json::json!({"max_concurrent": 200}),
+        serde_json::json!({"max_concurrent": limit}),
     );
     let inputs = items_file(scratch.path(), n);
     let report = run_over(
@@ -175,7 +184,7 @@ fn items_on_slurm_are_one_job_array() {
     let calls = std::fs::read_to_string(&calls).unwrap();
     let lines: Vec<&str> = calls.lines().collect();
     assert_eq!(lines.len(), 1, "one sbatch for the {n} lanes: {calls}");
-    let array = format!("--array=0-{}%200", n - 1);
+    let array = format!("--array=0-{}%{limit}", n - 1);
     assert!(lines[0].contains(&array), "{calls}");
     check_items(scratch.path(), &ws, &report, n);
 }
