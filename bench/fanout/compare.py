@@ -49,7 +49,7 @@ N = int(os.environ.get("FANOUT_ITEMS", "1000"))
 ALL_PARTS = ["smk-local", "smk-slurm", "smk-slurm-array", "smk-slurm-group",
              "wfhost-local", "wfhost-slurm"]
 PARTS = [p.strip() for p in os.environ.get("FANOUT_PARTS", ",".join(ALL_PARTS)).split(",") if p.strip()]
-TIMEOUT = float(os.environ.get("FANOUT_PART_TIMEOUT", "180"))
+TIMEOUT = float(os.environ.get("FANOUT_PART_TIMEOUT", "150"))
 LOCAL_CORES = int(os.environ.get("FANOUT_LOCAL_CORES", "2"))
 GROUP = int(os.environ.get("FANOUT_SMK_GROUP", "50"))
 ARRAY_LIMIT = int(os.environ.get("FANOUT_SMK_ARRAY_LIMIT", "64"))
@@ -153,10 +153,12 @@ def run_engine(argv, cwd, log_path, env, stdout_path=None):
             return rc, time.perf_counter() - t
         except subprocess.TimeoutExpired:
             wall = time.perf_counter() - t
-            # Ctrl-C: both engines cancel their jobs on it.
+            # Ctrl-C: both engines cancel their jobs on it; Snakemake can
+            # take 40 s more to wind down, so it gets 20 and the jobs left
+            # are cancelled here (cancel_leftovers).
             os.killpg(proc.pid, signal.SIGINT)
             try:
-                proc.wait(timeout=60)
+                proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
@@ -314,7 +316,8 @@ def wfhost_ready() -> bool:
     rc, _, report, _ = wfhost_run(d, os.path.join(d, "local.json"), 1, log)
     take_calls()
     if rc != 0 or not report or report.get("status") != "succeeded":
-        why = " ".join(str((report or {}).get("result", {}).get("content") or (report or {}).get("reason") or "").split())
+        why = " ".join(str(((report or {}).get("result") or {}).get("content")
+                           or (report or {}).get("reason") or "").split())
         WFHOST_REFUSED = f"a one-item local run did not succeed (exit {rc}): {why[:300]}\n{tail(log)}"
         return False
     WFHOST_REFUSED = ""
@@ -331,6 +334,7 @@ def wfhost_part(part: str):
     rc, wall, report, ws = wfhost_run(d, wf, N, log)
     done = succeeded_bundles(ws)
     if rc is None:
+        remove_lanes(log)
         return "timeout", wall, (done or None), log
     if rc != 0 or not report or report.get("status") != "succeeded":
         why = (report or {}).get("failure") or (report or {}).get("status") or f"exit {rc}"
@@ -338,6 +342,22 @@ def wfhost_part(part: str):
     if done != N:
         return f"incomplete ({done}/{N} bundles succeeded)", wall, done, log
     return "ok", wall, done, log
+
+
+def remove_lanes(log: str) -> None:
+    """An interrupted run keeps its lanes' workspaces for `wfhost resume`
+    (in /dev/shm or $TMPDIR, wfhost-lanes-<uid>/<run>): remove them."""
+    try:
+        with open(log, errors="replace") as f:
+            runs = set(re.findall(r"\brun (run-\d{8}-\d{6}-[0-9a-f]+) interrupted", f.read()))
+    except OSError:
+        return
+    name = f"wfhost-lanes-{os.geteuid()}"
+    bases = [LANES_DIR] if LANES_DIR else [os.path.join("/dev/shm", name),
+                                           os.path.join(os.environ.get("TMPDIR") or "/tmp", name)]
+    for run in runs:
+        for base in bases:
+            shutil.rmtree(os.path.join(base, run), ignore_errors=True)
 
 
 def succeeded_bundles(ws: str) -> int:

@@ -11,22 +11,23 @@
 #   FANOUT_ITEMS=100 bench/fanout/run.sh
 #   FANOUT_PARTS=smk-local,wfhost-local bench/fanout/run.sh
 #
-# Time: each part is cut at FANOUT_PART_TIMEOUT (180 s), so the default run
-# takes about 14 minutes on the one-node 2-CPU cluster of
-# scripts/services.sh, where Snakemake on Slurm gets through 40-80 tasks in
-# 240 s (each task starts two Snakemake processes in its job) and wfhost's
-# job array 2 tasks a second (Slurm's own pace on one slurmd: all 1,000
-# take ~480 s); with FANOUT_ITEMS=100 FANOUT_PART_TIMEOUT=900 every part
-# finishes (~22 minutes there).
+# Time: each part is cut at FANOUT_PART_TIMEOUT (150 s), so the default run
+# takes about 13 minutes on the one-node 2-CPU cluster of
+# scripts/services.sh (15 with 180 s), where Snakemake on Slurm gets through
+# 40-80 tasks in 180 s (each task starts two Snakemake processes in its job)
+# and wfhost's job array about 2 tasks a second (Slurm's own pace on one
+# slurmd: all 1,000 take ~480 s); with FANOUT_ITEMS=100
+# FANOUT_PART_TIMEOUT=900 every part finishes (~22 minutes there).
 #
 # Settings (environment):
 #   FANOUT_ITEMS         N, the number of tasks (default 1000)
 #   FANOUT_PARTS         comma-separated, default all, in this order:
 #                        smk-local, smk-slurm, smk-slurm-array, smk-slurm-group,
 #                        wfhost-local, wfhost-slurm
-#   FANOUT_PART_TIMEOUT  seconds one part may take (default 180); a part that
-#                        takes longer is interrupted, its jobs cancelled, and
-#                        its row says how many of the N tasks were done
+#   FANOUT_PART_TIMEOUT  seconds one part may take (default 150); a part that
+#                        takes longer is interrupted (SIGINT, SIGKILL 20 s
+#                        later), its jobs cancelled, and its row says how many
+#                        of the N tasks were done
 #   FANOUT_PARTITION     the Slurm partition (default: sinfo's default one)
 #   FANOUT_LOCAL_CORES   Snakemake's --cores and wfhost's max_concurrent
 #                        locally (default 2)
