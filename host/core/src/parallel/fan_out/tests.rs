@@ -281,6 +281,11 @@ fn workflow(strategy: &str, lanes: serde_json::Value) -> Workflow {
             "after": {"worker": "lane", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}
         }}}
     });
+    checked(&json)
+}
+
+/// A manifest that parses and passes the checks.
+fn checked(json: &serde_json::Value) -> Workflow {
     let wf = manifest::parse(std::path::Path::new("t.json"), &json.to_string()).unwrap();
     let errors = manifest::check(
         std::path::Path::new("t.json"),

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{CoreActions, CrashingLog, MemoryLanes, kinds};
+use super::{CoreActions, CrashingLog, MemoryLanes, checked, kinds};
 use crate::manifest::{self, Workflow};
 use crate::run::engine::{RunOptions, RunStatus, resume, run};
 use crate::run::event::{Event, MemoryLog};
@@ -38,14 +38,7 @@ fn over_workflow(over: &str, config: Value, extra: Value, first_config: Value) -
             "after": {"worker": "lane", "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}
         }}}
     });
-    let wf = manifest::parse(std::path::Path::new("t.json"), &json.to_string()).unwrap();
-    let errors = manifest::check(
-        std::path::Path::new("t.json"),
-        &wf,
-        &["actions-core", "lane"],
-    );
-    assert!(errors.is_empty(), "{errors:?}");
-    wf
+    checked(&json)
 }
 
 fn options(inputs: Value) -> RunOptions {
