@@ -34,6 +34,10 @@ pub struct PluginManifest {
     pub description: String,
     /// An SPDX license expression.
     pub license: String,
+    /// The language it is written in (`rust`, `python`, `javascript`);
+    /// absent in packages made before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
 }
 
 /// `wfhost-plugin.toml`: the manifest as an author writes it.
@@ -50,9 +54,15 @@ pub struct ManifestSource {
     #[serde(default)]
     pub description: String,
     pub license: String,
+    /// `rust` (the default), `python` or `javascript`.
+    #[serde(default)]
+    pub language: Option<String>,
     /// The built component, relative to the toml file.
     pub component: PathBuf,
 }
+
+/// The languages a plugin manifest may name.
+pub const LANGUAGES: &[&str] = &["rust", "python", "javascript"];
 
 /// The file name `wfhost plugin pack` looks for.
 pub const SOURCE_FILE: &str = "wfhost-plugin.toml";
@@ -75,6 +85,7 @@ impl ManifestSource {
             signals: self.signals.clone(),
             description: self.description.clone(),
             license: self.license.clone(),
+            language: Some(self.language.clone().unwrap_or_else(|| "rust".into())),
         };
         manifest.capabilities.sort();
         manifest.signals.sort();
@@ -125,6 +136,14 @@ impl PluginManifest {
             if wfhost_core::policy::capabilities::find(cap).is_none() {
                 return Err(format!(
                     "`capabilities` names `{cap}`, which this host does not offer"
+                ));
+            }
+        }
+        if let Some(language) = &self.language {
+            if !LANGUAGES.contains(&language.as_str()) {
+                return Err(format!(
+                    "`language` \"{language}\" is not one of {}",
+                    LANGUAGES.join(", ")
                 ));
             }
         }
@@ -221,6 +240,7 @@ mod tests {
             signals: vec!["SIGNAL:SUCCESS".into()],
             description: "Counts \"words\"".into(),
             license: "Apache-2.0".into(),
+            language: Some("rust".into()),
         }
     }
 

@@ -5,6 +5,7 @@
 mod build;
 mod call;
 mod install;
+mod lang;
 mod new;
 mod publish;
 

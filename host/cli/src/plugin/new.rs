@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::lang::Lang;
 use crate::exit;
 use crate::report_error;
 
@@ -19,6 +20,10 @@ pub struct NewArgs {
     /// empty.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// The language: rust (a crate), python (componentize-py) or
+    /// javascript (jco / componentize-js).
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: Lang,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +33,7 @@ pub enum WorldArg {
 }
 
 impl WorldArg {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             WorldArg::Worker => "worker",
             WorldArg::ActionHandler => "action-handler",
@@ -57,7 +62,7 @@ const WIT_VERSION: &str = "0.1.0";
 pub fn new(args: NewArgs) -> u8 {
     match create(&args) {
         Ok(dir) => {
-            println!("{}", next_steps(&args, &dir));
+            println!("{}", args.lang.next_steps(&args.name, args.world, &dir));
             exit::SUCCESS
         }
         Err(message) => {
@@ -84,7 +89,7 @@ fn create(args: &NewArgs) -> Result<PathBuf, String> {
         .prefix(".wfhost-plugin-new-")
         .tempdir_in(&parent)
         .map_err(|e| format!("{}: cannot create a directory here: {e}", parent.display()))?;
-    for (path, content) in files(&args.name, args.world) {
+    for (path, content) in args.lang.files(&args.name, args.world) {
         write(staging.path(), &path, &content)?;
     }
     std::fs::rename(staging.path(), &dir)
@@ -143,8 +148,8 @@ fn check_target(dir: &Path) -> Result<(), String> {
     }
 }
 
-/// The crate's files, relative path → content.
-fn files(name: &str, world: WorldArg) -> Vec<(String, String)> {
+/// A Rust plugin crate's files, relative path → content.
+pub fn rust_files(name: &str, world: WorldArg) -> Vec<(String, String)> {
     let component = format!("target/wfhost/{}.wasm", name.replace('-', "_"));
     let (lib, workflow, signals, description, call) = match world {
         WorldArg::Worker => (
@@ -206,7 +211,7 @@ fn write(root: &Path, path: &str, content: &str) -> Result<(), String> {
     std::fs::write(&file, content).map_err(|e| format!("{}: {e}", file.display()))
 }
 
-fn next_steps(args: &NewArgs, dir: &Path) -> String {
+pub fn rust_next_steps(name: &str, world: WorldArg, dir: &Path) -> String {
     let shown = dir.display();
     format!(
         "created {} plugin `{}` in {shown}\n\
@@ -214,8 +219,8 @@ fn next_steps(args: &NewArgs, dir: &Path) -> String {
          wfhost plugin build     # the component\n  \
          wfhost plugin call ...  # see README.md\n  \
          wfhost run workflow.json -w WORKSPACE",
-        args.world.name(),
-        args.name
+        world.name(),
+        name
     )
 }
 
@@ -269,7 +274,7 @@ mod tests {
     #[test]
     fn no_placeholder_is_left() {
         for world in [WorldArg::Worker, WorldArg::ActionHandler] {
-            for (path, content) in files("demo", world) {
+            for (path, content) in rust_files("demo", world) {
                 assert!(!content.contains("{{"), "{path}: {content}");
             }
         }
