@@ -26,6 +26,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-test-net-probe", "TEST_NET_PROBE", ""),
     ("wfhost-test-noop", "TEST_NOOP", ""),
     ("wfhost-test-capability-probe", "TEST_CAPABILITY_PROBE", ""),
+    ("wfhost-test-http-probe", "TEST_HTTP_PROBE", ""),
 ];
 
 #[path = "src/wasm_target.rs"]

@@ -39,7 +39,9 @@
 //! The workspace is mounted at `/workspace` (read-only, except the block's
 //! writable file restrictions and `.output/`); the SDK makes it the current
 //! directory before your code runs, so relative paths work. There is no
-//! network and no environment variables beyond the contract.
+//! network (but HTTP requests to the hosts a workflow allows, through the
+//! `http` capability: the [`http`] module, cargo feature `http`) and no
+//! environment variables beyond the contract.
 //!
 //! ## Host capabilities
 //! Heavy work stays in the host and is reached through the modules
@@ -69,6 +71,8 @@
 extern crate self as wfhost_sdk;
 
 mod context;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod log;
 
 #[doc(hidden)]

@@ -19,6 +19,7 @@ mod fan_out_over;
 mod finding;
 mod hooks;
 mod hostile_registry;
+mod http;
 mod inputs;
 mod inspect;
 mod json_shapes;

@@ -54,6 +54,13 @@ pub const KEYS: &[Key] = &[
         true,
     ),
     Key::new(
+        "http_allow",
+        "WFHOST_HTTP_ALLOW",
+        "the hosts plugins granted `http` may reach at most (comma-separated `host[:port]` / `*.domain`; user config only)",
+        "none: each workflow's grant alone",
+        false,
+    ),
+    Key::new(
         "serve.listen",
         "WFHOST_LISTEN",
         "the address `wfhost serve` listens on",
@@ -143,6 +150,7 @@ pub struct File {
     durability: Option<String>,
     executor: Option<String>,
     workspace: Option<String>,
+    http_allow: Option<Vec<String>>,
     #[serde(default)]
     serve: Serve,
 }
@@ -167,6 +175,7 @@ impl File {
             "durability" => self.durability.clone(),
             "executor" => self.executor.clone(),
             "workspace" => self.workspace.clone(),
+            "http_allow" => self.http_allow.as_ref().map(|hosts| hosts.join(",")),
             "serve.listen" => self.serve.listen.clone(),
             "serve.local_agents" => self.serve.local_agents.map(|n| n.to_string()),
             _ => None,
@@ -195,6 +204,9 @@ impl File {
             && !matches!(d.as_str(), "full" | "normal")
         {
             return Err(format!("durability: `{d}` is neither `full` nor `normal`"));
+        }
+        if let Some(hosts) = &self.http_allow {
+            wfhost_core::policy::http::operator_allowlist(hosts)?;
         }
         if let Some(listen) = &self.serve.listen
             && listen.parse::<std::net::SocketAddr>().is_err()
@@ -253,8 +265,21 @@ impl Config {
     /// Find and read the project's and the user's files (from `cwd`).
     pub fn load(cwd: &Path) -> Result<Config, AppError> {
         let read = |p: PathBuf| File::read(&p).map(|f| (p, f));
+        let project = project_file(cwd).map(read).transpose()?;
+        if let Some((path, file)) = &project
+            && file.http_allow.is_some()
+        {
+            // A project (possibly someone else's) must not widen what the
+            // operator lets plugins reach.
+            return Err(AppError::bad_input(format!(
+                "{}: http_allow is the operator's setting: set it in the user's config \
+                 (~/.config/wfhost/config.toml) or WFHOST_HTTP_ALLOW, not in a project",
+                path.display()
+            ))
+            .at(path.display().to_string()));
+        }
         Ok(Config {
-            project: project_file(cwd).map(read).transpose()?,
+            project,
             user: user_file().map(read).transpose()?,
         })
     }

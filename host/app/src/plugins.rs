@@ -66,11 +66,34 @@ pub fn start_runtime(
         default_executor,
         slurm_watcher,
         secrets,
+        http_allow: operator_http_allow()?,
         ..runtime_config(choice)
     };
     WasmRuntime::new(config)
         .map(Arc::new)
         .map_err(|e| AppError::internal(format!("cannot start the wasm runtime: {e:#}")))
+}
+
+/// The operator's allowlist for the `http` capability: `WFHOST_HTTP_ALLOW`
+/// (comma-separated host patterns; set from `http_allow` in the user's
+/// config), `None` when unset.
+pub fn operator_http_allow() -> Result<Option<Vec<wfhost_core::policy::http::HostPattern>>, AppError>
+{
+    let Some(raw) = std::env::var_os("WFHOST_HTTP_ALLOW") else {
+        return Ok(None);
+    };
+    let raw = raw
+        .into_string()
+        .map_err(|_| AppError::bad_input("WFHOST_HTTP_ALLOW is not UTF-8"))?;
+    let hosts: Vec<String> = raw
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .collect();
+    wfhost_core::policy::http::operator_allowlist(&hosts)
+        .map(Some)
+        .map_err(|e| AppError::bad_input(format!("WFHOST_HTTP_ALLOW: {e}")))
 }
 
 /// The runtime settings of `choice` (its cache), the rest the defaults.

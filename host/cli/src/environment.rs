@@ -45,6 +45,11 @@ pub const VARIABLES: &[Variable] = &[
         default: "the run is refused: no workspace",
     },
     Variable {
+        name: "WFHOST_HTTP_ALLOW",
+        meaning: "The operator's allowlist for plugins granted http: comma-separated host[:port] or *.domain; a request must match it and the workflow's plugins.NAME.http.allow (http_allow in the user's config sets it; empty: no host).",
+        default: "each workflow's grant alone",
+    },
+    Variable {
         name: "WFHOST_LISTEN",
         meaning: "The address wfhost serve listens on (--listen overrides it; serve.listen in wfhost.toml sets it).",
         default: "127.0.0.1:7464",

@@ -139,13 +139,13 @@ impl PluginManifest {
                 ));
             }
         }
-        if let Some(language) = &self.language {
-            if !LANGUAGES.contains(&language.as_str()) {
-                return Err(format!(
-                    "`language` \"{language}\" is not one of {}",
-                    LANGUAGES.join(", ")
-                ));
-            }
+        if let Some(language) = &self.language
+            && !LANGUAGES.contains(&language.as_str())
+        {
+            return Err(format!(
+                "`language` \"{language}\" is not one of {}",
+                LANGUAGES.join(", ")
+            ));
         }
         check_text("description", &self.description, 1024, true)?;
         check_text("license", &self.license, 256, false)?;
@@ -249,9 +249,23 @@ mod tests {
         let json = sample().canonical_json();
         assert!(
             json.starts_with(
-                r#"{"capabilities":["exec"],"description":"Counts \"words\"","license""#
+                r#"{"capabilities":["exec"],"description":"Counts \"words\"","language":"rust","license""#
             ),
             "{json}"
+        );
+        // A package made before `language` existed reads as it was signed.
+        let old = PluginManifest {
+            language: None,
+            ..sample()
+        };
+        let old_json = old.canonical_json();
+        assert!(!old_json.contains("language"), "{old_json}");
+        assert_eq!(PluginManifest::from_annotation(&old_json).unwrap(), old);
+        let odd = json.replace(r#""language":"rust""#, r#""language":"cobol""#);
+        assert!(
+            PluginManifest::from_annotation(&odd)
+                .unwrap_err()
+                .contains("`language` \"cobol\"")
         );
         assert_eq!(PluginManifest::from_annotation(&json).unwrap(), sample());
         let spaced = json.replace(',', ", ");

@@ -133,6 +133,7 @@ fn bench_file_io(tokio: &tokio::runtime::Runtime) {
             source: PluginSource::Builtin(guests::TEST_PROBE),
             world: World::Worker,
             grants: vec![],
+            http: None,
         }],
         ws.path(),
     )
@@ -188,12 +189,14 @@ fn noop_set(rt: Arc<WasmRuntime>, ws: &std::path::Path) -> PluginSet {
                 source: PluginSource::Builtin(guests::TEST_NOOP),
                 world: World::Worker,
                 grants: vec![],
+                http: None,
             },
             PluginRequest {
                 name: "actions-core".into(),
                 source: PluginSource::Builtin(guests::ACTIONS_CORE),
                 world: World::ActionHandler,
                 grants: vec![],
+                http: None,
             },
         ],
         ws,

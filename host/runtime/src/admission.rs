@@ -168,7 +168,7 @@ pub fn check_imports(
     let mut reasons = Vec::new();
     if !network.is_empty() {
         reasons.push(format!(
-            "{} (plugins have no network access)",
+            "{} (plugins open no sockets: HTTP requests go through the `http` grant)",
             network.join(", ")
         ));
     }

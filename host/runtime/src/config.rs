@@ -39,6 +39,10 @@ pub struct RuntimeConfig {
     /// command starts (default: this process's environment only; the CLI
     /// gives the home's secrets first).
     pub secrets: wfhost_core::policy::secrets::Secrets,
+    /// The operator's allowlist for the `http` capability (`http_allow`
+    /// in the user's config): a request must match it as well as the
+    /// workflow's grant. `None`: the workflow's grant alone.
+    pub http_allow: Option<Vec<wfhost_core::policy::http::HostPattern>>,
 }
 
 impl Default for RuntimeConfig {
@@ -62,6 +66,7 @@ impl Default for RuntimeConfig {
                 .filter(|u| !u.trim().is_empty()),
             slurm_watcher: None,
             secrets: Default::default(),
+            http_allow: None,
         }
     }
 }

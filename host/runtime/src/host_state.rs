@@ -103,6 +103,9 @@ pub struct HostState {
     pub log: BlockLog,
     pub stdout: CappedCapture,
     pub stderr: CappedCapture,
+    /// The `http` capability: the plugin's policy and its refusals.
+    pub http: crate::capabilities::http::HttpState,
+    pub http_ctx: wasmtime_wasi_http::WasiHttpCtx,
 }
 
 impl WasiView for HostState {
@@ -143,6 +146,16 @@ impl AgentView for HostState {
         AgentCtxView {
             scope: self.scope.as_ref(),
             state: &mut self.agent,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for HostState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http,
         }
     }
 }

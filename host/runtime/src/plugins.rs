@@ -57,6 +57,8 @@ pub struct PluginRequest {
     pub source: PluginSource,
     pub world: World,
     pub grants: Vec<String>,
+    /// Where it may send HTTP requests, when it is granted `http`.
+    pub http: Option<wfhost_core::policy::http::HttpGrant>,
 }
 
 /// A plugin that could not be loaded, and why.
@@ -109,6 +111,8 @@ pub struct PluginSet {
     /// resolved against it, like plugin paths.
     manifest_dir: Option<PathBuf>,
     workers: HashMap<String, WorkerPre>,
+    /// The `http` policy of each worker granted `http`.
+    http: HashMap<String, Arc<wfhost_core::policy::http::Policy>>,
     /// Write limits of blocks that set them, by (node, block); the others
     /// get the defaults.
     limits: HashMap<(String, String), wfhost_core::manifest::WriteLimits>,
@@ -159,21 +163,23 @@ impl PluginSet {
                         .unwrap_or(&[]),
                 )
             };
-            let (source, grants) = match wf.plugins.get(name) {
+            let (source, grants, http) = match wf.plugins.get(name) {
                 Some(spec) => (
                     match &spec.path {
                         Some(path) => PluginSource::File(workflow.base_dir().join(path)),
                         None => builtin(),
                     },
                     spec.grants.clone(),
+                    spec.http.clone(),
                 ),
-                None => (builtin(), Vec::new()),
+                None => (builtin(), Vec::new(), None),
             };
             requests.push(PluginRequest {
                 name: name.to_string(),
                 source,
                 world,
                 grants,
+                http,
             });
         };
         want(&wf.action_handler, World::ActionHandler);
@@ -229,6 +235,7 @@ impl PluginSet {
             workspace,
             manifest_dir: None,
             workers: HashMap::new(),
+            http: HashMap::new(),
             handlers: HashMap::new(),
             idle_handlers: Default::default(),
             loads: Vec::new(),
@@ -281,6 +288,9 @@ impl PluginSet {
         let wit_version =
             admission::check_world(&rt.engine, &component, request.world).map_err(fail)?;
         admission::check_imports(&rt.engine, &component, &request.grants).map_err(fail)?;
+        if let Some(policy) = self.http_policy(request).map_err(fail)? {
+            self.http.insert(request.name.clone(), Arc::new(policy));
+        }
         let pre = rt
             .linker
             .instantiate_pre(&component)
@@ -306,6 +316,25 @@ impl PluginSet {
             wit_version,
         });
         Ok(())
+    }
+
+    /// The `http` policy of a worker granted `http` (with the operator's
+    /// allowlist), or `None`.
+    fn http_policy(
+        &self,
+        request: &PluginRequest,
+    ) -> Result<Option<wfhost_core::policy::http::Policy>, String> {
+        let granted = request.grants.iter().any(|g| g == "http");
+        match (&request.http, granted, request.world) {
+            (Some(grant), true, World::Worker) => grant
+                .policy(&request.name, self.runtime.config.http_allow.clone())
+                .map(Some),
+            (None, true, _) => Err(format!(
+                "is granted `http` but no host: add `plugins.{}.http.allow`",
+                request.name
+            )),
+            _ => Ok(None),
+        }
     }
 
     /// Remove the containers the run's plugins started or keep dormant and
@@ -358,6 +387,7 @@ impl PluginSet {
         watch: Option<WriteWatch>,
         timeout: Duration,
         scope: Option<ExecScope>,
+        http: Option<Arc<wfhost_core::policy::http::Policy>>,
     ) -> Store<HostState> {
         let config = &self.runtime.config;
         let stdout = CappedCapture::new(config.max_log_bytes);
@@ -381,6 +411,8 @@ impl PluginSet {
             log: BlockLog::with_cap(config.max_log_bytes),
             stdout,
             stderr,
+            http: crate::capabilities::http::HttpState::new(http, config.secrets.clone()),
+            http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.memory);
@@ -518,7 +550,8 @@ impl PluginSet {
         }
         let mut host_watch = WriteWatch::new(host_roots, limits);
         let watch = WriteWatch::new(roots, limits);
-        let mut store = self.new_store(wasi, mounts, Some(watch), timeout, Some(exec));
+        let http = self.http.get(&name).cloned();
+        let mut store = self.new_store(wasi, mounts, Some(watch), timeout, Some(exec), http);
 
         let context = view.context(&request.context);
         let payload: Vec<wit::ContextSegment> =
@@ -656,6 +689,7 @@ impl PluginSet {
                     GuestMounts::default(),
                     None,
                     timeout,
+                    None,
                     None,
                 ),
                 None,
@@ -841,6 +875,13 @@ fn from_wit_command(c: wit::EngineCommand) -> EngineCommand {
 fn drain_log(store: &mut Store<HostState>) -> Vec<String> {
     let state = store.data_mut();
     let mut lines = std::mem::take(&mut state.log.lines);
+    lines.extend(
+        state
+            .http
+            .take_notes()
+            .into_iter()
+            .map(|l| format!("[wfhost] {l}")),
+    );
     if state.log.dropped > 0 {
         lines.push(format!(
             "[wfhost] {} log lines dropped past the cap",

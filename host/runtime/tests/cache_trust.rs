@@ -33,6 +33,7 @@ fn load(cache: &Path, ws: &Path) -> (PluginSet, CacheOutcome, CacheOutcome) {
         source: PluginSource::Builtin(bytes),
         world: World::Worker,
         grants: Vec::new(),
+        http: None,
     };
     let set = PluginSet::load(
         runtime(cache),
@@ -185,6 +186,7 @@ fn a_runtime_loads_the_same_component_from_memory_the_second_time() {
         source: PluginSource::Builtin(guests::ECHO),
         world: World::Worker,
         grants: Vec::new(),
+        http: None,
     };
     let first =
         PluginSet::load(runtime.clone(), std::slice::from_ref(&request), ws.path()).unwrap();

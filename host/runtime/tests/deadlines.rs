@@ -32,6 +32,7 @@ fn plugins(ws: &Path) -> PluginSet {
         source: PluginSource::Builtin(bytes),
         world: World::Worker,
         grants: Vec::new(),
+        http: None,
     };
     PluginSet::load(
         Arc::new(rt),

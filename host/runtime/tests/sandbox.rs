@@ -37,6 +37,7 @@ fn request(name: &str, source: PluginSource, world: World) -> PluginRequest {
         source,
         world,
         grants: Vec::new(),
+        http: None,
     }
 }
 

@@ -131,6 +131,7 @@ fn request(name: &str, bytes: &'static [u8], world: World) -> PluginRequest {
         source: PluginSource::Builtin(bytes),
         world,
         grants: Vec::new(),
+        http: None,
     }
 }
 
@@ -164,6 +165,7 @@ fn a_component_targeting_an_unknown_version_is_refused_naming_both() {
         source: PluginSource::File(file),
         world: World::Worker,
         grants: Vec::new(),
+        http: None,
     }];
     let err = PluginSet::load(runtime(), &requests, dir.path())
         .err()

@@ -33,7 +33,8 @@ pub struct BuildArgs {
 pub const OUTPUT_DIR: &str = "target/wfhost";
 
 pub fn build(args: BuildArgs) -> u8 {
-    let built = super::lang::Lang::detect(&args.dir).and_then(|lang| lang.build(&args.dir, args.release));
+    let built =
+        super::lang::Lang::detect(&args.dir).and_then(|lang| lang.build(&args.dir, args.release));
     match built {
         Ok(component) => {
             println!("{}", component.display());

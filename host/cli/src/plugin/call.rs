@@ -183,6 +183,7 @@ fn load(
         source: PluginSource::File(plugin.to_path_buf()),
         world,
         grants: args.grants.clone(),
+        http: None,
     };
     PluginSet::load(runtime, &[request], workspace).map_err(|e| {
         let hint = match world {

@@ -50,6 +50,7 @@ const SDK_FILES: &[(&str, &str)] = &[
         include_str!("../../../../sdk/src/context.rs"),
     ),
     ("src/log.rs", include_str!("../../../../sdk/src/log.rs")),
+    ("src/http.rs", include_str!("../../../../sdk/src/http.rs")),
     (
         "wit/plugin.wit",
         include_str!("../../../../sdk/wit/plugin.wit"),

@@ -130,6 +130,7 @@ impl Checker<'_> {
                 );
             }
             self.plugin_source(name, spec);
+            self.plugin_http(name, spec);
             for (i, grant) in spec.grants.iter().enumerate() {
                 if crate::policy::capabilities::find(grant).is_none() {
                     self.err(
@@ -141,6 +142,29 @@ impl Checker<'_> {
                     );
                 }
             }
+        }
+    }
+
+    /// `http` is granted with the hosts it may reach, and only then.
+    fn plugin_http(&mut self, name: &str, spec: &super::PluginSpec) {
+        let granted = spec.grants.iter().any(|g| g == "http");
+        match &spec.http {
+            None if granted => self.err(
+                pointer(&["plugins", name, "grants"]),
+                format!(
+                    "plugin `{name}` is granted `http` but no host: add `plugins.{name}.http.allow`"
+                ),
+            ),
+            Some(_) if !granted => self.err(
+                pointer(&["plugins", name, "http"]),
+                format!("`http` lists hosts, but plugin `{name}` is not granted `http`: add \"http\" to its grants"),
+            ),
+            Some(grant) => {
+                for (at, message) in grant.check() {
+                    self.err(format!("{}{at}", pointer(&["plugins", name, "http"])), message);
+                }
+            }
+            None => {}
         }
     }
 

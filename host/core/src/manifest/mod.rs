@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod analysis;
 mod check;
-mod duration;
+pub(crate) mod duration;
 pub mod graph;
 mod load;
 pub mod pinning;
@@ -154,6 +154,10 @@ pub struct PluginSpec {
     /// Host capabilities granted to this plugin beyond the base sandbox.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<String>,
+    /// Where a plugin granted `http` may send requests, and the secrets
+    /// the host fills in for each host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<crate::policy::http::HttpGrant>,
 }
 
 /// A logical container of blocks that owns context (static memory, isolation).

@@ -1,7 +1,7 @@
 //! Host capabilities that a workflow can grant to a plugin.
 //!
 //! Every plugin gets the base sandbox: the WASI interfaces listed in
-//! [`BASE_INTERFACES`] (never sockets or HTTP) and the `wfhost:plugin`
+//! [`BASE_INTERFACES`] (never sockets; HTTP only through the `http` grant) and the `wfhost:plugin`
 //! interfaces of its world. Anything else it imports must belong to a
 //! capability the workflow grants it in `plugins.<name>.grants`, or the host
 //! refuses to load it.
@@ -37,6 +37,11 @@ pub const CAPABILITIES: &[Capability] = &[
         interfaces: &["wfhost:plugin/agent"],
         summary: "run agent CLIs with the env contract and prompt, then check their changes and BlockOutput",
     },
+    Capability {
+        name: "http",
+        interfaces: &["wasi:http/outgoing-handler", "wasi:http/types"],
+        summary: "send HTTP requests (wasi:http) to the hosts listed in plugins.<name>.http.allow, with secrets filled in by the host",
+    },
 ];
 
 /// Interface prefixes every plugin may import.
@@ -52,8 +57,9 @@ pub const BASE_INTERFACES: &[&str] = &[
     "wfhost:plugin/executor-types",
 ];
 
-/// Interface prefixes no workflow can grant: plugins have no network.
-pub const NEVER_GRANTED: &[&str] = &["wasi:sockets/", "wasi:http/"];
+/// Interface prefixes no workflow can grant: plugins open no sockets (the
+/// `http` capability's requests are made by the host).
+pub const NEVER_GRANTED: &[&str] = &["wasi:sockets/"];
 
 pub fn find(name: &str) -> Option<&'static Capability> {
     CAPABILITIES.iter().find(|c| c.name == name)
@@ -136,7 +142,14 @@ mod tests {
             Err(Refusal::Network)
         );
         assert_eq!(
-            check_import("wasi:http/outgoing-handler@0.2.6", &all),
+            check_import("wasi:http/outgoing-handler@0.2.6", &[]),
+            Err(Refusal::NotGranted("http"))
+        );
+        let http = vec!["http".to_string()];
+        assert!(check_import("wasi:http/outgoing-handler@0.2.6", &http).is_ok());
+        assert!(check_import("wasi:http/types@0.2.0", &http).is_ok());
+        assert_eq!(
+            check_import("wasi:sockets/tcp@0.2.6", &http),
             Err(Refusal::Network)
         );
     }

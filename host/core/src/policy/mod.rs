@@ -5,4 +5,5 @@
 
 pub mod capabilities;
 pub mod exec;
+pub mod http;
 pub mod secrets;

@@ -20,6 +20,7 @@ use crate::host_state::HostState;
 pub(crate) mod agent;
 pub(crate) mod container;
 pub(crate) mod exec;
+pub(crate) mod http;
 pub(crate) mod resources;
 pub(crate) mod scope;
 pub(crate) mod slurm;
@@ -49,6 +50,10 @@ pub(crate) const LINKED: &[HostCapability] = &[
     HostCapability {
         name: "agent",
         link: agent::link::<HostState>,
+    },
+    HostCapability {
+        name: "http",
+        link: http::link::<HostState>,
     },
 ];
 

@@ -14,5 +14,8 @@ pub fn next_steps(name: &str, _world: WorldArg, dir: &Path) -> String {
 }
 
 pub fn build(dir: &Path, _release: bool) -> Result<PathBuf, String> {
-    Err(format!("{}: python plugins cannot be built yet", dir.display()))
+    Err(format!(
+        "{}: python plugins cannot be built yet",
+        dir.display()
+    ))
 }
