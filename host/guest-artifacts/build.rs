@@ -16,6 +16,7 @@ const GUESTS: &[(&str, &str, &str)] = &[
     ("wfhost-plugin-exec", "EXEC", "exec"),
     ("wfhost-plugin-agent", "AGENT", "agent"),
     ("wfhost-plugin-scripted", "SCRIPTED", "scripted"),
+    ("wfhost-plugin-llm", "LLM", "llm"),
     (
         "wfhost-example-escalate-actions",
         "EXAMPLE_ESCALATE_ACTIONS",

@@ -16,50 +16,119 @@ use super::{command, stderr, stdout, workspace_in};
 
 const SECRET: &str = "sk-test-7f3a9c1e55";
 
-/// A loopback HTTP/1.1 server: `/echo` answers with the request as JSON,
-/// `/redirect` sends to `localhost` (the same server under a name the
-/// tests do not allow), `/big` answers 2 MiB, `/slow` waits 10 s. Every
-/// request it got is kept.
-struct Server {
-    port: u16,
+/// What a test server answers: a status line, extra header lines (each
+/// ending in CRLF), a body, and how long to wait first.
+pub(super) struct Reply {
+    pub status: &'static str,
+    pub headers: String,
+    pub body: Vec<u8>,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn new(status: &'static str, body: impl Into<Vec<u8>>) -> Reply {
+        Reply {
+            status,
+            headers: String::new(),
+            body: body.into(),
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// Answers a request (method, path, headers, body as JSON) on `port`.
+pub(super) type Handler = Arc<dyn Fn(&Value, u16) -> Reply + Send + Sync>;
+
+/// A loopback HTTP/1.1 server answering through a handler; every request
+/// it got is kept.
+pub(super) struct Server {
+    pub port: u16,
     seen: Arc<Mutex<Vec<Value>>>,
 }
 
 impl Server {
+    /// The probe's server: `/echo` answers with the request as JSON,
+    /// `/redirect` sends to `localhost` (the same server under a name the
+    /// tests do not allow), `/big` answers 2 MiB, `/slow` waits 10 s.
     fn start() -> Server {
+        Server::start_with(Arc::new(probe_routes))
+    }
+
+    pub fn start_with(handler: Handler) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
         let kept = seen.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let kept = kept.clone();
-                std::thread::spawn(move || serve(stream, port, &kept));
+                let (kept, handler) = (kept.clone(), handler.clone());
+                std::thread::spawn(move || serve(stream, port, &kept, &*handler));
             }
         });
         Server { port, seen }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    fn seen(&self) -> Vec<Value> {
+    pub fn seen(&self) -> Vec<Value> {
         self.seen.lock().unwrap().clone()
     }
 }
 
-fn serve(stream: TcpStream, port: u16, seen: &Mutex<Vec<Value>>) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if reader.read_line(&mut line).is_err() {
-        return;
+fn probe_routes(request: &Value, port: u16) -> Reply {
+    match request["path"].as_str().unwrap_or("") {
+        "/echo" => Reply {
+            headers: format!(
+                "x-echo-auth: {}\r\n",
+                request["headers"]["authorization"].as_str().unwrap_or("")
+            ),
+            ..Reply::new("200 OK", request.to_string())
+        },
+        "/redirect" => Reply {
+            headers: format!("location: http://localhost:{port}/echo\r\n"),
+            ..Reply::new("302 Found", "")
+        },
+        "/big" => Reply::new("200 OK", vec![b'x'; 2 << 20]),
+        "/slow" => Reply {
+            delay: Duration::from_secs(10),
+            ..Reply::new("200 OK", "late")
+        },
+        _ => Reply::new("404 Not Found", ""),
     }
-    let mut parts = line.split_whitespace();
-    let (method, path) = (
-        parts.next().unwrap_or("").to_string(),
-        parts.next().unwrap_or("").to_string(),
+}
+
+fn serve(
+    stream: TcpStream,
+    port: u16,
+    seen: &Mutex<Vec<Value>>,
+    handler: &(dyn Fn(&Value, u16) -> Reply + Send + Sync),
+) {
+    let Some(request) = read_request(&stream) else {
+        return;
+    };
+    seen.lock().unwrap().push(request.clone());
+    let reply = handler(&request, port);
+    std::thread::sleep(reply.delay);
+    let head = format!(
+        "HTTP/1.1 {}\r\ncontent-length: {}\r\nconnection: close\r\n{}\r\n",
+        reply.status,
+        reply.body.len(),
+        reply.headers
     );
+    let mut out = stream;
+    let _ = out.write_all(head.as_bytes());
+    let _ = out.write_all(&reply.body);
+}
+
+/// Method, path, headers (lowercase names) and body, as JSON.
+fn read_request(stream: &TcpStream) -> Option<Value> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let mut parts = line.split_whitespace();
+    let (method, path) = (parts.next()?.to_string(), parts.next()?.to_string());
     let mut headers = serde_json::Map::new();
     let mut length = 0;
     loop {
@@ -76,42 +145,9 @@ fn serve(stream: TcpStream, port: u16, seen: &Mutex<Vec<Value>>) {
         }
     }
     let mut body = vec![0; length];
-    let _ = reader.read_exact(&mut body);
-    let request = json!({"method": method, "path": path, "headers": headers,
-        "body": String::from_utf8_lossy(&body)});
-    seen.lock().unwrap().push(request.clone());
-    let mut out = stream;
-    let reply = |out: &mut TcpStream, status: &str, extra: &str, body: &[u8]| {
-        let head = format!(
-            "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n{extra}\r\n",
-            body.len()
-        );
-        let _ = out.write_all(head.as_bytes());
-        let _ = out.write_all(body);
-    };
-    match path.as_str() {
-        "/echo" => reply(
-            &mut out,
-            "200 OK",
-            &format!(
-                "x-echo-auth: {}\r\n",
-                request["headers"]["authorization"].as_str().unwrap_or("")
-            ),
-            request.to_string().as_bytes(),
-        ),
-        "/redirect" => reply(
-            &mut out,
-            "302 Found",
-            &format!("location: http://localhost:{port}/echo\r\n"),
-            b"",
-        ),
-        "/big" => reply(&mut out, "200 OK", "", &vec![b'x'; 2 << 20]),
-        "/slow" => {
-            std::thread::sleep(Duration::from_secs(10));
-            reply(&mut out, "200 OK", "", b"late");
-        }
-        _ => reply(&mut out, "404 Not Found", "", b""),
-    }
+    reader.read_exact(&mut body).ok()?;
+    Some(json!({"method": method, "path": path, "headers": headers,
+        "body": String::from_utf8_lossy(&body)}))
 }
 
 /// A one-block workflow of the HTTP probe with `grant` as its `http`.

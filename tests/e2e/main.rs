@@ -24,6 +24,7 @@ mod inputs;
 mod inspect;
 mod json_shapes;
 mod leases;
+mod llm;
 mod mcp;
 mod notify;
 mod observe;
