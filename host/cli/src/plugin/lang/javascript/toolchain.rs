@@ -144,7 +144,7 @@ fn marker() -> String {
 /// A directory in the way that is not a complete install (made by hand,
 /// or by something else): moved aside and removed, never trusted.
 fn set_aside(root: &Path, dir: &Path) {
-    if !dir.exists() {
+    if !dir.exists() || is_complete(dir) {
         return;
     }
     if let Ok(aside) = tempfile::Builder::new().prefix(".stale-").tempdir_in(root) {
@@ -223,4 +223,47 @@ pub fn shown(cmd: &Command) -> String {
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a directory with the right marker is an install; anything else
+    /// in its place is moved away (and removed) before installing.
+    #[test]
+    fn a_half_installed_toolchain_is_not_trusted() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = dir_in(root.path());
+        std::fs::create_dir_all(dir.join("node_modules/@bytecodealliance/jco")).unwrap();
+        assert!(!is_complete(&dir), "no marker");
+        std::fs::write(dir.join(COMPLETE), "jco 0.0.1\n").unwrap();
+        assert!(!is_complete(&dir), "another version's marker");
+        std::fs::remove_file(dir.join(COMPLETE)).unwrap();
+        set_aside(root.path(), &dir);
+        assert!(!dir.exists());
+        let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().collect();
+        assert!(left.is_empty(), "{left:?}");
+
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(COMPLETE), marker()).unwrap();
+        assert!(is_complete(&dir));
+        set_aside(root.path(), &dir);
+        assert!(is_complete(&dir), "a complete install is left alone");
+    }
+
+    #[test]
+    fn the_install_checks_the_versions_npm_installed() {
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("node_modules/@bytecodealliance/jco");
+        std::fs::create_dir_all(&package).unwrap();
+        std::fs::write(package.join("package.json"), r#"{"version": "1.34.0"}"#).unwrap();
+        let err = check_installed(dir.path(), "@bytecodealliance/jco", JCO_VERSION).unwrap_err();
+        assert!(
+            err.contains("npm installed @bytecodealliance/jco 1.34.0, not the pinned 1.35.0"),
+            "{err}"
+        );
+        std::fs::write(package.join("package.json"), r#"{"version": "1.35.0"}"#).unwrap();
+        assert!(check_installed(dir.path(), "@bytecodealliance/jco", JCO_VERSION).is_ok());
+    }
 }
