@@ -154,8 +154,14 @@ fn a_new_javascript_worker_tests_builds_calls_runs_and_goes_through_a_registry()
     ] {
         assert!(shown.contains(line), "{line} missing from:\n{shown}");
     }
+    let compiled = cached_compilation(scratch.path(), &component);
     let out = wfhost_in(&project, scratch.path(), &["plugin", "call", "--json"]);
     ok(&out, "plugin call --json");
+    assert_eq!(
+        cached_compilation(scratch.path(), &component),
+        compiled,
+        "the second call compiled nothing: it loaded the cached compilation"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["output"]["signal"], "SIGNAL:EMPTY", "{report}");
     assert_eq!(
@@ -197,6 +203,24 @@ fn a_new_javascript_worker_tests_builds_calls_runs_and_goes_through_a_registry()
     );
 
     publish_install_and_run(scratch.path(), &project);
+}
+
+/// The compiled-component cache's entry for `component` (named by its
+/// digest) and when it was written: there must be exactly one.
+fn cached_compilation(scratch: &Path, component: &Path) -> (PathBuf, std::time::SystemTime) {
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(std::fs::read(component).unwrap()));
+    let entries: Vec<PathBuf> = std::fs::read_dir(scratch.join("cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(&digest) && name.ends_with(".cwasm")
+        })
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let written = entries[0].metadata().unwrap().modified().unwrap();
+    (entries[0].clone(), written)
 }
 
 /// Pack, sign and push the project's component to a registry; another
