@@ -169,6 +169,7 @@ pub fn build(dir: &Path, _release: bool) -> Result<PathBuf, String> {
     if let Some(signals) = signals {
         append_signals(&mut bytes, &signals);
     }
+    check_component(&built, &bytes, &project)?;
     write_atomically(&project.component, &bytes)?;
     Ok(project.component)
 }
@@ -425,6 +426,29 @@ fn componentize(
         ));
     }
     Ok(out)
+}
+
+/// The component is what the host will admit for this project: its world,
+/// and exactly the capabilities wfhost-plugin.toml lists (no network, no
+/// interface the host does not offer), so that a toolchain that imports
+/// more than it was asked to is caught here rather than at a run.
+fn check_component(path: &Path, bytes: &[u8], project: &Project) -> Result<(), String> {
+    let info = wfhost_distribution::component::inspect(bytes)
+        .map_err(|e| format!("{} (built by componentize-js) {e}", path.display()))?;
+    let mut listed = project.capabilities.clone();
+    listed.sort();
+    if info.world != project.world.name() || info.capabilities != listed {
+        return Err(format!(
+            "{}: componentize-js built a component of world {} needing capabilities [{}]; the \
+             project is of world {} with capabilities [{}]",
+            path.display(),
+            info.world,
+            info.capabilities.join(", "),
+            project.world.name(),
+            listed.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// Append a `wfhost:signals` custom section (one signal a line), as the

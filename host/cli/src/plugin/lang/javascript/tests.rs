@@ -215,3 +215,26 @@ fn the_lock_pins_the_versions_the_toolchain_checks() {
         "{name}"
     );
 }
+
+#[test]
+fn a_component_is_checked_against_the_project() {
+    let word_count = wfhost_guest_artifacts::EXAMPLE_WORD_COUNT;
+    let path = Path::new("built.wasm");
+    assert!(check_component(path, word_count, &project(WorldArg::Worker, &[])).is_ok());
+    let err = check_component(path, word_count, &project(WorldArg::Worker, &["exec"])).unwrap_err();
+    assert!(
+        err.contains("of world worker needing capabilities []; the project is of world worker with capabilities [exec]"),
+        "{err}"
+    );
+    let err =
+        check_component(path, word_count, &project(WorldArg::ActionHandler, &[])).unwrap_err();
+    assert!(
+        err.contains("the project is of world action-handler"),
+        "{err}"
+    );
+    let err = check_component(path, b"not wasm", &project(WorldArg::Worker, &[])).unwrap_err();
+    assert!(
+        err.contains("built.wasm (built by componentize-js) is not a valid"),
+        "{err}"
+    );
+}
