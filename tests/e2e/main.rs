@@ -31,6 +31,7 @@ mod observe;
 mod otlp;
 mod parallel;
 mod plugin;
+mod plugin_javascript;
 mod presets;
 mod rerun;
 mod results;
