@@ -24,10 +24,14 @@ function guarded(f) {
 
 /** `result`, which must not be a Promise: the WIT functions are synchronous. */
 function synchronous(result) {
-  if (result && typeof result.then === "function") {
-    throw new PluginError("async-result", "the plugin returned a Promise: make `run`/`interpret` synchronous");
+  if (isPromise(result)) {
+    throw new PluginError("async-result", "the plugin returned a Promise: make `interpret` synchronous");
   }
   return result;
+}
+
+function isPromise(value) {
+  return Boolean(value) && typeof value.then === "function";
 }
 
 function checkSignals(signals) {
@@ -123,7 +127,18 @@ export function defineWorker(spec) {
       return guarded(() => {
         const ctx = new BlockContext(context);
         const segments = payload.map((s) => ({ id: s.id, kind: s.kind, content: s.content }));
-        return wireOutput(synchronous(spec.run(ctx, segments)), signals, ctx);
+        const result = spec.run(ctx, segments);
+        if (isPromise(result)) {
+          // An async `run` (to await `fetch`, for a worker granted http):
+          // the component runs its event loop until the promise settles.
+          return result.then(
+            (out) => wireOutput(out, signals, ctx),
+            (e) => {
+              throw wireError(e);
+            },
+          );
+        }
+        return wireOutput(result, signals, ctx);
       });
     },
   });

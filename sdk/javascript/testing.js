@@ -60,7 +60,13 @@ function unwire(e) {
  */
 export function callWorker(worker, context, payload = []) {
   try {
-    return worker.run(context, payload);
+    const result = worker.run(context, payload);
+    if (result && typeof result.then === "function") {
+      return result.catch((e) => {
+        throw unwire(e);
+      });
+    }
+    return result;
   } catch (e) {
     throw unwire(e);
   }

@@ -50,7 +50,7 @@ impl Server {
     /// The probe's server: `/echo` answers with the request as JSON,
     /// `/redirect` sends to `localhost` (the same server under a name the
     /// tests do not allow), `/big` answers 2 MiB, `/slow` waits 10 s.
-    fn start() -> Server {
+    pub fn start() -> Server {
         Server::start_with(Arc::new(probe_routes))
     }
 

@@ -474,3 +474,83 @@ impl Drop for Registry {
         let _ = self.child.wait();
     }
 }
+
+/// A JavaScript worker that lists `http` awaits `fetch` to a host its
+/// workflow allows, with a secret placeholder the host fills in; the
+/// component imports wasi:http and is refused without the grant.
+#[test]
+fn a_javascript_worker_granted_http_fetches_from_an_allowed_host() {
+    let server = super::http::Server::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let parent = scratch.path();
+    let out = wfhost_in(
+        parent,
+        parent,
+        &["plugin", "new", "fetcher", "--lang", "javascript"],
+    );
+    ok(&out, "plugin new");
+    let project = parent.join("fetcher");
+    let toml = project.join("wfhost-plugin.toml");
+    let manifest = std::fs::read_to_string(&toml)
+        .unwrap()
+        .replace("capabilities = []", "capabilities = [\"http\"]")
+        .replace(", \"SIGNAL:EMPTY\"", "");
+    std::fs::write(&toml, manifest).unwrap();
+    std::fs::write(
+        project.join("src/plugin.js"),
+        r#"import { defineWorker, output, segment } from "../wfhost-sdk/index.js";
+
+export const blockWorker = defineWorker({
+  signals: ["SIGNAL:SUCCESS"],
+  async run(ctx, payload) {
+    const { url } = ctx.config({ keys: ["url"] });
+    const response = await fetch(url, { headers: { authorization: "Bearer ${secret.API_KEY}" } });
+    const seen = await response.json();
+    payload.push(segment("FETCHED", `${response.status} ${seen.headers.authorization}`));
+    return output(payload, "SIGNAL:SUCCESS");
+  },
+});
+"#,
+    )
+    .unwrap();
+    std::fs::remove_file(project.join("test/plugin.test.js")).unwrap();
+    let component = build(&project, parent);
+    let info =
+        wfhost_distribution::component::inspect(&std::fs::read(&component).unwrap()).unwrap();
+    assert_eq!(info.capabilities, ["http"]);
+    super::set_secret(parent, "API_KEY", "sk-js-5e1d0c9b77");
+    let wf = serde_json::json!({
+        "id": "js-fetch", "start_node": "main",
+        "plugins": {"fetcher": {"path": component, "grants": ["http"], "http": {"allow": [
+            {"host": format!("127.0.0.1:{}", server.port), "scheme": "http", "secrets": ["API_KEY"]}]}}},
+        "nodes": {"main": {"entry_block": "x", "blocks": {"x": {
+            "worker": "fetcher", "config": {"url": server.url("/echo")},
+            "transitions": [{"on_signal": "SIGNAL:SUCCESS", "action": "END"}]}}}}
+    });
+    let path = parent.join("fetch.json");
+    std::fs::write(&path, wf.to_string()).unwrap();
+    let ws = super::workspace_in(parent);
+    let out = wfhost(
+        &["run", path.to_str().unwrap(), "-w", ws.to_str().unwrap()],
+        parent,
+    );
+    ok(&out, "run the fetching worker");
+    assert!(
+        stdout(&out).contains("200 Bearer ***"),
+        "the guest sees the secret masked: {}",
+        stdout(&out)
+    );
+    assert_eq!(
+        server.seen()[0]["headers"]["authorization"],
+        "Bearer sk-js-5e1d0c9b77"
+    );
+    let mut ungranted = wf.clone();
+    ungranted["plugins"]["fetcher"] = serde_json::json!({"path": component});
+    std::fs::write(&path, ungranted.to_string()).unwrap();
+    let out = wfhost(
+        &["run", path.to_str().unwrap(), "-w", ws.to_str().unwrap()],
+        parent,
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("add \"http\""), "{}", stderr(&out));
+}

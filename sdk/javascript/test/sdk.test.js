@@ -58,8 +58,6 @@ test("errors become plugin-error records", () => {
   const failing = defineWorker({ run: () => { throw new PluginError("bad-thing", "it broke"); } });
   assert.throws(() => failing.run(testContext("b"), []), (e) => e.code === "bad-thing" && e.message === "it broke" && !(e instanceof Error));
   assert.throws(() => callWorker(echo, testContext("b", { throw: true })), (e) => e.code === "exception" && e.detail.includes("boom"));
-  const asyncRun = defineWorker({ run: async (_c, p) => output(p, "SIGNAL:SUCCESS") });
-  assert.throws(() => callWorker(asyncRun, testContext("b")), { code: "async-result" });
   const badSegment = defineWorker({ run: () => output([{ id: 1 }], "SIGNAL:SUCCESS") });
   assert.throws(() => callWorker(badSegment, testContext("b")), { code: "bad-output" });
 });
@@ -120,4 +118,15 @@ test("capabilities forward to what is connected, and say what is missing", () =>
   assert.throws(() => connectHost({ http: {} }), /not a host interface/);
   assert.equal(env.secretRef("TOKEN"), "\0secret:TOKEN");
   assert.equal(env.toWire({ secret: "T" }), "\0secret:T");
+});
+
+test("an async run resolves to its output, and its errors become plugin-error records", async () => {
+  const asyncRun = defineWorker({ run: async (_c, p) => output([...p, segment("A", "x")], "SIGNAL:SUCCESS") });
+  const out = await callWorker(asyncRun, testContext("b"));
+  assert.equal(out.signal, "SIGNAL:SUCCESS");
+  assert.equal(out.payload.at(-1).content, "x");
+  const failing = defineWorker({ run: async () => { throw new PluginError("bad-thing", "later"); } });
+  await assert.rejects(callWorker(failing, testContext("b")), (e) => e.code === "bad-thing" && e.message.includes("later"));
+  const undeclared = defineWorker({ signals: ["SIGNAL:SUCCESS"], run: async (_c, p) => output(p, "SIGNAL:NOPE") });
+  await assert.rejects(callWorker(undeclared, testContext("b")), { code: "undeclared-signal" });
 });

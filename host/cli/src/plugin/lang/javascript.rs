@@ -227,6 +227,25 @@ impl Project {
         }
     }
 
+    /// The `wfhost:plugin` interfaces it imports: its capabilities but
+    /// `http`, which is `wasi:http` (JavaScript's `fetch`).
+    fn interfaces(&self) -> impl Iterator<Item = &str> {
+        self.capabilities
+            .iter()
+            .map(String::as_str)
+            .filter(|c| *c != "http")
+    }
+
+    /// The StarlingMonkey features left out: incoming requests always,
+    /// `fetch` unless the plugin lists `http`.
+    fn disabled_features(&self) -> &'static [&'static str] {
+        if self.capabilities.iter().any(|c| c == "http") {
+            &["fetch-event"]
+        } else {
+            &["http", "fetch-event"]
+        }
+    }
+
     /// Where the generated entry and world go.
     fn build_dir(&self) -> PathBuf {
         self.dir.join(BUILD_DIR)
@@ -236,7 +255,7 @@ impl Project {
 /// The worker world's capabilities, each one the host knows; an action
 /// handler has none.
 fn check_capabilities(toml: &Path, world: WorldArg, capabilities: &[String]) -> Result<(), String> {
-    let known = ["exec", "container", "slurm", "agent"];
+    let known = ["exec", "container", "slurm", "agent", "http"];
     for cap in capabilities {
         if !known.contains(&cap.as_str()) {
             return Err(format!(
@@ -336,7 +355,7 @@ process.stdout.write(JSON.stringify(plugin.signals ?? null));
 fn world_wit(project: &Project) -> String {
     let version = &project.wit_version;
     let mut imports = vec!["log".to_string()];
-    imports.extend(project.capabilities.iter().cloned());
+    imports.extend(project.interfaces().map(str::to_string));
     let export = match project.world {
         WorldArg::Worker => "block-worker",
         WorldArg::ActionHandler => "action-interpreter",
@@ -363,7 +382,7 @@ fn entry_js(project: &Project) -> String {
     js.push_str(&format!(
         "import {{ log }} from \"wfhost:plugin/log@{version}\";\n"
     ));
-    for cap in &project.capabilities {
+    for cap in project.interfaces() {
         js.push_str(&format!(
             "import * as {cap} from \"wfhost:plugin/{cap}@{version}\";\n"
         ));
@@ -371,9 +390,7 @@ fn entry_js(project: &Project) -> String {
     js.push_str(&format!(
         "import {{ connectHost }} from \"{up}/{SDK_DIR}/host.js\";\n"
     ));
-    let connected: Vec<&str> = std::iter::once("log")
-        .chain(project.capabilities.iter().map(String::as_str))
-        .collect();
+    let connected: Vec<&str> = std::iter::once("log").chain(project.interfaces()).collect();
     js.push_str(&format!("connectHost({{ {} }});\n", connected.join(", ")));
     js.push_str(&format!(
         "export {{ {} }} from \"{up}/{}\";\n",
@@ -407,9 +424,11 @@ fn componentize(
         .arg(format!("{BUILD_DIR}/entry.js"))
         .args(["--wit", &format!("{BUILD_DIR}/wit")])
         .args(["--world-name", project.world.name()])
-        // No `fetch` (wasi:http): plugins have no network, and a component
-        // importing it would be refused without a grant.
-        .args(["--disable", "http", "fetch-event", "--out"])
+        // `fetch` (wasi:http) only for a plugin that lists `http`: a
+        // component importing it is refused without that grant.
+        .arg("--disable")
+        .args(project.disabled_features())
+        .arg("--out")
         .arg(format!("{BUILD_DIR}/component.wasm"))
         .stdout(std::io::stderr());
     eprintln!(

@@ -133,9 +133,9 @@ fn the_entry_connects_the_imports_and_reexports_the_plugin() {
 fn capabilities_are_checked() {
     let toml = Path::new("wfhost-plugin.toml");
     let caps = |c: &[&str]| c.iter().map(|c| c.to_string()).collect::<Vec<_>>();
-    assert!(check_capabilities(toml, WorldArg::Worker, &caps(&["exec", "slurm"])).is_ok());
-    let err = check_capabilities(toml, WorldArg::Worker, &caps(&["http"])).unwrap_err();
-    assert!(err.contains("\"http\" is not one of"), "{err}");
+    assert!(check_capabilities(toml, WorldArg::Worker, &caps(&["exec", "slurm", "http"])).is_ok());
+    let err = check_capabilities(toml, WorldArg::Worker, &caps(&["sockets"])).unwrap_err();
+    assert!(err.contains("\"sockets\" is not one of"), "{err}");
     let err = check_capabilities(toml, WorldArg::ActionHandler, &caps(&["exec"])).unwrap_err();
     assert!(
         err.contains("an action handler imports no capability"),
