@@ -431,3 +431,70 @@ fn a_plugin_importing_wasi_http_without_the_grant_and_bad_grants_are_refused() {
     assert_ne!(out.status.code(), Some(0));
     assert!((stderr(&out) + &stdout(&out)).contains("is granted `http` but no host"));
 }
+
+#[test]
+fn plugin_call_grants_http_to_the_hosts_it_is_told() {
+    let server = Server::start();
+    let scratch = tempfile::tempdir().unwrap();
+    let probe = wfhost_guest_artifacts::TEST_HTTP_PROBE_PATH;
+    let config = json!({"requests": [{"url": server.url("/echo")}]}).to_string();
+    let allow = format!("http://127.0.0.1:{}", server.port);
+    let out = super::wfhost(
+        &[
+            "plugin",
+            "call",
+            probe,
+            "--grant",
+            "http",
+            "--http-allow",
+            &allow,
+            "--block-config",
+            &config,
+            "--json",
+        ],
+        scratch.path(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(r#"\"status\":200"#),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(server.seen().len(), 1);
+    let out = super::wfhost(
+        &[
+            "plugin",
+            "call",
+            probe,
+            "--grant",
+            "http",
+            "--block-config",
+            &config,
+        ],
+        scratch.path(),
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("is granted `http` but no host"),
+        "{}",
+        stderr(&out)
+    );
+    let out = super::wfhost(
+        &[
+            "plugin",
+            "call",
+            probe,
+            "--grant",
+            "http",
+            "--http-allow",
+            "https://x.com/v1",
+        ],
+        scratch.path(),
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("--http-allow (/allow/0/host)"),
+        "{}",
+        stderr(&out)
+    );
+}

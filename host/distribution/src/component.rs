@@ -136,7 +136,7 @@ fn capabilities_of(imports: &[String]) -> Result<Vec<String>, String> {
             }
             Err(Refusal::Network) => {
                 return Err(format!(
-                    "imports `{import}`: plugins have no network access"
+                    "imports `{import}`: plugins open no sockets (HTTP requests go through the `http` capability)"
                 ));
             }
             Err(_) => {
@@ -175,12 +175,19 @@ mod tests {
         assert_eq!(probe.capabilities, ["container", "slurm"]);
         let handler = inspect(guests::ACTIONS_CORE).unwrap();
         assert_eq!(handler.world, "action-handler");
+        // wasi:http is the `http` capability: declared, and consented to
+        // at install, like the others.
+        assert_eq!(inspect(guests::LLM).unwrap().capabilities, ["http"]);
+        assert_eq!(
+            inspect(guests::TEST_HTTP_PROBE).unwrap().capabilities,
+            ["http"]
+        );
     }
 
     #[test]
     fn refuses_what_is_not_a_plugin_saying_why() {
         let net = inspect(guests::TEST_NET_PROBE).unwrap_err();
-        assert!(net.contains("no network access"), "{net}");
+        assert!(net.contains("plugins open no sockets"), "{net}");
         let garbage = inspect(b"not wasm at all").unwrap_err();
         assert!(
             garbage.contains("not a valid WebAssembly component"),

@@ -33,10 +33,18 @@ pub struct CallArgs {
     /// temporary directory, removed afterwards).
     #[arg(long, short = 'w', value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Grant the plugin a capability (exec, container, slurm, agent);
-    /// repeat for more.
+    /// Grant the plugin a capability (exec, container, slurm, agent,
+    /// http); repeat for more.
     #[arg(long = "grant", value_name = "CAP")]
     pub grants: Vec<String>,
+    /// With `--grant http`: a host it may reach, `host[:port]` (https) or
+    /// `http://host[:port]`; repeat for more.
+    #[arg(long = "http-allow", value_name = "HOST")]
+    pub http_allow: Vec<String>,
+    /// With `--grant http`: a secret the allowed hosts may receive (its
+    /// `${secret.NAME}` placeholder filled in); repeat for more.
+    #[arg(long = "http-secret", value_name = "NAME")]
+    pub http_secrets: Vec<String>,
     /// Call an action handler with this action string (e.g. `JUMP:next`)
     /// instead of running a worker.
     #[arg(long, value_name = "ACTION")]
@@ -171,6 +179,39 @@ fn check_workspace(workspace: &Path) -> Result<(), String> {
         .map_err(|e| e.message)
 }
 
+/// The `http` grant of `--http-allow` and `--http-secret`, checked like a
+/// workflow's.
+fn http_grant(args: &CallArgs) -> Result<Option<wfhost_core::policy::http::HttpGrant>, String> {
+    use wfhost_core::policy::http::{AllowEntry, HttpGrant};
+    if args.http_allow.is_empty() {
+        return Ok(None);
+    }
+    let allow = args
+        .http_allow
+        .iter()
+        .map(|entry| {
+            let (scheme, host) = match entry.strip_prefix("http://") {
+                Some(host) => (Some("http".to_string()), host),
+                None => (None, entry.strip_prefix("https://").unwrap_or(entry)),
+            };
+            AllowEntry {
+                host: host.to_string(),
+                scheme,
+                methods: Vec::new(),
+                secrets: args.http_secrets.clone(),
+            }
+        })
+        .collect();
+    let grant = HttpGrant {
+        allow,
+        ..HttpGrant::default()
+    };
+    match grant.check().into_iter().next() {
+        Some((pointer, message)) => Err(format!("--http-allow ({pointer}): {message}")),
+        None => Ok(Some(grant)),
+    }
+}
+
 fn load(
     runtime: Arc<WasmRuntime>,
     plugin: &Path,
@@ -183,7 +224,7 @@ fn load(
         source: PluginSource::File(plugin.to_path_buf()),
         world,
         grants: args.grants.clone(),
-        http: None,
+        http: http_grant(args)?,
     };
     PluginSet::load(runtime, &[request], workspace).map_err(|e| {
         let hint = match world {
