@@ -29,6 +29,7 @@ mod observe;
 mod otlp;
 mod parallel;
 mod plugin;
+mod plugin_python;
 mod presets;
 mod rerun;
 mod results;

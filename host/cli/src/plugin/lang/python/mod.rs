@@ -250,7 +250,9 @@ fn componentize(
         .arg(out)
         // Only the project's modules: not those of a venv the user is in.
         .env_remove("VIRTUAL_ENV")
-        .env("PYTHONDONTWRITEBYTECODE", "1");
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        // Its chatter goes to stderr: stdout is the component's path.
+        .stdout(std::io::stderr());
     eprintln!(
         "note: componentize-py {} -d {} -w {BUILD_WORLD} componentize --python-path {} {entry} -o {}",
         toolchain::COMPONENTIZE_PY_VERSION,
