@@ -22,8 +22,14 @@ fn toolchain_cache() -> PathBuf {
 
 /// `wfhost ARGS` in `dir` with the shared toolchain cache.
 fn wfhost_in(dir: &Path, scratch: &Path, args: &[&str]) -> Output {
+    wfhost_with(dir, scratch, &scratch.join("cache"), args)
+}
+
+/// The same with the compiled-component cache `cache`.
+fn wfhost_with(dir: &Path, scratch: &Path, cache: &Path, args: &[&str]) -> Output {
     command(scratch)
         .current_dir(dir)
+        .env("WFHOST_CACHE_DIR", cache)
         .env("XDG_CACHE_HOME", toolchain_cache())
         .env_remove("VIRTUAL_ENV")
         .args(args)
@@ -150,6 +156,7 @@ fn a_python_worker_tests_builds_calls_runs_and_installs_from_a_registry() {
     ] {
         assert!(shown.contains(line), "{line} missing from:\n{shown}");
     }
+    assert_compiled_once_by_digest(&s.join("cache"), &component);
     let out = wfhost_in(&project, s, &["plugin", "call", "--json"]);
     let report: serde_json::Value = serde_json::from_str(&ok(&out, "call --json")).unwrap();
     assert_eq!(report["output"]["signal"], "SIGNAL:EMPTY", "{report}");
@@ -189,6 +196,20 @@ fn a_python_worker_tests_builds_calls_runs_and_installs_from_a_registry() {
         stdout(&out)
     );
     publish_and_install(s, &project);
+}
+
+/// The compiled-component cache holds one compiled form of the component
+/// (beside those of built-in plugins), named by its digest: later calls
+/// and runs load it instead of compiling.
+fn assert_compiled_once_by_digest(cache: &Path, component: &Path) {
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(std::fs::read(component).unwrap()));
+    let compiled: Vec<String> = std::fs::read_dir(cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".cwasm") && n.starts_with(&digest))
+        .collect();
+    assert_eq!(compiled.len(), 1, "{compiled:?} for {digest}");
 }
 
 /// Pack, sign and push `project` to a local registry; install it as
@@ -260,10 +281,17 @@ fn publish_and_install(s: &Path, project: &Path) {
     });
     std::fs::write(user_project.join("wf.json"), wf.to_string()).unwrap();
     let ws = workspace_in(&user);
-    let out = wfhost_in(
+    // The publisher's compiled-component cache: the installed component is
+    // the same bytes, so it is not compiled again.
+    let out = wfhost_with(
         &user_project,
         &user,
+        &s.join("cache"),
         &["run", "wf.json", "-w", ws.to_str().unwrap()],
+    );
+    assert_compiled_once_by_digest(
+        &s.join("cache"),
+        &project.join("target/wfhost/greeter.wasm"),
     );
     assert!(
         ok(&out, "run from the registry").contains("hello from main.greet"),
@@ -342,6 +370,57 @@ fn without_python3_the_build_says_what_to_install_in_one_line() {
     assert!(
         !s.join("empty-cache/wfhost/toolchains/componentize-py-0.25.1")
             .exists()
+    );
+}
+
+/// Two first builds at once against an empty cache: each says how it
+/// installs componentize-py, both succeed, one complete install is left
+/// and nothing half-made beside it.
+#[test]
+fn two_first_builds_at_once_install_the_toolchain_once_and_completely() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let cache = s.join("fresh-cache");
+    let builds: Vec<_> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            ok(
+                &wfhost_in(s, s, &["plugin", "new", name, "--lang", "python"]),
+                "plugin new",
+            );
+            command(s)
+                .current_dir(s.join(name))
+                .env("XDG_CACHE_HOME", &cache)
+                .env_remove("VIRTUAL_ENV")
+                .args(["plugin", "build"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for build in builds {
+        let out = build.wait_with_output().unwrap();
+        ok(&out, "a concurrent first build");
+        assert!(
+            stderr(&out).contains("note: installing componentize-py 0.25.1: ")
+                && stderr(&out).contains(" -m venv ")
+                && stderr(&out).contains("install --quiet componentize-py==0.25.1"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let toolchains = cache.join("wfhost/toolchains");
+    assert_eq!(tree(&toolchains)[0], "componentize-py-0.25.1");
+    let left: Vec<String> = std::fs::read_dir(&toolchains)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["componentize-py-0.25.1"]);
+    assert!(
+        toolchains
+            .join("componentize-py-0.25.1/.wfhost-complete")
+            .is_file()
     );
 }
 

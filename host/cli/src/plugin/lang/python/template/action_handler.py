@@ -6,6 +6,9 @@ A workflow registers it for the verb ``SKIP_TO``
 the current node). The core verbs stay with the built-in handler.
 """
 
+# Import everything the plugin uses here, at the top: `plugin build` freezes
+# what is imported into the component, and a module first imported inside
+# run() is not found there.
 from wfhost_sdk import ActionHandler, EngineCommand, Jump, PluginError, RunView, export_action_handler, log
 
 

@@ -5,6 +5,9 @@ segment to the payload and signals ``SIGNAL:SUCCESS``; without one it
 signals ``SIGNAL:EMPTY``.
 """
 
+# Import everything the plugin uses here, at the top: `plugin build` freezes
+# what is imported into the component, and a module first imported inside
+# run() is not found there.
 from wfhost_sdk import (
     BlockContext,
     Payload,
