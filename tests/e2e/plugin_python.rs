@@ -373,6 +373,64 @@ fn without_python3_the_build_says_what_to_install_in_one_line() {
     );
 }
 
+/// A Python worker that declares `exec` gets that import (and only that
+/// one more), needs the grant, and reaches the host through
+/// componentize-py's bindings.
+#[test]
+fn a_python_worker_declaring_exec_imports_it_and_runs_commands_when_granted() {
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    ok(
+        &wfhost_in(s, s, &["plugin", "new", "runner", "--lang", "python"]),
+        "plugin new",
+    );
+    let project = s.join("runner");
+    let toml = project.join("wfhost-plugin.toml");
+    let manifest = std::fs::read_to_string(&toml).unwrap();
+    let manifest = manifest.replace("capabilities = []", "capabilities = [\"exec\"]");
+    std::fs::write(&toml, manifest).unwrap();
+    std::fs::write(
+        project.join("app.py"),
+        r#"from wit_world.imports import exec as host_exec
+from wit_world.imports import executor_types
+
+from wfhost_sdk import Worker, WorkerOutput, export_worker, segment
+
+
+@export_worker
+class Plugin(Worker):
+    def run(self, ctx, payload):
+        command = executor_types.Command(argv=["echo", "hi"], cwd=None, env=[])
+        block = host_exec.ExecBlock(commands=[command], allow_shell=False, executor=None)
+        result = host_exec.run(block)
+        payload.append(segment("EXEC", f"{result.executor} succeeded={result.succeeded}"))
+        return WorkerOutput(payload, "SIGNAL:SUCCESS")
+"#,
+    )
+    .unwrap();
+    let built = ok(
+        &wfhost_in(&project, s, &["plugin", "build"]),
+        "plugin build",
+    );
+    let bytes = std::fs::read(project.join(built.trim())).unwrap();
+    let info = wfhost_distribution::component::inspect(&bytes).unwrap();
+    assert_eq!(info.capabilities, ["exec"], "{:?}", info.imports);
+    let out = wfhost_in(&project, s, &["plugin", "call"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("add \"exec\" to the plugin's `grants`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = wfhost_in(&project, s, &["plugin", "call", "--grant", "exec"]);
+    let shown = ok(&out, "plugin call --grant exec");
+    assert!(shown.contains("local succeeded=True"), "{shown}");
+    ok(
+        &wfhost_in(&project, s, &["plugin", "pack"]),
+        "pack: the manifest tells the truth",
+    );
+}
+
 /// Two first builds at once against an empty cache: each says how it
 /// installs componentize-py, both succeed, one complete install is left
 /// and nothing half-made beside it.

@@ -86,6 +86,7 @@ class SdkTest(unittest.TestCase):
             with open(path, "w") as f:
                 f.write('name = "x"\nsignals = ["SIGNAL:SUCCESS", "SIGNAL:EMPTY"]\n')
             self.assertEqual(sdk.declared_signals(path), ["SIGNAL:SUCCESS", "SIGNAL:EMPTY"])
+            self.assertEqual(sdk._signals_line(path), ["SIGNAL:SUCCESS", "SIGNAL:EMPTY"])
 
 
 class BridgeTest(unittest.TestCase):

@@ -324,7 +324,20 @@ def declared_signals(manifest: str = "wfhost-plugin.toml") -> List[str]:
     """The signals ``wfhost-plugin.toml`` declares (``signals``): what
     ``plugin build`` records in the component for ``wfhost validate``. For
     tests that check a worker returns only declared signals."""
-    import tomllib  # Python 3.11+
-
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:
+        return _signals_line(manifest)
     with open(manifest, "rb") as f:
         return list(tomllib.load(f).get("signals", []))
+
+
+def _signals_line(manifest: str) -> List[str]:
+    """``signals = [...]`` read without tomllib (Python < 3.11): the list
+    on one line, its strings double-quoted, as ``plugin new`` writes it."""
+    with open(manifest, encoding="utf-8") as f:
+        for line in f:
+            key, eq, value = line.partition("=")
+            if eq and key.strip() == "signals":
+                return list(json.loads(value.split("#")[0].strip()))
+    return []

@@ -83,7 +83,7 @@ def error_to(wit: Any, error: BaseException) -> Any:
     other than :class:`PluginError` is logged with its traceback."""
     if isinstance(error, PluginError):
         return wit.PluginError(code=error.code, message=error.message)
-    log.error("".join(traceback.format_exception(error)).rstrip())
+    log.error("".join(traceback.format_exception(type(error), error, error.__traceback__)).rstrip())
     return wit.PluginError(code="python-exception", message=f"{type(error).__name__}: {error}")
 
 
