@@ -367,6 +367,31 @@ fn without_python3_the_build_says_what_to_install_in_one_line() {
         "error: python3 is not installed; install it: apt-get install python3 python3-venv\n"
     );
     assert!(!s.join("lonely/target").exists(), "nothing built");
+    // A python3 without venv (Debian's python3 without python3-venv).
+    let no_venv = s.join("no-venv");
+    std::fs::create_dir(&no_venv).unwrap();
+    let fake = no_venv.join("python3");
+    std::fs::write(&fake, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(
+        &fake,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755),
+    )
+    .unwrap();
+    let out = command(s)
+        .current_dir(s.join("lonely"))
+        .env("PATH", &no_venv)
+        .env("XDG_CACHE_HOME", s.join("empty-cache"))
+        .args(["plugin", "build"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: {} has no venv module; install it: apt-get install python3 python3-venv\n",
+            fake.display()
+        )
+    );
     assert!(
         !s.join("empty-cache/wfhost/toolchains/componentize-py-0.25.1")
             .exists()
