@@ -125,6 +125,26 @@ pub fn next_steps(name: &str, world: WorldArg, dir: &Path) -> String {
 /// its component (where its `wfhost-plugin.toml` says). `release` changes
 /// nothing: a Python component is the same either way.
 pub fn build(dir: &Path, _release: bool) -> Result<PathBuf, String> {
+    let (source, entry) = read_project(dir)?;
+    let toolchain = toolchain::ensure(|note| eprintln!("note: {note}"))?;
+    let work = tempfile::Builder::new()
+        .prefix(".wfhost-python-build-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a temporary build directory: {e}"))?;
+    let wit = write_wit(dir, work.path(), &source)?;
+    let raw = work.path().join("componentize-py.wasm");
+    componentize(&toolchain, dir, &wit, entry, &raw)?;
+    let bytes = std::fs::read(&raw).map_err(|e| format!("{}: {e}", raw.display()))?;
+    let bytes = component::with_signals(component::stub_sockets(&bytes)?, &source.signals);
+    check_imports(&bytes)?;
+    let out = dir.join(&source.component);
+    write_atomically(&out, &bytes)?;
+    Ok(out)
+}
+
+/// The project's manifest and the SDK module to build from, after
+/// checking that the files a build needs are there.
+fn read_project(dir: &Path) -> Result<(ManifestSource, &'static str), String> {
     let toml = dir.join(SOURCE_FILE);
     let source = ManifestSource::read(&toml)?;
     let entry = entry_module(&source.world).ok_or_else(|| {
@@ -143,20 +163,7 @@ pub fn build(dir: &Path, _release: bool) -> Result<PathBuf, String> {
             ));
         }
     }
-    let toolchain = toolchain::ensure(|note| eprintln!("note: {note}"))?;
-    let work = tempfile::Builder::new()
-        .prefix(".wfhost-python-build-")
-        .tempdir()
-        .map_err(|e| format!("cannot make a temporary build directory: {e}"))?;
-    let wit = write_wit(dir, work.path(), &source)?;
-    let raw = work.path().join("componentize-py.wasm");
-    componentize(&toolchain, dir, &wit, entry, &raw)?;
-    let bytes = std::fs::read(&raw).map_err(|e| format!("{}: {e}", raw.display()))?;
-    let bytes = component::with_signals(component::stub_sockets(&bytes)?, &source.signals);
-    check_imports(&bytes)?;
-    let out = dir.join(&source.component);
-    write_atomically(&out, &bytes)?;
-    Ok(out)
+    Ok((source, entry))
 }
 
 /// The SDK module componentize-py builds from, for a world.
@@ -389,6 +396,29 @@ mod tests {
         assert!(world_wit("action-handler", "0.1.0", &["exec".into()]).is_err());
         assert!(world_wit("worker", "0.1.0", &["network".into()]).is_err());
         assert!(world_wit("daemon", "0.1.0", &[]).is_err());
+    }
+
+    #[test]
+    fn a_build_needs_the_project_files_and_a_known_world() {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in files("demo", WorldArg::ActionHandler) {
+            let file = dir.path().join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, content).unwrap();
+        }
+        let (source, entry) = read_project(dir.path()).unwrap();
+        assert_eq!(
+            (source.world.as_str(), entry),
+            ("action-handler", "wfhost_sdk._action_handler_export")
+        );
+        std::fs::remove_file(dir.path().join("app.py")).unwrap();
+        let err = read_project(dir.path()).unwrap_err();
+        assert!(err.contains("no app.py"), "{err}");
+        let toml = dir.path().join(SOURCE_FILE);
+        let text = std::fs::read_to_string(&toml).unwrap();
+        std::fs::write(&toml, text.replace("\"action-handler\"", "\"daemon\"")).unwrap();
+        let err = read_project(dir.path()).unwrap_err();
+        assert!(err.contains("`world` \"daemon\""), "{err}");
     }
 
     #[test]
