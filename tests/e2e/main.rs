@@ -32,6 +32,7 @@ mod otlp;
 mod parallel;
 mod plugin;
 mod plugin_javascript;
+mod plugin_python;
 mod presets;
 mod rerun;
 mod results;
