@@ -221,6 +221,14 @@ fn world_wit(world: &str, version: &str, capabilities: &[String]) -> Result<Stri
     let mut text = format!("package wfhost-python:build;\n\nworld {BUILD_WORLD} {{\n");
     text.push_str(&format!("    import wfhost:plugin/log@{version};\n"));
     for capability in capabilities {
+        if capability == "http" {
+            return Err(
+                "capability `http`: Python plugins cannot make HTTP requests yet (no wasi:http \
+                 client in the Python SDK); use a JavaScript plugin (`fetch`), a Rust one \
+                 (`wfhost_sdk::http`) or the built-in `llm` worker"
+                    .into(),
+            );
+        }
         if world != "worker"
             || !["exec", "container", "slurm", "agent"].contains(&capability.as_str())
         {
@@ -395,6 +403,8 @@ mod tests {
         assert!(handler.contains("export wfhost:plugin/action-interpreter@0.1.0;"));
         assert!(world_wit("action-handler", "0.1.0", &["exec".into()]).is_err());
         assert!(world_wit("worker", "0.1.0", &["network".into()]).is_err());
+        let http = world_wit("worker", "0.1.0", &["http".into()]).unwrap_err();
+        assert!(http.contains("cannot make HTTP requests yet"), "{http}");
         assert!(world_wit("daemon", "0.1.0", &[]).is_err());
     }
 
