@@ -29,7 +29,7 @@ use std::time::Duration;
 /// The text the host replaces with the value of secret `name` in requests
 /// to hosts allowed to receive it.
 pub fn secret(name: &str) -> String {
-    format!("${{secret.{name}}}")
+    ["${secret.", name, "}"].concat()
 }
 
 /// A request to send.
