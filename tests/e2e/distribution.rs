@@ -12,8 +12,9 @@ use super::{stderr, stdout, wfhost, workspace_in};
 const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
 
 /// A `docker-registry` serving a fresh storage directory on a free
-/// loopback port; stopped when dropped.
-struct Registry {
+/// loopback port; stopped when dropped. (The language suites publish
+/// through it too.)
+pub(super) struct Registry {
     child: Child,
     addr: String,
     storage: PathBuf,
@@ -22,7 +23,7 @@ struct Registry {
 impl Registry {
     /// Start one, or `None` (skip) when the registry is not installed;
     /// fails instead under `WFHOST_REQUIRE_SERVICES=1`.
-    fn start(scratch: &Path) -> Option<Registry> {
+    pub(super) fn start(scratch: &Path) -> Option<Registry> {
         Registry::start_with(scratch, "")
     }
 
@@ -85,7 +86,7 @@ impl Registry {
         panic!("docker-registry did not listen on {}", registry.addr);
     }
 
-    fn reference(&self, repository: &str, tag: &str) -> String {
+    pub(super) fn reference(&self, repository: &str, tag: &str) -> String {
         format!("oci://{}/{repository}:{tag}", self.addr)
     }
 

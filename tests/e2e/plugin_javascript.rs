@@ -8,7 +8,7 @@
 //! than skip, without them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Command, Output};
 
 use super::distribution::{User, pack};
 use super::{command, stderr, stdout, wfhost, workspace_in};
@@ -226,7 +226,9 @@ fn cached_compilation(scratch: &Path, component: &Path) -> (PathBuf, std::time::
 /// Pack, sign and push the project's component to a registry; another
 /// user trusts the key, installs it and runs it by reference.
 fn publish_install_and_run(scratch: &Path, project: &Path) {
-    let registry = Registry::start(scratch);
+    let Some(registry) = super::distribution::Registry::start(scratch) else {
+        return;
+    };
     let publisher = User {
         scratch: scratch.join("publisher"),
         project: project.to_path_buf(),
@@ -254,7 +256,7 @@ fn publish_install_and_run(scratch: &Path, project: &Path) {
         "--key",
         key.to_str().unwrap(),
     ]);
-    let reference = format!("oci://{}/acme/greeter:0.1.0", registry.addr);
+    let reference = registry.reference("acme/greeter", "0.1.0");
     let pushed = publisher.ok(&["plugin", "push", layout.to_str().unwrap(), &reference]);
     assert!(pushed.contains(&digest), "{pushed}");
 
@@ -427,52 +429,6 @@ fn without_node_javascript_says_how_to_install_it() {
         "{err}"
     );
     assert!(!dir.join("xdg").exists(), "nothing installed");
-}
-
-/// Debian's `docker-registry` on a free loopback port, serving a fresh
-/// storage directory; stopped when dropped. (The distribution tests have
-/// their own; theirs skips when it is missing, this one fails.)
-struct Registry {
-    child: Child,
-    addr: String,
-}
-
-impl Registry {
-    fn start(scratch: &Path) -> Registry {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let config = scratch.join("registry.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-                scratch.join("registry").display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("/usr/bin/docker-registry")
-            .args(["serve", config.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("docker-registry starts (scripts/services.sh registry installs it)");
-        let registry = Registry { child, addr };
-        super::wait_until("docker-registry listens", || {
-            std::net::TcpStream::connect(&registry.addr).is_ok()
-        });
-        registry
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A JavaScript worker that lists `http` awaits `fetch` to a host its

@@ -215,7 +215,7 @@ fn assert_compiled_once_by_digest(cache: &Path, component: &Path) {
 /// Pack, sign and push `project` to a local registry; install it as
 /// another user and run a workflow that names it by reference.
 fn publish_and_install(s: &Path, project: &Path) {
-    let Some(registry) = registry::Registry::start(s) else {
+    let Some(registry) = super::distribution::Registry::start(s) else {
         return;
     };
     let packed = ok(&wfhost_in(project, s, &["plugin", "pack"]), "plugin pack");
@@ -239,7 +239,7 @@ fn publish_and_install(s: &Path, project: &Path) {
         ),
         "sign",
     );
-    let reference = format!("oci://{}/acme/greeter:0.1.0", registry.addr);
+    let reference = registry.reference("acme/greeter", "0.1.0");
     ok(
         &wfhost_in(project, s, &["plugin", "push", layout_arg, &reference]),
         "push",
@@ -505,68 +505,4 @@ fn two_first_builds_at_once_install_the_toolchain_once_and_completely() {
             .join("componentize-py-0.25.1/.wfhost-complete")
             .is_file()
     );
-}
-
-/// A `docker-registry` on loopback, as in `distribution.rs`.
-mod registry {
-    use std::path::Path;
-    use std::process::{Child, Command};
-
-    const REGISTRY_BIN: &str = "/usr/bin/docker-registry";
-
-    pub struct Registry {
-        child: Child,
-        pub addr: String,
-    }
-
-    impl Registry {
-        /// One serving `scratch/registry`, or `None` (skip) when it is not
-        /// installed; fails instead under `WFHOST_REQUIRE_SERVICES=1`.
-        pub fn start(scratch: &Path) -> Option<Registry> {
-            if !Path::new(REGISTRY_BIN).is_file() {
-                assert!(
-                    std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() != Ok("1"),
-                    "docker-registry is missing (WFHOST_REQUIRE_SERVICES=1)"
-                );
-                eprintln!("skipping the registry part: run `sudo scripts/services.sh registry`");
-                return None;
-            }
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let addr = format!("127.0.0.1:{port}");
-            let config = scratch.join("registry.yml");
-            std::fs::write(
-                &config,
-                format!(
-                    "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
-                    scratch.join("registry").display()
-                ),
-            )
-            .unwrap();
-            let child = Command::new(REGISTRY_BIN)
-                .args(["serve", config.to_str().unwrap()])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("docker-registry starts");
-            let registry = Registry { child, addr };
-            for _ in 0..200 {
-                if std::net::TcpStream::connect(&registry.addr).is_ok() {
-                    return Some(registry);
-                }
-                std::thread::sleep(std::time::Duration::from_millis(25));
-            }
-            panic!("docker-registry did not listen on {}", registry.addr);
-        }
-    }
-
-    impl Drop for Registry {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
