@@ -227,12 +227,18 @@ fn an_allowed_host_gets_the_secret_and_the_guest_sees_it_masked() {
         Some(allow(&server, json!({}))),
         json!([{"method": "POST", "url": server.url("/echo"),
                 "headers": [["authorization", "Bearer ${secret.API_KEY}"]],
-                "body": "{\"key\": \"${secret.API_KEY}\"}"}]),
+                "body": "{\"key\": \"${secret.API_KEY}\"}"},
+               {"url": server.url("/echo?key=${secret.API_KEY}")}]),
     );
     let (seen, all, events) = run(scratch.path(), &m, &[]);
     // The server got the value, in the header and the body.
     let got = server.seen();
-    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(
+        got[1]["path"],
+        format!("/echo?key={SECRET}"),
+        "in the URL too"
+    );
     assert_eq!(
         got[0]["headers"]["authorization"],
         format!("Bearer {SECRET}")
