@@ -236,24 +236,11 @@ mod tests {
     fn every_sdk_file_is_vendored() {
         let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk");
         let other_languages = [sdk.join("python"), sdk.join("javascript")];
-        let mut found = Vec::new();
-        let mut stack = vec![sdk.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if other_languages.contains(&path) {
-                    continue;
-                }
-                if path.is_dir() {
-                    stack.push(path);
-                } else {
-                    found.push(path.strip_prefix(&sdk).unwrap().display().to_string());
-                }
-            }
-        }
-        found.sort();
-        let mut vendored: Vec<String> = SDK_FILES.iter().map(|(p, _)| p.to_string()).collect();
-        vendored.sort();
+        let (found, vendored) = super::super::lang::sdk_files_and_vendored(
+            "",
+            |p| other_languages.iter().any(|o| o == p),
+            SDK_FILES,
+        );
         assert_eq!(found, vendored);
     }
 

@@ -88,3 +88,36 @@ impl Lang {
         }
     }
 }
+
+/// For the tests that hold each SDK's folder to the files `plugin new`
+/// vendors: `sdk/<dir>`'s files (relative, sorted), without the paths
+/// `skip` names; and the vendored list, sorted.
+#[cfg(test)]
+pub(crate) fn sdk_files_and_vendored(
+    dir: &str,
+    skip: impl Fn(&Path) -> bool,
+    vendored: &[(&str, &str)],
+) -> (Vec<String>, Vec<String>) {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../sdk")
+        .join(dir);
+    let mut found = Vec::new();
+    let mut stack = vec![sdk.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if skip(&path) {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path.strip_prefix(&sdk).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    let mut listed: Vec<String> = vendored.iter().map(|(p, _)| p.to_string()).collect();
+    listed.sort();
+    (found, listed)
+}

@@ -15,22 +15,8 @@ fn project(world: WorldArg, capabilities: &[&str]) -> Project {
 /// be added to [`SDK_FILES`].
 #[test]
 fn every_sdk_file_is_vendored() {
-    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/javascript");
-    let mut found = Vec::new();
-    let mut stack = vec![sdk.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                found.push(path.strip_prefix(&sdk).unwrap().display().to_string());
-            }
-        }
-    }
-    found.sort();
-    let mut vendored: Vec<String> = SDK_FILES.iter().map(|(p, _)| p.to_string()).collect();
-    vendored.sort();
+    let (found, vendored) =
+        super::super::sdk_files_and_vendored("javascript", |_| false, SDK_FILES);
     assert_eq!(found, vendored);
 }
 
