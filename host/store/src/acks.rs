@@ -9,7 +9,7 @@
 //! advance was answered with is kept, to answer a repeat of the same
 //! request with the same bytes.
 
-use rusqlite::OptionalExtension;
+use crate::db::OptionalExtension;
 
 use crate::{Store, StoreError};
 
@@ -47,7 +47,7 @@ impl Store {
         attempt: u32,
     ) -> Result<Option<Ack>, StoreError> {
         let run = self.run_num(run_id)?;
-        self.conn
+        self.db
             .prepare_cached(
                 "SELECT branch, first_seq, digest, response, at FROM mcp_acks
                  WHERE run = ?1 AND snapshot = ?2 AND attempt = ?3",
@@ -73,7 +73,7 @@ impl Store {
     /// none was used).
     pub fn next_ack_attempt(&self, run_id: &str, snapshot: u64) -> Result<u32, StoreError> {
         let run = self.run_num(run_id)?;
-        self.conn
+        self.db
             .prepare_cached(
                 "SELECT coalesce(max(attempt), 0) + 1 FROM mcp_acks WHERE run = ?1 AND snapshot = ?2",
             )
@@ -99,7 +99,7 @@ impl Store {
         let run = self.run_num(run_id)?;
         let full = self.sync == crate::Durability::Full;
         let set = |pragma: &str| {
-            self.conn
+            self.db
                 .prepare_cached(pragma)
                 .and_then(|mut s| s.execute([]))
                 .map_err(|e| self.err(e))
@@ -108,7 +108,7 @@ impl Store {
             set("PRAGMA synchronous = NORMAL")?;
         }
         let written = self
-            .conn
+            .db
             .prepare_cached(
                 "UPDATE mcp_acks SET response = ?4
                  WHERE run = ?1 AND snapshot = ?2 AND attempt = ?3 AND response IS NULL",
@@ -133,7 +133,7 @@ impl Store {
     /// The run the store numbers `num`.
     pub fn run_by_number(&self, num: i64) -> Result<Option<crate::RunRecord>, StoreError> {
         let id: Option<String> = self
-            .conn
+            .db
             .prepare_cached("SELECT id FROM runs WHERE num = ?1")
             .and_then(|mut s| s.query_row([num], |r| r.get(0)).optional())
             .map_err(|e| self.err(e))?;
@@ -146,7 +146,7 @@ impl Store {
     /// The seq of `branch`'s newest event.
     pub fn branch_head(&self, run_id: &str, branch: u32) -> Result<Option<u64>, StoreError> {
         let run = self.run_num(run_id)?;
-        self.conn
+        self.db
             .prepare_cached(
                 "SELECT max(key) - (?1 << 32) FROM events WHERE run = ?1 AND branch = ?2",
             )
@@ -165,7 +165,7 @@ impl Store {
     /// run where it was).
     pub fn moved_on(&self, run_id: &str, branch: u32, seq: u64) -> Result<bool, StoreError> {
         let run = self.run_num(run_id)?;
-        self.conn
+        self.db
             .prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM events WHERE run = ?1 AND branch = ?2
                    AND key > (?1 << 32) + ?3 AND kind <> 'checkpointed')",
@@ -178,13 +178,13 @@ impl Store {
 /// Insert `ack` for the events starting at `first_seq` on `branch`, inside
 /// the caller's transaction. A used ack is a constraint violation.
 pub(crate) fn insert(
-    conn: &rusqlite::Connection,
+    conn: &crate::db::Db,
     run: i64,
     branch: u32,
     first_seq: u64,
     ack: &NewAck,
     at: i64,
-) -> rusqlite::Result<()> {
+) -> crate::db::DbResult<()> {
     conn.prepare_cached(
         "INSERT INTO mcp_acks (run, snapshot, attempt, branch, first_seq, digest, at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

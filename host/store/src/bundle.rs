@@ -160,8 +160,8 @@ impl Store {
         }
         check(bundle)?;
         let (tx, path) = self.begin()?;
-        insert(&tx, bundle).map_err(|e| StoreError::from_sqlite(&path, e))?;
-        tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
+        insert(&tx, bundle).map_err(|e| StoreError::from_db(&path, e))?;
+        tx.commit().map_err(|e| StoreError::from_db(&path, e))?;
         Ok(())
     }
 }
@@ -177,7 +177,7 @@ pub(crate) fn check(bundle: &Bundle) -> Result<(), StoreError> {
 }
 
 /// Write a checked bundle's run inside `tx`.
-pub(crate) fn insert(tx: &rusqlite::Transaction<'_>, bundle: &Bundle) -> rusqlite::Result<()> {
+pub(crate) fn insert(tx: &crate::db::Db, bundle: &Bundle) -> crate::db::DbResult<()> {
     tx.execute(
         "INSERT OR IGNORE INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3)",
         (
@@ -199,7 +199,7 @@ pub(crate) fn insert(tx: &rusqlite::Transaction<'_>, bundle: &Bundle) -> rusqlit
             r.created_at,
         ),
     )?;
-    let run = tx.last_insert_rowid();
+    let run = tx.last_insert_rowid()?;
     for e in &bundle.events {
         crate::log::insert_event(tx, run, &r.id, e.seq, e.branch, e.parent, e.at, &e.event)?;
     }

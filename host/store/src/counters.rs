@@ -21,6 +21,16 @@ pub fn commits() -> u64 {
     COMMITS.load(Ordering::Relaxed)
 }
 
+/// One statement run on a backend without SQLite's trace hook.
+pub(crate) fn count_statement() {
+    STATEMENTS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One transaction committed on a backend without SQLite's commit hook.
+pub(crate) fn count_commit() {
+    COMMITS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Count what `conn` does from now on.
 pub(crate) fn install(conn: &mut Connection) -> rusqlite::Result<()> {
     conn.trace_v2(

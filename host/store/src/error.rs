@@ -45,6 +45,10 @@ pub enum StoreError {
     BadId(#[from] wfhost_core::ids::IdError),
     #[error("run store {path}: {message}")]
     Sqlite { path: PathBuf, message: String },
+    /// The database cannot be reached (PostgreSQL down, the connection
+    /// lost): nothing was written by the operation that met it.
+    #[error("run store {path} is unavailable: {message}")]
+    Unavailable { path: PathBuf, message: String },
     #[error(
         "run store {path}: another process kept it locked for longer than {}s ({detail}); try again",
         crate::BUSY_TIMEOUT.as_secs()
@@ -53,6 +57,21 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    pub(crate) fn from_db(path: &Path, e: crate::db::DbError) -> StoreError {
+        use crate::db::DbError;
+        match e {
+            DbError::Sqlite(e) => Self::from_sqlite(path, e),
+            DbError::Postgres(e) if crate::db::is_unavailable(&e) => StoreError::Unavailable {
+                path: path.to_path_buf(),
+                message: crate::db::describe(&e),
+            },
+            other => StoreError::Sqlite {
+                path: path.to_path_buf(),
+                message: other.to_string(),
+            },
+        }
+    }
+
     pub(crate) fn from_sqlite(path: &Path, e: rusqlite::Error) -> StoreError {
         use rusqlite::ErrorCode;
         if let rusqlite::Error::SqliteFailure(inner, message) = &e {

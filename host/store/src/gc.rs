@@ -31,7 +31,7 @@ impl Store {
         let cutoff =
             time::now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
         let mut stmt = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT r.id, r.workflow_id, max(e.at) AS last, s.session,
                         (SELECT max(e2.at) FROM run_sessions s2 JOIN events e2 ON e2.run = s2.run
@@ -94,7 +94,7 @@ impl Store {
                 None => None,
             };
             let (tx, path) = self.begin()?;
-            let err = |e| StoreError::from_sqlite(&path, e);
+            let err = |e| StoreError::from_db(&path, e);
             tx.execute(
                 "DELETE FROM job_telemetry WHERE job IN (SELECT j.id FROM jobs j JOIN runs r ON r.num = j.run WHERE r.id = ?1)",
                 [run_id],

@@ -2,7 +2,7 @@
 //! from a signed delivery, and the deliveries each took (so a replayed
 //! delivery id starts nothing).
 
-use rusqlite::{OptionalExtension, params};
+use crate::db::{OptionalExtension, params};
 use serde::Serialize;
 
 use crate::{Store, StoreError};
@@ -51,8 +51,8 @@ pub struct Delivery {
 const HOOK_COLUMNS: &str =
     "name, workflow, workspace, format, secret, mapping, inputs, window_s, created_at, action";
 
-fn hook_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Hook> {
-    let object = |i: usize| -> rusqlite::Result<serde_json::Map<String, serde_json::Value>> {
+fn hook_row(r: &crate::db::Row<'_>) -> crate::db::DbResult<Hook> {
+    let object = |i: usize| -> crate::db::DbResult<serde_json::Map<String, serde_json::Value>> {
         let text: String = r.get(i)?;
         Ok(serde_json::from_str(&text).unwrap_or_default())
     };
@@ -74,7 +74,7 @@ impl Store {
     /// Add `hook`; refused when one of its name exists.
     pub fn add_hook(&mut self, hook: &Hook) -> Result<(), StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let exists: Option<String> = tx
             .query_row(
                 "SELECT name FROM hooks WHERE name = ?1",
@@ -114,7 +114,7 @@ impl Store {
     /// Every hook, by name.
     pub fn hooks(&self) -> Result<Vec<Hook>, StoreError> {
         let mut statement = self
-            .conn
+            .db
             .prepare_cached(&format!("SELECT {HOOK_COLUMNS} FROM hooks ORDER BY name"))
             .map_err(|e| self.err(e))?;
         let rows = statement.query_map([], hook_row).map_err(|e| self.err(e))?;
@@ -122,7 +122,7 @@ impl Store {
     }
 
     pub fn hook(&self, name: &str) -> Result<Option<Hook>, StoreError> {
-        self.conn
+        self.db
             .prepare_cached(&format!("SELECT {HOOK_COLUMNS} FROM hooks WHERE name = ?1"))
             .and_then(|mut s| s.query_row([name], hook_row).optional())
             .map_err(|e| self.err(e))
@@ -132,7 +132,7 @@ impl Store {
     /// no such hook.
     pub fn remove_hook(&mut self, name: &str) -> Result<bool, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         tx.execute("DELETE FROM hook_deliveries WHERE hook = ?1", [name])
             .map_err(err)?;
         let removed = tx
@@ -153,7 +153,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<Delivery>, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let before = tx
             .query_row(
                 "SELECT hook, delivery, run_id, state, at FROM hook_deliveries WHERE hook = ?1 AND delivery = ?2",
@@ -176,7 +176,7 @@ impl Store {
 
     /// The delivery's run started.
     pub fn delivery_started(&mut self, hook: &str, delivery: &str) -> Result<(), StoreError> {
-        self.conn
+        self.db
             .execute(
                 "UPDATE hook_deliveries SET state = 'started' WHERE hook = ?1 AND delivery = ?2",
                 [hook, delivery],
@@ -188,7 +188,7 @@ impl Store {
     /// Forget a delivery whose run could not start, so that the sender's
     /// redelivery can.
     pub fn release_delivery(&mut self, hook: &str, delivery: &str) -> Result<(), StoreError> {
-        self.conn
+        self.db
             .execute(
                 "DELETE FROM hook_deliveries WHERE hook = ?1 AND delivery = ?2 AND state = 'starting'",
                 [hook, delivery],
@@ -200,7 +200,7 @@ impl Store {
     /// The deliveries of `hook`, newest first, at most `limit`.
     pub fn deliveries(&self, hook: &str, limit: usize) -> Result<Vec<Delivery>, StoreError> {
         let mut statement = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT hook, delivery, run_id, state, at FROM hook_deliveries WHERE hook = ?1 ORDER BY at DESC LIMIT ?2",
             )
@@ -212,7 +212,7 @@ impl Store {
     }
 }
 
-fn delivery_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
+fn delivery_row(r: &crate::db::Row<'_>) -> crate::db::DbResult<Delivery> {
     Ok(Delivery {
         hook: r.get(0)?,
         delivery: r.get(1)?,

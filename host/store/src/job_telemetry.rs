@@ -7,7 +7,7 @@
 //! token)` may add to the job) and capped per job, so an agent cannot grow
 //! the store without bound.
 
-use rusqlite::{OptionalExtension, params};
+use crate::db::{OptionalExtension, params};
 
 use crate::{LeaseLost, Store, StoreError};
 
@@ -48,7 +48,7 @@ impl Store {
     ) -> Result<Result<TelemetryTaken, LeaseLost>, StoreError> {
         let (job, attempt, token) = lease;
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         if let Err(lost) = Self::check_lease(&tx, job, attempt, token).map_err(err)? {
             return Ok(Err(lost));
         }
@@ -95,7 +95,7 @@ impl Store {
     ) -> Result<Vec<JobTelemetry>, StoreError> {
         let err = |e| self.err(e);
         let mut stmt = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT t.id, t.job, t.body FROM job_telemetry t \
                  JOIN jobs j ON j.id = t.job JOIN runs r ON r.num = j.run \
@@ -117,7 +117,7 @@ impl Store {
     /// The newest telemetry row of the store (0 when there is none): a run
     /// process reads on from here.
     pub fn last_job_telemetry(&self) -> Result<i64, StoreError> {
-        self.conn
+        self.db
             .query_row("SELECT max(id) FROM job_telemetry", [], |r| {
                 r.get::<_, Option<i64>>(0)
             })

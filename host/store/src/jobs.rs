@@ -20,7 +20,7 @@
 //! Every transition is a row of `job_events`. Times are the server's clock
 //! (Unix milliseconds), passed in by the caller.
 
-use rusqlite::{OptionalExtension, params};
+use crate::db::{OptionalExtension, params};
 use serde::Serialize;
 
 use crate::{Store, StoreError};
@@ -165,7 +165,7 @@ pub enum Completion {
 const COLUMNS: &str = "j.id, r.id, j.branch, j.step, j.lane, j.node, j.block, j.requires, \
      j.state, j.attempt, j.agent, j.expires_at, j.created_at, j.result";
 
-fn job_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Job> {
+fn job_row(row: &crate::db::Row<'_>) -> crate::db::DbResult<Job> {
     let requires: String = row.get(7)?;
     let state: String = row.get(8)?;
     Ok(Job {
@@ -205,14 +205,14 @@ fn new_token() -> Result<String, std::io::Error> {
 }
 
 fn record(
-    tx: &rusqlite::Connection,
+    tx: &crate::db::Db,
     job: i64,
     at: i64,
     kind: &str,
     attempt: u32,
     agent: Option<&str>,
     detail: &str,
-) -> rusqlite::Result<()> {
+) -> crate::db::DbResult<()> {
     tx.prepare_cached(
         "INSERT INTO job_events (job, at, kind, attempt, agent, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
@@ -223,11 +223,11 @@ fn record(
 /// Queue the job `new` of run number `run` inside the caller's transaction,
 /// unless one already stands for its (branch, step, lane).
 pub(crate) fn queue(
-    tx: &rusqlite::Connection,
+    tx: &crate::db::Db,
     run: i64,
     new: &NewJob<'_>,
     now_ms: i64,
-) -> rusqlite::Result<()> {
+) -> crate::db::DbResult<()> {
     let inserted = tx
         .prepare_cached(
             "INSERT INTO jobs (run, branch, step, lane, node, block, requires, request, state, attempt, created_at) \
@@ -246,7 +246,7 @@ pub(crate) fn queue(
             now_ms
         ])?;
     if inserted == 1 {
-        record(tx, tx.last_insert_rowid(), now_ms, "queued", 1, None, "")?;
+        record(tx, tx.last_insert_rowid()?, now_ms, "queued", 1, None, "")?;
     }
     Ok(())
 }
@@ -264,7 +264,7 @@ impl Store {
             });
         }
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         queue(&tx, num, new, now_ms).map_err(err)?;
         let job = tx
             .prepare_cached(&format!(
@@ -286,7 +286,7 @@ impl Store {
     /// The job queued for `new`'s (run, branch, step, lane), if there is
     /// one (a read: no write lock) — as a block's start queues it.
     pub fn queued_job(&self, new: &NewJob<'_>) -> Result<Option<Job>, StoreError> {
-        self.conn
+        self.db
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
                  WHERE r.id = ?1 AND j.branch = ?2 AND j.step = ?3 AND j.lane = ?4"
@@ -303,7 +303,7 @@ impl Store {
 
     /// Whether any job waits for an agent (a read: no write lock).
     pub fn has_queued_jobs(&self) -> Result<bool, StoreError> {
-        self.conn
+        self.db
             .prepare_cached("SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued')")
             .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .map_err(|e| self.err(e))
@@ -335,14 +335,14 @@ impl Store {
             message: format!("cannot make a lease token: {e}"),
         })?;
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let candidates: Vec<(i64, String)> = tx
             .prepare_cached(
                 "SELECT id, requires FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 256",
             )
             .and_then(|mut s| {
                 s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<rusqlite::Result<_>>()
+                    .collect::<crate::db::DbResult<_>>()
             })
             .map_err(err)?;
         let fits = |requires: &str| {
@@ -387,20 +387,20 @@ impl Store {
 
     /// The current lease of `job`, if `(attempt, token)` is it.
     pub(crate) fn check_lease(
-        tx: &rusqlite::Connection,
+        tx: &crate::db::Db,
         job: i64,
         attempt: u32,
         token: &str,
-    ) -> rusqlite::Result<Result<(), LeaseLost>> {
+    ) -> crate::db::DbResult<Result<(), LeaseLost>> {
         Ok(Self::read_lease(tx, (job, attempt, token))?.1)
     }
 
     /// The agent named on `job` and whether `(attempt, token)` is its
     /// current lease: one read, the fence of every lease operation.
     fn read_lease(
-        tx: &rusqlite::Connection,
+        tx: &crate::db::Db,
         lease: (i64, u32, &str),
-    ) -> rusqlite::Result<(Option<String>, Result<(), LeaseLost>)> {
+    ) -> crate::db::DbResult<(Option<String>, Result<(), LeaseLost>)> {
         let (job, attempt, token) = lease;
         type Row = (String, u32, Option<String>, Option<String>);
         let row: Option<Row> = tx
@@ -454,16 +454,16 @@ impl Store {
     /// that held the lease; otherwise change nothing and say why the lease
     /// is not held ([`LeaseLost`]), with the agent named on the job.
     fn fenced_update(
-        tx: &rusqlite::Connection,
+        tx: &crate::db::Db,
         lease: (i64, u32, &str),
         update: &str,
-        rest: &[&dyn rusqlite::ToSql],
-    ) -> rusqlite::Result<Fenced> {
+        rest: &[&dyn crate::db::ToParam],
+    ) -> crate::db::DbResult<Fenced> {
         let (agent, checked) = Self::read_lease(tx, lease)?;
         if let Err(lost) = checked {
             return Ok(Err((lost, agent)));
         }
-        let mut params: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(rest.len() + 1);
+        let mut params: Vec<&dyn crate::db::ToParam> = Vec::with_capacity(rest.len() + 1);
         params.push(&lease.0);
         params.extend_from_slice(rest);
         tx.prepare_cached(update)?.execute(params.as_slice())?;
@@ -495,7 +495,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<Result<i64, LeaseLost>, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let expires = now_ms + lease_ms;
         if let Err((lost, _)) = Self::fenced_update(
             &tx,
@@ -550,7 +550,7 @@ impl Store {
     ) -> Result<Completion, StoreError> {
         let (job, attempt, _) = lease;
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         if let Some(response) = Self::replay(&tx, lease, result).map_err(err)? {
             return Ok(Completion::Replayed { response });
         }
@@ -599,10 +599,10 @@ impl Store {
     /// The stored response, when `lease` is the one that completed the job
     /// with this very `result`.
     fn replay(
-        tx: &rusqlite::Connection,
+        tx: &crate::db::Db,
         lease: (i64, u32, &str),
         result: &str,
-    ) -> rusqlite::Result<Option<String>> {
+    ) -> crate::db::DbResult<Option<String>> {
         let (job, attempt, token) = lease;
         type Done = (u32, Option<String>, Option<String>, Option<String>);
         let row: Option<Done> = tx
@@ -634,14 +634,14 @@ impl Store {
     #[tracing::instrument(name = "store.requeue_expired", level = "trace", skip_all)]
     fn requeue(&mut self, now_ms: i64) -> Result<Vec<(i64, u32)>, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let expired: Vec<(i64, u32, Option<String>)> = tx
             .prepare_cached(
                 "SELECT id, attempt, agent FROM jobs WHERE state = 'leased' AND expires_at < ?1",
             )
             .and_then(|mut s| {
                 s.query_map([now_ms], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                    .collect::<rusqlite::Result<_>>()
+                    .collect::<crate::db::DbResult<_>>()
             })
             .map_err(err)?;
         let mut requeued = Vec::with_capacity(expired.len());
@@ -701,7 +701,7 @@ impl Store {
     ) -> Result<Result<u32, LeaseLost>, StoreError> {
         let (job, attempt, _) = lease;
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let agent = match Self::fenced_update(&tx, lease, REQUEUE, &[]).map_err(err)? {
             Ok(agent) => agent,
             Err((lost, _)) => return Ok(Err(lost)),
@@ -729,7 +729,7 @@ impl Store {
     /// Cancel `job` unless it is final (its run stopped waiting for it).
     pub fn cancel_job(&mut self, job: i64, why: &str, now_ms: i64) -> Result<bool, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let attempt: Option<u32> = tx
             .query_row(
                 "UPDATE jobs SET state = 'cancelled', token = NULL, expires_at = NULL \
@@ -769,11 +769,11 @@ impl Store {
     ) -> Result<usize, StoreError> {
         let num = self.run_num(run_id)?;
         let open: Vec<i64> = self
-            .conn
+            .db
             .prepare_cached("SELECT id FROM jobs WHERE run = ?1 AND state IN ('queued', 'leased')")
             .and_then(|mut s| {
                 s.query_map([num], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()
+                    .collect::<crate::db::DbResult<_>>()
             })
             .map_err(|e| self.err(e))?;
         let mut cancelled = 0;
@@ -787,7 +787,7 @@ impl Store {
     /// rows, found through the run's index whatever the store's size.
     pub fn open_jobs(&self, run_id: &str) -> Result<Vec<OpenJob>, StoreError> {
         let num = self.run_num(run_id)?;
-        self.conn
+        self.db
             .prepare_cached(
                 "SELECT j.id, j.node, j.block, j.lane, j.state, j.attempt, j.agent, \
                         coalesce((SELECT max(e.at) FROM job_events e WHERE e.job = j.id), j.created_at) \
@@ -810,14 +810,14 @@ impl Store {
                         since_ms: r.get(7)?,
                     })
                 })?
-                .collect::<rusqlite::Result<_>>()
+                .collect::<crate::db::DbResult<_>>()
             })
             .map_err(|e| self.err(e))
     }
 
     /// Job `id`, if there is one.
     pub fn job(&self, id: i64) -> Result<Option<Job>, StoreError> {
-        self.conn
+        self.db
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run WHERE j.id = ?1"
             ))
@@ -834,21 +834,21 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<Job>, StoreError> {
         let num = self.run_num(run_id)?;
-        self.conn
+        self.db
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM jobs j JOIN runs r ON r.num = j.run \
                  WHERE j.run = ?1 AND j.id > ?2 ORDER BY j.id LIMIT ?3"
             ))
             .and_then(|mut s| {
                 s.query_map(params![num, after, limit], job_row)?
-                    .collect::<rusqlite::Result<_>>()
+                    .collect::<crate::db::DbResult<_>>()
             })
             .map_err(|e| self.err(e))
     }
 
     /// The history of job `id`, oldest first.
     pub fn job_history(&self, id: i64) -> Result<Vec<JobEvent>, StoreError> {
-        self.conn
+        self.db
             .prepare_cached(
                 "SELECT at, kind, attempt, agent, detail FROM job_events WHERE job = ?1 ORDER BY id",
             )
@@ -862,7 +862,7 @@ impl Store {
                         detail: r.get(4)?,
                     })
                 })?
-                .collect::<rusqlite::Result<_>>()
+                .collect::<crate::db::DbResult<_>>()
             })
             .map_err(|e| self.err(e))
     }

@@ -23,6 +23,7 @@ mod bundle;
 mod cancel;
 mod config;
 pub mod counters;
+mod db;
 pub mod detail;
 mod error;
 mod gc;
@@ -46,7 +47,10 @@ pub mod view;
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags};
+
+pub use db::Backend;
+use db::{Db, DbError, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 pub use acks::{Ack, NewAck};
@@ -148,7 +152,9 @@ pub struct RunRecord {
 
 /// The durable store.
 pub struct Store {
-    conn: Connection,
+    db: Db,
+    /// The store file, or for PostgreSQL its URL without the password:
+    /// what error messages name.
     path: PathBuf,
     home: PathBuf,
     /// Events read and decoded so far: how tests see that a listing costs
@@ -225,8 +231,10 @@ impl Store {
 
     /// The durability this connection writes with (SQLite's `synchronous`).
     pub fn durability(&self) -> Result<Durability, StoreError> {
-        let level: i64 = self
-            .conn
+        let Some(conn) = self.db.as_sqlite() else {
+            return Ok(self.sync);
+        };
+        let level: i64 = conn
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .map_err(|e| StoreError::from_sqlite(&self.path, e))?;
         Ok(if level >= 2 {
@@ -277,15 +285,16 @@ impl Store {
             "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"
         ))
         .map_err(err)?;
-        schema::migrate(&conn, version).map_err(|e| match e {
-            schema::MigrateError::Sqlite(e) => err(e),
+        let db = Db::sqlite(conn);
+        schema::migrate(&db, version).map_err(|e| match e {
+            schema::MigrateError::Db(e) => StoreError::from_db(&path, e),
             schema::MigrateError::TooNew(found) => StoreError::TooNew {
                 path: path.clone(),
                 found,
             },
         })?;
         Ok(Store {
-            conn,
+            db,
             path,
             home: home.to_path_buf(),
             decoded: std::cell::Cell::new(0),
@@ -307,13 +316,15 @@ impl Store {
     /// An immediate transaction (the write lock is taken at once, so a
     /// concurrent writer waits instead of failing mid-way), and the store's
     /// path for error messages.
-    fn begin(&mut self) -> Result<(rusqlite::Transaction<'_>, PathBuf), StoreError> {
+    fn begin(&mut self) -> Result<(db::Tx<'_>, PathBuf), StoreError> {
         let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| StoreError::from_sqlite(&path, e))?;
+        let tx = self.db.begin().map_err(|e| StoreError::from_db(&path, e))?;
         Ok((tx, path))
+    }
+
+    /// The database this store is on.
+    pub fn backend(&self) -> Backend {
+        self.db.backend()
     }
 
     /// Ring the servers bound to this home (a job was queued, events were
@@ -364,15 +375,17 @@ impl Store {
     }
 
     fn set_synchronous(&self, pragma: &str) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(pragma)
+        let Some(conn) = self.db.as_sqlite() else {
+            return Ok(());
+        };
+        conn.prepare_cached(pragma)
             .and_then(|mut s| s.raw_execute())
             .map(drop)
             .map_err(|e| self.err(e))
     }
 
-    fn err(&self, e: rusqlite::Error) -> StoreError {
-        StoreError::from_sqlite(&self.path, e)
+    fn err(&self, e: impl Into<DbError>) -> StoreError {
+        StoreError::from_db(&self.path, e.into())
     }
 
     /// Record a new run: its pinned definition, its identity and its first
@@ -395,11 +408,11 @@ impl Store {
         session: Option<&SessionTag>,
     ) -> Result<(), StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let existing: Option<String> = tx
             .query_row(
                 "SELECT body FROM definitions WHERE hash = ?1",
-                [&record.workflow_hash],
+                params![&record.workflow_hash],
                 |r| r.get(0),
             )
             .optional()
@@ -415,30 +428,17 @@ impl Store {
             None => {
                 tx.execute(
                     "INSERT INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3)",
-                    (&record.workflow_hash, &record.workflow_id, definition_json),
+                    params![&record.workflow_hash, &record.workflow_id, definition_json],
                 )
                 .map_err(err)?;
             }
         }
-        let inserted = tx.execute(
-            "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            (
-                record.id.as_str(),
-                &record.workflow_id,
-                &record.workflow_hash,
-                &record.manifest,
-                &record.workspace,
-                record.created_at,
-            ),
-        );
-        if let Err(rusqlite::Error::SqliteFailure(e, _)) = &inserted
-            && e.code == rusqlite::ErrorCode::ConstraintViolation
-        {
-            return Err(StoreError::RunExists(record.id.to_string()));
-        }
-        inserted.map_err(err)?;
-        let run = tx.last_insert_rowid();
+        let run = match insert_run(&tx, record) {
+            Err(e) if e.is_unique_violation() => {
+                return Err(StoreError::RunExists(record.id.to_string()));
+            }
+            other => other.map_err(err)?,
+        };
         log::insert_event(&tx, run, &record.id, 1, 1, None, time::now_ms(), started)
             .map_err(err)?;
         if let Some(session) = session {
@@ -461,13 +461,16 @@ impl Store {
                 "an empty run id matches every run".into(),
             ));
         }
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT id FROM runs WHERE instr(id, ?1) > 0 ORDER BY id LIMIT 6")
-            .map_err(|e| self.err(e))?;
-        let ids: Vec<String> = stmt
-            .query_map([id], |r| r.get(0))
-            .and_then(|rows| rows.collect())
+        let ids: Vec<String> = self
+            .db
+            .query_all(
+                self.db.pick(
+                    "SELECT id FROM runs WHERE instr(id, ?1) > 0 ORDER BY id LIMIT 6",
+                    "SELECT id FROM runs WHERE strpos(id, ?1) > 0 ORDER BY id LIMIT 6",
+                ),
+                params![id],
+                |r| r.get(0),
+            )
             .map_err(|e| self.err(e))?;
         match ids.as_slice() {
             [] => Err(StoreError::UnknownRun {
@@ -485,11 +488,11 @@ impl Store {
 
     /// The run `id`, if it exists.
     pub fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
-        self.conn
+        self.db
             .query_row(
                 "SELECT id, workflow_id, workflow_hash, manifest, workspace, created_at
                  FROM runs WHERE id = ?1",
-                [id],
+                params![id],
                 row_to_run,
             )
             .optional()
@@ -500,16 +503,14 @@ impl Store {
     /// older import that did not check it) is left out: it cannot be
     /// executed or exported, only removed by `gc`.
     pub fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached(
+        let rows = self
+            .db
+            .query_all(
                 "SELECT id, workflow_id, workflow_hash, manifest, workspace, created_at
                  FROM runs ORDER BY created_at DESC, id DESC",
+                params![],
+                |r| Ok(row_to_run(r).ok()),
             )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok(row_to_run(r).ok()))
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
         Ok(rows.into_iter().flatten().collect())
     }
@@ -523,10 +524,10 @@ impl Store {
 
     /// The pinned definition with this hash, if the store has it.
     pub fn definition_if_any(&self, hash: &str) -> Result<Option<String>, StoreError> {
-        self.conn
+        self.db
             .query_row(
                 "SELECT body FROM definitions WHERE hash = ?1",
-                [hash],
+                params![hash],
                 |r| r.get(0),
             )
             .optional()
@@ -557,11 +558,26 @@ impl Store {
     }
 }
 
-fn row_to_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRecord> {
+/// Insert a run's row; its number (`runs.num`).
+fn insert_run(db: &Db, record: &RunRecord) -> Result<i64, DbError> {
+    db.query_row(
+        "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING num",
+        params![
+            record.id.as_str(),
+            &record.workflow_id,
+            &record.workflow_hash,
+            &record.manifest,
+            &record.workspace,
+            record.created_at,
+        ],
+        |r| r.get(0),
+    )
+}
+
+fn row_to_run(r: &db::Row<'_>) -> Result<RunRecord, DbError> {
     let id: String = r.get(0)?;
-    let id = RunId::parse(&id).map_err(|e| {
-        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-    })?;
+    let id = RunId::parse(&id).map_err(|e| DbError::conversion(0, e))?;
     Ok(RunRecord {
         id,
         workflow_id: r.get(1)?,

@@ -2,7 +2,7 @@
 //! and the projections listings need (branch heads, open gates).
 
 use crate::acks::NewAck;
-use rusqlite::{Connection, OptionalExtension};
+use crate::db::{Db, OptionalExtension};
 use serde::Serialize;
 use wfhost_core::run::event::{
     CommandRecord, Decision, Event, EventSink, QueuedJob, SinkError, gate_id,
@@ -120,7 +120,7 @@ fn seq_param(seq: u64) -> i64 {
 /// is `run_id`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn insert_event(
-    conn: &Connection,
+    conn: &Db,
     run: i64,
     run_id: &str,
     seq: u64,
@@ -128,9 +128,12 @@ pub(crate) fn insert_event(
     parent: Option<u64>,
     at: i64,
     event: &Event,
-) -> rusqlite::Result<Option<String>> {
+) -> crate::db::DbResult<Option<String>> {
     if seq == 0 || seq > MAX_SEQ {
-        return Err(rusqlite::Error::IntegralValueOutOfRange(1, seq as i64));
+        return Err(crate::db::DbError::conversion(
+            1,
+            format!("event seq {seq} is out of range"),
+        ));
     }
     let body = serde_json::to_string(event).expect("events serialize");
     let snapshot = event.is_snapshot().then(|| snapshot_id(run_id, seq));
@@ -158,7 +161,7 @@ impl Store {
     /// The number a run's events are keyed by (`runs.num`); -1, which keys
     /// no event, for a run this store does not have.
     pub(crate) fn run_num(&self, run_id: &str) -> Result<i64, StoreError> {
-        self.conn
+        self.db
             .prepare_cached("SELECT num FROM runs WHERE id = ?1")
             .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional())
             .map(|n| n.unwrap_or(-1))
@@ -176,10 +179,10 @@ impl Store {
     fn rows(
         &self,
         sql: &str,
-        params: impl rusqlite::Params,
+        params: impl crate::db::Params,
         run_id: &str,
     ) -> Result<Vec<StoredEvent>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let mut stmt = self.db.prepare_cached(sql).map_err(|e| self.err(e))?;
         let raw: Vec<RawRow> = stmt
             .query_map(params, |r| {
                 Ok((
@@ -245,7 +248,7 @@ impl Store {
     fn branch_roots(&self, run_id: &str) -> Result<Vec<(u32, u64, Option<u64>)>, StoreError> {
         let run = self.run_num(run_id)?;
         let mut next = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT branch, seq, parent FROM events
                  WHERE run = ?1 AND branch > ?2 ORDER BY branch, key LIMIT 1",
@@ -271,7 +274,7 @@ impl Store {
     }
 
     fn branch_of(&self, run_id: &str, seq: u64) -> Result<Option<u32>, StoreError> {
-        self.conn
+        self.db
             .query_row(
                 "SELECT branch FROM events WHERE key = (?1 << 32) + ?2",
                 (self.run_num(run_id)?, seq_param(seq)),
@@ -541,7 +544,7 @@ impl Store {
     /// The branch written to most recently: where `resume` and `show` look
     /// by default.
     pub fn current_branch(&self, run_id: &str) -> Result<u32, StoreError> {
-        self.conn
+        self.db
             .query_row(
                 "SELECT branch FROM events WHERE key > ?1 << 32 AND key < (?1 + 1) << 32
                  ORDER BY key DESC LIMIT 1",
@@ -562,7 +565,7 @@ impl Store {
             // The count reads the branch's index entries only; the head's
             // time is its own (a branch is written in time order).
             let (head, events): (i64, i64) = self
-                .conn
+                .db
                 .query_row(
                     "SELECT max(key) - (?1 << 32), count(*) FROM events WHERE run = ?1 AND branch = ?2",
                     (run, branch),
@@ -570,7 +573,7 @@ impl Store {
                 )
                 .map_err(|e| self.err(e))?;
             let last_at: i64 = self
-                .conn
+                .db
                 .query_row(
                     "SELECT at FROM events WHERE key = (?1 << 32) + ?2",
                     (run, head),
@@ -672,7 +675,7 @@ impl Store {
     /// one), whatever the length of the runs.
     pub fn open_gates(&self) -> Result<Vec<OpenGate>, StoreError> {
         let mut stmt = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT r.id, e.branch, e.seq, r.workflow_id FROM events e
                  JOIN (SELECT max(key) AS head FROM events GROUP BY run, branch) h
@@ -705,7 +708,7 @@ impl Store {
     /// or another) commits to the store: SQLite's `PRAGMA data_version`.
     /// A cheap way to learn that there may be new events to read.
     pub fn data_version(&self) -> Result<i64, StoreError> {
-        self.conn
+        self.db
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(|e| self.err(e))
     }
@@ -720,7 +723,7 @@ impl Store {
     /// on all branches.
     fn gates_opened(&self, run_id: &str) -> Result<usize, StoreError> {
         let run = self.run_num(run_id)?;
-        self.conn
+        self.db
             .prepare_cached(
                 // The highest `UD-<N>`: well-known gates take no number.
                 // A gate that asks questions numbers each of them.
@@ -744,7 +747,7 @@ impl Store {
     pub fn writer(&mut self, run_id: &str, branch: u32) -> Result<BranchWriter<'_>, StoreError> {
         let run = self.run_num(run_id)?;
         let head: Option<i64> = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT max(key) - (?1 << 32) FROM events WHERE run = ?1 AND branch = ?2",
             )
@@ -762,13 +765,13 @@ impl Store {
         // The notification targets that want this run's events (most
         // homes have none: nothing more to do per append).
         let workflow_id: String = self
-            .conn
+            .db
             .prepare_cached("SELECT workflow_id FROM runs WHERE num = ?1")
             .and_then(|mut s| s.query_row([run], |r| r.get(0)))
             .map_err(|e| self.err(e))?;
         let wanted = self.wanted(&workflow_id)?;
         let last: i64 = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT max(key) - (?1 << 32) FROM events WHERE key > ?1 << 32 AND key < (?1 + 1) << 32",
             )
@@ -793,7 +796,7 @@ impl Store {
     /// Returns the new branch's number. Hold the run's lock.
     pub fn fork(&mut self, run_id: &str, snapshot: &str) -> Result<u32, StoreError> {
         let found: Option<(String, i64, String, String)> = self
-            .conn
+            .db
             .query_row(
                 "SELECT r.id, e.seq, e.kind, e.body FROM events e JOIN runs r ON r.num = e.run WHERE e.snapshot = ?1",
                 [snapshot],
@@ -825,7 +828,7 @@ impl Store {
         };
         let run = self.run_num(run_id)?;
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let (next, branch): (i64, u32) = tx
             .query_row(
                 "SELECT max(seq) + 1, max(branch) + 1 FROM events WHERE run = ?1",
@@ -849,7 +852,8 @@ impl Store {
         .map_err(err)?;
         if let Some(due_at) = due {
             tx.execute(
-                "INSERT OR REPLACE INTO timers (run, branch, due_at) VALUES (?1, ?2, ?3)",
+                "INSERT INTO timers (run, branch, due_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (run, branch) DO UPDATE SET due_at = excluded.due_at",
                 (run, branch, due_at),
             )
             .map_err(err)?;
@@ -861,7 +865,7 @@ impl Store {
 
     /// Whether the branch rests at a `sleep` block (has a row in `timers`).
     fn has_timer(&self, run: i64, branch: u32) -> Result<bool, StoreError> {
-        self.conn
+        self.db
             .prepare_cached("SELECT EXISTS (SELECT 1 FROM timers WHERE run = ?1 AND branch = ?2)")
             .and_then(|mut s| s.query_row((run, branch), |r| r.get(0)))
             .map_err(|e| self.err(e))
@@ -944,12 +948,9 @@ impl BranchWriter<'_> {
     #[tracing::instrument(name = "store.append", level = "debug", skip_all, fields(run_id = %self.run_id, branch = self.branch, events = events.len()))]
     fn append_events(&mut self, events: &[Event], extra: Extra<'_>) -> Result<(), StoreError> {
         let path = self.store.path.clone();
-        let conn = &self.store.conn;
-        let err = |e| StoreError::from_sqlite(&path, e);
-        // Cached statements: a step's append parses no SQL.
-        conn.prepare_cached("BEGIN IMMEDIATE")
-            .and_then(|mut s| s.execute([]))
-            .map_err(err)?;
+        let err = |e| StoreError::from_db(&path, e);
+        let tx = self.store.db.begin().map_err(err)?;
+        let conn: &Db = &tx;
         let at = time::now_ms();
         let mut written = Vec::with_capacity(events.len());
         let (mut seq, mut parent) = (self.last, self.head);
@@ -968,8 +969,7 @@ impl BranchWriter<'_> {
             let snapshot = match inserted {
                 Ok(snapshot) => snapshot,
                 Err(e) => {
-                    let _ = conn.execute_batch("ROLLBACK");
-                    return Err(if is_constraint(&e) {
+                    return Err(if e.is_unique_violation() {
                         StoreError::Inconsistent(format!(
                             "branch {} of run {} was extended by another process",
                             self.branch, self.run_id
@@ -992,8 +992,7 @@ impl BranchWriter<'_> {
         if let Extra::Ack(ack) = extra {
             let first = self.last + 1;
             if let Err(e) = crate::acks::insert(conn, self.run, self.branch, first, ack, at) {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(if is_constraint(&e) {
+                return Err(if e.is_unique_violation() {
                     StoreError::AckUsed {
                         run_id: self.run_id.clone(),
                         snapshot: ack.snapshot,
@@ -1005,18 +1004,12 @@ impl BranchWriter<'_> {
             }
         }
         let was_armed = self.armed;
-        if let Err(e) = keep_timer(conn, (self.run, self.branch), &mut self.armed, events) {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(err(e));
-        }
+        let mut armed = self.armed;
+        keep_timer(conn, (self.run, self.branch), &mut armed, events).map_err(err)?;
         if self.wanted.any() {
             let at_seq = (self.run_id.as_str(), self.branch, self.last + 1);
-            if let Err(e) =
-                crate::notify::queue(conn, &self.wanted, at_seq, events, (was_armed, at))
-            {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(err(e));
-            }
+            crate::notify::queue(conn, &self.wanted, at_seq, events, (was_armed, at))
+                .map_err(err)?;
         }
         if let Extra::Job(job) = extra {
             let new = NewJob {
@@ -1029,18 +1022,10 @@ impl BranchWriter<'_> {
                 requires: &job.requires,
                 request: &job.request,
             };
-            if let Err(e) = crate::jobs::queue(conn, self.run, &new, at) {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(err(e));
-            }
+            crate::jobs::queue(conn, self.run, &new, at).map_err(err)?;
         }
-        if let Err(e) = conn
-            .prepare_cached("COMMIT")
-            .and_then(|mut s| s.execute([]))
-        {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(err(e));
-        }
+        tx.commit().map_err(err)?;
+        self.armed = armed;
         self.head = parent;
         self.last = seq;
         self.written = written;
@@ -1054,15 +1039,16 @@ impl BranchWriter<'_> {
 /// they follow one (`armed`). Costs nothing for the appends of a branch
 /// that never sleeps.
 fn keep_timer(
-    conn: &rusqlite::Connection,
+    conn: &crate::db::Db,
     (run, branch): (i64, u32),
     armed: &mut bool,
     events: &[Event],
-) -> Result<(), rusqlite::Error> {
+) -> crate::db::DbResult<()> {
     match events.last().map(|e| (e, e.due_at_ms())) {
         Some((_, Some(due_at_ms))) => {
             conn.prepare_cached(
-                "INSERT OR REPLACE INTO timers (run, branch, due_at) VALUES (?1, ?2, ?3)",
+                "INSERT INTO timers (run, branch, due_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (run, branch) DO UPDATE SET due_at = excluded.due_at",
             )?
             .execute((run, branch, due_at_ms))?;
             *armed = true;
@@ -1075,10 +1061,6 @@ fn keep_timer(
         _ => {}
     }
     Ok(())
-}
-
-fn is_constraint(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::ConstraintViolation)
 }
 
 /// What an append records besides its events.

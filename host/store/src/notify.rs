@@ -8,7 +8,7 @@
 //! again with a growing wait until one succeeds (at least once), each with
 //! the same delivery id.
 
-use rusqlite::{OptionalExtension, params};
+use crate::db::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wfhost_core::run::event::{CommandRecord, Event, Outcome};
@@ -68,7 +68,7 @@ const TARGET_COLUMNS: &str = "name, url, secret, format, events, workflow, creat
 const COLUMNS: &str =
     "id, target, delivery, event, run_id, body, state, attempts, next_at, last_error, created_at";
 
-fn target_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Target> {
+fn target_row(r: &crate::db::Row<'_>) -> crate::db::DbResult<Target> {
     let events: String = r.get(4)?;
     Ok(Target {
         name: r.get(0)?,
@@ -81,7 +81,7 @@ fn target_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Target> {
     })
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Notification> {
+fn row(r: &crate::db::Row<'_>) -> crate::db::DbResult<Notification> {
     let body: String = r.get(5)?;
     Ok(Notification {
         id: r.get(0)?,
@@ -135,7 +135,7 @@ impl Store {
                 target.name, target.name
             )));
         }
-        self.conn
+        self.db
             .execute(
                 &format!("INSERT INTO notify_targets ({TARGET_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
                 params![
@@ -154,7 +154,7 @@ impl Store {
 
     pub fn notify_targets(&self) -> Result<Vec<Target>, StoreError> {
         let mut statement = self
-            .conn
+            .db
             .prepare_cached(&format!(
                 "SELECT {TARGET_COLUMNS} FROM notify_targets ORDER BY name"
             ))
@@ -168,13 +168,13 @@ impl Store {
     /// Remove target `name` (its pending notifications go too). False when
     /// there is none.
     pub fn remove_notify_target(&mut self, name: &str) -> Result<bool, StoreError> {
-        self.conn
+        self.db
             .execute(
                 "DELETE FROM notifications WHERE target = ?1 AND state = 'pending'",
                 [name],
             )
             .map_err(|e| self.err(e))?;
-        self.conn
+        self.db
             .execute("DELETE FROM notify_targets WHERE name = ?1", [name])
             .map(|n| n > 0)
             .map_err(|e| self.err(e))
@@ -190,7 +190,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Notification>, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let due: Vec<Notification> = {
             let mut statement = tx
                 .prepare_cached(&format!(
@@ -233,9 +233,9 @@ impl Store {
         };
         let error = outcome.err();
         let result = match error {
-            None => self.conn.execute(sql, [id]),
+            None => self.db.execute(sql, [id]),
             Some(e) => self
-                .conn
+                .db
                 .execute(sql, params![id, e, retry_at_ms, MAX_ATTEMPTS]),
         };
         result.map(drop).map_err(|e| self.err(e))
@@ -244,7 +244,7 @@ impl Store {
     /// The notifications of run `run_id`, oldest first.
     pub fn notifications_of(&self, run_id: &str) -> Result<Vec<Notification>, StoreError> {
         let mut statement = self
-            .conn
+            .db
             .prepare_cached(&format!(
                 "SELECT {COLUMNS} FROM notifications WHERE run_id = ?1 ORDER BY id"
             ))
@@ -256,7 +256,7 @@ impl Store {
     }
 
     pub fn notify_target(&self, name: &str) -> Result<Option<Target>, StoreError> {
-        self.conn
+        self.db
             .prepare_cached(&format!(
                 "SELECT {TARGET_COLUMNS} FROM notify_targets WHERE name = ?1"
             ))
@@ -311,12 +311,12 @@ fn notable(event: &Event, armed: bool) -> Option<(&'static str, Value)> {
 /// Queue, inside an append's transaction, the notifications `events`
 /// (the append's, its first at seq `first`) give the targets in `wanted`.
 pub(crate) fn queue(
-    conn: &rusqlite::Connection,
+    conn: &crate::db::Db,
     wanted: &Wanted,
     (run_id, branch, first): (&str, u32, u64),
     events: &[Event],
     (armed, at): (bool, i64),
-) -> rusqlite::Result<()> {
+) -> crate::db::DbResult<()> {
     let mut armed = armed;
     for (i, event) in events.iter().enumerate() {
         let woke = armed

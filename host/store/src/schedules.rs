@@ -10,7 +10,7 @@
 //! a start made twice finds the run there: a tick never starts two runs,
 //! even across a crash.
 
-use rusqlite::{OptionalExtension, params};
+use crate::db::{OptionalExtension, params};
 use serde::Serialize;
 
 use crate::{Store, StoreError};
@@ -78,7 +78,7 @@ pub struct Tick {
 const SCHEDULE_COLUMNS: &str = "name, cron, tz, workflow, workspace, inputs, overlap, catch_up, paused, created_at, next_tick, missed";
 const TICK_COLUMNS: &str = "schedule, tick, state, run_id, reason, manual, at";
 
-fn schedule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
+fn schedule_row(r: &crate::db::Row<'_>) -> crate::db::DbResult<Schedule> {
     let inputs: String = r.get(5)?;
     Ok(Schedule {
         name: r.get(0)?,
@@ -96,7 +96,7 @@ fn schedule_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Schedule> {
     })
 }
 
-fn tick_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Tick> {
+fn tick_row(r: &crate::db::Row<'_>) -> crate::db::DbResult<Tick> {
     Ok(Tick {
         schedule: r.get(0)?,
         tick_ms: r.get(1)?,
@@ -112,7 +112,7 @@ impl Store {
     /// Add `schedule`; refused when one of its name exists.
     pub fn add_schedule(&mut self, schedule: &Schedule) -> Result<(), StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let exists: Option<String> = tx
             .query_row(
                 "SELECT name FROM schedules WHERE name = ?1",
@@ -175,12 +175,12 @@ impl Store {
         )
     }
 
-    fn query_schedules<P: rusqlite::Params>(
+    fn query_schedules<P: crate::db::Params>(
         &self,
         sql: &str,
         params: P,
     ) -> Result<Vec<Schedule>, StoreError> {
-        let mut statement = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let mut statement = self.db.prepare_cached(sql).map_err(|e| self.err(e))?;
         let rows = statement
             .query_map(params, schedule_row)
             .map_err(|e| self.err(e))?;
@@ -197,7 +197,7 @@ impl Store {
         next_tick_ms: Option<i64>,
     ) -> Result<bool, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let changed = match paused {
             true => tx.execute("UPDATE schedules SET paused = 1 WHERE name = ?1", [name]),
             false => tx.execute(
@@ -250,7 +250,7 @@ impl Store {
     /// there is no such schedule.
     pub fn remove_schedule(&mut self, name: &str) -> Result<bool, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         tx.execute("DELETE FROM schedule_ticks WHERE schedule = ?1", [name])
             .map_err(err)?;
         let removed = tx
@@ -273,7 +273,7 @@ impl Store {
         (next_tick_ms, missed): (Option<i64>, u64),
     ) -> Result<bool, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let moved = tx
             .execute(
                 "UPDATE schedules SET next_tick = ?3, missed = missed + ?4 WHERE name = ?1 AND next_tick = ?2 AND paused = 0",
@@ -295,7 +295,7 @@ impl Store {
     /// its schedule and time.
     pub fn add_manual_tick(&mut self, tick: &Tick) -> Result<(), StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let exists: Option<String> = tx
             .query_row(
                 "SELECT name FROM schedules WHERE name = ?1",
@@ -326,7 +326,7 @@ impl Store {
         reason: Option<&str>,
     ) -> Result<bool, StoreError> {
         let (tx, path) = self.begin()?;
-        let err = |e| StoreError::from_sqlite(&path, e);
+        let err = |e| StoreError::from_db(&path, e);
         let changed = tx
             .execute(
                 "UPDATE schedule_ticks SET state = ?5, reason = coalesce(?6, reason) \
@@ -365,12 +365,12 @@ impl Store {
             .pop())
     }
 
-    fn query_ticks<P: rusqlite::Params>(
+    fn query_ticks<P: crate::db::Params>(
         &self,
         sql: &str,
         params: P,
     ) -> Result<Vec<Tick>, StoreError> {
-        let mut statement = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let mut statement = self.db.prepare_cached(sql).map_err(|e| self.err(e))?;
         let rows = statement
             .query_map(params, tick_row)
             .map_err(|e| self.err(e))?;
@@ -378,7 +378,7 @@ impl Store {
     }
 }
 
-fn insert_tick(tx: &rusqlite::Transaction<'_>, tick: &Tick) -> rusqlite::Result<usize> {
+fn insert_tick(tx: &crate::db::Db, tick: &Tick) -> crate::db::DbResult<usize> {
     tx.execute(
         &format!("INSERT INTO schedule_ticks ({TICK_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
         params![

@@ -3,7 +3,7 @@
 //! git branch of the run's workspace. A session is exported and imported
 //! as one file holding each of its runs' bundles.
 
-use rusqlite::OptionalExtension;
+use crate::db::OptionalExtension;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -219,10 +219,10 @@ impl SessionBundle {
 
 /// Record that run number `run` belongs to `session`.
 pub(crate) fn insert(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &crate::db::Db,
     run: i64,
     session: &SessionTag,
-) -> rusqlite::Result<()> {
+) -> crate::db::DbResult<()> {
     tx.execute(
         "INSERT INTO run_sessions (run, session, source, git_branch) VALUES (?1, ?2, ?3, ?4)",
         (
@@ -235,14 +235,13 @@ pub(crate) fn insert(
     Ok(())
 }
 
-fn source_of(text: &str) -> rusqlite::Result<SessionSource> {
+fn source_of(text: &str) -> crate::db::DbResult<SessionSource> {
     match text {
         "client" => Ok(SessionSource::Client),
         "git" => Ok(SessionSource::Git),
-        other => Err(rusqlite::Error::FromSqlConversionFailure(
+        other => Err(crate::db::DbError::conversion(
             0,
-            rusqlite::types::Type::Text,
-            format!("unknown session source `{other}`").into(),
+            format!("unknown session source `{other}`"),
         )),
     }
 }
@@ -251,7 +250,7 @@ impl Store {
     /// The session of run `run_id`, if it has one.
     pub fn session_of(&self, run_id: &str) -> Result<Option<SessionTag>, StoreError> {
         let mut stmt = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT s.session, s.source, s.git_branch FROM run_sessions s
                  JOIN runs r ON r.num = s.run WHERE r.id = ?1",
@@ -272,7 +271,7 @@ impl Store {
     /// for listings that show or filter by session.
     pub fn run_session_ids(&self) -> Result<std::collections::HashMap<String, String>, StoreError> {
         let mut stmt = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT r.id, s.session FROM run_sessions s JOIN runs r ON r.num = s.run",
             )
@@ -285,7 +284,7 @@ impl Store {
     /// Every session, the most recently active first.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>, StoreError> {
         let mut stmt = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT s.session, min(s.source), min(s.git_branch), count(DISTINCT r.num),
                         min(r.created_at),
@@ -312,7 +311,7 @@ impl Store {
     /// The runs of session `id`, oldest first.
     pub fn session_runs(&self, id: &str) -> Result<Vec<RunRecord>, StoreError> {
         let mut stmt = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT r.id, r.workflow_id, r.workflow_hash, r.manifest, r.workspace, r.created_at
                  FROM run_sessions s JOIN runs r ON r.num = s.run
@@ -378,10 +377,10 @@ impl Store {
         }
         let (tx, path) = self.begin()?;
         for run in new {
-            bundle::insert(&tx, run).map_err(|e| StoreError::from_sqlite(&path, e))?;
+            bundle::insert(&tx, run).map_err(|e| StoreError::from_db(&path, e))?;
             result.imported.push(run.run.id.to_string());
         }
-        tx.commit().map_err(|e| StoreError::from_sqlite(&path, e))?;
+        tx.commit().map_err(|e| StoreError::from_db(&path, e))?;
         Ok(result)
     }
 }

@@ -18,7 +18,7 @@ impl Store {
     /// `limit`.
     pub fn due_timers(&self, now_ms: i64, limit: usize) -> Result<Vec<Timer>, StoreError> {
         let mut statement = self
-            .conn
+            .db
             .prepare_cached(
                 "SELECT r.id, t.branch, t.due_at FROM timers t JOIN runs r ON r.num = t.run
                  WHERE t.due_at <= ?1 ORDER BY t.due_at LIMIT ?2",
@@ -46,7 +46,7 @@ impl Store {
 
     /// When the earliest timer is due, if any branch sleeps.
     pub fn next_timer_due(&self) -> Result<Option<i64>, StoreError> {
-        self.conn
+        self.db
             .prepare_cached("SELECT min(due_at) FROM timers")
             .and_then(|mut s| s.query_row([], |r| r.get(0)))
             .map_err(|e| self.err(e))

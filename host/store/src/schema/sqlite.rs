@@ -1,52 +1,8 @@
-//! The store's tables, created and upgraded in one place.
-//!
-//! Version 2 keys each event by one integer, the run's number times 2^32
-//! plus the event's `seq`, so an event is a row of a rowid table appended
-//! at the end of its b-tree: SQLite writes about half the pages per step
-//! that version 1's `(run_id, seq)` key did (a `WITHOUT ROWID` table
-//! rebalances three leaves whenever its last one fills, and version 1
-//! indexed every event's NULL `snapshot`).
-//!
-//! Version 3 adds the job queue of `wfhost serve`: each block execution
-//! handed to an agent is a row of `jobs` (leased, heartbeated, completed
-//! under a fence), with its history in `job_events`.
-//!
-//! Version 4 adds `job_telemetry`: what a job's agents sent while it ran,
-//! reported by the agent holding the lease, read by the run's process.
-//!
-//! Version 5 adds `mcp_acks`: the acknowledgements with which MCP clients
-//! advanced external blocks, each recorded in the commit of the block's
-//! completion, with the reply to replay to a repeat.
-//!
-//! Version 6 adds `run_sessions`: the session (workstream) each run belongs
-//! to, named by the MCP client or derived from the workspace's git branch.
-//!
-//! Version 7 adds `timers`: each branch resting at a `sleep` block and when
-//! it is due, kept in the commit of the events that start and end the
-//! sleep, so a server finds what to wake without reading any run's log.
-//!
-//! Version 8 adds `schedules` and `schedule_ticks`: workflows started on a
-//! cron expression's ticks, and each tick handled (once: its row and the
-//! schedule's next tick move in one transaction); and `hooks` and
-//! `hook_deliveries`: webhook triggers and the deliveries they took; and
-//! `notify_targets` and `notifications`: where notifications go, and the
-//! outbox they are delivered from.
+//! The schema on SQLite: its version is the file's `PRAGMA user_version`,
+//! and each version's statements upgrade the one before.
 
-use rusqlite::Connection;
-
-/// The schema this wfhost writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 8;
-
-pub(crate) enum MigrateError {
-    Sqlite(rusqlite::Error),
-    TooNew(i64),
-}
-
-impl From<rusqlite::Error> for MigrateError {
-    fn from(e: rusqlite::Error) -> Self {
-        MigrateError::Sqlite(e)
-    }
-}
+use super::{MigrateError, SCHEMA_VERSION};
+use crate::db::Db;
 
 const DEFINITIONS: &str = "
 CREATE TABLE IF NOT EXISTS definitions (
@@ -300,7 +256,7 @@ DROP TABLE events_v1;
 DROP TABLE runs_v1;
 ";
 
-pub(crate) fn migrate(conn: &Connection, found: i64) -> Result<(), MigrateError> {
+pub(super) fn migrate(conn: &Db, found: i64) -> Result<(), MigrateError> {
     if found > SCHEMA_VERSION {
         return Err(MigrateError::TooNew(found));
     }
@@ -315,8 +271,8 @@ pub(crate) fn migrate(conn: &Connection, found: i64) -> Result<(), MigrateError>
 
 /// Inside the write lock: another process may have upgraded the store
 /// since this one looked.
-fn upgrade(conn: &Connection) -> Result<(), MigrateError> {
-    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+fn upgrade(conn: &Db) -> Result<(), MigrateError> {
+    let found: i64 = conn.query_row("PRAGMA user_version", (), |r| r.get(0))?;
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
