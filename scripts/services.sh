@@ -25,11 +25,16 @@
 #     missing); again only when the lock file changed. Each must then print
 #     its version (its native binary is an optional per-platform package).
 #     The tests run them offline, against tests/fixtures/model_server.py.
+#   - postgres: Debian's postgresql (its default cluster, started with
+#     pg_ctlcluster, listening on 127.0.0.1:5432) and a role wfhost_test
+#     (password wfhost_test, CREATEDB) for the store's tests on
+#     PostgreSQL, which create and drop a database of their own each
+#     (WFHOST_TEST_POSTGRES names another server).
 #   - registry: Debian's docker-registry (the CNCF distribution registry),
 #     for the plugin package tests; each test starts its own instance on a
 #     free loopback port with its own storage, so nothing runs here.
 #
-# Usage: scripts/services.sh [docker|slurm|browser|registry|agents|all]...
+# Usage: scripts/services.sh [docker|slurm|browser|registry|agents|postgres|all]...
 #        (default: docker; all = every service)
 #        WFHOST_SLURM_ACCOUNTING=0|1 (default 1): Slurm job accounting.
 # Idempotent: what is installed or running already is left as it is.
@@ -595,8 +600,48 @@ start_agents() {
     log "agents ready: $v"
 }
 
+# The cluster Debian's postgresql package made (the newest if several).
+postgres_cluster() {
+    pg_lsclusters --no-header 2>/dev/null | sort -V | tail -1 | awk '{print $1, $2}'
+}
+
+start_postgres() {
+    NO_RECOMMENDS=true apt_install postgresql
+    local cluster version name
+    cluster=$(postgres_cluster)
+    if [ -z "$cluster" ]; then
+        log "no PostgreSQL cluster: making one"
+        version=$(ls /usr/lib/postgresql | sort -V | tail -1)
+        pg_createcluster "$version" main >/dev/null
+        cluster=$(postgres_cluster)
+    fi
+    read -r version name <<<"$cluster"
+    if ! pg_lsclusters --no-header | awk -v v="$version" -v n="$name" '$1==v && $2==n {print $4}' | grep -q online; then
+        log "starting PostgreSQL $version/$name"
+        pg_ctlcluster "$version" "$name" start
+    fi
+    local i
+    for i in $(seq 1 30); do
+        su postgres -c "psql -qAt -c 'SELECT 1'" >/dev/null 2>&1 && break
+        sleep 1
+    done
+    su postgres -c "psql -qAt -c 'SELECT 1'" >/dev/null || { log "PostgreSQL does not answer"; return 1; }
+    su postgres -c "psql -qAt -v ON_ERROR_STOP=1" >/dev/null <<'SQL'
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'wfhost_test') THEN
+        CREATE ROLE wfhost_test LOGIN CREATEDB PASSWORD 'wfhost_test';
+    END IF;
+END
+$$;
+SQL
+    PGPASSWORD=wfhost_test psql -qAt -h 127.0.0.1 -U wfhost_test -d postgres -c 'SELECT 1' >/dev/null \
+        || { log "PostgreSQL: the role wfhost_test cannot log in over TCP"; return 1; }
+    log "postgres ready: $(su postgres -c "psql -qAt -c 'SHOW server_version'") on 127.0.0.1:5432 (role wfhost_test)"
+}
+
 usage() {
-    echo "usage: $0 [docker|slurm|browser|registry|agents|all]...   (default: docker)" >&2
+    echo "usage: $0 [docker|slurm|browser|registry|agents|postgres|all]...   (default: docker)" >&2
 }
 
 [ $# -eq 0 ] && set -- docker
@@ -608,9 +653,9 @@ case "${WFHOST_SLURM_ACCOUNTING:-1}" in
 esac
 for service in "$@"; do
     case "$service" in
-        docker|slurm|browser|registry|agents|all) ;;
+        docker|slurm|browser|registry|agents|postgres|all) ;;
         -h|--help) usage; exit 0 ;;
-        *) log "unknown service $service (known: docker, slurm, browser, registry, agents, all)"; usage; exit 2 ;;
+        *) log "unknown service $service (known: docker, slurm, browser, registry, agents, postgres, all)"; usage; exit 2 ;;
     esac
 done
 for service in "$@"; do
@@ -620,6 +665,7 @@ for service in "$@"; do
         browser) start_browser ;;
         registry) start_registry ;;
         agents) start_agents ;;
-        all) start_docker; start_slurm; start_browser; start_registry; start_agents ;;
+        postgres) start_postgres ;;
+        all) start_docker; start_slurm; start_browser; start_registry; start_agents; start_postgres ;;
     esac
 done

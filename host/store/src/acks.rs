@@ -98,14 +98,8 @@ impl Store {
     ) -> Result<(), StoreError> {
         let run = self.run_num(run_id)?;
         let full = self.sync == crate::Durability::Full;
-        let set = |pragma: &str| {
-            self.db
-                .prepare_cached(pragma)
-                .and_then(|mut s| s.execute([]))
-                .map_err(|e| self.err(e))
-        };
         if full {
-            set("PRAGMA synchronous = NORMAL")?;
+            self.set_synchronous(false)?;
         }
         let written = self
             .db
@@ -117,7 +111,7 @@ impl Store {
             .map(|_| ())
             .map_err(|e| self.err(e));
         if full {
-            set("PRAGMA synchronous = FULL")?;
+            self.set_synchronous(true)?;
         }
         written
     }

@@ -179,7 +179,7 @@ pub(crate) fn check(bundle: &Bundle) -> Result<(), StoreError> {
 /// Write a checked bundle's run inside `tx`.
 pub(crate) fn insert(tx: &crate::db::Db, bundle: &Bundle) -> crate::db::DbResult<()> {
     tx.execute(
-        "INSERT OR IGNORE INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3)",
+        "INSERT INTO definitions (hash, workflow_id, body) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
         (
             &bundle.run.workflow_hash,
             &bundle.run.workflow_id,
@@ -187,19 +187,7 @@ pub(crate) fn insert(tx: &crate::db::Db, bundle: &Bundle) -> crate::db::DbResult
         ),
     )?;
     let r = &bundle.run;
-    tx.execute(
-        "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        (
-            r.id.as_str(),
-            &r.workflow_id,
-            &r.workflow_hash,
-            &r.manifest,
-            &r.workspace,
-            r.created_at,
-        ),
-    )?;
-    let run = tx.last_insert_rowid()?;
+    let run = crate::insert_run(tx, r)?;
     for e in &bundle.events {
         crate::log::insert_event(tx, run, &r.id, e.seq, e.branch, e.parent, e.at, &e.event)?;
     }

@@ -1,5 +1,7 @@
 //! The wfhost home's settings file, `config.json`: how long runs are kept
-//! (`retention`, an age such as `60d`; default [`DEFAULT_RETENTION`]).
+//! (`retention`, an age such as `60d`; default [`DEFAULT_RETENTION`]) and
+//! where they are stored (`store`: `sqlite`, the default, or a PostgreSQL
+//! URL; `WFHOST_STORE` overrides it).
 //! A missing file means the defaults; a malformed one is an error naming
 //! the file and the key, never a silent default.
 
@@ -20,6 +22,7 @@ pub const DEFAULT_RETENTION: &str = "60d";
 #[serde(deny_unknown_fields)]
 struct Raw {
     retention: Option<String>,
+    store: Option<String>,
 }
 
 /// The home's settings.
@@ -32,6 +35,9 @@ pub struct HomeConfig {
     pub retention_text: String,
     /// Where `retention` came from: the file, or `None` for the default.
     pub source: Option<PathBuf>,
+    /// Where the runs are stored, as the file says (`WFHOST_STORE` is
+    /// read by [`crate::Location::resolve`]).
+    pub store: crate::Location,
 }
 
 impl HomeConfig {
@@ -49,7 +55,14 @@ impl HomeConfig {
         };
         let raw = match &text {
             Some(t) => serde_json::from_slice::<Raw>(t).map_err(|e| bad(e.to_string()))?,
-            None => Raw { retention: None },
+            None => Raw {
+                retention: None,
+                store: None,
+            },
+        };
+        let store = match &raw.store {
+            Some(text) => crate::Location::parse(text).map_err(|e| bad(format!("`store`: {e}")))?,
+            None => crate::Location::Embedded,
         };
         let source = raw.retention.as_ref().map(|_| path.clone());
         let retention_text = raw
@@ -60,6 +73,7 @@ impl HomeConfig {
             retention,
             retention_text,
             source,
+            store,
         })
     }
 }
@@ -78,7 +92,19 @@ mod tests {
         let c = HomeConfig::load(home.path()).unwrap();
         assert_eq!(c.retention, Duration::from_secs(14 * 86_400));
         assert!(c.source.is_some());
-        for bad in [r#"{"retention": "soon"}"#, r#"{"retension": "2w"}"#, "{"] {
+        std::fs::write(
+            home.path().join(CONFIG_FILE),
+            r#"{"store": "postgres://wf:pw@db/runs"}"#,
+        )
+        .unwrap();
+        let c = HomeConfig::load(home.path()).unwrap();
+        assert!(matches!(c.store, crate::Location::Postgres(_)));
+        for bad in [
+            r#"{"retention": "soon"}"#,
+            r#"{"retension": "2w"}"#,
+            "{",
+            r#"{"store": "mysql://db"}"#,
+        ] {
             std::fs::write(home.path().join(CONFIG_FILE), bad).unwrap();
             let e = HomeConfig::load(home.path()).unwrap_err().to_string();
             assert!(e.contains(CONFIG_FILE), "{bad}: {e}");

@@ -33,12 +33,14 @@ impl Store {
         let mut stmt = self
             .db
             .prepare_cached(
-                "SELECT r.id, r.workflow_id, max(e.at) AS last, s.session,
-                        (SELECT max(e2.at) FROM run_sessions s2 JOIN events e2 ON e2.run = s2.run
-                         WHERE s2.session = s.session) AS session_last
-                 FROM runs r JOIN events e ON e.run = r.num
-                 LEFT JOIN run_sessions s ON s.run = r.num
-                 GROUP BY r.num HAVING coalesce(session_last, last) < ?1 ORDER BY last",
+                "SELECT id, workflow_id, last, session FROM (
+                   SELECT r.id, r.workflow_id, max(e.at) AS last, s.session,
+                          (SELECT max(e2.at) FROM run_sessions s2 JOIN events e2 ON e2.run = s2.run
+                           WHERE s2.session = s.session) AS session_last
+                   FROM runs r JOIN events e ON e.run = r.num
+                   LEFT JOIN run_sessions s ON s.run = r.num
+                   GROUP BY r.num, r.id, r.workflow_id, s.session
+                 ) AS c WHERE coalesce(session_last, last) < ?1 ORDER BY last, id",
             )
             .map_err(|e| self.err(e))?;
         let old: Vec<(String, String, i64, Option<String>)> = stmt

@@ -228,13 +228,16 @@ pub(crate) fn queue(
     new: &NewJob<'_>,
     now_ms: i64,
 ) -> crate::db::DbResult<()> {
-    let inserted = tx
+    // Numbered as runs are (`crate::insert_run`): the same ids on both
+    // backends, none lost to a job that already stood. (`WHERE true`
+    // tells SQLite the ON CONFLICT is the upsert's, not a join's.)
+    let inserted: Option<i64> = tx
         .prepare_cached(
-            "INSERT INTO jobs (run, branch, step, lane, node, block, requires, request, state, attempt, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 1, ?9) \
-             ON CONFLICT (run, branch, step, lane) DO NOTHING",
+            "INSERT INTO jobs (id, run, branch, step, lane, node, block, requires, request, state, attempt, created_at) \
+             SELECT coalesce(max(id), 0) + 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', 1, ?9 FROM jobs WHERE true \
+             ON CONFLICT (run, branch, step, lane) DO NOTHING RETURNING id",
         )?
-        .execute(params![
+        .query_row(params![
             run,
             new.branch,
             new.step as i64,
@@ -244,9 +247,10 @@ pub(crate) fn queue(
             new.requires.join(","),
             new.request,
             now_ms
-        ])?;
-    if inserted == 1 {
-        record(tx, tx.last_insert_rowid()?, now_ms, "queued", 1, None, "")?;
+        ], |r| r.get(0))
+        .optional()?;
+    if let Some(id) = inserted {
+        record(tx, id, now_ms, "queued", 1, None, "")?;
     }
     Ok(())
 }

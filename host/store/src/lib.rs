@@ -32,6 +32,7 @@ mod ids;
 mod job_telemetry;
 mod jobs;
 mod listing;
+mod location;
 mod lock;
 mod log;
 pub mod notify;
@@ -62,9 +63,12 @@ pub use gc::GcCandidate;
 pub use listing::{ListError, RUN_STATUSES, RunFilter, RunPage, RunSummary};
 #[doc(hidden)]
 pub mod forgery;
+#[doc(hidden)]
+pub mod testing;
 pub use ids::{RunId, is_run_id, new_run_id, snapshot_id};
 pub use job_telemetry::{JobTelemetry, TelemetryCaps, TelemetryTaken};
 pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob, OpenJob};
+pub use location::{Location, STORE_ENV, redact};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, ChainPage, OpenGate, StoredEvent};
 pub use schema::SCHEMA_VERSION;
@@ -170,6 +174,19 @@ impl Store {
     /// Open the store in `home`, creating the directory and the file if
     /// they do not exist.
     pub fn open(home: &Path, durability: Durability) -> Result<Store, StoreError> {
+        Self::open_in(home, &Location::resolve(home)?, durability)
+    }
+
+    /// [`Store::open`] at `location` (the home's embedded file, or a
+    /// PostgreSQL database: made ready, tables included, if it is empty).
+    pub fn open_in(
+        home: &Path,
+        location: &Location,
+        durability: Durability,
+    ) -> Result<Store, StoreError> {
+        if let Location::Postgres(url) = location {
+            return Self::open_postgres(home, url, durability, true);
+        }
         std::fs::create_dir_all(home).map_err(|e| StoreError::Io {
             path: home.to_path_buf(),
             message: format!("cannot create the wfhost home: {e}"),
@@ -221,6 +238,19 @@ impl Store {
     /// [`Store::open_existing`] with the durability of the events this
     /// process appends (`resume`, `fork`, `gate` go on with a run).
     pub fn open_existing_with(home: &Path, durability: Durability) -> Result<Store, StoreError> {
+        Self::open_existing_in(home, &Location::resolve(home)?, durability)
+    }
+
+    /// [`Store::open_existing_with`] at `location`: a PostgreSQL database
+    /// without wfhost's tables is no store yet.
+    pub fn open_existing_in(
+        home: &Path,
+        location: &Location,
+        durability: Durability,
+    ) -> Result<Store, StoreError> {
+        if let Location::Postgres(url) = location {
+            return Self::open_postgres(home, url, durability, false);
+        }
         if !home.join(STORE_FILE).is_file() {
             return Err(StoreError::NoStore {
                 path: home.join(STORE_FILE),
@@ -303,7 +333,52 @@ impl Store {
         })
     }
 
-    /// The store file.
+    /// Connect to the PostgreSQL database at `url`, making wfhost's tables
+    /// when `create` (else an empty database is [`StoreError::NoStore`]).
+    /// The home still holds what belongs to this machine: configuration,
+    /// secrets, doorbells, run locks.
+    fn open_postgres(
+        home: &Path,
+        url: &str,
+        durability: Durability,
+        create: bool,
+    ) -> Result<Store, StoreError> {
+        let path = PathBuf::from(redact(url));
+        let conn = db::PgConn::connect(url).map_err(|e| StoreError::Unavailable {
+            path: path.clone(),
+            message: e.0,
+        })?;
+        let db = Db::postgres(conn);
+        let found = schema::postgres_version(&db).map_err(|e| StoreError::from_db(&path, e))?;
+        if found.is_none() && !create {
+            return Err(StoreError::NoStore { path });
+        }
+        if create {
+            std::fs::create_dir_all(home).map_err(|e| StoreError::Io {
+                path: home.to_path_buf(),
+                message: format!("cannot create the wfhost home: {e}"),
+            })?;
+        }
+        schema::migrate(&db, found.unwrap_or(0)).map_err(|e| match e {
+            schema::MigrateError::Db(e) => StoreError::from_db(&path, e),
+            schema::MigrateError::TooNew(found) => StoreError::TooNew {
+                path: path.clone(),
+                found,
+            },
+        })?;
+        let store = Store {
+            db,
+            path,
+            home: home.to_path_buf(),
+            decoded: std::cell::Cell::new(0),
+            sync: durability,
+            ringer: bell::Ringer::default(),
+        };
+        store.set_synchronous(durability == Durability::Full)?;
+        Ok(store)
+    }
+
+    /// The store file (for PostgreSQL, its URL without the password).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -366,22 +441,32 @@ impl Store {
         if self.sync == Durability::Normal {
             return f(self);
         }
-        self.set_synchronous("PRAGMA synchronous = NORMAL")?;
+        self.set_synchronous(false)?;
         let done = f(self);
-        let restored = self.set_synchronous("PRAGMA synchronous = FULL");
+        let restored = self.set_synchronous(true);
         let done = done?;
         restored?;
         Ok(done)
     }
 
-    fn set_synchronous(&self, pragma: &str) -> Result<(), StoreError> {
-        let Some(conn) = self.db.as_sqlite() else {
-            return Ok(());
+    /// Whether commits wait for the disk: SQLite's `synchronous` (FULL or
+    /// NORMAL), PostgreSQL's `synchronous_commit` (on or off: a commit
+    /// is then lost only when the database server itself crashes).
+    pub(crate) fn set_synchronous(&self, full: bool) -> Result<(), StoreError> {
+        let sql = match (self.db.backend(), full) {
+            (Backend::Sqlite, true) => "PRAGMA synchronous = FULL",
+            (Backend::Sqlite, false) => "PRAGMA synchronous = NORMAL",
+            (Backend::Postgres, true) => "SET synchronous_commit = on",
+            (Backend::Postgres, false) => "SET synchronous_commit = off",
         };
-        conn.prepare_cached(pragma)
-            .and_then(|mut s| s.raw_execute())
-            .map(drop)
-            .map_err(|e| self.err(e))
+        match self.db.as_sqlite() {
+            Some(conn) => conn
+                .prepare_cached(sql)
+                .and_then(|mut s| s.raw_execute())
+                .map(drop)
+                .map_err(|e| self.err(e)),
+            None => self.db.execute_batch(sql).map_err(|e| self.err(e)),
+        }
     }
 
     fn err(&self, e: impl Into<DbError>) -> StoreError {
@@ -558,11 +643,15 @@ impl Store {
     }
 }
 
-/// Insert a run's row; its number (`runs.num`).
-fn insert_run(db: &Db, record: &RunRecord) -> Result<i64, DbError> {
+/// Insert a run's row; its number (`runs.num`). Numbers are the largest
+/// one plus one, as SQLite numbers rows, on both backends (a sequence
+/// would leave gaps where a transaction rolled back, and the two backends
+/// would number the same runs differently); writers hold the store's
+/// write lock, so two never take the same number.
+pub(crate) fn insert_run(db: &Db, record: &RunRecord) -> Result<i64, DbError> {
     db.query_row(
-        "INSERT INTO runs (id, workflow_id, workflow_hash, manifest, workspace, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING num",
+        "INSERT INTO runs (num, id, workflow_id, workflow_hash, manifest, workspace, created_at)
+         SELECT coalesce(max(num), 0) + 1, ?1, ?2, ?3, ?4, ?5, ?6 FROM runs RETURNING num",
         params![
             record.id.as_str(),
             &record.workflow_id,

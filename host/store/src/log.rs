@@ -363,10 +363,16 @@ impl Store {
         let run = self.run_num(run_id)?;
         for (b, limit) in self.segments(run_id, branch)? {
             let found = self.rows(
-                "SELECT seq, branch, parent, at, snapshot, body FROM events
-                 WHERE run = ?1 AND branch = ?2 AND key <= (?1 << 32) + ?3
-                   AND kind = 'block_started' AND json_extract(body, '$.step') = ?4
-                 ORDER BY key DESC LIMIT 1",
+                self.db.pick(
+                    "SELECT seq, branch, parent, at, snapshot, body FROM events
+                     WHERE run = ?1 AND branch = ?2 AND key <= (?1 << 32) + ?3
+                       AND kind = 'block_started' AND json_extract(body, '$.step') = ?4
+                     ORDER BY key DESC LIMIT 1",
+                    "SELECT seq, branch, parent, at, snapshot, body FROM events
+                     WHERE run = ?1 AND branch = ?2 AND key <= (?1 << 32) + ?3
+                       AND kind = 'block_started' AND (body::jsonb -> 'step') = to_jsonb(?4)
+                     ORDER BY key DESC LIMIT 1",
+                ),
                 (run, b, seq_param(limit.min(upto)), clamp(step)),
                 run_id,
             )?;
@@ -708,9 +714,7 @@ impl Store {
     /// or another) commits to the store: SQLite's `PRAGMA data_version`.
     /// A cheap way to learn that there may be new events to read.
     pub fn data_version(&self) -> Result<i64, StoreError> {
-        self.db
-            .query_row("PRAGMA data_version", [], |r| r.get(0))
-            .map_err(|e| self.err(e))
+        self.db.data_version().map_err(|e| self.err(e))
     }
 
     /// How many events this store has read and decoded since it was
@@ -724,7 +728,7 @@ impl Store {
     fn gates_opened(&self, run_id: &str) -> Result<usize, StoreError> {
         let run = self.run_num(run_id)?;
         self.db
-            .prepare_cached(
+            .prepare_cached(self.db.pick(
                 // The highest `UD-<N>`: well-known gates take no number.
                 // A gate that asks questions numbers each of them.
                 "SELECT coalesce(max(n), 0) FROM (
@@ -736,7 +740,16 @@ impl Store {
                      FROM events, json_each(events.body, '$.command.questions') AS q
                      WHERE run = ?1 AND kind = 'action_taken'
                      AND json_extract(q.value, '$.id') GLOB 'UD-[0-9]*')",
-            )
+                "SELECT coalesce(max(n), 0) FROM (
+                   SELECT (regexp_match(body::jsonb ->> 'gate_id', '^UD-([0-9]{1,18})'))[1]::bigint AS n
+                     FROM events WHERE run = ?1 AND kind IN ('action_taken', 'fan_in_waiting')
+                   UNION ALL
+                   SELECT (regexp_match(q ->> 'id', '^UD-([0-9]{1,18})'))[1]::bigint
+                     FROM events, jsonb_array_elements(
+                       CASE WHEN jsonb_typeof(body::jsonb #> '{command,questions}') = 'array'
+                            THEN body::jsonb #> '{command,questions}' ELSE '[]'::jsonb END) AS q
+                     WHERE run = ?1 AND kind = 'action_taken') AS g",
+            ))
             .and_then(|mut s| s.query_row([run], |r| r.get::<_, i64>(0)))
             .map(|n| n as usize)
             .map_err(|e| self.err(e))

@@ -353,8 +353,8 @@ pub(crate) fn queue(
                 body["answer"] = json!(format!("wfhost gate {run_id} {gate} approved"));
             }
             conn.prepare_cached(
-                "INSERT OR IGNORE INTO notifications (target, delivery, event, run_id, body, state, attempts, next_at, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, ?6)",
+                "INSERT INTO notifications (target, delivery, event, run_id, body, state, attempts, next_at, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, ?6) ON CONFLICT DO NOTHING",
             )?
             .execute(params![target, delivery, kind, run_id, body.to_string(), at])?;
         }

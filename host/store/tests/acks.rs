@@ -5,6 +5,7 @@ use wfhost_core::run::event::Event;
 use wfhost_store::{Durability, NewAck, Store, StoreError};
 
 mod common;
+use common::Backend;
 #[allow(unused_imports)]
 use common::{M, Q, R, R1, R2, R3, R4};
 use common::{record, started};
@@ -33,9 +34,8 @@ fn ack(attempt: u32, digest: &str) -> NewAck {
     }
 }
 
-#[test]
-fn an_ack_is_recorded_with_its_events_and_used_once() {
-    let home = tempfile::tempdir().unwrap();
+fn an_ack_is_recorded_with_its_events_and_used_once(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     {
@@ -87,9 +87,8 @@ fn an_ack_is_recorded_with_its_events_and_used_once() {
     assert_eq!(store.ack(R2, 2, 1).unwrap(), None);
 }
 
-#[test]
-fn gc_removes_a_run_s_acks() {
-    let home = tempfile::tempdir().unwrap();
+fn gc_removes_a_run_s_acks(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store.create_run(&record(R1), "{}", &started(R1)).unwrap();
     {
@@ -105,3 +104,8 @@ fn gc_removes_a_run_s_acks() {
         "a new run reusing the number starts clean"
     );
 }
+
+on_both!(
+    an_ack_is_recorded_with_its_events_and_used_once,
+    gc_removes_a_run_s_acks,
+);

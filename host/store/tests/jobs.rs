@@ -5,6 +5,7 @@ use wfhost_core::run::event::{Event, EventSink, QueuedJob};
 use wfhost_store::{Completion, Durability, JobState, NewJob, Store};
 
 mod common;
+use common::Backend;
 use common::record;
 #[allow(unused_imports)]
 use common::{M, Q, R, R1, R2, R3, R4};
@@ -34,9 +35,8 @@ fn job(step: u64, requires: &[String]) -> NewJob<'_> {
     }
 }
 
-#[test]
-fn a_job_is_queued_once_per_execution_and_found_again() {
-    let home = tempfile::tempdir().unwrap();
+fn a_job_is_queued_once_per_execution_and_found_again(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     let caps = wasm();
     let first = store.enqueue_job(&job(0, &caps), 10).unwrap();
@@ -49,9 +49,8 @@ fn a_job_is_queued_once_per_execution_and_found_again() {
     assert_eq!(history.len(), 1, "{history:?}");
 }
 
-#[test]
-fn an_agent_gets_only_jobs_it_can_run() {
-    let home = tempfile::tempdir().unwrap();
+fn an_agent_gets_only_jobs_it_can_run(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     let slurm = vec!["wasm".to_string(), "slurm".to_string()];
     let needs_slurm = store.enqueue_job(&job(0, &slurm), 1).unwrap();
@@ -63,9 +62,8 @@ fn an_agent_gets_only_jobs_it_can_run() {
     assert_eq!(lease.job.id, needs_slurm.id);
 }
 
-#[test]
-fn two_agents_racing_never_hold_the_same_job() {
-    let home = tempfile::tempdir().unwrap();
+fn two_agents_racing_never_hold_the_same_job(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     for step in 0..200 {
         store.enqueue_job(&job(step, &wasm()), 1).unwrap();
@@ -107,9 +105,8 @@ fn two_agents_racing_never_hold_the_same_job() {
     assert_eq!(all.len(), 200, "no job leased twice");
 }
 
-#[test]
-fn a_heartbeat_extends_only_the_matching_lease() {
-    let home = tempfile::tempdir().unwrap();
+fn a_heartbeat_extends_only_the_matching_lease(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     store.enqueue_job(&job(0, &wasm()), 0).unwrap();
     let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
@@ -129,9 +126,8 @@ fn a_heartbeat_extends_only_the_matching_lease() {
     assert!(lost.unwrap_err().reason.contains("attempt 2"));
 }
 
-#[test]
-fn a_lease_handed_back_is_queued_again_at_once() {
-    let home = tempfile::tempdir().unwrap();
+fn a_lease_handed_back_is_queued_again_at_once(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     store.enqueue_job(&job(0, &wasm()), 0).unwrap();
     let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
@@ -174,9 +170,8 @@ fn a_lease_handed_back_is_queued_again_at_once() {
     );
 }
 
-#[test]
-fn a_stale_completion_is_refused_and_the_new_lease_wins() {
-    let home = tempfile::tempdir().unwrap();
+fn a_stale_completion_is_refused_and_the_new_lease_wins(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     store.enqueue_job(&job(0, &wasm()), 0).unwrap();
     let stale = store.claim_job("slow", &wasm(), 100, 0).unwrap().unwrap();
@@ -236,9 +231,8 @@ fn a_stale_completion_is_refused_and_the_new_lease_wins() {
     );
 }
 
-#[test]
-fn a_replayed_completion_gets_the_same_response_and_changes_nothing() {
-    let home = tempfile::tempdir().unwrap();
+fn a_replayed_completion_gets_the_same_response_and_changes_nothing(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     store.enqueue_job(&job(0, &wasm()), 0).unwrap();
     let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
@@ -271,9 +265,8 @@ fn a_replayed_completion_gets_the_same_response_and_changes_nothing() {
     assert_eq!(job.result.as_deref(), Some("{\"r\":1}"));
 }
 
-#[test]
-fn cancelling_a_run_cancels_its_open_jobs() {
-    let home = tempfile::tempdir().unwrap();
+fn cancelling_a_run_cancels_its_open_jobs(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     let a = store.enqueue_job(&job(0, &wasm()), 0).unwrap();
     let lease = store.claim_job("a", &wasm(), 100, 0).unwrap().unwrap();
@@ -304,9 +297,8 @@ fn queued(step: u64) -> QueuedJob {
     }
 }
 
-#[test]
-fn a_block_start_and_its_job_are_one_commit() {
-    let home = tempfile::tempdir().unwrap();
+fn a_block_start_and_its_job_are_one_commit(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     let mut other = Store::open(home.path(), Durability::Normal).unwrap();
     // Opened before the branch grows: its appends are refused.
@@ -333,11 +325,17 @@ fn a_block_start_and_its_job_are_one_commit() {
     assert_eq!(store.jobs_of_run(R, 0, 10).unwrap().len(), 1);
 
     // A job that cannot be queued records no start.
-    let db = rusqlite::Connection::open(store.path()).unwrap();
-    db.execute_batch(
-        "CREATE TRIGGER refuse BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'full'); END",
-    )
-    .unwrap();
+    let refuse = match store.backend() {
+        wfhost_store::Backend::Sqlite => {
+            "CREATE TRIGGER refuse BEFORE INSERT ON jobs BEGIN SELECT RAISE(ABORT, 'full'); END"
+        }
+        wfhost_store::Backend::Postgres => {
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN RAISE EXCEPTION 'full'; END $$;
+             CREATE TRIGGER refuse BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION refuse()"
+        }
+    };
+    wfhost_store::testing::execute_batch(&store, refuse).unwrap();
     let before = store.events_after(R, 0).unwrap().len();
     let mut writer = store.writer(R, 1).unwrap();
     let refused = writer.append_with_job(&[started(1)], &queued(1));
@@ -345,10 +343,9 @@ fn a_block_start_and_its_job_are_one_commit() {
     assert_eq!(store.events_after(R, 0).unwrap().len(), before);
 }
 
-#[test]
-fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps() {
+fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps(b: Backend) {
     use wfhost_store::TelemetryCaps;
-    let home = tempfile::tempdir().unwrap();
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     let before = store.last_job_telemetry().unwrap();
     assert_eq!(before, 0);
@@ -412,9 +409,8 @@ fn only_the_lease_holder_adds_telemetry_within_the_jobs_caps() {
     assert_eq!(store.last_job_telemetry().unwrap(), 0);
 }
 
-#[test]
-fn the_lease_operations_are_unsynced_and_leave_the_connection_synced() {
-    let home = tempfile::tempdir().unwrap();
+fn the_lease_operations_are_unsynced_and_leave_the_connection_synced(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     drop(store_with_run(home.path()));
     let mut store = Store::open_existing_with(home.path(), Durability::Full).unwrap();
     store.enqueue_job(&job(0, &wasm()), 0).unwrap();
@@ -436,11 +432,10 @@ fn the_lease_operations_are_unsynced_and_leave_the_connection_synced() {
     assert_eq!(store.durability().unwrap(), Durability::Full);
 }
 
-#[test]
-fn a_queued_job_rings_the_servers_and_its_completion_rings_the_run() {
+fn a_queued_job_rings_the_servers_and_its_completion_rings_the_run(b: Backend) {
     use std::time::Duration;
     use wfhost_store::bell::Bell;
-    let home = tempfile::tempdir().unwrap();
+    let Some(home) = common::home(b) else { return };
     let mut store = store_with_run(home.path());
     let server = Bell::for_server(home.path()).unwrap();
     let run = Bell::for_run(home.path(), &wfhost_store::RunId::parse(R).unwrap()).unwrap();
@@ -462,3 +457,18 @@ fn a_queued_job_rings_the_servers_and_its_completion_rings_the_run() {
         .unwrap();
     assert!(!run.wait(now));
 }
+
+on_both!(
+    a_job_is_queued_once_per_execution_and_found_again,
+    an_agent_gets_only_jobs_it_can_run,
+    two_agents_racing_never_hold_the_same_job,
+    a_heartbeat_extends_only_the_matching_lease,
+    a_lease_handed_back_is_queued_again_at_once,
+    a_stale_completion_is_refused_and_the_new_lease_wins,
+    a_replayed_completion_gets_the_same_response_and_changes_nothing,
+    cancelling_a_run_cancels_its_open_jobs,
+    a_block_start_and_its_job_are_one_commit,
+    only_the_lease_holder_adds_telemetry_within_the_jobs_caps,
+    the_lease_operations_are_unsynced_and_leave_the_connection_synced,
+    a_queued_job_rings_the_servers_and_its_completion_rings_the_run,
+);

@@ -6,6 +6,7 @@ use wfhost_store::notify::{MAX_ATTEMPTS, Target};
 use wfhost_store::{Durability, Store};
 
 mod common;
+use common::Backend;
 use common::{R1, R2, record, started};
 
 fn target(name: &str, events: &[&str], workflow: Option<&str>) -> Target {
@@ -28,9 +29,8 @@ fn failed() -> Event {
     }
 }
 
-#[test]
-fn a_runs_end_is_queued_with_it_for_each_target_that_wants_it_once() {
-    let home = tempfile::tempdir().unwrap();
+fn a_runs_end_is_queued_with_it_for_each_target_that_wants_it_once(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store
         .add_notify_target(&target("all", &["run.failed", "run.succeeded"], None))
@@ -61,9 +61,8 @@ fn a_runs_end_is_queued_with_it_for_each_target_that_wants_it_once() {
     assert!(store.notifications_of(R2).unwrap().is_empty());
 }
 
-#[test]
-fn a_notification_is_leased_to_one_sender_retried_and_given_up() {
-    let home = tempfile::tempdir().unwrap();
+fn a_notification_is_leased_to_one_sender_retried_and_given_up(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut a = Store::open(home.path(), Durability::Normal).unwrap();
     let mut b = Store::open(home.path(), Durability::Normal).unwrap();
     a.add_notify_target(&target("t", &["run.failed"], None))
@@ -94,9 +93,8 @@ fn a_notification_is_leased_to_one_sender_retried_and_given_up() {
     );
 }
 
-#[test]
-fn removing_a_run_takes_its_timer_and_its_notifications() {
-    let home = tempfile::tempdir().unwrap();
+fn removing_a_run_takes_its_timer_and_its_notifications(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store
         .add_notify_target(&target("t", &["run.failed"], None))
@@ -128,3 +126,9 @@ fn removing_a_run_takes_its_timer_and_its_notifications() {
     assert_eq!(store.next_timer_due().unwrap(), None);
     assert!(store.notifications_of(R2).unwrap().is_empty());
 }
+
+on_both!(
+    a_runs_end_is_queued_with_it_for_each_target_that_wants_it_once,
+    a_notification_is_leased_to_one_sender_retried_and_given_up,
+    removing_a_run_takes_its_timer_and_its_notifications,
+);

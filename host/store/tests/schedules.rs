@@ -4,6 +4,10 @@
 use wfhost_store::Store;
 use wfhost_store::schedules::{Schedule, Spec, Tick, tick_state};
 
+#[path = "common/mod.rs"]
+mod common;
+use common::Backend;
+
 fn hello() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello/workflow.json")
 }
@@ -34,9 +38,8 @@ fn tick(schedule: &str, at: i64, state: &str, run: Option<&str>) -> Tick {
     }
 }
 
-#[test]
-fn a_tick_is_handled_once_whoever_looks() {
-    let home = tempfile::tempdir().unwrap();
+fn a_tick_is_handled_once_whoever_looks(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut a = Store::open(home.path(), wfhost_store::Durability::Normal).unwrap();
     let mut b = Store::open(home.path(), wfhost_store::Durability::Normal).unwrap();
     a.add_schedule(&every_second("s", 10_000)).unwrap();
@@ -77,9 +80,8 @@ fn a_tick_is_handled_once_whoever_looks() {
     assert!(a.tick_of_run("run-2").unwrap().is_none());
 }
 
-#[test]
-fn paused_schedules_are_not_due_and_resume_from_a_new_tick() {
-    let home = tempfile::tempdir().unwrap();
+fn paused_schedules_are_not_due_and_resume_from_a_new_tick(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), wfhost_store::Durability::Normal).unwrap();
     store.add_schedule(&every_second("p", 5_000)).unwrap();
     assert!(store.set_schedule_paused("p", true, None).unwrap());
@@ -100,9 +102,8 @@ fn paused_schedules_are_not_due_and_resume_from_a_new_tick() {
     assert!(!store.set_schedule_paused("nope", true, None).unwrap());
 }
 
-#[test]
-fn manual_ticks_need_their_schedule_and_removal_takes_the_ticks() {
-    let home = tempfile::tempdir().unwrap();
+fn manual_ticks_need_their_schedule_and_removal_takes_the_ticks(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), wfhost_store::Durability::Normal).unwrap();
     let mut manual = tick("m", 7_000, tick_state::STARTING, Some("run-9"));
     manual.manual = true;
@@ -123,8 +124,7 @@ fn manual_ticks_need_their_schedule_and_removal_takes_the_ticks() {
     assert!(!store.remove_schedule("m").unwrap());
 }
 
-#[test]
-fn a_spec_is_checked_before_it_is_stored() {
+fn a_spec_is_checked_before_it_is_stored(_: Backend) {
     let base = Spec {
         name: "ok".into(),
         cron: "0 9 * * 1-5".into(),
@@ -168,3 +168,10 @@ fn a_spec_is_checked_before_it_is_stored() {
         "{missing:?}"
     );
 }
+
+on_both!(
+    a_tick_is_handled_once_whoever_looks,
+    paused_schedules_are_not_due_and_resume_from_a_new_tick,
+    manual_ticks_need_their_schedule_and_removal_takes_the_ticks,
+    a_spec_is_checked_before_it_is_stored,
+);

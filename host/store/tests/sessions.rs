@@ -4,6 +4,7 @@
 use wfhost_core::run::event::{Event, EventSink, Outcome};
 
 mod common;
+use common::Backend;
 #[allow(unused_imports)]
 use common::{M, Q, R, R1, R2, R3, R4};
 use common::{record, started};
@@ -30,19 +31,22 @@ fn chat() -> SessionTag {
 /// Move every event of `run` `days` into the past (the log is append-only;
 /// only a test rewrites it).
 fn age(home: &std::path::Path, run: &str, days: i64) {
-    let conn = rusqlite::Connection::open(home.join(wfhost_store::STORE_FILE)).unwrap();
-    conn.execute_batch("DROP TRIGGER IF EXISTS events_are_append_only")
-        .unwrap();
-    conn.execute(
-        "UPDATE events SET at = at - ?1 WHERE run = (SELECT num FROM runs WHERE id = ?2)",
-        (days * 86_400_000, run),
-    )
-    .unwrap();
+    let store = Store::open_existing(home).unwrap();
+    let drop_trigger = match store.backend() {
+        wfhost_store::Backend::Sqlite => "DROP TRIGGER IF EXISTS events_are_append_only",
+        wfhost_store::Backend::Postgres => {
+            "DROP TRIGGER IF EXISTS events_are_append_only ON events"
+        }
+    };
+    let sql = format!(
+        "{drop_trigger}; UPDATE events SET at = at - {} WHERE run = (SELECT num FROM runs WHERE id = '{run}')",
+        days * 86_400_000
+    );
+    wfhost_store::testing::execute_batch(&store, &sql).unwrap();
 }
 
-#[test]
-fn runs_are_grouped_by_session_and_listed() {
-    let home = tempfile::tempdir().unwrap();
+fn runs_are_grouped_by_session_and_listed(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     run_in(&mut store, R1, Some(&chat()));
     run_in(&mut store, R2, Some(&chat()));
@@ -75,9 +79,8 @@ fn runs_are_grouped_by_session_and_listed() {
     assert!(!by_run.contains_key(R4));
 }
 
-#[test]
-fn a_session_moves_to_another_home_whole_and_only_whole() {
-    let home = tempfile::tempdir().unwrap();
+fn a_session_moves_to_another_home_whole_and_only_whole(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     run_in(&mut store, R1, Some(&chat()));
     run_in(&mut store, R2, Some(&chat()));
@@ -89,7 +92,7 @@ fn a_session_moves_to_another_home_whole_and_only_whole() {
         Err(StoreError::UnknownSession { .. })
     ));
 
-    let other = tempfile::tempdir().unwrap();
+    let Some(other) = common::home(b) else { return };
     let mut there = Store::open(other.path(), Durability::Normal).unwrap();
     let done = there.import_session(&bundle).unwrap();
     assert_eq!(done.imported, [R1, R2]);
@@ -106,7 +109,7 @@ fn a_session_moves_to_another_home_whole_and_only_whole() {
 
     // A third home holding a different r2: the import is refused and
     // nothing of it is written, r1 included.
-    let third = tempfile::tempdir().unwrap();
+    let Some(third) = common::home(b) else { return };
     let mut held = Store::open(third.path(), Durability::Normal).unwrap();
     held.create_run(&record(R2), "{}", &started(R2)).unwrap();
     let err = held.import_session(&bundle).unwrap_err().to_string();
@@ -117,9 +120,8 @@ fn a_session_moves_to_another_home_whole_and_only_whole() {
     assert!(held.run(R1).unwrap().is_none());
 }
 
-#[test]
-fn a_tampered_or_mixed_session_bundle_is_refused() {
-    let home = tempfile::tempdir().unwrap();
+fn a_tampered_or_mixed_session_bundle_is_refused(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     run_in(&mut store, R1, Some(&chat()));
     let bundle = store.export_session("chat-42").unwrap();
@@ -162,9 +164,8 @@ const NEW_IN: &str = "run-20260101-000000-0000a0";
 const OLD_ALONE: &str = "run-20260101-000000-0000a1";
 const OLD_IN: &str = "run-20260101-000000-0000a2";
 
-#[test]
-fn retention_keeps_a_session_while_any_of_its_runs_is_recent() {
-    let home = tempfile::tempdir().unwrap();
+fn retention_keeps_a_session_while_any_of_its_runs_is_recent(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     run_in(&mut store, OLD_IN, Some(&chat()));
     run_in(&mut store, NEW_IN, Some(&chat()));
@@ -190,9 +191,8 @@ fn retention_keeps_a_session_while_any_of_its_runs_is_recent() {
     assert!(store.sessions().unwrap().is_empty());
 }
 
-#[test]
-fn a_session_bundle_with_a_run_id_that_is_no_run_id_is_refused() {
-    let home = tempfile::tempdir().unwrap();
+fn a_session_bundle_with_a_run_id_that_is_no_run_id_is_refused(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     run_in(&mut store, R1, Some(&chat()));
     let bundle = store.export_session("chat-42").unwrap();
@@ -207,3 +207,11 @@ fn a_session_bundle_with_a_run_id_that_is_no_run_id_is_refused() {
         assert!(err.contains("run id"), "{hostile:?}: {err}");
     }
 }
+
+on_both!(
+    runs_are_grouped_by_session_and_listed,
+    a_session_moves_to_another_home_whole_and_only_whole,
+    a_tampered_or_mixed_session_bundle_is_refused,
+    retention_keeps_a_session_while_any_of_its_runs_is_recent,
+    a_session_bundle_with_a_run_id_that_is_no_run_id_is_refused,
+);

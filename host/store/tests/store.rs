@@ -1,60 +1,15 @@
 //! The store against a real SQLite file.
 
-use wfhost_core::run::event::{CommandRecord, Event, EventSink, Outcome, PayloadDelta};
-use wfhost_core::run::payload::Statistics;
+use wfhost_core::run::event::{CommandRecord, Event, EventSink, Outcome};
 use wfhost_store::{Bundle, ChainPage, Durability, RunId, Store, StoreError};
 
 mod common;
+use common::Backend;
 #[allow(unused_imports)]
 use common::{M, Q, R, R1, R2, R3, R4};
 use common::{record, started};
 
-/// The events of one step of block `a` jumping to itself.
-fn step(n: u64) -> Vec<Event> {
-    vec![
-        Event::BlockStarted {
-            step: n,
-            node: "main".into(),
-            block: "a".into(),
-            attempt: n as u32 + 1,
-        },
-        Event::BlockCompleted {
-            step: n,
-            node: "main".into(),
-            block: "a".into(),
-            signal: "SIGNAL:SUCCESS".into(),
-            payload: PayloadDelta {
-                keep: n as usize,
-                push: vec![wfhost_core::run::payload::ContextSegment::new(
-                    format!("s{n}"),
-                    "T",
-                    "x",
-                )],
-            },
-            artifact: None,
-            statistics: Statistics {
-                tokens_used: 1,
-                lines_written: 0,
-                ..Default::default()
-            },
-            duration_us: 10,
-            queued_us: 0,
-            failure: None,
-            permanent: false,
-            log: vec![],
-            written: Vec::new(),
-        },
-        Event::ActionTaken {
-            step: n,
-            action: "JUMP:a".into(),
-            command: CommandRecord::Jump {
-                to: "main.a".into(),
-            },
-            gate_id: None,
-            fallback_for: None,
-        },
-    ]
-}
+use common::step;
 
 /// The snapshot id of a branch's newest event (which must have one).
 fn last_snapshot(store: &Store, run: &str, branch: u32) -> String {
@@ -62,16 +17,17 @@ fn last_snapshot(store: &Store, run: &str, branch: u32) -> String {
     chain.last().unwrap().snapshot.clone().unwrap()
 }
 
-fn new_store() -> (tempfile::TempDir, Store) {
-    let home = tempfile::tempdir().unwrap();
+fn new_store(b: Backend) -> Option<(common::Home, Store)> {
+    let home = common::home(b)?;
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store.create_run(&record(R1), "{}", &started(R1)).unwrap();
-    (home, store)
+    Some((home, store))
 }
 
-#[test]
-fn appended_events_fold_and_the_log_refuses_updates() {
-    let (_home, mut store) = new_store();
+fn appended_events_fold_and_the_log_refuses_updates(b: Backend) {
+    let Some((_home, mut store)) = new_store(b) else {
+        return;
+    };
     {
         let mut w = store.writer(R1, 1).unwrap();
         for n in 0..3 {
@@ -83,16 +39,16 @@ fn appended_events_fold_and_the_log_refuses_updates() {
     assert_eq!(state.payload.len(), 3);
     assert_eq!(state.statistics.tokens_used, 3);
     // Append-only: the trigger refuses edits, even through SQL.
-    let conn = rusqlite::Connection::open(store.path()).unwrap();
-    let err = conn
-        .execute("UPDATE events SET body = '{}' WHERE seq = 2", [])
-        .unwrap_err();
-    assert!(err.to_string().contains("append-only"), "{err}");
+    let err =
+        wfhost_store::testing::execute_batch(&store, "UPDATE events SET body = '{}' WHERE seq = 2")
+            .unwrap_err();
+    assert!(err.contains("append-only"), "{err}");
 }
 
-#[test]
-fn a_writer_behind_the_branch_head_is_refused() {
-    let (_home, mut store) = new_store();
+fn a_writer_behind_the_branch_head_is_refused(b: Backend) {
+    let Some((_home, mut store)) = new_store(b) else {
+        return;
+    };
     let home = store.home().to_path_buf();
     let mut other = Store::open(&home, Durability::Normal).unwrap();
     let mut stale = other.writer(R1, 1).unwrap();
@@ -102,9 +58,10 @@ fn a_writer_behind_the_branch_head_is_refused() {
     assert_eq!(store.state(R1, 1).unwrap().steps, 1);
 }
 
-#[test]
-fn the_run_lock_is_exclusive_and_released_on_drop() {
-    let (_home, store) = new_store();
+fn the_run_lock_is_exclusive_and_released_on_drop(b: Backend) {
+    let Some((_home, store)) = new_store(b) else {
+        return;
+    };
     let lock = store.lock_run(&RunId::parse(R1).unwrap()).unwrap();
     assert!(store.is_running(&RunId::parse(R1).unwrap()));
     assert!(matches!(
@@ -116,9 +73,10 @@ fn the_run_lock_is_exclusive_and_released_on_drop() {
     store.lock_run(&RunId::parse(R1).unwrap()).unwrap();
 }
 
-#[test]
-fn forks_branch_off_and_chains_follow_their_ancestry() {
-    let (_home, mut store) = new_store();
+fn forks_branch_off_and_chains_follow_their_ancestry(b: Backend) {
+    let Some((_home, mut store)) = new_store(b) else {
+        return;
+    };
     {
         let mut w = store.writer(R1, 1).unwrap();
         for n in 0..3 {
@@ -165,9 +123,10 @@ fn forks_branch_off_and_chains_follow_their_ancestry() {
     assert!(err.contains(&format!("belongs to run {R2}")), "{err}");
 }
 
-#[test]
-fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch() {
-    let (_home, mut store) = new_store();
+fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch(b: Backend) {
+    let Some((_home, mut store)) = new_store(b) else {
+        return;
+    };
     {
         let mut w = store.writer(R1, 1).unwrap();
         for n in 0..4 {
@@ -226,9 +185,10 @@ fn chain_pages_from_either_end_are_the_chain_of_a_forked_branch() {
     assert!(store.chain_page(R1, 9, ChainPage::After(0), 10).is_err());
 }
 
-#[test]
-fn a_bundle_whose_log_does_not_fold_is_refused() {
-    let (_home, mut store) = new_store();
+fn a_bundle_whose_log_does_not_fold_is_refused(b: Backend) {
+    let Some((_home, mut store)) = new_store(b) else {
+        return;
+    };
     store.writer(R1, 1).unwrap().append(&step(0)).unwrap();
     store
         .writer(R1, 1)
@@ -249,16 +209,15 @@ fn a_bundle_whose_log_does_not_fold_is_refused() {
     let err = Bundle::parse(&text).unwrap_err();
     assert!(err.contains("checksum mismatch"), "{err}");
 
-    let other = tempfile::tempdir().unwrap();
+    let Some(other) = common::home(b) else { return };
     let mut there = Store::open(other.path(), Durability::Normal).unwrap();
     let err = there.import(&bundle).unwrap_err().to_string();
     assert!(err.contains("does not fit"), "{err}");
     assert!(there.runs().unwrap().is_empty());
 }
 
-#[test]
-fn an_existing_store_opens_with_the_durability_asked_for() {
-    let home = tempfile::tempdir().unwrap();
+fn an_existing_store_opens_with_the_durability_asked_for(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     wfhost_store::Store::open(home.path(), wfhost_store::Durability::Full).unwrap();
     for durability in [
         wfhost_store::Durability::Normal,
@@ -293,9 +252,8 @@ fn waiting_run(store: &mut Store, id: &str, n: u64) {
     w.append(&gate).unwrap();
 }
 
-#[test]
-fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
-    let home = tempfile::tempdir().unwrap();
+fn open_gates_read_a_few_events_whatever_the_length_of_the_runs(b: Backend) {
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     waiting_run(&mut store, SHORT, 10);
     waiting_run(&mut store, LONG, 1_000);
@@ -363,10 +321,9 @@ fn open_gates_read_a_few_events_whatever_the_length_of_the_runs() {
 /// A gate that asks questions stays listed while a security question is
 /// open, and numbers its questions: the next gate id comes after them. A
 /// mandatory gate asked again stays listed too.
-#[test]
-fn gates_answered_in_part_or_asked_again_are_still_open() {
+fn gates_answered_in_part_or_asked_again_are_still_open(b: Backend) {
     use wfhost_core::run::questions::GateQuestion;
-    let home = tempfile::tempdir().unwrap();
+    let Some(home) = common::home(b) else { return };
     let mut store = Store::open(home.path(), Durability::Normal).unwrap();
     store.create_run(&record(Q), "{}", &started(Q)).unwrap();
     let question = |n: usize, security: bool| GateQuestion {
@@ -570,9 +527,10 @@ fn a_version_1_store_is_upgraded_with_every_run_event_and_snapshot() {
     assert_eq!(again.events_after(OLD_V1, 0).unwrap().len(), 9);
 }
 
-#[test]
-fn runs_do_not_see_each_others_events() {
-    let (_home, mut store) = new_store();
+fn runs_do_not_see_each_others_events(b: Backend) {
+    let Some((_home, mut store)) = new_store(b) else {
+        return;
+    };
     store.create_run(&record(R2), "{}", &started(R2)).unwrap();
     store.writer(R1, 1).unwrap().append(&step(0)).unwrap();
     store.writer(R2, 1).unwrap().append(&step(0)).unwrap();
@@ -641,7 +599,7 @@ fn a_store_being_created_is_either_absent_or_whole_to_others() {
 
 #[test]
 fn a_version_3_store_gains_every_later_table() {
-    let (home, store) = new_store();
+    let (home, store) = new_store(Backend::Sqlite).unwrap();
     let path = store.path().to_path_buf();
     drop(store);
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -670,15 +628,16 @@ fn a_version_3_store_gains_every_later_table() {
     assert_eq!(version, wfhost_store::SCHEMA_VERSION);
 }
 
-#[test]
-fn a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored() {
-    let (_home, store) = new_store();
+fn a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored(b: Backend) {
+    let Some((_home, store)) = new_store(b) else {
+        return;
+    };
     let bundle = store.export(R1).unwrap();
     // The forgery is sound: re-sealed with the same id, the checksum holds
     // (what fails then is the tests' stand-in definition, checked last).
     let err = Bundle::parse(common::forge(&bundle, R1, R1).as_bytes()).unwrap_err();
     assert!(err.contains("pinned definition"), "{err}");
-    let empty = tempfile::tempdir().unwrap();
+    let Some(empty) = common::home(b) else { return };
     let mut nothing = Store::open(empty.path(), Durability::Normal).unwrap();
     for hostile in common::HOSTILE_RUN_IDS {
         let text = common::forge(&bundle, R1, hostile);
@@ -693,3 +652,17 @@ fn a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored() {
     assert!(!empty.path().join("locks").exists());
     let _ = &mut nothing;
 }
+
+on_both!(
+    appended_events_fold_and_the_log_refuses_updates,
+    a_writer_behind_the_branch_head_is_refused,
+    the_run_lock_is_exclusive_and_released_on_drop,
+    forks_branch_off_and_chains_follow_their_ancestry,
+    chain_pages_from_either_end_are_the_chain_of_a_forked_branch,
+    a_bundle_whose_log_does_not_fold_is_refused,
+    an_existing_store_opens_with_the_durability_asked_for,
+    open_gates_read_a_few_events_whatever_the_length_of_the_runs,
+    gates_answered_in_part_or_asked_again_are_still_open,
+    runs_do_not_see_each_others_events,
+    a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored,
+);

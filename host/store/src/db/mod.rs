@@ -415,10 +415,15 @@ impl Db {
         }
     }
 
-    pub(crate) fn as_postgres(&self) -> Option<&PgConn> {
+    /// A number that changes when any connection commits a write
+    /// transaction: SQLite's `data_version` (other connections' commits),
+    /// PostgreSQL's count of the store's change notifications.
+    pub(crate) fn data_version(&self) -> DbResult<i64> {
         match &self.conn {
-            Conn::Postgres(c) => Some(c),
-            Conn::Sqlite(_) => None,
+            Conn::Sqlite(c) => c
+                .query_row("PRAGMA data_version", [], |r| r.get(0))
+                .map_err(DbError::from),
+            Conn::Postgres(c) => Ok(c.changes()? as i64),
         }
     }
 
@@ -474,14 +479,6 @@ impl Db {
         match &self.conn {
             Conn::Sqlite(c) => c.execute_batch(sql).map_err(DbError::from),
             Conn::Postgres(c) => c.batch(sql),
-        }
-    }
-
-    /// The key of the row the last INSERT on this connection made.
-    pub(crate) fn last_insert_rowid(&self) -> DbResult<i64> {
-        match &self.conn {
-            Conn::Sqlite(c) => Ok(c.last_insert_rowid()),
-            Conn::Postgres(_) => self.query_row("SELECT lastval()", (), |r| r.get(0)),
         }
     }
 
@@ -560,10 +557,6 @@ impl Stmt<'_> {
         self.db.execute(&self.sql, params)
     }
 
-    pub(crate) fn raw_execute(&mut self) -> DbResult<usize> {
-        self.db.execute(&self.sql, ())
-    }
-
     pub(crate) fn query_row<T>(
         &mut self,
         params: impl Params,
@@ -580,14 +573,6 @@ impl Stmt<'_> {
     ) -> DbResult<std::vec::IntoIter<DbResult<T>>> {
         let rows = self.db.query_all(&self.sql, params, f)?;
         Ok(rows.into_iter().map(Ok).collect::<Vec<_>>().into_iter())
-    }
-
-    /// Whether the statement returns a row.
-    pub(crate) fn exists(&mut self, params: impl Params) -> DbResult<bool> {
-        self.db
-            .query_row(&self.sql, params, |_| Ok(()))
-            .optional()
-            .map(|r| r.is_some())
     }
 }
 

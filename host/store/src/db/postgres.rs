@@ -8,14 +8,16 @@
 //! futures only talk to that task over channels). Statements are prepared
 //! once per connection with their parameters' types.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use futures_executor::block_on;
+use futures_util::StreamExt;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
 use super::{DbResult, Param, Row, dollar_params};
 use crate::counters;
@@ -23,6 +25,11 @@ use crate::counters;
 /// How long connecting may take when the URL does not say
 /// (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The channel every write transaction notifies on commit: what
+/// [`PgConn::changes`] counts, as SQLite's `data_version` counts other
+/// connections' commits.
+const CHANGES: &str = "wfhost_changes";
 
 /// The advisory lock every write transaction holds (see
 /// [`super::Db::begin`]): "wfhost" in ASCII.
@@ -48,6 +55,9 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
 pub(crate) struct PgConn {
     client: Client,
     statements: RefCell<HashMap<(String, Vec<Type>), Statement>>,
+    /// Notifications on [`CHANGES`] received, once listening.
+    notified: Arc<AtomicU64>,
+    listening: Cell<bool>,
 }
 
 /// Why a connection could not be made: the message says to what, without
@@ -69,11 +79,26 @@ impl PgConn {
             config.application_name("wfhost");
         }
         let runtime = runtime().map_err(ConnectError)?;
+        let notified = Arc::new(AtomicU64::new(0));
+        let counter = notified.clone();
         let connecting = runtime.spawn(async move {
-            let (client, connection) = config.connect(NoTls).await?;
+            let (client, mut connection) = config.connect(NoTls).await?;
+            // Driven by its messages, so notifications are counted as they
+            // arrive.
             tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::warn!(error = %e, "the PostgreSQL connection ended");
+                let mut messages =
+                    futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+                while let Some(message) = messages.next().await {
+                    match message {
+                        Ok(AsyncMessage::Notification(_)) => {
+                            counter.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the PostgreSQL connection ended");
+                            break;
+                        }
+                    }
                 }
             });
             Ok::<_, tokio_postgres::Error>(client)
@@ -84,12 +109,9 @@ impl PgConn {
         Ok(PgConn {
             client,
             statements: RefCell::new(HashMap::new()),
+            notified,
+            listening: Cell::new(false),
         })
-    }
-
-    /// Whether the connection was lost (the server went away).
-    pub(crate) fn is_closed(&self) -> bool {
-        self.client.is_closed()
     }
 
     fn statement(&self, sql: &str, params: &[Param<'_>]) -> DbResult<Statement> {
@@ -134,15 +156,28 @@ impl PgConn {
         rows.iter().map(|r| f(&Row::Postgres(r))).collect()
     }
 
-    pub(super) fn batch(&self, sql: &str) -> DbResult<()> {
+    pub(crate) fn batch(&self, sql: &str) -> DbResult<()> {
         counters::count_statement();
         Ok(block_on(self.client.batch_execute(sql))?)
     }
 
     pub(super) fn begin_write(&self) -> DbResult<()> {
+        // The notification is sent when (and only if) the transaction
+        // commits; several in one transaction are one.
         self.batch(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+            "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); NOTIFY {CHANGES}"
         ))
+    }
+
+    /// How many write transactions (of any connection, this one's
+    /// included) committed since this connection started listening; the
+    /// first call starts listening.
+    pub(crate) fn changes(&self) -> DbResult<u64> {
+        if !self.listening.get() {
+            self.batch(&format!("LISTEN {CHANGES}"))?;
+            self.listening.set(true);
+        }
+        Ok(self.notified.load(Ordering::Relaxed))
     }
 
     pub(super) fn commit(&self) -> DbResult<()> {
