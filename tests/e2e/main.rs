@@ -48,6 +48,7 @@ mod slurm_agents;
 mod slurm_arrays;
 mod team;
 mod timers;
+mod tls;
 mod tracing_logs;
 mod trust;
 mod validate;

@@ -42,13 +42,14 @@ pub(super) fn serve_with(scratch: &Path, extra: &[&str]) -> Served {
 }
 
 /// The address a `wfhost serve` started with piped stdout announces on
-/// its first line: `wfhost: serving http://127.0.0.1:PORT/v1 (store in …)`.
+/// its first line: `wfhost: serving http://127.0.0.1:PORT/v1 (store in …)`
+/// (`https://` with TLS).
 pub(super) fn served_address(child: &mut std::process::Child) -> String {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    line.split("http://")
+    line.split("://")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no address in {line:?}"))

@@ -64,7 +64,8 @@ impl From<OutputOptions> for crate::execute::Output {
 #[derive(Args, Clone, Debug)]
 pub struct RunnerOptions {
     /// The server's URL as the job runners reach it, e.g.
-    /// http://127.0.0.1:7464 (`/v1` is added when the URL has no path).
+    /// http://127.0.0.1:7464 or https://head-node:7464 (`/v1` is added
+    /// when the URL has no path).
     #[arg(long, value_name = "URL")]
     pub server: String,
     /// What a job runner runs: `wasm` (every block), `exec` (exec and agent
@@ -84,6 +85,17 @@ pub struct RunnerOptions {
     /// the nodes, for `agents submit`). Also $WFHOST_AGENT_TOKEN_FILE.
     #[arg(long, env = "WFHOST_AGENT_TOKEN_FILE", value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// For an https:// server: the CA certificates (PEM) that may have
+    /// signed its certificate, trusted instead of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// For an https:// server that asks for one (`serve --tls-client-ca`):
+    /// the job runner's certificate chain (PEM).
+    #[arg(long, requires = "client_key", value_name = "FILE")]
+    pub client_cert: Option<PathBuf>,
+    /// The private key (PEM) of --client-cert.
+    #[arg(long, requires = "client_cert", value_name = "FILE")]
+    pub client_key: Option<PathBuf>,
     #[command(flatten)]
     pub cache: CacheOptions,
 }
@@ -92,7 +104,7 @@ impl RunnerOptions {
     /// The server, and the checks every job runner's options pass: known
     /// capabilities, a concurrency of 1 to 256.
     pub fn check(&self) -> Result<crate::jobs::Server, String> {
-        let server = crate::jobs::Server::parse(&self.server)?;
+        let server = crate::jobs::Server::parse(&self.server, &self.tls_files())?;
         if let Some(bad) = self
             .capabilities
             .iter()
@@ -107,5 +119,14 @@ impl RunnerOptions {
             return Err("--concurrency: 1 to 256".into());
         }
         Ok(server)
+    }
+
+    /// The TLS files given (`--ca`, `--client-cert`, `--client-key`).
+    pub fn tls_files(&self) -> wfhost_app::jobs::tls::TlsFiles {
+        wfhost_app::jobs::tls::TlsFiles {
+            ca: self.ca.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+        }
     }
 }

@@ -60,6 +60,17 @@ pub struct ServeArgs {
     /// started in. A relative path may not go above it (`..`).
     #[arg(long, value_name = "DIR")]
     projects_root: Option<PathBuf>,
+    /// Serve HTTPS only, with this certificate chain (PEM, the server's
+    /// certificate first); needs --tls-key.
+    #[arg(long, requires = "tls_key", value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert", value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Require every client (agents, the CLI, browsers) to present a
+    /// certificate signed by a CA in this file (PEM); needs --tls-cert.
+    #[arg(long, requires = "tls_cert", value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
 }
 
 pub fn serve(args: ServeArgs, global: &Global) -> u8 {
@@ -112,7 +123,22 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
+    let tls = match tls(&args) {
+        Ok(tls) => tls,
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
+    if tls.is_none() && !args.listen.ip().is_loopback() {
+        eprintln!(
+            "note: serving plain HTTP on {}: tokens and jobs cross the network unencrypted (give --tls-cert and --tls-key)",
+            args.listen
+        );
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let config = wfhost_server::ServerConfig {
+        tls,
         projects_root: Some(projects_root),
         listen: args.listen,
         home,
@@ -140,18 +166,25 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
     let home_shown = config.home.display().to_string();
     let local_agents = args.local_agents;
     let cache = (args.cache.cache_dir, args.cache.no_cache);
-    let served = runtime.block_on(wfhost_server::serve(config, move |addr| {
+    let (dialer, local) = tokio::sync::mpsc::unbounded_channel();
+    let local = (local_agents > 0).then_some(local);
+    let served = runtime.block_on(wfhost_server::serve_with_local(config, local, move |addr| {
         // A line a script can wait for, with the API's base (the first
-        // `http://` a script finds); the dashboard on the next. One write
-        // of both, so that a reader that stops after the first line (and
-        // closes the pipe) never makes the second fail.
+        // `http://` or `https://` a script finds); the dashboard on the
+        // next. One write of both, so that a reader that stops after the
+        // first line (and closes the pipe) never makes the second fail.
         let lines = format!(
-            "wfhost: serving http://{addr}/v1 (store in {home_shown})\nwfhost: dashboard at http://{addr}/\n"
+            "wfhost: serving {scheme}://{addr}/v1 (store in {home_shown})\nwfhost: dashboard at {scheme}://{addr}/\n"
         );
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());
         if local_agents > 0 {
-            start_local_agents(addr, agent_token.flatten(), local_agents, cache);
+            let local = LocalAgents {
+                addr,
+                dialer,
+                token: agent_token.flatten(),
+            };
+            start_local_agents(local, local_agents, cache);
         }
     }));
     match served {
@@ -178,18 +211,43 @@ fn projects_root(given: Option<&std::path::Path>) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("--projects-root: `{}` is not a directory", dir.display()))
 }
 
-/// Agents in this process, leasing from the server over loopback like any
-/// other agent.
-fn start_local_agents(
+/// The TLS of --tls-cert, --tls-key and --tls-client-ca, its files read
+/// and checked; None without them.
+fn tls(args: &ServeArgs) -> Result<Option<wfhost_server::Tls>, String> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let files = wfhost_server::TlsFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        client_ca: args.tls_client_ca.clone(),
+    };
+    wfhost_server::Tls::load(&files).map(Some)
+}
+
+/// How the local agents reach the server of their process.
+struct LocalAgents {
+    /// The server's address (the requests' `Host`).
     addr: SocketAddr,
+    /// The server's in-process connections: no socket, so no TLS and no
+    /// client certificate are needed whatever the listener asks for.
+    dialer: wfhost_server::LocalDialer,
     token: Option<String>,
+}
+
+/// Agents in this process, leasing from the server like any other agent,
+/// over in-process connections.
+fn start_local_agents(
+    local: LocalAgents,
     concurrency: usize,
     (cache_dir, cache_disabled): (Option<PathBuf>, bool),
 ) {
     let server = crate::jobs::Server {
-        authority: addr.to_string(),
+        authority: local.addr.to_string(),
         base: "/v1".into(),
-        token,
+        token: local.token,
+        tls: None,
+        local: Some(local.dialer),
     };
     let config = wfhost_app::jobs::runner::AgentConfig {
         server,

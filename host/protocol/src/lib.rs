@@ -8,6 +8,7 @@
 //! status, a JSON-RPC error); nothing parses an error's text.
 
 mod error;
+pub mod pem;
 mod request;
 pub mod trace;
 

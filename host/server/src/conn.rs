@@ -38,9 +38,9 @@ use axum::http::{Request, Response, StatusCode};
 use axum::response::IntoResponse;
 use hyper::body::{Bytes, Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -130,11 +130,31 @@ fn open_file_limit() -> Option<u64> {
     (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
 }
 
+/// Where connections come from: the TCP listener (over TLS when `tls`
+/// is given) and, when `local` is given, streams made in this process
+/// (`serve --local-agents`: no socket, no TLS; counted as loopback).
+pub struct Listener {
+    pub tcp: TcpListener,
+    pub tls: Option<crate::tls::Tls>,
+    pub local: Option<LocalConnections>,
+}
+
+/// The streams of in-process clients (the other ends of [`LocalDialer`]'s).
+pub type LocalConnections = mpsc::UnboundedReceiver<DuplexStream>;
+/// Where an in-process client sends the server's end of a stream it made.
+pub type LocalDialer = mpsc::UnboundedSender<DuplexStream>;
+
+/// An accepted connection, before TLS.
+enum Accepted {
+    Tcp(TcpStream),
+    Local(DuplexStream),
+}
+
 /// Serve `app` on `listener` until `shutdown` resolves; then stop
 /// accepting, let each connection finish the request under way (idle
 /// ones close at once), and return when all have closed.
 pub async fn serve(
-    listener: TcpListener,
+    mut listener: Listener,
     app: Router,
     tokens: Option<Arc<Tokens>>,
     limits: ConnectionLimits,
@@ -146,9 +166,9 @@ pub async fn serve(
     let (closed_tx, closed_rx) = watch::channel(());
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
+        let (accepted, peer) = tokio::select! {
+            accepted = listener.tcp.accept() => match accepted {
+                Ok((tcp, peer)) => (Accepted::Tcp(tcp), peer.ip()),
                 Err(e) if is_connection_error(&e) => continue,
                 // Out of file descriptors despite the cap (the runs' own
                 // files): wait for some to close.
@@ -157,22 +177,38 @@ pub async fn serve(
                     continue;
                 }
             },
+            Some(local) = next_local(&mut listener.local) => {
+                (Accepted::Local(local), IpAddr::from([127, 0, 0, 1]))
+            }
             _ = &mut shutdown => break,
         };
-        let Some(admitted) = gate.admit(peer.ip()) else {
+        let Some(admitted) = gate.admit(peer) else {
             // Over a cap: closed at once.
-            drop(tcp);
+            drop(accepted);
             continue;
         };
-        let _ = tcp.set_nodelay(true);
         let connection = Connection {
             app: app.clone(),
             tokens: tokens.clone(),
             limits,
         };
         let (stop, closed) = (stop_rx.clone(), closed_rx.clone());
+        let tls = listener.tls.clone();
         tokio::spawn(async move {
-            connection.run(tcp, admitted, stop).await;
+            match (accepted, tls) {
+                (Accepted::Local(stream), _) => connection.run(stream, admitted, stop).await,
+                (Accepted::Tcp(tcp), None) => {
+                    let _ = tcp.set_nodelay(true);
+                    connection.run(tcp, admitted, stop).await;
+                }
+                (Accepted::Tcp(tcp), Some(tls)) => {
+                    let _ = tcp.set_nodelay(true);
+                    if let Some(stream) = handshake(&tls, tcp, peer, &admitted.state, limits).await
+                    {
+                        connection.run(stream, admitted, stop).await;
+                    }
+                }
+            }
             drop(closed);
         });
     }
@@ -180,6 +216,49 @@ pub async fn serve(
     let _ = stop_tx.send(true);
     drop(closed_rx);
     closed_tx.closed().await;
+}
+
+async fn next_local(local: &mut Option<LocalConnections>) -> Option<DuplexStream> {
+    match local {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The TLS handshake of an accepted connection, within the header timeout
+/// (and given up if the gate closes the connection to make room). A
+/// client that fails it is logged and dropped; nobody else notices.
+async fn handshake(
+    tls: &crate::tls::Tls,
+    tcp: TcpStream,
+    peer: IpAddr,
+    state: &State,
+    limits: ConnectionLimits,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let evicted = async {
+        while !state.evicted() {
+            state.changed.notified().await;
+        }
+    };
+    let accepted = tokio::select! {
+        accepted = tokio::time::timeout(limits.header_timeout, tls.acceptor.accept(tcp)) => accepted,
+        () = evicted => return None,
+    };
+    match accepted {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            tracing::info!(peer = %peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::info!(
+                peer = %peer,
+                timeout_ms = limits.header_timeout.as_millis() as u64,
+                "TLS handshake timed out"
+            );
+            None
+        }
+    }
 }
 
 fn is_connection_error(e: &std::io::Error) -> bool {
@@ -409,11 +488,14 @@ struct Connection {
 }
 
 impl Connection {
-    async fn run(self, tcp: TcpStream, admitted: Admitted, mut stop: watch::Receiver<bool>) {
+    async fn run<S>(self, stream: S, admitted: Admitted, mut stop: watch::Receiver<bool>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let state = admitted.state.clone();
         let limits = self.limits;
         let io = TokioIo::new(Watched {
-            inner: tcp,
+            inner: stream,
             state: state.clone(),
         });
         let this = Arc::new(self);
@@ -528,13 +610,13 @@ impl hyper::body::Body for Tracked {
     }
 }
 
-/// A connection's socket that tells its state when bytes arrive.
-struct Watched {
-    inner: TcpStream,
+/// A connection's stream that tells its state when bytes arrive.
+struct Watched<S> {
+    inner: S,
     state: Arc<State>,
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -549,7 +631,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -29,6 +29,7 @@ pub mod jobs;
 mod manage;
 mod notify;
 mod openapi;
+pub mod tls;
 /// The OpenAPI document of `/v1`, as `/v1/openapi.json` serves it.
 pub use openapi::spec as openapi_spec;
 mod runner;
@@ -44,12 +45,13 @@ mod ui;
 mod workflows;
 
 pub use auth::Tokens;
-pub use conn::ConnectionLimits;
+pub use conn::{ConnectionLimits, LocalConnections, LocalDialer};
 pub use error::ApiError;
 pub use runner::{
     NO_CACHE_ENV, ProcessRunner, RUN_BLOCKS_AS_JOBS, RunService, SERVE_LOG_DIR_ENV, SERVE_RUN,
     Submitted,
 };
+pub use tls::{Tls, TlsFiles};
 
 /// The default address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7464";
@@ -75,6 +77,8 @@ pub struct ServerConfig {
     /// Where a stage graph's relative `project_path` is resolved (an
     /// absolute directory); None refuses relative project paths.
     pub projects_root: Option<PathBuf>,
+    /// HTTPS only on `listen` (see [`tls`]); None serves plain HTTP.
+    pub tls: Option<Tls>,
 }
 
 #[derive(Clone)]
@@ -250,6 +254,16 @@ fn routes(state: AppState, config: &ServerConfig) -> Router {
 /// Serve until the process is stopped; `ready` learns the bound address
 /// (port 0 picks a free one).
 pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Result<(), String> {
+    serve_with_local(config, None, ready).await
+}
+
+/// [`serve`], also answering the in-process clients whose streams arrive
+/// on `local` (`serve --local-agents`: no socket, no TLS).
+pub async fn serve_with_local(
+    config: ServerConfig,
+    local: Option<LocalConnections>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), String> {
     config.check()?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -263,7 +277,15 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     let reconcile = tokio::spawn(jobs::reconcile(state.stores.clone(), every));
     let timers = tokio::spawn(timers::watch(state.clone()));
     let schedules = tokio::spawn(schedules::watch(state.clone()));
-    let notifications = tokio::spawn(notify::deliver(state.clone(), format!("http://{bound}")));
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let notifications = tokio::spawn(notify::deliver(
+        state.clone(),
+        format!("{scheme}://{bound}"),
+    ));
     let (limits, lowered) = config.limits.fitted();
     if let Some(note) = lowered {
         eprintln!("note: {note}");
@@ -273,6 +295,11 @@ pub async fn serve(config: ServerConfig, ready: impl FnOnce(SocketAddr)) -> Resu
     let stop = async move {
         shutdown().await;
         stopping.begin();
+    };
+    let listener = conn::Listener {
+        tcp: listener,
+        tls: config.tls.clone(),
+        local,
     };
     conn::serve(listener, routes(state, &config), tokens, limits, stop).await;
     reconcile.abort();

@@ -149,6 +149,7 @@ fn start_rooted(
         lease: wfhost_server::jobs::DEFAULT_LEASE,
         limits,
         projects_root: Some(root.to_path_buf()),
+        tls: None,
     };
     rt.spawn(async move {
         wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
@@ -420,6 +421,7 @@ fn a_non_loopback_address_needs_tokens() {
         lease: wfhost_server::jobs::DEFAULT_LEASE,
         limits: Default::default(),
         projects_root: None,
+        tls: None,
     };
     assert!(config.check().unwrap_err().contains("--auth-token-file"));
     let relative_root = ServerConfig {

@@ -1,6 +1,7 @@
 //! A small JSON-over-HTTP/1.1 client for `wfhost agent`: one kept-alive
-//! connection, made again when it breaks. Plain HTTP only: a server on
-//! another machine is reached through a TLS-terminating proxy or a tunnel.
+//! connection, made again when it breaks; over TLS to an `https://`
+//! server (see [`super::tls`]), or over an in-process stream to the server
+//! of the same process (`serve --local-agents`).
 
 use std::time::Duration;
 
@@ -9,6 +10,8 @@ use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+
+use super::tls::{ClientTls, TlsFiles};
 
 /// The largest answer read (a run's definition is the largest the
 /// server sends); larger ones are refused as soon as they pass it.
@@ -22,14 +25,26 @@ pub struct Server {
     /// The path prefix, e.g. `/v1`.
     pub base: String,
     pub token: Option<String>,
+    /// For an `https://` server: how it is checked.
+    pub tls: Option<ClientTls>,
+    /// The server of this process, reached without a socket: the server's
+    /// end of each new stream is sent here.
+    pub local: Option<LocalDialer>,
 }
 
+/// Where an in-process client sends the server's end of a stream
+/// (`wfhost_server::LocalDialer`).
+pub type LocalDialer = tokio::sync::mpsc::UnboundedSender<tokio::io::DuplexStream>;
+
 impl Server {
-    /// `http://host:port[/prefix]`; `/v1` is added when the URL has no path.
-    pub fn parse(url: &str) -> Result<Server, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("--server {url}: give an http:// URL (for TLS, a local proxy or tunnel)")
-        })?;
+    /// `http[s]://host:port[/prefix]`; `/v1` is added when the URL has no
+    /// path. `tls` is for `https://` (the CA, the client certificate).
+    pub fn parse(url: &str, tls: &TlsFiles) -> Result<Server, String> {
+        let (https, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => return Err(format!("--server {url}: give an http:// or https:// URL")),
+        };
         let (authority, path) = match rest.split_once('/') {
             Some((a, p)) => (a, format!("/{}", p.trim_end_matches('/'))),
             None => (rest, String::new()),
@@ -42,13 +57,44 @@ impl Server {
         } else {
             path
         };
+        let tls = match https {
+            true => Some(ClientTls::load(host_of(authority), tls)?),
+            false if tls.any() => {
+                return Err(format!(
+                    "--server {url}: --ca, --client-cert and --client-key are for an https:// server"
+                ));
+            }
+            false => None,
+        };
         Ok(Server {
             authority: authority.to_string(),
             base,
             token: None,
+            tls,
+            local: None,
         })
     }
+
+    /// The server's URL: `http[s]://host:port/prefix`.
+    pub fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.authority, self.base)
+    }
 }
+
+/// The host of `host:port` (`[::1]:port` gives `::1`).
+fn host_of(authority: &str) -> &str {
+    if let Some(bracketed) = authority.strip_prefix('[') {
+        return bracketed.split(']').next().unwrap_or(bracketed);
+    }
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(host, _)| host)
+}
+
+/// A connection's stream: TCP, TLS over TCP, or in-process.
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Stream for S {}
 
 /// An HTTP answer: status and JSON body (null when empty or not JSON).
 #[derive(Debug)]
@@ -60,22 +106,28 @@ pub struct Answer {
 pub struct Client {
     server: Server,
     conn: Option<SendRequest<Full<Bytes>>>,
+    /// The last TLS refusal (see [`Client::refused`]).
+    refusal: std::sync::Mutex<Option<String>>,
 }
 
 impl Client {
     pub fn new(server: Server) -> Client {
-        Client { server, conn: None }
+        Client {
+            server,
+            conn: None,
+            refusal: Default::default(),
+        }
     }
 
-    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
-        let stream = tokio::time::timeout(
-            Duration::from_secs(10),
-            tokio::net::TcpStream::connect(&self.server.authority),
-        )
-        .await
-        .map_err(|_| format!("connecting to {} timed out", self.server.authority))?
-        .map_err(|e| format!("cannot connect to {}: {e}", self.server.authority))?;
-        let _ = stream.set_nodelay(true);
+    /// Why the server cannot be talked to at all, when the last failure
+    /// says so (its certificate is not trusted, or it refused ours): one
+    /// line naming the option that would fix it; trying again is no use.
+    pub fn refused(&self) -> Option<String> {
+        self.refusal.lock().expect("not poisoned").clone()
+    }
+
+    async fn connect(&mut self) -> Result<SendRequest<Full<Bytes>>, String> {
+        let stream = self.open().await?;
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("{}: {e}", self.server.authority))?;
@@ -83,6 +135,47 @@ impl Client {
             let _ = conn.await;
         });
         Ok(send)
+    }
+
+    async fn open(&mut self) -> Result<Box<dyn Stream>, String> {
+        let authority = &self.server.authority;
+        if let Some(dialer) = &self.server.local {
+            let (ours, theirs) = tokio::io::duplex(64 << 10);
+            dialer
+                .send(theirs)
+                .map_err(|_| format!("the server of this process ({authority}) has stopped"))?;
+            return Ok(Box::new(ours));
+        }
+        let connecting = async {
+            let tcp = tokio::net::TcpStream::connect(authority)
+                .await
+                .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
+            let _ = tcp.set_nodelay(true);
+            let Some(tls) = &self.server.tls else {
+                return Ok(Box::new(tcp) as Box<dyn Stream>);
+            };
+            match tls.connector.connect(tls.name.clone(), tcp).await {
+                Ok(stream) => Ok(Box::new(stream) as Box<dyn Stream>),
+                Err(e) => self.failed(&e, e.to_string()),
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), connecting)
+            .await
+            .map_err(|_| format!("connecting to {authority} timed out"))?
+    }
+
+    /// The error `e` of the connection as one line (`line` unless TLS
+    /// says why); a TLS refusal is kept (see [`Client::refused`]).
+    fn failed<T>(&self, e: &(dyn std::error::Error + 'static), line: String) -> Result<T, String> {
+        let authority = &self.server.authority;
+        match super::tls::rustls_cause(e).and_then(|tls| super::tls::refusal(authority, tls)) {
+            Some(refusal) => {
+                tracing::debug!(server = %authority, "{refusal}");
+                *self.refusal.lock().expect("not poisoned") = Some(refusal.clone());
+                Err(refusal)
+            }
+            None => Err(format!("{authority}: {line}")),
+        }
     }
 
     /// POST `body` to `path` (under the base); waits at most `timeout`.
@@ -156,10 +249,10 @@ impl Client {
             request = request.header(wfhost_protocol::trace::TRACEPARENT, parent);
         }
         let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
-        let response = conn
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let response = match conn.send_request(request).await {
+            Ok(response) => response,
+            Err(e) => return self.failed(&e, e.to_string()),
+        };
         let status = response.status().as_u16();
         let declared = response
             .headers()
@@ -187,18 +280,36 @@ mod tests {
 
     #[test]
     fn server_urls() {
-        let s = Server::parse("http://127.0.0.1:7464").unwrap();
+        let none = TlsFiles::default();
+        let s = Server::parse("http://127.0.0.1:7464", &none).unwrap();
         assert_eq!(
             (s.authority.as_str(), s.base.as_str()),
             ("127.0.0.1:7464", "/v1")
         );
-        let s = Server::parse("http://h:1/api/v1/").unwrap();
+        assert_eq!(s.url(), "http://127.0.0.1:7464/v1");
+        let s = Server::parse("http://h:1/api/v1/", &none).unwrap();
         assert_eq!(s.base, "/api/v1");
         assert!(
-            Server::parse("https://h:1")
+            Server::parse("ftp://h:1", &none)
                 .unwrap_err()
-                .contains("http://")
+                .contains("http:// or https://")
         );
-        assert!(Server::parse("http:///v1").is_err());
+        assert!(Server::parse("http:///v1", &none).is_err());
+        let ca = TlsFiles {
+            ca: Some("/nowhere/ca.pem".into()),
+            ..TlsFiles::default()
+        };
+        let err = Server::parse("http://h:1", &ca).unwrap_err();
+        assert!(err.contains("are for an https:// server"), "{err}");
+        let err = Server::parse("https://h:1", &ca).unwrap_err();
+        assert!(err.contains("--ca: cannot read /nowhere/ca.pem"), "{err}");
+    }
+
+    #[test]
+    fn the_host_tls_checks_is_the_authority_without_its_port() {
+        assert_eq!(host_of("example.org:7464"), "example.org");
+        assert_eq!(host_of("[::1]:7464"), "::1");
+        assert_eq!(host_of("10.0.0.1:1"), "10.0.0.1");
+        assert_eq!(host_of("example.org"), "example.org");
     }
 }

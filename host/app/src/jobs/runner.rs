@@ -274,6 +274,7 @@ async fn slot_loop(shared: Arc<Shared>, slot: usize, mut stop: Stop) -> Option<S
                     () = pause(&mut backoff) => continue,
                 }
             }
+            Err(_) if client.refused().is_some() => return client.refused(),
             Err(e) => {
                 crate::warnings::note(&format!(
                     "agent {} ({slot}): {e}; trying again in {} ms",
@@ -840,7 +841,7 @@ mod heartbeat_tests {
     fn shared() -> Shared {
         Shared {
             config: AgentConfig {
-                server: Server::parse("http://127.0.0.1:9").unwrap(),
+                server: Server::parse("http://127.0.0.1:9", &Default::default()).unwrap(),
                 name: "test".into(),
                 capabilities: Vec::new(),
                 concurrency: 1,

@@ -56,6 +56,9 @@ pub struct Plan {
     pub concurrency: usize,
     /// Absolute.
     pub token_file: Option<String>,
+    /// The TLS files, each with its flag (`--ca`, `--client-cert`,
+    /// `--client-key`): absolute, read by the nodes at the same paths.
+    pub tls: Vec<(String, String)>,
     pub cache: Cache,
     pub name_prefix: String,
     /// Absolute.
@@ -216,6 +219,9 @@ pub fn batch_script(plan: &Plan) -> String {
     if let Some(file) = &plan.token_file {
         argv.extend(["--token-file".into(), sh_quote(file)]);
     }
+    for (flag, file) in &plan.tls {
+        argv.extend([flag.clone(), sh_quote(file)]);
+    }
     match &plan.cache {
         Cache::Default => {}
         Cache::Dir(dir) => argv.extend(["--cache-dir".into(), sh_quote(dir)]),
@@ -304,6 +310,7 @@ mod tests {
             capabilities: vec!["wasm".into(), "exec".into()],
             concurrency: 2,
             token_file: Some("/home/a b/it's token".into()),
+            tls: vec![("--ca".into(), "/etc/wfhost/our ca.pem".into())],
             cache: Cache::Dir("/scratch/cache".into()),
             name_prefix: "gpu".into(),
             log_dir: r#"/home/a b/it's "logs" 100%"#.into(),
@@ -346,7 +353,7 @@ mod tests {
             "exec '/opt/my tools/wfhost' agent --server 'http://head:7464/it'\\''s \"x\" #1' \
              --name gpu\"-${SLURM_ARRAY_JOB_ID:?not a Slurm job array}_${SLURM_ARRAY_TASK_ID:?not a Slurm job array}\" \
              --capabilities wasm,exec --concurrency 2 --token-file '/home/a b/it'\\''s token' \
-             --cache-dir /scratch/cache\n"
+             --ca '/etc/wfhost/our ca.pem' --cache-dir /scratch/cache\n"
         ), "{script}");
     }
 
@@ -398,6 +405,8 @@ mod tests {
                 "2",
                 "--token-file",
                 "/home/a b/it's token",
+                "--ca",
+                "/etc/wfhost/our ca.pem",
                 "--no-cache",
             ]
         );

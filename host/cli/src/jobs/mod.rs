@@ -49,9 +49,8 @@ pub fn agent(args: AgentArgs) -> u8 {
     };
     let name = config.name.clone();
     println!(
-        "wfhost agent {name}: leasing jobs from http://{}{} ({})",
-        config.server.authority,
-        config.server.base,
+        "wfhost agent {name}: leasing jobs from {} ({})",
+        config.server.url(),
         config.capabilities.join(", ")
     );
     let (ask, stop) = tokio::sync::watch::channel(None);

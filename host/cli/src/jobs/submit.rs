@@ -155,6 +155,16 @@ fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
         }
         None => None,
     };
+    let mut tls = Vec::new();
+    for (flag, file) in [
+        ("--ca", &args.runner.ca),
+        ("--client-cert", &args.runner.client_cert),
+        ("--client-key", &args.runner.client_key),
+    ] {
+        if let Some(file) = file {
+            tls.push((flag.to_string(), absolute(flag, file).map_err(bad)?));
+        }
+    }
     let cache = match (&args.runner.cache.cache_dir, args.runner.cache.no_cache) {
         (_, true) => Cache::Off,
         (Some(dir), false) => Cache::Dir(absolute("--cache-dir", dir).map_err(bad)?),
@@ -182,6 +192,7 @@ fn plan(args: SubmitArgs, global: &Global) -> Result<Plan, u8> {
         capabilities: args.runner.capabilities,
         concurrency: args.runner.concurrency,
         token_file,
+        tls,
         cache,
         name_prefix: args.name_prefix,
         log_dir,
