@@ -46,6 +46,7 @@ mod server_budget;
 mod session_files;
 mod slurm_agents;
 mod slurm_arrays;
+mod store_postgres;
 mod team;
 mod timers;
 mod tls;
@@ -104,6 +105,7 @@ fn command(scratch: &Path) -> Command {
     cmd.env("WFHOST_CACHE_DIR", scratch.join("cache"))
         .env("WFHOST_HOME", scratch.join("home"))
         .env_remove("WFHOST_DURABILITY")
+        .env_remove("WFHOST_STORE")
         .env_remove("WFHOST_LOG")
         .env_remove("RUST_BACKTRACE");
     cmd

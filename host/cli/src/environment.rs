@@ -35,6 +35,11 @@ pub const VARIABLES: &[Variable] = &[
         default: "full",
     },
     Variable {
+        name: "WFHOST_STORE",
+        meaning: "Where runs are stored: sqlite (the home's embedded file) or a postgres://user:password@host:port/database URL, which several servers may share; overrides the home's config.json store.",
+        default: "the home's config.json store, else sqlite",
+    },
+    Variable {
         name: "WFHOST_EXECUTOR",
         meaning: "Where exec blocks that name no executor run: local, container:IMAGE or slurm[:PARTITION] (run --executor overrides it; executor in wfhost.toml sets it).",
         default: "local",
@@ -232,6 +237,14 @@ const NOT_READ_BY_WFHOST: &[(&str, &str)] = &[
     (
         "WFHOST_BLESS",
         "the test suite's: rewrite recorded expectations",
+    ),
+    (
+        "WFHOST_TEST_POSTGRES",
+        "the test suite's: the PostgreSQL server the store's tests make databases on",
+    ),
+    (
+        "WFHOST_DIFF_SEEDS",
+        "the test suite's: how many seeds the store's differential test runs",
     ),
     (
         "WFHOST_SLURM_ITEMS",

@@ -6,7 +6,9 @@
 //! checkpoints and deletes the WAL — together most of a request's time
 //! when each request opened its own. A pooled connection is used again
 //! only while the store file is the one it opened (same device and inode):
-//! a store removed and made again is opened afresh.
+//! a store removed and made again is opened afresh. A store on
+//! PostgreSQL has no file: its connections are kept while they work (one
+//! that failed is not put back).
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -23,6 +25,8 @@ const MAX_IDLE: usize = 8;
 pub(crate) struct Stores {
     home: PathBuf,
     idle: Mutex<Vec<(Store, (u64, u64))>>,
+    /// The home's store is a database server's, not a file.
+    remote: bool,
 }
 
 /// A connection taken from the pool; it goes back when dropped.
@@ -47,6 +51,7 @@ impl std::ops::DerefMut for Pooled {
 impl Drop for Pooled {
     fn drop(&mut self) {
         if let Some(entry) = self.store.take()
+            && entry.0.is_usable()
             && let Ok(mut idle) = self.pool.idle.lock()
             && idle.len() < MAX_IDLE
         {
@@ -57,9 +62,11 @@ impl Drop for Pooled {
 
 impl Stores {
     pub(crate) fn new(home: PathBuf) -> Arc<Stores> {
+        let remote = wfhost_store::Location::resolve(&home).is_ok_and(|l| !l.is_embedded());
         Arc::new(Stores {
             home,
             idle: Mutex::new(Vec::new()),
+            remote,
         })
     }
 
@@ -69,6 +76,9 @@ impl Stores {
 
     /// The store file's identity now, if there is one.
     fn identity(&self) -> Option<(u64, u64)> {
+        if self.remote {
+            return Some((0, 0));
+        }
         std::fs::metadata(self.home.join(wfhost_store::STORE_FILE))
             .ok()
             .map(|m| (m.dev(), m.ino()))

@@ -397,6 +397,12 @@ impl Store {
         Ok((tx, path))
     }
 
+    /// Whether this connection can still be used: false once a database
+    /// server's connection was lost (open the store again).
+    pub fn is_usable(&self) -> bool {
+        !self.db.is_closed()
+    }
+
     /// The database this store is on.
     pub fn backend(&self) -> Backend {
         self.db.backend()

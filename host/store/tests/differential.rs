@@ -86,7 +86,7 @@ fn apply(side: &mut Side, op: u64, arg: u64, now: i64) -> String {
             let branch = store.current_branch(run).unwrap_or(1);
             let answer = vec![Event::GateAnswered {
                 gate_id: format!("UD-{}", arg % 7),
-                decision: if arg % 2 == 0 {
+                decision: if arg.is_multiple_of(2) {
                     Decision::Approved
                 } else {
                     Decision::ChangesRequested {
@@ -104,7 +104,7 @@ fn apply(side: &mut Side, op: u64, arg: u64, now: i64) -> String {
                 run_id: run,
                 branch: 1,
                 step: arg % 20,
-                lane: if arg % 3 == 0 { "0" } else { "" },
+                lane: if arg.is_multiple_of(3) { "0" } else { "" },
                 node: "main",
                 block: "a",
                 requires: &caps,
@@ -133,7 +133,7 @@ fn apply(side: &mut Side, op: u64, arg: u64, now: i64) -> String {
                 return "no lease".into();
             };
             let (attempt, token) = (*attempt, token.clone());
-            let stale = arg % 5 == 0;
+            let stale = arg.is_multiple_of(5);
             let token = if stale { "stale".to_string() } else { token };
             if op == 7 {
                 let beat = store.heartbeat_job(id, attempt, &token, 1_000, now);
@@ -142,10 +142,13 @@ fn apply(side: &mut Side, op: u64, arg: u64, now: i64) -> String {
                     beat.map(|b| b.map(|_| ()).map_err(|e| format!("{e:?}")))
                 )
             } else {
-                let done =
-                    store.complete_job((id, attempt, &token), arg % 4 != 0, "{}", now, |j| {
-                        format!("done {}", j.id)
-                    });
+                let done = store.complete_job(
+                    (id, attempt, &token),
+                    !arg.is_multiple_of(4),
+                    "{}",
+                    now,
+                    |j| format!("done {}", j.id),
+                );
                 format!("complete {id}: {:?}", done.map(|c| format!("{c:?}")))
             }
         }

@@ -399,6 +399,15 @@ impl Db {
         }
     }
 
+    /// Whether the connection is gone (PostgreSQL's server went away; a
+    /// SQLite file is never "gone").
+    pub(crate) fn is_closed(&self) -> bool {
+        match &self.conn {
+            Conn::Sqlite(_) => false,
+            Conn::Postgres(c) => c.is_closed(),
+        }
+    }
+
     /// The statement for this backend: `sqlite` or `postgres`.
     pub(crate) fn pick<'s>(&self, sqlite: &'s str, postgres: &'s str) -> &'s str {
         match self.backend() {

@@ -33,7 +33,7 @@ const CHANGES: &str = "wfhost_changes";
 
 /// The advisory lock every write transaction holds (see
 /// [`super::Db::begin`]): "wfhost" in ASCII.
-const WRITE_LOCK: i64 = 0x0077_6668_6f73_74;
+const WRITE_LOCK: i64 = 0x0000_7766_686f_7374;
 
 /// The runtime whose thread drives every connection's socket.
 fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
@@ -112,6 +112,11 @@ impl PgConn {
             notified,
             listening: Cell::new(false),
         })
+    }
+
+    /// Whether the connection was lost (the server went away).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.client.is_closed()
     }
 
     fn statement(&self, sql: &str, params: &[Param<'_>]) -> DbResult<Statement> {
