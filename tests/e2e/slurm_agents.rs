@@ -438,9 +438,13 @@ fn a_refused_submission_and_bad_requests_are_errors() {
     let out = submit(
         scratch.path(),
         &path,
-        &["--slurm", "2", "--server", "https://head:7464"],
+        &["--slurm", "2", "--server", "ftp://head:7464"],
     );
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("http://"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("http:// or https://"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!scratch.path().join("sbatch-args").exists());
 }

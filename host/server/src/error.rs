@@ -73,6 +73,11 @@ impl From<StoreError> for ApiError {
                 "store_locked",
                 e.to_string(),
             ),
+            StoreError::Unavailable { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            ),
             _ => ApiError::internal(e.to_string()),
         }
     }
@@ -103,5 +108,25 @@ impl From<AppError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status, Json(&self)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_database_is_a_503_that_can_be_retried() {
+        let api = ApiError::from(StoreError::Unavailable {
+            path: "postgres://wf:***@db/runs".into(),
+            message: "cannot connect to PostgreSQL: Connection refused".into(),
+        });
+        assert_eq!(api.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(api.code, "store_unavailable");
+        assert!(
+            api.message.contains("postgres://wf:***@db/runs"),
+            "{}",
+            api.message
+        );
     }
 }

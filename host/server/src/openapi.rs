@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.12.0";
+pub const API_VERSION: &str = "0.13.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -234,7 +234,7 @@ fn run_schemas() -> Value {
     let now = json!({"type": "integer", "description": "The server's clock, unix ms."});
     let mut schemas = json!({
         "Error": closed(&["code", "message", "details"], json!({
-            "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, waiting, finished, exists, not_waiting, not_available, store_locked, internal"},
+            "code": {"type": "string", "description": "not_found, bad_request, unauthorized, payload_too_large, busy, waiting, finished, exists, not_waiting, not_available, store_locked, store_unavailable, internal"},
             "message": {"type": "string"},
             "details": {"description": "Structured extras, or null."}
         })),
