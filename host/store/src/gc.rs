@@ -89,7 +89,7 @@ impl Store {
             // no lock file: its rows go, nothing on disk is touched.
             let checked = RunId::parse(run_id).ok();
             let lock = match &checked {
-                Some(id) => match RunLock::acquire(&self.home, id) {
+                Some(id) => match self.lock_run(id) {
                     Ok(lock) => Some(lock),
                     Err(_) => continue, // started executing since it was listed
                 },
@@ -150,6 +150,11 @@ impl Store {
             drop(lock);
             if let Some(id) = &checked {
                 RunLock::remove(&self.home, id);
+                if self.backend() == crate::Backend::Postgres {
+                    self.db
+                        .execute("DELETE FROM run_locks WHERE run_id = ?1", (id.as_str(),))
+                        .map_err(|e| self.err(e))?;
+                }
             }
         }
         Ok(removed)

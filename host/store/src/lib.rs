@@ -157,6 +157,8 @@ pub struct RunRecord {
 /// The durable store.
 pub struct Store {
     db: Db,
+    /// Where the store is (a run lock on PostgreSQL needs the URL).
+    location: Location,
     /// The store file, or for PostgreSQL its URL without the password:
     /// what error messages name.
     path: PathBuf,
@@ -325,6 +327,7 @@ impl Store {
         })?;
         Ok(Store {
             db,
+            location: Location::Embedded,
             path,
             home: home.to_path_buf(),
             decoded: std::cell::Cell::new(0),
@@ -368,6 +371,7 @@ impl Store {
         })?;
         let store = Store {
             db,
+            location: Location::Postgres(url.to_string()),
             path,
             home: home.to_path_buf(),
             decoded: std::cell::Cell::new(0),
@@ -628,17 +632,28 @@ impl Store {
     /// Take the execution lock of `run_id`, failing at once if another
     /// process holds it.
     pub fn lock_run(&self, run_id: &RunId) -> Result<RunLock, StoreError> {
-        RunLock::acquire(&self.home, run_id)
+        match &self.location {
+            Location::Postgres(url) => lock::acquire_in_database(url, &self.path, run_id),
+            Location::Embedded => RunLock::acquire(&self.home, run_id),
+        }
     }
 
     /// The pid of the process executing `run_id` right now, if any.
     pub fn lock_holder(&self, run_id: &RunId) -> Option<u32> {
-        RunLock::holder(&self.home, run_id)
+        match self.location {
+            Location::Postgres(_) => lock::local_holder(&self.db, run_id).ok().flatten(),
+            Location::Embedded => RunLock::holder(&self.home, run_id),
+        }
     }
 
     /// Whether a process is executing `run_id` right now.
     pub fn is_running(&self, run_id: &RunId) -> bool {
-        RunLock::is_held(&self.home, run_id)
+        match self.location {
+            // (A database that cannot be asked says "not running": the
+            // next write will say what is wrong.)
+            Location::Postgres(_) => lock::held_in_database(&self.db, run_id).unwrap_or(false),
+            Location::Embedded => RunLock::is_held(&self.home, run_id),
+        }
     }
 
     /// [`Store::is_running`] of an id read from the store: a row whose id

@@ -1,23 +1,143 @@
-//! The per-run execution lock: a `flock` on `<home>/locks/<run-id>.lock`.
-//!
-//! The kernel releases the lock when its holder dies, kill -9 included, so
-//! a crashed run never stays "locked" and no lease expiry has to be
-//! guessed; a live holder keeps every other process from executing the
-//! same run at the same time.
+//! The per-run execution lock. With the embedded store, a `flock` on
+//! `<home>/locks/<run-id>.lock`: the kernel releases it when its holder
+//! dies, kill -9 included, so a crashed run never stays "locked" and no
+//! lease expiry has to be guessed. With a PostgreSQL store, whose runs
+//! processes on several machines may execute, a session advisory lock of
+//! the database held by a connection of its own: the database releases it
+//! when that connection ends (the holder died, or its machine did), and
+//! the holder's machine and pid are recorded in `run_locks`. Either way a
+//! live holder keeps every other process from executing the same run at
+//! the same time.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::db::{OptionalExtension, PgConn};
 use crate::{RunId, StoreError};
 
 /// Held while a process executes a run; released on drop or death.
-#[derive(Debug)]
 pub struct RunLock {
+    _held: Held,
+}
+
+impl std::fmt::Debug for RunLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self._held {
+            Held::File(_) => "RunLock(file)",
+            Held::Database(_) => "RunLock(database)",
+        })
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Released now, not when the server notices the connection closed
+        // (a process that takes the lock again at once must get it).
+        if let Held::Database(conn) = &self._held
+            && let Err(e) = conn.batch("SELECT pg_advisory_unlock_all()")
+        {
+            tracing::debug!(error = %e, "releasing a run lock: the connection's end releases it");
+        }
+    }
+}
+
+enum Held {
     // Keeping the descriptor open keeps the lock; the file itself stays
     // (another process may be opening it).
-    _file: File,
+    File(#[allow(dead_code)] File),
+    // The connection holding the advisory lock: closing it releases it.
+    Database(Box<PgConn>),
+}
+
+/// The first key of the run locks' advisory locks ("wfr1"); the second is
+/// `hashtext(run id)`. (The write lock uses the one-key form, a separate
+/// key space.)
+const RUN_LOCK_CLASS: i32 = 0x7766_7231;
+
+/// This machine's name, as recorded beside a database run lock.
+pub(crate) fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The database form of the lock: `url`'s database, `path` naming it in
+/// errors.
+pub(crate) fn acquire_in_database(
+    url: &str,
+    path: &Path,
+    run_id: &RunId,
+) -> Result<RunLock, StoreError> {
+    let conn = PgConn::connect(url).map_err(|e| StoreError::Unavailable {
+        path: path.to_path_buf(),
+        message: e.0,
+    })?;
+    let db = crate::db::Db::postgres(conn);
+    let err = |e| StoreError::from_db(path, e);
+    let got: bool = db
+        .query_row(
+            &format!("SELECT pg_try_advisory_lock({RUN_LOCK_CLASS}, hashtext(?1))"),
+            (run_id.as_str(),),
+            |r| r.get(0),
+        )
+        .map_err(err)?;
+    if !got {
+        return Err(StoreError::Busy {
+            run_id: run_id.to_string(),
+            pid: local_holder(&db, run_id).map_err(err)?,
+        });
+    }
+    db.execute(
+        "INSERT INTO run_locks (run_id, host, pid, at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (run_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, at = excluded.at",
+        (
+            run_id.as_str(),
+            host_name(),
+            i64::from(std::process::id()),
+            crate::time::now_ms(),
+        ),
+    )
+    .map_err(err)?;
+    Ok(RunLock {
+        _held: Held::Database(Box::new(db.into_postgres().expect("made on PostgreSQL"))),
+    })
+}
+
+/// Whether a session holds the database lock of `run_id`.
+pub(crate) fn held_in_database(db: &crate::db::Db, run_id: &RunId) -> crate::db::DbResult<bool> {
+    db.query_row(
+        &format!(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+               AND classid = {RUN_LOCK_CLASS}::oid AND objid = hashtext(?1)::oid AND objsubid = 2)"
+        ),
+        (run_id.as_str(),),
+        |r| r.get(0),
+    )
+}
+
+/// The pid of the holder of `run_id`'s database lock when it is a process
+/// of this machine (a pid of another machine is nothing to signal here).
+pub(crate) fn local_holder(db: &crate::db::Db, run_id: &RunId) -> crate::db::DbResult<Option<u32>> {
+    if !held_in_database(db, run_id)? {
+        return Ok(None);
+    }
+    let row: Option<(String, i64)> = db
+        .query_row(
+            "SELECT host, pid FROM run_locks WHERE run_id = ?1",
+            (run_id.as_str(),),
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    Ok(row
+        .filter(|(host, _)| *host == host_name())
+        .and_then(|(_, pid)| u32::try_from(pid).ok()))
 }
 
 /// Record the holder's pid in the lock file, in place: a process taking
@@ -81,7 +201,9 @@ impl RunLock {
             });
         }
         write_pid(&mut file).map_err(io)?;
-        Ok(RunLock { _file: file })
+        Ok(RunLock {
+            _held: Held::File(file),
+        })
     }
 
     /// Whether some process holds the lock now.

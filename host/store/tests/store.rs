@@ -666,3 +666,40 @@ on_both!(
     runs_do_not_see_each_others_events,
     a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored,
 );
+
+/// Two homes (two machines' servers) on one database share each run's
+/// execution lock: held in one, the run is busy in the other (with the
+/// holder's pid, this being the same machine), and free again when the
+/// holder lets go — or when its connection ends, as when it dies.
+#[test]
+fn homes_sharing_a_database_share_the_run_locks() {
+    let Some(db) = wfhost_store::testing::TestDatabase::create() else {
+        return;
+    };
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    db.configure(a.path());
+    db.configure(b.path());
+    let mut here = Store::open(a.path(), Durability::Normal).unwrap();
+    here.create_run(&record(R1), "{}", &started(R1)).unwrap();
+    let there = Store::open_existing(b.path()).unwrap();
+    let id = RunId::parse(R1).unwrap();
+    assert!(!there.is_running(&id));
+    let lock = here.lock_run(&id).unwrap();
+    assert!(
+        there.is_running(&id),
+        "the other home sees the run executing"
+    );
+    match there.lock_run(&id) {
+        Err(StoreError::Busy { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+        other => panic!("not busy: {other:?}"),
+    }
+    assert_eq!(there.lock_holder(&id), Some(std::process::id()));
+    drop(lock);
+    assert!(!there.is_running(&id));
+    let theirs = there.lock_run(&id).unwrap();
+    assert!(here.is_running(&id));
+    drop(theirs);
+    // gc removes a run and its lock record.
+    here.remove_runs(&[R1]).unwrap();
+    assert!(here.run(R1).unwrap().is_none());
+}

@@ -392,6 +392,14 @@ impl Db {
         }
     }
 
+    /// The PostgreSQL connection this is (to keep it open on its own).
+    pub(crate) fn into_postgres(self) -> Option<PgConn> {
+        match self.conn {
+            Conn::Postgres(c) => Some(c),
+            Conn::Sqlite(_) => None,
+        }
+    }
+
     pub(crate) fn backend(&self) -> Backend {
         match self.conn {
             Conn::Sqlite(_) => Backend::Sqlite,

@@ -13,6 +13,16 @@ CREATE TABLE wfhost_schema (
     version BIGINT NOT NULL
 );
 
+-- Who holds each run's execution lock (a session advisory lock, released
+-- by the database when its connection ends): written by the holder after
+-- it took the lock, read only while the lock is held.
+CREATE TABLE run_locks (
+    run_id TEXT PRIMARY KEY,
+    host   TEXT NOT NULL,
+    pid    BIGINT NOT NULL,
+    at     BIGINT NOT NULL
+);
+
 CREATE TABLE definitions (
     hash        TEXT PRIMARY KEY,
     workflow_id TEXT NOT NULL,
