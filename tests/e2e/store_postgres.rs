@@ -102,3 +102,77 @@ fn an_unreachable_database_or_wrong_credentials_is_one_line_and_a_failure() {
         );
     }
 }
+
+/// `wfhost store migrate --to URL`: a home with a finished run and one
+/// waiting at a gate moves into an empty database, verified table by
+/// table; once the home names the database, the gate is answered there
+/// and the run ends. A database that holds runs is refused.
+#[test]
+fn a_home_moves_into_postgres_and_its_waiting_run_goes_on_there() {
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    let hello = repo().join("examples/hello/workflow.json");
+    let out = run_workflow(&hello, &workspace_in(s), s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let gate = repo().join("examples/review-gate/workflow.json");
+    let ws = s.join("ws-gate");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = run_workflow(&gate, &ws, s);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let before: serde_json::Value =
+        serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap();
+    assert_eq!(before.as_array().unwrap().len(), 2);
+
+    let out = wfhost(&["store", "migrate", "--to", &db.url, "--json"], s);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tables = report["tables"].as_array().unwrap();
+    let rows = |name: &str| {
+        tables.iter().find(|t| t["table"] == name).unwrap()["rows"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(rows("runs"), 2, "{report}");
+    assert!(rows("events") > 10, "{report}");
+    assert!(
+        !report.to_string().contains("wfhost_test:wfhost_test@"),
+        "password shown: {report}"
+    );
+
+    // A second move finds the database holding runs, and changes nothing.
+    let again = wfhost(&["store", "migrate", "--to", &db.url], s);
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(
+        stderr(&again).contains("empty database"),
+        "{}",
+        stderr(&again)
+    );
+
+    // The home now uses the database: the same runs, and the gate goes on.
+    db.configure(&s.join("home"));
+    let after: serde_json::Value =
+        serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap();
+    assert_eq!(after, before, "the runs read the same from the database");
+    let id = before
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["status"] == "waiting")
+        .expect("the gate's run waits")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = wfhost(&["gate", &id, "UD-1", "approved"], s);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let show = shown_with_steps(&["show", &id, "--json"], s);
+    assert_eq!(show["status"], "succeeded", "{show}");
+}

@@ -37,6 +37,7 @@ pub mod rerun;
 pub mod run;
 pub mod session_files;
 pub mod start;
+pub mod store;
 pub mod telemetry;
 pub mod warnings;
 pub mod workspace;

@@ -133,6 +133,11 @@ Examples:
   wfhost gc --dry-run
   wfhost gc --older-than 7d --include-unfinished";
 
+pub const STORE: &str = "\
+Examples:
+  wfhost store migrate --to postgres://wfhost:PASSWORD@db.example/wfhost
+  wfhost store migrate --to \"$DATABASE_URL\" --json";
+
 pub const SECRET: &str = "\
 Examples:
   printf %s \"$TOKEN\" | wfhost secret set TOKEN   # the value on stdin, never an argument

@@ -37,6 +37,7 @@ mod secret;
 mod serve;
 mod served;
 mod session;
+mod store;
 mod style;
 mod validate;
 
@@ -299,6 +300,15 @@ enum Command {
     /// default 60d).
     #[command(after_help = examples::GC)]
     Gc(With<gc::GcArgs, Home>),
+    /// The run store itself: `store migrate --to postgres://…` moves the
+    /// home's embedded store into PostgreSQL.
+    #[command(after_help = examples::STORE)]
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
+        #[command(flatten)]
+        home: Home,
+    },
     /// Serve the HTTP API (`/v1`, OpenAPI at `/v1/openapi.json`) over the
     /// run store.
     #[command(after_help = examples::SERVE)]
@@ -579,6 +589,7 @@ fn main() -> ExitCode {
         Command::Hook(w) => hook::hook(w.args, &(&w.store).into()),
         Command::Notify(w) => notify::notify(w.args, &(&w.store).into()),
         Command::Gc(w) => gc::gc(w.args, &(&w.store).into()),
+        Command::Store { command, home } => store::store(command, &(&home).into()),
         Command::Serve(w) => serve::serve(w.args, &(&w.store).into()),
         Command::ServeRun(durable) => served::serve_run(&(&durable).into()),
         Command::Mcp(w) => mcp::mcp(w.args, &(&w.store).into()),

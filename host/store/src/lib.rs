@@ -35,6 +35,7 @@ mod listing;
 mod location;
 mod lock;
 mod log;
+mod migrate;
 pub mod notify;
 pub mod report;
 pub mod schedules;
@@ -71,6 +72,7 @@ pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob, Op
 pub use location::{Location, STORE_ENV, redact};
 pub use lock::RunLock;
 pub use log::{BranchInfo, BranchWriter, ChainPage, OpenGate, StoredEvent};
+pub use migrate::TableCopy;
 pub use schema::SCHEMA_VERSION;
 pub use secrets::HomeSecrets;
 pub use sessions::{
