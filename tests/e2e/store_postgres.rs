@@ -176,3 +176,54 @@ fn a_home_moves_into_postgres_and_its_waiting_run_goes_on_there() {
     let show = shown_with_steps(&["show", &id, "--json"], s);
     assert_eq!(show["status"], "succeeded", "{show}");
 }
+
+/// Two servers with homes of their own on one database: a run started
+/// through the first, whose blocks the second server's agent runs, goes
+/// on to its end when the first server is SIGKILLed mid-run — its run
+/// process and the jobs live on, and every step and job is recorded once.
+#[test]
+fn two_servers_on_one_database_a_run_outlives_the_server_it_started_on() {
+    use super::leases::{jobs, start};
+    use super::serve::{await_status, http_get, serve_with};
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    db.configure(&first.path().join("home"));
+    db.configure(&second.path().join("home"));
+    let mut a = serve_with(first.path(), &["--local-agents", "0", "--lease-ms", "2000"]);
+    let b = serve_with(
+        second.path(),
+        &["--local-agents", "1", "--lease-ms", "2000"],
+    );
+    let blocks = 6;
+    let manifest = super::block_chain(
+        "naps",
+        blocks,
+        serde_json::json!({"worker": "exec", "config": {"commands": [{"argv": ["sleep", "0.3"]}]}}),
+        serde_json::json!({"exec": {"grants": ["exec"]}}),
+    );
+    let ws = workspace_in(first.path());
+    let run = start(&a, &manifest, &ws);
+    // B's agent runs the first blocks; then the server the run was started
+    // on dies.
+    super::wait_until("two blocks done through the other server", || {
+        jobs(&b, &run)
+            .iter()
+            .filter(|j| j["state"] == "succeeded")
+            .count()
+            >= 2
+    });
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    let shown = await_status(&b.addr, &run, "succeeded");
+    assert_eq!(shown["steps"], blocks, "{shown}");
+    let done = jobs(&b, &run);
+    assert_eq!(done.len(), blocks, "one job per block: {done:?}");
+    for job in &done {
+        assert_eq!(job["state"], "succeeded", "{job}");
+        assert_eq!(job["attempt"], 1, "no job ran twice: {job}");
+    }
+    let (_, steps) = http_get(&b.addr, &format!("/v1/runs/{run}/steps"));
+    assert_eq!(steps["steps"].as_array().unwrap().len(), blocks, "{steps}");
+}

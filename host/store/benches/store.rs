@@ -1,7 +1,10 @@
 //! Store benchmarks: durable appends per second, and the time to rebuild a
-//! run's state from a 100,000-event log (what `wfhost resume` does first).
+//! run's state from a 100,000-event log (what `wfhost resume` does first);
+//! `postgres`: the same appends and a job's lease round trip (claim, then
+//! complete) on SQLite and on the test PostgreSQL side by side.
 //!
-//! `cargo bench -p wfhost-store` — figures are in the README.
+//! `cargo bench -p wfhost-store [append|resume|postgres]` — figures are in
+//! docs/dev/benchmarks.md.
 
 use std::time::{Duration, Instant};
 
@@ -90,7 +93,12 @@ fn new_run(store: &mut Store, id: &str, max_steps: u64) {
 /// writes them.
 fn appends_per_second(durability: Durability, events: u64) -> f64 {
     let home = tempfile::tempdir().unwrap();
-    let mut store = Store::open(home.path(), durability).unwrap();
+    appends_per_second_in(home.path(), durability, events)
+}
+
+/// [`appends_per_second`] in `home` (whose store may be a database).
+fn appends_per_second_in(home: &std::path::Path, durability: Durability, events: u64) -> f64 {
+    let mut store = Store::open(home, durability).unwrap();
     new_run(&mut store, "run-20260101-000000-00000a", u64::MAX);
     let mut writer = store.writer("run-20260101-000000-00000a", 1).unwrap();
     let t = Instant::now();
@@ -112,6 +120,63 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
+/// A job's lease round trip as an agent makes it through a server: claim
+/// the queued job, then complete it (each its own transaction), `jobs`
+/// times; the p50 and p99 of the round trips.
+fn lease_round_trips(home: &std::path::Path, jobs: u64) -> (Duration, Duration) {
+    let mut store = Store::open(home, Durability::Full).unwrap();
+    new_run(&mut store, "run-20260101-000000-0000c1", u64::MAX);
+    let caps = vec!["wasm".to_string()];
+    let mut times = Vec::with_capacity(jobs as usize);
+    for step in 0..jobs {
+        let job = wfhost_store::NewJob {
+            run_id: "run-20260101-000000-0000c1",
+            branch: 1,
+            step,
+            lane: "",
+            node: "main",
+            block: "a",
+            requires: &caps,
+            request: "{}",
+        };
+        store.enqueue_job(&job, 0).unwrap();
+        let t = Instant::now();
+        let lease = store.claim_job("bench", &caps, 60_000, 1).unwrap().unwrap();
+        let key = (lease.job.id, lease.job.attempt, lease.token.as_str());
+        store
+            .complete_job(key, true, "{}", 2, |_| String::new())
+            .unwrap();
+        times.push(t.elapsed());
+    }
+    times.sort();
+    let at = |q: f64| times[((times.len() as f64 - 1.0) * q) as usize];
+    (at(0.5), at(0.99))
+}
+
+fn postgres_beside_sqlite() {
+    let Some(db) = wfhost_store::testing::TestDatabase::create() else {
+        println!("postgres: no test database (scripts/services.sh postgres): skipped");
+        return;
+    };
+    let pg = tempfile::tempdir().unwrap();
+    db.configure(pg.path());
+    let lite = tempfile::tempdir().unwrap();
+    for (name, home) in [("SQLite    ", lite.path()), ("PostgreSQL", pg.path())] {
+        let full = appends_per_second_in(home, Durability::Full, 600);
+        let (p50, p99) = lease_round_trips(home, 500);
+        println!(
+            "{name}: durable append {full:>6.0} events/s ({:>5.0} µs each); lease round trip p50 {:>5.0} µs, p99 {:>5.0} µs",
+            1e6 / full,
+            p50.as_secs_f64() * 1e6,
+            p99.as_secs_f64() * 1e6
+        );
+    }
+    let normal = appends_per_second_in(pg.path(), Durability::Normal, 6_000);
+    println!(
+        "PostgreSQL: append, durability normal (synchronous_commit off): {normal:>6.0} events/s"
+    );
+}
+
 fn main() {
     let filter = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
     let wants = |name: &str| filter.as_deref().is_none_or(|f| name.contains(f));
@@ -121,6 +186,10 @@ fn main() {
         println!("append, durability full (default): {full:>9.0} events/s");
         let normal = appends_per_second(Durability::Normal, 30_000);
         println!("append, durability normal:         {normal:>9.0} events/s");
+    }
+
+    if wants("postgres") {
+        postgres_beside_sqlite();
     }
 
     if wants("resume") {
