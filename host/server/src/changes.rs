@@ -8,6 +8,10 @@
 //! store. Whatever was not rung for (a writer that does not ring: an older
 //! wfhost, a ring lost) is seen within [`FALLBACK`]; without a doorbell
 //! (it could not be bound) the thread asks every [`TICK`] as before.
+//! On a PostgreSQL store, whose writers may be other machines' processes
+//! that ring no doorbell here, the thread waits on the database instead:
+//! every write transaction notifies, and the store's connection wakes
+//! the thread on each notification (`Store::wait_for_change`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,7 +27,7 @@ pub(crate) const FALLBACK: Duration = Duration::from_millis(100);
 /// How often the store is opened again (a store removed and made again).
 const REOPEN: Duration = Duration::from_secs(10);
 
-/// Start watching the store in `home`; the receiver's value changes after
+/// Start watching the store of `home`; the receiver's value changes after
 /// each commit by another connection. The thread ends when every receiver
 /// is gone.
 pub(crate) fn watch(home: PathBuf) -> watch::Receiver<u64> {
@@ -42,11 +46,16 @@ fn run(home: PathBuf, tx: watch::Sender<u64>) {
     let mut store: Option<(Store, i64)> = None;
     let mut opened = Instant::now();
     while !tx.is_closed() {
-        match &bell {
-            Some(bell) => {
+        let waited = match &store {
+            Some((s, seen)) => s.wait_for_change(*seen, FALLBACK).ok().flatten(),
+            None => None,
+        };
+        match (&bell, waited) {
+            (_, Some(_)) => {}
+            (Some(bell), None) => {
                 bell.wait(Some(FALLBACK));
             }
-            None => std::thread::sleep(TICK),
+            (None, None) => std::thread::sleep(TICK),
         }
         // A store made after the server started, or replaced, is opened
         // (again) now and then; the doorbell is bound once the home exists.
@@ -129,6 +138,57 @@ mod tests {
             })
             .await
             .expect("the commit is signalled");
+        });
+    }
+
+    /// On PostgreSQL a commit made through another home (another
+    /// machine's server, which rings no doorbell here) is signalled: the
+    /// database's notification wakes the watcher.
+    #[test]
+    fn a_commit_through_another_home_on_postgres_is_signalled() {
+        let Some(db) = wfhost_store::testing::TestDatabase::create() else {
+            return;
+        };
+        let (here, there) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        db.configure(here.path());
+        db.configure(there.path());
+        drop(Store::open(here.path(), Durability::Normal).unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let rx = watch(here.path().to_path_buf());
+        rt.block_on(async {
+            let mut seen = rx.clone();
+            // Opened: the first signal.
+            tokio::time::timeout(Duration::from_secs(20), seen.changed())
+                .await
+                .expect("opened")
+                .unwrap();
+            let before = *seen.borrow_and_update();
+            let mut other = Store::open(there.path(), Durability::Normal).unwrap();
+            let id = "run-20260101-000000-0000f2";
+            let record = wfhost_store::RunRecord {
+                id: wfhost_store::RunId::parse(id).unwrap(),
+                workflow_id: "w".into(),
+                workflow_hash: wfhost_core::manifest::pinning::hash_of("{}"),
+                manifest: "/nowhere/wf.json".into(),
+                workspace: "/tmp".into(),
+                created_at: 1,
+            };
+            let started = wfhost_core::run::event::Event::RunFinished {
+                outcome: wfhost_core::run::event::Outcome::Succeeded,
+            };
+            other.create_run(&record, "{}", &started).unwrap();
+            // Well before the watcher opens the store again (REOPEN), which
+            // signals whatever happened.
+            tokio::time::timeout(Duration::from_secs(5), async {
+                while *seen.borrow_and_update() == before {
+                    seen.changed().await.unwrap();
+                }
+            })
+            .await
+            .expect("the other home's commit is signalled");
         });
     }
 }

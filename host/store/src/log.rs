@@ -717,6 +717,20 @@ impl Store {
         self.db.data_version().map_err(|e| self.err(e))
     }
 
+    /// Wait for a commit after `seen` (a [`Store::data_version`]) by any
+    /// process or machine, at most `timeout`: `Some(whether one came)` on
+    /// PostgreSQL, which notifies every commit (`LISTEN`); `None` on
+    /// SQLite, whose writers ring the home's doorbells instead.
+    pub fn wait_for_change(
+        &self,
+        seen: i64,
+        timeout: std::time::Duration,
+    ) -> Result<Option<bool>, StoreError> {
+        self.db
+            .wait_for_change(seen, timeout)
+            .map_err(|e| self.err(e))
+    }
+
     /// How many events this store has read and decoded since it was
     /// opened (for tests that check what a query costs).
     pub fn events_decoded(&self) -> u64 {

@@ -444,6 +444,20 @@ impl Db {
         }
     }
 
+    /// On PostgreSQL, wait until a commit after [`Db::data_version`]
+    /// `seen` is notified, at most `timeout`: Some(whether one was). None
+    /// on SQLite, which cannot be waited on (the home's doorbells are).
+    pub(crate) fn wait_for_change(
+        &self,
+        seen: i64,
+        timeout: std::time::Duration,
+    ) -> DbResult<Option<bool>> {
+        match &self.conn {
+            Conn::Sqlite(_) => Ok(None),
+            Conn::Postgres(c) => c.wait_for_change(seen as u64, timeout).map(Some),
+        }
+    }
+
     /// Run a statement; the number of rows it changed.
     pub(crate) fn execute(&self, sql: &str, params: impl Params) -> DbResult<usize> {
         let params = params.params();

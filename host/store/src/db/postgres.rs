@@ -10,8 +10,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_executor::block_on;
@@ -55,8 +54,9 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
 pub(crate) struct PgConn {
     client: Client,
     statements: RefCell<HashMap<(String, Vec<Type>), Statement>>,
-    /// Notifications on [`CHANGES`] received, once listening.
-    notified: Arc<AtomicU64>,
+    /// Notifications on [`CHANGES`] received, once listening, and the
+    /// condition a waiter for the next one sleeps on.
+    notified: Arc<(Mutex<u64>, Condvar)>,
     listening: Cell<bool>,
 }
 
@@ -79,7 +79,7 @@ impl PgConn {
             config.application_name("wfhost");
         }
         let runtime = runtime().map_err(ConnectError)?;
-        let notified = Arc::new(AtomicU64::new(0));
+        let notified = Arc::new((Mutex::new(0u64), Condvar::new()));
         let counter = notified.clone();
         let connecting = runtime.spawn(async move {
             let (client, mut connection) = config.connect(NoTls).await?;
@@ -91,7 +91,9 @@ impl PgConn {
                 while let Some(message) = messages.next().await {
                     match message {
                         Ok(AsyncMessage::Notification(_)) => {
-                            counter.fetch_add(1, Ordering::Relaxed);
+                            let (count, changed) = &*counter;
+                            *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                            changed.notify_all();
                         }
                         Ok(_) => {}
                         Err(e) => {
@@ -182,7 +184,19 @@ impl PgConn {
             self.batch(&format!("LISTEN {CHANGES}"))?;
             self.listening.set(true);
         }
-        Ok(self.notified.load(Ordering::Relaxed))
+        Ok(*self.notified.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Wait until a change after `seen` (a value of [`PgConn::changes`])
+    /// is notified, at most `timeout`; whether one was.
+    pub(crate) fn wait_for_change(&self, seen: u64, timeout: Duration) -> DbResult<bool> {
+        self.changes()?;
+        let (count, changed) = &*self.notified;
+        let guard = count.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = changed
+            .wait_timeout_while(guard, timeout, |n| *n == seen)
+            .unwrap_or_else(|e| e.into_inner());
+        Ok(*guard != seen)
     }
 
     pub(super) fn commit(&self) -> DbResult<()> {
