@@ -227,3 +227,64 @@ fn two_servers_on_one_database_a_run_outlives_the_server_it_started_on() {
     let (_, steps) = http_get(&b.addr, &format!("/v1/runs/{run}/steps"));
     assert_eq!(steps["steps"].as_array().unwrap().len(), blocks, "{steps}");
 }
+
+/// A PostgreSQL restart in the middle of a run is survived: the run's
+/// connection is made again and the run ends as if nothing happened.
+/// While the server is down a command says so in one line, and works
+/// again once it is back.
+#[test]
+fn a_database_restart_mid_run_is_survived_and_its_downtime_is_one_line() {
+    let Some(server) = wfhost_store::testing::PrivateServer::start() else {
+        return;
+    };
+    let db = server.database();
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    db.configure(&s.join("home"));
+    let ws = workspace_in(s);
+    let manifest = repo().join("examples/durable/workflow.json");
+    let mut child = command(s)
+        .args([
+            "run",
+            manifest.to_str().unwrap(),
+            "-w",
+            ws.to_str().unwrap(),
+        ])
+        .args(["--set", "think_ms=2500"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    lines.read_line(&mut first).unwrap();
+    assert!(first.starts_with("run run-"), "{first}");
+    // The rest of the output is read (and dropped) as it comes.
+    let drained = std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    std::thread::sleep(Duration::from_millis(300));
+    server.ctl("restart");
+    let out = child.wait_with_output().unwrap();
+    drained.join().unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("connecting again"),
+        "the restart was noticed: {}",
+        stderr(&out)
+    );
+    let runs: serde_json::Value =
+        serde_json::from_slice(&wfhost(&["runs", "--json"], s).stdout).unwrap();
+    assert_eq!(runs[0]["status"], "succeeded", "{runs}");
+
+    server.ctl("stop");
+    let down = wfhost(&["runs"], s);
+    assert_eq!(down.status.code(), Some(2), "{}", stderr(&down));
+    assert!(
+        stderr(&down).contains("is unavailable"),
+        "{}",
+        stderr(&down)
+    );
+    assert_eq!(stderr(&down).trim().lines().count(), 1, "{}", stderr(&down));
+    server.ctl("start");
+    let up = wfhost(&["runs", "--json"], s);
+    assert_eq!(up.status.code(), Some(0), "{}", stderr(&up));
+}

@@ -99,8 +99,13 @@ fn appends_per_second(durability: Durability, events: u64) -> f64 {
 /// [`appends_per_second`] in `home` (whose store may be a database).
 fn appends_per_second_in(home: &std::path::Path, durability: Durability, events: u64) -> f64 {
     let mut store = Store::open(home, durability).unwrap();
-    new_run(&mut store, "run-20260101-000000-00000a", u64::MAX);
-    let mut writer = store.writer("run-20260101-000000-00000a", 1).unwrap();
+    // A run of its own in a store that may have others.
+    let id = format!(
+        "run-20260101-000000-{:06x}",
+        store.runs().unwrap().len() + 0xa
+    );
+    new_run(&mut store, &id, u64::MAX);
+    let mut writer = store.writer(&id, 1).unwrap();
     let t = Instant::now();
     let mut written = 0;
     let mut n = 0;

@@ -65,6 +65,10 @@ impl StoreError {
                 path: path.to_path_buf(),
                 message: crate::db::describe(&e),
             },
+            DbError::Lost(message) => StoreError::Unavailable {
+                path: path.to_path_buf(),
+                message,
+            },
             other => StoreError::Sqlite {
                 path: path.to_path_buf(),
                 message: other.to_string(),

@@ -30,7 +30,12 @@ impl TestDatabase {
     /// (the caller skips), unless `WFHOST_REQUIRE_SERVICES=1`, which makes
     /// that a panic naming the fix.
     pub fn create() -> Option<TestDatabase> {
-        let admin = admin_url();
+        Self::create_on(&admin_url())
+    }
+
+    /// [`TestDatabase::create`] on the server of `admin` (an admin URL).
+    pub fn create_on(admin: &str) -> Option<TestDatabase> {
+        let admin = admin.to_string();
         let conn = match PgConn::connect(&admin) {
             Ok(c) => c,
             Err(e) => {
@@ -86,4 +91,102 @@ impl Drop for TestDatabase {
 /// message on failure.
 pub fn execute_batch(store: &crate::Store, sql: &str) -> Result<(), String> {
     store.db.execute_batch(sql).map_err(|e| e.to_string())
+}
+
+/// A PostgreSQL server of one test (Debian's `pg_createcluster`, as
+/// root), which the test may stop, start and restart without disturbing
+/// the other tests' server; dropped with its data.
+pub struct PrivateServer {
+    version: String,
+    name: String,
+    /// The admin URL of its `wfhost_test` role.
+    pub admin_url: String,
+}
+
+fn cluster_ctl(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl PrivateServer {
+    /// A new server on a free loopback port with the `wfhost_test` role;
+    /// None (skip) without root or Debian's PostgreSQL tools, unless
+    /// `WFHOST_REQUIRE_SERVICES=1`.
+    pub fn start() -> Option<PrivateServer> {
+        let version = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .max_by_key(|v| v.parse::<u32>().unwrap_or(0))
+        });
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let (Some(version), true) = (version, root) else {
+            let why = "a private PostgreSQL server needs root and Debian's postgresql (scripts/services.sh postgres)";
+            if std::env::var("WFHOST_REQUIRE_SERVICES").as_deref() == Ok("1") {
+                panic!("{why}");
+            }
+            eprintln!("skipped: {why}");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port()
+            .to_string();
+        let name = format!(
+            "wfhost_{}",
+            &wfhost_core::random::token().expect("random")[..10]
+        );
+        let server = PrivateServer {
+            admin_url: format!("postgres://wfhost_test:wfhost_test@127.0.0.1:{port}/postgres"),
+            version,
+            name,
+        };
+        cluster_ctl(&[
+            "pg_createcluster",
+            &server.version,
+            &server.name,
+            "-p",
+            &port,
+            "--start",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        cluster_ctl(&[
+            "su",
+            "postgres",
+            "-c",
+            &format!(
+                "psql -p {port} -qAt -c \"CREATE ROLE wfhost_test LOGIN CREATEDB PASSWORD 'wfhost_test'\""
+            ),
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        Some(server)
+    }
+
+    /// `pg_ctlcluster VERSION NAME ACTION` (start, stop, restart).
+    pub fn ctl(&self, action: &str) {
+        cluster_ctl(&["pg_ctlcluster", &self.version, &self.name, action])
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// A new empty database on this server.
+    pub fn database(&self) -> TestDatabase {
+        TestDatabase::create_on(&self.admin_url).expect("the private server answers")
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        let _ = cluster_ctl(&["pg_dropcluster", &self.version, &self.name, "--stop"]);
+    }
 }

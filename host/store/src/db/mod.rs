@@ -45,6 +45,9 @@ pub(crate) enum DbError {
     },
     /// A query expected to return a row returned none.
     NoRows,
+    /// The connection to the database server was lost and not made again
+    /// (or lost mid-transaction).
+    Lost(String),
 }
 
 /// `.optional()`: a query's "no row" as None.
@@ -72,6 +75,7 @@ impl std::fmt::Display for DbError {
             },
             DbError::Conversion { column, message } => write!(f, "column {column}: {message}"),
             DbError::NoRows => f.write_str("the query returned no row"),
+            DbError::Lost(why) => f.write_str(why),
         }
     }
 }
@@ -376,7 +380,7 @@ pub(crate) struct Db {
 
 enum Conn {
     Sqlite(rusqlite::Connection),
-    Postgres(PgConn),
+    Postgres(Box<PgConn>),
 }
 
 impl Db {
@@ -388,14 +392,14 @@ impl Db {
 
     pub(crate) fn postgres(conn: PgConn) -> Db {
         Db {
-            conn: Conn::Postgres(conn),
+            conn: Conn::Postgres(Box::new(conn)),
         }
     }
 
     /// The PostgreSQL connection this is (to keep it open on its own).
     pub(crate) fn into_postgres(self) -> Option<PgConn> {
         match self.conn {
-            Conn::Postgres(c) => Some(c),
+            Conn::Postgres(c) => Some(*c),
             Conn::Sqlite(_) => None,
         }
     }
@@ -568,7 +572,7 @@ impl Drop for Tx<'_> {
         }
         let rolled = match &self.db.conn {
             Conn::Sqlite(c) => c.execute_batch("ROLLBACK").map_err(DbError::from),
-            Conn::Postgres(c) => c.batch("ROLLBACK"),
+            Conn::Postgres(c) => c.rollback(),
         };
         // (A rollback after the connection was lost has nothing to undo.)
         if let Err(e) = rolled {

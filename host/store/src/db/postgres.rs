@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, NoTls, Statement};
 
-use super::{DbResult, Param, Row, dollar_params};
+use super::{DbError, DbResult, Param, Row, dollar_params};
 use crate::counters;
 
 /// How long connecting may take when the URL does not say
@@ -29,6 +29,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`PgConn::changes`] counts, as SQLite's `data_version` counts other
 /// connections' commits.
 const CHANGES: &str = "wfhost_changes";
+
+/// How long a lost connection is tried again before the operation that
+/// needed it fails.
+const RECONNECT_FOR: Duration = Duration::from_secs(30);
 
 /// The advisory lock every write transaction holds (see
 /// [`super::Db::begin`]): "wfhost" in ASCII.
@@ -52,7 +56,13 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
 
 /// One connection to the database.
 pub(crate) struct PgConn {
-    client: Client,
+    /// The connection; made again when it was lost between transactions
+    /// (a database server restarted), see [`PgConn::live`].
+    client: RefCell<Client>,
+    config: tokio_postgres::Config,
+    /// Inside a transaction this connection began: a connection lost now
+    /// lost the transaction, which is an error, not a reconnect.
+    in_tx: Cell<bool>,
     statements: RefCell<HashMap<(String, Vec<Type>), Statement>>,
     /// Notifications on [`CHANGES`] received, once listening, and the
     /// condition a waiter for the next one sleeps on.
@@ -78,47 +88,63 @@ impl PgConn {
         if config.get_application_name().is_none() {
             config.application_name("wfhost");
         }
-        let runtime = runtime().map_err(ConnectError)?;
         let notified = Arc::new((Mutex::new(0u64), Condvar::new()));
-        let counter = notified.clone();
-        let connecting = runtime.spawn(async move {
-            let (client, mut connection) = config.connect(NoTls).await?;
-            // Driven by its messages, so notifications are counted as they
-            // arrive.
-            tokio::spawn(async move {
-                let mut messages =
-                    futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-                while let Some(message) = messages.next().await {
-                    match message {
-                        Ok(AsyncMessage::Notification(_)) => {
-                            let (count, changed) = &*counter;
-                            *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                            changed.notify_all();
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            tracing::warn!(error = %e, "the PostgreSQL connection ended");
-                            break;
-                        }
-                    }
-                }
-            });
-            Ok::<_, tokio_postgres::Error>(client)
-        });
-        let client = block_on(connecting)
-            .map_err(|e| ConnectError(format!("connecting to PostgreSQL failed: {e}")))?
-            .map_err(|e| ConnectError(describe_connect_error(&e)))?;
+        let client = open_client(&config, &notified)?;
         Ok(PgConn {
-            client,
+            client: RefCell::new(client),
+            config,
+            in_tx: Cell::new(false),
             statements: RefCell::new(HashMap::new()),
             notified,
             listening: Cell::new(false),
         })
     }
 
+    /// The connection, made again first if it was lost outside a
+    /// transaction: for up to [`RECONNECT_FOR`] while the server comes
+    /// back (a restart). Its prepared statements and `LISTEN` are gone
+    /// with the old one; waiters for changes are woken (what happened
+    /// meanwhile was not notified to them).
+    fn live(&self) -> DbResult<std::cell::Ref<'_, Client>> {
+        if !self.client.borrow().is_closed() {
+            return Ok(self.client.borrow());
+        }
+        if self.in_tx.get() {
+            return Err(DbError::Lost(
+                "the connection to PostgreSQL was lost in the middle of a transaction, which was not committed".into(),
+            ));
+        }
+        tracing::warn!("the connection to PostgreSQL was lost; connecting again");
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(50);
+        let client = loop {
+            match open_client(&self.config, &self.notified) {
+                Ok(client) => break client,
+                Err(e) if started.elapsed() >= RECONNECT_FOR => {
+                    return Err(DbError::Lost(format!(
+                        "the connection to PostgreSQL was lost and could not be made again in {} s: {}",
+                        RECONNECT_FOR.as_secs(),
+                        e.0
+                    )));
+                }
+                Err(_) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+            }
+        };
+        *self.client.borrow_mut() = client;
+        self.statements.borrow_mut().clear();
+        self.listening.set(false);
+        let (count, changed) = &*self.notified;
+        *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        changed.notify_all();
+        Ok(self.client.borrow())
+    }
+
     /// Whether the connection was lost (the server went away).
     pub(crate) fn is_closed(&self) -> bool {
-        self.client.is_closed()
+        self.client.borrow().is_closed()
     }
 
     fn statement(&self, sql: &str, params: &[Param<'_>]) -> DbResult<Statement> {
@@ -127,15 +153,27 @@ impl PgConn {
         if let Some(s) = self.statements.borrow().get(&key) {
             return Ok(s.clone());
         }
-        let prepared = block_on(self.client.prepare_typed(&dollar_params(sql), &key.1))?;
+        let prepared = block_on(self.live()?.prepare_typed(&dollar_params(sql), &key.1))?;
         self.statements.borrow_mut().insert(key, prepared.clone());
         Ok(prepared)
     }
 
+    /// `f`, and once more when the connection turned out to be gone
+    /// outside a transaction (the server restarted since it was last
+    /// used): the second try connects again first.
+    fn once_more<T>(&self, f: impl Fn() -> DbResult<T>) -> DbResult<T> {
+        match f() {
+            Err(DbError::Postgres(e)) if e.is_closed() && !self.in_tx.get() => f(),
+            other => other,
+        }
+    }
+
     pub(super) fn execute(&self, sql: &str, params: &[Param<'_>]) -> DbResult<usize> {
-        let stmt = self.statement(sql, params)?;
-        counters::count_statement();
-        let changed = block_on(self.client.execute(&stmt, &values(params)))?;
+        let changed = self.once_more(|| {
+            let stmt = self.statement(sql, params)?;
+            counters::count_statement();
+            Ok(block_on(self.live()?.execute(&stmt, &values(params)))?)
+        })?;
         Ok(usize::try_from(changed).unwrap_or(usize::MAX))
     }
 
@@ -145,9 +183,11 @@ impl PgConn {
         params: &[Param<'_>],
         f: impl FnOnce(&Row<'_>) -> DbResult<T>,
     ) -> DbResult<Option<T>> {
-        let stmt = self.statement(sql, params)?;
-        counters::count_statement();
-        let rows = block_on(self.client.query(&stmt, &values(params)))?;
+        let rows = self.once_more(|| {
+            let stmt = self.statement(sql, params)?;
+            counters::count_statement();
+            Ok(block_on(self.live()?.query(&stmt, &values(params)))?)
+        })?;
         rows.first().map(|r| f(&Row::Postgres(r))).transpose()
     }
 
@@ -157,15 +197,19 @@ impl PgConn {
         params: &[Param<'_>],
         mut f: impl FnMut(&Row<'_>) -> DbResult<T>,
     ) -> DbResult<Vec<T>> {
-        let stmt = self.statement(sql, params)?;
-        counters::count_statement();
-        let rows = block_on(self.client.query(&stmt, &values(params)))?;
+        let rows = self.once_more(|| {
+            let stmt = self.statement(sql, params)?;
+            counters::count_statement();
+            Ok(block_on(self.live()?.query(&stmt, &values(params)))?)
+        })?;
         rows.iter().map(|r| f(&Row::Postgres(r))).collect()
     }
 
     pub(crate) fn batch(&self, sql: &str) -> DbResult<()> {
-        counters::count_statement();
-        Ok(block_on(self.client.batch_execute(sql))?)
+        self.once_more(|| {
+            counters::count_statement();
+            Ok(block_on(self.live()?.batch_execute(sql))?)
+        })
     }
 
     pub(super) fn begin_write(&self) -> DbResult<()> {
@@ -173,7 +217,19 @@ impl PgConn {
         // commits; several in one transaction are one.
         self.batch(&format!(
             "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); NOTIFY {CHANGES}"
-        ))
+        ))?;
+        self.in_tx.set(true);
+        Ok(())
+    }
+
+    /// End the transaction without committing it (nothing to do when the
+    /// connection, and with it the transaction, was lost).
+    pub(super) fn rollback(&self) -> DbResult<()> {
+        let was = self.in_tx.replace(false);
+        if was && self.is_closed() {
+            return Ok(());
+        }
+        self.batch("ROLLBACK")
     }
 
     /// How many write transactions (of any connection, this one's
@@ -200,10 +256,49 @@ impl PgConn {
     }
 
     pub(super) fn commit(&self) -> DbResult<()> {
-        self.batch("COMMIT")?;
+        let committed = self.batch("COMMIT");
+        self.in_tx.set(false);
+        committed?;
         counters::count_commit();
         Ok(())
     }
+}
+
+/// Connect with `config`; the connection's messages are driven on the
+/// background runtime, notifications counted into `notified`.
+fn open_client(
+    config: &tokio_postgres::Config,
+    notified: &Arc<(Mutex<u64>, Condvar)>,
+) -> Result<Client, ConnectError> {
+    let runtime = runtime().map_err(ConnectError)?;
+    let counter = notified.clone();
+    let config = config.clone();
+    let connecting = runtime.spawn(async move {
+        let (client, mut connection) = config.connect(NoTls).await?;
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(_)) => {
+                        let (count, changed) = &*counter;
+                        *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                        changed.notify_all();
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        // Said (as a warning) when the connection is next
+                        // needed and made again.
+                        tracing::debug!(error = %super::describe(&e), "the PostgreSQL connection ended");
+                        break;
+                    }
+                }
+            }
+        });
+        Ok::<_, tokio_postgres::Error>(client)
+    });
+    block_on(connecting)
+        .map_err(|e| ConnectError(format!("connecting to PostgreSQL failed: {e}")))?
+        .map_err(|e| ConnectError(describe_connect_error(&e)))
 }
 
 fn param_type(p: &Param<'_>) -> Type {
