@@ -654,6 +654,7 @@ fn a_bundle_whose_run_id_is_no_run_id_is_refused_with_nothing_stored(b: Backend)
 }
 
 on_both!(
+    a_newer_schema_is_refused_and_left_alone,
     appended_events_fold_and_the_log_refuses_updates,
     a_writer_behind_the_branch_head_is_refused,
     the_run_lock_is_exclusive_and_released_on_drop,
@@ -702,4 +703,33 @@ fn homes_sharing_a_database_share_the_run_locks() {
     // gc removes a run and its lock record.
     here.remove_runs(&[R1]).unwrap();
     assert!(here.run(R1).unwrap().is_none());
+}
+
+/// A store whose schema a newer wfhost wrote is refused, naming both
+/// versions, and left as it was: SQLite's `user_version`, PostgreSQL's
+/// `wfhost_schema` (two servers of different versions on one database).
+fn a_newer_schema_is_refused_and_left_alone(b: Backend) {
+    let Some((home, store)) = new_store(b) else {
+        return;
+    };
+    let newer = wfhost_store::SCHEMA_VERSION + 1;
+    let bump = match b {
+        Backend::Sqlite => format!("PRAGMA user_version = {newer}"),
+        Backend::Postgres => format!("UPDATE wfhost_schema SET version = {newer}"),
+    };
+    wfhost_store::testing::execute_batch(&store, &bump).unwrap();
+    drop(store);
+    for opened in [
+        Store::open(home.path(), Durability::Normal).map(drop),
+        Store::open_existing(home.path()).map(drop),
+    ] {
+        match opened {
+            Err(e @ StoreError::TooNew { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(&format!("schema {newer}")), "{text}");
+                assert!(!text.contains("wfhost_test:wfhost_test"), "{text}");
+            }
+            other => panic!("not refused: {other:?}"),
+        }
+    }
 }
