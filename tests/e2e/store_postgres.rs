@@ -288,3 +288,85 @@ fn a_database_restart_mid_run_is_survived_and_its_downtime_is_one_line() {
     let up = wfhost(&["runs", "--json"], s);
     assert_eq!(up.status.code(), Some(0), "{}", stderr(&up));
 }
+
+/// Two servers on one database, each with an agent of its own, three runs
+/// started through both; the first server is SIGKILLed at seeded random
+/// moments and started again, twice. Every run ends succeeded with each
+/// of its steps recorded once and each job succeeded once (a job whose
+/// agent died with its server ran again, on a lease of its own).
+/// `WFHOST_CRASH_SEED` replays one seed.
+#[test]
+fn a_server_killed_again_and_again_loses_no_step_of_the_shared_runs() {
+    use super::leases::{history, jobs, start};
+    use super::serve::{await_status, http_get, serve_with};
+    let Some(db) = TestDatabase::create() else {
+        return;
+    };
+    let seed: u64 = std::env::var("WFHOST_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("seed {seed} (WFHOST_CRASH_SEED={seed} replays it)");
+    let mut rng = seed | 1;
+    let mut below = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    db.configure(&first.path().join("home"));
+    db.configure(&second.path().join("home"));
+    let options = ["--local-agents", "1", "--lease-ms", "1000"];
+    let mut a = serve_with(first.path(), &options);
+    let b = serve_with(second.path(), &options);
+    let blocks = 5;
+    let manifest = super::block_chain(
+        "naps",
+        blocks,
+        serde_json::json!({"worker": "exec", "config": {"commands": [{"argv": ["sleep", "0.2"]}]}}),
+        serde_json::json!({"exec": {"grants": ["exec"]}}),
+    );
+    let runs: Vec<String> = (0..3)
+        .map(|i| {
+            let ws = first.path().join(format!("ws{i}"));
+            std::fs::create_dir_all(&ws).unwrap();
+            start(if i % 2 == 0 { &a } else { &b }, &manifest, &ws)
+        })
+        .collect();
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(200 + below(800)));
+        a.child.kill().unwrap(); // SIGKILL
+        a.child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(below(500)));
+        a = serve_with(first.path(), &options);
+    }
+    for run in &runs {
+        let shown = await_status(&b.addr, run, "succeeded");
+        assert_eq!(shown["steps"], blocks, "seed {seed}: {shown}");
+        let (_, steps) = http_get(&a.addr, &format!("/v1/runs/{run}/steps"));
+        assert_eq!(
+            steps["steps"].as_array().unwrap().len(),
+            blocks,
+            "seed {seed}: {steps}"
+        );
+        let done = jobs(&b, run);
+        assert_eq!(
+            done.len(),
+            blocks,
+            "seed {seed}: one job per block: {done:?}"
+        );
+        for job in &done {
+            let succeeded = history(&b, job["id"].as_i64().unwrap())
+                .iter()
+                .filter(|h| h.starts_with("succeeded:"))
+                .count();
+            assert_eq!(succeeded, 1, "seed {seed}: {job}");
+        }
+    }
+}
