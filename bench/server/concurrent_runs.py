@@ -10,6 +10,11 @@ and the peak of open files.
 
     bench/server/concurrent_runs.py WFHOST [--runs 100] [--steps 100]
         [--durability full|normal] [--local-agents 1]
+        [--store postgres://…] [--servers 1]
+
+With --store, each server's home names that (empty) database as its run
+store; with --servers N, N servers (homes of their own, one store) share
+the runs, started round-robin through them.
 
 Python 3 standard library only.
 """
@@ -96,19 +101,20 @@ def open_files(pid: int) -> int:
 
 
 class Sampler(threading.Thread):
-    """Peak RSS (the server and all below it) and peak open files."""
+    """Peak RSS (the servers and all below them) and peak open files."""
 
-    def __init__(self, root: int):
+    def __init__(self, roots: list):
         super().__init__(daemon=True)
-        self.root, self.stop = root, threading.Event()
+        self.roots, self.stop = roots, threading.Event()
         self.peak_rss = self.peak_files = self.peak_server_files = self.peak_procs = 0
 
     def run(self):
         while not self.stop.is_set():
-            pids = tree(self.root)
+            pids = [p for root in self.roots for p in tree(root)]
             self.peak_rss = max(self.peak_rss, sum(rss_kib(p) for p in pids))
             self.peak_files = max(self.peak_files, sum(open_files(p) for p in pids))
-            self.peak_server_files = max(self.peak_server_files, open_files(self.root))
+            self.peak_server_files = max(self.peak_server_files,
+                                         sum(open_files(r) for r in self.roots))
             self.peak_procs = max(self.peak_procs, len(pids))
             self.stop.wait(0.05)
 
@@ -132,13 +138,43 @@ def wait_all(base: str, ids: list, timeout: float) -> None:
         time.sleep(0.02)
 
 
-def start_runs(base: str, manifest: str, scratch: str, count: int, tag: str) -> list:
+def start_runs(bases, manifest: str, scratch: str, count: int, tag: str) -> list:
+    """`count` runs, started round-robin through the servers `bases`."""
+    bases = bases if isinstance(bases, list) else [bases]
     ids = []
     for i in range(count):
         ws = os.path.join(scratch, f"ws-{tag}-{i}")
         os.mkdir(ws)
+        base = bases[i % len(bases)]
         ids.append(call(base, "POST", "/runs", {"workflow": manifest, "workspace": ws})["run_id"])
     return ids
+
+
+def start_server(args, scratch: str, index: int):
+    """A `wfhost serve` with a home of its own (naming --store); its
+    process and base URL, once it answers."""
+    home = os.path.join(scratch, f"home{index}")
+    os.mkdir(home)
+    if args.store:
+        with open(os.path.join(home, "config.json"), "w") as f:
+            json.dump({"store": args.store}, f)
+    port = free_port()
+    env = dict(os.environ, WFHOST_HOME=home,
+               WFHOST_CACHE_DIR=os.path.join(scratch, "cache"),
+               WFHOST_DURABILITY=args.durability)
+    env.pop("WFHOST_STORE", None)
+    server = subprocess.Popen([args.wfhost, "serve", "--listen", f"127.0.0.1:{port}",
+                               "--local-agents", str(args.local_agents)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)
+    base = f"http://127.0.0.1:{port}/v1"
+    for _ in range(200):
+        try:
+            call(base, "GET", "/health")
+            break
+        except OSError:
+            time.sleep(0.05)
+    return server, base
 
 
 def main() -> None:
@@ -150,47 +186,42 @@ def main() -> None:
     ap.add_argument("--local-agents", type=int, default=1,
                     help="agents inside the server (wfhost serve --local-agents)")
     ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--store", help="a postgres:// URL of an empty database for every server's home")
+    ap.add_argument("--servers", type=int, default=1, help="servers sharing the store")
     args = ap.parse_args()
+    if args.servers > 1 and not args.store:
+        raise SystemExit("bench: several servers need a shared --store postgres://…")
     with tempfile.TemporaryDirectory() as scratch:
         manifest = os.path.join(scratch, "chain.json")
         with open(manifest, "w") as f:
             json.dump(chain(args.steps), f, separators=(",", ":"))
-        port = free_port()
-        env = dict(os.environ, WFHOST_HOME=os.path.join(scratch, "home"),
-                   WFHOST_CACHE_DIR=os.path.join(scratch, "cache"),
-                   WFHOST_DURABILITY=args.durability)
-        server = subprocess.Popen([args.wfhost, "serve", "--listen", f"127.0.0.1:{port}",
-                                   "--local-agents", str(args.local_agents)],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  start_new_session=True)
-        base = f"http://127.0.0.1:{port}/v1"
+        servers = []
         try:
-            for _ in range(200):
-                try:
-                    call(base, "GET", "/health")
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            for index in range(args.servers):
+                servers.append(start_server(args, scratch, index))
+            bases = [base for _, base in servers]
             # One run alone first (it also compiles the plugins once).
-            wait_all(base, start_runs(base, manifest, scratch, 1, "warm"), args.timeout)
+            wait_all(bases[0], start_runs(bases, manifest, scratch, 1, "warm"), args.timeout)
             t = time.perf_counter()
-            wait_all(base, start_runs(base, manifest, scratch, 1, "alone"), args.timeout)
+            wait_all(bases[0], start_runs(bases, manifest, scratch, 1, "alone"), args.timeout)
             alone = time.perf_counter() - t
-            sampler = Sampler(server.pid)
+            sampler = Sampler([server.pid for server, _ in servers])
             sampler.start()
             t = time.perf_counter()
-            ids = start_runs(base, manifest, scratch, args.runs, "many")
-            wait_all(base, ids, args.timeout)
+            ids = start_runs(bases, manifest, scratch, args.runs, "many")
+            wait_all(bases[0], ids, args.timeout)
             many = time.perf_counter() - t
             sampler.stop.set()
             sampler.join()
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=30)
+            for server, _ in servers:
+                os.killpg(server.pid, signal.SIGTERM)
+                server.wait(timeout=30)
     single_rate = args.steps / alone
     rate = args.runs * args.steps / many
-    print(f"{args.runs} concurrent runs of {args.steps} echo steps on one wfhost serve "
-          f"(--durability {args.durability}, --local-agents {args.local_agents})")
+    where = "PostgreSQL" if args.store else "the embedded SQLite store"
+    print(f"{args.runs} concurrent runs of {args.steps} echo steps on {args.servers} wfhost serve "
+          f"over {where} (--durability {args.durability}, --local-agents {args.local_agents} each)")
     print(f"  one run alone:    {alone * 1000:9.0f} ms   {single_rate:9.0f} steps/s")
     print(f"  {args.runs} at once:      {many * 1000:9.0f} ms   {rate:9.0f} steps/s"
           f"   ({rate / single_rate:.1f}x the single-run rate)")

@@ -426,6 +426,19 @@ impl Store {
     pub(crate) fn ring_run(&mut self, run: &str) {
         let Store { ringer, home, .. } = self;
         ringer.ring_run(home, run);
+        // The process executing the run may be on another machine: on
+        // PostgreSQL the database tells it too. (A lost notification
+        // costs latency: the run looks at its job on a timer anyway.)
+        if let Err(e) = self.db.notify_run(run) {
+            tracing::debug!(error = %e, run_id = run, "cannot notify the run's process");
+        }
+    }
+
+    /// On PostgreSQL, make this connection wait ([`Store::wait_for_change`])
+    /// for `run_id`'s jobs becoming final, wherever they are completed;
+    /// false on SQLite (the run's doorbell does that).
+    pub fn listen_for_run(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.db.listen_for_run(run_id).map_err(|e| self.err(e))
     }
 
     /// Run `f` with its commits not synced (`synchronous = NORMAL` for the

@@ -472,3 +472,61 @@ on_both!(
     the_lease_operations_are_unsynced_and_leave_the_connection_synced,
     a_queued_job_rings_the_servers_and_its_completion_rings_the_run,
 );
+
+/// On PostgreSQL a job becoming final through another home (a server on
+/// another machine) is notified to the process waiting for its run, and
+/// only to it: another run's completion wakes nobody there.
+#[test]
+fn a_completion_through_another_home_is_notified_to_its_run_only() {
+    use std::time::Duration;
+    let Some(db) = wfhost_store::testing::TestDatabase::create() else {
+        return;
+    };
+    let (runner, server) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    db.configure(runner.path());
+    db.configure(server.path());
+    let mut setup = store_with_run(runner.path());
+    setup
+        .create_run(&record(R2), "{}", &common::started(R2))
+        .unwrap();
+    let waiting = Store::open_existing(runner.path()).unwrap();
+    assert!(waiting.listen_for_run(R).unwrap());
+    let mut seen = waiting.data_version().unwrap();
+    let mut other = Store::open_existing(server.path()).unwrap();
+    let caps = wasm();
+    let mut finish = |run_id: &'static str, step: u64| {
+        let new = NewJob {
+            run_id,
+            ..job(step, &caps)
+        };
+        other.enqueue_job(&new, 0).unwrap();
+        let lease = other.claim_job("a", &caps, 1000, 1).unwrap().unwrap();
+        let key = (lease.job.id, lease.job.attempt, lease.token.as_str());
+        other
+            .complete_job(key, true, "{}", 2, |_| String::new())
+            .unwrap();
+    };
+    finish(R2, 0);
+    assert_eq!(
+        waiting
+            .wait_for_change(seen, Duration::from_millis(300))
+            .unwrap(),
+        Some(false),
+        "another run's job wakes nobody here"
+    );
+    finish(R, 1);
+    assert_eq!(
+        waiting
+            .wait_for_change(seen, Duration::from_secs(10))
+            .unwrap(),
+        Some(true),
+        "its own run's job does"
+    );
+    seen = waiting.data_version().unwrap();
+    assert_eq!(
+        waiting
+            .wait_for_change(seen, Duration::from_millis(100))
+            .unwrap(),
+        Some(false)
+    );
+}

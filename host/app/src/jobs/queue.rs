@@ -56,42 +56,83 @@ pub struct RunJobs<'p> {
 }
 
 /// The doorbell of the process executing a run: a thread takes its rings
-/// and changes `rung`.
+/// and changes `rung`. On a PostgreSQL store another thread does the same
+/// for the database's notifications that one of the run's jobs became
+/// final, which any server (on any machine) sends.
 struct RunBell {
-    bell: Arc<Bell>,
+    bell: Option<Arc<Bell>>,
     rung: tokio::sync::watch::Receiver<u64>,
 }
 
 impl RunBell {
-    /// Bind the bell of `run_id` (this process holds the run's lock).
-    fn bind(home: &std::path::Path, run_id: &str) -> Option<RunBell> {
+    /// Bind the bell of `run_id` (this process holds the run's lock), and
+    /// listen to the database when the store is on PostgreSQL.
+    fn bind(home: &std::path::Path, run_id: &str, remote: bool) -> Option<RunBell> {
         let run = wfhost_store::RunId::parse(run_id).ok()?;
+        let (tx, rung) = tokio::sync::watch::channel(0u64);
+        let tx = Arc::new(tx);
         let bell = Bell::for_run(home, &run)
             .map_err(|e| {
                 tracing::debug!("run {run_id}: no doorbell ({e}); jobs are looked at on a timer")
             })
-            .ok()?;
-        let bell = Arc::new(bell);
-        let (tx, rung) = tokio::sync::watch::channel(0u64);
-        let listening = Arc::clone(&bell);
-        std::thread::Builder::new()
-            .name("wfhost-run-bell".into())
-            .spawn(move || {
-                while !tx.is_closed() {
-                    if listening.wait(Some(Duration::from_secs(1))) {
+            .ok()
+            .map(Arc::new);
+        let rings = bell.as_ref().and_then(|bell| {
+            let (listening, tx) = (Arc::clone(bell), Arc::clone(&tx));
+            std::thread::Builder::new()
+                .name("wfhost-run-bell".into())
+                .spawn(move || {
+                    while !tx.is_closed() {
+                        if listening.wait(Some(Duration::from_secs(1))) {
+                            tx.send_modify(|n| *n += 1);
+                        }
+                    }
+                })
+                .ok()
+        });
+        let notified = remote
+            .then(|| watch_database(home, run_id, Arc::clone(&tx)))
+            .flatten();
+        (rings.is_some() || notified.is_some()).then_some(RunBell { bell, rung })
+    }
+}
+
+/// A thread that changes `tx` whenever the database says one of
+/// `run_id`'s jobs became final; None when it cannot listen.
+fn watch_database(
+    home: &std::path::Path,
+    run_id: &str,
+    tx: Arc<tokio::sync::watch::Sender<u64>>,
+) -> Option<std::thread::JoinHandle<()>> {
+    let store = Store::open_existing(home).ok()?;
+    if !store.listen_for_run(run_id).unwrap_or(false) {
+        return None;
+    }
+    std::thread::Builder::new()
+        .name("wfhost-run-notified".into())
+        .spawn(move || {
+            let mut seen = store.data_version().unwrap_or(0);
+            while !tx.is_closed() {
+                match store.wait_for_change(seen, Duration::from_secs(1)) {
+                    Ok(Some(true)) => {
+                        seen = store.data_version().unwrap_or(seen);
                         tx.send_modify(|n| *n += 1);
                     }
+                    Ok(_) => {}
+                    // The database is away: the run looks on its timer.
+                    Err(_) => std::thread::sleep(Duration::from_secs(1)),
                 }
-            })
-            .ok()?;
-        Some(RunBell { bell, rung })
-    }
+            }
+        })
+        .ok()
 }
 
 impl Drop for RunBell {
     fn drop(&mut self) {
         // At once, not when the thread notices: the process may end first.
-        self.bell.remove();
+        if let Some(bell) = &self.bell {
+            bell.remove();
+        }
     }
 }
 
@@ -131,7 +172,8 @@ impl<'p> RunJobs<'p> {
         // Telemetry reported before this process started is not recorded
         // (a resumed run does not record it twice).
         let telemetry_read = store.last_job_telemetry().map_err(|e| e.to_string())?;
-        let bell = RunBell::bind(&run.home, &run.run_id);
+        let remote = store.backend() == wfhost_store::Backend::Postgres;
+        let bell = RunBell::bind(&run.home, &run.run_id, remote);
         Ok(RunJobs {
             plugins,
             store: Mutex::new(store),

@@ -462,6 +462,31 @@ impl Db {
         }
     }
 
+    /// On PostgreSQL, tell the processes waiting for `run_id`'s jobs that
+    /// one became final (after the commit that made it so); nothing on
+    /// SQLite, whose doorbells do it.
+    pub(crate) fn notify_run(&self, run_id: &str) -> DbResult<()> {
+        match &self.conn {
+            Conn::Sqlite(_) => Ok(()),
+            Conn::Postgres(c) => c
+                .execute(
+                    &format!("SELECT pg_notify('{}', ?1)", postgres::RUNS),
+                    &[Param::Text(Some(run_id))],
+                )
+                .map(drop),
+        }
+    }
+
+    /// On PostgreSQL, make [`Db::data_version`] and
+    /// [`Db::wait_for_change`] count only `run_id`'s job notifications;
+    /// false on SQLite.
+    pub(crate) fn listen_for_run(&self, run_id: &str) -> DbResult<bool> {
+        match &self.conn {
+            Conn::Sqlite(_) => Ok(false),
+            Conn::Postgres(c) => c.listen_for_run(run_id).map(|()| true),
+        }
+    }
+
     /// Run a statement; the number of rows it changed.
     pub(crate) fn execute(&self, sql: &str, params: impl Params) -> DbResult<usize> {
         let params = params.params();

@@ -30,6 +30,38 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// connections' commits.
 const CHANGES: &str = "wfhost_changes";
 
+/// The channel a job's completion or cancellation is notified on, its
+/// payload the run's id: what the process executing the run waits for
+/// (the database's form of the run's doorbell).
+pub(crate) const RUNS: &str = "wfhost_runs";
+
+/// What a connection counts of the notifications it receives: all of them,
+/// or only those whose payload is `only` (a run's id).
+#[derive(Default)]
+pub(crate) struct Notified {
+    count: Mutex<(u64, Option<String>)>,
+    changed: Condvar,
+}
+
+impl Notified {
+    fn received(&self, payload: &str) {
+        let mut state = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        if state.1.as_deref().is_none_or(|only| only == payload) {
+            state.0 += 1;
+            self.changed.notify_all();
+        }
+    }
+
+    fn bump(&self) {
+        self.count.lock().unwrap_or_else(|e| e.into_inner()).0 += 1;
+        self.changed.notify_all();
+    }
+
+    fn count(&self) -> u64 {
+        self.count.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+}
+
 /// How long a lost connection is tried again before the operation that
 /// needed it fails.
 const RECONNECT_FOR: Duration = Duration::from_secs(30);
@@ -64,10 +96,13 @@ pub(crate) struct PgConn {
     /// lost the transaction, which is an error, not a reconnect.
     in_tx: Cell<bool>,
     statements: RefCell<HashMap<(String, Vec<Type>), Statement>>,
-    /// Notifications on [`CHANGES`] received, once listening, and the
+    /// Notifications received on the channel listened to, and the
     /// condition a waiter for the next one sleeps on.
-    notified: Arc<(Mutex<u64>, Condvar)>,
+    notified: Arc<Notified>,
+    /// Listening (again after a reconnect) on this channel: [`CHANGES`]
+    /// unless [`PgConn::listen_for_run`] said otherwise.
     listening: Cell<bool>,
+    channel: Cell<&'static str>,
 }
 
 /// Why a connection could not be made: the message says to what, without
@@ -88,7 +123,7 @@ impl PgConn {
         if config.get_application_name().is_none() {
             config.application_name("wfhost");
         }
-        let notified = Arc::new((Mutex::new(0u64), Condvar::new()));
+        let notified = Arc::new(Notified::default());
         let client = open_client(&config, &notified)?;
         Ok(PgConn {
             client: RefCell::new(client),
@@ -97,6 +132,7 @@ impl PgConn {
             statements: RefCell::new(HashMap::new()),
             notified,
             listening: Cell::new(false),
+            channel: Cell::new(CHANGES),
         })
     }
 
@@ -136,9 +172,7 @@ impl PgConn {
         *self.client.borrow_mut() = client;
         self.statements.borrow_mut().clear();
         self.listening.set(false);
-        let (count, changed) = &*self.notified;
-        *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-        changed.notify_all();
+        self.notified.bump();
         Ok(self.client.borrow())
     }
 
@@ -232,27 +266,46 @@ impl PgConn {
         self.batch("ROLLBACK")
     }
 
-    /// How many write transactions (of any connection, this one's
-    /// included) committed since this connection started listening; the
-    /// first call starts listening.
+    /// How many notifications this connection counted since it started
+    /// listening (write transactions committed, by any connection, this
+    /// one's included; or, after [`PgConn::listen_for_run`], that run's
+    /// job notifications); the first call starts listening.
     pub(crate) fn changes(&self) -> DbResult<u64> {
         if !self.listening.get() {
-            self.batch(&format!("LISTEN {CHANGES}"))?;
+            self.batch(&format!("LISTEN {}", self.channel.get()))?;
             self.listening.set(true);
         }
-        Ok(*self.notified.0.lock().unwrap_or_else(|e| e.into_inner()))
+        Ok(self.notified.count())
+    }
+
+    /// Count only the notifications that one of `run_id`'s jobs became
+    /// final (instead of every commit).
+    pub(crate) fn listen_for_run(&self, run_id: &str) -> DbResult<()> {
+        self.notified
+            .count
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1 = Some(run_id.to_string());
+        self.channel.set(RUNS);
+        self.listening.set(false);
+        self.changes().map(drop)
     }
 
     /// Wait until a change after `seen` (a value of [`PgConn::changes`])
     /// is notified, at most `timeout`; whether one was.
     pub(crate) fn wait_for_change(&self, seen: u64, timeout: Duration) -> DbResult<bool> {
         self.changes()?;
-        let (count, changed) = &*self.notified;
-        let guard = count.lock().unwrap_or_else(|e| e.into_inner());
-        let (guard, _) = changed
-            .wait_timeout_while(guard, timeout, |n| *n == seen)
+        let guard = self
+            .notified
+            .count
+            .lock()
             .unwrap_or_else(|e| e.into_inner());
-        Ok(*guard != seen)
+        let (guard, _) = self
+            .notified
+            .changed
+            .wait_timeout_while(guard, timeout, |state| state.0 == seen)
+            .unwrap_or_else(|e| e.into_inner());
+        Ok(guard.0 != seen)
     }
 
     pub(super) fn commit(&self) -> DbResult<()> {
@@ -268,7 +321,7 @@ impl PgConn {
 /// background runtime, notifications counted into `notified`.
 fn open_client(
     config: &tokio_postgres::Config,
-    notified: &Arc<(Mutex<u64>, Condvar)>,
+    notified: &Arc<Notified>,
 ) -> Result<Client, ConnectError> {
     let runtime = runtime().map_err(ConnectError)?;
     let counter = notified.clone();
@@ -279,11 +332,7 @@ fn open_client(
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
-                    Ok(AsyncMessage::Notification(_)) => {
-                        let (count, changed) = &*counter;
-                        *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                        changed.notify_all();
-                    }
+                    Ok(AsyncMessage::Notification(n)) => counter.received(n.payload()),
                     Ok(_) => {}
                     Err(e) => {
                         // Said (as a warning) when the connection is next
