@@ -370,3 +370,54 @@ fn a_server_killed_again_and_again_loses_no_step_of_the_shared_runs() {
         }
     }
 }
+
+/// `sslmode=require&sslrootcert=CA` in the store's URL: the connection is
+/// TLS and the server's certificate is verified against that CA (name
+/// included); a CA that did not sign it is refused in one line that says
+/// what to name.
+#[test]
+fn the_store_over_tls_verifies_the_server_against_the_ca_named() {
+    let scratch = tempfile::tempdir().unwrap();
+    let Some(pki) = super::tls::Pki::make(scratch.path()) else {
+        return;
+    };
+    let Some(server) = wfhost_store::testing::PrivateServer::start_with_tls(
+        Path::new(&pki.path("server.pem")),
+        Path::new(&pki.path("server.key")),
+    ) else {
+        return;
+    };
+    let db = server.database();
+    let s = scratch.path();
+    let url = |ca: &str| {
+        format!(
+            "{}?sslmode=verify-full&sslrootcert={}",
+            db.url,
+            pki.path(ca)
+        )
+    };
+    let hello = repo().join("examples/hello/workflow.json");
+    let out = command(s)
+        .env("WFHOST_STORE", url("ca.pem"))
+        .args([
+            "run",
+            hello.to_str().unwrap(),
+            "-w",
+            workspace_in(s).to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let refused = command(s)
+        .env("WFHOST_STORE", url("other-ca.pem"))
+        .args(["runs"])
+        .output()
+        .unwrap();
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("certificate") && err.contains("sslrootcert"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -12,13 +12,13 @@ use std::time::{Duration, Instant};
 
 /// The test's PKI: a CA, a server certificate for `localhost` and
 /// 127.0.0.1 and a client certificate it signed, and an unrelated CA.
-struct Pki {
+pub(super) struct Pki {
     dir: PathBuf,
 }
 
 impl Pki {
     /// None (the test is skipped) without openssl or curl.
-    fn make(scratch: &Path) -> Option<Pki> {
+    pub(super) fn make(scratch: &Path) -> Option<Pki> {
         let have = |tool: &str, arg: &str| {
             Command::new(tool)
                 .arg(arg)
@@ -50,7 +50,7 @@ impl Pki {
         Some(pki)
     }
 
-    fn path(&self, name: &str) -> String {
+    pub(super) fn path(&self, name: &str) -> String {
         self.dir.join(name).to_str().unwrap().to_string()
     }
 

@@ -46,7 +46,7 @@ impl Location {
             return Ok(Location::Embedded);
         }
         if text.starts_with("postgres://") || text.starts_with("postgresql://") {
-            if let Err(e) = text.parse::<tokio_postgres::Config>() {
+            if let Err(e) = crate::db::driver_url(text).parse::<tokio_postgres::Config>() {
                 return Err(StoreError::Usage(format!(
                     "store `{}` is not a PostgreSQL URL wfhost can read: {e}",
                     redact(text)

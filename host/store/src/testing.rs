@@ -99,6 +99,8 @@ pub fn execute_batch(store: &crate::Store, sql: &str) -> Result<(), String> {
 pub struct PrivateServer {
     version: String,
     name: String,
+    /// Where its TLS files were copied, removed with it.
+    files: Option<std::path::PathBuf>,
     /// The admin URL of its `wfhost_test` role.
     pub admin_url: String,
 }
@@ -124,6 +126,37 @@ impl PrivateServer {
     /// None (skip) without root or Debian's PostgreSQL tools, unless
     /// `WFHOST_REQUIRE_SERVICES=1`.
     pub fn start() -> Option<PrivateServer> {
+        Self::start_with(&[])
+    }
+
+    /// [`PrivateServer::start`] serving TLS with `cert` and `key` (PEM
+    /// files; copied where the server may read them).
+    pub fn start_with_tls(cert: &Path, key: &Path) -> Option<PrivateServer> {
+        let dir = std::env::temp_dir().join(format!(
+            "wfhost-pg-tls-{}",
+            &wfhost_core::random::token().expect("random")[..10]
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (c, k) = (dir.join("server.pem"), dir.join("server.key"));
+        std::fs::copy(cert, &c).unwrap();
+        std::fs::copy(key, &k).unwrap();
+        for path in [&dir, &c, &k] {
+            cluster_ctl(&["chown", "postgres:postgres", path.to_str().unwrap()]).ok()?;
+        }
+        cluster_ctl(&["chmod", "0600", k.to_str().unwrap()]).ok()?;
+        let mut server = Self::start_with(&[
+            "-o".into(),
+            "ssl=on".into(),
+            "-o".into(),
+            format!("ssl_cert_file={}", c.display()),
+            "-o".into(),
+            format!("ssl_key_file={}", k.display()),
+        ])?;
+        server.files = Some(dir);
+        Some(server)
+    }
+
+    fn start_with(options: &[String]) -> Option<PrivateServer> {
         let version = std::fs::read_dir("/usr/lib/postgresql").ok().and_then(|d| {
             d.filter_map(|e| e.ok()?.file_name().into_string().ok())
                 .max_by_key(|v| v.parse::<u32>().unwrap_or(0))
@@ -151,16 +184,18 @@ impl PrivateServer {
             admin_url: format!("postgres://wfhost_test:wfhost_test@127.0.0.1:{port}/postgres"),
             version,
             name,
+            files: None,
         };
-        cluster_ctl(&[
+        let mut create: Vec<&str> = vec![
             "pg_createcluster",
             &server.version,
             &server.name,
             "-p",
             &port,
             "--start",
-        ])
-        .unwrap_or_else(|e| panic!("{e}"));
+        ];
+        create.extend(options.iter().map(String::as_str));
+        cluster_ctl(&create).unwrap_or_else(|e| panic!("{e}"));
         cluster_ctl(&[
             "su",
             "postgres",
@@ -188,5 +223,8 @@ impl PrivateServer {
 impl Drop for PrivateServer {
     fn drop(&mut self) {
         let _ = cluster_ctl(&["pg_dropcluster", &self.version, &self.name, "--stop"]);
+        if let Some(dir) = &self.files {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }

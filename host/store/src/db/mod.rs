@@ -13,8 +13,15 @@
 
 mod postgres;
 mod sqlite;
+mod tls;
 
 pub(crate) use postgres::PgConn;
+
+/// A store URL as the PostgreSQL driver reads it (wfhost's own TLS
+/// parameters taken out, see `tls`).
+pub(crate) fn driver_url(url: &str) -> String {
+    tls::split(url).url
+}
 
 /// Which database a [`Db`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

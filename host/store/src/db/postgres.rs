@@ -92,6 +92,8 @@ pub(crate) struct PgConn {
     /// (a database server restarted), see [`PgConn::live`].
     client: RefCell<Client>,
     config: tokio_postgres::Config,
+    /// The TLS connector when the URL asks for TLS.
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     /// Inside a transaction this connection began: a connection lost now
     /// lost the transaction, which is an error, not a reconnect.
     in_tx: Cell<bool>,
@@ -114,9 +116,15 @@ impl PgConn {
     /// Connect to `url` (`postgres://user:password@host:port/database?…`,
     /// or libpq's `key=value` form).
     pub(crate) fn connect(url: &str) -> Result<PgConn, ConnectError> {
-        let mut config: tokio_postgres::Config = url
+        let split = super::tls::split(url);
+        let mut config: tokio_postgres::Config = split
+            .url
             .parse()
             .map_err(|e| ConnectError(format!("the PostgreSQL URL cannot be read: {e}")))?;
+        let tls = match split.require {
+            true => Some(super::tls::connector(split.root_cert.as_ref())?),
+            false => None,
+        };
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -124,10 +132,11 @@ impl PgConn {
             config.application_name("wfhost");
         }
         let notified = Arc::new(Notified::default());
-        let client = open_client(&config, &notified)?;
+        let client = open_client(&config, tls.as_ref(), &notified)?;
         Ok(PgConn {
             client: RefCell::new(client),
             config,
+            tls,
             in_tx: Cell::new(false),
             statements: RefCell::new(HashMap::new()),
             notified,
@@ -154,7 +163,7 @@ impl PgConn {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(50);
         let client = loop {
-            match open_client(&self.config, &self.notified) {
+            match open_client(&self.config, self.tls.as_ref(), &self.notified) {
                 Ok(client) => break client,
                 Err(e) if started.elapsed() >= RECONNECT_FOR => {
                     return Err(DbError::Lost(format!(
@@ -321,33 +330,54 @@ impl PgConn {
 /// background runtime, notifications counted into `notified`.
 fn open_client(
     config: &tokio_postgres::Config,
+    tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
     notified: &Arc<Notified>,
 ) -> Result<Client, ConnectError> {
     let runtime = runtime().map_err(ConnectError)?;
     let counter = notified.clone();
     let config = config.clone();
+    let tls = tls.cloned();
     let connecting = runtime.spawn(async move {
-        let (client, mut connection) = config.connect(NoTls).await?;
-        tokio::spawn(async move {
-            let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-            while let Some(message) = messages.next().await {
-                match message {
-                    Ok(AsyncMessage::Notification(n)) => counter.received(n.payload()),
-                    Ok(_) => {}
-                    Err(e) => {
-                        // Said (as a warning) when the connection is next
-                        // needed and made again.
-                        tracing::debug!(error = %super::describe(&e), "the PostgreSQL connection ended");
-                        break;
-                    }
-                }
+        match tls {
+            Some(tls) => {
+                let (client, connection) = config.connect(tls).await?;
+                drive(connection, counter);
+                Ok(client)
             }
-        });
-        Ok::<_, tokio_postgres::Error>(client)
+            None => {
+                let (client, connection) = config.connect(NoTls).await?;
+                drive(connection, counter);
+                Ok::<_, tokio_postgres::Error>(client)
+            }
+        }
     });
     block_on(connecting)
         .map_err(|e| ConnectError(format!("connecting to PostgreSQL failed: {e}")))?
         .map_err(|e| ConnectError(describe_connect_error(&e)))
+}
+
+/// Drive `connection` on the background runtime, counting the
+/// notifications it receives into `counter`.
+fn drive<S, T>(mut connection: tokio_postgres::Connection<S, T>, counter: Arc<Notified>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => counter.received(n.payload()),
+                Ok(_) => {}
+                Err(e) => {
+                    // Said (as a warning) when the connection is next
+                    // needed and made again.
+                    tracing::debug!(error = %super::describe(&e), "the PostgreSQL connection ended");
+                    break;
+                }
+            }
+        }
+    });
 }
 
 fn param_type(p: &Param<'_>) -> Type {
@@ -379,6 +409,14 @@ fn values<'p>(params: &'p [Param<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
 fn describe_connect_error(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("PostgreSQL refused the connection: {}", db.message()),
-        None => format!("cannot connect to PostgreSQL: {}", super::describe(e)),
+        None => {
+            let why = super::describe(e);
+            let hint = if why.contains("certificate") {
+                ": name the CA that signed the server's certificate with sslrootcert=FILE in the URL"
+            } else {
+                ""
+            };
+            format!("cannot connect to PostgreSQL: {why}{hint}")
+        }
     }
 }
