@@ -421,3 +421,76 @@ fn the_store_over_tls_verifies_the_server_against_the_ca_named() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// Least privilege: once the tables exist (made by their owner), a role
+/// with only SELECT, INSERT, UPDATE and DELETE on them (and the use of
+/// their sequences) runs workflows, gates and all, and cannot change the
+/// schema.
+#[test]
+fn a_role_with_only_data_privileges_runs_workflows() {
+    let Some(server) = wfhost_store::testing::PrivateServer::start() else {
+        return;
+    };
+    let db = server.database();
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    // The owner makes the tables.
+    let out = command(s)
+        .env("WFHOST_STORE", &db.url)
+        .args(["runs"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let store = wfhost_store::Store::open_in(
+        &s.join("owner-home"),
+        &wfhost_store::Location::Postgres(db.url.clone()),
+        wfhost_store::Durability::Full,
+    )
+    .unwrap();
+    let name = db.url.rsplit('/').next().unwrap().to_string();
+    wfhost_store::testing::execute_batch(
+        &store,
+        &format!(
+            "CREATE ROLE wfhost_app LOGIN PASSWORD 'app'; GRANT CONNECT ON DATABASE {name} TO wfhost_app"
+        ),
+    )
+    .unwrap();
+    wfhost_store::testing::execute_batch(
+        &store,
+        "GRANT USAGE ON SCHEMA public TO wfhost_app;
+         GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO wfhost_app;
+         GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA public TO wfhost_app;",
+    )
+    .unwrap();
+    let app_url = db
+        .url
+        .replacen("wfhost_test:wfhost_test@", "wfhost_app:app@", 1);
+    let gate = repo().join("examples/review-gate/workflow.json");
+    let as_app = |args: &[&str]| {
+        command(s)
+            .env("WFHOST_STORE", &app_url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let ws = workspace_in(s);
+    let out = as_app(&["run", gate.to_str().unwrap(), "-w", ws.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let runs: serde_json::Value =
+        serde_json::from_slice(&as_app(&["runs", "--json"]).stdout).unwrap();
+    let id = runs[0]["id"].as_str().unwrap().to_string();
+    let out = as_app(&["gate", &id, "UD-1", "approved"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // And no more than that.
+    let denied = wfhost_store::testing::execute_batch(
+        &wfhost_store::Store::open_in(
+            &s.join("app-home"),
+            &wfhost_store::Location::Postgres(app_url.clone()),
+            wfhost_store::Durability::Full,
+        )
+        .unwrap(),
+        "DROP TABLE events",
+    )
+    .unwrap_err();
+    assert!(denied.contains("must be owner"), "{denied}");
+}

@@ -201,7 +201,7 @@ impl PrivateServer {
             "postgres",
             "-c",
             &format!(
-                "psql -p {port} -qAt -c \"CREATE ROLE wfhost_test LOGIN CREATEDB PASSWORD 'wfhost_test'\""
+                "psql -p {port} -qAt -c \"CREATE ROLE wfhost_test LOGIN CREATEDB CREATEROLE PASSWORD 'wfhost_test'\""
             ),
         ])
         .unwrap_or_else(|e| panic!("{e}"));
