@@ -163,7 +163,16 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
             return exit::BAD_INPUT;
         }
     };
-    let home_shown = config.home.display().to_string();
+    // Where the runs are: a store that cannot be named (a bad URL in
+    // WFHOST_STORE or config.json) is refused before listening.
+    let home_shown = match wfhost_store::Location::resolve(&config.home) {
+        Ok(wfhost_store::Location::Embedded) => format!("store in {}", config.home.display()),
+        Ok(database) => format!("store {database}, home {}", config.home.display()),
+        Err(e) => {
+            report_error(e);
+            return exit::BAD_INPUT;
+        }
+    };
     let local_agents = args.local_agents;
     let cache = (args.cache.cache_dir, args.cache.no_cache);
     let (dialer, local) = tokio::sync::mpsc::unbounded_channel();
@@ -174,7 +183,7 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
         // next. One write of both, so that a reader that stops after the
         // first line (and closes the pipe) never makes the second fail.
         let lines = format!(
-            "wfhost: serving {scheme}://{addr}/v1 (store in {home_shown})\nwfhost: dashboard at {scheme}://{addr}/\n"
+            "wfhost: serving {scheme}://{addr}/v1 ({home_shown})\nwfhost: dashboard at {scheme}://{addr}/\n"
         );
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(lines.as_bytes()).and_then(|()| out.flush());

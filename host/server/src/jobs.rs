@@ -490,6 +490,7 @@ pub(crate) async fn of_run(
 pub(crate) async fn reconcile(stores: Arc<Stores>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut warnings = crate::loop_warnings::LoopWarnings::new("reconcile");
     loop {
         tick.tick().await;
         let stores = stores.clone();
@@ -500,13 +501,14 @@ pub(crate) async fn reconcile(stores: Arc<Stores>, every: Duration) {
         .await;
         match done {
             Ok(requeued) => {
+                warnings.worked();
                 for (job, attempt) in requeued {
                     tracing::warn!(
                         "job {job}: its lease expired; queued again as attempt {attempt}"
                     );
                 }
             }
-            Err(e) => tracing::warn!("reconcile: {}", e.message),
+            Err(e) => warnings.failed(e.message),
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod error;
 mod guard;
 pub(crate) mod hooks;
 pub mod jobs;
+mod loop_warnings;
 mod manage;
 mod notify;
 mod openapi;

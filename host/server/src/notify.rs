@@ -34,6 +34,7 @@ pub(crate) async fn deliver(state: AppState, base: String) {
             return;
         }
     };
+    let mut warnings = crate::loop_warnings::LoopWarnings::new("notifications");
     loop {
         if state.stopping.begun() {
             return;
@@ -59,13 +60,16 @@ pub(crate) async fn deliver(state: AppState, base: String) {
         })
         .await;
         let due = match leased {
-            Ok(Ok(due)) => due,
+            Ok(Ok(due)) => {
+                warnings.worked();
+                due
+            }
             Ok(Err(e)) => {
-                tracing::warn!("notifications: {e}");
+                warnings.failed(e);
                 Vec::new()
             }
             Err(e) => {
-                tracing::warn!("notifications: {e}");
+                warnings.failed(e);
                 Vec::new()
             }
         };

@@ -35,6 +35,7 @@ pub(crate) async fn watch(state: AppState) {
         return;
     };
     let mut asked: HashMap<(String, u32, i64), Instant> = HashMap::new();
+    let mut warnings = crate::loop_warnings::LoopWarnings::new("timers");
     loop {
         if state.stopping.begun() {
             return;
@@ -48,9 +49,12 @@ pub(crate) async fn watch(state: AppState) {
         })
         .await;
         let due = match due {
-            Ok(due) => due,
+            Ok(due) => {
+                warnings.worked();
+                due
+            }
             Err(e) => {
-                tracing::warn!("timers: {}", e.message);
+                warnings.failed(e.message);
                 Vec::new()
             }
         };

@@ -32,6 +32,7 @@ pub(crate) async fn watch(state: AppState) {
     };
     // Ticks whose start is under way in this server.
     let starting: Arc<Mutex<HashSet<(String, i64, bool)>>> = Arc::default();
+    let mut warnings = crate::loop_warnings::LoopWarnings::new("schedules");
     loop {
         if state.stopping.begun() {
             return;
@@ -46,13 +47,16 @@ pub(crate) async fn watch(state: AppState) {
         })
         .await;
         let starts = match looked {
-            Ok(Ok(starts)) => starts,
+            Ok(Ok(starts)) => {
+                warnings.worked();
+                starts
+            }
             Ok(Err(e)) => {
-                tracing::warn!("schedules: {e}");
+                warnings.failed(e);
                 Vec::new()
             }
             Err(e) => {
-                tracing::warn!("schedules: {e}");
+                warnings.failed(e);
                 Vec::new()
             }
         };
