@@ -594,6 +594,8 @@ impl Store {
             .and_then(|mut s| s.execute(params![job, response]))
             .map_err(err)?;
         record(&tx, job, now_ms, state, attempt, done.agent.as_deref(), "").map_err(err)?;
+        // Delivered at the commit, to the run's process wherever it is.
+        tx.notify_run(&done.run_id).map_err(err)?;
         tx.commit().map_err(err)?;
         tracing::Span::current().record("run_id", done.run_id.as_str());
         tracing::info!(state, "job completed");
@@ -757,6 +759,9 @@ impl Store {
                 .map_err(err)?,
             None => None,
         };
+        if let Some(run) = &run {
+            tx.notify_run(run).map_err(err)?;
+        }
         tx.commit().map_err(err)?;
         if let Some(run) = run {
             self.ring_run(&run);

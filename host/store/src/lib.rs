@@ -426,12 +426,8 @@ impl Store {
     pub(crate) fn ring_run(&mut self, run: &str) {
         let Store { ringer, home, .. } = self;
         ringer.ring_run(home, run);
-        // The process executing the run may be on another machine: on
-        // PostgreSQL the database tells it too. (A lost notification
-        // costs latency: the run looks at its job on a timer anyway.)
-        if let Err(e) = self.db.notify_run(run) {
-            tracing::debug!(error = %e, run_id = run, "cannot notify the run's process");
-        }
+        // (On PostgreSQL the transaction that made the job final notified
+        // the run's process too, wherever it is: `Db::notify_run`.)
     }
 
     /// On PostgreSQL, make this connection wait ([`Store::wait_for_change`])
@@ -465,6 +461,14 @@ impl Store {
     ) -> Result<T, StoreError> {
         if self.sync == Durability::Normal {
             return f(self);
+        }
+        if self.db.backend() == Backend::Postgres {
+            // Each write transaction of `f` says so itself (`SET LOCAL`,
+            // sent with its BEGIN): no round trips to switch back and forth.
+            self.db.set_unsynced(true);
+            let done = f(self);
+            self.db.set_unsynced(false);
+            return done;
         }
         self.set_synchronous(false)?;
         let done = f(self);

@@ -427,6 +427,15 @@ impl Db {
         }
     }
 
+    /// On PostgreSQL, whether the write transactions begun from now on
+    /// commit without waiting for the disk (`SET LOCAL synchronous_commit
+    /// = off`); SQLite switches its connection instead.
+    pub(crate) fn set_unsynced(&self, unsynced: bool) {
+        if let Conn::Postgres(c) = &self.conn {
+            c.set_unsynced(unsynced);
+        }
+    }
+
     /// The statement for this backend: `sqlite` or `postgres`.
     pub(crate) fn pick<'s>(&self, sqlite: &'s str, postgres: &'s str) -> &'s str {
         match self.backend() {
@@ -470,8 +479,8 @@ impl Db {
     }
 
     /// On PostgreSQL, tell the processes waiting for `run_id`'s jobs that
-    /// one became final (after the commit that made it so); nothing on
-    /// SQLite, whose doorbells do it.
+    /// one became final (inside the transaction that makes it so: sent at
+    /// its commit); nothing on SQLite, whose doorbells do it.
     pub(crate) fn notify_run(&self, run_id: &str) -> DbResult<()> {
         match &self.conn {
             Conn::Sqlite(_) => Ok(()),

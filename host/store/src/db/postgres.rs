@@ -105,6 +105,8 @@ pub(crate) struct PgConn {
     /// unless [`PgConn::listen_for_run`] said otherwise.
     listening: Cell<bool>,
     channel: Cell<&'static str>,
+    /// Write transactions begun now commit without waiting for the disk.
+    unsynced: Cell<bool>,
 }
 
 /// Why a connection could not be made: the message says to what, without
@@ -142,6 +144,7 @@ impl PgConn {
             notified,
             listening: Cell::new(false),
             channel: Cell::new(CHANGES),
+            unsynced: Cell::new(false),
         })
     }
 
@@ -258,11 +261,20 @@ impl PgConn {
     pub(super) fn begin_write(&self) -> DbResult<()> {
         // The notification is sent when (and only if) the transaction
         // commits; several in one transaction are one.
+        let unsynced = if self.unsynced.get() {
+            " SET LOCAL synchronous_commit = off;"
+        } else {
+            ""
+        };
         self.batch(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); NOTIFY {CHANGES}"
+            "BEGIN;{unsynced} SELECT pg_advisory_xact_lock({WRITE_LOCK}); NOTIFY {CHANGES}"
         ))?;
         self.in_tx.set(true);
         Ok(())
+    }
+
+    pub(crate) fn set_unsynced(&self, unsynced: bool) {
+        self.unsynced.set(unsynced);
     }
 
     /// End the transaction without committing it (nothing to do when the
