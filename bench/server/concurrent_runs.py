@@ -57,8 +57,13 @@ def call(base: str, method: str, path: str, body=None):
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(base + path, data=data, method=method,
                                  headers={"content-type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            sys.stderr.write(f"bench: {method} {path}: {e.code} {e.read()[:400]!r}\n")
+        raise
 
 
 def tree(root: int) -> list:
@@ -163,9 +168,10 @@ def start_server(args, scratch: str, index: int):
                WFHOST_CACHE_DIR=os.path.join(scratch, "cache"),
                WFHOST_DURABILITY=args.durability)
     env.pop("WFHOST_STORE", None)
+    log = open(os.path.join(home, "serve.log"), "w")
     server = subprocess.Popen([args.wfhost, "serve", "--listen", f"127.0.0.1:{port}",
                                "--local-agents", str(args.local_agents)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env=env, stdout=subprocess.DEVNULL, stderr=log,
                               start_new_session=True)
     base = f"http://127.0.0.1:{port}/v1"
     for _ in range(200):
@@ -217,6 +223,11 @@ def main() -> None:
             for server, _ in servers:
                 os.killpg(server.pid, signal.SIGTERM)
                 server.wait(timeout=30)
+            keep = os.environ.get("WFHOST_BENCH_KEEP")
+            if keep:  # the homes (logs included), to look at after a failure
+                import shutil
+                shutil.copytree(scratch, keep, dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("cache", "ws-*", "bells"))
     single_rate = args.steps / alone
     rate = args.runs * args.steps / many
     where = "PostgreSQL" if args.store else "the embedded SQLite store"

@@ -70,7 +70,7 @@ pub use ids::{RunId, is_run_id, new_run_id, snapshot_id};
 pub use job_telemetry::{JobTelemetry, TelemetryCaps, TelemetryTaken};
 pub use jobs::{Completion, Job, JobEvent, JobState, Lease, LeaseLost, NewJob, OpenJob};
 pub use location::{Location, STORE_ENV, redact};
-pub use lock::RunLock;
+pub use lock::{RunLock, RunNotifications, run_notifications};
 pub use log::{BranchInfo, BranchWriter, ChainPage, OpenGate, StoredEvent};
 pub use migrate::TableCopy;
 pub use schema::SCHEMA_VERSION;

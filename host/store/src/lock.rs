@@ -14,12 +14,17 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::db::{OptionalExtension, PgConn};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::db::{Notified, OptionalExtension, PgConn};
 use crate::{RunId, StoreError};
 
 /// Held while a process executes a run; released on drop or death.
 pub struct RunLock {
     _held: Held,
+    /// The run, for the registry of notifications (database locks).
+    run_id: String,
 }
 
 impl std::fmt::Debug for RunLock {
@@ -35,10 +40,11 @@ impl Drop for RunLock {
     fn drop(&mut self) {
         // Released now, not when the server notices the connection closed
         // (a process that takes the lock again at once must get it).
-        if let Held::Database(conn) = &self._held
-            && let Err(e) = conn.batch("SELECT pg_advisory_unlock_all()")
-        {
-            tracing::debug!(error = %e, "releasing a run lock: the connection's end releases it");
+        if let Held::Database(conn) = &self._held {
+            registry().remove(&self.run_id);
+            if let Err(e) = conn.batch("SELECT pg_advisory_unlock_all()") {
+                tracing::debug!(error = %e, "releasing a run lock: the connection's end releases it");
+            }
         }
     }
 }
@@ -105,9 +111,49 @@ pub(crate) fn acquire_in_database(
         ),
     )
     .map_err(err)?;
+    let conn = db.into_postgres().expect("made on PostgreSQL");
+    // The lock's connection is idle while held: it also listens for the
+    // run's jobs becoming final, for the process's job waiter
+    // ([`run_notifications`]), so a run process needs no third connection.
+    if conn.listen_for_run(run_id.as_str()).is_ok() {
+        registry().insert(run_id.to_string(), conn.notifications());
+    }
     Ok(RunLock {
-        _held: Held::Database(Box::new(db.into_postgres().expect("made on PostgreSQL"))),
+        _held: Held::Database(Box::new(conn)),
+        run_id: run_id.to_string(),
     })
+}
+
+/// The notifications of the runs whose database lock this process holds.
+fn registry() -> std::sync::MutexGuard<'static, HashMap<String, Arc<Notified>>> {
+    static RUNS: OnceLock<Mutex<HashMap<String, Arc<Notified>>>> = OnceLock::new();
+    RUNS.get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// That one of a run's jobs became final, as the database notifies it to
+/// the connection holding the run's lock in this process.
+#[derive(Clone)]
+pub struct RunNotifications(Arc<Notified>);
+
+impl RunNotifications {
+    /// How many were received so far.
+    pub fn count(&self) -> u64 {
+        self.0.count()
+    }
+
+    /// Wait until one after `seen` arrives, at most `timeout`; whether one
+    /// did.
+    pub fn wait(&self, seen: u64, timeout: std::time::Duration) -> bool {
+        self.0.wait(seen, timeout)
+    }
+}
+
+/// The notifications of `run_id`'s jobs, when this process holds the run's
+/// lock in a PostgreSQL store (None otherwise: the run's doorbell serves).
+pub fn run_notifications(run_id: &str) -> Option<RunNotifications> {
+    registry().get(run_id).cloned().map(RunNotifications)
 }
 
 /// Whether a session holds the database lock of `run_id`.
@@ -203,6 +249,7 @@ impl RunLock {
         write_pid(&mut file).map_err(io)?;
         Ok(RunLock {
             _held: Held::File(file),
+            run_id: run_id.to_string(),
         })
     }
 

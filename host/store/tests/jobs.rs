@@ -492,6 +492,12 @@ fn a_completion_through_another_home_is_notified_to_its_run_only() {
     let waiting = Store::open_existing(runner.path()).unwrap();
     assert!(waiting.listen_for_run(R).unwrap());
     let mut seen = waiting.data_version().unwrap();
+    // The run's lock listens too: what a run process waits on.
+    let lock = waiting
+        .lock_run(&wfhost_store::RunId::parse(R).unwrap())
+        .unwrap();
+    let by_lock = wfhost_store::run_notifications(R).expect("the lock listens");
+    let locked_seen = by_lock.count();
     let mut other = Store::open_existing(server.path()).unwrap();
     let caps = wasm();
     let mut finish = |run_id: &'static str, step: u64| {

@@ -91,36 +91,28 @@ impl RunBell {
                 .ok()
         });
         let notified = remote
-            .then(|| watch_database(home, run_id, Arc::clone(&tx)))
+            .then(|| watch_database(run_id, Arc::clone(&tx)))
             .flatten();
         (rings.is_some() || notified.is_some()).then_some(RunBell { bell, rung })
     }
 }
 
 /// A thread that changes `tx` whenever the database says one of
-/// `run_id`'s jobs became final; None when it cannot listen.
+/// `run_id`'s jobs became final (the connection holding the run's lock in
+/// this process listens for that); None when there is no such lock.
 fn watch_database(
-    home: &std::path::Path,
     run_id: &str,
     tx: Arc<tokio::sync::watch::Sender<u64>>,
 ) -> Option<std::thread::JoinHandle<()>> {
-    let store = Store::open_existing(home).ok()?;
-    if !store.listen_for_run(run_id).unwrap_or(false) {
-        return None;
-    }
+    let notified = wfhost_store::run_notifications(run_id)?;
     std::thread::Builder::new()
         .name("wfhost-run-notified".into())
         .spawn(move || {
-            let mut seen = store.data_version().unwrap_or(0);
+            let mut seen = notified.count();
             while !tx.is_closed() {
-                match store.wait_for_change(seen, Duration::from_secs(1)) {
-                    Ok(Some(true)) => {
-                        seen = store.data_version().unwrap_or(seen);
-                        tx.send_modify(|n| *n += 1);
-                    }
-                    Ok(_) => {}
-                    // The database is away: the run looks on its timer.
-                    Err(_) => std::thread::sleep(Duration::from_secs(1)),
+                if notified.wait(seen, Duration::from_secs(1)) {
+                    seen = notified.count();
+                    tx.send_modify(|n| *n += 1);
                 }
             }
         })

@@ -15,7 +15,7 @@ mod postgres;
 mod sqlite;
 mod tls;
 
-pub(crate) use postgres::PgConn;
+pub(crate) use postgres::{Notified, PgConn};
 
 /// A store URL as the PostgreSQL driver reads it (wfhost's own TLS
 /// parameters taken out, see `tls`).

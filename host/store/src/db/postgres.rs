@@ -57,8 +57,19 @@ impl Notified {
         self.changed.notify_all();
     }
 
-    fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.count.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
+    /// Wait until the count is past `seen`, at most `timeout`; whether it
+    /// is.
+    pub(crate) fn wait(&self, seen: u64, timeout: Duration) -> bool {
+        let guard = self.count.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = self
+            .changed
+            .wait_timeout_while(guard, timeout, |state| state.0 == seen)
+            .unwrap_or_else(|e| e.into_inner());
+        guard.0 != seen
     }
 }
 
@@ -316,17 +327,12 @@ impl PgConn {
     /// is notified, at most `timeout`; whether one was.
     pub(crate) fn wait_for_change(&self, seen: u64, timeout: Duration) -> DbResult<bool> {
         self.changes()?;
-        let guard = self
-            .notified
-            .count
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let (guard, _) = self
-            .notified
-            .changed
-            .wait_timeout_while(guard, timeout, |state| state.0 == seen)
-            .unwrap_or_else(|e| e.into_inner());
-        Ok(guard.0 != seen)
+        Ok(self.notified.wait(seen, timeout))
+    }
+
+    /// What this connection counts of its notifications.
+    pub(crate) fn notifications(&self) -> Arc<Notified> {
+        Arc::clone(&self.notified)
     }
 
     pub(super) fn commit(&self) -> DbResult<()> {
