@@ -520,6 +520,7 @@ fn a_completion_through_another_home_is_notified_to_its_run_only() {
         Some(false),
         "another run's job wakes nobody here"
     );
+    assert!(!by_lock.wait(locked_seen, Duration::from_millis(100)));
     finish(R, 1);
     assert_eq!(
         waiting
@@ -527,6 +528,12 @@ fn a_completion_through_another_home_is_notified_to_its_run_only() {
             .unwrap(),
         Some(true),
         "its own run's job does"
+    );
+    assert!(by_lock.wait(locked_seen, Duration::from_secs(10)));
+    drop(lock);
+    assert!(
+        wfhost_store::run_notifications(R).is_none(),
+        "gone with the lock"
     );
     seen = waiting.data_version().unwrap();
     assert_eq!(
