@@ -161,6 +161,7 @@ pub(crate) fn held_in_database(db: &crate::db::Db, run_id: &RunId) -> crate::db:
     db.query_row(
         &format!(
             "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+               AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
                AND classid = {RUN_LOCK_CLASS}::oid AND objid = hashtext(?1)::oid AND objsubid = 2)"
         ),
         (run_id.as_str(),),
