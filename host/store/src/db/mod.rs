@@ -30,15 +30,6 @@ pub enum Backend {
     Postgres,
 }
 
-impl Backend {
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "SQLite",
-            Backend::Postgres => "PostgreSQL",
-        }
-    }
-}
-
 /// A database error, kept as the driver reported it so the store can tell
 /// a busy file, a constraint and a lost connection apart.
 #[derive(Debug)]
