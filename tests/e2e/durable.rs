@@ -78,33 +78,48 @@ fn invariants(show: &serde_json::Value) -> serde_json::Value {
     })
 }
 
-/// The guide's recipe: the durable example thinking longer (`--set
-/// think_ms=…`) is killed mid-block, shows as interrupted, and `wfhost
-/// resume` runs the cut block again to the run's end.
-#[test]
-fn the_durable_example_killed_mid_block_is_resumed() {
+/// `wfhost run` of the durable example in `scratch` with its first block
+/// thinking `think_ms`, standard error to `stderr`: the process, once its
+/// first line names the run (recorded), and the rest of its output.
+pub(super) fn thinking_run(
+    scratch: &Path,
+    think_ms: u64,
+    stderr: Stdio,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
     use std::io::BufRead;
-    let scratch = tempfile::tempdir().unwrap();
-    let ws = workspace_in(scratch.path());
+    let ws = workspace_in(scratch);
     let manifest = example("durable");
-    let mut child = command(scratch.path())
+    let mut child = command(scratch)
         .args([
             "run",
             manifest.to_str().unwrap(),
             "-w",
             ws.to_str().unwrap(),
         ])
-        .args(["--set", "think_ms=1500"])
+        .args(["--set", &format!("think_ms={think_ms}")])
         .stdout(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .unwrap();
+    let mut output = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    output.read_line(&mut first).unwrap();
+    assert!(first.starts_with("run run-"), "{first}");
+    (child, output)
+}
+
+/// The guide's recipe: the durable example thinking longer (`--set
+/// think_ms=…`) is killed mid-block, shows as interrupted, and `wfhost
+/// resume` runs the cut block again to the run's end.
+#[test]
+fn the_durable_example_killed_mid_block_is_resumed() {
+    let scratch = tempfile::tempdir().unwrap();
     // The first line names the run once it is recorded; the first block
     // then thinks for 1.5 s.
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.starts_with("run run-"), "{first}");
+    let (mut child, _output) = thinking_run(scratch.path(), 1500, Stdio::inherit());
     std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();

@@ -4,7 +4,6 @@
 //! cannot be reached or refuses the credentials is one line and a
 //! non-zero exit.
 
-use std::io::BufRead;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -27,24 +26,7 @@ fn a_run_on_postgres_killed_mid_block_is_resumed_from_the_database() {
         return;
     };
     let s = scratch.path();
-    let ws = workspace_in(s);
-    let manifest = repo().join("examples/durable/workflow.json");
-    let mut child = command(s)
-        .args([
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-        ])
-        .args(["--set", "think_ms=1500"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.starts_with("run run-"), "{first}");
+    let (mut child, _output) = super::durable::thinking_run(s, 1500, Stdio::inherit());
     std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -241,24 +223,7 @@ fn a_database_restart_mid_run_is_survived_and_its_downtime_is_one_line() {
     let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
     db.configure(&s.join("home"));
-    let ws = workspace_in(s);
-    let manifest = repo().join("examples/durable/workflow.json");
-    let mut child = command(s)
-        .args([
-            "run",
-            manifest.to_str().unwrap(),
-            "-w",
-            ws.to_str().unwrap(),
-        ])
-        .args(["--set", "think_ms=2500"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    lines.read_line(&mut first).unwrap();
-    assert!(first.starts_with("run run-"), "{first}");
+    let (child, mut lines) = super::durable::thinking_run(s, 2500, Stdio::piped());
     // The rest of the output is read (and dropped) as it comes.
     let drained = std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
     std::thread::sleep(Duration::from_millis(300));
