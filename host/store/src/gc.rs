@@ -129,6 +129,11 @@ impl Store {
                 [run_id],
             )
             .map_err(err)?;
+            tx.execute(
+                "DELETE FROM served_runs WHERE run = (SELECT num FROM runs WHERE id = ?1)",
+                [run_id],
+            )
+            .map_err(err)?;
             tx.execute("DELETE FROM notifications WHERE run_id = ?1", [run_id])
                 .map_err(err)?;
             tx.execute("DELETE FROM schedule_ticks WHERE run_id = ?1", [run_id])

@@ -43,6 +43,7 @@ mod schema;
 pub mod secrets;
 mod sessions;
 pub mod shapes;
+mod takeover;
 pub mod time;
 mod timers;
 pub mod view;
@@ -79,6 +80,7 @@ pub use sessions::{
     MAX_SESSION_ID, SESSION_BUNDLE_FORMAT, SESSION_BUNDLE_VERSION, SessionBundle, SessionImport,
     SessionSource, SessionSummary, SessionTag,
 };
+pub use takeover::ServedRun;
 pub use timers::Timer;
 
 /// The store file's name inside the wfhost home.

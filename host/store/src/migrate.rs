@@ -43,7 +43,7 @@ const fn table(
     }
 }
 
-/// Every table of schema 8, parents before children.
+/// Every table of schema 9, parents before children.
 const TABLES: &[Table] = &[
     table("definitions", "hash:t workflow_id:t body:t", None, None),
     table(
@@ -89,6 +89,12 @@ const TABLES: &[Table] = &[
         None,
     ),
     table("timers", "run:i branch:i due_at:i", None, None),
+    table(
+        "served_runs",
+        "run:i takeovers:i taken_at:i",
+        Some("run"),
+        None,
+    ),
     table(
         "schedules",
         "name:t cron:t tz:t workflow:t workspace:t inputs:t overlap:t catch_up:i paused:i created_at:i next_tick:i missed:i",

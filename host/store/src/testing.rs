@@ -93,6 +93,15 @@ pub fn execute_batch(store: &crate::Store, sql: &str) -> Result<(), String> {
     store.db.execute_batch(sql).map_err(|e| e.to_string())
 }
 
+/// The first column of the first row of `sql` on `store`'s database, as
+/// text (a setting, a count).
+pub fn query_text(store: &crate::Store, sql: &str) -> Result<String, String> {
+    store
+        .db
+        .query_row(sql, (), |r| r.get::<_, String>(0))
+        .map_err(|e| e.to_string())
+}
+
 /// A PostgreSQL server of one test (Debian's `pg_createcluster`, as
 /// root), which the test may stop, start and restart without disturbing
 /// the other tests' server; dropped with its data.

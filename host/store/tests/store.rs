@@ -606,7 +606,7 @@ fn a_version_3_store_gains_every_later_table() {
     conn.execute_batch(
         "DROP TABLE job_telemetry; DROP TABLE mcp_acks; DROP TABLE run_sessions; DROP TABLE timers; \
          DROP TABLE schedule_ticks; DROP TABLE schedules; DROP TABLE hook_deliveries; DROP TABLE hooks; \
-         DROP TABLE notifications; DROP TABLE notify_targets; \
+         DROP TABLE notifications; DROP TABLE notify_targets; DROP TABLE served_runs; \
          PRAGMA user_version = 3;",
     )
     .unwrap();
@@ -621,6 +621,7 @@ fn a_version_3_store_gains_every_later_table() {
     assert!(store.hooks().unwrap().is_empty());
     assert!(store.notify_targets().unwrap().is_empty());
     assert!(store.notifications_of(R1).unwrap().is_empty());
+    assert!(store.served_runs(0, 10).unwrap().is_empty());
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -120,6 +120,29 @@ pub(crate) struct PgConn {
     unsynced: Cell<bool>,
 }
 
+/// TCP keepalives on both ends, unless the URL's `options` set the
+/// server's own: the database notices a connection whose machine died in
+/// about 25 s (the default is two hours), and with it releases the run
+/// locks that machine held, so another server can take its runs over; this
+/// end notices a database server that went away.
+fn keep_alive(config: &mut tokio_postgres::Config) {
+    config.keepalives(true);
+    config.keepalives_idle(KEEPALIVE_IDLE);
+    let given = config.get_options().unwrap_or_default().to_string();
+    if !given.contains("tcp_keepalives") {
+        let ours =
+            "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3";
+        let options = match given.trim() {
+            "" => ours.to_string(),
+            given => format!("{given} {ours}"),
+        };
+        config.options(&options);
+    }
+}
+
+/// Idle time before this end's first keepalive probe.
+const KEEPALIVE_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Why a connection could not be made: the message says to what, without
 /// the password.
 #[derive(Debug)]
@@ -144,6 +167,7 @@ impl PgConn {
         if config.get_application_name().is_none() {
             config.application_name("wfhost");
         }
+        keep_alive(&mut config);
         let notified = Arc::new(Notified::default());
         let client = open_client(&config, tls.as_ref(), &notified)?;
         Ok(PgConn {

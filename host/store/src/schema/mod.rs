@@ -1,6 +1,7 @@
 //! The store's tables, created and upgraded in one place, on either
 //! backend: SQLite's history of versions (`sqlite`), and PostgreSQL's,
-//! which starts at version 8 with the same tables (`postgres`).
+//! which starts at version 8 with the same tables and follows from there
+//! (`postgres`).
 //!
 //! Version 2 keys each event by one integer, the run's number times 2^32
 //! plus the event's `seq`, so an event is a row of a rowid table appended
@@ -33,6 +34,10 @@
 //! `hook_deliveries`: webhook triggers and the deliveries they took; and
 //! `notify_targets` and `notifications`: where notifications go, and the
 //! outbox they are delivered from.
+//!
+//! Version 9 adds `served_runs`: the runs a server's run processes execute
+//! that have not ended, so a server finds the ones whose process died (its
+//! machine with it) and takes them over, counting how often.
 
 mod postgres;
 mod sqlite;
@@ -41,7 +46,7 @@ use crate::db::{Backend, Db, DbError};
 
 /// The schema this wfhost writes (`PRAGMA user_version` on SQLite, the
 /// row of `wfhost_schema` on PostgreSQL).
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 pub(crate) enum MigrateError {
     Db(DbError),

@@ -1,4 +1,5 @@
-//! The schema on PostgreSQL: the tables of SQLite's version 8, with every
+//! The schema on PostgreSQL: the tables of SQLite's version 8 (and the
+//! versions after it, step by step as on SQLite), with every
 //! integer a `BIGINT` (so both backends read the same values), keys made
 //! by identity columns where SQLite uses its rowid, and `wfhost_schema`
 //! holding the version. Made in one transaction under the store's write
@@ -205,6 +206,16 @@ CREATE TABLE hook_deliveries (
 );
 ";
 
+/// Version 9 (as on SQLite): the runs executed for a server that have not
+/// ended, and how often a server took each over.
+const V9: &str = "
+CREATE TABLE served_runs (
+    run       BIGINT PRIMARY KEY REFERENCES runs(num),
+    takeovers BIGINT NOT NULL DEFAULT 0,
+    taken_at  BIGINT
+);
+";
+
 /// The version recorded in the database, None when it has no wfhost
 /// tables.
 pub(super) fn version(db: &Db) -> DbResult<Option<i64>> {
@@ -231,19 +242,25 @@ pub(super) fn migrate(db: &Db) -> Result<(), MigrateError> {
     match version(&tx)? {
         Some(v) if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
         Some(SCHEMA_VERSION) => return Ok(()),
+        Some(8) => {
+            tx.execute_batch(V9)?;
+            tx.execute("UPDATE wfhost_schema SET version = ?1", (SCHEMA_VERSION,))?;
+        }
         Some(v) => {
             return Err(MigrateError::Db(crate::db::DbError::conversion(
                 0,
                 format!("unknown PostgreSQL schema version {v}"),
             )));
         }
-        None => {}
+        None => {
+            tx.execute_batch(V8)?;
+            tx.execute_batch(V9)?;
+            tx.execute(
+                "INSERT INTO wfhost_schema (version) VALUES (?1)",
+                (SCHEMA_VERSION,),
+            )?;
+        }
     }
-    tx.execute_batch(V8)?;
-    tx.execute(
-        "INSERT INTO wfhost_schema (version) VALUES (?1)",
-        (SCHEMA_VERSION,),
-    )?;
     tx.commit()?;
     Ok(())
 }

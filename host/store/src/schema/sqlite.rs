@@ -236,6 +236,16 @@ CREATE TABLE hook_deliveries (
 ) WITHOUT ROWID;
 ";
 
+/// Version 9: the runs executed for a server that have not ended, and how
+/// often a server took each over after its process died.
+const V9: &str = "
+CREATE TABLE served_runs (
+    run       INTEGER PRIMARY KEY REFERENCES runs(num),
+    takeovers INTEGER NOT NULL DEFAULT 0,
+    taken_at  INTEGER
+);
+";
+
 /// Version 1 to 2: the same rows under the new keys. Runs are numbered in
 /// the order they were created.
 const V1_TO_V2: &str = "
@@ -276,14 +286,15 @@ fn upgrade(conn: &Db) -> Result<(), MigrateError> {
     let steps = match found {
         SCHEMA_VERSION => String::new(),
         v if v > SCHEMA_VERSION => return Err(MigrateError::TooNew(v)),
-        7 => V8.to_string(),
-        6 => format!("{V7} {V8}"),
-        5 => format!("{V6} {V7} {V8}"),
-        4 => format!("{V5} {V6} {V7} {V8}"),
-        3 => format!("{V4} {V5} {V6} {V7} {V8}"),
-        2 => format!("{V3} {V4} {V5} {V6} {V7} {V8}"),
-        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5} {V6} {V7} {V8}"),
-        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5} {V6} {V7} {V8}"),
+        8 => V9.to_string(),
+        7 => format!("{V8} {V9}"),
+        6 => format!("{V7} {V8} {V9}"),
+        5 => format!("{V6} {V7} {V8} {V9}"),
+        4 => format!("{V5} {V6} {V7} {V8} {V9}"),
+        3 => format!("{V4} {V5} {V6} {V7} {V8} {V9}"),
+        2 => format!("{V3} {V4} {V5} {V6} {V7} {V8} {V9}"),
+        1 => format!("{V1_TO_V2} {V2} {V1_TO_V2_COPY} {V3} {V4} {V5} {V6} {V7} {V8} {V9}"),
+        _ => format!("{DEFINITIONS} {V2} {V3} {V4} {V5} {V6} {V7} {V8} {V9}"),
     };
     conn.execute_batch(&format!(
         "{steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
