@@ -47,6 +47,7 @@ mod session_files;
 mod slurm_agents;
 mod slurm_arrays;
 mod store_postgres;
+mod takeover;
 mod team;
 mod timers;
 mod tls;

@@ -45,6 +45,12 @@ pub struct ServeArgs {
     /// every client has the proxy's: raise it to --max-connections).
     #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_MAX_CONNECTIONS_PER_PEER, value_name = "N")]
     max_connections_per_peer: usize,
+    /// Take over a run this or another server executed once it has been
+    /// interrupted this long, in milliseconds: its process died (killed,
+    /// or with its machine) before the run came to rest. At most 3
+    /// takeovers a run; 0 never takes over.
+    #[arg(long, default_value_t = wfhost_server::takeover::DEFAULT_TAKE_OVER_AFTER.as_millis() as u64, value_name = "MS")]
+    take_over_ms: u64,
     /// How long a connection has to send a request's headers, in
     /// milliseconds, from when it opens or its next request begins.
     #[arg(long, default_value_t = wfhost_server::conn::DEFAULT_HEADER_TIMEOUT.as_millis() as u64, value_name = "MS")]
@@ -145,6 +151,8 @@ pub fn serve(args: ServeArgs, global: &Global) -> u8 {
         tokens,
         runner,
         lease: std::time::Duration::from_millis(args.lease_ms),
+        take_over: (args.take_over_ms > 0)
+            .then(|| std::time::Duration::from_millis(args.take_over_ms)),
         limits: wfhost_server::ConnectionLimits {
             max_connections: args.max_connections,
             max_connections_per_peer: args.max_connections_per_peer,

@@ -40,6 +40,7 @@ mod sessions;
 mod start;
 mod store;
 mod stream;
+pub mod takeover;
 mod timers;
 mod trace;
 mod ui;
@@ -80,6 +81,10 @@ pub struct ServerConfig {
     pub projects_root: Option<PathBuf>,
     /// HTTPS only on `listen` (see [`tls`]); None serves plain HTTP.
     pub tls: Option<Tls>,
+    /// How long a run executed for a server stays interrupted (its process
+    /// gone) before this server takes it over (see [`takeover`]); None
+    /// never does.
+    pub take_over: Option<std::time::Duration>,
 }
 
 #[derive(Clone)]
@@ -278,6 +283,7 @@ pub async fn serve_with_local(
     let reconcile = tokio::spawn(jobs::reconcile(state.stores.clone(), every));
     let timers = tokio::spawn(timers::watch(state.clone()));
     let schedules = tokio::spawn(schedules::watch(state.clone()));
+    let takeover = tokio::spawn(takeover::watch(state.clone(), config.take_over));
     let scheme = if config.tls.is_some() {
         "https"
     } else {
@@ -306,6 +312,7 @@ pub async fn serve_with_local(
     reconcile.abort();
     timers.abort();
     schedules.abort();
+    takeover.abort();
     notifications.abort();
     Ok(())
 }

@@ -150,6 +150,7 @@ fn start_rooted(
         limits,
         projects_root: Some(root.to_path_buf()),
         tls: None,
+        take_over: None,
     };
     rt.spawn(async move {
         wfhost_server::serve(config, move |addr| tx.send(addr).unwrap())
@@ -422,6 +423,7 @@ fn a_non_loopback_address_needs_tokens() {
         limits: Default::default(),
         projects_root: None,
         tls: None,
+        take_over: None,
     };
     assert!(config.check().unwrap_err().contains("--auth-token-file"));
     let relative_root = ServerConfig {
