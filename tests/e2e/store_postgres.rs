@@ -459,3 +459,50 @@ fn a_role_with_only_data_privileges_runs_workflows() {
     .unwrap_err();
     assert!(denied.contains("must be owner"), "{denied}");
 }
+
+/// While the database is down a server answers every request that needs
+/// the store — reads and a run's start alike — `503 store_unavailable`,
+/// recording nothing; once it is back the same start is accepted.
+#[test]
+fn a_server_whose_database_is_down_answers_503_to_a_start() {
+    use super::serve::{await_status, http_get, http_post, serve_with};
+    let Some(server) = wfhost_store::testing::PrivateServer::start() else {
+        return;
+    };
+    let db = server.database();
+    let scratch = tempfile::tempdir().unwrap();
+    let s = scratch.path();
+    db.configure(&s.join("home"));
+    let served = serve_with(s, &["--local-agents", "1"]);
+    let ws = workspace_in(s);
+    let manifest = super::block_chain(
+        "naps",
+        1,
+        serde_json::json!({"worker": "exec", "config": {"commands": [{"argv": ["true"]}]}}),
+        serde_json::json!({"exec": {"grants": ["exec"]}}),
+    );
+    let body = serde_json::json!({"manifest": manifest, "workspace": ws});
+    server.ctl("stop");
+    let (status, refused) = http_post(&served.addr, "/v1/runs", &body);
+    assert_eq!(status, 503, "{refused}");
+    assert_eq!(refused["code"], "store_unavailable", "{refused}");
+    let (status, listed) = http_get(&served.addr, "/v1/runs");
+    assert_eq!(
+        (status, &listed["code"]),
+        (503, &serde_json::json!("store_unavailable"))
+    );
+    server.ctl("start");
+    let (_, listed) = http_get(&served.addr, "/v1/runs");
+    assert_eq!(
+        listed["runs"].as_array().map(Vec::len),
+        Some(0),
+        "nothing recorded: {listed}"
+    );
+    let (status, started) = http_post(&served.addr, "/v1/runs", &body);
+    assert_eq!(status, 202, "{started}");
+    await_status(
+        &served.addr,
+        started["run_id"].as_str().unwrap(),
+        "succeeded",
+    );
+}

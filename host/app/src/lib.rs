@@ -45,13 +45,28 @@ pub mod workspace;
 pub use wfhost_protocol::{AppError, ErrorKind};
 
 /// A store error as the application layer's: busy when another process
-/// holds what it needs, not found for an unknown run or session, bad input
-/// otherwise.
+/// holds what it needs, unavailable when its database cannot be reached,
+/// bad input otherwise.
 pub fn store_error(e: wfhost_store::StoreError) -> AppError {
     use wfhost_store::StoreError;
     let kind = match &e {
         StoreError::Busy { .. } | StoreError::Locked { .. } => ErrorKind::Busy,
+        StoreError::Unavailable { .. } => ErrorKind::Unavailable,
         _ => ErrorKind::BadInput,
     };
     AppError::new(kind, e)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_store_that_cannot_be_reached_is_unavailable_not_bad_input() {
+        let e = super::store_error(wfhost_store::StoreError::Unavailable {
+            path: "postgres://db/runs".into(),
+            message: "cannot connect to PostgreSQL".into(),
+        });
+        assert_eq!(e.kind, super::ErrorKind::Unavailable);
+        let e = super::store_error(wfhost_store::StoreError::Usage("x".into()));
+        assert_eq!(e.kind, super::ErrorKind::BadInput);
+    }
 }

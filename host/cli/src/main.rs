@@ -632,7 +632,10 @@ pub fn start_runtime(
 /// The exit code of an error of `kind`.
 pub fn exit_code(kind: ErrorKind) -> u8 {
     match kind {
-        ErrorKind::BadInput | ErrorKind::NotFound | ErrorKind::Internal => exit::BAD_INPUT,
+        ErrorKind::BadInput
+        | ErrorKind::NotFound
+        | ErrorKind::Unavailable
+        | ErrorKind::Internal => exit::BAD_INPUT,
         ErrorKind::Busy => exit::BUSY,
         ErrorKind::Waiting => exit::WAITING_AT_GATE,
         ErrorKind::Interrupted => exit::INTERRUPTED,

@@ -23,6 +23,9 @@ pub enum ErrorKind {
     Cancelled,
     /// The run failed (a block failed, or the engine stopped).
     Failed,
+    /// The run store cannot be reached (its database is down or refuses
+    /// the connection): nothing was recorded; try again later.
+    Unavailable,
     /// The host itself could not do its part (a file it could not write,
     /// a process it could not start).
     Internal,
@@ -39,6 +42,7 @@ impl ErrorKind {
             ErrorKind::Interrupted => "interrupted",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Failed => "failed",
+            ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
         }
     }

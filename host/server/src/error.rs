@@ -93,6 +93,11 @@ impl From<AppError> for ApiError {
             ErrorKind::NotFound => ApiError::not_found(e.message),
             ErrorKind::Busy => ApiError::new(StatusCode::CONFLICT, "busy", e.message),
             ErrorKind::Waiting => ApiError::new(StatusCode::CONFLICT, "waiting", e.message),
+            ErrorKind::Unavailable => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.message,
+            ),
             ErrorKind::Interrupted
             | ErrorKind::Cancelled
             | ErrorKind::Failed
@@ -114,6 +119,19 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_process_that_cannot_reach_the_store_is_a_503_too() {
+        // As it crosses from the run process: serialized, read back.
+        let e = AppError::new(
+            ErrorKind::Unavailable,
+            "run store postgres://db: is unavailable",
+        );
+        let e: AppError = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        let api = ApiError::from(e);
+        assert_eq!(api.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(api.code, "store_unavailable");
+    }
 
     #[test]
     fn an_unreachable_database_is_a_503_that_can_be_retried() {

@@ -6,7 +6,7 @@ use axum::Json;
 use serde_json::{Value, json};
 
 /// The API's version (the OpenAPI document's `info.version`).
-pub const API_VERSION: &str = "0.13.0";
+pub const API_VERSION: &str = "0.14.0";
 
 fn error_response(description: &str) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
@@ -74,6 +74,30 @@ fn both(a: Value, b: Value) -> Value {
 }
 
 pub fn spec() -> Value {
+    let mut spec = paths_and_components();
+    with_store_errors(&mut spec);
+    spec
+}
+
+/// Every operation that authenticates (all but this document's) reads or
+/// writes the store, so each may answer 503.
+fn with_store_errors(spec: &mut Value) {
+    let Some(paths) = spec["paths"].as_object_mut() else {
+        return;
+    };
+    for operation in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in operation.values_mut() {
+            let responses = &mut op["responses"];
+            if responses.get("401").is_some() {
+                responses["503"] = error_response(
+                    "The store cannot be used now: `store_unavailable` (its database cannot be reached, by the server or by the process starting or continuing a run) or `store_locked` (another process held its write lock for over 10 s). Nothing was recorded; try again.",
+                );
+            }
+        }
+    }
+}
+
+fn paths_and_components() -> Value {
     let branch = || {
         param(
             "branch",
