@@ -667,12 +667,14 @@ impl Store {
         }
     }
 
-    /// Whether a process is executing `run_id` right now.
+    /// Whether a process is executing `run_id` right now. A database that
+    /// cannot be asked answers yes: what removes, stops or takes over a
+    /// run's things on "not running" (gc, orphaned containers, lanes)
+    /// leaves them alone on a guess ([`Store::running_now`] tells the
+    /// error apart).
     pub fn is_running(&self, run_id: &RunId) -> bool {
         match self.location {
-            // (A database that cannot be asked says "not running": the
-            // next write will say what is wrong.)
-            Location::Postgres(_) => lock::held_in_database(&self.db, run_id).unwrap_or(false),
+            Location::Postgres(_) => lock::held_in_database(&self.db, run_id).unwrap_or(true),
             Location::Embedded => RunLock::is_held(&self.home, run_id),
         }
     }

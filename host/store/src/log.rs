@@ -605,9 +605,24 @@ impl Store {
         Ok(out)
     }
 
-    /// Status from the branch's last event, folding only when the last
-    /// event alone cannot tell.
+    /// Status from the branch's last event (`head`), folding only when
+    /// the last event alone cannot tell. A branch that looks interrupted
+    /// is read again: its process may have written its end and let go of
+    /// the run's lock between the two reads (a finished run is never said
+    /// to be interrupted, nor taken over by a server).
     fn branch_status(&self, run_id: &str, branch: u32, head: u64) -> Result<String, StoreError> {
+        let status = self.status_at(run_id, branch, head)?;
+        if status != "interrupted" {
+            return Ok(status);
+        }
+        match self.branch_head(run_id, branch)? {
+            Some(now) if now != head => self.status_at(run_id, branch, now),
+            _ => Ok(status),
+        }
+    }
+
+    /// [`Self::branch_status`] with `head` as the branch's newest event.
+    fn status_at(&self, run_id: &str, branch: u32, head: u64) -> Result<String, StoreError> {
         let last = self.rows(
             "SELECT seq, branch, parent, at, snapshot, body FROM events WHERE key = (?1 << 32) + ?2",
             (self.run_num(run_id)?, seq_param(head)),
@@ -640,7 +655,7 @@ impl Store {
             Some(Event::GateReasked { .. } | Event::GateAnswered { .. }) => {
                 match self.waiting_at(run_id, branch, &last[0])? {
                     Some(_) => "waiting",
-                    None => self.live_status(run_id),
+                    None => self.live_status(run_id)?,
                 }
             }
             Some(Event::Forked { .. }) if self.has_timer(self.run_num(run_id)?, branch)? => {
@@ -649,9 +664,9 @@ impl Store {
             Some(Event::Forked { .. }) => match self.waiting_at(run_id, branch, &last[0])? {
                 Some(_) => "waiting",
                 None if self.forked_from_external(run_id, &last[0])? => "waiting",
-                None => self.live_status(run_id),
+                None => self.live_status(run_id)?,
             },
-            _ => self.live_status(run_id),
+            _ => self.live_status(run_id)?,
         };
         Ok(status.to_string())
     }
@@ -668,12 +683,17 @@ impl Store {
         ))
     }
 
-    fn live_status(&self, run_id: &str) -> &'static str {
-        if self.is_running_text(run_id) {
-            "running"
-        } else {
-            "interrupted"
-        }
+    /// Running or interrupted, after whether a process holds the run's
+    /// lock; a database that cannot tell is an error, never a run said
+    /// to be interrupted.
+    fn live_status(&self, run_id: &str) -> Result<&'static str, StoreError> {
+        // An id read from the store that is no run id (an older, unchecked
+        // import) has no lock and is never running.
+        let running = match crate::RunId::parse(run_id) {
+            Ok(id) => self.running_now(&id)?,
+            Err(_) => false,
+        };
+        Ok(if running { "running" } else { "interrupted" })
     }
 
     /// Gates waiting for an answer, in every run. Costs a few rows per
@@ -974,6 +994,13 @@ impl BranchWriter<'_> {
     /// records in it too.
     #[tracing::instrument(name = "store.append", level = "debug", skip_all, fields(run_id = %self.run_id, branch = self.branch, events = events.len()))]
     fn append_events(&mut self, events: &[Event], extra: Extra<'_>) -> Result<(), StoreError> {
+        // A process whose database lock of the run was lost (and taken by
+        // another) writes nothing more.
+        if crate::lock::lost(&self.run_id) {
+            return Err(StoreError::LockLost {
+                run_id: self.run_id.clone(),
+            });
+        }
         let path = self.store.path.clone();
         let err = |e| StoreError::from_db(&path, e);
         let tx = self.store.db.begin().map_err(err)?;
