@@ -50,7 +50,9 @@ pub use wfhost_protocol::{AppError, ErrorKind};
 pub fn store_error(e: wfhost_store::StoreError) -> AppError {
     use wfhost_store::StoreError;
     let kind = match &e {
-        StoreError::Busy { .. } | StoreError::Locked { .. } => ErrorKind::Busy,
+        StoreError::Busy { .. } | StoreError::Locked { .. } | StoreError::LockLost { .. } => {
+            ErrorKind::Busy
+        }
         StoreError::Unavailable { .. } => ErrorKind::Unavailable,
         _ => ErrorKind::BadInput,
     };

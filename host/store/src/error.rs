@@ -19,6 +19,12 @@ pub enum StoreError {
         pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
     )]
     Busy { run_id: String, pid: Option<u32> },
+    /// The database lock of a run this process executed was lost (its
+    /// connection ended) and could not be taken again.
+    #[error(
+        "run {run_id}: this process lost the run's lock (its connection to the database ended and the lock could not be taken again): it stops executing the run, which another process may have taken over"
+    )]
+    LockLost { run_id: String },
     #[error(
         "the run store {path} is damaged ({detail}); it was not modified. Restore it from a backup, or move it aside to start a new one"
     )]

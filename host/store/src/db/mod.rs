@@ -394,10 +394,10 @@ impl Db {
         }
     }
 
-    /// The PostgreSQL connection this is (to keep it open on its own).
-    pub(crate) fn into_postgres(self) -> Option<PgConn> {
-        match self.conn {
-            Conn::Postgres(c) => Some(*c),
+    /// The PostgreSQL connection this is, borrowed.
+    pub(crate) fn as_postgres(&self) -> Option<&PgConn> {
+        match &self.conn {
+            Conn::Postgres(c) => Some(c),
             Conn::Sqlite(_) => None,
         }
     }

@@ -229,6 +229,9 @@ impl PgConn {
     }
 
     fn statement(&self, sql: &str, params: &[Param<'_>]) -> DbResult<Statement> {
+        // A connection lost since the statement was prepared is made again
+        // first, which forgets the statements prepared on the old one.
+        drop(self.live()?);
         let types: Vec<Type> = params.iter().map(param_type).collect();
         let key = (sql.to_string(), types);
         if let Some(s) = self.statements.borrow().get(&key) {

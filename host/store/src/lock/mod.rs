@@ -17,6 +17,10 @@ use std::path::{Path, PathBuf};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+mod keeper;
+
+pub(crate) use keeper::lost;
+
 use crate::db::{Notified, OptionalExtension, PgConn};
 use crate::{RunId, StoreError};
 
@@ -40,11 +44,9 @@ impl Drop for RunLock {
     fn drop(&mut self) {
         // Released now, not when the server notices the connection closed
         // (a process that takes the lock again at once must get it).
-        if let Held::Database(conn) = &self._held {
+        if let Held::Database(keeper) = &mut self._held {
             registry().remove(&self.run_id);
-            if let Err(e) = conn.batch("SELECT pg_advisory_unlock_all()") {
-                tracing::debug!(error = %e, "releasing a run lock: the connection's end releases it");
-            }
+            keeper.release();
         }
     }
 }
@@ -53,8 +55,10 @@ enum Held {
     // Keeping the descriptor open keeps the lock; the file itself stays
     // (another process may be opening it).
     File(#[allow(dead_code)] File),
-    // The connection holding the advisory lock: closing it releases it.
-    Database(Box<PgConn>),
+    // The thread owning the connection that holds the advisory lock
+    // (closing it releases it), which takes the lock again should the
+    // connection be lost.
+    Database(keeper::Keeper),
 }
 
 /// The first key of the run locks' advisory locks ("wfr1"); the second is
@@ -87,31 +91,13 @@ pub(crate) fn acquire_in_database(
     })?;
     let db = crate::db::Db::postgres(conn);
     let err = |e| StoreError::from_db(path, e);
-    let got: bool = db
-        .query_row(
-            &format!("SELECT pg_try_advisory_lock({RUN_LOCK_CLASS}, hashtext(?1))"),
-            (run_id.as_str(),),
-            |r| r.get(0),
-        )
-        .map_err(err)?;
-    if !got {
+    if !take(&db, run_id).map_err(err)? {
         return Err(StoreError::Busy {
             run_id: run_id.to_string(),
             pid: local_holder(&db, run_id).map_err(err)?,
         });
     }
-    db.execute(
-        "INSERT INTO run_locks (run_id, host, pid, at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (run_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, at = excluded.at",
-        (
-            run_id.as_str(),
-            host_name(),
-            i64::from(std::process::id()),
-            crate::time::now_ms(),
-        ),
-    )
-    .map_err(err)?;
-    let conn = db.into_postgres().expect("made on PostgreSQL");
+    let conn = db.as_postgres().expect("made on PostgreSQL");
     // The lock's connection is idle while held: it also listens for the
     // run's jobs becoming final, for the process's job waiter
     // ([`run_notifications`]), so a run process needs no third connection.
@@ -119,9 +105,32 @@ pub(crate) fn acquire_in_database(
         registry().insert(run_id.to_string(), conn.notifications());
     }
     Ok(RunLock {
-        _held: Held::Database(Box::new(conn)),
+        _held: Held::Database(keeper::Keeper::start(db, run_id.clone())),
         run_id: run_id.to_string(),
     })
+}
+
+/// Try to take `run_id`'s database lock on `db`'s connection, and record
+/// this process as its holder: whether it was free.
+fn take(db: &crate::db::Db, run_id: &RunId) -> crate::db::DbResult<bool> {
+    let got: bool = db.query_row(
+        &format!("SELECT pg_try_advisory_lock({RUN_LOCK_CLASS}, hashtext(?1))"),
+        (run_id.as_str(),),
+        |r| r.get(0),
+    )?;
+    if got {
+        db.execute(
+            "INSERT INTO run_locks (run_id, host, pid, at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (run_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, at = excluded.at",
+            (
+                run_id.as_str(),
+                host_name(),
+                i64::from(std::process::id()),
+                crate::time::now_ms(),
+            ),
+        )?;
+    }
+    Ok(got)
 }
 
 /// The notifications of the runs whose database lock this process holds.
