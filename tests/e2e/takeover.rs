@@ -190,6 +190,26 @@ fn a_run_is_taken_over_at_most_three_times_and_a_cli_run_never() {
     let (_, shown) = http_get(&served.addr, &format!("/v1/runs/{cli_run}"));
     assert_eq!(shown["status"], "interrupted", "{shown}");
 
+    // A run at rest at a gate is no longer noted as served: nothing to
+    // take over, and nothing for the servers to look at on every look.
+    let gated_ws = s.join("gated");
+    std::fs::create_dir_all(&gated_ws).unwrap();
+    let (status, gated) = http_post(
+        &served.addr,
+        "/v1/runs",
+        &serde_json::json!({"workflow": repo().join("examples/review-gate/workflow.json"), "workspace": gated_ws}),
+    );
+    assert_eq!(status, 202, "{gated}");
+    await_status(&served.addr, gated["run_id"].as_str().unwrap(), "waiting");
+    let store = wfhost_store::Store::open_existing(&home).unwrap();
+    super::wait_until("the waiting run forgotten as served", || {
+        store
+            .unexecuted_served_runs(0, 10)
+            .unwrap()
+            .iter()
+            .all(|(_, r)| r.run_id.as_str() == run)
+    });
+
     // A person resumes the one left: it ends.
     let (status, body) = http_post(
         &served.addr,

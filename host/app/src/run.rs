@@ -192,6 +192,11 @@ pub fn drive<S: EventSink + Recorded>(
             _ = interrupted() => Ended::InterruptedTwice,
         }
     });
+    if let (Ended::Rested(result), Some(jobs)) = (&ended, &jobs)
+        && result.is_ok()
+    {
+        jobs.at_rest();
+    }
     // A guest call abandoned at its deadline may have left a thread of the
     // blocking pool waiting in a file read (a FIFO): do not wait for it.
     tokio.shutdown_background();

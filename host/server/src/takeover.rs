@@ -86,7 +86,7 @@ fn look(store: &Store) -> Result<Vec<ServedRun>, StoreError> {
     let mut interrupted = Vec::new();
     let mut after = 0;
     loop {
-        let page = store.served_runs(after, PAGE)?;
+        let page = store.unexecuted_served_runs(after, PAGE)?;
         let Some((last, _)) = page.last() else {
             return Ok(interrupted);
         };

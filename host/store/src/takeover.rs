@@ -1,8 +1,9 @@
-//! The runs a server's run processes execute that have not ended
-//! (`served_runs`): what a server reads to find the runs whose process
-//! died — killed, or gone with its machine — and take them over, and how
-//! often each was taken over already (a run that kills its process every
-//! time is not taken over for ever).
+//! The runs a server's run processes execute (`served_runs`: noted when
+//! such a process starts executing a run, forgotten when the run comes to
+//! rest): what a server reads to find the runs whose process died —
+//! killed, or gone with its machine — and take them over, and how often
+//! each was taken over already (a run that kills its process every time
+//! is not taken over for ever).
 
 use crate::{RunId, Store, StoreError};
 
@@ -35,22 +36,23 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The served runs not known to have ended, oldest first, at most
-    /// `limit` of them after `after` (a run's number, for paging: 0 from
-    /// the start); with each its number.
-    pub fn served_runs(
+    /// The served runs that no process executes now (their process died,
+    /// or they came to rest a moment ago), oldest first, at most `limit`
+    /// of them after `after` (a run's number, for paging: 0 from the
+    /// start); with each its number. One statement on PostgreSQL, whose
+    /// locks are the database's; on SQLite each run's lock file is probed.
+    pub fn unexecuted_served_runs(
         &self,
         after: i64,
         limit: usize,
     ) -> Result<Vec<(i64, ServedRun)>, StoreError> {
-        let mut statement = self
-            .db
-            .prepare_cached(
-                "SELECT s.run, r.id, s.takeovers, s.taken_at, r.workspace
-                 FROM served_runs s JOIN runs r ON r.num = s.run
-                 WHERE s.run > ?1 ORDER BY s.run LIMIT ?2",
-            )
-            .map_err(|e| self.err(e))?;
+        let sql = self.db.pick(
+            "SELECT s.run, r.id, s.takeovers, s.taken_at, r.workspace
+             FROM served_runs s JOIN runs r ON r.num = s.run
+             WHERE s.run > ?1 ORDER BY s.run LIMIT ?2",
+            crate::lock::UNLOCKED_SERVED_RUNS,
+        );
+        let mut statement = self.db.prepare_cached(sql).map_err(|e| self.err(e))?;
         let rows = statement
             .query_map((after, limit as i64), |r| {
                 Ok((
@@ -66,17 +68,23 @@ impl Store {
         for row in rows {
             let (num, id, takeovers, taken_at_ms, workspace) = row.map_err(|e| self.err(e))?;
             // Ids were checked on the way in; one that is not is skipped.
-            if let Ok(run_id) = RunId::parse(&id) {
-                runs.push((
-                    num,
-                    ServedRun {
-                        run_id,
-                        takeovers,
-                        taken_at_ms,
-                        workspace,
-                    },
-                ));
+            let Ok(run_id) = RunId::parse(&id) else {
+                continue;
+            };
+            if self.db.backend() == crate::Backend::Sqlite
+                && crate::RunLock::is_held(&self.home, &run_id)
+            {
+                continue;
             }
+            runs.push((
+                num,
+                ServedRun {
+                    run_id,
+                    takeovers,
+                    taken_at_ms,
+                    workspace,
+                },
+            ));
         }
         Ok(runs)
     }
@@ -95,8 +103,9 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Forget `run_id` as served: it ended (a later fork or answer through
-    /// a server notes it again).
+    /// Forget `run_id` as served: it came to rest — ended, or waiting at a
+    /// gate or a timer (the process that goes on with it, for an answer or
+    /// a timer, notes it again).
     pub fn forget_served(&self, run_id: &RunId) -> Result<(), StoreError> {
         self.db
             .execute(

@@ -621,7 +621,7 @@ fn a_version_3_store_gains_every_later_table() {
     assert!(store.hooks().unwrap().is_empty());
     assert!(store.notify_targets().unwrap().is_empty());
     assert!(store.notifications_of(R1).unwrap().is_empty());
-    assert!(store.served_runs(0, 10).unwrap().is_empty());
+    assert!(store.unexecuted_served_runs(0, 10).unwrap().is_empty());
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -24,18 +24,18 @@ fn a_served_run_is_claimed_once_per_takeover_and_forgotten(b: Backend) {
         return;
     };
     let (r1, r2) = (RunId::parse(R1).unwrap(), RunId::parse(R2).unwrap());
-    assert!(store.served_runs(0, 10).unwrap().is_empty());
+    assert!(store.unexecuted_served_runs(0, 10).unwrap().is_empty());
     store.mark_served(&r2).unwrap();
     store.mark_served(&r1).unwrap();
     // Noted again by a resuming process: nothing changes.
     store.mark_served(&r1).unwrap();
-    let served = store.served_runs(0, 10).unwrap();
+    let served = store.unexecuted_served_runs(0, 10).unwrap();
     let ids: Vec<&str> = served.iter().map(|(_, r)| r.run_id.as_str()).collect();
     assert_eq!(ids, [R1, R2], "oldest run first");
     assert_eq!(served[0].1.takeovers, 0);
     assert_eq!(served[0].1.workspace, "/tmp");
     // Paging after a run's number.
-    let rest = store.served_runs(served[0].0, 10).unwrap();
+    let rest = store.unexecuted_served_runs(served[0].0, 10).unwrap();
     assert_eq!(rest.len(), 1);
     assert_eq!(rest[0].1.run_id.as_str(), R2);
     // Two servers (two stores on one home) claim the same takeover: one
@@ -44,21 +44,26 @@ fn a_served_run_is_claimed_once_per_takeover_and_forgotten(b: Backend) {
     let seen = served[0].1.clone();
     assert!(store.claim_takeover(&seen, 5).unwrap());
     assert!(!other.claim_takeover(&seen, 6).unwrap());
-    let now = other.served_runs(0, 1).unwrap().remove(0).1;
+    let now = other.unexecuted_served_runs(0, 1).unwrap().remove(0).1;
     assert_eq!((now.takeovers, now.taken_at_ms), (1, Some(5)));
     assert!(other.claim_takeover(&now, 7).unwrap());
     store.forget_served(&r1).unwrap();
     let ids: Vec<String> = other
-        .served_runs(0, 10)
+        .unexecuted_served_runs(0, 10)
         .unwrap()
         .into_iter()
         .map(|(_, r)| r.run_id.to_string())
         .collect();
     assert_eq!(ids, [R2]);
+    // A run some process executes is not listed (its lock is held).
+    let held = other.lock_run(&r2).unwrap();
+    assert!(store.unexecuted_served_runs(0, 10).unwrap().is_empty());
+    drop(held);
+    assert_eq!(store.unexecuted_served_runs(0, 10).unwrap().len(), 1);
     // gc removes a served run with its row (a reference to the run would
     // otherwise refuse the removal).
     assert_eq!(store.remove_runs(&[R2]).unwrap(), 1);
-    assert!(store.served_runs(0, 10).unwrap().is_empty());
+    assert!(store.unexecuted_served_runs(0, 10).unwrap().is_empty());
     assert!(!store.running_now(&r1).unwrap());
     let lock = store.lock_run(&r1).unwrap();
     assert!(other.running_now(&r1).unwrap());
@@ -86,7 +91,7 @@ fn a_store_of_version_8_is_upgraded(b: Backend) {
     assert_eq!(found, wfhost_store::SCHEMA_VERSION.to_string());
     let r1 = RunId::parse(R1).unwrap();
     store.mark_served(&r1).unwrap();
-    assert_eq!(store.served_runs(0, 10).unwrap().len(), 1);
+    assert_eq!(store.unexecuted_served_runs(0, 10).unwrap().len(), 1);
     assert!(store.run(R2).unwrap().is_some(), "the runs are kept");
 }
 

@@ -189,6 +189,20 @@ impl<'p> RunJobs<'p> {
         })
     }
 
+    /// The run came to rest (ended, or waiting at a gate or a timer): no
+    /// server is to take it over now; the process that goes on with it
+    /// notes it again.
+    pub fn at_rest(&self) {
+        let store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        let forgotten = wfhost_store::RunId::parse(&self.run_id)
+            .map_err(|e| e.to_string())
+            .and_then(|id| store.forget_served(&id).map_err(|e| e.to_string()));
+        if let Err(e) = forgotten {
+            // A server's next look finds it at rest and forgets it then.
+            tracing::debug!(run_id = %self.run_id, "cannot forget the run as served: {e}");
+        }
+    }
+
     fn job_request(&self, request: BlockRequest) -> JobRequest {
         JobRequest {
             format: JOB_FORMAT,

@@ -65,6 +65,8 @@ enum Held {
 /// `hashtext(run id)`. (The write lock uses the one-key form, a separate
 /// key space.)
 const RUN_LOCK_CLASS: i32 = 0x7766_7231;
+// (Written out in `UNLOCKED_SERVED_RUNS`.)
+const _: () = assert!(RUN_LOCK_CLASS == 2003202609);
 
 /// This machine's name, as recorded beside a database run lock.
 pub(crate) fn host_name() -> String {
@@ -109,6 +111,17 @@ pub(crate) fn acquire_in_database(
         run_id: run_id.to_string(),
     })
 }
+
+/// The served runs whose database lock no session holds (see
+/// [`crate::Store::unexecuted_served_runs`]).
+pub(crate) const UNLOCKED_SERVED_RUNS: &str =
+    "SELECT s.run, r.id, s.takeovers, s.taken_at, r.workspace
+     FROM served_runs s JOIN runs r ON r.num = s.run
+     WHERE s.run > ?1 AND NOT EXISTS (
+       SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+         AND l.classid = 2003202609::oid AND l.objid = hashtext(r.id)::oid AND l.objsubid = 2)
+     ORDER BY s.run LIMIT ?2";
 
 /// Try to take `run_id`'s database lock on `db`'s connection, and record
 /// this process as its holder: whether it was free.
