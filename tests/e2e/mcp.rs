@@ -59,6 +59,11 @@ fn client_python() -> Result<PathBuf, String> {
 /// Run a client script of `tests/mcp/` against `wfhost mcp` serving
 /// `workflows`; it prints "all checks passed" when every check held.
 fn run_client(script: &str, workflows: &Path) {
+    run_client_on(script, workflows, None)
+}
+
+/// [`run_client`] with the home's run store in `db` (PostgreSQL).
+fn run_client_on(script: &str, workflows: &Path, db: Option<&wfhost_store::testing::TestDatabase>) {
     let python = match client_python() {
         Ok(p) => p,
         Err(why) => {
@@ -72,6 +77,9 @@ fn run_client(script: &str, workflows: &Path) {
     };
     let scratch = tempfile::tempdir().unwrap();
     let ws = super::workspace_in(scratch.path());
+    if let Some(db) = db {
+        db.configure(&scratch.path().join("home"));
+    }
     let out = Command::new(python)
         .arg(repo().join("tests/mcp").join(script))
         .arg(env!("CARGO_BIN_EXE_wfhost"))
@@ -92,6 +100,28 @@ fn run_client(script: &str, workflows: &Path) {
 #[test]
 fn a_real_mcp_client_walks_the_contract() {
     run_client("client.py", &repo().join("examples/mcp/workflows"));
+}
+
+/// The same contract with the home's runs in PostgreSQL: acks, replays
+/// and the run's lock taken call after call live in the database.
+#[test]
+fn a_real_mcp_client_walks_the_contract_on_postgres() {
+    let Some(db) = wfhost_store::testing::TestDatabase::create() else {
+        return;
+    };
+    run_client_on(
+        "client.py",
+        &repo().join("examples/mcp/workflows"),
+        Some(&db),
+    );
+    let reader = tempfile::tempdir().unwrap();
+    db.configure(reader.path());
+    let store = wfhost_store::Store::open_existing(reader.path()).unwrap();
+    let runs = store
+        .list_runs(&wfhost_store::RunFilter::default(), 100)
+        .unwrap()
+        .runs;
+    assert!(!runs.is_empty(), "the runs were recorded in the database");
 }
 
 /// Every WorkRail compiler construct, driven over MCP with the Python
