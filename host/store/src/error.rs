@@ -49,8 +49,10 @@ pub enum StoreError {
     /// An id that came from outside is not of its kind's grammar.
     #[error(transparent)]
     BadId(#[from] wfhost_core::ids::IdError),
+    /// The database refused an operation (SQLite's or PostgreSQL's
+    /// error, in its words).
     #[error("run store {path}: {message}")]
-    Sqlite { path: PathBuf, message: String },
+    Database { path: PathBuf, message: String },
     /// The database cannot be reached (PostgreSQL down, the connection
     /// lost): nothing was written by the operation that met it.
     #[error("run store {path} is unavailable: {message}")]
@@ -75,7 +77,7 @@ impl StoreError {
                 path: path.to_path_buf(),
                 message,
             },
-            other => StoreError::Sqlite {
+            other => StoreError::Database {
                 path: path.to_path_buf(),
                 message: other.to_string(),
             },
@@ -108,7 +110,7 @@ impl StoreError {
                 _ => {}
             }
         }
-        StoreError::Sqlite {
+        StoreError::Database {
             path: path.to_path_buf(),
             message: e.to_string(),
         }
