@@ -36,10 +36,12 @@ const PAGE: usize = 256;
 
 /// What a look found of one served run.
 enum Seen {
-    /// Executing, waiting or sleeping: nothing to do.
+    /// Executing again: nothing to do.
     Alive,
-    /// At rest for good: forgotten.
-    Ended,
+    /// At rest (ended, or waiting at a gate or a timer), though its
+    /// process could not say so: forgotten (a process that goes on with it
+    /// notes it again).
+    AtRest,
     /// No process executes it and it is not at rest.
     Interrupted,
 }
@@ -94,7 +96,7 @@ fn look(store: &Store) -> Result<Vec<ServedRun>, StoreError> {
         for (_, run) in page {
             match seen(store, &run.run_id)? {
                 Seen::Alive => {}
-                Seen::Ended => store.forget_served(&run.run_id)?,
+                Seen::AtRest => store.forget_served(&run.run_id)?,
                 Seen::Interrupted => interrupted.push(run),
             }
         }
@@ -117,7 +119,7 @@ fn seen(store: &Store, run_id: &RunId) -> Result<Seen, StoreError> {
         .map(|b| b.status)
         .unwrap_or_default();
     Ok(match status.as_str() {
-        "succeeded" | "failed" | "cancelled" => Seen::Ended,
+        "succeeded" | "failed" | "cancelled" | "waiting" | "sleeping" => Seen::AtRest,
         // (Its lock was free a moment ago: a status read after a process
         // took it says running, which waits for the next look.)
         "interrupted" => Seen::Interrupted,
@@ -125,21 +127,24 @@ fn seen(store: &Store, run_id: &RunId) -> Result<Seen, StoreError> {
     })
 }
 
-/// The runs seen interrupted on every look for `after` now; `since` keeps
-/// when each was first seen so, and forgets those seen otherwise.
+/// The runs seen interrupted on every look for `after` now, and not taken
+/// over (by any server) within `after` — a process resuming one may still
+/// be starting; `since` keeps when each was first seen so, and forgets
+/// those seen otherwise.
 fn due(
     since: &mut HashMap<RunId, Instant>,
     interrupted: Vec<ServedRun>,
     after: Duration,
 ) -> Vec<ServedRun> {
     let now = Instant::now();
+    let recent = now_ms() - i64::try_from(after.as_millis()).unwrap_or(i64::MAX);
     let ids: std::collections::HashSet<&RunId> = interrupted.iter().map(|r| &r.run_id).collect();
     since.retain(|id, _| ids.contains(id));
     interrupted
         .into_iter()
         .filter(|run| {
             let first = *since.entry(run.run_id.clone()).or_insert(now);
-            now.duration_since(first) >= after
+            now.duration_since(first) >= after && run.taken_at_ms.is_none_or(|at| at < recent)
         })
         .collect()
 }
@@ -187,19 +192,23 @@ async fn take_over(
         run_id: run.run_id.to_string(),
         branch: None,
     };
+    // Answered once the new process holds the run: the runs of a dead
+    // machine are resumed side by side, not one after the other.
     let (runner, home) = (Arc::clone(runner), state.stores.home().to_path_buf());
-    let resumed = tokio::task::spawn_blocking(move || runner.submit(&home, &request)).await;
-    match resumed {
-        Ok(Ok(Submitted::Accepted(_) | Submitted::Starting)) => {}
-        // (The next look sees the run interrupted again, if it is.)
-        Ok(Err(e)) => tracing::warn!(
-            run_id = %run.run_id,
-            "takeover of run {}: not resumed: {}",
-            run.run_id,
-            e.message
-        ),
-        Err(e) => tracing::warn!("takeover: {e}"),
-    }
+    tokio::spawn(async move {
+        let resumed = tokio::task::spawn_blocking(move || runner.submit(&home, &request)).await;
+        match resumed {
+            Ok(Ok(Submitted::Accepted(_) | Submitted::Starting)) => {}
+            // (The next look sees the run interrupted again, if it is.)
+            Ok(Err(e)) => tracing::warn!(
+                run_id = %run.run_id,
+                "takeover of run {}: not resumed: {}",
+                run.run_id,
+                e.message
+            ),
+            Err(e) => tracing::warn!("takeover: {e}"),
+        }
+    });
 }
 
 /// Why `run` is not taken over by this server, if it is not.
@@ -248,6 +257,16 @@ mod tests {
         assert!(
             due(&mut since, vec![served(a), served(b)], Duration::ZERO).len() == 2,
             "a zero delay takes at once"
+        );
+        // One taken over a moment ago (its process may be starting) waits.
+        let mut taken = served(a);
+        taken.taken_at_ms = Some(now_ms());
+        assert!(due(&mut since, vec![taken.clone()], Duration::from_secs(60)).is_empty());
+        taken.taken_at_ms = Some(now_ms() - 120_000);
+        since.insert(a.clone(), Instant::now() - Duration::from_secs(61));
+        assert_eq!(
+            due(&mut since, vec![taken], Duration::from_secs(60)).len(),
+            1
         );
     }
 
