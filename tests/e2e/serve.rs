@@ -41,6 +41,26 @@ pub(super) fn serve_with(scratch: &Path, extra: &[&str]) -> Served {
     Served { child, addr }
 }
 
+/// `wfhost serve` on a free loopback port with `extra` options and `env`,
+/// its stderr (the server's warnings and traces) in `log`.
+pub(super) fn serve_logging(
+    scratch: &Path,
+    log: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Served {
+    let mut child = command(scratch)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let addr = served_address(&mut child);
+    Served { child, addr }
+}
+
 /// The address a `wfhost serve` started with piped stdout announces on
 /// its first line: `wfhost: serving http://127.0.0.1:PORT/v1 (store in …)`
 /// (`https://` with TLS).

@@ -5,10 +5,9 @@
 //! here); one woken by the doorbells looks about twice.
 
 use super::leases::jobs;
-use super::serve::{Served, await_status, http_post, served_address};
+use super::serve::{Served, await_status, http_post};
 use super::*;
 use serde_json::{Value, json};
-use std::process::Stdio;
 
 /// A chain of `n` exec blocks that each sleep `seconds`: long enough for
 /// a polling wait to show.
@@ -24,15 +23,12 @@ fn sleepy_chain(n: usize, seconds: &str) -> Value {
 /// `wfhost serve` with two local agents (one waits for a lease while the
 /// other runs a job) and the jobs' debug events in `log`.
 fn serve_logged(scratch: &Path, log: &Path) -> Served {
-    let mut child = command(scratch)
-        .args(["serve", "--listen", "127.0.0.1:0", "--local-agents", "2"])
-        .env("WFHOST_LOG", "wfhost_server=debug,wfhost_app::jobs=debug")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let addr = served_address(&mut child);
-    Served { child, addr }
+    super::serve::serve_logging(
+        scratch,
+        log,
+        &["--local-agents", "2"],
+        &[("WFHOST_LOG", "wfhost_server=debug,wfhost_app::jobs=debug")],
+    )
 }
 
 /// The sum of `field=N` over the lines of `text` that say `what`, and how

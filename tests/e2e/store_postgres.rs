@@ -20,6 +20,20 @@ fn scratch_on_postgres() -> Option<(tempfile::TempDir, TestDatabase)> {
     Some((scratch, db))
 }
 
+/// A scratch directory whose home's store is a new database on a private
+/// server the test may stop and start; None when there is none (skipped).
+fn scratch_on_private_server() -> Option<(
+    wfhost_store::testing::PrivateServer,
+    TestDatabase,
+    tempfile::TempDir,
+)> {
+    let server = wfhost_store::testing::PrivateServer::start()?;
+    let db = server.database();
+    let scratch = tempfile::tempdir().unwrap();
+    db.configure(&scratch.path().join("home"));
+    Some((server, db, scratch))
+}
+
 #[test]
 fn a_run_on_postgres_killed_mid_block_is_resumed_from_the_database() {
     let Some((scratch, _db)) = scratch_on_postgres() else {
@@ -216,13 +230,10 @@ fn two_servers_on_one_database_a_run_outlives_the_server_it_started_on() {
 /// again once it is back.
 #[test]
 fn a_database_restart_mid_run_is_survived_and_its_downtime_is_one_line() {
-    let Some(server) = wfhost_store::testing::PrivateServer::start() else {
+    let Some((server, _db, scratch)) = scratch_on_private_server() else {
         return;
     };
-    let db = server.database();
-    let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    db.configure(&s.join("home"));
     let (child, mut lines) = super::durable::thinking_run(s, 2500, Stdio::piped());
     // The rest of the output is read (and dropped) as it comes.
     let drained = std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
@@ -466,13 +477,10 @@ fn a_role_with_only_data_privileges_runs_workflows() {
 #[test]
 fn a_server_whose_database_is_down_answers_503_to_a_start() {
     use super::serve::{await_status, http_get, http_post, serve_with};
-    let Some(server) = wfhost_store::testing::PrivateServer::start() else {
+    let Some((server, _db, scratch)) = scratch_on_private_server() else {
         return;
     };
-    let db = server.database();
-    let scratch = tempfile::tempdir().unwrap();
     let s = scratch.path();
-    db.configure(&s.join("home"));
     let served = serve_with(s, &["--local-agents", "1"]);
     let ws = workspace_in(s);
     let manifest = super::block_chain(

@@ -9,21 +9,13 @@ use std::time::{Duration, Instant};
 
 use wfhost_store::testing::TestDatabase;
 
-use super::serve::{Served, await_status, http_get, http_post, served_address};
+use super::serve::{Served, await_status, http_get, http_post};
 use super::*;
 
 /// `wfhost serve` on a free port with `extra` options, its stderr (the
 /// server's warnings) in `log`.
 fn serve_logging(scratch: &Path, log: &Path, extra: &[&str]) -> Served {
-    let mut child = command(scratch)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let addr = served_address(&mut child);
-    Served { child, addr }
+    super::serve::serve_logging(scratch, log, extra, &[])
 }
 
 /// A chain of `blocks` exec blocks each sleeping `seconds`.

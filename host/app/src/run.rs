@@ -29,6 +29,16 @@ pub fn blocks_as_jobs() -> bool {
     std::env::var_os(RUN_BLOCKS_AS_JOBS).is_some_and(|v| v == "1")
 }
 
+/// Note that this process, executing runs for `wfhost serve`, holds
+/// `run_id` (its lock just taken): should it die before the run comes to
+/// rest, a server takes the run over. Nothing for any other process.
+pub fn note_served(store: &Store, run_id: &wfhost_store::RunId) -> Result<(), AppError> {
+    if blocks_as_jobs() {
+        store.mark_served(run_id).map_err(crate::store_error)?;
+    }
+    Ok(())
+}
+
 /// The pinned workflow of a run, ready to execute, with its plugins.
 pub struct Prepared {
     pub loaded: LoadedWorkflow,

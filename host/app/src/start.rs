@@ -146,6 +146,7 @@ pub fn record(store: &mut Store, checked: Checked, how: Recording) -> Result<Rec
     store
         .create_run_in(&record, &pin.json, &started, how.session.as_ref())
         .map_err(crate::store_error)?;
+    crate::run::note_served(store, &record.id)?;
     let state = RunState::start(&started).map_err(AppError::failed)?;
     Ok(Recorded {
         record,

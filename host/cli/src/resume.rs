@@ -111,6 +111,7 @@ fn open_run(global: &Global, id: &str) -> Result<(Store, RunRecord, RunLock), Ap
     let store = global.app_existing_store()?;
     let run = store.resolve_run(id).map_err(wfhost_app::store_error)?;
     let lock = store.lock_run(&run.id).map_err(wfhost_app::store_error)?;
+    wfhost_app::run::note_served(&store, &run.id)?;
     Ok((store, run, lock))
 }
 

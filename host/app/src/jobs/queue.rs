@@ -164,9 +164,6 @@ impl<'p> RunJobs<'p> {
         // Telemetry reported before this process started is not recorded
         // (a resumed run does not record it twice).
         let telemetry_read = store.last_job_telemetry().map_err(|e| e.to_string())?;
-        // Until it ends, a server takes the run over if this process dies.
-        let id = wfhost_store::RunId::parse(&run.run_id).map_err(|e| e.to_string())?;
-        store.mark_served(&id).map_err(|e| e.to_string())?;
         let remote = store.backend() == wfhost_store::Backend::Postgres;
         let bell = RunBell::bind(&run.home, &run.run_id, remote);
         Ok(RunJobs {
