@@ -106,6 +106,10 @@ pub struct Answer {
 pub struct Client {
     server: Server,
     conn: Option<SendRequest<Full<Bytes>>>,
+    /// The task driving `conn`: its TLS refusal, when the server ended the
+    /// connection with one (TLS 1.3 says a client certificate was refused
+    /// only after the handshake, so the request meets a closed channel).
+    driver: Option<tokio::task::JoinHandle<Option<String>>>,
     /// The last TLS refusal (see [`Client::refused`]).
     refusal: std::sync::Mutex<Option<String>>,
 }
@@ -115,6 +119,7 @@ impl Client {
         Client {
             server,
             conn: None,
+            driver: None,
             refusal: Default::default(),
         }
     }
@@ -131,9 +136,11 @@ impl Client {
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("{}: {e}", self.server.authority))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let authority = self.server.authority.clone();
+        self.driver = Some(tokio::spawn(async move {
+            let e = conn.await.err()?;
+            super::tls::rustls_cause(&e).and_then(|tls| super::tls::refusal(&authority, tls))
+        }));
         Ok(send)
     }
 
@@ -162,6 +169,29 @@ impl Client {
         tokio::time::timeout(Duration::from_secs(10), connecting)
             .await
             .map_err(|_| format!("connecting to {authority} timed out"))?
+    }
+
+    /// Whether the connection's driver ended (waiting a moment for it)
+    /// with a TLS refusal, which is then kept (see [`Client::refused`]).
+    async fn driver_refused(&mut self) -> bool {
+        let Some(driver) = self.driver.take() else {
+            return false;
+        };
+        let ended = tokio::time::timeout(Duration::from_secs(1), driver).await;
+        let Ok(Ok(Some(refusal))) = ended else {
+            return false;
+        };
+        tracing::debug!(server = %self.server.authority, "{refusal}");
+        *self.refusal.lock().expect("not poisoned") = Some(refusal);
+        true
+    }
+
+    /// The driver's TLS refusal, else `line`.
+    async fn refusal_or(&mut self, line: String) -> String {
+        match self.driver_refused().await {
+            true => self.refused().unwrap_or(line),
+            false => line,
+        }
     }
 
     /// The error `e` of the connection as one line (`line` unless TLS
@@ -235,7 +265,9 @@ impl Client {
             Some(conn) if !conn.is_closed() => conn,
             _ => self.connect().await?,
         };
-        conn.ready().await.map_err(|e| e.to_string())?;
+        if let Err(e) = conn.ready().await {
+            return Err(self.refusal_or(e.to_string()).await);
+        }
         let mut request = hyper::Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.server.base))
@@ -251,7 +283,12 @@ impl Client {
         let request = request.body(Full::new(body)).map_err(|e| e.to_string())?;
         let response = match conn.send_request(request).await {
             Ok(response) => response,
-            Err(e) => return self.failed(&e, e.to_string()),
+            Err(e) => {
+                if self.driver_refused().await {
+                    return Err(self.refused().unwrap_or_default());
+                }
+                return self.failed(&e, e.to_string());
+            }
         };
         let status = response.status().as_u16();
         let declared = response
